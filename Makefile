@@ -1,0 +1,45 @@
+# Thin wrapper over CMake presets. See README.md.
+#   make deps   install missing Debian build dependencies (quiet when all present)
+#   make build  release build (build/release)
+#   make test   deps + release, asan and tsan builds, and every test suite
+#   make run    deps + build, then start the server (see README)
+#   make bench  engine microbenchmarks (release build)
+#   make format clang-format every source file
+
+.PHONY: all deps build test test-release test-asan test-tsan run bench format clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release
+
+test: test-release test-asan test-tsan
+
+test-release: build
+	@ctest --preset release
+
+test-asan: deps
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan
+	@ctest --preset asan
+
+test-tsan: deps
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan
+	@ctest --preset tsan
+
+run: build
+	@echo "sundiald (the server) arrives with the server issue; the engine is built in build/release."
+
+bench: build
+	@build/release/bench/engine_bench
+
+format:
+	@git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	@rm -rf build

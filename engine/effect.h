@@ -1,0 +1,83 @@
+// Effects: every change of engine state, reported as it happens, with absolute times, tokens and
+// versions. The WAL logs them and recovery replays them through Engine::Apply, so replay never
+// re-runs a selection (which message a dequeue picks, whether a lease expired): it restores
+// exactly the state that was produced.
+//
+// An Effect holds views into engine memory: they are valid only during EffectSink::OnEffect.
+// Effects of one queue are delivered in the order they happen, under that queue's shard lock;
+// effects of queues on different shards may interleave.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "engine/clock.h"
+#include "engine/types.h"
+
+namespace sundial {
+
+enum class EffectType : uint8_t {
+  kQueueCreated = 1,  // queue, *settings
+  kQueueUpdated = 2,  // queue, *settings (the whole new settings)
+  kQueueDeleted = 3,  // queue: removes it and every message in it
+  kQueuePurged = 4,   // queue, purge_states: removes every message in those states
+  kMessageEnqueued = 5,  // a new message; every field below is meaningful
+  kMessageChanged = 6,   // an existing message's new state and mutable fields; `cause` says why
+  kMessageRemoved = 7,   // retention ran out (GC): the message and its id are gone
+  // The message leaves `queue` and enters `dead_letter_queue` as pending, attempts 0, with `seq`
+  // its new enqueue sequence there and metadata x-origin-queue = queue.
+  kMessageDeadLettered = 8,
+};
+std::string_view EffectTypeName(EffectType type);
+
+// Why a kMessageChanged happened (subscribers and `sundial-wal dump` show it).
+enum class ChangeCause : uint8_t {
+  kNone = 0,
+  kLeased = 1,
+  kCompleted = 2,
+  kFailed = 3,
+  kExtended = 4,
+  kCanceled = 5,
+  kReprioritized = 6,
+  kRedriven = 7,
+  kBecameVisible = 8,
+  kLeaseExpired = 9,
+};
+std::string_view ChangeCauseName(ChangeCause cause);
+
+struct Effect {
+  EffectType type = EffectType::kMessageChanged;
+  ChangeCause cause = ChangeCause::kNone;
+  TimeMs time = 0;  // when it happened; becomes the message's updated_at
+  std::string_view queue;
+
+  const QueueSettings* settings = nullptr;  // kQueueCreated, kQueueUpdated
+  uint8_t purge_states = 0;                 // kQueuePurged: bit (1 << state) per state
+
+  // Message effects: the message's state after the change.
+  std::string_view id;
+  MessageState from = MessageState::kPending;  // kMessageEnqueued: same as `to`
+  MessageState to = MessageState::kPending;
+  uint64_t seq = 0;  // enqueue sequence (in dead_letter_queue for kMessageDeadLettered)
+  uint64_t version = 0;
+  int64_t priority = 0;
+  uint32_t attempts = 0;
+  uint32_t max_attempts = 0;
+  TimeMs due_at = 0;  // to == invisible: visible_at; to == running: lease_expires_at; else 0
+  uint64_t lease_token = 0;
+  TimeMs enqueued_at = 0;
+  std::string_view payload;          // all message effects (the WAL logs it for kMessageEnqueued)
+  std::string_view packed_metadata;  // all message effects; metadata.h format
+  std::string_view error;            // kMessageChanged: the message's last_error after the change
+  std::string_view dead_letter_queue;  // kMessageDeadLettered
+};
+
+class EffectSink {
+ public:
+  virtual ~EffectSink() = default;
+  // Called under the shard lock of the effect's queue (both queues' for kMessageDeadLettered):
+  // must be quick and must not call back into the engine.
+  virtual void OnEffect(const Effect& effect) = 0;
+};
+
+}  // namespace sundial

@@ -1,0 +1,134 @@
+// Engine: Sundial's state machine. Named queues of messages, dequeued earliest-deadline-first
+// under leases, with retries, dead-letter queues, exclusive keys and metadata filters
+// (SPEC §1-§3, docs/semantics.md). No I/O: time comes from an injected Clock, every change of
+// state is reported to an EffectSink (effect.h), and Apply replays those effects.
+//
+// Structure (docs/engine.md): queues live on `shards` shards chosen by xxHash of the name; each
+// shard has its own mutex, so operations on queues of different shards never contend. Per queue:
+// an id index, an indexed heap of ready messages ordered by (priority, enqueue sequence), a timer
+// heap (visibility, lease expiry, retention), exclusive-value groups and metadata filter indexes.
+//
+// Complexity (n = messages in the queue): enqueue, dequeue, complete, fail, extend, cancel,
+// reprioritize O(log n); exclusive dequeue independent of the number of blocked messages;
+// one-pair filter dequeue O(log n); Advance O(k log n) for k due timers.
+//
+// Timers: invisible -> pending, lease expiry and retention GC happen when Advance(now) runs with
+// now >= their due time (the server calls it every few ms). An operation never sees a lease as
+// valid once its expiry time has passed, even before Advance processes it.
+//
+// Memory: each message is accounted as kMessageOverheadBytes + id + payload + packed metadata
+// bytes. When the total exceeds Options::memory_budget_bytes, enqueue is refused with
+// RESOURCE_EXHAUSTED; every other operation keeps working.
+//
+// Thread safety: every public method may be called concurrently from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/clock.h"
+#include "engine/effect.h"
+#include "engine/status.h"
+#include "engine/types.h"
+
+namespace sundial {
+
+inline constexpr uint64_t kMessageOverheadBytes = 160;
+
+class Engine {
+ public:
+  struct Options {
+    size_t shards = 16;
+    uint64_t memory_budget_bytes = 0;  // 0: unlimited
+    size_t max_payload_bytes = 1 << 20;
+    bool auto_create_queues = true;
+    uint64_t seed = 0;  // lease tokens and generated ids; 0: seeded from the clock
+  };
+
+  // `clock` must outlive the engine. `sink` may be null (no effects reported).
+  Engine(Options options, const Clock* clock, EffectSink* sink);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // ---- Queues -------------------------------------------------------------------------------
+  Result<QueueInfo> CreateQueue(std::string_view name, const QueueSettings& settings);
+  Result<QueueInfo> UpdateQueue(std::string_view name, const QueueSettingsUpdate& update);
+  Result<QueueInfo> GetQueue(std::string_view name) const;
+  std::vector<QueueInfo> ListQueues() const;  // sorted by name
+  Status DeleteQueue(std::string_view name);
+  // Removes the messages in `states`; returns how many.
+  Result<uint64_t> PurgeQueue(std::string_view name, const std::vector<MessageState>& states);
+
+  // ---- Messages -----------------------------------------------------------------------------
+  // Per item: the id, version and whether it was a duplicate of an existing identical message.
+  // A queue-level error (bad name, not found) is returned for every item.
+  std::vector<Result<EnqueueResult>> Enqueue(std::string_view queue,
+                                             std::vector<EnqueueItem> items);
+  // Up to request.max messages, now leased; empty when none is dequeueable or dequeue is paused.
+  Result<std::vector<MessageRecord>> Dequeue(std::string_view queue, const DequeueRequest& request);
+  std::vector<Status> Complete(std::string_view queue, const std::vector<CompleteItem>& items);
+  Result<FailResult> Fail(std::string_view queue, const FailRequest& request);
+  // Returns the new lease_expires_at.
+  Result<TimeMs> Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
+                        int64_t lease_ms);
+  std::vector<Status> Cancel(std::string_view queue, const std::vector<std::string>& ids);
+  // Cancels every invisible, pending or running message matching `filter` (1..4 pairs).
+  Result<uint64_t> CancelByFilter(std::string_view queue, const Filter& filter);
+  // Returns the new version.
+  Result<uint64_t> Reprioritize(std::string_view queue, std::string_view id,
+                                const ReprioritizeRequest& request);
+  // Every invisible or pending message matching `filter` (1..4 pairs); returns how many.
+  Result<uint64_t> ReprioritizeByFilter(std::string_view queue, const Filter& filter,
+                                        const ReprioritizeRequest& request);
+  // Errored -> pending with attempts 0. Per id: OK, NOT_FOUND or FAILED_PRECONDITION (not errored).
+  std::vector<Status> Redrive(std::string_view queue, const std::vector<std::string>& ids);
+  // Every errored message matching `filter` (empty: all); returns how many moved.
+  Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
+
+  Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  Result<BrowsePage> Browse(std::string_view queue, const BrowseRequest& request) const;
+  Result<StateCounts> Count(std::string_view queue, const Filter& filter) const;
+  Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
+  Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
+
+  // ---- Time, replay, inspection -------------------------------------------------------------
+  // Processes every timer due at or before `now`: visibility, lease expiry, retention GC.
+  // Returns the number of transitions made.
+  uint64_t Advance(TimeMs now);
+  // Earliest due time of any timer, or INT64_MAX when none.
+  TimeMs NextDueTime() const;
+  // Applies one effect recorded from another engine (recovery). Reports nothing to the sink.
+  // An effect that does not fit the current state gives INTERNAL and changes nothing.
+  Status Apply(const Effect& effect);
+  // xxHash64 over a canonical walk of all state (queues by name, messages by id). Two engines
+  // with the same queues and messages have the same digest.
+  uint64_t Digest() const;
+  // Calls `visit` with a snapshot-equivalent sequence of effects (kQueueCreated for every queue,
+  // then kMessageEnqueued / kMessageChanged to rebuild each message), one shard at a time.
+  // Applying them to an empty engine gives the same digest. Used by checkpoints.
+  void ExportState(EffectSink* visit) const;
+
+  uint64_t memory_bytes() const;
+  uint64_t memory_budget_bytes() const { return options_.memory_budget_bytes; }
+  const Clock& clock() const { return *clock_; }
+
+ private:
+  struct Shard;
+  class Queue;
+  friend class Queue;
+
+  Shard& ShardFor(std::string_view name) const;
+
+  Options options_;
+  const Clock* clock_;
+  EffectSink* sink_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  struct Accounting;
+  std::unique_ptr<Accounting> accounting_;
+};
+
+}  // namespace sundial

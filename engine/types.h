@@ -1,0 +1,215 @@
+// Domain types of the engine's public API: queue settings, messages as seen by callers, and the
+// requests and answers of every SPEC §3 operation. Plain value types; see engine.h for the
+// operations and docs/semantics.md for the rules.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/clock.h"
+#include "engine/status.h"
+
+namespace sundial {
+
+// SPEC §1 limits.
+inline constexpr size_t kMaxIdBytes = 128;
+inline constexpr size_t kMaxQueueNameBytes = 128;
+inline constexpr size_t kMaxMetadataPairs = 16;
+inline constexpr size_t kMaxMetadataKeyBytes = 64;
+inline constexpr size_t kMaxMetadataValueBytes = 256;
+inline constexpr size_t kMaxErrorBytes = 1024;
+inline constexpr size_t kMaxFilterPairs = 4;
+inline constexpr size_t kMaxBatchItems = 1000;
+inline constexpr uint32_t kMaxDequeueCount = 1000;
+inline constexpr uint32_t kMaxBrowseLimit = 1000;
+inline constexpr uint64_t kMaxLeaseToken = (uint64_t{1} << 53) - 1;
+// Metadata key under which a dead-lettered message records the queue it came from.
+inline constexpr std::string_view kOriginQueueKey = "x-origin-queue";
+
+enum class MessageState : uint8_t {
+  kInvisible = 0,
+  kPending = 1,
+  kRunning = 2,
+  kCompleted = 3,
+  kCanceled = 4,
+  kErrored = 5,
+};
+inline constexpr size_t kStateCount = 6;
+std::string_view StateName(MessageState s);  // "invisible", "pending", ...
+std::optional<MessageState> ParseState(std::string_view name);
+inline bool IsTerminal(MessageState s) { return s >= MessageState::kCompleted; }
+
+enum class QueueType : uint8_t { kSimple = 0, kExclusive = 1 };
+std::string_view QueueTypeName(QueueType t);  // "simple", "exclusive"
+
+struct MetadataPair {
+  std::string key;
+  std::string value;
+  friend bool operator==(const MetadataPair&, const MetadataPair&) = default;
+};
+using Metadata = std::vector<MetadataPair>;
+// A conjunction of key = value pairs (0..kMaxFilterPairs).
+using Filter = std::vector<MetadataPair>;
+
+struct QueueSettings {
+  QueueType type = QueueType::kSimple;
+  std::string exclusivity_key;  // required for kExclusive, empty for kSimple
+  int64_t lease_ms = 30'000;
+  int64_t invisibility_ms = 0;
+  uint32_t max_attempts = 5;
+  int64_t retry_backoff_ms = 1'000;
+  int64_t retry_backoff_max_ms = 300'000;
+  std::string dead_letter_queue;  // empty: none
+  int64_t retention_ms = 3'600'000;
+  uint64_t max_depth = 0;  // 0: unlimited
+  bool enqueue_paused = false;
+  bool dequeue_paused = false;
+  friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
+};
+
+// update_queue: only the fields that are set change. Type and exclusivity key are fixed.
+struct QueueSettingsUpdate {
+  std::optional<int64_t> lease_ms;
+  std::optional<int64_t> invisibility_ms;
+  std::optional<uint32_t> max_attempts;
+  std::optional<int64_t> retry_backoff_ms;
+  std::optional<int64_t> retry_backoff_max_ms;
+  std::optional<std::string> dead_letter_queue;  // "" clears it
+  std::optional<int64_t> retention_ms;
+  std::optional<uint64_t> max_depth;
+  std::optional<bool> enqueue_paused;
+  std::optional<bool> dequeue_paused;
+};
+
+struct StateCounts {
+  std::array<uint64_t, kStateCount> by_state{};  // indexed by MessageState
+  uint64_t blocked = 0;  // pending messages whose exclusivity value is leased
+  uint64_t operator[](MessageState s) const { return by_state[static_cast<size_t>(s)]; }
+  friend bool operator==(const StateCounts&, const StateCounts&) = default;
+};
+
+struct QueueInfo {
+  std::string name;
+  QueueSettings settings;
+  StateCounts counts;
+  // now - enqueued_at of the next message a dequeue would return; 0 when none is pending.
+  int64_t oldest_pending_age_ms = 0;
+  uint64_t memory_bytes = 0;  // accounted bytes of this queue's messages (engine.h)
+};
+
+// One message of an enqueue batch.
+struct EnqueueItem {
+  std::string id;  // empty: the engine generates one
+  int64_t priority = 0;
+  std::string payload;
+  Metadata metadata;
+  std::optional<int64_t> delay_ms;      // relative delay; or
+  std::optional<TimeMs> visible_at;     // absolute time (not both)
+  std::optional<uint32_t> max_attempts;  // else the queue's default
+};
+
+struct EnqueueResult {
+  std::string id;
+  uint64_t version = 0;
+  bool duplicate = false;
+};
+
+// A whole message with its state (get, dequeue).
+struct MessageRecord {
+  std::string queue;
+  std::string id;
+  int64_t priority = 0;
+  std::string payload;
+  Metadata metadata;
+  MessageState state = MessageState::kPending;
+  uint32_t attempts = 0;
+  uint32_t max_attempts = 0;
+  TimeMs visible_at = 0;        // when invisible: when it becomes pending; else 0
+  uint64_t lease_token = 0;     // running (and completed: the token that completed it); else 0
+  TimeMs lease_expires_at = 0;  // running; else 0
+  uint64_t version = 0;
+  TimeMs enqueued_at = 0;
+  TimeMs updated_at = 0;
+  std::string last_error;
+};
+
+struct DequeueRequest {
+  uint32_t max = 1;                 // 1..kMaxDequeueCount
+  std::optional<int64_t> lease_ms;  // else the queue's lease_ms
+  Filter filter;
+};
+
+struct CompleteItem {
+  std::string id;
+  uint64_t lease_token = 0;
+};
+
+struct FailRequest {
+  std::string id;
+  uint64_t lease_token = 0;
+  std::string error;                     // truncated to kMaxErrorBytes
+  std::optional<int64_t> retry_delay_ms;  // else exponential backoff
+};
+
+struct FailResult {
+  MessageState state = MessageState::kInvisible;  // invisible, pending or errored
+  TimeMs visible_at = 0;                           // when invisible
+  std::string dead_letter_queue;  // set when the message moved to this dead-letter queue
+};
+
+struct ReprioritizeRequest {
+  std::optional<int64_t> priority;
+  std::optional<TimeMs> visible_at;
+};
+
+struct BrowseRequest {
+  MessageState state = MessageState::kPending;
+  Filter filter;
+  std::string cursor;  // empty: from the start; else next_cursor of the previous page
+  uint32_t limit = 100;  // 1..kMaxBrowseLimit
+};
+
+struct MessageSummary {
+  std::string id;
+  int64_t priority = 0;
+  MessageState state = MessageState::kPending;
+  uint32_t attempts = 0;
+  uint64_t version = 0;
+  TimeMs visible_at = 0;
+  TimeMs lease_expires_at = 0;
+  TimeMs enqueued_at = 0;
+  TimeMs updated_at = 0;
+};
+
+struct BrowsePage {
+  std::vector<MessageSummary> messages;  // in (priority, enqueue order)
+  std::string next_cursor;               // empty when there is nothing after this page
+};
+
+// explain: why a message (or the best match of a filter) is or is not dequeueable now.
+enum class ExplainReason : uint8_t {
+  kDequeueable = 0,     // a dequeue (with that filter) would return it now
+  kInvisible = 1,       // until `until`
+  kExclusivityHeld = 2,  // value `exclusivity_value` held by lease `lease_token` until `until`
+  kQueuePaused = 3,     // dequeue_paused
+  kNoMatch = 4,         // filter: no pending message matches
+  kAttemptsSpent = 5,   // errored after `attempts` attempts
+  kRunning = 6,         // leased by `lease_token` until `until`
+  kTerminal = 7,        // completed or canceled
+};
+std::string_view ExplainReasonName(ExplainReason r);
+
+struct Explanation {
+  ExplainReason reason = ExplainReason::kDequeueable;
+  std::string id;                 // the message explained (for a filter: the best match, if any)
+  MessageState state = MessageState::kPending;
+  TimeMs until = 0;
+  uint64_t lease_token = 0;
+  std::string exclusivity_value;
+  uint32_t attempts = 0;
+};
+
+}  // namespace sundial

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Sundial builds with, only those that are missing.
+# Quiet when everything is present. Called by `make deps` (and so by `make run` / `make test`).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config clang-format
+  libboost1.81-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
+  libcli11-dev libfmt-dev libspdlog-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "deps: installing ${missing[*]}"
+sudo=()
+if ((EUID != 0)); then sudo=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
