@@ -17,10 +17,10 @@
 namespace sundial {
 
 enum class EffectType : uint8_t {
-  kQueueCreated = 1,  // queue, *settings
-  kQueueUpdated = 2,  // queue, *settings (the whole new settings)
-  kQueueDeleted = 3,  // queue: removes it and every message in it
-  kQueuePurged = 4,   // queue, purge_states: removes every message in those states
+  kQueueCreated = 1,     // queue, *settings
+  kQueueUpdated = 2,     // queue, *settings (the whole new settings)
+  kQueueDeleted = 3,     // queue: removes it and every message in it
+  kQueuePurged = 4,      // queue, purge_states: removes every message in those states
   kMessageEnqueued = 5,  // a new message; every field below is meaningful
   kMessageChanged = 6,   // an existing message's new state and mutable fields; `cause` says why
   kMessageRemoved = 7,   // retention ran out (GC): the message and its id are gone
@@ -63,12 +63,14 @@ struct Effect {
   int64_t priority = 0;
   uint32_t attempts = 0;
   uint32_t max_attempts = 0;
-  TimeMs due_at = 0;  // to == invisible: visible_at; to == running: lease_expires_at; else 0
+  // to == invisible: visible_at; running: lease_expires_at; completed, canceled, errored: the
+  // time retention removes it; pending: 0.
+  TimeMs due_at = 0;
   uint64_t lease_token = 0;
   TimeMs enqueued_at = 0;
-  std::string_view payload;          // all message effects (the WAL logs it for kMessageEnqueued)
-  std::string_view packed_metadata;  // all message effects; metadata.h format
-  std::string_view error;            // kMessageChanged: the message's last_error after the change
+  std::string_view payload;            // all message effects (the WAL logs it for kMessageEnqueued)
+  std::string_view packed_metadata;    // all message effects; metadata.h format
+  std::string_view error;              // kMessageChanged: the message's last_error after the change
   std::string_view dead_letter_queue;  // kMessageDeadLettered
 };
 

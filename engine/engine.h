@@ -118,17 +118,17 @@ class Engine {
 
  private:
   struct Shard;
-  class Queue;
-  friend class Queue;
+  struct Accounting;
 
   Shard& ShardFor(std::string_view name) const;
+  // Locks the shards of `a` and `b` (once when they share one) in index order.
+  class PairLock;
 
   Options options_;
   const Clock* clock_;
   EffectSink* sink_;
+  std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which report to it
   std::vector<std::unique_ptr<Shard>> shards_;
-  struct Accounting;
-  std::unique_ptr<Accounting> accounting_;
 };
 
 }  // namespace sundial

@@ -106,8 +106,8 @@ struct EnqueueItem {
   int64_t priority = 0;
   std::string payload;
   Metadata metadata;
-  std::optional<int64_t> delay_ms;      // relative delay; or
-  std::optional<TimeMs> visible_at;     // absolute time (not both)
+  std::optional<int64_t> delay_ms;       // relative delay; or
+  std::optional<TimeMs> visible_at;      // absolute time (not both)
   std::optional<uint32_t> max_attempts;  // else the queue's default
 };
 
@@ -150,13 +150,13 @@ struct CompleteItem {
 struct FailRequest {
   std::string id;
   uint64_t lease_token = 0;
-  std::string error;                     // truncated to kMaxErrorBytes
+  std::string error;                      // truncated to kMaxErrorBytes
   std::optional<int64_t> retry_delay_ms;  // else exponential backoff
 };
 
 struct FailResult {
   MessageState state = MessageState::kInvisible;  // invisible, pending or errored
-  TimeMs visible_at = 0;                           // when invisible
+  TimeMs visible_at = 0;                          // when invisible
   std::string dead_letter_queue;  // set when the message moved to this dead-letter queue
 };
 
@@ -168,7 +168,7 @@ struct ReprioritizeRequest {
 struct BrowseRequest {
   MessageState state = MessageState::kPending;
   Filter filter;
-  std::string cursor;  // empty: from the start; else next_cursor of the previous page
+  std::string cursor;    // empty: from the start; else next_cursor of the previous page
   uint32_t limit = 100;  // 1..kMaxBrowseLimit
 };
 
@@ -191,20 +191,20 @@ struct BrowsePage {
 
 // explain: why a message (or the best match of a filter) is or is not dequeueable now.
 enum class ExplainReason : uint8_t {
-  kDequeueable = 0,     // a dequeue (with that filter) would return it now
-  kInvisible = 1,       // until `until`
+  kDequeueable = 0,      // a dequeue (with that filter) would return it now
+  kInvisible = 1,        // until `until`
   kExclusivityHeld = 2,  // value `exclusivity_value` held by lease `lease_token` until `until`
-  kQueuePaused = 3,     // dequeue_paused
-  kNoMatch = 4,         // filter: no pending message matches
-  kAttemptsSpent = 5,   // errored after `attempts` attempts
-  kRunning = 6,         // leased by `lease_token` until `until`
-  kTerminal = 7,        // completed or canceled
+  kQueuePaused = 3,      // dequeue_paused
+  kNoMatch = 4,          // filter: no pending message matches
+  kAttemptsSpent = 5,    // errored after `attempts` attempts
+  kRunning = 6,          // leased by `lease_token` until `until`
+  kTerminal = 7,         // completed or canceled
 };
 std::string_view ExplainReasonName(ExplainReason r);
 
 struct Explanation {
   ExplainReason reason = ExplainReason::kDequeueable;
-  std::string id;                 // the message explained (for a filter: the best match, if any)
+  std::string id;  // the message explained (for a filter: the best match, if any)
   MessageState state = MessageState::kPending;
   TimeMs until = 0;
   uint64_t lease_token = 0;

@@ -1,0 +1,609 @@
+#include "engine/engine.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+
+#include "engine/queue.h"
+#include "engine/validation.h"
+
+namespace sundial {
+
+struct Engine::Shard {
+  explicit Shard(uint64_t seed, size_t i) : rng(seed), index(i) {}
+  mutable std::mutex mu;
+  boost::unordered_flat_map<std::string, std::unique_ptr<Queue>, StringHash, std::equal_to<>>
+      queues;  // GUARDED_BY(mu)
+  Random rng;  // GUARDED_BY(mu)
+  const size_t index;
+
+  Queue* Find(std::string_view name) const {
+    auto it = queues.find(name);
+    return it == queues.end() ? nullptr : it->second.get();
+  }
+};
+
+struct Engine::Accounting {
+  std::atomic<uint64_t> total{0};
+  QueueEnvironment env;
+  static void Account(void* self, int64_t delta) {
+    static_cast<Accounting*>(self)->total.fetch_add(static_cast<uint64_t>(delta),
+                                                    std::memory_order_relaxed);
+  }
+};
+
+// Holds the locks of two shards (one when they are the same), taken in index order so that
+// two threads locking the same pair never deadlock.
+class Engine::PairLock {
+ public:
+  PairLock(Shard& a, Shard& b) {
+    Shard* first = a.index <= b.index ? &a : &b;
+    Shard* second = a.index <= b.index ? &b : &a;
+    first_ = std::unique_lock<std::mutex>(first->mu);
+    if (second != first) second_ = std::unique_lock<std::mutex>(second->mu);
+  }
+
+ private:
+  std::unique_lock<std::mutex> first_;
+  std::unique_lock<std::mutex> second_;
+};
+
+namespace {
+
+const Status kQueueNotFound = NotFound("queue: no such queue");
+const Status kBadQueueName = InvalidArgument("queue: name must be 1-128 bytes of [A-Za-z0-9._:-]");
+
+template <typename T>
+std::vector<T> Repeat(size_t n, const T& value) {
+  return std::vector<T>(n, value);
+}
+
+}  // namespace
+
+Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
+    : options_(options), clock_(clock), sink_(sink), accounting_(new Accounting) {
+  if (options_.shards == 0) options_.shards = 1;
+  uint64_t seed = options_.seed;
+  if (seed == 0) seed = static_cast<uint64_t>(clock_->NowMs()) ^ reinterpret_cast<uintptr_t>(this);
+  for (size_t i = 0; i < options_.shards; ++i) {
+    shards_.push_back(std::make_unique<Shard>(seed + 0x9E3779B97F4A7C15ULL * (i + 1), i));
+  }
+  accounting_->env.sink = sink_;
+  accounting_->env.account = &Accounting::Account;
+  accounting_->env.accounting = accounting_.get();
+}
+
+Engine::~Engine() = default;
+
+Engine::Shard& Engine::ShardFor(std::string_view name) const {
+  return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
+}
+
+uint64_t Engine::memory_bytes() const { return accounting_->total.load(std::memory_order_relaxed); }
+
+// ---- Queues -----------------------------------------------------------------------------------
+
+Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings& settings) {
+  if (!IsValidQueueName(name)) return kBadQueueName;
+  if (Status s = ValidateSettings(settings, name); !s.ok()) return s;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(name);
+  const std::string& dlq = settings.dead_letter_queue;
+  PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  if (Queue* existing = shard.Find(name)) {
+    if (existing->settings() == settings) return existing->Info(now);
+    return AlreadyExists("queue: exists with different settings");
+  }
+  if (!dlq.empty() && ShardFor(dlq).Find(dlq) == nullptr) {
+    return NotFound("dead_letter_queue: no such queue");
+  }
+  auto queue = std::make_unique<Queue>(std::string(name), settings, &accounting_->env);
+  Queue* q = queue.get();
+  shard.queues.emplace(std::string(name), std::move(queue));
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kQueueCreated;
+    e.time = now;
+    e.queue = q->name();
+    e.settings = &q->settings();
+    sink_->OnEffect(e);
+  }
+  return q->Info(now);
+}
+
+Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettingsUpdate& update) {
+  if (!IsValidQueueName(name)) return kBadQueueName;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(name);
+  std::string dlq = update.dead_letter_queue.value_or("");
+  PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  Queue* q = shard.Find(name);
+  if (q == nullptr) return kQueueNotFound;
+  QueueSettings s = q->settings();
+  if (update.lease_ms) s.lease_ms = *update.lease_ms;
+  if (update.invisibility_ms) s.invisibility_ms = *update.invisibility_ms;
+  if (update.max_attempts) s.max_attempts = *update.max_attempts;
+  if (update.retry_backoff_ms) s.retry_backoff_ms = *update.retry_backoff_ms;
+  if (update.retry_backoff_max_ms) s.retry_backoff_max_ms = *update.retry_backoff_max_ms;
+  if (update.dead_letter_queue) s.dead_letter_queue = *update.dead_letter_queue;
+  if (update.retention_ms) s.retention_ms = *update.retention_ms;
+  if (update.max_depth) s.max_depth = *update.max_depth;
+  if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
+  if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
+  if (Status st = ValidateSettings(s, name); !st.ok()) return st;
+  if (s == q->settings()) return q->Info(now);
+  if (!dlq.empty() && dlq != q->settings().dead_letter_queue &&
+      ShardFor(dlq).Find(dlq) == nullptr) {
+    return NotFound("dead_letter_queue: no such queue");
+  }
+  q->set_settings(s);
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kQueueUpdated;
+    e.time = now;
+    e.queue = q->name();
+    e.settings = &q->settings();
+    sink_->OnEffect(e);
+  }
+  return q->Info(now);
+}
+
+Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
+  if (!IsValidQueueName(name)) return kBadQueueName;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(name);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(name);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Info(now);
+}
+
+std::vector<QueueInfo> Engine::ListQueues() const {
+  TimeMs now = clock_->NowMs();
+  std::vector<QueueInfo> out;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [name, q] : shard->queues) out.push_back(q->Info(now));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Status Engine::DeleteQueue(std::string_view name) {
+  if (!IsValidQueueName(name)) return kBadQueueName;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(name);
+  std::lock_guard lock(shard.mu);
+  auto it = shard.queues.find(name);
+  if (it == shard.queues.end()) return kQueueNotFound;
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kQueueDeleted;
+    e.time = now;
+    e.queue = it->second->name();
+    sink_->OnEffect(e);
+  }
+  shard.queues.erase(it);
+  return Status::Ok();
+}
+
+Result<uint64_t> Engine::PurgeQueue(std::string_view name,
+                                    const std::vector<MessageState>& states) {
+  if (!IsValidQueueName(name)) return kBadQueueName;
+  if (states.empty()) return InvalidArgument("states: give at least one state to purge");
+  uint8_t mask = 0;
+  for (MessageState s : states) {
+    if (static_cast<size_t>(s) >= kStateCount) return InvalidArgument("states: unknown state");
+    mask |= static_cast<uint8_t>(1u << static_cast<int>(s));
+  }
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(name);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(name);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Purge(mask, now, /*emit=*/true);
+}
+
+// ---- Messages ---------------------------------------------------------------------------------
+
+std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
+                                                   std::vector<EnqueueItem> items) {
+  using R = Result<EnqueueResult>;
+  if (items.size() > kMaxBatchItems) {
+    return Repeat<R>(items.size(), InvalidArgument("messages: at most 1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat<R>(items.size(), kBadQueueName);
+  std::vector<R> out;
+  out.reserve(items.size());
+  if (items.empty()) return out;
+  std::vector<Status> checks;
+  checks.reserve(items.size());
+  for (const auto& item : items) checks.push_back(ValidateItem(item, options_.max_payload_bytes));
+
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) {
+    if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
+    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env);
+    q = created.get();
+    shard.queues.emplace(std::string(queue), std::move(created));
+    if (sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kQueueCreated;
+      e.time = now;
+      e.queue = q->name();
+      e.settings = &q->settings();
+      sink_->OnEffect(e);
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!checks[i].ok()) {
+      out.push_back(checks[i]);
+      continue;
+    }
+    out.push_back(
+        q->Enqueue(items[i], now, &shard.rng, options_.memory_budget_bytes, memory_bytes()));
+  }
+  return out;
+}
+
+Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
+                                                   const DequeueRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (request.max < 1 || request.max > kMaxDequeueCount) {
+    return InvalidArgument("max: must be 1-1000");
+  }
+  if (request.lease_ms && !IsValidLease(*request.lease_ms)) {
+    return InvalidArgument("lease_ms: must be 1-43200000");
+  }
+  if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Dequeue(request, now, &shard.rng);
+}
+
+std::vector<Status> Engine::Complete(std::string_view queue,
+                                     const std::vector<CompleteItem>& items) {
+  if (items.empty() || items.size() > kMaxBatchItems) {
+    return Repeat(items.size(), InvalidArgument("items: 1-1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return Repeat(items.size(), kQueueNotFound);
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (const auto& item : items) {
+    out.push_back(IsValidId(item.id) ? q->Complete(item, now) : kBadId);
+  }
+  return out;
+}
+
+Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(request.id)) return kBadId;
+  if (request.retry_delay_ms && !IsValidDuration(*request.retry_delay_ms)) {
+    return InvalidArgument("retry_delay_ms: must be 0-3153600000000");
+  }
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  while (true) {
+    std::string dlq;
+    {
+      std::lock_guard lock(shard.mu);
+      Queue* q = shard.Find(queue);
+      if (q == nullptr) return kQueueNotFound;
+      dlq = q->settings().dead_letter_queue;
+      if (dlq.empty() || &ShardFor(dlq) == &shard) {
+        return q->Fail(request, now, &shard.rng, dlq.empty() ? nullptr : shard.Find(dlq));
+      }
+    }
+    Shard& dlq_shard = ShardFor(dlq);
+    PairLock lock(shard, dlq_shard);
+    Queue* q = shard.Find(queue);
+    if (q == nullptr) return kQueueNotFound;
+    if (q->settings().dead_letter_queue != dlq) continue;  // changed meanwhile: look again
+    return q->Fail(request, now, &shard.rng, dlq_shard.Find(dlq));
+  }
+}
+
+Result<TimeMs> Engine::Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
+                              int64_t lease_ms) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  if (!IsValidLease(lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Extend(id, lease_token, lease_ms, now);
+}
+
+std::vector<Status> Engine::Cancel(std::string_view queue, const std::vector<std::string>& ids) {
+  if (ids.empty() || ids.size() > kMaxBatchItems) {
+    return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
+  std::vector<Status> out;
+  out.reserve(ids.size());
+  for (const auto& id : ids) out.push_back(IsValidId(id) ? q->Cancel(id, now) : kBadId);
+  return out;
+}
+
+Result<uint64_t> Engine::CancelByFilter(std::string_view queue, const Filter& filter) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (filter.empty()) return InvalidArgument("filter: give 1-4 pairs (purge_queue cancels all)");
+  if (Status s = ValidateFilter(filter); !s.ok()) return s;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->CancelByFilter(filter, now);
+}
+
+Result<uint64_t> Engine::Reprioritize(std::string_view queue, std::string_view id,
+                                      const ReprioritizeRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  if (!request.priority && !request.visible_at) {
+    return InvalidArgument("priority: give a priority, a visible_at or both");
+  }
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Reprioritize(id, request, now);
+}
+
+Result<uint64_t> Engine::ReprioritizeByFilter(std::string_view queue, const Filter& filter,
+                                              const ReprioritizeRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (filter.empty()) return InvalidArgument("filter: give 1-4 pairs");
+  if (Status s = ValidateFilter(filter); !s.ok()) return s;
+  if (!request.priority && !request.visible_at) {
+    return InvalidArgument("priority: give a priority, a visible_at or both");
+  }
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->ReprioritizeByFilter(filter, request, now);
+}
+
+std::vector<Status> Engine::Redrive(std::string_view queue, const std::vector<std::string>& ids) {
+  if (ids.empty() || ids.size() > kMaxBatchItems) {
+    return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
+  std::vector<Status> out;
+  out.reserve(ids.size());
+  for (const auto& id : ids) out.push_back(IsValidId(id) ? q->Redrive(id, now) : kBadId);
+  return out;
+}
+
+Result<uint64_t> Engine::RedriveByFilter(std::string_view queue, const Filter& filter) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (Status s = ValidateFilter(filter); !s.ok()) return s;
+  TimeMs now = clock_->NowMs();
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->RedriveByFilter(filter, now);
+}
+
+Result<MessageRecord> Engine::Get(std::string_view queue, std::string_view id) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Get(id);
+}
+
+Result<BrowsePage> Engine::Browse(std::string_view queue, const BrowseRequest& request) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (static_cast<size_t>(request.state) >= kStateCount) {
+    return InvalidArgument("state: unknown state");
+  }
+  if (request.limit < 1 || request.limit > kMaxBrowseLimit) {
+    return InvalidArgument("limit: must be 1-1000");
+  }
+  if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Browse(request);
+}
+
+Result<StateCounts> Engine::Count(std::string_view queue, const Filter& filter) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (Status s = ValidateFilter(filter); !s.ok()) return s;
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Count(filter);
+}
+
+Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Explain(id);
+}
+
+Result<Explanation> Engine::ExplainFilter(std::string_view queue, const Filter& filter) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (Status s = ValidateFilter(filter); !s.ok()) return s;
+  Shard& shard = ShardFor(queue);
+  std::lock_guard lock(shard.mu);
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->ExplainFilter(filter);
+}
+
+// ---- Time, replay, inspection -----------------------------------------------------------------
+
+uint64_t Engine::Advance(TimeMs now) {
+  uint64_t count = 0;
+  for (const auto& shard : shards_) {
+    std::vector<std::pair<std::string, std::string>> deferred;  // (queue, dead-letter queue)
+    {
+      std::lock_guard lock(shard->mu);
+      for (const auto& [name, q] : shard->queues) {
+        if (q->NextDueTime() > now) continue;
+        const std::string& dlq = q->settings().dead_letter_queue;
+        bool elsewhere = !dlq.empty() && &ShardFor(dlq) != shard.get();
+        Queue* dead_letter = dlq.empty() || elsewhere ? nullptr : shard->Find(dlq);
+        if (!q->Advance(now, dead_letter, elsewhere, &count)) deferred.emplace_back(name, dlq);
+      }
+    }
+    // Queues that must move a message to a dead-letter queue on another shard.
+    for (auto& [name, dlq] : deferred) {
+      while (true) {
+        Shard& dlq_shard = ShardFor(dlq);
+        PairLock lock(*shard, dlq_shard);
+        Queue* q = shard->Find(name);
+        if (q == nullptr) break;
+        const std::string& current = q->settings().dead_letter_queue;
+        Shard* current_shard = current.empty() ? nullptr : &ShardFor(current);
+        if (current_shard != nullptr && current_shard != shard.get() &&
+            current_shard != &dlq_shard) {
+          dlq = current;  // changed meanwhile, to a queue on a third shard: lock that one
+          continue;
+        }
+        Queue* dead_letter = current_shard ? current_shard->Find(current) : nullptr;
+        (void)q->Advance(now, dead_letter, false, &count);
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+TimeMs Engine::NextDueTime() const {
+  TimeMs next = INT64_MAX;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [name, q] : shard->queues) next = std::min(next, q->NextDueTime());
+  }
+  return next;
+}
+
+Status Engine::Apply(const Effect& e) {
+  Shard& shard = ShardFor(e.queue);
+  if (e.type == EffectType::kMessageDeadLettered) {
+    Shard& dlq_shard = ShardFor(e.dead_letter_queue);
+    PairLock lock(shard, dlq_shard);
+    Queue* q = shard.Find(e.queue);
+    if (q == nullptr) return Status(Code::kInternal, "effect: no such queue");
+    return q->ApplyDeadLettered(e, dlq_shard.Find(e.dead_letter_queue));
+  }
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(e.queue);
+  switch (e.type) {
+    case EffectType::kQueueCreated:
+      if (e.settings == nullptr) return Status(Code::kInternal, "effect: no settings");
+      if (q != nullptr) {
+        return q->settings() == *e.settings ? Status::Ok()
+                                            : Status(Code::kInternal, "effect: queue exists");
+      }
+      shard.queues.emplace(
+          std::string(e.queue),
+          std::make_unique<Queue>(std::string(e.queue), *e.settings, &accounting_->env));
+      return Status::Ok();
+    default:
+      break;
+  }
+  if (q == nullptr) return Status(Code::kInternal, "effect: no such queue");
+  switch (e.type) {
+    case EffectType::kQueueUpdated:
+      if (e.settings == nullptr) return Status(Code::kInternal, "effect: no settings");
+      q->set_settings(*e.settings);
+      return Status::Ok();
+    case EffectType::kQueueDeleted:
+      shard.queues.erase(e.queue);
+      return Status::Ok();
+    case EffectType::kQueuePurged:
+      (void)q->Purge(e.purge_states, e.time, /*emit=*/false);
+      return Status::Ok();
+    case EffectType::kMessageEnqueued:
+      return q->ApplyEnqueued(e);
+    case EffectType::kMessageChanged:
+      return q->ApplyChanged(e);
+    case EffectType::kMessageRemoved:
+      return q->ApplyRemoved(e);
+    default:
+      return Status(Code::kInternal, "effect: unknown type");
+  }
+}
+
+uint64_t Engine::Digest() const {
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (const auto& shard : shards_) locks.emplace_back(shard->mu);
+  std::vector<const Queue*> queues;
+  for (const auto& shard : shards_) {
+    for (const auto& [name, q] : shard->queues) queues.push_back(q.get());
+  }
+  std::sort(queues.begin(), queues.end(),
+            [](const Queue* a, const Queue* b) { return a->name() < b->name(); });
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  for (const Queue* q : queues) q->HashInto(state);
+  uint64_t digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return digest;
+}
+
+void Engine::ExportState(EffectSink* visit) const {
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    std::vector<const Queue*> queues;
+    for (const auto& [name, q] : shard->queues) queues.push_back(q.get());
+    std::sort(queues.begin(), queues.end(),
+              [](const Queue* a, const Queue* b) { return a->name() < b->name(); });
+    for (const Queue* q : queues) {
+      Effect e;
+      e.type = EffectType::kQueueCreated;
+      e.time = clock_->NowMs();
+      e.queue = q->name();
+      e.settings = &q->settings();
+      visit->OnEffect(e);
+      q->Export(visit);
+    }
+  }
+}
+
+}  // namespace sundial

@@ -1,0 +1,107 @@
+// Names of enums as they appear in the protocol, the CLI and docs (SPEC's names, snake_case).
+#include "engine/effect.h"
+#include "engine/types.h"
+
+namespace sundial {
+
+std::string_view StateName(MessageState s) {
+  switch (s) {
+    case MessageState::kInvisible:
+      return "invisible";
+    case MessageState::kPending:
+      return "pending";
+    case MessageState::kRunning:
+      return "running";
+    case MessageState::kCompleted:
+      return "completed";
+    case MessageState::kCanceled:
+      return "canceled";
+    case MessageState::kErrored:
+      return "errored";
+  }
+  return "unknown";
+}
+
+std::optional<MessageState> ParseState(std::string_view name) {
+  for (size_t i = 0; i < kStateCount; ++i) {
+    auto s = static_cast<MessageState>(i);
+    if (StateName(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
+std::string_view QueueTypeName(QueueType t) {
+  return t == QueueType::kExclusive ? "exclusive" : "simple";
+}
+
+std::string_view ExplainReasonName(ExplainReason r) {
+  switch (r) {
+    case ExplainReason::kDequeueable:
+      return "dequeueable";
+    case ExplainReason::kInvisible:
+      return "invisible";
+    case ExplainReason::kExclusivityHeld:
+      return "exclusivity_held";
+    case ExplainReason::kQueuePaused:
+      return "queue_paused";
+    case ExplainReason::kNoMatch:
+      return "no_match";
+    case ExplainReason::kAttemptsSpent:
+      return "attempts_spent";
+    case ExplainReason::kRunning:
+      return "running";
+    case ExplainReason::kTerminal:
+      return "terminal";
+  }
+  return "unknown";
+}
+
+std::string_view EffectTypeName(EffectType type) {
+  switch (type) {
+    case EffectType::kQueueCreated:
+      return "queue_created";
+    case EffectType::kQueueUpdated:
+      return "queue_updated";
+    case EffectType::kQueueDeleted:
+      return "queue_deleted";
+    case EffectType::kQueuePurged:
+      return "queue_purged";
+    case EffectType::kMessageEnqueued:
+      return "message_enqueued";
+    case EffectType::kMessageChanged:
+      return "message_changed";
+    case EffectType::kMessageRemoved:
+      return "message_removed";
+    case EffectType::kMessageDeadLettered:
+      return "message_dead_lettered";
+  }
+  return "unknown";
+}
+
+std::string_view ChangeCauseName(ChangeCause cause) {
+  switch (cause) {
+    case ChangeCause::kNone:
+      return "none";
+    case ChangeCause::kLeased:
+      return "leased";
+    case ChangeCause::kCompleted:
+      return "completed";
+    case ChangeCause::kFailed:
+      return "failed";
+    case ChangeCause::kExtended:
+      return "extended";
+    case ChangeCause::kCanceled:
+      return "canceled";
+    case ChangeCause::kReprioritized:
+      return "reprioritized";
+    case ChangeCause::kRedriven:
+      return "redriven";
+    case ChangeCause::kBecameVisible:
+      return "became_visible";
+    case ChangeCause::kLeaseExpired:
+      return "lease_expired";
+  }
+  return "unknown";
+}
+
+}  // namespace sundial
