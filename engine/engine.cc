@@ -90,10 +90,10 @@ uint64_t Engine::memory_bytes() const { return accounting_->total.load(std::memo
 Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings& settings) {
   if (!IsValidQueueName(name)) return kBadQueueName;
   if (Status s = ValidateSettings(settings, name); !s.ok()) return s;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(name);
   const std::string& dlq = settings.dead_letter_queue;
   PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  TimeMs now = clock_->NowMs();
   if (Queue* existing = shard.Find(name)) {
     if (existing->settings() == settings) return existing->Info(now);
     return AlreadyExists("queue: exists with different settings");
@@ -117,10 +117,10 @@ Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings
 
 Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettingsUpdate& update) {
   if (!IsValidQueueName(name)) return kBadQueueName;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(name);
   std::string dlq = update.dead_letter_queue.value_or("");
   PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
   QueueSettings s = q->settings();
@@ -154,19 +154,19 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
 
 Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
   if (!IsValidQueueName(name)) return kBadQueueName;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(name);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   const Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
   return q->Info(now);
 }
 
 std::vector<QueueInfo> Engine::ListQueues() const {
-  TimeMs now = clock_->NowMs();
   std::vector<QueueInfo> out;
   for (const auto& shard : shards_) {
     std::lock_guard lock(shard->mu);
+    TimeMs now = clock_->NowMs();
     for (const auto& [name, q] : shard->queues) out.push_back(q->Info(now));
   }
   std::sort(out.begin(), out.end(),
@@ -176,9 +176,9 @@ std::vector<QueueInfo> Engine::ListQueues() const {
 
 Status Engine::DeleteQueue(std::string_view name) {
   if (!IsValidQueueName(name)) return kBadQueueName;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(name);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   auto it = shard.queues.find(name);
   if (it == shard.queues.end()) return kQueueNotFound;
   if (sink_ != nullptr) {
@@ -201,9 +201,9 @@ Result<uint64_t> Engine::PurgeQueue(std::string_view name,
     if (static_cast<size_t>(s) >= kStateCount) return InvalidArgument("states: unknown state");
     mask |= static_cast<uint8_t>(1u << static_cast<int>(s));
   }
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(name);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
   return q->Purge(mask, now, /*emit=*/true);
@@ -225,9 +225,9 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   checks.reserve(items.size());
   for (const auto& item : items) checks.push_back(ValidateItem(item, options_.max_payload_bytes));
 
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
@@ -264,9 +264,9 @@ Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
     return InvalidArgument("lease_ms: must be 1-43200000");
   }
   if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->Dequeue(request, now, &shard.rng);
@@ -278,9 +278,9 @@ std::vector<Status> Engine::Complete(std::string_view queue,
     return Repeat(items.size(), InvalidArgument("items: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return Repeat(items.size(), kQueueNotFound);
   std::vector<Status> out;
@@ -297,12 +297,12 @@ Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& reque
   if (request.retry_delay_ms && !IsValidDuration(*request.retry_delay_ms)) {
     return InvalidArgument("retry_delay_ms: must be 0-3153600000000");
   }
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   while (true) {
     std::string dlq;
     {
       std::lock_guard lock(shard.mu);
+      TimeMs now = clock_->NowMs();
       Queue* q = shard.Find(queue);
       if (q == nullptr) return kQueueNotFound;
       dlq = q->settings().dead_letter_queue;
@@ -315,7 +315,7 @@ Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& reque
     Queue* q = shard.Find(queue);
     if (q == nullptr) return kQueueNotFound;
     if (q->settings().dead_letter_queue != dlq) continue;  // changed meanwhile: look again
-    return q->Fail(request, now, &shard.rng, dlq_shard.Find(dlq));
+    return q->Fail(request, clock_->NowMs(), &shard.rng, dlq_shard.Find(dlq));
   }
 }
 
@@ -324,9 +324,9 @@ Result<TimeMs> Engine::Extend(std::string_view queue, std::string_view id, uint6
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
   if (!IsValidLease(lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->Extend(id, lease_token, lease_ms, now);
@@ -337,9 +337,9 @@ std::vector<Status> Engine::Cancel(std::string_view queue, const std::vector<std
     return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
   std::vector<Status> out;
@@ -352,9 +352,9 @@ Result<uint64_t> Engine::CancelByFilter(std::string_view queue, const Filter& fi
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (filter.empty()) return InvalidArgument("filter: give 1-4 pairs (purge_queue cancels all)");
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->CancelByFilter(filter, now);
@@ -367,9 +367,9 @@ Result<uint64_t> Engine::Reprioritize(std::string_view queue, std::string_view i
   if (!request.priority && !request.visible_at) {
     return InvalidArgument("priority: give a priority, a visible_at or both");
   }
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->Reprioritize(id, request, now);
@@ -383,9 +383,9 @@ Result<uint64_t> Engine::ReprioritizeByFilter(std::string_view queue, const Filt
   if (!request.priority && !request.visible_at) {
     return InvalidArgument("priority: give a priority, a visible_at or both");
   }
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->ReprioritizeByFilter(filter, request, now);
@@ -396,9 +396,9 @@ std::vector<Status> Engine::Redrive(std::string_view queue, const std::vector<st
     return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
   std::vector<Status> out;
@@ -410,9 +410,9 @@ std::vector<Status> Engine::Redrive(std::string_view queue, const std::vector<st
 Result<uint64_t> Engine::RedriveByFilter(std::string_view queue, const Filter& filter) {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  TimeMs now = clock_->NowMs();
   Shard& shard = ShardFor(queue);
   std::lock_guard lock(shard.mu);
+  TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   return q->RedriveByFilter(filter, now);

@@ -556,7 +556,7 @@ bool Queue::CanEnter(const Message* m) const {
 }
 
 void Queue::MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint64_t version,
-                             uint32_t max_attempts, TimeMs now, bool emit) {
+                             uint32_t max_attempts, std::string_view error, TimeMs now, bool emit) {
   std::string packed = WithOrigin(m->packed_metadata(), name_);
   Message* n = dead_letter->Insert(m->id(), m->payload(), packed);
   n->priority = m->priority;
@@ -568,7 +568,7 @@ void Queue::MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint6
   n->enqueued_at = m->enqueued_at;
   n->updated_at = now;
   n->state = MessageState::kPending;
-  dead_letter->SetError(n, ErrorOf(m));
+  dead_letter->SetError(n, error);
   dead_letter->Attach(n);
   if (emit && env_->sink != nullptr) {
     Effect e;
@@ -597,7 +597,7 @@ void Queue::MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint6
 bool Queue::ErrorOrDeadLetter(Message* m, TimeMs now, ChangeCause cause, Queue* dead_letter) {
   if (dead_letter != nullptr && dead_letter != this && dead_letter->CanEnter(m)) {
     MoveToDeadLetter(m, dead_letter, dead_letter->next_seq_, m->version + 1,
-                     dead_letter->settings_.max_attempts, now, /*emit=*/true);
+                     dead_letter->settings_.max_attempts, ErrorOf(m), now, /*emit=*/true);
     return true;
   }
   MakeTerminal(m, MessageState::kErrored, now, cause);
@@ -982,7 +982,8 @@ Status Queue::ApplyDeadLettered(const Effect& e, Queue* dead_letter) {
       dead_letter->Contains(e.id)) {
     return Status(Code::kInternal, "effect: dead-letter move does not apply");
   }
-  MoveToDeadLetter(m, dead_letter, e.seq, e.version, e.max_attempts, e.time, /*emit=*/false);
+  MoveToDeadLetter(m, dead_letter, e.seq, e.version, e.max_attempts, e.error, e.time,
+                   /*emit=*/false);
   return Status::Ok();
 }
 

@@ -230,7 +230,7 @@ class Queue {
   void FinishChange(Message* m, MessageState from, MessageState to, TimeMs now, ChangeCause cause);
   void MakeTerminal(Message* m, MessageState to, TimeMs now, ChangeCause cause);
   void MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint64_t version,
-                        uint32_t max_attempts, TimeMs now, bool emit);
+                        uint32_t max_attempts, std::string_view error, TimeMs now, bool emit);
   bool CanEnter(const Message* m) const;
   // Errored, or moved to `dead_letter` (returns true) when the rules allow.
   bool ErrorOrDeadLetter(Message* m, TimeMs now, ChangeCause cause, Queue* dead_letter);
