@@ -1,0 +1,227 @@
+// File systems: the POSIX and in-memory implementations behave alike, and the fault-injecting
+// wrapper fails on demand and, on a simulated crash, keeps exactly the synced prefix.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/wal/wal_test_util.h"
+#include "wal/fault_injection_file_system.h"
+
+namespace sundial::wal::test {
+namespace {
+
+// A fresh directory under TMPDIR, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sundial-wal-XXXXXX").string();
+    char* made = ::mkdtemp(pattern.data());
+    EXPECT_NE(made, nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class FileSystemContract : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) {
+      fs_ = NewPosixFileSystem();
+      dir_ = temp_.path();
+    } else {
+      fs_ = NewMemoryFileSystem();
+      dir_ = "mem";
+      ASSERT_TRUE(fs_->CreateDir(dir_).ok());
+    }
+  }
+  std::string Path(std::string_view name) const { return JoinPath(dir_, name); }
+
+  TempDir temp_;
+  std::unique_ptr<FileSystem> fs_;
+  std::string dir_;
+};
+
+TEST_P(FileSystemContract, WrittenBytesReadBackAcrossTheWriteBuffer) {
+  std::string big(200'000, 'b');
+  auto file = fs_->NewWritableFile(Path("a"));
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->Append("hello ").ok());
+  ASSERT_TRUE((*file)->Append(big).ok());
+  ASSERT_TRUE((*file)->Append("end").ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ((*file)->Append("x").code(), Code::kFailedPrecondition);
+  auto contents = ReadFileToString(fs_.get(), Path("a"));
+  ASSERT_TRUE(contents.ok());
+  EXPECT_EQ(*contents, "hello " + big + "end");
+  EXPECT_EQ(*fs_->FileSize(Path("a")), contents->size());
+}
+
+TEST_P(FileSystemContract, AppendableFileContinuesAtTheEnd) {
+  ASSERT_TRUE(WriteStringToFile(fs_.get(), Path("a"), "one").ok());
+  auto file = fs_->NewAppendableFile(Path("a"));
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->Append("two").ok());
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ(*ReadFileToString(fs_.get(), Path("a")), "onetwo");
+}
+
+TEST_P(FileSystemContract, RenameListTruncateAndRemove) {
+  ASSERT_TRUE(WriteStringToFile(fs_.get(), Path("b.tmp"), "snapshot").ok());
+  ASSERT_TRUE(WriteStringToFile(fs_.get(), Path("a"), "segment").ok());
+  ASSERT_TRUE(fs_->RenameFile(Path("b.tmp"), Path("b")).ok());
+  EXPECT_FALSE(fs_->FileExists(Path("b.tmp")));
+  EXPECT_EQ(*fs_->ListDir(dir_), (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(fs_->TruncateFile(Path("a"), 3).ok());
+  EXPECT_EQ(*ReadFileToString(fs_.get(), Path("a")), "seg");
+  ASSERT_TRUE(fs_->RemoveFile(Path("a")).ok());
+  ASSERT_TRUE(fs_->SyncDir(dir_).ok());
+  EXPECT_EQ(*fs_->ListDir(dir_), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(fs_->RemoveFile(Path("a")).code(), Code::kNotFound);
+  EXPECT_EQ(fs_->NewSequentialFile(Path("a")).status().code(), Code::kNotFound);
+}
+
+INSTANTIATE_TEST_SUITE_P(PosixAndMemory, FileSystemContract, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Posix" : "Memory";
+                         });
+
+// ---- Fault injection --------------------------------------------------------------------------
+
+class FaultInjection : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override {
+    if (GetParam()) {
+      base_ = NewPosixFileSystem();
+      dir_ = temp_.path();
+    } else {
+      base_ = NewMemoryFileSystem();
+      dir_ = "mem";
+    }
+    fs_ = std::make_unique<FaultInjectionFileSystem>(base_.get());
+    path_ = JoinPath(dir_, SegmentFileName(1));
+  }
+
+  std::unique_ptr<LogWriter> NewWriter() {
+    auto file = fs_->NewWritableFile(path_);
+    EXPECT_TRUE(file.ok());
+    auto writer = std::make_unique<LogWriter>(std::move(file).value(),
+                                              FileHeader{.file_number = 1, .lsn = 0});
+    EXPECT_TRUE(writer->WriteHeader().ok());
+    return writer;
+  }
+
+  ReadResult ReadBack() {
+    auto contents = ReadFileToString(fs_.get(), path_);
+    EXPECT_TRUE(contents.ok());
+    return ReadLog(contents.ok() ? *contents : "");
+  }
+
+  TempDir temp_;
+  std::unique_ptr<FileSystem> base_;
+  std::unique_ptr<FaultInjectionFileSystem> fs_;
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_P(FaultInjection, CrashKeepsExactlyTheSyncedPrefix) {
+  auto writer = NewWriter();
+  const std::vector<std::string> encodings = SampleEncodings();
+  for (size_t i = 0; i < 5; ++i)
+    ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, encodings[i]).ok());
+  ASSERT_TRUE(writer->Sync().ok());
+  const uint64_t synced = writer->bytes_written();
+  for (size_t i = 5; i < encodings.size(); ++i) {
+    ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, encodings[i]).ok());
+  }
+  ASSERT_TRUE(writer->Flush().ok());
+  EXPECT_GT(*fs_->FileSize(path_), synced);
+  EXPECT_EQ(fs_->SyncedBytes(path_), synced);
+
+  ASSERT_TRUE(fs_->SimulateCrash().ok());
+  EXPECT_EQ(*fs_->FileSize(path_), synced);
+  ReadResult r = ReadBack();
+  EXPECT_EQ(r.payloads, std::vector<std::string>(encodings.begin(), encodings.begin() + 5));
+  EXPECT_TRUE(r.reports.empty());  // synced up to a record boundary: a clean end
+  // The writer's file is gone with the crash.
+  EXPECT_EQ(writer->AddRecord(RecordType::kEffect, "late").code(), Code::kUnavailable);
+}
+
+TEST_P(FaultInjection, FileNeverSyncedSurvivesACrashEmptyAsATornTail) {
+  auto writer = NewWriter();
+  ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, "lost").ok());
+  ASSERT_TRUE(writer->Flush().ok());
+  ASSERT_TRUE(fs_->SimulateCrash().ok());
+  EXPECT_TRUE(fs_->FileExists(path_));
+  ReadResult r = ReadBack();
+  EXPECT_TRUE(r.payloads.empty());
+  ASSERT_EQ(r.reports.size(), 1u);
+  EXPECT_EQ(r.reports[0].kind, DamageKind::kTornTail);
+  EXPECT_EQ(r.reports[0].reason, "empty file");
+}
+
+TEST_P(FaultInjection, ShortWriteLeavesATornTailAfterTheGoodRecords) {
+  auto writer = NewWriter();
+  ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, "first").ok());
+  const uint64_t second_at = writer->bytes_written();
+  fs_->ShortenNextAppend(7);  // 7 of the 13 record header bytes reach the file
+  EXPECT_EQ(writer->AddRecord(RecordType::kEffect, "second").code(), Code::kInternal);
+  EXPECT_EQ(writer->AddRecord(RecordType::kEffect, "third").code(), Code::kInternal);
+  ReadResult r = ReadBack();
+  EXPECT_EQ(r.payloads, std::vector<std::string>{"first"});
+  ASSERT_EQ(r.reports.size(), 1u);
+  EXPECT_EQ(r.reports[0].kind, DamageKind::kTornTail);
+  EXPECT_EQ(r.reports[0].offset, second_at);
+}
+
+TEST_P(FaultInjection, NoSpaceWritesNothing) {
+  auto writer = NewWriter();
+  ASSERT_TRUE(writer->Flush().ok());
+  const uint64_t size = *fs_->FileSize(path_);
+  fs_->FailNextAppendWithNoSpace();
+  EXPECT_EQ(writer->AddRecord(RecordType::kEffect, "x").code(), Code::kResourceExhausted);
+  EXPECT_EQ(*fs_->FileSize(path_), size);
+}
+
+TEST_P(FaultInjection, FailedSyncMakesNothingDurable) {
+  auto writer = NewWriter();
+  ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, "first").ok());
+  ASSERT_TRUE(writer->Sync().ok());
+  const uint64_t synced = writer->bytes_written();
+  ASSERT_TRUE(writer->AddRecord(RecordType::kEffect, "second").ok());
+  fs_->FailNextSyncWithIoError();
+  EXPECT_EQ(writer->Sync().code(), Code::kInternal);
+  EXPECT_EQ(fs_->SyncedBytes(path_), synced);
+  ASSERT_TRUE(fs_->SimulateCrash().ok());
+  EXPECT_EQ(ReadBack().payloads, std::vector<std::string>{"first"});
+}
+
+TEST_P(FaultInjection, RenamedFileKeepsItsSyncedSize) {
+  const std::string tmp = JoinPath(dir_, SnapshotFileName(9) + std::string(kTempSuffix));
+  const std::string final_path = JoinPath(dir_, SnapshotFileName(9));
+  auto file = fs_->NewWritableFile(tmp);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->Append("durable").ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE((*file)->Append("-lost").ok());
+  ASSERT_TRUE(fs_->RenameFile(tmp, final_path).ok());
+  ASSERT_TRUE(fs_->SimulateCrash().ok());
+  EXPECT_EQ(*ReadFileToString(fs_.get(), final_path), "durable");
+}
+
+INSTANTIATE_TEST_SUITE_P(OverPosixAndMemory, FaultInjection, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Posix" : "Memory";
+                         });
+
+}  // namespace
+}  // namespace sundial::wal::test

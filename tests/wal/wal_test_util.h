@@ -1,0 +1,293 @@
+// Shared helpers of the WAL tests: one sample effect of every EffectType, an effect comparison
+// that checks the fields the format logs for each type, a reporter that records damage, a
+// SequentialFile that counts the reads asked of it, byte-editing helpers (flip a byte, truncate,
+// rewrite a record's checksum) and an allocation tracker (defined in log_damage_test.cc) that
+// proves a damaged length allocates nothing.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/effect.h"
+#include "engine/metadata.h"
+#include "engine/status.h"
+#include "engine/types.h"
+#include "wal/effect_codec.h"
+#include "wal/file.h"
+#include "wal/log_format.h"
+#include "wal/log_reader.h"
+#include "wal/log_writer.h"
+
+namespace sundial {
+inline void PrintTo(const Status& status, std::ostream* os) {
+  *os << CodeName(status.code()) << " " << status.detail();
+}
+inline void PrintTo(EffectType type, std::ostream* os) { *os << EffectTypeName(type); }
+}  // namespace sundial
+
+namespace sundial::wal::test {
+
+// Largest single operator-new request seen while tracking is on (log_damage_test.cc).
+struct AllocationTracker {
+  AllocationTracker();
+  ~AllocationTracker();
+  size_t largest() const;
+};
+
+// One effect of every EffectType, with distinctive non-default values in every logged field.
+// The strings live in static storage.
+inline std::vector<Effect> SampleEffects() {
+  static const QueueSettings settings = [] {
+    QueueSettings s;
+    s.type = QueueType::kExclusive;
+    s.exclusivity_key = "tenant";
+    s.lease_ms = 12'345;
+    s.invisibility_ms = 67;
+    s.max_attempts = 9;
+    s.retry_backoff_ms = 2'000;
+    s.retry_backoff_max_ms = 90'000;
+    s.dead_letter_queue = "jobs-dlq";
+    s.retention_ms = -1;  // any value round-trips, even ones the engine would refuse
+    s.max_depth = 1'000'000;
+    s.enqueue_paused = false;
+    s.dequeue_paused = true;
+    return s;
+  }();
+  static const std::string payload("binary\0payload\xff\x01", 17);
+  static const std::string metadata = PackMetadata({{"tenant", "acme"}, {"kind", "email"}});
+
+  Effect base;
+  base.time = 1'700'000'000'123;
+  base.queue = "jobs";
+
+  std::vector<Effect> out;
+  Effect created = base;
+  created.type = EffectType::kQueueCreated;
+  created.settings = &settings;
+  out.push_back(created);
+
+  Effect updated = created;
+  updated.type = EffectType::kQueueUpdated;
+  out.push_back(updated);
+
+  Effect deleted = base;
+  deleted.type = EffectType::kQueueDeleted;
+  out.push_back(deleted);
+
+  Effect purged = base;
+  purged.type = EffectType::kQueuePurged;
+  purged.purge_states = (1 << 3) | (1 << 5);
+  out.push_back(purged);
+
+  Effect message = base;
+  message.id = "msg-0001";
+  message.from = MessageState::kPending;
+  message.to = MessageState::kRunning;
+  message.seq = 42;
+  message.version = 7;
+  message.priority = -3;
+  message.attempts = 2;
+  message.max_attempts = 5;
+  message.due_at = 1'700'000'030'000;
+  message.lease_token = (uint64_t{1} << 53) - 1;
+  message.enqueued_at = 1'699'999'999'000;
+
+  Effect enqueued = message;
+  enqueued.type = EffectType::kMessageEnqueued;
+  enqueued.from = enqueued.to = MessageState::kInvisible;
+  enqueued.payload = payload;
+  enqueued.packed_metadata = metadata;
+  enqueued.error = "previous error";
+  out.push_back(enqueued);
+
+  Effect changed = message;
+  changed.type = EffectType::kMessageChanged;
+  changed.cause = ChangeCause::kLeased;
+  changed.error = "timeout talking to smtp";
+  out.push_back(changed);
+
+  Effect removed = message;
+  removed.type = EffectType::kMessageRemoved;
+  removed.from = removed.to = MessageState::kCompleted;
+  out.push_back(removed);
+
+  Effect dead = message;
+  dead.type = EffectType::kMessageDeadLettered;
+  dead.from = MessageState::kRunning;
+  dead.to = MessageState::kPending;
+  dead.dead_letter_queue = "jobs-dlq";
+  out.push_back(dead);
+  return out;
+}
+
+// Checks the fields docs/wal-format.md logs for a.type.
+inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
+  ASSERT_EQ(a.type, b.type);
+  EXPECT_EQ(a.time, b.time);
+  EXPECT_EQ(a.queue, b.queue);
+  switch (a.type) {
+    case EffectType::kQueueCreated:
+    case EffectType::kQueueUpdated:
+      ASSERT_NE(b.settings, nullptr);
+      EXPECT_TRUE(*a.settings == *b.settings);
+      return;
+    case EffectType::kQueueDeleted:
+      return;
+    case EffectType::kQueuePurged:
+      EXPECT_EQ(a.purge_states, b.purge_states);
+      return;
+    default:
+      break;
+  }
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.cause, b.cause);
+  EXPECT_EQ(a.from, b.from);
+  EXPECT_EQ(a.to, b.to);
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.version, b.version);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.attempts, b.attempts);
+  EXPECT_EQ(a.max_attempts, b.max_attempts);
+  EXPECT_EQ(a.due_at, b.due_at);
+  EXPECT_EQ(a.lease_token, b.lease_token);
+  EXPECT_EQ(a.enqueued_at, b.enqueued_at);
+  if (a.type == EffectType::kMessageEnqueued) {
+    EXPECT_EQ(a.payload, b.payload);
+    EXPECT_EQ(a.packed_metadata, b.packed_metadata);
+  }
+  if (a.type == EffectType::kMessageEnqueued || a.type == EffectType::kMessageChanged) {
+    EXPECT_EQ(a.error, b.error);
+  }
+  if (a.type == EffectType::kMessageDeadLettered) {
+    EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);
+  }
+}
+
+inline std::string Encode(const Effect& effect) {
+  std::string out;
+  EncodeEffect(effect, &out);
+  return out;
+}
+
+class RecordingReporter final : public CorruptionReporter {
+ public:
+  void Report(const Corruption& damage) override { reports.push_back(damage); }
+  std::vector<Corruption> reports;
+};
+
+// Serves a string and remembers the largest read asked of it.
+class StringSequentialFile final : public SequentialFile {
+ public:
+  explicit StringSequentialFile(std::string contents) : contents_(std::move(contents)) {}
+  Status Read(size_t n, char* scratch, std::string_view* result) override {
+    largest_read_ = std::max(largest_read_, n);
+    size_t got = std::min(n, contents_.size() - pos_);
+    contents_.copy(scratch, got, pos_);
+    pos_ += got;
+    *result = std::string_view(scratch, got);
+    return Status::Ok();
+  }
+  Status Skip(uint64_t n) override {
+    pos_ = std::min<uint64_t>(contents_.size(), pos_ + n);
+    return Status::Ok();
+  }
+  size_t largest_read() const { return largest_read_; }
+
+ private:
+  std::string contents_;
+  size_t pos_ = 0;
+  size_t largest_read_ = 0;
+};
+
+// A written file: its bytes and the offset of each record.
+struct WrittenLog {
+  std::string bytes;
+  std::vector<uint64_t> record_offsets;
+  std::vector<std::string> payloads;
+};
+
+class StringWritableFile final : public WritableFile {
+ public:
+  explicit StringWritableFile(std::string* out) : out_(out) {}
+  Status Append(std::string_view data) override {
+    out_->append(data);
+    return Status::Ok();
+  }
+  Status Flush() override { return Status::Ok(); }
+  Status Sync() override { return Status::Ok(); }
+  Status Close() override { return Status::Ok(); }
+
+ private:
+  std::string* out_;
+};
+
+// A segment (number `segment`, first LSN `lsn`) holding `payloads` as kEffect records.
+inline WrittenLog WriteLog(const std::vector<std::string>& payloads, uint64_t segment = 1,
+                           uint64_t lsn = 0) {
+  WrittenLog log;
+  FileHeader header;
+  header.file_number = segment;
+  header.lsn = lsn;
+  LogWriter writer(std::make_unique<StringWritableFile>(&log.bytes), header);
+  EXPECT_TRUE(writer.WriteHeader().ok());
+  for (const auto& p : payloads) {
+    log.record_offsets.push_back(log.bytes.size());
+    EXPECT_TRUE(writer.AddRecord(RecordType::kEffect, p).ok());
+  }
+  log.payloads = payloads;
+  return log;
+}
+
+// The encodings of SampleEffects(): every EffectType, in type order.
+inline std::vector<std::string> SampleEncodings() {
+  std::vector<std::string> out;
+  for (const Effect& e : SampleEffects()) out.push_back(Encode(e));
+  return out;
+}
+
+struct ReadResult {
+  std::vector<std::string> payloads;
+  std::vector<uint64_t> lsns;
+  std::vector<Corruption> reports;
+  Status status;
+};
+
+inline ReadResult ReadLog(std::string bytes, bool last_file = true,
+                          std::optional<uint64_t> expected_number = std::nullopt) {
+  ReadResult result;
+  RecordingReporter reporter;
+  LogReader::Options options;
+  options.last_file = last_file;
+  options.expected_file_number = expected_number;
+  LogReader reader(std::make_unique<StringSequentialFile>(std::move(bytes)),
+                   "wal-0000000000000001.log", &reporter, options);
+  LogReader::Record record;
+  while (reader.ReadRecord(&record)) {
+    result.payloads.emplace_back(record.payload);
+    result.lsns.push_back(record.lsn);
+  }
+  result.reports = reporter.reports;
+  result.status = reader.status();
+  return result;
+}
+
+inline void FlipByte(std::string* bytes, size_t offset) { (*bytes)[offset] ^= 0x5a; }
+
+// Rewrites the checksum of the record at `offset` to match its (edited) type and payload.
+inline void FixRecordChecksum(std::string* bytes, uint64_t offset, uint64_t file_number) {
+  uint32_t length = DecodeFixed32(bytes->data() + offset);
+  auto type = static_cast<uint8_t>((*bytes)[offset + 4]);
+  std::string_view payload(bytes->data() + offset + kRecordHeaderBytes, length);
+  std::string sum;
+  PutFixed64(&sum, RecordChecksum(type, file_number, payload));
+  bytes->replace(offset + 5, 8, sum);
+}
+
+}  // namespace sundial::wal::test

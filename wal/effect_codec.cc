@@ -1,0 +1,246 @@
+#include "wal/effect_codec.h"
+
+#include <cstring>
+
+#include "wal/log_format.h"
+
+namespace sundial::wal {
+namespace {
+
+constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kMessageDeadLettered);
+constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
+constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kErrored);
+constexpr uint8_t kMaxQueueType = static_cast<uint8_t>(QueueType::kExclusive);
+constexpr uint8_t kEnqueuePausedFlag = 1;
+constexpr uint8_t kDequeuePausedFlag = 2;
+
+Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
+
+void PutU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
+void PutI64(std::string* out, int64_t v) { PutFixed64(out, static_cast<uint64_t>(v)); }
+void PutString(std::string* out, std::string_view s) {
+  PutFixed32(out, static_cast<uint32_t>(s.size()));
+  out->append(s);
+}
+
+void PutSettings(std::string* out, const QueueSettings& s) {
+  PutU8(out, static_cast<uint8_t>(s.type));
+  PutString(out, s.exclusivity_key);
+  PutI64(out, s.lease_ms);
+  PutI64(out, s.invisibility_ms);
+  PutFixed32(out, s.max_attempts);
+  PutI64(out, s.retry_backoff_ms);
+  PutI64(out, s.retry_backoff_max_ms);
+  PutString(out, s.dead_letter_queue);
+  PutI64(out, s.retention_ms);
+  PutFixed64(out, s.max_depth);
+  PutU8(out,
+        (s.enqueue_paused ? kEnqueuePausedFlag : 0) | (s.dequeue_paused ? kDequeuePausedFlag : 0));
+}
+
+void PutMessage(std::string* out, const Effect& e) {
+  PutString(out, e.id);
+  PutU8(out, static_cast<uint8_t>(e.cause));
+  PutU8(out, static_cast<uint8_t>(e.from));
+  PutU8(out, static_cast<uint8_t>(e.to));
+  PutFixed64(out, e.seq);
+  PutFixed64(out, e.version);
+  PutI64(out, e.priority);
+  PutFixed32(out, e.attempts);
+  PutFixed32(out, e.max_attempts);
+  PutI64(out, e.due_at);
+  PutFixed64(out, e.lease_token);
+  PutI64(out, e.enqueued_at);
+}
+
+// Reads fixed-width fields off the front of `rest_`; the first shortage makes ok() false and
+// every later read a no-op, so a decode function checks once at the end.
+class FieldReader {
+ public:
+  explicit FieldReader(std::string_view bytes) : rest_(bytes) {}
+
+  bool ok() const { return ok_; }
+  bool at_end() const { return rest_.empty(); }
+
+  uint8_t U8() {
+    if (!Have(1)) return 0;
+    uint8_t v = static_cast<uint8_t>(rest_[0]);
+    rest_.remove_prefix(1);
+    return v;
+  }
+  uint32_t U32() {
+    if (!Have(4)) return 0;
+    uint32_t v = DecodeFixed32(rest_.data());
+    rest_.remove_prefix(4);
+    return v;
+  }
+  uint64_t U64() {
+    if (!Have(8)) return 0;
+    uint64_t v = DecodeFixed64(rest_.data());
+    rest_.remove_prefix(8);
+    return v;
+  }
+  int64_t I64() { return static_cast<int64_t>(U64()); }
+  // The length is checked against the bytes left before anything is copied.
+  void String(std::string* out) {
+    uint32_t len = U32();
+    if (!Have(len)) {
+      out->clear();
+      return;
+    }
+    out->assign(rest_.data(), len);
+    rest_.remove_prefix(len);
+  }
+
+ private:
+  bool Have(size_t n) {
+    if (ok_ && rest_.size() >= n) return true;
+    ok_ = false;
+    return false;
+  }
+
+  std::string_view rest_;
+  bool ok_ = true;
+};
+
+Status ReadSettings(FieldReader* r, QueueSettings* s) {
+  uint8_t type = r->U8();
+  r->String(&s->exclusivity_key);
+  s->lease_ms = r->I64();
+  s->invisibility_ms = r->I64();
+  s->max_attempts = r->U32();
+  s->retry_backoff_ms = r->I64();
+  s->retry_backoff_max_ms = r->I64();
+  r->String(&s->dead_letter_queue);
+  s->retention_ms = r->I64();
+  s->max_depth = r->U64();
+  uint8_t flags = r->U8();
+  if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+  if (type > kMaxQueueType) return Malformed("wal: effect: unknown queue type");
+  if ((flags & ~(kEnqueuePausedFlag | kDequeuePausedFlag)) != 0) {
+    return Malformed("wal: effect: unknown queue settings flags");
+  }
+  s->type = static_cast<QueueType>(type);
+  s->enqueue_paused = (flags & kEnqueuePausedFlag) != 0;
+  s->dequeue_paused = (flags & kDequeuePausedFlag) != 0;
+  return Status::Ok();
+}
+
+Status ReadMessage(FieldReader* r, std::string* id, Effect* e) {
+  r->String(id);
+  uint8_t cause = r->U8();
+  uint8_t from = r->U8();
+  uint8_t to = r->U8();
+  e->seq = r->U64();
+  e->version = r->U64();
+  e->priority = r->I64();
+  e->attempts = r->U32();
+  e->max_attempts = r->U32();
+  e->due_at = r->I64();
+  e->lease_token = r->U64();
+  e->enqueued_at = r->I64();
+  if (!r->ok()) return Malformed("wal: effect: truncated message fields");
+  if (cause > kMaxCause) return Malformed("wal: effect: unknown change cause");
+  if (from > kMaxState || to > kMaxState) return Malformed("wal: effect: unknown message state");
+  e->cause = static_cast<ChangeCause>(cause);
+  e->from = static_cast<MessageState>(from);
+  e->to = static_cast<MessageState>(to);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void EncodeEffect(const Effect& e, std::string* out) {
+  PutU8(out, static_cast<uint8_t>(e.type));
+  PutI64(out, e.time);
+  PutString(out, e.queue);
+  switch (e.type) {
+    case EffectType::kQueueCreated:
+    case EffectType::kQueueUpdated:
+      PutSettings(out, *e.settings);
+      break;
+    case EffectType::kQueueDeleted:
+      break;
+    case EffectType::kQueuePurged:
+      PutU8(out, e.purge_states);
+      break;
+    case EffectType::kMessageEnqueued:
+      PutMessage(out, e);
+      PutString(out, e.payload);
+      PutString(out, e.packed_metadata);
+      PutString(out, e.error);
+      break;
+    case EffectType::kMessageChanged:
+      PutMessage(out, e);
+      PutString(out, e.error);
+      break;
+    case EffectType::kMessageRemoved:
+      PutMessage(out, e);
+      break;
+    case EffectType::kMessageDeadLettered:
+      PutMessage(out, e);
+      PutString(out, e.dead_letter_queue);
+      break;
+  }
+}
+
+Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
+  out->effect_ = Effect();
+  out->settings_ = QueueSettings();
+  for (std::string* field : {&out->queue_, &out->id_, &out->payload_, &out->packed_metadata_,
+                             &out->error_, &out->dead_letter_queue_}) {
+    field->clear();
+  }
+  Effect& e = out->effect_;
+  FieldReader r(bytes);
+  uint8_t type = r.U8();
+  e.time = r.I64();
+  r.String(&out->queue_);
+  if (!r.ok()) return Malformed("wal: effect: truncated header");
+  if (type < 1 || type > kMaxEffectType) return Malformed("wal: effect: unknown effect type");
+  e.type = static_cast<EffectType>(type);
+  e.queue = out->queue_;
+
+  Status s;
+  switch (e.type) {
+    case EffectType::kQueueCreated:
+    case EffectType::kQueueUpdated:
+      s = ReadSettings(&r, &out->settings_);
+      e.settings = &out->settings_;
+      break;
+    case EffectType::kQueueDeleted:
+      break;
+    case EffectType::kQueuePurged:
+      e.purge_states = r.U8();
+      if (!r.ok()) s = Malformed("wal: effect: truncated purge states");
+      break;
+    case EffectType::kMessageEnqueued:
+      s = ReadMessage(&r, &out->id_, &e);
+      r.String(&out->payload_);
+      r.String(&out->packed_metadata_);
+      r.String(&out->error_);
+      break;
+    case EffectType::kMessageChanged:
+      s = ReadMessage(&r, &out->id_, &e);
+      r.String(&out->error_);
+      break;
+    case EffectType::kMessageRemoved:
+      s = ReadMessage(&r, &out->id_, &e);
+      break;
+    case EffectType::kMessageDeadLettered:
+      s = ReadMessage(&r, &out->id_, &e);
+      r.String(&out->dead_letter_queue_);
+      break;
+  }
+  if (!s.ok()) return s;
+  if (!r.ok()) return Malformed("wal: effect: truncated string field");
+  if (!r.at_end()) return Malformed("wal: effect: trailing bytes");
+  e.id = out->id_;
+  e.payload = out->payload_;
+  e.packed_metadata = out->packed_metadata_;
+  e.error = out->error_;
+  e.dead_letter_queue = out->dead_letter_queue_;
+  return Status::Ok();
+}
+
+}  // namespace sundial::wal

@@ -1,0 +1,54 @@
+// Effect codec: the byte form of a sundial::Effect inside a kEffect record (docs/wal-format.md,
+// "Effect payload"). Each EffectType writes exactly the fields Engine::Apply needs (plus `cause`
+// for tools); the message payload and packed metadata are logged verbatim for
+// kMessageEnqueued only.
+//
+// DecodeEffect is safe on arbitrary bytes: every length is checked against the bytes left
+// before anything is copied, every enum value is range-checked, and trailing bytes are an
+// error. It never allocates more than the input's size.
+//
+// Thread safety: pure functions; a DecodedEffect is a value owned by one thread.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "engine/effect.h"
+#include "engine/status.h"
+#include "engine/types.h"
+
+namespace sundial::wal {
+
+// Appends the encoding of `effect` to `out`.
+// REQUIRES: for kQueueCreated / kQueueUpdated, effect.settings != nullptr.
+void EncodeEffect(const Effect& effect, std::string* out);
+
+// An effect decoded from bytes, owning its strings. effect()'s views point into this object:
+// they stay valid until it is destroyed or decoded into again. Not copyable (the views would
+// dangle); movable is not offered either, for the same reason.
+class DecodedEffect {
+ public:
+  DecodedEffect() = default;
+  DecodedEffect(const DecodedEffect&) = delete;
+  DecodedEffect& operator=(const DecodedEffect&) = delete;
+
+  const Effect& effect() const { return effect_; }
+
+ private:
+  friend Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
+
+  Effect effect_;
+  QueueSettings settings_;
+  std::string queue_;
+  std::string id_;
+  std::string payload_;
+  std::string packed_metadata_;
+  std::string error_;
+  std::string dead_letter_queue_;
+};
+
+// Decodes one effect. On error returns kInternal with a detail naming what was malformed and
+// leaves *out in an unspecified (but safe) state.
+Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
+
+}  // namespace sundial::wal

@@ -1,0 +1,91 @@
+// Files: the small interface through which the WAL touches storage, so tests can substitute an
+// in-memory file system or one that fails on demand (fault_injection_file_system.h). Modelled
+// on LevelDB's Env / WritableFile / SequentialFile.
+//
+// Contract:
+// - WritableFile::Append may buffer; Sync makes every byte appended so far durable (fdatasync)
+//   and returns OK only if it is. After any failed Append or Sync the caller must treat the file
+//   as lost (the WAL poisons itself: it never retries a sync and calls the data safe).
+// - NewWritableFile and RenameFile are durable when they return OK: the POSIX implementation
+//   fsyncs the parent directory after creating or renaming. RemoveFile is made durable by a
+//   later SyncDir.
+// - Errors: kNotFound (no such file), kAlreadyExists, kResourceExhausted (ENOSPC, EDQUOT),
+//   kInternal (any other I/O error). Details are static strings naming the operation.
+//
+// Thread safety: a FileSystem may be used from any thread; one file object must be used by one
+// thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/status.h"
+
+namespace sundial::wal {
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual Status Append(std::string_view data) = 0;
+  // Hands buffered bytes to the operating system (no durability).
+  virtual Status Flush() = 0;
+  // Flush, then fdatasync.
+  virtual Status Sync() = 0;
+  // Flush and close; further calls fail. The destructor closes without reporting.
+  virtual Status Close() = 0;
+};
+
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;
+  // Reads up to n bytes into scratch[0..n) and sets *result to the bytes read, which may point
+  // into scratch or elsewhere and are valid until the next call. Fewer than n bytes (possibly
+  // zero) means the end of the file was reached.
+  virtual Status Read(size_t n, char* scratch, std::string_view* result) = 0;
+  virtual Status Skip(uint64_t n) = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // Creates `path` (truncating an existing file) for writing.
+  virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // Opens `path` for appending at its end, creating it if needed.
+  virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
+  virtual Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) = 0;
+  virtual Result<uint64_t> FileSize(const std::string& path) = 0;
+  virtual bool FileExists(const std::string& path) = 0;
+  // Replaces `to` if it exists.
+  virtual Status RenameFile(const std::string& from, const std::string& to) = 0;
+  virtual Status RemoveFile(const std::string& path) = 0;
+  // Cuts `path` to `size` bytes (used to cut off a torn tail).
+  virtual Status TruncateFile(const std::string& path, uint64_t size) = 0;
+  // Names (not paths) of the entries of `dir`, sorted.
+  virtual Result<std::vector<std::string>> ListDir(const std::string& dir) = 0;
+  // Creates `dir` if it does not exist.
+  virtual Status CreateDir(const std::string& dir) = 0;
+  // fsync of the directory itself (durability of creates, renames and removes in it).
+  virtual Status SyncDir(const std::string& dir) = 0;
+};
+
+// The real file system (open/write/fdatasync/rename). Stateless; one instance may be shared.
+std::unique_ptr<FileSystem> NewPosixFileSystem();
+// Files in memory: every write is immediately "durable"; paths are plain strings and a
+// directory is any prefix ending before a '/'. For tests.
+std::unique_ptr<FileSystem> NewMemoryFileSystem();
+
+// "dir/name", or just name when dir is empty.
+std::string JoinPath(std::string_view dir, std::string_view name);
+// Everything before the last '/', or "." when there is none.
+std::string DirName(std::string_view path);
+
+// Reads the whole file (tests and tools).
+Result<std::string> ReadFileToString(FileSystem* fs, const std::string& path);
+// Creates `path` with `contents`, synced.
+Status WriteStringToFile(FileSystem* fs, const std::string& path, std::string_view contents);
+
+}  // namespace sundial::wal

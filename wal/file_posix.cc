@@ -1,0 +1,215 @@
+// POSIX implementation of wal/file.h.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "wal/file.h"
+
+namespace sundial::wal {
+namespace {
+
+Status ErrnoStatus(int error, const char* detail) {
+  switch (error) {
+    case ENOENT:
+      return NotFound(detail);
+    case EEXIST:
+      return AlreadyExists(detail);
+    case ENOSPC:
+    case EDQUOT:
+      return ResourceExhausted(detail);
+    default:
+      return Status(Code::kInternal, detail);
+  }
+}
+
+Status SyncDirectory(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, "wal: open directory for fsync failed");
+  Status s;
+  if (::fsync(fd) != 0) s = ErrnoStatus(errno, "wal: fsync directory failed");
+  ::close(fd);
+  return s;
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  static constexpr size_t kBufferBytes = 64 << 10;
+
+  explicit PosixWritableFile(int fd) : fd_(fd) { buffer_.reserve(kBufferBytes); }
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) (void)Close();
+  }
+
+  Status Append(std::string_view data) override {
+    if (fd_ < 0) return FailedPrecondition("wal: append to a closed file");
+    if (buffer_.size() + data.size() <= kBufferBytes) {
+      buffer_.append(data);
+      return Status::Ok();
+    }
+    Status s = Flush();
+    if (!s.ok()) return s;
+    if (data.size() <= kBufferBytes) {
+      buffer_.append(data);
+      return Status::Ok();
+    }
+    return WriteAll(data);
+  }
+
+  Status Flush() override {
+    if (fd_ < 0) return FailedPrecondition("wal: flush of a closed file");
+    Status s = WriteAll(buffer_);
+    buffer_.clear();
+    return s;
+  }
+
+  Status Sync() override {
+    Status s = Flush();
+    if (!s.ok()) return s;
+    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "wal: fdatasync failed");
+    return Status::Ok();
+  }
+
+  Status Close() override {
+    if (fd_ < 0) return FailedPrecondition("wal: file already closed");
+    Status s = Flush();
+    if (::close(fd_) != 0 && s.ok()) s = ErrnoStatus(errno, "wal: close failed");
+    fd_ = -1;
+    return s;
+  }
+
+ private:
+  Status WriteAll(std::string_view data) {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "wal: write failed");
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return Status::Ok();
+  }
+
+  int fd_;
+  std::string buffer_;
+};
+
+class PosixSequentialFile final : public SequentialFile {
+ public:
+  explicit PosixSequentialFile(int fd) : fd_(fd) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+
+  Status Read(size_t n, char* scratch, std::string_view* result) override {
+    size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::read(fd_, scratch + got, n - got);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(errno, "wal: read failed");
+      }
+      if (r == 0) break;
+      got += static_cast<size_t>(r);
+    }
+    *result = std::string_view(scratch, got);
+    return Status::Ok();
+  }
+
+  Status Skip(uint64_t n) override {
+    if (::lseek(fd_, static_cast<off_t>(n), SEEK_CUR) < 0) {
+      return ErrnoStatus(errno, "wal: seek failed");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int fd_;
+};
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    return Open(path, O_TRUNC);
+  }
+
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+    return Open(path, O_APPEND);
+  }
+
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(errno, "wal: open for reading failed");
+    return std::unique_ptr<SequentialFile>(std::make_unique<PosixSequentialFile>(fd));
+  }
+
+  Result<uint64_t> FileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "wal: stat failed");
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, "wal: rename failed");
+    return SyncDirectory(DirName(to));
+  }
+
+  Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus(errno, "wal: unlink failed");
+    return Status::Ok();
+  }
+
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0) {
+      return ErrnoStatus(errno, "wal: truncate failed");
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return ErrnoStatus(errno, "wal: opendir failed");
+    std::vector<std::string> names;
+    while (struct dirent* entry = ::readdir(d)) {
+      std::string_view name = entry->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  Status CreateDir(const std::string& dir) override {
+    if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return ErrnoStatus(errno, "wal: mkdir failed");
+    }
+    return Status::Ok();
+  }
+
+  Status SyncDir(const std::string& dir) override { return SyncDirectory(dir); }
+
+ private:
+  Result<std::unique_ptr<WritableFile>> Open(const std::string& path, int mode) {
+    bool existed = FileExists(path);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | mode, 0644);
+    if (fd < 0) return ErrnoStatus(errno, "wal: open for writing failed");
+    if (!existed) {
+      Status s = SyncDirectory(DirName(path));
+      if (!s.ok()) {
+        ::close(fd);
+        return s;
+      }
+    }
+    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<FileSystem> NewPosixFileSystem() { return std::make_unique<PosixFileSystem>(); }
+
+}  // namespace sundial::wal

@@ -1,0 +1,121 @@
+#include "wal/log_format.h"
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace sundial::wal {
+
+void PutFixed32(std::string* out, uint32_t v) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(buf, 4);
+}
+
+void PutFixed64(std::string* out, uint64_t v) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(buf, 8);
+}
+
+uint32_t DecodeFixed32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+uint64_t DecodeFixed64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+void AppendFileHeader(const FileHeader& header, std::string* out) {
+  std::string buf;
+  buf.reserve(kFileHeaderBytes);
+  buf.append(header.magic.data(), 8);
+  PutFixed32(&buf, header.version);
+  PutFixed64(&buf, header.file_number);
+  PutFixed64(&buf, header.lsn);
+  PutFixed64(&buf, XXH3_64bits(buf.data(), buf.size()));
+  out->append(buf);
+}
+
+HeaderError ParseFileHeader(std::string_view bytes, std::string_view magic, FileHeader* header) {
+  if (bytes.size() != kFileHeaderBytes || bytes.substr(0, 8) != magic) {
+    return HeaderError::kBadMagic;
+  }
+  const size_t body = kFileHeaderBytes - 8;
+  if (XXH3_64bits(bytes.data(), body) != DecodeFixed64(bytes.data() + body)) {
+    return HeaderError::kBadChecksum;
+  }
+  const uint32_t version = DecodeFixed32(bytes.data() + 8);
+  if (version != kFormatVersion) return HeaderError::kUnsupportedVersion;
+  header->magic = magic;
+  header->version = version;
+  header->file_number = DecodeFixed64(bytes.data() + 12);
+  header->lsn = DecodeFixed64(bytes.data() + 20);
+  return HeaderError::kNone;
+}
+
+uint64_t RecordChecksum(uint8_t type, uint64_t file_number, std::string_view payload) {
+  char prefix[9];
+  prefix[0] = static_cast<char>(type);
+  for (int i = 0; i < 8; ++i) prefix[1 + i] = static_cast<char>((file_number >> (8 * i)) & 0xff);
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, prefix, sizeof(prefix));
+  XXH3_64bits_update(&state, payload.data(), payload.size());
+  return XXH3_64bits_digest(&state);
+}
+
+namespace {
+
+std::string NumberedName(std::string_view prefix, uint64_t number, std::string_view suffix) {
+  char hex[17];
+  static constexpr char kDigits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i) {
+    hex[i] = kDigits[number & 0xf];
+    number >>= 4;
+  }
+  hex[16] = '\0';
+  std::string name(prefix);
+  name.append(hex, 16);
+  name.append(suffix);
+  return name;
+}
+
+std::optional<uint64_t> ParseNumberedName(std::string_view name, std::string_view prefix,
+                                          std::string_view suffix) {
+  if (name.size() != prefix.size() + 16 + suffix.size() || !name.starts_with(prefix) ||
+      !name.ends_with(suffix)) {
+    return std::nullopt;
+  }
+  std::string_view digits = name.substr(prefix.size(), 16);
+  for (char c : digits) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  }
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, 16);
+  if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::string SegmentFileName(uint64_t segment_number) {
+  return NumberedName("wal-", segment_number, ".log");
+}
+std::optional<uint64_t> ParseSegmentFileName(std::string_view name) {
+  return ParseNumberedName(name, "wal-", ".log");
+}
+std::string SnapshotFileName(uint64_t covered_lsn) {
+  return NumberedName("snapshot-", covered_lsn, ".snap");
+}
+std::optional<uint64_t> ParseSnapshotFileName(std::string_view name) {
+  return ParseNumberedName(name, "snapshot-", ".snap");
+}
+
+}  // namespace sundial::wal
