@@ -1,0 +1,1052 @@
+// The reference model: docs/semantics.md, rule by rule, with linear scans. See model.h.
+#include "tests/engine/model.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <tuple>
+#include <utility>
+
+namespace sundial::model {
+namespace {
+
+constexpr size_t kNpos = static_cast<size_t>(-1);
+
+std::optional<std::string_view> FindValue(const Metadata& metadata, std::string_view key) {
+  for (const MetadataPair& pair : metadata) {
+    if (pair.key == key) return std::string_view(pair.value);
+  }
+  return std::nullopt;
+}
+
+bool Matches(const Metadata& metadata, const Filter& filter) {
+  for (const MetadataPair& pair : filter) {
+    std::optional<std::string_view> value = FindValue(metadata, pair.key);
+    if (!value || *value != pair.value) return false;
+  }
+  return true;
+}
+
+bool ValidPair(const MetadataPair& pair) {
+  return !pair.key.empty() && pair.key.size() <= kMaxMetadataKeyBytes &&
+         pair.value.size() <= kMaxMetadataValueBytes && IsValidUtf8(pair.key) &&
+         IsValidUtf8(pair.value);
+}
+
+bool ValidMetadata(const Metadata& metadata) {
+  if (metadata.size() > kMaxMetadataPairs) return false;
+  for (size_t i = 0; i < metadata.size(); ++i) {
+    if (!ValidPair(metadata[i])) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (metadata[j].key == metadata[i].key) return false;
+    }
+  }
+  return true;
+}
+
+// Same key and value limits as metadata, keys unique.
+bool ValidFilter(const Filter& filter, size_t min_pairs) {
+  if (filter.size() < min_pairs || filter.size() > kMaxFilterPairs) return false;
+  for (size_t i = 0; i < filter.size(); ++i) {
+    if (!ValidPair(filter[i])) return false;
+    for (size_t j = 0; j < i; ++j) {
+      if (filter[j].key == filter[i].key) return false;
+    }
+  }
+  return true;
+}
+
+bool ValidId(std::string_view id) {
+  return !id.empty() && id.size() <= kMaxIdBytes && IsValidUtf8(id);
+}
+
+bool ValidLeaseMs(int64_t ms) { return ms >= 1 && ms <= kMaxLeaseMs; }
+bool ValidDelayMs(int64_t ms) { return ms >= 0 && ms <= kMaxDelayMs; }
+bool ValidMaxAttempts(uint32_t n) { return n >= 1 && n <= kMaxAttemptsLimit; }
+
+Metadata SortedPairs(Metadata metadata) {
+  std::sort(metadata.begin(), metadata.end(), [](const MetadataPair& a, const MetadataPair& b) {
+    return std::tie(a.key, a.value) < std::tie(b.key, b.value);
+  });
+  return metadata;
+}
+
+// (priority, seq): dequeue and browse order.
+bool Before(const Model::Message& a, const Model::Message& b) {
+  return std::make_pair(a.record.priority, a.seq) < std::make_pair(b.record.priority, b.seq);
+}
+
+std::optional<std::string_view> ExclusivityValue(const Model::Queue& queue,
+                                                 const Model::Message& message) {
+  if (queue.settings.type != QueueType::kExclusive) return std::nullopt;
+  return FindValue(message.record.metadata, queue.settings.exclusivity_key);
+}
+
+// The running message holding exclusivity value `value`, if any.
+const Model::Message* LeaseHolder(const Model::Queue& queue, std::string_view value) {
+  for (const Model::Message& m : queue.messages) {
+    if (m.record.state != MessageState::kRunning) continue;
+    std::optional<std::string_view> v = ExclusivityValue(queue, m);
+    if (v && *v == value) return &m;
+  }
+  return nullptr;
+}
+
+// A pending message whose exclusivity value is leased.
+bool IsBlocked(const Model::Queue& queue, const Model::Message& message) {
+  if (message.record.state != MessageState::kPending) return false;
+  std::optional<std::string_view> value = ExclusivityValue(queue, message);
+  return value && LeaseHolder(queue, *value) != nullptr;
+}
+
+// Index of the message a dequeue with `filter` would lease next (ignoring pauses), or kNpos.
+size_t SelectNext(const Model::Queue& queue, const Filter& filter) {
+  size_t best = kNpos;
+  for (size_t i = 0; i < queue.messages.size(); ++i) {
+    const Model::Message& m = queue.messages[i];
+    if (m.record.state != MessageState::kPending) continue;
+    if (!Matches(m.record.metadata, filter)) continue;
+    if (IsBlocked(queue, m)) continue;
+    if (best == kNpos || Before(m, queue.messages[best])) best = i;
+  }
+  return best;
+}
+
+size_t FindIndex(const Model::Queue& queue, std::string_view id) {
+  for (size_t i = 0; i < queue.messages.size(); ++i) {
+    if (queue.messages[i].record.id == id) return i;
+  }
+  return kNpos;
+}
+
+bool LeaseValid(const MessageRecord& r, uint64_t token, TimeMs now) {
+  return r.state == MessageState::kRunning && r.lease_token == token && now < r.lease_expires_at;
+}
+
+// When the message's timer is due: visibility, lease expiry or retention GC.
+std::optional<TimeMs> TimerDue(const Model::Message& m) {
+  switch (m.record.state) {
+    case MessageState::kInvisible:
+      return m.record.visible_at;
+    case MessageState::kRunning:
+      return m.record.lease_expires_at;
+    case MessageState::kCompleted:
+    case MessageState::kCanceled:
+    case MessageState::kErrored:
+      return m.gc_at;
+    case MessageState::kPending:
+      break;
+  }
+  return std::nullopt;
+}
+
+std::string EncodeCursor(int64_t priority, uint64_t seq) {
+  return std::to_string(priority) + ":" + std::to_string(seq);
+}
+
+bool DecodeCursor(std::string_view cursor, int64_t* priority, uint64_t* seq) {
+  size_t colon = cursor.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::string_view p = cursor.substr(0, colon);
+  std::string_view s = cursor.substr(colon + 1);
+  if (p.empty() || s.empty()) return false;
+  auto [pe, pec] = std::from_chars(p.data(), p.data() + p.size(), *priority);
+  if (pec != std::errc() || pe != p.data() + p.size()) return false;
+  auto [se, sec] = std::from_chars(s.data(), s.data() + s.size(), *seq);
+  return sec == std::errc() && se == s.data() + s.size();
+}
+
+template <typename T>
+std::vector<T> Repeat(size_t n, const T& value) {
+  return std::vector<T>(n, value);
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      auto cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000)) {
+      return false;  // overlong
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+bool IsValidQueueName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxQueueNameBytes) return false;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string TruncateUtf8(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return std::string(s);
+  size_t end = max_bytes;
+  // Back off continuation bytes so the cut falls on the start of a sequence.
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return std::string(s.substr(0, end));
+}
+
+uint64_t Model::PackedMetadataBytes(const Metadata& metadata) {
+  uint64_t bytes = 1;
+  for (const MetadataPair& pair : metadata) bytes += 3 + pair.key.size() + pair.value.size();
+  return bytes;
+}
+
+uint64_t Model::AccountedBytes(const MessageRecord& record) {
+  return kModelMessageOverheadBytes + record.id.size() + record.payload.size() +
+         PackedMetadataBytes(record.metadata);
+}
+
+std::pair<int64_t, int64_t> Model::BackoffRange(const QueueSettings& settings, uint32_t attempts) {
+  int64_t cap = settings.retry_backoff_max_ms;
+  int64_t d = settings.retry_backoff_ms;
+  for (uint32_t i = 1; i < attempts && d < cap; ++i) d *= 2;  // d <= cap <= 100 years: no overflow
+  d = std::min(d, cap);
+  // floor(0.9 d), ceil(1.1 d)
+  return {d * 9 / 10, (d * 11 + 9) / 10};
+}
+
+Model::Model(Options options, const Clock* clock) : options_(options), clock_(clock) {}
+
+const Model::Queue* Model::FindQueue(std::string_view name) const {
+  for (const Queue& q : queues_) {
+    if (q.name == name) return &q;
+  }
+  return nullptr;
+}
+
+Model::Queue* Model::MutableQueue(std::string_view name) {
+  return const_cast<Queue*>(FindQueue(name));
+}
+
+uint64_t Model::memory_bytes() const {
+  uint64_t total = 0;
+  for (const Queue& q : queues_) {
+    for (const Message& m : q.messages) total += AccountedBytes(m.record);
+  }
+  return total;
+}
+
+QueueInfo Model::Info(const Queue& queue, TimeMs now) const {
+  QueueInfo info;
+  info.name = queue.name;
+  info.settings = queue.settings;
+  for (const Message& m : queue.messages) {
+    ++info.counts.by_state[static_cast<size_t>(m.record.state)];
+    if (IsBlocked(queue, m)) ++info.counts.blocked;
+    info.memory_bytes += AccountedBytes(m.record);
+  }
+  size_t head = SelectNext(queue, {});
+  if (head != kNpos) info.oldest_pending_age_ms = now - queue.messages[head].record.enqueued_at;
+  return info;
+}
+
+Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) const {
+  if (s.type == QueueType::kSimple && !s.exclusivity_key.empty()) {
+    return InvalidArgument("exclusivity_key");
+  }
+  if (s.type == QueueType::kExclusive &&
+      (s.exclusivity_key.empty() || s.exclusivity_key.size() > kMaxExclusivityKeyBytes ||
+       !IsValidUtf8(s.exclusivity_key))) {
+    return InvalidArgument("exclusivity_key");
+  }
+  if (!ValidLeaseMs(s.lease_ms)) return InvalidArgument("lease_ms");
+  if (!ValidDelayMs(s.invisibility_ms)) return InvalidArgument("invisibility_ms");
+  if (!ValidMaxAttempts(s.max_attempts)) return InvalidArgument("max_attempts");
+  if (!ValidDelayMs(s.retry_backoff_ms)) return InvalidArgument("retry_backoff_ms");
+  // The cap may not be below the base. Not in docs/semantics.md's table; the engine enforces it.
+  if (!ValidDelayMs(s.retry_backoff_max_ms) || s.retry_backoff_max_ms < s.retry_backoff_ms) {
+    return InvalidArgument("retry_backoff_max_ms");
+  }
+  if (!ValidDelayMs(s.retention_ms)) return InvalidArgument("retention_ms");
+  if (!s.dead_letter_queue.empty() &&
+      (!IsValidQueueName(s.dead_letter_queue) || s.dead_letter_queue == name)) {
+    return InvalidArgument("dead_letter_queue");
+  }
+  return Status::Ok();
+}
+
+// ---- Queues -----------------------------------------------------------------------------------
+
+Result<QueueInfo> Model::CreateQueue(std::string_view name, const QueueSettings& settings) {
+  TimeMs now = clock_->NowMs();
+  if (!IsValidQueueName(name)) return InvalidArgument("name");
+  if (Status s = ValidateSettings(name, settings); !s.ok()) return s;
+  if (const Queue* existing = FindQueue(name)) {
+    if (existing->settings == settings) return Info(*existing, now);
+    return AlreadyExists("queue");
+  }
+  // A dead-letter queue must exist (semantics.md gives no code; the engine says NOT_FOUND).
+  if (!settings.dead_letter_queue.empty() && FindQueue(settings.dead_letter_queue) == nullptr) {
+    return NotFound("dead_letter_queue");
+  }
+  queues_.push_back(Queue{std::string(name), settings, 1, {}});
+  return Info(queues_.back(), now);
+}
+
+Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsUpdate& update) {
+  TimeMs now = clock_->NowMs();
+  if (!IsValidQueueName(name)) return InvalidArgument("name");
+  Queue* queue = MutableQueue(name);
+  if (queue == nullptr) return NotFound("queue");
+  QueueSettings s = queue->settings;
+  if (update.lease_ms) s.lease_ms = *update.lease_ms;
+  if (update.invisibility_ms) s.invisibility_ms = *update.invisibility_ms;
+  if (update.max_attempts) s.max_attempts = *update.max_attempts;
+  if (update.retry_backoff_ms) s.retry_backoff_ms = *update.retry_backoff_ms;
+  if (update.retry_backoff_max_ms) s.retry_backoff_max_ms = *update.retry_backoff_max_ms;
+  if (update.dead_letter_queue) s.dead_letter_queue = *update.dead_letter_queue;
+  if (update.retention_ms) s.retention_ms = *update.retention_ms;
+  if (update.max_depth) s.max_depth = *update.max_depth;
+  if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
+  if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
+  if (Status st = ValidateSettings(name, s); !st.ok()) return st;
+  // Only a dead-letter queue that changes must exist: a queue whose dead-letter queue was
+  // deleted can still be updated.
+  if (s == queue->settings) return Info(*queue, now);
+  if (update.dead_letter_queue && !update.dead_letter_queue->empty() &&
+      *update.dead_letter_queue != queue->settings.dead_letter_queue &&
+      FindQueue(*update.dead_letter_queue) == nullptr) {
+    return NotFound("dead_letter_queue");
+  }
+  queue->settings = s;
+  return Info(*queue, now);
+}
+
+Result<QueueInfo> Model::GetQueue(std::string_view name) const {
+  if (!IsValidQueueName(name)) return InvalidArgument("name");
+  const Queue* queue = FindQueue(name);
+  if (queue == nullptr) return NotFound("queue");
+  return Info(*queue, clock_->NowMs());
+}
+
+std::vector<QueueInfo> Model::ListQueues() const {
+  TimeMs now = clock_->NowMs();
+  std::vector<QueueInfo> out;
+  for (const Queue& q : queues_) out.push_back(Info(q, now));
+  std::sort(out.begin(), out.end(),
+            [](const QueueInfo& a, const QueueInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+Status Model::DeleteQueue(std::string_view name) {
+  if (!IsValidQueueName(name)) return InvalidArgument("name");
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (queues_[i].name == name) {
+      queues_.erase(queues_.begin() + static_cast<ptrdiff_t>(i));
+      return Status::Ok();
+    }
+  }
+  return NotFound("queue");
+}
+
+Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<MessageState>& states) {
+  if (!IsValidQueueName(name)) return InvalidArgument("name");
+  if (states.empty() || states.size() > kStateCount) return InvalidArgument("states");
+  Queue* queue = MutableQueue(name);
+  if (queue == nullptr) return NotFound("queue");
+  uint64_t removed = 0;
+  std::vector<Message> kept;
+  for (Message& m : queue->messages) {
+    if (std::find(states.begin(), states.end(), m.record.state) != states.end()) {
+      ++removed;
+    } else {
+      kept.push_back(std::move(m));
+    }
+  }
+  queue->messages = std::move(kept);
+  return removed;
+}
+
+// ---- Enqueue ----------------------------------------------------------------------------------
+
+std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
+                                                  std::vector<EnqueueItem> items,
+                                                  const std::vector<std::string>& generated_ids) {
+  const size_t n = items.size();
+  if (n == 0 || n > kMaxBatchItems) {
+    return Repeat<Result<EnqueueResult>>(n, InvalidArgument("batch size"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat<Result<EnqueueResult>>(n, InvalidArgument("queue"));
+  size_t queue_index = kNpos;
+  for (size_t i = 0; i < queues_.size(); ++i) {
+    if (queues_[i].name == queue) queue_index = i;
+  }
+  if (queue_index == kNpos) {
+    if (!options_.auto_create_queues) return Repeat<Result<EnqueueResult>>(n, NotFound("queue"));
+    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}});
+    queue_index = queues_.size() - 1;
+  }
+  TimeMs now = clock_->NowMs();
+  std::vector<Result<EnqueueResult>> results;
+  for (size_t i = 0; i < n; ++i) {
+    std::string generated;
+    if (items[i].id.empty()) {
+      if (i < generated_ids.size() && !generated_ids[i].empty()) {
+        generated = generated_ids[i];
+      } else {
+        // Generated ids are 26-character ULIDs: the placeholder has that length too, so the
+        // memory budget check sees the same bytes.
+        std::string n = std::to_string(++placeholder_counter_);
+        generated = "~" + std::string(25 - n.size(), '0') + n;
+      }
+    }
+    results.push_back(EnqueueOne(queue_index, items[i], generated, now));
+  }
+  return results;
+}
+
+Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& item,
+                                        const std::string& generated_id, TimeMs now) {
+  Queue& queue = queues_[queue_index];
+  // 2. Validation.
+  if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
+  if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
+  if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
+  if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
+  if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
+  if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
+    return InvalidArgument("max_attempts");
+  }
+  if (queue.settings.type == QueueType::kExclusive &&
+      !FindValue(item.metadata, queue.settings.exclusivity_key)) {
+    return InvalidArgument("exclusivity key missing");
+  }
+  const std::string id = item.id.empty() ? generated_id : item.id;
+  // 3. Duplicate.
+  if (size_t index = FindIndex(queue, id); index != kNpos) {
+    const MessageRecord& existing = queue.messages[index].record;
+    bool same = existing.priority == item.priority && existing.payload == item.payload &&
+                SortedPairs(existing.metadata) == SortedPairs(item.metadata) &&
+                (!item.max_attempts || *item.max_attempts == existing.max_attempts);
+    if (!same) return AlreadyExists("id");
+    return EnqueueResult{id, existing.version, true};
+  }
+  // 4. Pause.
+  if (queue.settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
+  // 5. Depth.
+  if (queue.settings.max_depth > 0) {
+    uint64_t live = 0;
+    for (const Message& m : queue.messages) live += IsTerminal(m.record.state) ? 0 : 1;
+    if (live >= queue.settings.max_depth) return ResourceExhausted("max_depth");
+  }
+  Message message;
+  MessageRecord& r = message.record;
+  r.queue = queue.name;
+  r.id = id;
+  r.priority = item.priority;
+  r.payload = item.payload;
+  r.metadata = item.metadata;
+  // 6. Memory budget.
+  if (options_.memory_budget_bytes > 0 &&
+      memory_bytes() + AccountedBytes(r) > options_.memory_budget_bytes) {
+    return ResourceExhausted("memory budget");
+  }
+  r.attempts = 0;
+  r.max_attempts = item.max_attempts.value_or(queue.settings.max_attempts);
+  r.version = 1;
+  r.enqueued_at = now;
+  r.updated_at = now;
+  TimeMs visible_at = item.visible_at
+                          ? *item.visible_at
+                          : now + item.delay_ms.value_or(queue.settings.invisibility_ms);
+  if (visible_at > now) {
+    r.state = MessageState::kInvisible;
+    r.visible_at = visible_at;
+  } else {
+    r.state = MessageState::kPending;
+    r.visible_at = 0;
+  }
+  message.seq = queue.next_seq++;
+  queue.messages.push_back(std::move(message));
+  return EnqueueResult{id, 1, false};
+}
+
+// ---- Dequeue and lease operations -------------------------------------------------------------
+
+Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
+                                                  const DequeueRequest& request,
+                                                  const std::vector<uint64_t>& lease_tokens) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (request.max < 1 || request.max > kMaxDequeueCount) return InvalidArgument("max");
+  if (request.lease_ms && !ValidLeaseMs(*request.lease_ms)) return InvalidArgument("lease_ms");
+  if (!ValidFilter(request.filter, 0)) return InvalidArgument("filter");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  std::vector<MessageRecord> leased;
+  if (queue->settings.dequeue_paused) return leased;
+  TimeMs now = clock_->NowMs();
+  int64_t lease_ms = request.lease_ms.value_or(queue->settings.lease_ms);
+  for (uint32_t k = 0; k < request.max; ++k) {
+    size_t index = SelectNext(*queue, request.filter);
+    if (index == kNpos) break;
+    MessageRecord& r = queue->messages[index].record;
+    r.state = MessageState::kRunning;
+    r.attempts += 1;
+    r.version += 1;
+    r.lease_token = k < lease_tokens.size() ? lease_tokens[k] : kMaxLeaseToken - k;
+    r.lease_expires_at = now + lease_ms;
+    r.visible_at = 0;
+    r.updated_at = now;
+    leased.push_back(r);
+  }
+  return leased;
+}
+
+std::vector<Status> Model::Complete(std::string_view queue_name,
+                                    const std::vector<CompleteItem>& items) {
+  const size_t n = items.size();
+  if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
+  if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return Repeat(n, NotFound("queue"));
+  TimeMs now = clock_->NowMs();
+  std::vector<Status> out;
+  for (const CompleteItem& item : items) {
+    if (!ValidId(item.id)) {
+      out.push_back(InvalidArgument("id"));
+      continue;
+    }
+    size_t index = FindIndex(*queue, item.id);
+    if (index == kNpos) {
+      out.push_back(NotFound("id"));
+      continue;
+    }
+    Message& m = queue->messages[index];
+    MessageRecord& r = m.record;
+    if (r.state == MessageState::kCompleted && r.lease_token == item.lease_token) {
+      out.push_back(Status::Ok());
+      continue;
+    }
+    if (!LeaseValid(r, item.lease_token, now)) {
+      out.push_back(FailedPrecondition("lease"));
+      continue;
+    }
+    r.version += 1;
+    r.updated_at = now;
+    MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
+    out.push_back(Status::Ok());
+  }
+  return out;
+}
+
+void Model::MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now) {
+  message.record.state = state;
+  message.record.visible_at = 0;
+  message.record.lease_expires_at = 0;
+  if (state != MessageState::kCompleted) message.record.lease_token = 0;
+  message.gc_at = now + queue.settings.retention_ms;
+}
+
+std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
+  Message& m = queue.messages[index];
+  const std::string& dlq_name = queue.settings.dead_letter_queue;
+  Queue* dlq = dlq_name.empty() ? nullptr : MutableQueue(dlq_name);
+  bool can_move = dlq != nullptr && dlq != &queue && FindIndex(*dlq, m.record.id) == kNpos &&
+                  (dlq->settings.type != QueueType::kExclusive ||
+                   FindValue(m.record.metadata, dlq->settings.exclusivity_key));
+  if (!can_move) {
+    MakeTerminal(queue, m, MessageState::kErrored, now);
+    return "";
+  }
+  Message moved = std::move(m);
+  queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+  MessageRecord& r = moved.record;
+  r.queue = dlq->name;
+  r.state = MessageState::kPending;
+  r.attempts = 0;
+  r.max_attempts = dlq->settings.max_attempts;
+  r.visible_at = 0;
+  r.lease_token = 0;
+  r.lease_expires_at = 0;
+  // An existing x-origin-queue pair is dropped and the new one goes last (semantics.md says
+  // "replacing"; the position is the engine's choice).
+  std::erase_if(r.metadata, [](const MetadataPair& p) { return p.key == kOriginQueueKey; });
+  r.metadata.push_back(MetadataPair{std::string(kOriginQueueKey), queue.name});
+  moved.seq = dlq->next_seq++;
+  moved.gc_at = 0;
+  dlq->messages.push_back(std::move(moved));
+  return dlq->name;
+}
+
+Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& request,
+                               const ChooseBackoff& choose_backoff) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(request.id)) return InvalidArgument("id");
+  if (request.retry_delay_ms && !ValidDelayMs(*request.retry_delay_ms)) {
+    return InvalidArgument("retry_delay_ms");
+  }
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, request.id);
+  if (index == kNpos) return NotFound("id");
+  TimeMs now = clock_->NowMs();
+  MessageRecord& r = queue->messages[index].record;
+  if (!LeaseValid(r, request.lease_token, now)) return FailedPrecondition("lease");
+  r.last_error = TruncateUtf8(request.error, kMaxErrorBytes);
+  r.lease_token = 0;
+  r.lease_expires_at = 0;
+  r.version += 1;
+  r.updated_at = now;
+  FailResult result;
+  if (r.attempts >= r.max_attempts) {
+    result.state = MessageState::kErrored;
+    result.dead_letter_queue = ErrorOrDeadLetter(*queue, index, now);
+    return result;
+  }
+  int64_t delay;
+  if (request.retry_delay_ms) {
+    delay = *request.retry_delay_ms;
+  } else {
+    auto [lo, hi] = BackoffRange(queue->settings, r.attempts);
+    delay = choose_backoff ? choose_backoff(lo, hi) : lo;
+  }
+  if (delay == 0) {
+    r.state = MessageState::kPending;
+    r.visible_at = 0;
+    result.state = MessageState::kPending;
+  } else {
+    r.state = MessageState::kInvisible;
+    r.visible_at = now + delay;
+    result.state = MessageState::kInvisible;
+    result.visible_at = r.visible_at;
+  }
+  return result;
+}
+
+Result<TimeMs> Model::Extend(std::string_view queue_name, std::string_view id, uint64_t lease_token,
+                             int64_t lease_ms) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  if (!ValidLeaseMs(lease_ms)) return InvalidArgument("lease_ms");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  TimeMs now = clock_->NowMs();
+  MessageRecord& r = queue->messages[index].record;
+  if (!LeaseValid(r, lease_token, now)) return FailedPrecondition("lease");
+  r.lease_expires_at = now + lease_ms;
+  r.version += 1;
+  r.updated_at = now;
+  return r.lease_expires_at;
+}
+
+// ---- Cancel, reprioritize, redrive ------------------------------------------------------------
+
+std::vector<Status> Model::Cancel(std::string_view queue_name,
+                                  const std::vector<std::string>& ids) {
+  const size_t n = ids.size();
+  if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
+  if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return Repeat(n, NotFound("queue"));
+  TimeMs now = clock_->NowMs();
+  std::vector<Status> out;
+  for (const std::string& id : ids) {
+    if (!ValidId(id)) {
+      out.push_back(InvalidArgument("id"));
+      continue;
+    }
+    size_t index = FindIndex(*queue, id);
+    if (index == kNpos) {
+      out.push_back(NotFound("id"));
+      continue;
+    }
+    Message& m = queue->messages[index];
+    switch (m.record.state) {
+      case MessageState::kCanceled:
+        out.push_back(Status::Ok());
+        break;
+      case MessageState::kCompleted:
+      case MessageState::kErrored:
+        out.push_back(FailedPrecondition("state"));
+        break;
+      case MessageState::kInvisible:
+      case MessageState::kPending:
+      case MessageState::kRunning:
+        m.record.version += 1;
+        m.record.updated_at = now;
+        MakeTerminal(*queue, m, MessageState::kCanceled, now);
+        out.push_back(Status::Ok());
+        break;
+    }
+  }
+  return out;
+}
+
+Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter& filter) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidFilter(filter, 1)) return InvalidArgument("filter");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  TimeMs now = clock_->NowMs();
+  uint64_t count = 0;
+  for (Message& m : queue->messages) {
+    if (IsTerminal(m.record.state) || !Matches(m.record.metadata, filter)) continue;
+    m.record.version += 1;
+    m.record.updated_at = now;
+    MakeTerminal(*queue, m, MessageState::kCanceled, now);
+    ++count;
+  }
+  return count;
+}
+
+namespace {
+
+void ApplyReprioritize(MessageRecord& r, const ReprioritizeRequest& request, TimeMs now) {
+  if (request.priority) r.priority = *request.priority;
+  if (request.visible_at) {
+    if (*request.visible_at > now) {
+      r.state = MessageState::kInvisible;
+      r.visible_at = *request.visible_at;
+    } else {
+      r.state = MessageState::kPending;
+      r.visible_at = 0;
+    }
+  }
+  r.version += 1;
+  r.updated_at = now;
+}
+
+}  // namespace
+
+Result<uint64_t> Model::Reprioritize(std::string_view queue_name, std::string_view id,
+                                     const ReprioritizeRequest& request) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  if (!request.priority && !request.visible_at) return InvalidArgument("priority or visible_at");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  MessageRecord& r = queue->messages[index].record;
+  if (r.state != MessageState::kInvisible && r.state != MessageState::kPending) {
+    return FailedPrecondition("state");
+  }
+  ApplyReprioritize(r, request, clock_->NowMs());
+  return r.version;
+}
+
+Result<uint64_t> Model::ReprioritizeByFilter(std::string_view queue_name, const Filter& filter,
+                                             const ReprioritizeRequest& request) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidFilter(filter, 1)) return InvalidArgument("filter");
+  if (!request.priority && !request.visible_at) return InvalidArgument("priority or visible_at");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  TimeMs now = clock_->NowMs();
+  uint64_t count = 0;
+  for (Message& m : queue->messages) {
+    MessageState s = m.record.state;
+    if (s != MessageState::kInvisible && s != MessageState::kPending) continue;
+    if (!Matches(m.record.metadata, filter)) continue;
+    ApplyReprioritize(m.record, request, now);
+    ++count;
+  }
+  return count;
+}
+
+std::vector<Status> Model::Redrive(std::string_view queue_name,
+                                   const std::vector<std::string>& ids) {
+  const size_t n = ids.size();
+  if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
+  if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return Repeat(n, NotFound("queue"));
+  TimeMs now = clock_->NowMs();
+  std::vector<Status> out;
+  for (const std::string& id : ids) {
+    if (!ValidId(id)) {
+      out.push_back(InvalidArgument("id"));
+      continue;
+    }
+    size_t index = FindIndex(*queue, id);
+    if (index == kNpos) {
+      out.push_back(NotFound("id"));
+      continue;
+    }
+    Message& m = queue->messages[index];
+    if (m.record.state != MessageState::kErrored) {
+      out.push_back(FailedPrecondition("state"));
+      continue;
+    }
+    m.record.state = MessageState::kPending;
+    m.record.attempts = 0;
+    m.record.version += 1;
+    m.record.updated_at = now;
+    m.gc_at = 0;
+    out.push_back(Status::Ok());
+  }
+  return out;
+}
+
+Result<uint64_t> Model::RedriveByFilter(std::string_view queue_name, const Filter& filter) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidFilter(filter, 0)) return InvalidArgument("filter");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  TimeMs now = clock_->NowMs();
+  uint64_t count = 0;
+  for (Message& m : queue->messages) {
+    if (m.record.state != MessageState::kErrored || !Matches(m.record.metadata, filter)) continue;
+    m.record.state = MessageState::kPending;
+    m.record.attempts = 0;
+    m.record.version += 1;
+    m.record.updated_at = now;
+    m.gc_at = 0;
+    ++count;
+  }
+  return count;
+}
+
+// ---- Reads ------------------------------------------------------------------------------------
+
+Result<MessageRecord> Model::Get(std::string_view queue_name, std::string_view id) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  return queue->messages[index].record;
+}
+
+Result<BrowsePage> Model::Browse(std::string_view queue_name, const BrowseRequest& request) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (request.limit < 1 || request.limit > kMaxBrowseLimit) return InvalidArgument("limit");
+  if (!ValidFilter(request.filter, 0)) return InvalidArgument("filter");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  int64_t after_priority = 0;
+  uint64_t after_seq = 0;
+  bool has_cursor = !request.cursor.empty();
+  if (has_cursor && !DecodeCursor(request.cursor, &after_priority, &after_seq)) {
+    return InvalidArgument("cursor");
+  }
+  std::vector<const Message*> matching;
+  for (const Message& m : queue->messages) {
+    if (m.record.state != request.state || !Matches(m.record.metadata, request.filter)) continue;
+    if (has_cursor &&
+        std::make_pair(m.record.priority, m.seq) <= std::make_pair(after_priority, after_seq)) {
+      continue;
+    }
+    matching.push_back(&m);
+  }
+  std::sort(matching.begin(), matching.end(),
+            [](const Message* a, const Message* b) { return Before(*a, *b); });
+  BrowsePage page;
+  for (size_t i = 0; i < matching.size() && i < request.limit; ++i) {
+    const MessageRecord& r = matching[i]->record;
+    page.messages.push_back(MessageSummary{r.id, r.priority, r.state, r.attempts, r.version,
+                                           r.visible_at, r.lease_expires_at, r.enqueued_at,
+                                           r.updated_at});
+  }
+  if (matching.size() > request.limit) {
+    const Message* last = matching[request.limit - 1];
+    page.next_cursor = EncodeCursor(last->record.priority, last->seq);
+  }
+  return page;
+}
+
+Result<StateCounts> Model::Count(std::string_view queue_name, const Filter& filter) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidFilter(filter, 0)) return InvalidArgument("filter");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  StateCounts counts;
+  for (const Message& m : queue->messages) {
+    if (!Matches(m.record.metadata, filter)) continue;
+    ++counts.by_state[static_cast<size_t>(m.record.state)];
+    if (IsBlocked(*queue, m)) ++counts.blocked;
+  }
+  return counts;
+}
+
+Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view id) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  const Message& m = queue->messages[index];
+  const MessageRecord& r = m.record;
+  Explanation e;
+  e.id = r.id;
+  e.state = r.state;
+  e.attempts = r.attempts;
+  switch (r.state) {
+    case MessageState::kInvisible:
+      e.reason = ExplainReason::kInvisible;
+      e.until = r.visible_at;
+      break;
+    case MessageState::kPending: {
+      std::optional<std::string_view> value = ExclusivityValue(*queue, m);
+      const Message* holder = value ? LeaseHolder(*queue, *value) : nullptr;
+      if (queue->settings.dequeue_paused) {
+        e.reason = ExplainReason::kQueuePaused;
+      } else if (holder != nullptr) {
+        e.reason = ExplainReason::kExclusivityHeld;
+        e.exclusivity_value = std::string(*value);
+        e.lease_token = holder->record.lease_token;
+        e.until = holder->record.lease_expires_at;
+      } else {
+        e.reason = ExplainReason::kDequeueable;
+      }
+      break;
+    }
+    case MessageState::kRunning:
+      e.reason = ExplainReason::kRunning;
+      e.lease_token = r.lease_token;
+      e.until = r.lease_expires_at;
+      break;
+    case MessageState::kErrored:
+      e.reason = ExplainReason::kAttemptsSpent;
+      break;
+    case MessageState::kCompleted:
+    case MessageState::kCanceled:
+      e.reason = ExplainReason::kTerminal;
+      break;
+  }
+  return e;
+}
+
+Result<Explanation> Model::ExplainFilter(std::string_view queue_name, const Filter& filter) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidFilter(filter, 0)) return InvalidArgument("filter");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  Explanation e;
+  if (queue->settings.dequeue_paused) {
+    e.reason = ExplainReason::kQueuePaused;
+    return e;
+  }
+  auto describe = [&e](const Message& m) {
+    e.id = m.record.id;
+    e.state = m.record.state;
+    e.attempts = m.record.attempts;
+  };
+  if (size_t index = SelectNext(*queue, filter); index != kNpos) {
+    e.reason = ExplainReason::kDequeueable;
+    describe(queue->messages[index]);
+    return e;
+  }
+  const Message* first_pending = nullptr;
+  const Message* first_invisible = nullptr;
+  for (const Message& m : queue->messages) {
+    if (!Matches(m.record.metadata, filter)) continue;
+    if (m.record.state == MessageState::kPending &&
+        (first_pending == nullptr || Before(m, *first_pending))) {
+      first_pending = &m;
+    }
+    if (m.record.state == MessageState::kInvisible &&
+        (first_invisible == nullptr ||
+         std::make_pair(m.record.visible_at, m.seq) <
+             std::make_pair(first_invisible->record.visible_at, first_invisible->seq))) {
+      first_invisible = &m;
+    }
+  }
+  if (first_pending != nullptr) {
+    // Every matching pending message is blocked, or SelectNext would have found it.
+    std::string_view value = *ExclusivityValue(*queue, *first_pending);
+    const Message* holder = LeaseHolder(*queue, value);
+    e.reason = ExplainReason::kExclusivityHeld;
+    describe(*first_pending);
+    e.exclusivity_value = std::string(value);
+    e.lease_token = holder->record.lease_token;
+    e.until = holder->record.lease_expires_at;
+    return e;
+  }
+  if (first_invisible != nullptr) {
+    e.reason = ExplainReason::kInvisible;
+    describe(*first_invisible);
+    e.until = first_invisible->record.visible_at;
+    return e;
+  }
+  e.reason = ExplainReason::kNoMatch;
+  return e;
+}
+
+// ---- Time -------------------------------------------------------------------------------------
+
+uint64_t Model::Advance(TimeMs now) {
+  uint64_t transitions = 0;
+  for (size_t qi = 0; qi < queues_.size(); ++qi) {
+    Queue& queue = queues_[qi];
+    while (true) {
+      // The due timer with the smallest (due time, enqueue sequence).
+      size_t next = kNpos;
+      std::pair<TimeMs, uint64_t> next_key{};
+      for (size_t i = 0; i < queue.messages.size(); ++i) {
+        std::optional<TimeMs> due = TimerDue(queue.messages[i]);
+        if (!due || *due > now) continue;
+        std::pair<TimeMs, uint64_t> key{*due, queue.messages[i].seq};
+        if (next == kNpos || key < next_key) {
+          next = i;
+          next_key = key;
+        }
+      }
+      if (next == kNpos) break;
+      ++transitions;
+      Message& m = queue.messages[next];
+      MessageRecord& r = m.record;
+      switch (r.state) {
+        case MessageState::kInvisible:
+          r.state = MessageState::kPending;
+          r.visible_at = 0;
+          r.version += 1;
+          r.updated_at = now;
+          break;
+        case MessageState::kRunning:
+          r.lease_token = 0;
+          r.lease_expires_at = 0;
+          r.version += 1;
+          r.updated_at = now;
+          if (r.attempts < r.max_attempts) {
+            r.state = MessageState::kPending;
+          } else {
+            ErrorOrDeadLetter(queue, next, now);
+          }
+          break;
+        default:  // terminal: retention ran out
+          queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(next));
+          break;
+      }
+    }
+  }
+  return transitions;
+}
+
+}  // namespace sundial::model
