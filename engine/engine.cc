@@ -20,6 +20,8 @@ struct Engine::Shard {
       queues;  // GUARDED_BY(mu)
   Random rng;  // GUARDED_BY(mu)
   const size_t index;
+  // Accounted bytes of this shard's messages: written under mu, read by anyone.
+  alignas(64) std::atomic<uint64_t> bytes{0};
 
   Queue* Find(std::string_view name) const {
     auto it = queues.find(name);
@@ -28,12 +30,7 @@ struct Engine::Shard {
 };
 
 struct Engine::Accounting {
-  std::atomic<uint64_t> total{0};
   QueueEnvironment env;
-  static void Account(void* self, int64_t delta) {
-    static_cast<Accounting*>(self)->total.fetch_add(static_cast<uint64_t>(delta),
-                                                    std::memory_order_relaxed);
-  }
 };
 
 // Holds the locks of two shards (one when they are the same), taken in index order so that
@@ -73,8 +70,6 @@ Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
     shards_.push_back(std::make_unique<Shard>(seed + 0x9E3779B97F4A7C15ULL * (i + 1), i));
   }
   accounting_->env.sink = sink_;
-  accounting_->env.account = &Accounting::Account;
-  accounting_->env.accounting = accounting_.get();
 }
 
 Engine::~Engine() = default;
@@ -83,7 +78,11 @@ Engine::Shard& Engine::ShardFor(std::string_view name) const {
   return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
 }
 
-uint64_t Engine::memory_bytes() const { return accounting_->total.load(std::memory_order_relaxed); }
+uint64_t Engine::memory_bytes() const {
+  uint64_t total = 0;
+  for (const auto& shard : shards_) total += shard->bytes.load(std::memory_order_relaxed);
+  return total;
+}
 
 // ---- Queues -----------------------------------------------------------------------------------
 
@@ -101,7 +100,8 @@ Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings
   if (!dlq.empty() && ShardFor(dlq).Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
-  auto queue = std::make_unique<Queue>(std::string(name), settings, &accounting_->env);
+  auto queue =
+      std::make_unique<Queue>(std::string(name), settings, &accounting_->env, &shard.bytes);
   Queue* q = queue.get();
   shard.queues.emplace(std::string(name), std::move(queue));
   if (sink_ != nullptr) {
@@ -231,7 +231,8 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env);
+    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
+                                           &shard.bytes);
     q = created.get();
     shard.queues.emplace(std::string(queue), std::move(created));
     if (sink_ != nullptr) {
@@ -540,9 +541,9 @@ Status Engine::Apply(const Effect& e) {
         return q->settings() == *e.settings ? Status::Ok()
                                             : Status(Code::kInternal, "effect: queue exists");
       }
-      shard.queues.emplace(
-          std::string(e.queue),
-          std::make_unique<Queue>(std::string(e.queue), *e.settings, &accounting_->env));
+      shard.queues.emplace(std::string(e.queue),
+                           std::make_unique<Queue>(std::string(e.queue), *e.settings,
+                                                   &accounting_->env, &shard.bytes));
       return Status::Ok();
     default:
       break;

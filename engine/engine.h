@@ -127,7 +127,7 @@ class Engine {
   Options options_;
   const Clock* clock_;
   EffectSink* sink_;
-  std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which report to it
+  std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which point into it
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

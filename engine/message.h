@@ -44,8 +44,6 @@ struct Message {
   uint8_t id_len;
   MessageState state;
 
-  static constexpr std::align_val_t kAlign{16};
-
   // Allocates a message holding copies of the three byte strings. `pair_count` must be the
   // number of pairs in `packed_metadata`.
   static Message* Create(std::string_view id, std::string_view payload,
@@ -53,7 +51,7 @@ struct Message {
     size_t vars = id.size() + payload.size() + packed_metadata.size();
     size_t slots_at = (sizeof(Message) + vars + 3) & ~size_t{3};
     size_t total = slots_at + 4 * size_t{pair_count};
-    void* mem = ::operator new(total, kAlign);
+    void* mem = ::operator new(total);
     auto* m = new (mem) Message();
     m->id_len = static_cast<uint8_t>(id.size());
     m->payload_len = static_cast<uint32_t>(payload.size());
@@ -68,7 +66,7 @@ struct Message {
 
   static void Destroy(Message* m) {
     m->~Message();
-    ::operator delete(m, kAlign);
+    ::operator delete(m);
   }
 
   std::string_view id() const { return {bytes(), id_len}; }

@@ -124,8 +124,12 @@ size_t Queue::PairHash::operator()(const PairView& p) const {
 
 // ---- Lifetime ---------------------------------------------------------------------------------
 
-Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* env)
-    : name_(std::move(name)), settings_(std::move(settings)), env_(env) {}
+Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* env,
+             std::atomic<uint64_t>* shard_bytes)
+    : name_(std::move(name)),
+      settings_(std::move(settings)),
+      env_(env),
+      shard_bytes_(shard_bytes) {}
 
 Queue::~Queue() { Clear(); }
 
@@ -137,9 +141,7 @@ void Queue::Clear() {
   errors_.clear();
   for (Message* m : by_id_) Message::Destroy(m);
   by_id_.clear();
-  if (env_->account && memory_bytes_) {
-    env_->account(env_->accounting, -static_cast<int64_t>(memory_bytes_));
-  }
+  AddShardBytes(-static_cast<int64_t>(memory_bytes_));
   memory_bytes_ = 0;
   counts_ = StateCounts{};
 }
@@ -168,7 +170,7 @@ Message* Queue::Insert(std::string_view id, std::string_view payload,
   by_id_.insert(m);
   uint64_t bytes = AccountedBytes(m);
   memory_bytes_ += bytes;
-  if (env_->account) env_->account(env_->accounting, static_cast<int64_t>(bytes));
+  AddShardBytes(static_cast<int64_t>(bytes));
   return m;
 }
 
@@ -177,7 +179,7 @@ void Queue::Erase(Message* m) {
   errors_.erase(m);
   uint64_t bytes = AccountedBytes(m);
   memory_bytes_ -= bytes;
-  if (env_->account) env_->account(env_->accounting, -static_cast<int64_t>(bytes));
+  AddShardBytes(-static_cast<int64_t>(bytes));
   Message::Destroy(m);
 }
 

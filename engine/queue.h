@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,9 +59,6 @@ struct StringHash {
 
 struct QueueEnvironment {
   EffectSink* sink = nullptr;
-  // Adds (or with a negative delta removes) accounted bytes to the engine total.
-  void (*account)(void* engine_accounting, int64_t delta) = nullptr;
-  void* accounting = nullptr;
 };
 
 struct HeapEntry {
@@ -113,7 +111,10 @@ using FilterHeap = IndexedHeap<FilterEntry, FilterEntryLess, FilterSlot>;
 
 class Queue {
  public:
-  Queue(std::string name, QueueSettings settings, const QueueEnvironment* env);
+  // `shard_bytes`: the accounted bytes of the queue's shard, written only under the shard lock
+  // (a plain load and store: no locked instruction on the hot path), read by anyone.
+  Queue(std::string name, QueueSettings settings, const QueueEnvironment* env,
+        std::atomic<uint64_t>* shard_bytes);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
@@ -254,6 +255,11 @@ class Queue {
   std::string name_;
   QueueSettings settings_;
   const QueueEnvironment* env_;
+  std::atomic<uint64_t>* shard_bytes_;
+  void AddShardBytes(int64_t delta) {
+    shard_bytes_->store(shard_bytes_->load(std::memory_order_relaxed) + delta,
+                        std::memory_order_relaxed);
+  }
   uint64_t next_seq_ = 1;
   StateCounts counts_;
   uint64_t memory_bytes_ = 0;
