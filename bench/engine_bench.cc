@@ -387,7 +387,10 @@ void BM_ShardedCycle(benchmark::State& state) {
         state.SkipWithError(s.error);
         break;
       }
-      for (size_t q = thread; q < s.queues.size(); q += threads) own.push_back(s.queues[q]);
+      // Each thread takes the queues of its own shards, so the threads never contend.
+      for (const auto& q : s.queues) {
+        if (s.engine->ShardOf(q) % threads == thread) own.push_back(q);
+      }
       start = std::chrono::steady_clock::now();
     }
     const std::string_view queue = own[n % own.size()];

@@ -78,6 +78,8 @@ Engine::Shard& Engine::ShardFor(std::string_view name) const {
   return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
 }
 
+size_t Engine::ShardOf(std::string_view name) const { return ShardFor(name).index; }
+
 uint64_t Engine::memory_bytes() const {
   uint64_t total = 0;
   for (const auto& shard : shards_) total += shard->bytes.load(std::memory_order_relaxed);

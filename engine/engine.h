@@ -112,6 +112,10 @@ class Engine {
   // Applying them to an empty engine gives the same digest. Used by checkpoints.
   void ExportState(EffectSink* visit) const;
 
+  // The shard that holds queue `name` (0 .. shard_count() - 1): queues of different shards
+  // never contend.
+  size_t ShardOf(std::string_view name) const;
+  size_t shard_count() const { return shards_.size(); }
   uint64_t memory_bytes() const;
   uint64_t memory_budget_bytes() const { return options_.memory_budget_bytes; }
   const Clock& clock() const { return *clock_; }
