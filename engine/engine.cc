@@ -74,6 +74,15 @@ Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
 
 Engine::~Engine() = default;
 
+template <typename R, typename Missing, typename Fn>
+R Engine::WithQueue(std::string_view name, Missing missing, Fn fn) const {
+  Shard& shard = ShardFor(name);
+  std::lock_guard lock(shard.mu);
+  Queue* q = shard.Find(name);
+  if (q == nullptr) return missing();
+  return fn(*q, clock_->NowMs(), shard);
+}
+
 Engine::Shard& Engine::ShardFor(std::string_view name) const {
   return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
 }
@@ -267,12 +276,11 @@ Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
     return InvalidArgument("lease_ms: must be 1-43200000");
   }
   if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Dequeue(request, now, &shard.rng);
+  return WithQueue<Result<std::vector<MessageRecord>>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard& shard) -> Result<std::vector<MessageRecord>> {
+        return q.Dequeue(request, now, &shard.rng);
+      });
 }
 
 std::vector<Status> Engine::Complete(std::string_view queue,
@@ -281,17 +289,16 @@ std::vector<Status> Engine::Complete(std::string_view queue,
     return Repeat(items.size(), InvalidArgument("items: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return Repeat(items.size(), kQueueNotFound);
-  std::vector<Status> out;
-  out.reserve(items.size());
-  for (const auto& item : items) {
-    out.push_back(IsValidId(item.id) ? q->Complete(item, now) : kBadId);
-  }
-  return out;
+  return WithQueue<std::vector<Status>>(
+      queue, [&] { return Repeat(items.size(), kQueueNotFound); },
+      [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
+        std::vector<Status> out;
+        out.reserve(items.size());
+        for (const auto& item : items) {
+          out.push_back(IsValidId(item.id) ? q.Complete(item, now) : kBadId);
+        }
+        return out;
+      });
 }
 
 Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& request) {
@@ -327,12 +334,11 @@ Result<TimeMs> Engine::Extend(std::string_view queue, std::string_view id, uint6
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
   if (!IsValidLease(lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Extend(id, lease_token, lease_ms, now);
+  return WithQueue<Result<TimeMs>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<TimeMs> {
+        return q.Extend(id, lease_token, lease_ms, now);
+      });
 }
 
 std::vector<Status> Engine::Cancel(std::string_view queue, const std::vector<std::string>& ids) {
@@ -340,27 +346,25 @@ std::vector<Status> Engine::Cancel(std::string_view queue, const std::vector<std
     return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
-  std::vector<Status> out;
-  out.reserve(ids.size());
-  for (const auto& id : ids) out.push_back(IsValidId(id) ? q->Cancel(id, now) : kBadId);
-  return out;
+  return WithQueue<std::vector<Status>>(
+      queue, [&] { return Repeat(ids.size(), kQueueNotFound); },
+      [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
+        std::vector<Status> out;
+        out.reserve(ids.size());
+        for (const auto& id : ids) out.push_back(IsValidId(id) ? q.Cancel(id, now) : kBadId);
+        return out;
+      });
 }
 
 Result<uint64_t> Engine::CancelByFilter(std::string_view queue, const Filter& filter) {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (filter.empty()) return InvalidArgument("filter: give 1-4 pairs (purge_queue cancels all)");
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->CancelByFilter(filter, now);
+  return WithQueue<Result<uint64_t>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<uint64_t> {
+        return q.CancelByFilter(filter, now);
+      });
 }
 
 Result<uint64_t> Engine::Reprioritize(std::string_view queue, std::string_view id,
@@ -370,12 +374,11 @@ Result<uint64_t> Engine::Reprioritize(std::string_view queue, std::string_view i
   if (!request.priority && !request.visible_at) {
     return InvalidArgument("priority: give a priority, a visible_at or both");
   }
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Reprioritize(id, request, now);
+  return WithQueue<Result<uint64_t>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<uint64_t> {
+        return q.Reprioritize(id, request, now);
+      });
 }
 
 Result<uint64_t> Engine::ReprioritizeByFilter(std::string_view queue, const Filter& filter,
@@ -386,12 +389,11 @@ Result<uint64_t> Engine::ReprioritizeByFilter(std::string_view queue, const Filt
   if (!request.priority && !request.visible_at) {
     return InvalidArgument("priority: give a priority, a visible_at or both");
   }
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->ReprioritizeByFilter(filter, request, now);
+  return WithQueue<Result<uint64_t>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<uint64_t> {
+        return q.ReprioritizeByFilter(filter, request, now);
+      });
 }
 
 std::vector<Status> Engine::Redrive(std::string_view queue, const std::vector<std::string>& ids) {
@@ -399,36 +401,32 @@ std::vector<Status> Engine::Redrive(std::string_view queue, const std::vector<st
     return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
-  std::vector<Status> out;
-  out.reserve(ids.size());
-  for (const auto& id : ids) out.push_back(IsValidId(id) ? q->Redrive(id, now) : kBadId);
-  return out;
+  return WithQueue<std::vector<Status>>(
+      queue, [&] { return Repeat(ids.size(), kQueueNotFound); },
+      [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
+        std::vector<Status> out;
+        out.reserve(ids.size());
+        for (const auto& id : ids) out.push_back(IsValidId(id) ? q.Redrive(id, now) : kBadId);
+        return out;
+      });
 }
 
 Result<uint64_t> Engine::RedriveByFilter(std::string_view queue, const Filter& filter) {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  TimeMs now = clock_->NowMs();
-  Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->RedriveByFilter(filter, now);
+  return WithQueue<Result<uint64_t>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<uint64_t> {
+        return q.RedriveByFilter(filter, now);
+      });
 }
 
 Result<MessageRecord> Engine::Get(std::string_view queue, std::string_view id) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  const Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Get(id);
+  return WithQueue<Result<MessageRecord>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<MessageRecord> { return q.Get(id); });
 }
 
 Result<BrowsePage> Engine::Browse(std::string_view queue, const BrowseRequest& request) const {
@@ -440,41 +438,33 @@ Result<BrowsePage> Engine::Browse(std::string_view queue, const BrowseRequest& r
     return InvalidArgument("limit: must be 1-1000");
   }
   if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  const Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Browse(request);
+  return WithQueue<Result<BrowsePage>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<BrowsePage> { return q.Browse(request); });
 }
 
 Result<StateCounts> Engine::Count(std::string_view queue, const Filter& filter) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  const Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Count(filter);
+  return WithQueue<Result<StateCounts>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<StateCounts> { return q.Count(filter); });
 }
 
 Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  const Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->Explain(id);
+  return WithQueue<Result<Explanation>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
 }
 
 Result<Explanation> Engine::ExplainFilter(std::string_view queue, const Filter& filter) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
-  const Queue* q = shard.Find(queue);
-  if (q == nullptr) return kQueueNotFound;
-  return q->ExplainFilter(filter);
+  return WithQueue<Result<Explanation>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.ExplainFilter(filter); });
 }
 
 // ---- Time, replay, inspection -----------------------------------------------------------------

@@ -125,6 +125,10 @@ class Engine {
   struct Accounting;
 
   Shard& ShardFor(std::string_view name) const;
+  // Locks the shard of queue `name`, then returns fn(queue, now, shard), or missing() when the
+  // queue does not exist. The clock is read under the lock.
+  template <typename R, typename Missing, typename Fn>
+  R WithQueue(std::string_view name, Missing missing, Fn fn) const;
   // Locks the shards of `a` and `b` (once when they share one) in index order.
   class PairLock;
 

@@ -346,17 +346,13 @@ void Queue::MakeTerminal(Message* m, MessageState to, TimeMs now, ChangeCause ca
   FinishChange(m, from, to, now, cause);
 }
 
-void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, const Message* m,
-                 TimeMs now, std::string_view dead_letter_queue) const {
-  if (env_->sink == nullptr) return;
+Effect Queue::MessageEffect(EffectType type, const Message* m, TimeMs time) const {
   Effect e;
   e.type = type;
-  e.cause = cause;
-  e.time = now;
+  e.time = time;
   e.queue = name_;
   e.id = m->id();
-  e.from = from;
-  e.to = m->state;
+  e.from = e.to = m->state;
   e.seq = m->seq;
   e.version = m->version;
   e.priority = m->priority;
@@ -368,6 +364,15 @@ void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, const Me
   e.payload = m->payload();
   e.packed_metadata = m->packed_metadata();
   e.error = ErrorOf(m);
+  return e;
+}
+
+void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, const Message* m,
+                 TimeMs now, std::string_view dead_letter_queue) const {
+  if (env_->sink == nullptr) return;
+  Effect e = MessageEffect(type, m, now);
+  e.cause = cause;
+  e.from = from;
   e.dead_letter_queue = dead_letter_queue;
   env_->sink->OnEffect(e);
 }
@@ -573,22 +578,10 @@ void Queue::MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint6
   dead_letter->SetError(n, error);
   dead_letter->Attach(n);
   if (emit && env_->sink != nullptr) {
-    Effect e;
-    e.type = EffectType::kMessageDeadLettered;
-    e.time = now;
+    // The moved message's new state, reported under the source queue's name.
+    Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, n, now);
     e.queue = name_;
-    e.id = n->id();
     e.from = m->state;
-    e.to = MessageState::kPending;
-    e.seq = n->seq;
-    e.version = n->version;
-    e.priority = n->priority;
-    e.attempts = 0;
-    e.max_attempts = n->max_attempts;
-    e.enqueued_at = n->enqueued_at;
-    e.payload = n->payload();
-    e.packed_metadata = n->packed_metadata();
-    e.error = dead_letter->ErrorOf(n);
     e.dead_letter_queue = dead_letter->name_;
     env_->sink->OnEffect(e);
   }
@@ -994,24 +987,7 @@ void Queue::Export(EffectSink* visit) const {
   std::sort(all.begin(), all.end(),
             [](const Message* a, const Message* b) { return a->seq < b->seq; });
   for (const Message* m : all) {
-    Effect e;
-    e.type = EffectType::kMessageEnqueued;
-    e.time = m->updated_at;
-    e.queue = name_;
-    e.id = m->id();
-    e.from = e.to = m->state;
-    e.seq = m->seq;
-    e.version = m->version;
-    e.priority = m->priority;
-    e.attempts = m->attempts;
-    e.max_attempts = m->max_attempts;
-    e.due_at = m->due_at;
-    e.lease_token = m->lease_token;
-    e.enqueued_at = m->enqueued_at;
-    e.payload = m->payload();
-    e.packed_metadata = m->packed_metadata();
-    e.error = ErrorOf(m);
-    visit->OnEffect(e);
+    visit->OnEffect(MessageEffect(EffectType::kMessageEnqueued, m, m->updated_at));
   }
 }
 

@@ -239,6 +239,8 @@ class Queue {
   void Erase(Message* m);
   void SetError(const Message* m, std::string_view error);
   std::string_view ErrorOf(const Message* m) const;
+  // An effect of `type` carrying m's current fields (from = to = m->state).
+  Effect MessageEffect(EffectType type, const Message* m, TimeMs time) const;
   void Emit(EffectType type, ChangeCause cause, MessageState from, const Message* m, TimeMs now,
             std::string_view dead_letter_queue = {}) const;
 
