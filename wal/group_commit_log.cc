@@ -73,7 +73,8 @@ struct GroupCommitLog::Impl {
   uint64_t sync_requested_end = 0;  // Flush: sync at least up to here
   uint64_t rotations_requested = 0;
   uint64_t rotations_done = 0;
-  uint64_t rotated_at_lsn = 0;  // first LSN of the segment the last rotation opened
+  uint64_t rotated_at_lsn = 0;   // first LSN of the segment the last rotation opened
+  uint64_t rotated_segment = 0;  // and its number
   LogStats stats;
 
   // Log thread only.
@@ -327,6 +328,7 @@ void GroupCommitLog::Impl::Run() {
     if (rotate) {
       rotations_done = rotation_ticket;
       rotated_at_lsn = rotated_at;
+      rotated_segment = segment_number;
     }
     CompleteDurable(lock);
     if (stop && pending.empty()) break;
@@ -367,6 +369,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->next_lsn = impl->written_end = impl->synced_end = impl->durable_end = next_lsn;
   impl->leader_written_end = impl->leader_synced_end = next_lsn;
   impl->rotated_at_lsn = next_lsn;
+  impl->rotated_segment = next_segment_number;
   Status cause;
   if (impl->OpenSegment(next_segment_number, next_lsn, &cause)) return cause;
   impl->stats.segment_number = next_segment_number;
@@ -452,7 +455,7 @@ Status GroupCommitLog::Flush() {
   return d.synced_end >= target ? Status::Ok() : Unavailable(kClosed);
 }
 
-Result<uint64_t> GroupCommitLog::Rotate() {
+Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   Impl& d = *impl_;
   std::unique_lock lock(d.mu);
   if (!d.failure.ok()) return d.failure;
@@ -462,7 +465,7 @@ Result<uint64_t> GroupCommitLog::Rotate() {
   d.state_cv.wait(lock, [&] { return d.rotations_done >= ticket || !d.failure.ok() || d.stopped; });
   if (!d.failure.ok()) return d.failure;
   if (d.rotations_done < ticket) return Unavailable(kClosed);
-  return d.rotated_at_lsn;
+  return RotatePoint{d.rotated_at_lsn, d.rotated_segment};
 }
 
 Status GroupCommitLog::Close() {

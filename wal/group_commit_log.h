@@ -36,18 +36,18 @@ enum class FsyncPolicy : uint8_t { kAlways, kInterval, kNever };
 
 struct LogOptions {
   FsyncPolicy policy = FsyncPolicy::kAlways;
-  int64_t interval_ms = 1000;               // kInterval
-  uint64_t segment_bytes = 64ull << 20;     // rotate the active segment past this size
-  size_t max_group_bytes = 4u << 20;        // cap of one group's write
+  int64_t interval_ms = 1000;            // kInterval
+  uint64_t segment_bytes = 64ull << 20;  // rotate the active segment past this size
+  size_t max_group_bytes = 4u << 20;     // cap of one group's write
 };
 
 // Counters for metrics and benchmarks.
 struct LogStats {
-  uint64_t records = 0;      // effects appended
-  uint64_t bytes = 0;        // bytes written to segments
-  uint64_t writes = 0;       // group writes
-  uint64_t syncs = 0;        // fdatasync calls
-  uint64_t sync_nanos = 0;   // total time spent in fdatasync
+  uint64_t records = 0;          // effects appended
+  uint64_t bytes = 0;            // bytes written to segments
+  uint64_t writes = 0;           // group writes
+  uint64_t syncs = 0;            // fdatasync calls
+  uint64_t sync_nanos = 0;       // total time spent in fdatasync
   uint64_t durable_end_lsn = 0;  // every LSN below this is durable under the policy
   uint64_t next_lsn = 0;
   uint64_t segment_number = 0;  // of the active segment
@@ -81,8 +81,13 @@ class GroupCommitLog final : public EffectSink {
   Status Flush();
 
   // Seals the active segment (written and synced) and starts a new one. Returns the first LSN
-  // of the new segment: every record with a smaller LSN is in sealed, durable segments.
-  Result<uint64_t> Rotate();
+  // of the new segment and its number: every record with a smaller LSN is in sealed, durable
+  // segments with smaller numbers.
+  struct RotatePoint {
+    uint64_t lsn = 0;
+    uint64_t segment_number = 0;
+  };
+  Result<RotatePoint> Rotate();
 
   // Flushes, syncs and stops the log thread. Further appends fail. Idempotent.
   Status Close();

@@ -138,8 +138,10 @@ TEST(GroupCommitConcurrencyTest, FlushAndRotateRacingWithWritersKeepTheLogConsis
       if (!log->Flush().ok()) failures.fetch_add(1);
       if (log->stats().durable_end_lsn < appended) failures.fetch_add(1);
       auto rotated = log->Rotate();
-      if (!rotated.ok() || *rotated < last_rotation || *rotated < appended) failures.fetch_add(1);
-      if (rotated.ok()) last_rotation = *rotated;
+      if (!rotated.ok() || rotated->lsn < last_rotation || rotated->lsn < appended) {
+        failures.fetch_add(1);
+      }
+      if (rotated.ok()) last_rotation = rotated->lsn;
     }
   });
   std::vector<std::thread> threads;

@@ -458,13 +458,15 @@ TEST(GroupCommitLogTest, RotateReturnsTheFirstLsnOfTheNewSegmentAndSealsTheOldOn
   for (uint64_t i = 0; i < 5; ++i) Append(log.get(), MakeEffect(1, i));
   auto first = log->Rotate();
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(*first, 5u);
+  EXPECT_EQ(first->lsn, 5u);
+  EXPECT_EQ(first->segment_number, 2u);
   const std::string sealed = JoinPath("data", SegmentFileName(1));
   EXPECT_EQ(faulty.SyncedBytes(sealed), *memory->FileSize(sealed));
   for (uint64_t i = 5; i < 8; ++i) Append(log.get(), MakeEffect(1, i));
   auto second = log->Rotate();
   ASSERT_TRUE(second.ok());
-  EXPECT_EQ(*second, 8u);
+  EXPECT_EQ(second->lsn, 8u);
+  EXPECT_EQ(second->segment_number, 3u);
   EXPECT_EQ(log->stats().segment_number, 3u);
   ASSERT_TRUE(log->Close().ok());
 

@@ -1,0 +1,429 @@
+// Recovery (issue "Write-ahead log", items 3 and 5; docs/wal-format.md "Recovery"): the newest
+// snapshot plus later segments give back exactly the logged state; a torn tail of the last
+// segment is cut and reported; damage anywhere else refuses the start with file and offset,
+// unless repair cuts the log at the first bad record and reports what was dropped.
+#include <gtest/gtest.h>
+
+#include "tests/wal/recovery_test_util.h"
+#include "tests/wal/wal_test_util.h"
+#include "wal/checkpointer.h"
+#include "wal/fault_injection_file_system.h"
+#include "wal/log_reader.h"
+#include "wal/snapshot.h"
+
+namespace sundial::wal::test {
+namespace {
+
+const std::string kDir = "data";
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  // Runs `ops` random operations on a log in kDir (rotating every `segment_bytes`), closes the
+  // log and returns the engine's digest.
+  uint64_t Populate(int ops, uint64_t seed = 1, uint64_t segment_bytes = 64ull << 20) {
+    LoggedEngine e;
+    LogOptions options;
+    options.segment_bytes = segment_bytes;
+    EXPECT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+    RandomOps workload(seed);
+    workload.Setup(*e.engine);
+    workload.Run(*e.engine, e.clock, ops);
+    EXPECT_TRUE(e.Sync().ok());
+    next_lsn_ = e.log->stats().next_lsn;
+    EXPECT_TRUE(e.log->Close().ok());
+    return e.engine->Digest();
+  }
+
+  std::string SegmentPath(size_t index) {
+    return JoinPath(kDir, SegmentNames(fs_.get(), kDir).at(index));
+  }
+  std::string Contents(const std::string& path) { return *ReadFileToString(fs_.get(), path); }
+  void Overwrite(const std::string& path, const std::string& bytes) {
+    ASSERT_TRUE(WriteStringToFile(fs_.get(), path, bytes).ok());
+  }
+  // Offsets of the records of the file at `path`.
+  std::vector<uint64_t> RecordOffsets(const std::string& path, bool snapshot = false) {
+    LogReader::Options options;
+    options.magic = snapshot ? kSnapshotMagic : kSegmentMagic;
+    LogReader reader(std::move(fs_->NewSequentialFile(path)).value(), path, nullptr, options);
+    std::vector<uint64_t> offsets;
+    LogReader::Record record;
+    while (reader.ReadRecord(&record)) offsets.push_back(record.offset);
+    return offsets;
+  }
+
+  Status TryRecover(RecoveryReport* report, RecoveryOptions options = {}) {
+    ManualClock clock(kStartTime);
+    Recovered recovered;
+    Status s = Recover(
+        fs_.get(), kDir,
+        [&] { return std::make_unique<Engine>(TestEngineOptions(), &clock, nullptr); }, options,
+        &recovered);
+    *report = recovered.report;
+    return s;
+  }
+
+  std::unique_ptr<FileSystem> fs_ = NewMemoryFileSystem();
+  uint64_t next_lsn_ = 0;
+};
+
+TEST_F(RecoveryTest, AnEmptyDirectoryRecoversToAnEmptyEngineAtLsnZero) {
+  RecoveryReport report;
+  uint64_t empty = Engine(TestEngineOptions(), nullptr, nullptr).Digest();
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), empty);
+  EXPECT_EQ(report.next_lsn, 0u);
+  EXPECT_EQ(report.next_segment_number, 1u);
+  EXPECT_TRUE(report.snapshot.empty());
+}
+
+TEST_F(RecoveryTest, ReplayingSegmentsGivesTheLoggedStateAndTheNextLsn) {
+  const uint64_t digest = Populate(3'000, 1, 16 << 10);
+  ASSERT_GT(SegmentNames(fs_.get(), kDir).size(), 3u);
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_EQ(report.next_lsn, next_lsn_);
+  EXPECT_EQ(report.records_replayed, next_lsn_);
+  EXPECT_EQ(report.next_segment_number, SegmentNames(fs_.get(), kDir).size() + 1);
+  EXPECT_FALSE(report.torn_tail);
+  EXPECT_FALSE(report.damage);
+}
+
+TEST_F(RecoveryTest, TheLogGoesOnWhereRecoveryLeftItAcrossManyRestarts) {
+  uint64_t digest = 0;
+  for (int restart = 0; restart < 4; ++restart) {
+    LoggedEngine e(kStartTime + restart * 100'000);
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    if (restart > 0) {
+      EXPECT_EQ(e.engine->Digest(), digest) << "restart " << restart;
+    }
+    RandomOps workload(10 + restart);
+    workload.Setup(*e.engine);
+    workload.Run(*e.engine, e.clock, 500);
+    ASSERT_TRUE(e.Sync().ok());
+    digest = e.engine->Digest();
+  }
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
+}
+
+TEST_F(RecoveryTest, TimersDueDuringTheDowntimeFireFromTheLoggedAbsoluteTimes) {
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("a")})[0].ok());
+    EnqueueItem later = Item("b");
+    later.delay_ms = 10'000;
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {later})[0].ok());
+    DequeueRequest request;
+    request.lease_ms = 5'000;
+    auto leased = e.engine->Dequeue("jobs", request);
+    ASSERT_TRUE(leased.ok());
+    ASSERT_EQ(leased->size(), 1u);
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  // Restart 60 s later: the lease has expired and "b" became visible while the server was down.
+  LoggedEngine e(kStartTime + 60'000);
+  ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+  EXPECT_EQ(e.engine->Get("jobs", "a")->state, MessageState::kRunning);
+  EXPECT_EQ(e.engine->Advance(e.clock.NowMs()), 2u);
+  EXPECT_EQ(e.engine->Get("jobs", "a")->state, MessageState::kPending);
+  EXPECT_EQ(e.engine->Get("jobs", "a")->attempts, 1u);
+  EXPECT_EQ(e.engine->Get("jobs", "b")->state, MessageState::kPending);
+  // The same transitions as if the server had never stopped.
+  ASSERT_TRUE(e.Sync().ok());
+  const uint64_t digest = e.engine->Digest();
+  e.log.reset();
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
+}
+
+TEST_F(RecoveryTest, ATornTailIsCutOffAndReportedWithItsSize) {
+  const uint64_t digest = Populate(400);
+  const std::string last = SegmentPath(SegmentNames(fs_.get(), kDir).size() - 1);
+  const std::string good = Contents(last);
+  // A record whose header promises more bytes than were written (a crash mid-write).
+  std::string torn;
+  PutFixed32(&torn, 1000);
+  torn.push_back(static_cast<char>(RecordType::kEffect));
+  torn.append(8 + 100, 'x');
+  Overwrite(last, good + torn);
+
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  ASSERT_TRUE(report.torn_tail);
+  EXPECT_EQ(report.torn_tail->offset, good.size());
+  EXPECT_EQ(report.torn_bytes, torn.size());
+  EXPECT_EQ(report.next_lsn, next_lsn_);
+  EXPECT_NE(report.Summary().find("torn tail of " + std::to_string(torn.size()) + " bytes"),
+            std::string::npos);
+  EXPECT_EQ(Contents(last), good);  // cut on disk
+  RecoveryReport again;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &again), digest);
+  EXPECT_FALSE(again.torn_tail);
+}
+
+TEST_F(RecoveryTest, ZeroedSpaceAtTheEndIsATornTail) {
+  const uint64_t digest = Populate(200);
+  const std::string last = SegmentPath(0);
+  const std::string good = Contents(last);
+  Overwrite(last, good + std::string(4096, '\0'));
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  ASSERT_TRUE(report.torn_tail);
+  EXPECT_EQ(report.torn_bytes, 4096u);
+}
+
+TEST_F(RecoveryTest, ALastSegmentWithATornHeaderIsRemovedAndItsNumberReused) {
+  const uint64_t digest = Populate(200);
+  const size_t segments = SegmentNames(fs_.get(), kDir).size();
+  // The crash came right after the log created its next segment.
+  const std::string empty = JoinPath(kDir, SegmentFileName(segments + 1));
+  Overwrite(empty, std::string(10, 'S'));
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  ASSERT_TRUE(report.torn_tail);
+  EXPECT_EQ(report.torn_bytes, 10u);
+  EXPECT_FALSE(fs_->FileExists(empty));
+  EXPECT_EQ(report.next_segment_number, segments + 1);
+  // The log goes on with consecutive numbers: the next start has no gap.
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    ASSERT_TRUE(e.engine->Enqueue("more", {Item("x")})[0].ok());
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  RecoveryReport after;
+  RecoveredDigest(fs_.get(), kDir, &after);
+  EXPECT_FALSE(after.damage);
+}
+
+TEST_F(RecoveryTest, AFlippedByteInTheLastRecordRefusesTheStartNamingFileAndOffset) {
+  Populate(200);
+  const std::string last = SegmentPath(0);
+  std::string bytes = Contents(last);
+  const uint64_t offset = RecordOffsets(last).back();
+  FlipByte(&bytes, bytes.size() - 1);  // in the last record's payload
+  Overwrite(last, bytes);
+  RecoveryReport report;
+  Status s = TryRecover(&report);
+  EXPECT_EQ(s.code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->file, SegmentFileName(1));
+  EXPECT_EQ(report.damage->offset, offset);
+  EXPECT_EQ(report.damage->kind, DamageKind::kCorruption);
+  EXPECT_EQ(Contents(last), bytes);  // nothing changed on disk
+}
+
+TEST_F(RecoveryTest, DamageInAnEarlierSegmentRefusesTheStartNamingFileAndOffset) {
+  Populate(2'000, 3, 8 << 10);
+  ASSERT_GE(SegmentNames(fs_.get(), kDir).size(), 3u);
+  const std::string second = SegmentPath(1);
+  const uint64_t offset = RecordOffsets(second)[3];
+  std::string bytes = Contents(second);
+  FlipByte(&bytes, offset + kRecordHeaderBytes + 2);
+  Overwrite(second, bytes);
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->file, SegmentNames(fs_.get(), kDir)[1]);
+  EXPECT_EQ(report.damage->offset, offset);
+  EXPECT_NE(ToString(*report.damage).find("checksum"), std::string::npos);
+}
+
+TEST_F(RecoveryTest, TruncationOfASegmentThatIsNotTheLastIsDamage) {
+  Populate(2'000, 3, 8 << 10);
+  const std::string first = SegmentPath(0);
+  std::string bytes = Contents(first);
+  Overwrite(first, bytes.substr(0, bytes.size() - 5));
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->file, SegmentFileName(1));
+}
+
+TEST_F(RecoveryTest, AMissingSegmentIsDamage) {
+  Populate(2'000, 3, 8 << 10);
+  ASSERT_GE(SegmentNames(fs_.get(), kDir).size(), 3u);
+  ASSERT_TRUE(fs_->RemoveFile(SegmentPath(1)).ok());
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->file, SegmentFileName(3));
+  EXPECT_NE(report.damage->reason.find(SegmentFileName(2)), std::string::npos);
+}
+
+TEST_F(RecoveryTest, AnEffectThatDoesNotApplyIsDamageAtItsOffset) {
+  LoggedEngine e;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+  ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("a")})[0].ok());
+  ASSERT_TRUE(e.Sync().ok());
+  ASSERT_TRUE(e.log->Close().ok());
+  // Append a well-formed record that completes a message that does not exist.
+  Effect bogus;
+  bogus.type = EffectType::kMessageRemoved;
+  bogus.queue = "jobs";
+  bogus.id = "nope";
+  std::string path = SegmentPath(0);
+  std::string bytes = Contents(path);
+  const uint64_t offset = bytes.size();
+  std::string payload = Encode(bogus);
+  PutFixed32(&bytes, static_cast<uint32_t>(payload.size()));
+  bytes.push_back(static_cast<char>(RecordType::kEffect));
+  PutFixed64(&bytes, RecordChecksum(static_cast<uint8_t>(RecordType::kEffect), 1, payload));
+  bytes += payload;
+  Overwrite(path, bytes);
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->offset, offset);
+}
+
+TEST_F(RecoveryTest, RepairCutsAtTheFirstBadRecordAndReportsWhatWasDropped) {
+  Populate(2'000, 3, 8 << 10);
+  const auto names = SegmentNames(fs_.get(), kDir);
+  ASSERT_GE(names.size(), 3u);
+  const std::string second = SegmentPath(1);
+  const auto offsets = RecordOffsets(second);
+  const uint64_t offset = offsets[5];
+  std::string bytes = Contents(second);
+  FlipByte(&bytes, offset + kRecordHeaderBytes);
+  Overwrite(second, bytes);
+
+  // The expected state: everything before the bad record.
+  auto expected = [&] {
+    auto copy = NewMemoryFileSystem();
+    for (size_t i = 0; i < 2; ++i) {
+      std::string b = Contents(JoinPath(kDir, names[i]));
+      if (i == 1) b.resize(offset);
+      EXPECT_TRUE(WriteStringToFile(copy.get(), JoinPath(kDir, names[i]), b).ok());
+    }
+    return RecoveredDigest(copy.get(), kDir);
+  }();
+
+  uint64_t dropped = bytes.size() - offset;
+  for (size_t i = 2; i < names.size(); ++i) dropped += Contents(JoinPath(kDir, names[i])).size();
+
+  RecoveryReport report;
+  RecoveryOptions repair;
+  repair.repair = true;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report, repair), expected);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->offset, offset);
+  EXPECT_EQ(report.dropped_files.size(), names.size() - 2);
+  EXPECT_EQ(report.dropped_bytes, dropped);
+  EXPECT_NE(report.Summary().find("REPAIRED"), std::string::npos);
+  EXPECT_EQ(SegmentNames(fs_.get(), kDir).size(), 2u);
+  EXPECT_EQ(Contents(second).size(), offset);
+  EXPECT_EQ(report.next_segment_number, 3u);
+  // The repaired log now starts without repair, and goes on.
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(e.engine->Digest(), expected);
+    ASSERT_TRUE(e.engine->Enqueue("more", {Item("x")})[0].ok());
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  RecoveryReport after;
+  RecoveredDigest(fs_.get(), kDir, &after);
+  EXPECT_FALSE(after.damage);
+}
+
+TEST_F(RecoveryTest, RepairOfADamagedFirstHeaderDropsTheWholeLog) {
+  Populate(300);
+  std::string path = SegmentPath(0);
+  std::string bytes = Contents(path);
+  FlipByte(&bytes, 2);  // magic
+  Overwrite(path, bytes);
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  EXPECT_EQ(report.damage->offset, 0u);
+  RecoveryOptions repair;
+  repair.repair = true;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report, repair),
+            Engine(TestEngineOptions(), nullptr, nullptr).Digest());
+  EXPECT_EQ(report.dropped_files.size(), 1u);
+  EXPECT_EQ(report.dropped_bytes, bytes.size());
+}
+
+// ---- With snapshots ------------------------------------------------------------------------
+
+class SnapshotRecoveryTest : public RecoveryTest {
+ protected:
+  // Ops, a checkpoint, more ops; returns the final digest.
+  uint64_t PopulateWithCheckpoint(int before, int after) {
+    LoggedEngine e;
+    LogOptions options;
+    options.segment_bytes = 16 << 10;
+    EXPECT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+    RandomOps workload(5);
+    workload.Setup(*e.engine);
+    workload.Run(*e.engine, e.clock, before);
+    EXPECT_TRUE(e.Sync().ok());
+    CheckpointOptions checkpoint;
+    checkpoint.engine_options = TestEngineOptions();
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+    auto result = checkpointer.RunOnce();
+    EXPECT_TRUE(result.ok());
+    covered_ = result.ok() ? result->covered_lsn : 0;
+    workload.Run(*e.engine, e.clock, after);
+    EXPECT_TRUE(e.Sync().ok());
+    next_lsn_ = e.log->stats().next_lsn;
+    return e.engine->Digest();
+  }
+  uint64_t covered_ = 0;
+};
+
+TEST_F(SnapshotRecoveryTest, LoadsTheSnapshotAndReplaysOnlyTheRecordsAfterIt) {
+  const uint64_t digest = PopulateWithCheckpoint(2'000, 700);
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_EQ(report.snapshot, SnapshotFileName(covered_));
+  EXPECT_EQ(report.snapshot_lsn, covered_);
+  EXPECT_GT(report.snapshot_effects, 0u);
+  EXPECT_EQ(report.records_replayed, next_lsn_ - covered_);
+  EXPECT_EQ(report.next_lsn, next_lsn_);
+}
+
+TEST_F(SnapshotRecoveryTest, AnUnfinishedSnapshotIsDeletedAndIgnored) {
+  const uint64_t digest = PopulateWithCheckpoint(500, 200);
+  const std::string temp = JoinPath(kDir, SnapshotFileName(next_lsn_ + 99) + ".tmp");
+  Overwrite(temp, "half a snapshot");
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_FALSE(fs_->FileExists(temp));
+  ASSERT_EQ(report.removed_files.size(), 1u);
+}
+
+TEST_F(SnapshotRecoveryTest, ADamagedSnapshotRefusesTheStartAndRepairFallsBack) {
+  PopulateWithCheckpoint(500, 200);
+  const std::string path = JoinPath(kDir, SnapshotFileName(covered_));
+  std::string bytes = Contents(path);
+  const uint64_t offset = RecordOffsets(path, /*snapshot=*/true)[2];
+  FlipByte(&bytes, offset + kRecordHeaderBytes + 1);
+  Overwrite(path, bytes);
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->file, SnapshotFileName(covered_));
+  EXPECT_EQ(report.damage->offset, offset);
+  // Repair gives the snapshot up; the segments it covered are gone, so the log is cut at the
+  // first segment (a gap) and the result is the empty state — reported, never silent.
+  RecoveryOptions repair;
+  repair.repair = true;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report, repair),
+            Engine(TestEngineOptions(), nullptr, nullptr).Digest());
+  EXPECT_EQ(report.dropped_files.front(), SnapshotFileName(covered_));
+  EXPECT_TRUE(fs_->FileExists(path + ".damaged"));
+}
+
+TEST_F(SnapshotRecoveryTest, ASegmentStartingAfterTheSnapshotIsAGap) {
+  PopulateWithCheckpoint(500, 200);
+  // Pretend the snapshot is older than it is: its segments are gone.
+  const std::string path = JoinPath(kDir, SnapshotFileName(covered_));
+  ASSERT_TRUE(fs_->RemoveFile(path).ok());
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_NE(report.damage->reason.find("LSN gap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sundial::wal::test

@@ -1,0 +1,160 @@
+#include "wal/checkpointer.h"
+
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "wal/log_format.h"
+#include "wal/recovery.h"
+#include "wal/snapshot.h"
+
+namespace sundial::wal {
+
+Checkpointer::Checkpointer(FileSystem* fs, std::string dir, GroupCommitLog* log,
+                           CheckpointOptions options)
+    : fs_(fs), dir_(std::move(dir)), log_(log), options_(std::move(options)) {}
+
+Checkpointer::~Checkpointer() { Stop(); }
+
+Result<bool> Checkpointer::Due() const {
+  auto names = fs_->ListDir(dir_);
+  if (!names.ok()) return names.status();
+  uint64_t segments = 0, segment_bytes = 0, newest_snapshot_lsn = 0, snapshot_bytes = 0;
+  bool have_snapshot = false;
+  for (const std::string& name : *names) {
+    if (ParseSegmentFileName(name)) {
+      auto size = fs_->FileSize(JoinPath(dir_, name));
+      if (!size.ok()) continue;  // deleted meanwhile
+      ++segments;
+      segment_bytes += *size;
+    } else if (auto lsn = ParseSnapshotFileName(name)) {
+      if (have_snapshot && *lsn < newest_snapshot_lsn) continue;
+      auto size = fs_->FileSize(JoinPath(dir_, name));
+      if (!size.ok()) continue;
+      have_snapshot = true;
+      newest_snapshot_lsn = *lsn;
+      snapshot_bytes = *size;
+    }
+  }
+  if (segments < 2 && segment_bytes <= kFileHeaderBytes) return false;  // nothing logged
+  if (segments >= std::max<uint32_t>(2, options_.max_segments)) return true;
+  return segment_bytes >= options_.min_log_bytes &&
+         segment_bytes * 100 >= snapshot_bytes * options_.growth_percent;
+}
+
+Result<CheckpointResult> Checkpointer::RunOnce(const CheckpointHook& hook) {
+  std::lock_guard run_lock(run_mu_);
+  Result<CheckpointResult> result = Run(hook);
+  std::lock_guard lock(mu_);
+  if (result.ok()) {
+    ++stats_.checkpoints;
+    stats_.last = *result;
+  } else {
+    ++stats_.failures;
+    stats_.last_error = result.status();
+  }
+  return result;
+}
+
+Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
+  const auto start = std::chrono::steady_clock::now();
+  CheckpointResult result;
+
+  // 1. Everything below X is sealed and durable.
+  auto rotated = log_->Rotate();
+  if (!rotated.ok()) return rotated.status();
+  result.covered_lsn = rotated->lsn;
+  if (hook) {
+    if (Status s = hook(CheckpointStep::kRotated); !s.ok()) return s;
+  }
+
+  // 2. A private engine at X.
+  RecoveryOptions recovery_options;
+  recovery_options.end_lsn = rotated->lsn;
+  Recovered recovered;
+  auto make_engine = [&] {
+    return std::make_unique<Engine>(options_.engine_options, &clock_, nullptr);
+  };
+  if (Status s = Recover(fs_, dir_, make_engine, recovery_options, &recovered); !s.ok()) return s;
+
+  // 3. The snapshot.
+  auto snapshot =
+      WriteSnapshot(fs_, dir_, *recovered.engine, rotated->lsn, [&](SnapshotStep step) -> Status {
+        if (!hook) return Status::Ok();
+        return hook(step == SnapshotStep::kTempSynced ? CheckpointStep::kSnapshotTempSynced
+                                                      : CheckpointStep::kSnapshotRenamed);
+      });
+  recovered.engine.reset();  // free the copy before anything else
+  if (!snapshot.ok()) return snapshot.status();
+  result.effects = snapshot->effects;
+  result.snapshot_bytes = snapshot->bytes;
+
+  // 4. What it made obsolete.
+  auto names = fs_->ListDir(dir_);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    auto segment = ParseSegmentFileName(name);
+    auto snapshot_lsn = ParseSnapshotFileName(name);
+    const bool obsolete = (segment && *segment < rotated->segment_number) ||
+                          (snapshot_lsn && *snapshot_lsn < rotated->lsn);
+    if (!obsolete) continue;
+    const std::string path = JoinPath(dir_, name);
+    auto size = fs_->FileSize(path);
+    if (Status s = fs_->RemoveFile(path); !s.ok()) return s;
+    result.bytes_removed += size.ok() ? *size : 0;
+    ++(segment ? result.segments_removed : result.snapshots_removed);
+    if (hook) {
+      if (Status s = hook(CheckpointStep::kFileRemoved); !s.ok()) return s;
+    }
+  }
+  if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
+  result.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  return result;
+}
+
+void Checkpointer::Start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Checkpointer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Checkpointer::Loop() {
+  if (options_.lower_priority) {
+    // Linux applies a nice value per thread: request threads go first.
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  }
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [&] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    auto due = Due();
+    if (due.ok() && *due) (void)RunOnce();  // counted in stats_; retried at the next poll
+    lock.lock();
+    if (!due.ok()) {
+      ++stats_.failures;
+      stats_.last_error = due.status();
+    }
+  }
+}
+
+CheckpointStats Checkpointer::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+}  // namespace sundial::wal

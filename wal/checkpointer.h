@@ -1,0 +1,118 @@
+// Checkpointer: bounds disk use and recovery time (SPEC §4). In the background it writes a
+// snapshot of the state covering a prefix of the log, then deletes the segments and older
+// snapshots that prefix made obsolete. Requests go on meanwhile: the live engine is never locked
+// for a checkpoint.
+//
+// One checkpoint (RunOnce):
+//   1. Rotate the log: every record with LSN < X is now in sealed, synced segments.
+//   2. Build a private engine from the newest snapshot and the sealed segments (read-only
+//      recovery up to X). This costs memory for a second copy of the state while it runs, and
+//      CPU like a recovery; the thread runs at a lower priority (nice +10) so request threads
+//      go first.
+//   3. WriteSnapshot(X): temp file, fdatasync, rename, fsync of the directory.
+//   4. Delete every segment numbered below the one that starts at X, and every older snapshot,
+//      then fsync the directory.
+// A crash at any step leaves a directory that recovers to the same state: before the rename
+// only a .tmp exists (deleted on start); after it, recovery uses the new snapshot and removes
+// the segments and snapshots it covers itself.
+//
+// When (Due): the segments on disk hold at least `min_log_bytes` and at least `growth_percent`
+// percent of the newest snapshot's size (Redis's auto-aof-rewrite rule: rewriting costs a pass
+// over the live data, so do it when the log has grown in proportion), or there are
+// `max_segments` segment files or more. Disk use so stays within about (2 + growth/100) times
+// the live data, plus min_log_bytes, however long the server runs.
+//
+// Thread safety: RunOnce, Due and stats may be called from any thread; RunOnce calls are
+// serialised. Start/Stop from one owner thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/clock.h"
+#include "engine/engine.h"
+#include "engine/status.h"
+#include "wal/file.h"
+#include "wal/group_commit_log.h"
+
+namespace sundial::wal {
+
+struct CheckpointOptions {
+  uint64_t min_log_bytes = 64ull << 20;  // --checkpoint-bytes
+  uint32_t growth_percent = 100;         // --checkpoint-growth
+  uint32_t max_segments = 64;            // --checkpoint-segments (at least 2)
+  int64_t poll_ms = 100;                 // how often the background thread checks Due
+  bool lower_priority = true;            // nice +10 for the background thread
+  Engine::Options engine_options;        // of the private engine built in step 2
+};
+
+// Points where a test may simulate a crash: the hook returns non-OK and RunOnce stops there,
+// returning that status, with the files as a crash at that point would leave them.
+enum class CheckpointStep : uint8_t {
+  kRotated,             // after step 1
+  kSnapshotTempSynced,  // snapshot .tmp complete and synced, not renamed
+  kSnapshotRenamed,     // snapshot in place, nothing deleted yet
+  kFileRemoved,         // after each deletion in step 4
+};
+using CheckpointHook = std::function<Status(CheckpointStep)>;
+
+struct CheckpointResult {
+  uint64_t covered_lsn = 0;
+  uint64_t effects = 0;  // in the snapshot
+  uint64_t snapshot_bytes = 0;
+  uint64_t segments_removed = 0;
+  uint64_t snapshots_removed = 0;
+  uint64_t bytes_removed = 0;
+  int64_t duration_ms = 0;  // wall time of the whole checkpoint
+};
+
+struct CheckpointStats {
+  uint64_t checkpoints = 0;
+  uint64_t failures = 0;
+  Status last_error;
+  CheckpointResult last;
+};
+
+class Checkpointer {
+ public:
+  // `fs` and `log` must outlive the checkpointer; `log` writes to `dir`.
+  Checkpointer(FileSystem* fs, std::string dir, GroupCommitLog* log, CheckpointOptions options);
+  ~Checkpointer();  // Stop()
+  Checkpointer(const Checkpointer&) = delete;
+  Checkpointer& operator=(const Checkpointer&) = delete;
+
+  // Whether the directory's segments call for a checkpoint now.
+  Result<bool> Due() const;
+  // Runs one checkpoint now (whether Due or not).
+  Result<CheckpointResult> RunOnce(const CheckpointHook& hook = nullptr);
+
+  // Starts the background thread: every poll_ms, RunOnce when Due. A failed checkpoint is
+  // counted and retried at the next poll; it never affects the log.
+  void Start();
+  void Stop();
+
+  CheckpointStats stats() const;
+
+ private:
+  Result<CheckpointResult> Run(const CheckpointHook& hook);  // REQUIRES: run_mu_ held
+  void Loop();
+
+  FileSystem* const fs_;
+  const std::string dir_;
+  GroupCommitLog* const log_;
+  const CheckpointOptions options_;
+  ManualClock clock_;  // the private engine's clock: Apply takes times from the effects
+
+  std::mutex run_mu_;  // serialises RunOnce
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;      // GUARDED_BY(mu_)
+  CheckpointStats stats_;  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace sundial::wal

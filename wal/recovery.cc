@@ -1,0 +1,290 @@
+#include "wal/recovery.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "wal/effect_codec.h"
+#include "wal/log_format.h"
+#include "wal/snapshot.h"
+
+namespace sundial::wal {
+namespace {
+
+constexpr std::string_view kDamagedSuffix = ".damaged";
+
+bool IsTempSnapshot(std::string_view name) {
+  return name.starts_with("snapshot-") && name.ends_with(kTempSuffix);
+}
+
+class Recovery {
+ public:
+  Recovery(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
+           const RecoveryOptions& options, Recovered* out)
+      : fs_(fs),
+        dir_(dir),
+        make_engine_(make_engine),
+        options_(options),
+        read_only_(options.end_lsn.has_value()),
+        out_(out),
+        report_(out->report) {}
+
+  Status Run() {
+    if (!read_only_) {
+      if (Status s = fs_->CreateDir(dir_); !s.ok()) return s;
+    }
+    auto names = fs_->ListDir(dir_);
+    if (!names.ok()) return names.status();
+    std::vector<std::pair<uint64_t, std::string>> snapshots;
+    for (const std::string& name : *names) {
+      if (auto n = ParseSegmentFileName(name)) {
+        segments_.emplace_back(*n, name);
+      } else if (auto lsn = ParseSnapshotFileName(name)) {
+        if (!read_only_ || *lsn <= *options_.end_lsn) snapshots.emplace_back(*lsn, name);
+      } else if (IsTempSnapshot(name) && !read_only_) {
+        if (Status s = Remove(name); !s.ok()) return s;
+        report_.removed_files.push_back(name);
+      }
+    }
+    std::sort(segments_.begin(), segments_.end());
+    std::sort(snapshots.rbegin(), snapshots.rend());  // newest first
+    for (const auto& seg : segments_) max_number_ = std::max(max_number_, seg.first);
+
+    if (Status s = LoadNewestSnapshot(snapshots); !s.ok()) return s;
+    if (Status s = ReplaySegments(); !s.ok()) return s;
+    if (read_only_ && next_lsn_ != *options_.end_lsn) {
+      report_.damage =
+          Corruption{dir_, 0, DamageKind::kCorruption,
+                     "the log ends at LSN " + std::to_string(next_lsn_) +
+                         " before the requested LSN " + std::to_string(*options_.end_lsn)};
+      return Damaged();
+    }
+    if (!read_only_) {
+      // Leftovers of a checkpoint that crashed before deleting them.
+      for (const auto& [lsn, name] : snapshots) {
+        if (lsn < report_.snapshot_lsn && !report_.snapshot.empty()) {
+          if (Status s = Remove(name); !s.ok()) return s;
+          report_.removed_files.push_back(name);
+        }
+      }
+      for (const std::string& name : obsolete_) {
+        if (Status s = Remove(name); !s.ok()) return s;
+        report_.removed_files.push_back(name);
+      }
+      if (changed_dir_) {
+        if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
+      }
+    }
+    report_.next_lsn = next_lsn_;
+    // The new segment continues the last one kept, so segment numbers stay consecutive.
+    report_.next_segment_number = last_kept_ ? *last_kept_ + 1 : max_number_ + 1;
+    return Status::Ok();
+  }
+
+ private:
+  std::string Path(const std::string& name) const { return JoinPath(dir_, name); }
+
+  Status Remove(const std::string& name) {
+    changed_dir_ = true;
+    return fs_->RemoveFile(Path(name));
+  }
+
+  Status Damaged() { return Status(Code::kInternal, "wal: damaged log"); }
+
+  Status LoadNewestSnapshot(const std::vector<std::pair<uint64_t, std::string>>& snapshots) {
+    for (const auto& [lsn, name] : snapshots) {
+      out_->engine = make_engine_();
+      std::optional<Corruption> damage;
+      auto info = LoadSnapshot(fs_, dir_, name, out_->engine.get(), &damage);
+      if (info.ok()) {
+        report_.snapshot = name;
+        report_.snapshot_lsn = lsn;
+        report_.snapshot_effects = info->effects;
+        report_.bytes_read += info->bytes;
+        next_lsn_ = lsn;
+        return Status::Ok();
+      }
+      out_->engine.reset();
+      if (!damage) return info.status();  // I/O error
+      report_.damage = damage;
+      if (read_only_ || !options_.repair) return Damaged();
+      // Repair: give this snapshot up (kept as *.damaged for inspection) and try an older one.
+      auto size = fs_->FileSize(Path(name));
+      report_.dropped_bytes += size.ok() ? *size : 0;
+      report_.dropped_files.push_back(name);
+      changed_dir_ = true;
+      if (Status s = fs_->RenameFile(Path(name), Path(name + std::string(kDamagedSuffix)));
+          !s.ok()) {
+        return s;
+      }
+    }
+    out_->engine = make_engine_();
+    next_lsn_ = 0;
+    return Status::Ok();
+  }
+
+  // Damage in segments_[i] at `damage`: refuse, or (repair) cut the log there.
+  Status SegmentDamaged(size_t i, Corruption damage, bool* stop) {
+    *stop = true;
+    report_.damage = std::move(damage);
+    if (read_only_ || !options_.repair) return Damaged();
+    const uint64_t offset = report_.damage->offset;
+    const std::string& name = segments_[i].second;
+    auto size = fs_->FileSize(Path(name));
+    if (!size.ok()) return size.status();
+    changed_dir_ = true;
+    if (offset < kFileHeaderBytes) {
+      report_.dropped_bytes += *size;
+      report_.dropped_files.push_back(name);
+      if (Status s = fs_->RemoveFile(Path(name)); !s.ok()) return s;
+    } else {
+      report_.dropped_bytes += *size - std::min(*size, offset);
+      if (Status s = fs_->TruncateFile(Path(name), offset); !s.ok()) return s;
+      last_kept_ = segments_[i].first;
+    }
+    for (size_t j = i + 1; j < segments_.size(); ++j) {
+      const std::string& later = segments_[j].second;
+      auto later_size = fs_->FileSize(Path(later));
+      report_.dropped_bytes += later_size.ok() ? *later_size : 0;
+      report_.dropped_files.push_back(later);
+      if (Status s = fs_->RemoveFile(Path(later)); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  Status ReplaySegments() {
+    const uint64_t start_lsn = next_lsn_;
+    std::optional<uint64_t> prev_number, prev_end;
+    DecodedEffect decoded;
+    for (size_t i = 0; i < segments_.size(); ++i) {
+      if (read_only_ && next_lsn_ >= *options_.end_lsn) break;
+      const auto& [number, name] = segments_[i];
+      const bool last = !read_only_ && i + 1 == segments_.size();
+      auto file = fs_->NewSequentialFile(Path(name));
+      if (!file.ok()) return file.status();
+      LogReader::Options reader_options;
+      reader_options.last_file = last;
+      reader_options.expected_file_number = number;
+      LogReader reader(std::move(*file), name, nullptr, reader_options);
+      bool stop = false;
+      auto damaged = [&](uint64_t offset, std::string reason) {
+        return SegmentDamaged(i, Corruption{name, offset, DamageKind::kCorruption, reason}, &stop);
+      };
+
+      if (!reader.ReadHeader()) {
+        if (!reader.status().ok()) return reader.status();
+        const Corruption& damage = *reader.damage();
+        if (damage.kind == DamageKind::kTornTail && last) {
+          // A crash right after the segment was created: nothing in it was ever acknowledged.
+          auto size = fs_->FileSize(Path(name));
+          report_.torn_tail = damage;
+          report_.torn_bytes = size.ok() ? *size : 0;
+          if (Status s = Remove(name); !s.ok()) return s;
+          break;
+        }
+        return SegmentDamaged(i, damage, &stop);
+      }
+      const FileHeader& header = reader.header();
+      if (prev_number && number != *prev_number + 1) {
+        return damaged(0, "missing segment " + SegmentFileName(*prev_number + 1));
+      }
+      if (prev_end && header.lsn != *prev_end) {
+        return damaged(0, "first LSN " + std::to_string(header.lsn) +
+                              " does not continue the previous segment, which ends at " +
+                              std::to_string(*prev_end));
+      }
+      if (header.lsn > next_lsn_) {
+        return damaged(0, "LSN gap: the segment starts at " + std::to_string(header.lsn) +
+                              " but the state ends at " + std::to_string(next_lsn_));
+      }
+      LogReader::Record record;
+      while (reader.ReadRecord(&record)) {
+        if (record.lsn < next_lsn_) continue;  // covered by the snapshot
+        if (read_only_ && record.lsn >= *options_.end_lsn) break;
+        if (record.type != RecordType::kEffect) {
+          return damaged(record.offset, "snapshot trailer in a log segment");
+        }
+        if (!DecodeEffect(record.payload, &decoded).ok()) {
+          return damaged(record.offset, "undecodable effect");
+        }
+        if (!out_->engine->Apply(decoded.effect()).ok()) {
+          return damaged(record.offset, "effect does not apply to the recovered state");
+        }
+        ++next_lsn_;
+        ++report_.records_replayed;
+      }
+      if (!reader.status().ok()) return reader.status();
+      report_.bytes_read += reader.valid_bytes();
+      if (const auto& damage = reader.damage()) {
+        if (damage->kind != DamageKind::kTornTail || !last)
+          return SegmentDamaged(i, *damage, &stop);
+        auto size = fs_->FileSize(Path(name));
+        if (!size.ok()) return size.status();
+        report_.torn_tail = *damage;
+        report_.torn_bytes = *size - std::min(*size, reader.valid_bytes());
+        changed_dir_ = true;
+        if (Status s = fs_->TruncateFile(Path(name), reader.valid_bytes()); !s.ok()) return s;
+      }
+      if (stop) break;
+      last_kept_ = number;
+      prev_number = number;
+      prev_end = reader.next_lsn();
+      if (reader.next_lsn() <= start_lsn && !last) {
+        obsolete_.push_back(name);  // wholly covered by the snapshot
+      } else {
+        ++report_.segments_replayed;
+      }
+    }
+    return Status::Ok();
+  }
+
+  FileSystem* const fs_;
+  const std::string& dir_;
+  const EngineFactory& make_engine_;
+  const RecoveryOptions& options_;
+  const bool read_only_;
+  Recovered* const out_;
+  RecoveryReport& report_;
+  std::vector<std::pair<uint64_t, std::string>> segments_;
+  std::vector<std::string> obsolete_;
+  uint64_t next_lsn_ = 0;
+  uint64_t max_number_ = 0;            // of every segment found
+  std::optional<uint64_t> last_kept_;  // number of the last segment that stays
+  bool changed_dir_ = false;
+};
+
+}  // namespace
+
+std::string RecoveryReport::Summary() const {
+  std::string s = "recovered ";
+  if (!snapshot.empty()) {
+    s += snapshot + " (" + std::to_string(snapshot_effects) + " effects) + ";
+  }
+  s += std::to_string(records_replayed) + " records from " + std::to_string(segments_replayed) +
+       " segments, " + std::to_string(bytes_read) + " bytes read; next LSN " +
+       std::to_string(next_lsn);
+  if (torn_tail) {
+    s += "; cut a torn tail of " + std::to_string(torn_bytes) + " bytes (" + ToString(*torn_tail) +
+         ")";
+  }
+  if (damage) {
+    s +=
+        "; REPAIRED " + ToString(*damage) + ": dropped " + std::to_string(dropped_bytes) + " bytes";
+    for (const auto& f : dropped_files) s += ", " + f;
+  }
+  if (!removed_files.empty()) {
+    s += "; removed";
+    for (const auto& f : removed_files) s += " " + f;
+  }
+  return s;
+}
+
+Status Recover(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
+               const RecoveryOptions& options, Recovered* out) {
+  *out = Recovered{};
+  Recovery recovery(fs, dir, make_engine, options, out);
+  Status s = recovery.Run();
+  if (!s.ok()) out->engine.reset();
+  return s;
+}
+
+}  // namespace sundial::wal
