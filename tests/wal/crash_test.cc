@@ -1,7 +1,8 @@
 // Crash test (issue "Write-ahead log", item 7): a child process runs engine + GroupCommitLog
-// (fsync=always, POSIX files) under a random workload and reports every acknowledged mutation
-// to the parent over a pipe; the parent SIGKILLs it at a random moment, recovers the directory
-// into a fresh engine and checks that
+// (fsync=always, POSIX files, small segments) with a background Checkpointer under a random
+// workload and reports every acknowledged mutation to the parent over a pipe; the parent SIGKILLs
+// it at a random moment, recovers the directory into a fresh engine with wal::Recover and checks
+// that
 //  - every acknowledged enqueue is present, every acknowledged complete is completed and every
 //    acknowledged cancel is canceled;
 //  - the recovered state is exactly the state after the acknowledged operations, or after one
@@ -27,8 +28,9 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "tests/wal/crash_recovery_adapter.h"
+#include "wal/checkpointer.h"
 #include "wal/group_commit_log.h"
+#include "wal/recovery.h"
 
 namespace sundial::wal {
 namespace {
@@ -122,27 +124,44 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
-// The child: recover, open the log, run the workload until killed.
+// Small segments and frequent checkpoints, so that kills land in the middle of rotations,
+// snapshot writes and deletions too.
+LogOptions ChildLogOptions() {
+  LogOptions o;
+  o.segment_bytes = 4 << 10;
+  return o;
+}
+
+CheckpointOptions ChildCheckpointOptions() {
+  CheckpointOptions o;
+  o.min_log_bytes = 8 << 10;
+  o.poll_ms = 2;
+  o.engine_options = EngineOptions();
+  return o;
+}
+
+Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, EffectSink* sink,
+                  Recovered* out) {
+  return Recover(
+      fs, dir, [&] { return std::make_unique<Engine>(EngineOptions(), clock, sink); }, {}, out);
+}
+
+// The child: recover, open the log, checkpoint in the background, run the workload until
+// killed.
 [[noreturn]] void RunChild(const std::string& dir, int round, int fd) {
   auto posix = NewPosixFileSystem();
   FileSystem* fs = posix.get();
   ManualClock clock(RoundStart(round));
-  Engine engine(EngineOptions(), &clock, nullptr);
-  RecoveredLog recovered;
-  if (!RecoverForCrashTest(fs, dir, &engine, &recovered).ok()) _exit(4);
-  auto log = GroupCommitLog::Open(fs, dir, LogOptions{}, recovered.next_lsn,
-                                  recovered.next_segment_number);
+  DeferredSink sink;
+  Recovered recovered;
+  if (!RecoverDir(fs, dir, &clock, &sink, &recovered).ok()) _exit(4);
+  auto log = GroupCommitLog::Open(fs, dir, ChildLogOptions(), recovered.report.next_lsn,
+                                  recovered.report.next_segment_number);
   if (!log.ok()) _exit(5);
-  Engine live(EngineOptions(), &clock, log->get());
-  // Move the recovered state into the logging engine without logging it again.
-  struct Copy : EffectSink {
-    Engine* to;
-    void OnEffect(const Effect& e) override {
-      if (!to->Apply(e).ok()) _exit(6);
-    }
-  } copy;
-  copy.to = &live;
-  engine.ExportState(&copy);
+  sink.set_target(log->get());
+  Engine& live = *recovered.engine;
+  Checkpointer checkpointer(fs, dir, log->get(), ChildCheckpointOptions());
+  checkpointer.Start();
   CreateQueues(live);
   if (!(*log)->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) _exit(7);
   WriteAll(fd, "R\n");  // ready
@@ -188,6 +207,7 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
   // The state every round starts from, as the parent has verified it.
   auto expected = std::make_unique<Engine>(EngineOptions(), &parent_clock, nullptr);
   std::set<std::pair<std::string, std::string>> enqueued, completed, canceled;
+  int rounds_with_snapshot = 0;
   const int rounds = Rounds();
   for (int round = 0; round < rounds; ++round) {
     int fds[2];
@@ -243,11 +263,13 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
 
     // Recover what the child left.
     ManualClock clock(RoundStart(round + 1));
-    auto recovered = std::make_unique<Engine>(EngineOptions(), &clock, nullptr);
-    RecoveredLog info;
     auto posix = NewPosixFileSystem();
-    Status s = RecoverForCrashTest(posix.get(), dir, recovered.get(), &info);
-    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.detail();
+    Recovered result;
+    Status s = RecoverDir(posix.get(), dir, &clock, nullptr, &result);
+    ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.detail() << " "
+                        << (result.report.damage ? ToString(*result.report.damage) : "");
+    if (!result.report.snapshot.empty()) ++rounds_with_snapshot;
+    auto& recovered = result.engine;
 
     for (const auto& [queue, id] : enqueued) {
       auto m = recovered->Get(queue, id);
@@ -287,6 +309,7 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
   std::filesystem::remove_all(dir);
   EXPECT_GT(enqueued.size(), 0u);
   EXPECT_GT(completed.size(), 0u);
+  EXPECT_GT(rounds_with_snapshot, 0);  // checkpoints ran in the child and were recovered from
 }
 
 }  // namespace
