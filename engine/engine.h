@@ -104,7 +104,8 @@ class Engine {
   // Applies one effect recorded from another engine (recovery). Reports nothing to the sink.
   // An effect that does not fit the current state gives INTERNAL and changes nothing.
   Status Apply(const Effect& effect);
-  // xxHash64 over a canonical walk of all state (queues by name, messages by id). Two engines
+  // XXH3 over all state: queues by name, each with the sum of one hash per message (no sort;
+  // docs/engine.md). Part of snapshot format v1. Two engines
   // with the same queues and messages have the same digest.
   uint64_t Digest() const;
   // Calls `visit` with a snapshot-equivalent sequence of effects (kQueueCreated for every queue,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 
 #include "wal/file.h"
 
@@ -98,35 +99,70 @@ class PosixWritableFile final : public WritableFile {
   std::string buffer_;
 };
 
+// Reads through a 256 KiB buffer: the log reader asks for a 13-byte record header, then the
+// payload, and one read(2) per ask costs more than decoding the record.
 class PosixSequentialFile final : public SequentialFile {
  public:
-  explicit PosixSequentialFile(int fd) : fd_(fd) {}
+  static constexpr size_t kBufferBytes = 256 << 10;
+
+  explicit PosixSequentialFile(int fd) : fd_(fd), buffer_(new char[kBufferBytes]) {}
   ~PosixSequentialFile() override { ::close(fd_); }
 
   Status Read(size_t n, char* scratch, std::string_view* result) override {
-    size_t got = 0;
+    if (n <= end_ - pos_) {  // served from the buffer without copying
+      *result = std::string_view(buffer_.get() + pos_, n);
+      pos_ += n;
+      return Status::Ok();
+    }
+    size_t got = end_ - pos_;
+    std::copy(buffer_.get() + pos_, buffer_.get() + end_, scratch);
+    pos_ = end_ = 0;
     while (got < n) {
-      ssize_t r = ::read(fd_, scratch + got, n - got);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(errno, "wal: read failed");
+      if (n - got >= kBufferBytes) {  // large: straight into the caller's scratch
+        ssize_t r = ReadSome(scratch + got, n - got);
+        if (r < 0) return ErrnoStatus(errno, "wal: read failed");
+        if (r == 0) break;
+        got += static_cast<size_t>(r);
+        continue;
       }
+      ssize_t r = ReadSome(buffer_.get(), kBufferBytes);
+      if (r < 0) return ErrnoStatus(errno, "wal: read failed");
       if (r == 0) break;
-      got += static_cast<size_t>(r);
+      end_ = static_cast<size_t>(r);
+      const size_t take = std::min(end_, n - got);
+      std::copy(buffer_.get(), buffer_.get() + take, scratch + got);
+      pos_ = take;
+      got += take;
     }
     *result = std::string_view(scratch, got);
     return Status::Ok();
   }
 
   Status Skip(uint64_t n) override {
-    if (::lseek(fd_, static_cast<off_t>(n), SEEK_CUR) < 0) {
+    const uint64_t buffered = end_ - pos_;
+    if (n <= buffered) {
+      pos_ += n;
+      return Status::Ok();
+    }
+    pos_ = end_ = 0;
+    if (::lseek(fd_, static_cast<off_t>(n - buffered), SEEK_CUR) < 0) {
       return ErrnoStatus(errno, "wal: seek failed");
     }
     return Status::Ok();
   }
 
  private:
+  ssize_t ReadSome(char* into, size_t n) {
+    for (;;) {
+      ssize_t r = ::read(fd_, into, n);
+      if (r >= 0 || errno != EINTR) return r;
+    }
+  }
+
   int fd_;
+  std::unique_ptr<char[]> buffer_;
+  size_t pos_ = 0;  // next unread byte of buffer_
+  size_t end_ = 0;  // bytes valid in buffer_
 };
 
 class PosixFileSystem final : public FileSystem {
