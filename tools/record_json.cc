@@ -1,0 +1,167 @@
+#include "tools/record_json.h"
+
+#include <boost/json/array.hpp>
+#include <cstdio>
+
+#include "engine/metadata.h"
+#include "engine/types.h"
+#include "engine/validation.h"
+
+namespace sundial::tools {
+namespace {
+
+namespace json = boost::json;
+
+// Writes `s` as key, or as key_base64 when it is not valid UTF-8.
+void PutText(json::object* out, std::string_view key, std::string_view s) {
+  if (IsValidUtf8(s)) {
+    (*out)[key] = s;
+  } else {
+    (*out)[std::string(key) + "_base64"] = Base64Encode(s);
+  }
+}
+
+void PutMetadata(json::object* out, std::string_view packed) {
+  json::object pairs;
+  PackedMetadataReader reader(packed);
+  std::string_view key, value;
+  bool text = true;
+  while (reader.Next(&key, &value)) {
+    if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
+      text = false;
+      break;
+    }
+    pairs[key] = value;
+  }
+  if (text && reader.Valid()) {
+    (*out)["metadata"] = std::move(pairs);
+  } else {
+    (*out)["metadata_base64"] = Base64Encode(packed);
+  }
+}
+
+json::object SettingsToJson(const QueueSettings& s) {
+  json::object o;
+  o["type"] = QueueTypeName(s.type);
+  PutText(&o, "exclusivity_key", s.exclusivity_key);
+  o["lease_ms"] = s.lease_ms;
+  o["invisibility_ms"] = s.invisibility_ms;
+  o["max_attempts"] = s.max_attempts;
+  o["retry_backoff_ms"] = s.retry_backoff_ms;
+  o["retry_backoff_max_ms"] = s.retry_backoff_max_ms;
+  PutText(&o, "dead_letter_queue", s.dead_letter_queue);
+  o["retention_ms"] = s.retention_ms;
+  o["max_depth"] = s.max_depth;
+  o["enqueue_paused"] = s.enqueue_paused;
+  o["dequeue_paused"] = s.dequeue_paused;
+  return o;
+}
+
+void PutMessageFields(const Effect& e, json::object* out) {
+  PutText(out, "id", e.id);
+  (*out)["cause"] = ChangeCauseName(e.cause);
+  (*out)["from"] = StateName(e.from);
+  (*out)["to"] = StateName(e.to);
+  (*out)["seq"] = e.seq;
+  (*out)["version"] = e.version;
+  (*out)["priority"] = e.priority;
+  (*out)["attempts"] = e.attempts;
+  (*out)["max_attempts"] = e.max_attempts;
+  (*out)["due_at"] = e.due_at;
+  (*out)["lease_token"] = e.lease_token;
+  (*out)["enqueued_at"] = e.enqueued_at;
+}
+
+std::string Hex64(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+void AppendEffectJson(const Effect& e, json::object* out) {
+  (*out)["effect"] = EffectTypeName(e.type);
+  (*out)["time"] = e.time;
+  PutText(out, "queue", e.queue);
+  switch (e.type) {
+    case EffectType::kQueueCreated:
+    case EffectType::kQueueUpdated:
+      if (e.settings != nullptr) (*out)["settings"] = SettingsToJson(*e.settings);
+      return;
+    case EffectType::kQueueDeleted:
+      return;
+    case EffectType::kQueuePurged: {
+      json::array states;
+      for (size_t i = 0; i < kStateCount; ++i) {
+        if (e.purge_states & (1u << i))
+          states.emplace_back(StateName(static_cast<MessageState>(i)));
+      }
+      (*out)["purge_states"] = std::move(states);
+      return;
+    }
+    case EffectType::kMessageEnqueued:
+      PutMessageFields(e, out);
+      PutText(out, "payload", e.payload);
+      PutMetadata(out, e.packed_metadata);
+      PutText(out, "error", e.error);
+      return;
+    case EffectType::kMessageChanged:
+      PutMessageFields(e, out);
+      PutText(out, "error", e.error);
+      return;
+    case EffectType::kMessageRemoved:
+      PutMessageFields(e, out);
+      return;
+    case EffectType::kMessageDeadLettered:
+      PutMessageFields(e, out);
+      PutText(out, "dead_letter_queue", e.dead_letter_queue);
+      return;
+  }
+}
+
+json::object RecordToJson(const ScannedRecord& record) {
+  json::object o;
+  o["file"] = record.file.name;
+  o["offset"] = record.offset;
+  o["index"] = record.index;
+  o[record.file.kind == LogFileKind::kSegment ? "lsn" : "covered_lsn"] = record.lsn;
+  if (record.effect != nullptr) {
+    o["record"] = "effect";
+    AppendEffectJson(*record.effect, &o);
+  } else if (record.trailer != nullptr) {
+    o["record"] = "snapshot_trailer";
+    o["count"] = record.trailer->count;
+    o["digest"] = Hex64(record.trailer->digest);
+  }
+  return o;
+}
+
+std::string Base64Encode(std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    const uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << 16 |
+                       static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 1])) << 8 |
+                       static_cast<uint8_t>(bytes[i + 2]);
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += kAlphabet[(v >> 6) & 63];
+    out += kAlphabet[v & 63];
+  }
+  const size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    uint32_t v = static_cast<uint32_t>(static_cast<uint8_t>(bytes[i])) << 16;
+    if (rest == 2) v |= static_cast<uint32_t>(static_cast<uint8_t>(bytes[i + 1])) << 8;
+    out += kAlphabet[v >> 18];
+    out += kAlphabet[(v >> 12) & 63];
+    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+}  // namespace sundial::tools
