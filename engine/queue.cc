@@ -1014,33 +1014,25 @@ void Queue::HashInto(void* xxh3_state) const {
   put(static_cast<uint8_t>(s.dequeue_paused));
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
-  // count, still changes when any field of any message does.
-  XXH3_state_t* one = XXH3_createState();
-  auto put1 = [one](const auto& v) { XXH3_64bits_update(one, &v, sizeof(v)); };
-  auto put1_str = [&](std::string_view v) {
-    put1(static_cast<uint64_t>(v.size()));
-    XXH3_64bits_update(one, v.data(), v.size());
-  };
+  // count, still changes when any field of any message does. Per message: XXH3 of the fixed
+  // fields, then each string hashed with the previous hash as seed.
   uint64_t sum = 0;
   for (const Message* m : by_id_) {
-    XXH3_64bits_reset(one);
-    put1_str(m->id());
-    put1(m->seq);
-    put1(m->priority);
-    put1_str(m->payload());
-    put1_str(m->packed_metadata());
-    put1(static_cast<uint8_t>(m->state));
-    put1(m->attempts);
-    put1(m->max_attempts);
-    put1(m->version);
-    put1(m->lease_token);
-    put1(m->due_at);
-    put1(m->enqueued_at);
-    put1(m->updated_at);
-    put1_str(ErrorOf(m));
-    sum += XXH3_64bits_digest(one);
+    const uint64_t fixed[9] = {m->seq,
+                               static_cast<uint64_t>(m->priority),
+                               static_cast<uint64_t>(m->state),
+                               (uint64_t{m->attempts} << 32) | m->max_attempts,
+                               m->version,
+                               m->lease_token,
+                               static_cast<uint64_t>(m->due_at),
+                               static_cast<uint64_t>(m->enqueued_at),
+                               static_cast<uint64_t>(m->updated_at)};
+    uint64_t h = XXH3_64bits(fixed, sizeof(fixed));
+    for (std::string_view field : {m->id(), m->payload(), m->packed_metadata(), ErrorOf(m)}) {
+      h = XXH3_64bits_withSeed(field.data(), field.size(), h ^ field.size());
+    }
+    sum += h;
   }
-  XXH3_freeState(one);
   put(static_cast<uint64_t>(by_id_.size()));
   put(sum);
 }
