@@ -3,10 +3,11 @@
 #   make build  release build (build/release)
 #   make test   deps + release, asan and tsan builds, and every test suite
 #   make run    deps + build, then start the server (see README)
-#   make bench  engine microbenchmarks (release build)
+#   make bench  engine and WAL microbenchmarks (release build)
+#   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
 #   make format clang-format every source file
 
-.PHONY: all deps build test test-release test-asan test-tsan run bench format clean
+.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery format clean
 
 all: build
 
@@ -37,6 +38,10 @@ run: build
 
 bench: build
 	@build/release/bench/engine_bench
+	@build/release/bench/wal_bench
+
+bench-recovery: build
+	@build/release/bench/recovery_bench
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

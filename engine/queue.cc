@@ -1016,8 +1016,21 @@ void Queue::HashInto(void* xxh3_state) const {
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed
   // fields, then each string hashed with the previous hash as seed.
+  // The walk is DRAM-bound at millions of messages: prefetch the messages a few slots ahead so
+  // that their misses overlap.
+  constexpr int kAhead = 8;
+  auto prefetch = [](const Message* m) {  // header, id, ~100 bytes of payload (never faults)
+    const char* p = reinterpret_cast<const char*>(m);
+    for (int line = 0; line < 4; ++line) __builtin_prefetch(p + 64 * line);
+  };
+  auto ahead = by_id_.begin();
+  for (int i = 0; i < kAhead && ahead != by_id_.end(); ++i, ++ahead) prefetch(*ahead);
   uint64_t sum = 0;
   for (const Message* m : by_id_) {
+    if (ahead != by_id_.end()) {
+      prefetch(*ahead);
+      ++ahead;
+    }
     const uint64_t fixed[9] = {m->seq,
                                static_cast<uint64_t>(m->priority),
                                static_cast<uint64_t>(m->state),
