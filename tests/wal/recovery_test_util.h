@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -170,25 +171,22 @@ class RandomOps {
   std::vector<Lease> leases_;
 };
 
-// Names in `dir` that ParseSegmentFileName accepts, sorted.
-inline std::vector<std::string> SegmentNames(FileSystem* fs, const std::string& dir) {
+// Names in `dir` that `parse` accepts (ParseSegmentFileName, ParseSnapshotFileName), sorted.
+inline std::vector<std::string> NamesIn(FileSystem* fs, const std::string& dir,
+                                        std::optional<uint64_t> (*parse)(std::string_view)) {
   std::vector<std::string> out;
   auto names = fs->ListDir(dir);
   if (!names.ok()) return out;
   for (const auto& n : *names) {
-    if (ParseSegmentFileName(n)) out.push_back(n);
+    if (parse(n)) out.push_back(n);
   }
   return out;
 }
-
+inline std::vector<std::string> SegmentNames(FileSystem* fs, const std::string& dir) {
+  return NamesIn(fs, dir, &ParseSegmentFileName);
+}
 inline std::vector<std::string> SnapshotNames(FileSystem* fs, const std::string& dir) {
-  std::vector<std::string> out;
-  auto names = fs->ListDir(dir);
-  if (!names.ok()) return out;
-  for (const auto& n : *names) {
-    if (ParseSnapshotFileName(n)) out.push_back(n);
-  }
-  return out;
+  return NamesIn(fs, dir, &ParseSnapshotFileName);
 }
 
 }  // namespace sundial::wal::test
