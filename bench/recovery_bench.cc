@@ -192,7 +192,7 @@ std::vector<double> EnqueueLatencies(LiveServer& server, const std::atomic<bool>
         EnqueueItem item = MakeItem(first_id + i * 4 + static_cast<uint64_t>(t));
         const auto start = Clock::now();
         if (!server.engine->Enqueue("bench", {item})[0].ok()) std::abort();
-        if (!server.log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) std::abort();
+        if (!server.log->WaitDurable(server.log->EndLsnOfThisThread()).ok()) std::abort();
         mine.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
       }
       std::lock_guard lock(mu);

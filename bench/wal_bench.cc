@@ -71,7 +71,7 @@ void BM_WalAppendNever(benchmark::State& state) {
     ++sample.effect.seq;
     bench.log->OnEffect(sample.effect);
   }
-  if (!bench.log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) std::abort();
+  if (!bench.log->WaitDurable(bench.log->EndLsnOfThisThread()).ok()) std::abort();
   const LogStats stats = bench.log->stats();
   state.SetItemsProcessed(state.iterations());
   state.counters["effect_bytes"] = static_cast<double>(encoded.size());
@@ -92,7 +92,7 @@ void BM_WalAckAlways(benchmark::State& state) {
   for (auto _ : state) {
     ++sample.effect.seq;
     g_log->log->OnEffect(sample.effect);
-    if (!g_log->log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) std::abort();
+    if (!g_log->log->WaitDurable(g_log->log->EndLsnOfThisThread()).ok()) std::abort();
   }
   state.SetItemsProcessed(state.iterations());
   if (state.thread_index() == 0) {

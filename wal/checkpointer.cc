@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "wal/log_format.h"
@@ -138,17 +139,23 @@ void Checkpointer::Loop() {
     (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   }
   std::unique_lock lock(mu_);
+  // After a failure, wait twice as long before the next attempt (up to a minute): a checkpoint
+  // that keeps failing (ENOSPC, a damaged segment) must not rotate and rebuild 10 times a second.
+  constexpr int64_t kMaxBackoffMs = 60'000;
+  int64_t wait_ms = options_.poll_ms;
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms), [&] { return stop_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return stop_; });
     if (stop_) break;
     lock.unlock();
     auto due = Due();
-    if (due.ok() && *due) (void)RunOnce();  // counted in stats_; retried at the next poll
+    bool failed = !due.ok();
+    if (due.ok() && *due) failed = !RunOnce().ok();  // counted in stats_
     lock.lock();
     if (!due.ok()) {
       ++stats_.failures;
       stats_.last_error = due.status();
     }
+    wait_ms = failed ? std::min(kMaxBackoffMs, 2 * wait_ms) : options_.poll_ms;
   }
 }
 

@@ -91,7 +91,8 @@ class Checkpointer {
   Result<CheckpointResult> RunOnce(const CheckpointHook& hook = nullptr);
 
   // Starts the background thread: every poll_ms, RunOnce when Due. A failed checkpoint is
-  // counted and retried at the next poll; it never affects the log.
+  // counted and retried after a backoff that doubles per failure (up to 60 s); its temp file
+  // is removed.
   void Start();
   void Stop();
 

@@ -17,6 +17,7 @@
 #include "wal/group_commit_log.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
@@ -38,7 +39,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kNotLogged = std::numeric_limits<uint64_t>::max();
 
-thread_local uint64_t t_end_lsn = 0;
+// The end LSN of the last append of this thread, and the log it went to (logs are numbered, so
+// a log opened later never sees an earlier log's value, even at the same address).
+struct ThreadEnd {
+  uint64_t log_id = 0;
+  uint64_t end_lsn = 0;
+};
+thread_local ThreadEnd t_end;
+std::atomic<uint64_t> g_next_log_id{1};
 
 constexpr const char* kWriteFailed = "wal: write failed; the log is read-only until restart";
 constexpr const char* kSyncFailed = "wal: fdatasync failed; the log is read-only until restart";
@@ -52,6 +60,7 @@ constexpr const char* kNeverAppended = "wal: waited for an effect that was not l
 }  // namespace
 
 struct GroupCommitLog::Impl {
+  const uint64_t id = g_next_log_id.fetch_add(1);  // for EndLsnOfThisThread
   FileSystem* fs = nullptr;
   std::string dir;
   LogOptions options;
@@ -224,7 +233,7 @@ void GroupCommitLog::Impl::Fail(std::unique_lock<std::mutex>& lock, const char* 
   std::fprintf(stderr,
                "\n*** sundial: WRITE-AHEAD LOG FAILED in %s (segment %llu): %s: %.*s\n"
                "*** %s. Writes are refused; reads go on. Nothing is retried.\n\n",
-               dir.c_str(), static_cast<unsigned long long>(segment_number),
+               dir.c_str(), static_cast<unsigned long long>(stats.segment_number),
                std::string(CodeName(cause.code())).c_str(), static_cast<int>(cause.detail().size()),
                cause.detail().data(), detail);
   std::fflush(stderr);
@@ -386,17 +395,18 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
   const size_t length = scratch.size() - kRecordHeaderBytes;
   Impl& d = *impl_;
   std::unique_lock lock(d.mu);
+  t_end.log_id = d.id;
   if (!d.failure.ok() || d.closing) {
-    t_end_lsn = kNotLogged;
+    t_end.end_lsn = kNotLogged;
   } else if (length > kMaxRecordBytes) {
-    t_end_lsn = kNotLogged;
+    t_end.end_lsn = kNotLogged;
     d.Fail(lock, kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"));
   } else {
     for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     scratch[4] = static_cast<char>(RecordType::kEffect);
     const bool wake = d.pending.empty();
     d.pending.append(scratch);
-    t_end_lsn = ++d.next_lsn;
+    t_end.end_lsn = ++d.next_lsn;
     ++d.stats.records;
     lock.unlock();
     if (wake) d.work_cv.notify_one();
@@ -404,7 +414,9 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
   if (scratch.capacity() > (1u << 20)) std::string().swap(scratch);
 }
 
-uint64_t GroupCommitLog::EndLsnOfThisThread() { return t_end_lsn; }
+uint64_t GroupCommitLog::EndLsnOfThisThread() const {
+  return t_end.log_id == impl_->id ? t_end.end_lsn : 0;
+}
 
 void GroupCommitLog::WhenDurable(uint64_t end_lsn, Done done) {
   Impl& d = *impl_;

@@ -67,9 +67,9 @@ class GroupCommitLog final : public EffectSink {
   // EffectSink: encodes and queues the effect with the next LSN. After failure, effects are
   // dropped (the failure is reported to every waiter).
   void OnEffect(const Effect& effect) override;
-  // One past the LSN of the last effect this thread appended (0 if none yet): the `end_lsn` to
-  // wait for. The server reads it after an engine operation.
-  static uint64_t EndLsnOfThisThread();
+  // One past the LSN of the last effect this thread appended to this log (0 if none yet): the
+  // `end_lsn` to wait for. The server reads it after an engine operation.
+  uint64_t EndLsnOfThisThread() const;
 
   // Calls `done` when every record with LSN < end_lsn is durable under the policy, or with
   // UNAVAILABLE if the log failed first: on the log thread, or at once on the caller's thread

@@ -70,6 +70,14 @@ class Recovery {
         if (Status s = Remove(name); !s.ok()) return s;
         report_.removed_files.push_back(name);
       }
+      // Records replayed from the page cache (written, never synced before a kill -9) and a cut
+      // tail become durable before the log acknowledges anything on top of them.
+      if (last_kept_) {
+        auto file = fs_->NewAppendableFile(Path(SegmentFileName(*last_kept_)));
+        if (!file.ok()) return file.status();
+        if (Status s = (*file)->Sync(); !s.ok()) return s;
+        if (Status s = (*file)->Close(); !s.ok()) return s;
+      }
       if (changed_dir_) {
         if (Status s = fs_->SyncDir(dir_); !s.ok()) return s;
       }
@@ -151,6 +159,33 @@ class Recovery {
     return Status::Ok();
   }
 
+  // True when segments_[i] holds only records below `lsn`: the next segment starts at or
+  // below it.
+  bool WhollyCovered(size_t i, uint64_t lsn) {
+    if (i + 1 >= segments_.size()) return false;
+    auto file = fs_->NewSequentialFile(Path(segments_[i + 1].second));
+    if (!file.ok()) return false;
+    LogReader::Options reader_options;
+    reader_options.last_file = false;
+    reader_options.expected_file_number = segments_[i + 1].first;
+    LogReader next(std::move(*file), segments_[i + 1].second, nullptr, reader_options);
+    return next.ReadHeader() && next.header().lsn <= lsn;
+  }
+
+  // Repair of damage in segments_[i] below the snapshot: removes it and the earlier segments.
+  Status DropCovered(size_t i, const Corruption& damage) {
+    report_.damage = damage;
+    report_.damage->reason += " (in records the snapshot holds: nothing lost)";
+    for (size_t j = 0; j <= i; ++j) {
+      const std::string& name = segments_[j].second;
+      if (!fs_->FileExists(Path(name))) continue;
+      if (Status s = Remove(name); !s.ok()) return s;
+      report_.removed_files.push_back(name);
+    }
+    obsolete_.clear();
+    return Status::Ok();
+  }
+
   Status ReplaySegments() {
     const uint64_t start_lsn = next_lsn_;
     std::optional<uint64_t> prev_number, prev_end;
@@ -215,8 +250,18 @@ class Recovery {
       if (!reader.status().ok()) return reader.status();
       report_.bytes_read += reader.valid_bytes();
       if (const auto& damage = reader.damage()) {
-        if (damage->kind != DamageKind::kTornTail || !last)
+        if (options_.repair && !read_only_ && WhollyCovered(i, start_lsn)) {
+          // Damage in records the snapshot already holds: this segment and every earlier one
+          // are obsolete; nothing is lost. Go on with the next segment.
+          if (Status s = DropCovered(i, *damage); !s.ok()) return s;
+          prev_number.reset();
+          prev_end.reset();
+          last_kept_.reset();
+          continue;
+        }
+        if (damage->kind != DamageKind::kTornTail || !last) {
           return SegmentDamaged(i, *damage, &stop);
+        }
         auto size = fs_->FileSize(Path(name));
         if (!size.ok()) return size.status();
         report_.torn_tail = *damage;

@@ -41,8 +41,11 @@ class KeepFirst final : public CorruptionReporter {
 
 }  // namespace
 
-Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const Engine& engine,
-                                   uint64_t covered_lsn, const SnapshotHook& hook) {
+namespace {
+
+Result<SnapshotInfo> WriteSnapshotFiles(FileSystem* fs, const std::string& dir,
+                                        const Engine& engine, uint64_t covered_lsn,
+                                        const SnapshotHook& hook, bool* remove_temp) {
   SnapshotInfo info;
   info.file = SnapshotFileName(covered_lsn);
   info.covered_lsn = covered_lsn;
@@ -51,6 +54,7 @@ Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const
 
   auto file = fs->NewWritableFile(temp);
   if (!file.ok()) return file.status();
+  *remove_temp = true;
   FileHeader header;
   header.magic = kSnapshotMagic;
   header.file_number = covered_lsn;
@@ -70,12 +74,29 @@ Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const
   if (Status s = writer.Close(); !s.ok()) return s;
   info.bytes = writer.bytes_written();
   if (hook) {
-    if (Status s = hook(SnapshotStep::kTempSynced); !s.ok()) return s;
+    if (Status s = hook(SnapshotStep::kTempSynced); !s.ok()) {
+      *remove_temp = false;  // a simulated crash leaves the files as a crash would
+      return s;
+    }
   }
   if (Status s = fs->RenameFile(temp, path); !s.ok()) return s;
+  *remove_temp = false;
   if (Status s = fs->SyncDir(dir); !s.ok()) return s;
   if (hook) {
     if (Status s = hook(SnapshotStep::kRenamed); !s.ok()) return s;
+  }
+  return info;
+}
+
+}  // namespace
+
+Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const Engine& engine,
+                                   uint64_t covered_lsn, const SnapshotHook& hook) {
+  bool remove_temp = false;
+  auto info = WriteSnapshotFiles(fs, dir, engine, covered_lsn, hook, &remove_temp);
+  // A failed write leaves no temp file behind (a crash does; recovery removes those).
+  if (!info.ok() && remove_temp) {
+    (void)fs->RemoveFile(JoinPath(dir, SnapshotFileName(covered_lsn)) + std::string(kTempSuffix));
   }
   return info;
 }

@@ -269,14 +269,36 @@ TEST(CheckpointTest, AFailedLogRefusesToCheckpoint) {
   FaultInjectionFileSystem faulty(memory.get());
   LoggedEngine e;
   ASSERT_TRUE(e.Open(&faulty, kDir).ok());
+  faulty.FailNextSyncWithIoError();  // before the append: its group's sync is the next one
   ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("a")})[0].ok());
-  faulty.FailNextSyncWithIoError();
   EXPECT_FALSE(e.Sync().ok());
   Checkpointer checkpointer(&faulty, kDir, e.log.get(), SmallCheckpoints());
   auto result = checkpointer.RunOnce();
   EXPECT_EQ(result.status().code(), Code::kUnavailable);
   EXPECT_EQ(checkpointer.stats().failures, 1u);
   EXPECT_TRUE(SnapshotNames(memory.get(), kDir).empty());
+}
+
+TEST(CheckpointTest, AFailedSnapshotWriteLeavesNoTempFile) {
+  auto memory = NewMemoryFileSystem();
+  FaultInjectionFileSystem faulty(memory.get());
+  LoggedEngine e;
+  ASSERT_TRUE(e.Open(&faulty, kDir).ok());
+  RandomOps workload(12);
+  workload.Setup(*e.engine);
+  workload.Run(*e.engine, e.clock, 200);
+  ASSERT_TRUE(e.Sync().ok());
+  Checkpointer checkpointer(&faulty, kDir, e.log.get(), SmallCheckpoints());
+  auto result = checkpointer.RunOnce([&](CheckpointStep step) {
+    // The log is idle now: the next append is the snapshot's.
+    if (step == CheckpointStep::kRotated) faulty.FailNextAppendWithNoSpace();
+    return Status::Ok();
+  });
+  EXPECT_EQ(result.status().code(), Code::kResourceExhausted);
+  auto names = memory->ListDir(kDir);
+  for (const auto& n : *names) EXPECT_EQ(n.find(".tmp"), std::string::npos) << n;
+  EXPECT_TRUE(SnapshotNames(memory.get(), kDir).empty());
+  EXPECT_TRUE(e.log->failure().ok());  // a failed checkpoint does not touch the log
 }
 
 }  // namespace

@@ -163,14 +163,14 @@ Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, Ef
   Checkpointer checkpointer(fs, dir, log->get(), ChildCheckpointOptions());
   checkpointer.Start();
   CreateQueues(live);
-  if (!(*log)->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) _exit(7);
+  if (!(*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok()) _exit(7);
   WriteAll(fd, "R\n");  // ready
   Workload workload(round);
   for (uint64_t i = 0;; ++i) {
     clock.Advance(1);
     Ack ack;
     workload.Step(live, i, &ack);
-    if (!(*log)->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) _exit(8);
+    if (!(*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok()) _exit(8);
     std::string line = std::to_string(i) + " " + (ack.kind ? std::string(1, ack.kind) : "-") + " " +
                        ack.queue + " " + ack.id + "\n";
     WriteAll(fd, line);

@@ -100,7 +100,7 @@ TEST(GroupCommitConcurrencyTest, ConcurrentWritersAreLoggedOnceInOrderAndShareSy
       for (uint64_t i = 0; i < kPerWriter; ++i) {
         WriterEffect e(w, i);
         log->OnEffect(e.effect);
-        const uint64_t end = GroupCommitLog::EndLsnOfThisThread();
+        const uint64_t end = log->EndLsnOfThisThread();
         if (end <= last_end) failures.fetch_add(1);  // LSNs grow within a thread
         last_end = end;
         if (!log->WaitDurable(end).ok()) failures.fetch_add(1);
@@ -154,7 +154,7 @@ TEST(GroupCommitConcurrencyTest, FlushAndRotateRacingWithWritersKeepTheLogConsis
       for (uint64_t i = 0; i < kPerWriter; ++i) {
         WriterEffect e(w, i);
         log->OnEffect(e.effect);
-        log->WhenDurable(GroupCommitLog::EndLsnOfThisThread(), [&](Status s) {
+        log->WhenDurable(log->EndLsnOfThisThread(), [&](Status s) {
           if (!s.ok()) failures.fetch_add(1);
           callbacks.fetch_add(1);
         });
@@ -198,7 +198,7 @@ TEST(CheckpointConcurrency, CheckpointsRunWhileEngineThreadsKeepWriting) {
             (void)e.engine->Complete(queue, {{(*leased)[0].id, (*leased)[0].lease_token}});
           }
         }
-        if (!e.log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok()) failures.fetch_add(1);
+        if (!e.log->WaitDurable(e.log->EndLsnOfThisThread()).ok()) failures.fetch_add(1);
       }
       running.fetch_sub(1);
     });

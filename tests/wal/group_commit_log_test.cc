@@ -212,6 +212,21 @@ std::unique_ptr<GroupCommitLog> OpenLog(FileSystem* fs, LogOptions options = {},
   return log.ok() ? std::move(log).value() : nullptr;
 }
 
+TEST(GroupCommitLogTest, EndLsnOfThisThreadBelongsToOneLog) {
+  auto fs = NewMemoryFileSystem();
+  auto first = OpenLog(fs.get(), {}, /*next_lsn=*/500, /*segment=*/1);
+  ASSERT_NE(first, nullptr);
+  first->OnEffect(SampleEffects()[0]);
+  EXPECT_EQ(first->EndLsnOfThisThread(), 501u);
+  ASSERT_TRUE(first->Close().ok());
+  // A log opened later (a restart in the same process) never sees the earlier log's LSN, which
+  // it would wait for forever (or refuse as never appended).
+  auto second = GroupCommitLog::Open(fs.get(), "other", {}, 0, 1);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ((*second)->EndLsnOfThisThread(), 0u);
+  EXPECT_TRUE((*second)->WaitDurable((*second)->EndLsnOfThisThread()).ok());
+}
+
 TEST(GroupCommitLogTest, RecordsReadBackInOrderWithConsecutiveLsns) {
   auto fs = NewMemoryFileSystem();
   auto log = OpenLog(fs.get(), {}, /*next_lsn=*/100, /*segment=*/7);
@@ -220,7 +235,7 @@ TEST(GroupCommitLogTest, RecordsReadBackInOrderWithConsecutiveLsns) {
   for (int round = 0; round < 3; ++round) {
     for (const Effect& e : samples) log->OnEffect(e);
   }
-  const uint64_t end = GroupCommitLog::EndLsnOfThisThread();
+  const uint64_t end = log->EndLsnOfThisThread();
   EXPECT_EQ(end, 100 + 3 * samples.size());
   ASSERT_TRUE(log->WaitDurable(end).ok());
   ASSERT_TRUE(log->Close().ok());
@@ -260,7 +275,7 @@ TEST(GroupCommitLogTest, WhenDurableFiresOnlyAfterTheCoveringSyncUnderAlways) {
   bool called = false;
   Status status(Code::kInternal, "not called");
   uint64_t synced_at_callback = 0;
-  log->WhenDurable(GroupCommitLog::EndLsnOfThisThread(), [&](Status s) {
+  log->WhenDurable(log->EndLsnOfThisThread(), [&](Status s) {
     const uint64_t synced = faulty.SyncedBytes(path);
     std::lock_guard lock(mu);
     status = s;
@@ -290,7 +305,7 @@ TEST(GroupCommitLogTest, WhenDurableForAnAlreadyDurableLsnCompletesOnTheCallersT
   auto log = OpenLog(fs.get());
   ASSERT_NE(log, nullptr);
   Append(log.get(), MakeEffect(1, 1));
-  const uint64_t end = GroupCommitLog::EndLsnOfThisThread();
+  const uint64_t end = log->EndLsnOfThisThread();
   ASSERT_TRUE(log->WaitDurable(end).ok());
   bool called = false;
   log->WhenDurable(end, [&](Status s) {
@@ -319,11 +334,11 @@ TEST(GroupCommitLogTest, AppendsDuringASyncShareTheNextSync) {
     ++completed;
   };
   Append(log.get(), MakeEffect(1, 0));
-  log->WhenDurable(GroupCommitLog::EndLsnOfThisThread(), count);
+  log->WhenDurable(log->EndLsnOfThisThread(), count);
   ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // the leader holds the first group at Sync
   for (uint64_t i = 1; i < 16; ++i) {
     Append(log.get(), MakeEffect(1, i));
-    log->WhenDurable(GroupCommitLog::EndLsnOfThisThread(), count);
+    log->WhenDurable(log->EndLsnOfThisThread(), count);
   }
   {
     std::lock_guard lock(mu);
@@ -425,7 +440,7 @@ TEST(GroupCommitLogTest, SegmentsRotateAtSegmentBytesAndTheirHeaderLsnsChain) {
   for (uint64_t i = 0; i < 100; ++i) {
     Append(log.get(), MakeEffect(1, i));
     if (i % 7 == 0) {
-      ASSERT_TRUE(log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).ok());
+      ASSERT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
     }
   }
   ASSERT_TRUE(log->Close().ok());
@@ -495,7 +510,7 @@ void ExpectFailedForGood(GroupCommitLog* log, ObservedFileSystem* observed, uint
   EXPECT_EQ(log->WaitDurable(failed_end).code(), Code::kUnavailable);
   EXPECT_EQ(log->failure().code(), Code::kUnavailable);
   Append(log, MakeEffect(2, 1));
-  EXPECT_EQ(log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).code(), Code::kUnavailable);
+  EXPECT_EQ(log->WaitDurable(log->EndLsnOfThisThread()).code(), Code::kUnavailable);
   EXPECT_EQ(log->WaitDurable(1).code(), Code::kUnavailable);  // even an LSN synced before
   EXPECT_EQ(log->Flush().code(), Code::kUnavailable);
   EXPECT_EQ(log->Rotate().status().code(), Code::kUnavailable);
@@ -515,7 +530,7 @@ TEST(GroupCommitLogTest, SyncErrorFailsTheGroupAndEveryLaterWriteAndIsNeverRetri
 
   faulty.FailNextSyncWithIoError();
   Append(log.get(), MakeEffect(1, 1));
-  const Status failed = log->WaitDurable(GroupCommitLog::EndLsnOfThisThread());
+  const Status failed = log->WaitDurable(log->EndLsnOfThisThread());
   EXPECT_EQ(failed.code(), Code::kUnavailable);
   EXPECT_EQ(observed.syncs(), 2);
   ExpectFailedForGood(log.get(), &observed, 2);
@@ -565,7 +580,7 @@ TEST(GroupCommitLogTest, EffectAboveTheRecordLimitFailsTheLog) {
   auto log = OpenLog(fs.get());
   ASSERT_NE(log, nullptr);
   Append(log.get(), MakeEffect(1, 0, kMaxRecordBytes + 1));
-  EXPECT_EQ(log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).code(), Code::kUnavailable);
+  EXPECT_EQ(log->WaitDurable(log->EndLsnOfThisThread()).code(), Code::kUnavailable);
   EXPECT_EQ(log->failure().code(), Code::kUnavailable);
   EXPECT_EQ(log->stats().records, 0u);
 }
@@ -580,7 +595,7 @@ TEST(GroupCommitLogTest, CloseSyncsEverythingAndLaterAppendsAreRefused) {
   ASSERT_TRUE(log->Close().ok());  // idempotent
   EXPECT_TRUE(log->WaitDurable(20).ok());
   Append(log.get(), MakeEffect(1, 20));
-  EXPECT_EQ(log->WaitDurable(GroupCommitLog::EndLsnOfThisThread()).code(), Code::kUnavailable);
+  EXPECT_EQ(log->WaitDurable(log->EndLsnOfThisThread()).code(), Code::kUnavailable);
   EXPECT_EQ(log->Rotate().status().code(), Code::kUnavailable);
   ASSERT_TRUE(faulty.SimulateCrash().ok());
   EXPECT_EQ(ReadSegments(memory.get(), "data")[0].payloads.size(), 20u);

@@ -15,6 +15,7 @@ namespace sundial::wal::test {
 namespace {
 
 const std::string kDir = "data";
+const QueueSettings kDefaultSettings;
 
 class RecoveryTest : public ::testing::Test {
  protected:
@@ -423,6 +424,79 @@ TEST_F(SnapshotRecoveryTest, ASegmentStartingAfterTheSnapshotIsAGap) {
   EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
   ASSERT_TRUE(report.damage);
   EXPECT_NE(report.damage->reason.find("LSN gap"), std::string::npos);
+}
+
+TEST_F(SnapshotRecoveryTest, RepairOfDamageBelowTheSnapshotLosesNothing) {
+  // A checkpoint that crashed after the rename left its covered segments behind.
+  LoggedEngine e;
+  LogOptions options;
+  options.segment_bytes = 8 << 10;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+  RandomOps workload(9);
+  workload.Setup(*e.engine);
+  workload.Run(*e.engine, e.clock, 2'000);
+  ASSERT_TRUE(e.Sync().ok());
+  CheckpointOptions checkpoint;
+  checkpoint.engine_options = TestEngineOptions();
+  Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+  auto crashed = checkpointer.RunOnce([](CheckpointStep step) {
+    return step == CheckpointStep::kSnapshotRenamed ? Status(Code::kInternal, "test: crash")
+                                                    : Status::Ok();
+  });
+  ASSERT_FALSE(crashed.ok());
+  workload.Run(*e.engine, e.clock, 500);
+  ASSERT_TRUE(e.Sync().ok());
+  const uint64_t digest = e.engine->Digest();
+  e.log.reset();
+  const auto names = SegmentNames(fs_.get(), kDir);
+  ASSERT_GE(names.size(), 4u);
+  // Bit rot in the second segment, which the snapshot covers.
+  const std::string second = SegmentPath(1);
+  std::string bytes = Contents(second);
+  FlipByte(&bytes, RecordOffsets(second)[2] + kRecordHeaderBytes);
+  Overwrite(second, bytes);
+
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);  // still reported without repair
+  RecoveryOptions repair;
+  repair.repair = true;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report, repair), digest);
+  ASSERT_TRUE(report.damage);
+  EXPECT_NE(report.damage->reason.find("nothing lost"), std::string::npos);
+  EXPECT_TRUE(report.dropped_files.empty());
+  EXPECT_FALSE(fs_->FileExists(second));
+  // The next start needs no repair and has everything.
+  RecoveryReport after;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &after), digest);
+  EXPECT_FALSE(after.damage);
+}
+
+TEST(RecoverySyncTest, RecordsReplayedFromThePageCacheAreMadeDurable) {
+  // A kill -9 after the write and before the fdatasync: the bytes are in the file (the page
+  // cache) but not durable. Recovery replays them, so it must make them durable before the
+  // log builds on them: a power loss afterwards must not take them away.
+  auto memory = NewMemoryFileSystem();
+  FaultInjectionFileSystem faulty(memory.get());
+  ASSERT_TRUE(faulty.CreateDir(kDir).ok());
+  {
+    FileHeader header;
+    header.file_number = 1;
+    auto file = faulty.NewWritableFile(JoinPath(kDir, SegmentFileName(1)));
+    ASSERT_TRUE(file.ok());
+    LogWriter writer(std::move(*file), header);
+    ASSERT_TRUE(writer.WriteHeader().ok());
+    Effect created = SampleEffects()[0];
+    created.queue = "jobs";
+    created.settings = &kDefaultSettings;
+    ASSERT_TRUE(writer.AddEffect(created).ok());
+    ASSERT_TRUE(writer.Flush().ok());  // written, never synced
+  }
+  ASSERT_EQ(faulty.SyncedBytes(JoinPath(kDir, SegmentFileName(1))), 0u);
+  RecoveryReport report;
+  const uint64_t digest = RecoveredDigest(&faulty, kDir, &report);
+  EXPECT_EQ(report.next_lsn, 1u);
+  ASSERT_TRUE(faulty.SimulateCrash().ok());  // power loss right after recovery
+  EXPECT_EQ(RecoveredDigest(memory.get(), kDir), digest);
 }
 
 }  // namespace
