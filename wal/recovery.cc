@@ -188,7 +188,9 @@ class Recovery {
 
   Status ReplaySegments() {
     const uint64_t start_lsn = next_lsn_;
-    std::optional<uint64_t> prev_number, prev_end;
+    // The previous segment read (plain values: GCC 12 -O2 misreports optionals here).
+    bool have_prev = false;
+    uint64_t prev_number = 0, prev_end = 0;
     DecodedEffect decoded;
     for (size_t i = 0; i < segments_.size(); ++i) {
       if (read_only_ && next_lsn_ >= *options_.end_lsn) break;
@@ -219,13 +221,13 @@ class Recovery {
         return SegmentDamaged(i, damage, &stop);
       }
       const FileHeader& header = reader.header();
-      if (prev_number && number != *prev_number + 1) {
-        return damaged(0, "missing segment " + SegmentFileName(*prev_number + 1));
+      if (have_prev && number != prev_number + 1) {
+        return damaged(0, "missing segment " + SegmentFileName(prev_number + 1));
       }
-      if (prev_end && header.lsn != *prev_end) {
+      if (have_prev && header.lsn != prev_end) {
         return damaged(0, "first LSN " + std::to_string(header.lsn) +
                               " does not continue the previous segment, which ends at " +
-                              std::to_string(*prev_end));
+                              std::to_string(prev_end));
       }
       if (header.lsn > next_lsn_) {
         return damaged(0, "LSN gap: the segment starts at " + std::to_string(header.lsn) +
@@ -254,8 +256,7 @@ class Recovery {
           // Damage in records the snapshot already holds: this segment and every earlier one
           // are obsolete; nothing is lost. Go on with the next segment.
           if (Status s = DropCovered(i, *damage); !s.ok()) return s;
-          prev_number.reset();
-          prev_end.reset();
+          have_prev = false;
           last_kept_.reset();
           continue;
         }
@@ -271,6 +272,7 @@ class Recovery {
       }
       if (stop) break;
       last_kept_ = number;
+      have_prev = true;
       prev_number = number;
       prev_end = reader.next_lsn();
       if (reader.next_lsn() <= start_lsn && !last) {
