@@ -5,6 +5,8 @@
 // that
 //  - every acknowledged enqueue is present, every acknowledged complete is completed and every
 //    acknowledged cancel is canceled;
+//  - the engine issue's reference model (tests/engine/model.h), driven with the same operations
+//    across all rounds, holds the same queues, counts and messages as the recovered engine;
 //  - the recovered state is exactly the state after the acknowledged operations, or after one
 //    more (the operation in flight may have reached the disk before its acknowledgement): the
 //    workload is deterministic (fixed seeds, a manual clock moving 1 ms per operation, at most one
@@ -28,12 +30,15 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "tests/engine/model.h"
 #include "wal/checkpointer.h"
 #include "wal/group_commit_log.h"
 #include "wal/recovery.h"
 
 namespace sundial::wal {
 namespace {
+
+using sundial::model::Model;
 
 constexpr int kQueues = 3;
 constexpr TimeMs kRoundTimeStep = 1'000'000'000;  // each round starts this much later
@@ -59,8 +64,10 @@ class Workload {
  public:
   explicit Workload(int round) : round_(round), rng_(1000 + round) {}
 
-  // Runs step `i` on `engine` at clock time; fills *ack when a tracked mutation succeeded.
-  void Step(Engine& engine, uint64_t i, Ack* ack) {
+  // Runs step `i` on `engine` at clock time; fills *ack when a tracked mutation succeeded. With
+  // a `model` (the engine issue's reference model, tests/engine/model.h), runs the same step on
+  // it, with the engine's lease tokens and backoff, and expects the same answer.
+  void Step(Engine& engine, uint64_t i, Ack* ack, Model* model = nullptr) {
     ack->kind = 0;
     int q = static_cast<int>(rng_() % kQueues);
     std::string queue = QueueName(q);
@@ -73,9 +80,20 @@ class Workload {
       item.metadata = {{"tenant", "t" + std::to_string(rng_() % 4)}};
       auto r = engine.Enqueue(queue, {item});
       if (r[0].ok()) *ack = {'E', queue, item.id};
+      if (model) {
+        EXPECT_EQ(model->Enqueue(queue, {item})[0].ok(), r[0].ok()) << item.id;
+      }
     } else if (op < 75) {
       auto r = engine.Dequeue(queue, {});
       if (r.ok() && !r->empty()) leases_.push_back({queue, (*r)[0].id, (*r)[0].lease_token});
+      if (model) {
+        std::vector<uint64_t> tokens;
+        if (r.ok()) {
+          for (const auto& m : *r) tokens.push_back(m.lease_token);
+        }
+        auto m = model->Dequeue(queue, {}, tokens);
+        EXPECT_EQ(m.ok() ? m->size() : 99, r.ok() ? r->size() : 99) << "dequeue step " << i;
+      }
     } else if (op < 90) {
       if (leases_.empty()) return;
       size_t k = rng_() % leases_.size();
@@ -83,18 +101,31 @@ class Workload {
       leases_.erase(leases_.begin() + static_cast<long>(k));
       auto r = engine.Complete(lease.queue, {{lease.id, lease.token}});
       if (r[0].ok()) *ack = {'C', lease.queue, lease.id};
+      if (model) {
+        EXPECT_EQ(model->Complete(lease.queue, {{lease.id, lease.token}})[0].code(), r[0].code());
+      }
     } else if (op < 95) {
       if (leases_.empty()) return;
       size_t k = rng_() % leases_.size();
       Lease lease = leases_[k];
       leases_.erase(leases_.begin() + static_cast<long>(k));
-      (void)engine.Fail(
-          lease.queue,
-          {.id = lease.id, .lease_token = lease.token, .error = "x", .retry_delay_ms = {}});
+      const FailRequest request{
+          .id = lease.id, .lease_token = lease.token, .error = "x", .retry_delay_ms = {}};
+      const TimeMs now = engine.clock().NowMs();
+      auto r = engine.Fail(lease.queue, request);
+      if (model) {
+        auto m = model->Fail(lease.queue, request, [&](int64_t lo, int64_t) {
+          return r.ok() && r->state == MessageState::kInvisible ? r->visible_at - now : lo;
+        });
+        EXPECT_EQ(m.status().code(), r.status().code());
+      }
     } else {
       std::string id = "r" + std::to_string(round_) + "-" + std::to_string(rng_() % (i + 1));
       auto r = engine.Cancel(queue, {id});
       if (r[0].ok()) *ack = {'X', queue, id};
+      if (model) {
+        EXPECT_EQ(model->Cancel(queue, {id})[0].code(), r[0].code());
+      }
     }
   }
 
@@ -111,8 +142,35 @@ class Workload {
 TimeMs RoundStart(int round) { return 1'700'000'000'000 + round * kRoundTimeStep; }
 
 // Creates the queues (no effect when they exist) so that every workload step makes at most one.
-void CreateQueues(Engine& engine) {
+template <typename EngineOrModel>
+void CreateQueues(EngineOrModel& engine) {
   for (int q = 0; q < kQueues; ++q) (void)engine.CreateQueue(QueueName(q), {});
+}
+
+// The reference model and the recovered engine hold the same queues and messages. Adds the
+// number of messages compared to *compared.
+void ExpectSameAsModel(const Model& model, const Engine& engine, int round, uint64_t* compared) {
+  for (const Model::Queue& q : model.queues()) {
+    auto info = engine.GetQueue(q.name);
+    ASSERT_TRUE(info.ok()) << "round " << round << ": queue " << q.name;
+    EXPECT_TRUE(info->counts == model.GetQueue(q.name)->counts) << "round " << round;
+    for (const Model::Message& m : q.messages) {
+      const MessageRecord& e = m.record;
+      auto got = engine.Get(q.name, e.id);
+      ASSERT_TRUE(got.ok()) << "round " << round << ": " << e.id << " missing";
+      EXPECT_EQ(got->state, e.state) << e.id;
+      EXPECT_EQ(got->attempts, e.attempts) << e.id;
+      EXPECT_EQ(got->priority, e.priority) << e.id;
+      EXPECT_EQ(got->version, e.version) << e.id;
+      EXPECT_EQ(got->lease_token, e.lease_token) << e.id;
+      EXPECT_EQ(got->visible_at, e.visible_at) << e.id;
+      EXPECT_EQ(got->lease_expires_at, e.lease_expires_at) << e.id;
+      EXPECT_EQ(got->payload, e.payload) << e.id;
+      EXPECT_EQ(got->last_error, e.last_error) << e.id;
+      ++*compared;
+    }
+  }
+  EXPECT_EQ(engine.ListQueues().size(), model.queues().size()) << "round " << round;
 }
 
 void WriteAll(int fd, const std::string& s) {
@@ -208,6 +266,10 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
   auto expected = std::make_unique<Engine>(EngineOptions(), &parent_clock, nullptr);
   std::set<std::pair<std::string, std::string>> enqueued, completed, canceled;
   int rounds_with_snapshot = 0;
+  // The reference model follows the recovered history across rounds, on the replay's clock.
+  ManualClock replay_clock;
+  Model model({}, &replay_clock);
+  uint64_t compared_with_model = 0;
   const int rounds = Rounds();
   for (int round = 0; round < rounds; ++round) {
     int fds[2];
@@ -285,31 +347,37 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
       ASSERT_TRUE(m.ok() && m->state == MessageState::kCanceled) << "round " << round << ": " << id;
     }
 
-    // Re-execute the round in memory: the recovered state is the one after acked_steps steps,
-    // or after one more.
-    ManualClock replay_clock(RoundStart(round));
+    // Re-execute the round in memory, on the engine and on the reference model: the recovered
+    // state is the one after acked_steps steps, or after one more.
+    replay_clock.Set(RoundStart(round));
     auto replay = Clone(*expected, &replay_clock);
     CreateQueues(*replay);
+    CreateQueues(model);
     Workload workload(round);
     Ack ignored;
     for (uint64_t i = 0; i < acked_steps; ++i) {
       replay_clock.Advance(1);
-      workload.Step(*replay, i, &ignored);
+      workload.Step(*replay, i, &ignored, &model);
     }
     uint64_t digest_acked = replay->Digest();
+    Model model_in_flight = model;
     replay_clock.Advance(1);
-    workload.Step(*replay, acked_steps, &ignored);
+    workload.Step(*replay, acked_steps, &ignored, &model_in_flight);
     uint64_t digest_in_flight = replay->Digest();
     uint64_t got = recovered->Digest();
     ASSERT_TRUE(got == digest_acked || got == digest_in_flight)
         << "round " << round << ": recovered state is neither the acknowledged state nor the "
         << "one with the operation in flight (acked steps " << acked_steps << ")";
+    if (got != digest_acked) model = model_in_flight;
+    ExpectSameAsModel(model, *recovered, round, &compared_with_model);
+    if (HasFatalFailure()) return;
     expected = Clone(*recovered, &parent_clock);
   }
   std::filesystem::remove_all(dir);
   EXPECT_GT(enqueued.size(), 0u);
   EXPECT_GT(completed.size(), 0u);
   EXPECT_GT(rounds_with_snapshot, 0);  // checkpoints ran in the child and were recovered from
+  EXPECT_GT(compared_with_model, 100u);
 }
 
 }  // namespace
