@@ -1,0 +1,113 @@
+#include "server/options.h"
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+namespace sundial::server {
+namespace {
+
+// SUNDIAL_ + the long flag name in upper case with '-' as '_': --http-port -> SUNDIAL_HTTP_PORT.
+std::string EnvName(const std::string& flag) {
+  std::string out = "SUNDIAL_";
+  for (char c : flag) out += c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
+}
+
+bool GivenOnCommandLine(const std::vector<std::string>& args, const std::string& flag) {
+  const std::string dashed = "--" + flag;
+  return std::any_of(args.begin(), args.end(), [&](const std::string& a) {
+    return a == dashed || a.rfind(dashed + "=", 0) == 0;
+  });
+}
+
+}  // namespace
+
+ParseResult ParseOptions(int argc, const char* const* argv) {
+  ParseResult result;
+  Options& o = result.options;
+  CLI::App app{"sundiald: the Sundial priority queue server", "sundiald"};
+  app.set_config("--config", "", "TOML/INI file with any of these settings (flags win)");
+
+  app.add_option("--data-dir", o.data_dir, "directory of the WAL and snapshots")
+      ->capture_default_str();
+  app.add_option("--bind", o.bind, "address to listen on (beyond loopback needs a token)")
+      ->capture_default_str();
+  app.add_option("--port", o.port, "binary TCP port")->capture_default_str();
+  app.add_option("--http-port", o.http_port, "HTTP / WebSocket port")->capture_default_str();
+  app.add_option("--io-threads", o.io_threads, "I/O threads (0: one per core)")
+      ->capture_default_str();
+  app.add_option("--fsync", o.fsync, "always | interval:MS | never")->capture_default_str();
+  app.add_option("--segment-bytes", o.log.segment_bytes, "rotate WAL segments past this size")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 34));
+  app.add_flag("--wal-repair", o.wal_repair,
+               "start even on a damaged log: cut it at the first bad record");
+  app.add_option("--checkpoint-bytes", o.checkpoint.min_log_bytes,
+                 "checkpoint once segments hold this many bytes...")
+      ->capture_default_str();
+  app.add_option("--checkpoint-growth", o.checkpoint.growth_percent,
+                 "...and this percent of the last snapshot")
+      ->capture_default_str();
+  app.add_option("--checkpoint-segments", o.checkpoint.max_segments,
+                 "or once there are this many segments")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, 1u << 20));
+  app.add_option("--max-frame-bytes", o.max_frame_bytes, "largest request frame")
+      ->capture_default_str()
+      ->check(CLI::Range(1u << 10, 1u << 30));
+  app.add_option("--max-connections", o.max_connections)->capture_default_str();
+  app.add_option("--max-inflight", o.max_inflight, "requests in flight per connection")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--max-output-bytes", o.max_output_bytes,
+                 "unsent reply bytes per connection before it is dropped")
+      ->capture_default_str();
+  app.add_option("--handshake-timeout-ms", o.handshake_timeout_ms)->capture_default_str();
+  app.add_option("--idle-timeout-ms", o.idle_timeout_ms)->capture_default_str();
+  app.add_option("--memory-budget-bytes", o.memory_budget_bytes, "0: unlimited")
+      ->capture_default_str();
+  app.add_option("--shards", o.shards, "engine lock shards")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1024}));
+  app.add_option("--auth-token-file", o.auth_token_file, "file holding the shared token");
+  app.add_option("--allowed-origins", o.allowed_origins, "WebSocket Origin values accepted")
+      ->delimiter(',');
+  app.add_flag("--insecure-bind", o.insecure_bind, "allow --bind beyond loopback without a token");
+
+  // Environment variables for the flags not given on the command line: inserted as flags
+  // before the command line's, so the config file (applied to what is still unset) comes last.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> from_env;
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_single_name();
+    if (name.empty() || name == "help" || name == "config") continue;
+    const char* value = std::getenv(EnvName(name).c_str());
+    if (value == nullptr || GivenOnCommandLine(args, name)) continue;
+    from_env.push_back("--" + name + "=" + value);
+  }
+  // CLI11 takes a reversed argument vector.
+  std::vector<std::string> all = from_env;
+  all.insert(all.end(), args.begin(), args.end());
+  std::reverse(all.begin(), all.end());
+  try {
+    app.parse(all);
+  } catch (const CLI::ParseError& e) {
+    result.exit_code = e.get_exit_code() == 0 ? 0 : 2;
+    result.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
+    return result;
+  }
+  o.bind_given = app.count("--bind") > 0 || GivenOnCommandLine(args, "bind");
+  auto policy = wal::ParseFsyncPolicy(o.fsync, o.log);
+  if (!policy.ok()) {
+    result.exit_code = 2;
+    result.message = "--fsync: " + std::string(policy.status().detail());
+    return result;
+  }
+  o.log = *policy;
+  return result;
+}
+
+}  // namespace sundial::server

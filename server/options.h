@@ -1,0 +1,55 @@
+// sundiald's settings (SPEC §5; the server issue's settings item): every setting is a flag, a
+// SUNDIAL_* environment variable and a key of an optional config file (TOML or INI, CLI11's
+// format, given with --config). Flags win over the environment, the environment over the file.
+// docs/server.md lists every setting.
+//
+// Thread safety: ParseOptions is a pure function of its arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "wal/checkpointer.h"
+#include "wal/group_commit_log.h"
+
+namespace sundial::server {
+
+struct Options {
+  std::string data_dir = "./data";
+  std::string bind = "127.0.0.1";
+  bool bind_given = false;  // --bind was set explicitly (SPEC §5: loopback only otherwise)
+  uint16_t port = 7400;
+  uint16_t http_port = 7401;
+  unsigned io_threads = 0;  // 0: one per core
+
+  std::string fsync = "always";  // always | interval:MS | never
+  wal::LogOptions log;           // parsed from `fsync`, plus segment_bytes
+  bool wal_repair = false;
+  wal::CheckpointOptions checkpoint;
+
+  uint32_t max_frame_bytes = 16u << 20;
+  uint32_t max_connections = 10'000;
+  uint32_t max_inflight = 1'024;            // requests in flight per connection (reading pauses)
+  uint64_t max_output_bytes = 64ull << 20;  // per connection; a client that never reads is dropped
+  uint32_t handshake_timeout_ms = 10'000;
+  uint32_t idle_timeout_ms = 300'000;
+  uint64_t memory_budget_bytes = 0;  // 0: unlimited
+  size_t shards = 16;
+
+  std::string auth_token_file;
+  std::vector<std::string> allowed_origins;
+  bool insecure_bind = false;
+};
+
+struct ParseResult {
+  Options options;
+  int exit_code = -1;   // >= 0: stop with this code (after --help: 0; a usage error: 2)
+  std::string message;  // help text or the usage error
+};
+
+// Parses flags, then SUNDIAL_<FLAG_NAME> variables from `getenv` for flags not given, then the
+// --config file for what is still unset.
+ParseResult ParseOptions(int argc, const char* const* argv);
+
+}  // namespace sundial::server

@@ -1,0 +1,108 @@
+// sundiald's settings: defaults, flags, SUNDIAL_* variables and a config file, with flags over
+// the environment over the file; bad values are usage errors (exit 2) naming the setting.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "server/options.h"
+
+namespace sundial::server {
+namespace {
+
+ParseResult Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "sundiald");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return ParseOptions(static_cast<int>(argv.size()), argv.data());
+}
+
+class OptionsTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const char* name :
+         {"SUNDIAL_PORT", "SUNDIAL_FSYNC", "SUNDIAL_DATA_DIR", "SUNDIAL_WAL_REPAIR"}) {
+      unsetenv(name);
+    }
+    std::filesystem::remove(config_);
+  }
+  std::string WriteConfig(const std::string& text) {
+    std::ofstream(config_) << text;
+    return config_;
+  }
+  std::string config_ = (std::filesystem::temp_directory_path() /
+                         ("sundiald-options-" + std::to_string(getpid()) + ".toml"))
+                            .string();
+};
+
+TEST_F(OptionsTest, DefaultsAreTheSpecs) {
+  ParseResult r = Parse({});
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.data_dir, "./data");
+  EXPECT_EQ(r.options.port, 7400);
+  EXPECT_EQ(r.options.http_port, 7401);
+  EXPECT_EQ(r.options.bind, "127.0.0.1");
+  EXPECT_FALSE(r.options.bind_given);
+  EXPECT_EQ(r.options.log.policy, wal::FsyncPolicy::kAlways);
+  EXPECT_FALSE(r.options.wal_repair);
+}
+
+TEST_F(OptionsTest, FlagsAreParsed) {
+  ParseResult r = Parse({"--port", "9000", "--fsync=interval:50", "--wal-repair", "--bind",
+                         "0.0.0.0", "--allowed-origins", "https://a.example,https://b.example"});
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.port, 9000);
+  EXPECT_EQ(r.options.log.policy, wal::FsyncPolicy::kInterval);
+  EXPECT_EQ(r.options.log.interval_ms, 50);
+  EXPECT_TRUE(r.options.wal_repair);
+  EXPECT_TRUE(r.options.bind_given);
+  EXPECT_EQ(r.options.allowed_origins,
+            (std::vector<std::string>{"https://a.example", "https://b.example"}));
+}
+
+TEST_F(OptionsTest, FlagsWinOverTheEnvironmentWhichWinsOverTheFile) {
+  const std::string file =
+      WriteConfig("port = 7600\ndata-dir = \"/from/file\"\nfsync = \"never\"\n");
+  setenv("SUNDIAL_PORT", "7700", 1);
+  setenv("SUNDIAL_DATA_DIR", "/from/env", 1);
+  ParseResult r = Parse({"--config", file, "--port", "7800"});
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.port, 7800);                            // flag
+  EXPECT_EQ(r.options.data_dir, "/from/env");                 // environment over file
+  EXPECT_EQ(r.options.log.policy, wal::FsyncPolicy::kNever);  // file only
+  setenv("SUNDIAL_WAL_REPAIR", "true", 1);
+  EXPECT_TRUE(Parse({}).options.wal_repair);
+}
+
+TEST_F(OptionsTest, BadValuesAreUsageErrorsNamingTheSetting) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--port", "70000"},
+           {"--port", "abc"},
+           {"--fsync", "sometimes"},
+           {"--no-such-flag"},
+           {"--max-frame-bytes", "1"},
+       }) {
+    ParseResult r = Parse(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0];
+    EXPECT_FALSE(r.message.empty()) << args[0];
+  }
+  EXPECT_NE(Parse({"--fsync", "sometimes"}).message.find("fsync"), std::string::npos);
+  setenv("SUNDIAL_FSYNC", "bogus", 1);
+  EXPECT_EQ(Parse({}).exit_code, 2);
+}
+
+TEST_F(OptionsTest, HelpExitsZeroWithEveryFlag) {
+  ParseResult r = Parse({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--data-dir", "--port", "--http-port", "--bind", "--fsync",
+                           "--wal-repair", "--checkpoint-bytes", "--auth-token-file",
+                           "--allowed-origins", "--insecure-bind", "--max-frame-bytes"}) {
+    EXPECT_NE(r.message.find(flag), std::string::npos) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace sundial::server
