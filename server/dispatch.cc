@@ -74,9 +74,7 @@ class Reply {
   fb::FlatBufferBuilder& b() { return b_; }
 
   std::string Error(Status status) {
-    auto error = p::CreateErrorDirect(b_, static_cast<p::Code>(status.code()),
-                                      std::string(status.detail()).c_str());
-    return Finish(p::CreateResponse(b_, request_id_, error, lsn_));
+    return Finish(p::CreateResponse(b_, request_id_, ItemError(status), lsn_));
   }
   template <typename T>
   std::string Ok(p::Result type, fb::Offset<T> result) {

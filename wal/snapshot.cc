@@ -31,18 +31,6 @@ Status Damaged(std::optional<Corruption>* damage, const std::string& file, uint6
   return Status(Code::kInternal, "wal: damaged snapshot");
 }
 
-class KeepFirst final : public CorruptionReporter {
- public:
-  void Report(const Corruption& c) override {
-    if (!first) first = c;
-  }
-  std::optional<Corruption> first;
-};
-
-}  // namespace
-
-namespace {
-
 Result<SnapshotInfo> WriteSnapshotFiles(FileSystem* fs, const std::string& dir,
                                         const Engine& engine, uint64_t covered_lsn,
                                         const SnapshotHook& hook, bool* remove_temp) {
@@ -116,12 +104,11 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
   auto in = fs->NewSequentialFile(path);
   if (!in.ok()) return in.status();
 
-  KeepFirst reporter;
   LogReader::Options options;
   options.magic = kSnapshotMagic;
   options.last_file = false;  // a snapshot is renamed only when complete: no tear is expected
   options.expected_file_number = *covered;
-  LogReader reader(std::move(*in), file, &reporter, options);
+  LogReader reader(std::move(*in), file, nullptr, options);
   LogReader::Record record;
   DecodedEffect decoded;
   bool trailer = false;
@@ -150,8 +137,8 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
     ++info.effects;
   }
   if (!reader.status().ok()) return reader.status();
-  if (reporter.first) {
-    *damage = *reporter.first;
+  if (reader.damage()) {
+    *damage = *reader.damage();
     return Status(Code::kInternal, "wal: damaged snapshot");
   }
   if (!trailer) return Damaged(damage, file, reader.valid_bytes(), "snapshot has no trailer");
