@@ -87,21 +87,17 @@ struct LiveServer {
   std::unique_ptr<GroupCommitLog> log;
 
   LiveServer(FileSystem* fs, const std::string& dir, FsyncPolicy policy) {
-    Recovered recovered;
-    if (!Recover(
+    LogOptions options;
+    options.policy = policy;
+    OpenedLog opened;
+    if (!RecoverAndOpenLog(
              fs, dir, [&] { return std::make_unique<Engine>(BenchEngineOptions(), &clock, &sink); },
-             {}, &recovered)
+             {}, options, &sink, &opened)
              .ok()) {
       std::abort();
     }
-    engine = std::move(recovered.engine);
-    LogOptions options;
-    options.policy = policy;
-    auto opened = GroupCommitLog::Open(fs, dir, options, recovered.report.next_lsn,
-                                       recovered.report.next_segment_number);
-    if (!opened.ok()) std::abort();
-    log = std::move(opened).value();
-    sink.set_target(log.get());
+    engine = std::move(opened.engine);
+    log = std::move(opened.log);
   }
   ~LiveServer() {
     if (log) (void)log->Close();

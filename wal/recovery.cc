@@ -98,6 +98,25 @@ class Recovery {
 
   Status Damaged() { return Status(Code::kInternal, "wal: damaged log"); }
 
+  // Repair gives a whole file up: counted in the report, then removed.
+  Status Drop(const std::string& name) {
+    auto size = fs_->FileSize(Path(name));
+    report_.dropped_bytes += size.ok() ? *size : 0;
+    report_.dropped_files.push_back(name);
+    return Remove(name);
+  }
+
+  // A reader of segments_[i]; `last`: the last segment of the log (only there is a tail torn).
+  Result<std::unique_ptr<LogReader>> OpenSegment(size_t i, bool last) {
+    const auto& [number, name] = segments_[i];
+    auto file = fs_->NewSequentialFile(Path(name));
+    if (!file.ok()) return file.status();
+    LogReader::Options reader_options;
+    reader_options.last_file = last;
+    reader_options.expected_file_number = number;
+    return std::make_unique<LogReader>(std::move(*file), name, nullptr, reader_options);
+  }
+
   Status LoadNewestSnapshot(const std::vector<std::pair<uint64_t, std::string>>& snapshots) {
     for (const auto& [lsn, name] : snapshots) {
       out_->engine = make_engine_();
@@ -131,30 +150,23 @@ class Recovery {
   }
 
   // Damage in segments_[i] at `damage`: refuse, or (repair) cut the log there.
-  Status SegmentDamaged(size_t i, Corruption damage, bool* stop) {
-    *stop = true;
+  Status SegmentDamaged(size_t i, Corruption damage) {
     report_.damage = std::move(damage);
     if (read_only_ || !options_.repair) return Damaged();
     const uint64_t offset = report_.damage->offset;
     const std::string& name = segments_[i].second;
-    auto size = fs_->FileSize(Path(name));
-    if (!size.ok()) return size.status();
-    changed_dir_ = true;
     if (offset < kFileHeaderBytes) {
-      report_.dropped_bytes += *size;
-      report_.dropped_files.push_back(name);
-      if (Status s = fs_->RemoveFile(Path(name)); !s.ok()) return s;
+      if (Status s = Drop(name); !s.ok()) return s;
     } else {
+      auto size = fs_->FileSize(Path(name));
+      if (!size.ok()) return size.status();
       report_.dropped_bytes += *size - std::min(*size, offset);
+      changed_dir_ = true;
       if (Status s = fs_->TruncateFile(Path(name), offset); !s.ok()) return s;
       last_kept_ = segments_[i].first;
     }
     for (size_t j = i + 1; j < segments_.size(); ++j) {
-      const std::string& later = segments_[j].second;
-      auto later_size = fs_->FileSize(Path(later));
-      report_.dropped_bytes += later_size.ok() ? *later_size : 0;
-      report_.dropped_files.push_back(later);
-      if (Status s = fs_->RemoveFile(Path(later)); !s.ok()) return s;
+      if (Status s = Drop(segments_[j].second); !s.ok()) return s;
     }
     return Status::Ok();
   }
@@ -163,13 +175,8 @@ class Recovery {
   // below it.
   bool WhollyCovered(size_t i, uint64_t lsn) {
     if (i + 1 >= segments_.size()) return false;
-    auto file = fs_->NewSequentialFile(Path(segments_[i + 1].second));
-    if (!file.ok()) return false;
-    LogReader::Options reader_options;
-    reader_options.last_file = false;
-    reader_options.expected_file_number = segments_[i + 1].first;
-    LogReader next(std::move(*file), segments_[i + 1].second, nullptr, reader_options);
-    return next.ReadHeader() && next.header().lsn <= lsn;
+    auto next = OpenSegment(i + 1, /*last=*/false);
+    return next.ok() && (*next)->ReadHeader() && (*next)->header().lsn <= lsn;
   }
 
   // Repair of damage in segments_[i] below the snapshot: removes it and the earlier segments.
@@ -196,15 +203,11 @@ class Recovery {
       if (read_only_ && next_lsn_ >= *options_.end_lsn) break;
       const auto& [number, name] = segments_[i];
       const bool last = !read_only_ && i + 1 == segments_.size();
-      auto file = fs_->NewSequentialFile(Path(name));
-      if (!file.ok()) return file.status();
-      LogReader::Options reader_options;
-      reader_options.last_file = last;
-      reader_options.expected_file_number = number;
-      LogReader reader(std::move(*file), name, nullptr, reader_options);
-      bool stop = false;
+      auto opened = OpenSegment(i, last);
+      if (!opened.ok()) return opened.status();
+      LogReader& reader = **opened;
       auto damaged = [&](uint64_t offset, std::string reason) {
-        return SegmentDamaged(i, Corruption{name, offset, DamageKind::kCorruption, reason}, &stop);
+        return SegmentDamaged(i, Corruption{name, offset, DamageKind::kCorruption, reason});
       };
 
       if (!reader.ReadHeader()) {
@@ -218,7 +221,7 @@ class Recovery {
           if (Status s = Remove(name); !s.ok()) return s;
           break;
         }
-        return SegmentDamaged(i, damage, &stop);
+        return SegmentDamaged(i, damage);
       }
       const FileHeader& header = reader.header();
       if (have_prev && number != prev_number + 1) {
@@ -260,9 +263,7 @@ class Recovery {
           last_kept_.reset();
           continue;
         }
-        if (damage->kind != DamageKind::kTornTail || !last) {
-          return SegmentDamaged(i, *damage, &stop);
-        }
+        if (damage->kind != DamageKind::kTornTail || !last) return SegmentDamaged(i, *damage);
         auto size = fs_->FileSize(Path(name));
         if (!size.ok()) return size.status();
         report_.torn_tail = *damage;
@@ -270,7 +271,6 @@ class Recovery {
         changed_dir_ = true;
         if (Status s = fs_->TruncateFile(Path(name), reader.valid_bytes()); !s.ok()) return s;
       }
-      if (stop) break;
       last_kept_ = number;
       have_prev = true;
       prev_number = number;
@@ -332,6 +332,23 @@ Status Recover(FileSystem* fs, const std::string& dir, const EngineFactory& make
   Status s = recovery.Run();
   if (!s.ok()) out->engine.reset();
   return s;
+}
+
+Status RecoverAndOpenLog(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
+                         const RecoveryOptions& recovery, const LogOptions& log_options,
+                         DeferredSink* sink, OpenedLog* out) {
+  *out = OpenedLog{};
+  Recovered recovered;
+  Status s = Recover(fs, dir, make_engine, recovery, &recovered);
+  out->report = std::move(recovered.report);
+  if (!s.ok()) return s;
+  auto log = GroupCommitLog::Open(fs, dir, log_options, out->report.next_lsn,
+                                  out->report.next_segment_number);
+  if (!log.ok()) return log.status();
+  out->engine = std::move(recovered.engine);
+  out->log = std::move(log).value();
+  sink->set_target(out->log.get());
+  return Status::Ok();
 }
 
 }  // namespace sundial::wal

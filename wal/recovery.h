@@ -34,6 +34,7 @@
 #include "engine/engine.h"
 #include "engine/status.h"
 #include "wal/file.h"
+#include "wal/group_commit_log.h"
 #include "wal/log_reader.h"
 
 namespace sundial::wal {
@@ -79,6 +80,20 @@ struct Recovered {
 // "wal: damaged log" with out->report.damage naming the file and offset.
 Status Recover(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
                const RecoveryOptions& options, Recovered* out);
+
+class DeferredSink;
+
+// What a process does on start: Recover `dir`, open the log where recovery says (next LSN and
+// segment number), and point `sink` — the sink of the engines `make_engine` builds — at it.
+// On failure nothing is opened; out->report says why (damage, as for Recover).
+struct OpenedLog {
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<GroupCommitLog> log;
+  RecoveryReport report;
+};
+Status RecoverAndOpenLog(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
+                         const RecoveryOptions& recovery, const LogOptions& log_options,
+                         DeferredSink* sink, OpenedLog* out);
 
 // An EffectSink that forwards to a target set later: the engine is built before recovery, the
 // log is opened after it (recovery says where the log goes on). Effects before a target is set

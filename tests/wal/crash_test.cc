@@ -198,10 +198,10 @@ CheckpointOptions ChildCheckpointOptions() {
   return o;
 }
 
-Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, EffectSink* sink,
-                  Recovered* out) {
+// Recovers `dir` into a fresh engine that reports to no sink (the parent's check).
+Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, Recovered* out) {
   return Recover(
-      fs, dir, [&] { return std::make_unique<Engine>(EngineOptions(), clock, sink); }, {}, out);
+      fs, dir, [&] { return std::make_unique<Engine>(EngineOptions(), clock, nullptr); }, {}, out);
 }
 
 // The child: recover, open the log, checkpoint in the background, run the workload until
@@ -211,24 +211,26 @@ Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, Ef
   FileSystem* fs = posix.get();
   ManualClock clock(RoundStart(round));
   DeferredSink sink;
-  Recovered recovered;
-  if (!RecoverDir(fs, dir, &clock, &sink, &recovered).ok()) _exit(4);
-  auto log = GroupCommitLog::Open(fs, dir, ChildLogOptions(), recovered.report.next_lsn,
-                                  recovered.report.next_segment_number);
-  if (!log.ok()) _exit(5);
-  sink.set_target(log->get());
-  Engine& live = *recovered.engine;
-  Checkpointer checkpointer(fs, dir, log->get(), ChildCheckpointOptions());
+  OpenedLog opened;
+  if (!RecoverAndOpenLog(
+           fs, dir, [&] { return std::make_unique<Engine>(EngineOptions(), &clock, &sink); }, {},
+           ChildLogOptions(), &sink, &opened)
+           .ok()) {
+    _exit(4);
+  }
+  Engine& live = *opened.engine;
+  GroupCommitLog* log = opened.log.get();
+  Checkpointer checkpointer(fs, dir, log, ChildCheckpointOptions());
   checkpointer.Start();
   CreateQueues(live);
-  if (!(*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok()) _exit(7);
+  if (!log->WaitDurable(log->EndLsnOfThisThread()).ok()) _exit(7);
   WriteAll(fd, "R\n");  // ready
   Workload workload(round);
   for (uint64_t i = 0;; ++i) {
     clock.Advance(1);
     Ack ack;
     workload.Step(live, i, &ack);
-    if (!(*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok()) _exit(8);
+    if (!log->WaitDurable(log->EndLsnOfThisThread()).ok()) _exit(8);
     std::string line = std::to_string(i) + " " + (ack.kind ? std::string(1, ack.kind) : "-") + " " +
                        ack.queue + " " + ack.id + "\n";
     WriteAll(fd, line);
@@ -327,7 +329,7 @@ TEST(CrashTest, EveryAcknowledgedMutationSurvivesKillNine) {
     ManualClock clock(RoundStart(round + 1));
     auto posix = NewPosixFileSystem();
     Recovered result;
-    Status s = RecoverDir(posix.get(), dir, &clock, nullptr, &result);
+    Status s = RecoverDir(posix.get(), dir, &clock, &result);
     ASSERT_TRUE(s.ok()) << "round " << round << ": " << s.detail() << " "
                         << (result.report.damage ? ToString(*result.report.damage) : "");
     if (!result.report.snapshot.empty()) ++rounds_with_snapshot;

@@ -51,19 +51,14 @@ struct LoggedEngine {
 
   Status Open(FileSystem* fs, const std::string& dir, RecoveryOptions recovery = {},
               LogOptions log_options = {}) {
-    Recovered recovered;
-    Status s = Recover(
+    OpenedLog opened;
+    Status s = RecoverAndOpenLog(
         fs, dir, [&] { return std::make_unique<Engine>(TestEngineOptions(), &clock, &sink); },
-        recovery, &recovered);
-    report = recovered.report;
-    if (!s.ok()) return s;
-    engine = std::move(recovered.engine);
-    auto opened =
-        GroupCommitLog::Open(fs, dir, log_options, report.next_lsn, report.next_segment_number);
-    if (!opened.ok()) return opened.status();
-    log = std::move(opened).value();
-    sink.set_target(log.get());
-    return Status::Ok();
+        recovery, log_options, &sink, &opened);
+    report = opened.report;
+    engine = std::move(opened.engine);
+    log = std::move(opened.log);
+    return s;
   }
   // Waits until every effect so far is durable.
   Status Sync() { return log->WaitDurable(log->stats().next_lsn); }
