@@ -1,0 +1,549 @@
+// Client and AsyncClient over Boost.Asio. The blocking Client runs its own io_context on the
+// caller's thread until the call's work is done or its deadline passes (Asio's
+// blocking_tcp_client pattern); AsyncClient takes over a connected Client's socket and runs the
+// same io_context on a background thread.
+#include "client/client.h"
+
+#include <array>
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "protocol/framing.h"
+
+namespace sundial::client {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+constexpr size_t kReadChunkBytes = 64 * 1024;
+
+Error ReadFailure(const error_code& ec) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+    return Error::Connection(Code::kUnavailable, "connection closed by the server");
+  }
+  return Error::Connection(Code::kUnavailable, "read: " + ec.message());
+}
+
+// Splits the bytes received on one connection into frames and hands each Response to
+// `deliver`; EventMessages are skipped. Keeps a partial frame between calls.
+class ResponseReader {
+ public:
+  // An Error when the connection must be closed: a protocol violation, or a Response with
+  // request_id 0 (the server's answer to a request it could not read).
+  template <typename Deliver>  // void(uint64_t request_id, Result<Reply>)
+  std::optional<Error> Feed(const char* data, size_t n, const Deliver& deliver) {
+    buffer_.append(data, n);
+    std::optional<Error> failure;
+    size_t offset = 0;
+    while (!failure) {
+      std::string_view frame;
+      size_t consumed = 0;
+      const protocol::FrameStatus status = protocol::NextFrame(
+          std::string_view(buffer_).substr(offset), kMaxResponseFrameBytes, &frame, &consumed);
+      if (status == protocol::FrameStatus::kIncomplete) break;
+      if (status == protocol::FrameStatus::kEmpty) {
+        failure = Error::Connection(Code::kInternal, "protocol: the server sent an empty frame");
+        break;
+      }
+      if (status == protocol::FrameStatus::kTooLarge) {
+        failure = Error::Connection(Code::kInternal, "protocol: the server sent a frame above " +
+                                                         std::to_string(kMaxResponseFrameBytes) +
+                                                         " bytes");
+        break;
+      }
+      offset += consumed;
+      failure = Handle(frame, deliver);
+    }
+    buffer_.erase(0, offset);
+    return failure;
+  }
+
+ private:
+  template <typename Deliver>
+  std::optional<Error> Handle(std::string_view frame, const Deliver& deliver) {
+    if (!VerifyServerMessage(frame)) {
+      return Error::Connection(Code::kInternal,
+                               "protocol: a frame from the server failed verification");
+    }
+    const auto* message = flatbuffers::GetRoot<protocol::ServerMessage>(frame.data());
+    if (message->body_type() == protocol::ServerBody::EventMessage) return std::nullopt;
+    const protocol::Response* response = message->body_as_Response();
+    if (response == nullptr) {
+      return Error::Connection(Code::kInternal, "protocol: a frame from the server has no body");
+    }
+    if (response->request_id() == 0) {
+      Result<Reply> r = Reply::FromVerified(std::string(frame));
+      if (!r.ok()) return r.error();
+      return Error::Connection(Code::kInternal, "protocol: a response without a request_id");
+    }
+    deliver(response->request_id(), Reply::FromVerified(std::string(frame)));
+    return std::nullopt;
+  }
+
+  std::string buffer_;
+};
+
+}  // namespace
+
+// ---- Client ------------------------------------------------------------------------------
+
+struct Client::Impl {
+  asio::io_context io;
+  tcp::socket socket{io};
+  ResponseReader reader;
+  std::array<char, kReadChunkBytes> chunk;
+  int timeout_ms = kDefaultTimeoutMs;
+  bool open = false;
+  std::string closed_reason = "not connected";
+
+  void CloseSocket(std::string reason) {
+    if (open) closed_reason = std::move(reason);
+    open = false;
+    error_code ignored;
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+  }
+
+  // Runs handlers until `done()` or the deadline. At the deadline, `cancel()` aborts what is
+  // outstanding and the aborted handlers run. True when done in time.
+  template <typename Done, typename Cancel>
+  bool RunUntil(const Done& done, Clock::time_point deadline, const Cancel& cancel) {
+    io.restart();
+    while (!done()) {
+      if (io.run_one_until(deadline) == 0) break;
+    }
+    if (done()) return true;
+    cancel();
+    io.restart();
+    io.run();
+    return false;
+  }
+
+  Result<void> Open(const Address& address) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    const std::string where = address.ToString();
+    const std::string timed_out =
+        "cannot connect to " + where + ": timed out after " + std::to_string(timeout_ms) + " ms";
+
+    tcp::resolver resolver(io);
+    bool resolved = false;
+    error_code ec;
+    tcp::resolver::results_type endpoints;
+    resolver.async_resolve(address.host, std::to_string(address.port),
+                           [&](const error_code& e, tcp::resolver::results_type results) {
+                             resolved = true;
+                             ec = e;
+                             endpoints = std::move(results);
+                           });
+    if (!RunUntil([&] { return resolved; }, deadline, [&] { resolver.cancel(); })) {
+      return Error::Connection(Code::kUnavailable, timed_out);
+    }
+    if (ec) {
+      return Error::Connection(Code::kUnavailable,
+                               "cannot resolve " + address.host + ": " + ec.message());
+    }
+
+    bool connected = false;
+    asio::async_connect(socket, endpoints, [&](const error_code& e, const tcp::endpoint&) {
+      connected = true;
+      ec = e;
+    });
+    if (!RunUntil([&] { return connected; }, deadline,
+                  [&] {
+                    error_code ignored;
+                    socket.close(ignored);
+                  })) {
+      return Error::Connection(Code::kUnavailable, timed_out);
+    }
+    if (ec) {
+      return Error::Connection(Code::kUnavailable,
+                               "cannot connect to " + where + ": " + ec.message());
+    }
+    error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    open = true;
+    return {};
+  }
+
+  // Writes `frames` and reads until every request in `calls` (request_id -> slot) has its
+  // answer, the connection fails or the deadline passes; unanswered slots get the error. The
+  // connection is closed on any failure.
+  void Exchange(const std::string& frames,
+                const std::unordered_map<uint64_t, std::optional<Result<Reply>>*>& calls,
+                Clock::time_point deadline, int wait_ms) {
+    size_t remaining = calls.size();
+    std::optional<Error> failure;
+    int outstanding = 0;
+    auto deliver = [&](uint64_t request_id, Result<Reply> result) {
+      auto it = calls.find(request_id);
+      if (it == calls.end() || it->second->has_value()) return;  // not ours: skipped
+      *it->second = std::move(result);
+      --remaining;
+    };
+    auto fail = [&](Error e) {
+      if (!failure) failure = std::move(e);
+      CloseSocket(failure->message);
+    };
+
+    std::function<void()> read = [&] {
+      ++outstanding;
+      socket.async_read_some(asio::buffer(chunk), [&](const error_code& ec, size_t n) {
+        --outstanding;
+        if (ec) return fail(ReadFailure(ec));
+        if (std::optional<Error> e = reader.Feed(chunk.data(), n, deliver)) return fail(*e);
+        if (remaining > 0) read();
+      });
+    };
+    // A failed write leaves the socket open: the server may have answered and closed (an error
+    // for the first request, then a close), and that answer is still to be read.
+    ++outstanding;
+    asio::async_write(socket, asio::buffer(frames), [&](const error_code& ec, size_t) {
+      --outstanding;
+      if (ec && !failure) failure = Error::Connection(Code::kUnavailable, "write: " + ec.message());
+    });
+    read();
+
+    RunUntil([&] { return outstanding == 0; }, deadline,
+             [&] {
+               failure = Error::Connection(Code::kUnavailable,
+                                           "no answer from the server within " +
+                                               std::to_string(timeout_ms + wait_ms) + " ms");
+               CloseSocket(failure->message);
+             });
+    if (remaining == 0) return;
+    if (!failure) failure = Error::Connection(Code::kUnavailable, "connection closed");
+    if (open) CloseSocket(failure->message);
+    for (const auto& [id, slot] : calls) {
+      if (!slot->has_value()) *slot = *failure;
+    }
+  }
+};
+
+Client::Client(Address address, std::unique_ptr<Impl> impl)
+    : address_(std::move(address)), impl_(std::move(impl)) {}
+
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const Address& address, std::string token,
+                                                int timeout_ms) {
+  auto impl = std::make_unique<Impl>();
+  impl->timeout_ms = timeout_ms;
+  if (Result<void> opened = impl->Open(address); !opened.ok()) return opened.error();
+  std::unique_ptr<Client> client(new Client(address, std::move(impl)));
+  if (!token.empty()) {
+    Result<Reply> auth = client->Call(BuildAuth({client->NextRequestId()}, token));
+    if (!auth.ok()) {
+      if (auth.error().origin != Error::Origin::kServer) return auth.error();
+      return Error::Server(Code::kUnauthenticated, auth.error().message);
+    }
+  }
+  return client;
+}
+
+uint64_t Client::NextRequestId() { return next_request_id_++; }
+
+RequestHeader Client::NextHeader() { return {NextRequestId(), durability_}; }
+
+bool Client::connected() const { return impl_->open; }
+
+void Client::Close() { impl_->CloseSocket("closed by the client"); }
+
+Result<Reply> Client::Call(std::string_view request) {
+  return std::move(CallAll({std::string(request)}).front());
+}
+
+Result<Reply> Client::Call(const flatbuffers::FlatBufferBuilder& finished_request) {
+  return Call(std::string_view(reinterpret_cast<const char*>(finished_request.GetBufferPointer()),
+                               finished_request.GetSize()));
+}
+
+std::vector<Result<Reply>> Client::CallAll(const std::vector<std::string>& requests) {
+  std::vector<std::optional<Result<Reply>>> slots(requests.size());
+  std::unordered_map<uint64_t, std::optional<Result<Reply>>*> calls;
+  std::string frames;
+  uint32_t wait_ms = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::optional<RequestSummary> summary = SummarizeRequest(requests[i]);
+    if (!summary) {
+      slots[i] = Error::Local(Code::kInvalidArgument, "request: not a valid Request FlatBuffer");
+    } else if (summary->request_id == 0) {
+      slots[i] = Error::Local(Code::kInvalidArgument, "request_id: 0 is reserved");
+    } else if (!calls.emplace(summary->request_id, &slots[i]).second) {
+      slots[i] =
+          Error::Local(Code::kInvalidArgument,
+                       "request_id: " + std::to_string(summary->request_id) + " appears twice");
+    } else {
+      wait_ms = std::max(wait_ms, summary->wait_ms);
+      protocol::AppendFrame(requests[i], &frames);
+    }
+  }
+  if (!calls.empty()) {
+    if (!impl_->open) {
+      for (auto& [id, slot] : calls) {
+        *slot = Error::Connection(Code::kUnavailable, "not connected: " + impl_->closed_reason);
+      }
+    } else {
+      const Clock::time_point deadline =
+          Clock::now() + std::chrono::milliseconds(int64_t{impl_->timeout_ms} + wait_ms);
+      impl_->Exchange(frames, calls, deadline, static_cast<int>(wait_ms));
+    }
+  }
+  std::vector<Result<Reply>> out;
+  out.reserve(slots.size());
+  for (auto& slot : slots) out.push_back(std::move(*slot));
+  return out;
+}
+
+Result<Reply> Client::CreateQueue(std::string_view name, const QueueSettings& s) {
+  return Call(BuildCreateQueue(NextHeader(), name, s));
+}
+Result<Reply> Client::UpdateQueue(std::string_view name, const QueueSettingsUpdate& u) {
+  return Call(BuildUpdateQueue(NextHeader(), name, u));
+}
+Result<Reply> Client::GetQueue(std::string_view name) {
+  return Call(BuildGetQueue(NextHeader(), name));
+}
+Result<Reply> Client::ListQueues() { return Call(BuildListQueues(NextHeader())); }
+Result<Reply> Client::DeleteQueue(std::string_view name) {
+  return Call(BuildDeleteQueue(NextHeader(), name));
+}
+Result<Reply> Client::PurgeQueue(std::string_view name, const std::vector<MessageState>& states) {
+  return Call(BuildPurgeQueue(NextHeader(), name, states));
+}
+Result<Reply> Client::Enqueue(std::string_view queue, const std::vector<EnqueueItem>& items) {
+  return Call(BuildEnqueue(NextHeader(), queue, items));
+}
+Result<Reply> Client::Dequeue(std::string_view queue, const DequeueOptions& o) {
+  return Call(BuildDequeue(NextHeader(), queue, o));
+}
+Result<Reply> Client::Complete(std::string_view queue, const std::vector<CompleteItem>& items) {
+  return Call(BuildComplete(NextHeader(), queue, items));
+}
+Result<Reply> Client::Fail(std::string_view queue, std::string_view id, uint64_t lease_token,
+                           const FailOptions& o) {
+  return Call(BuildFail(NextHeader(), queue, id, lease_token, o));
+}
+Result<Reply> Client::Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
+                             int64_t lease_ms) {
+  return Call(BuildExtend(NextHeader(), queue, id, lease_token, lease_ms));
+}
+Result<Reply> Client::Cancel(std::string_view queue, const std::vector<std::string>& ids) {
+  return Call(BuildCancel(NextHeader(), queue, ids));
+}
+Result<Reply> Client::CancelByFilter(std::string_view queue, const Pairs& filter) {
+  return Call(BuildCancelByFilter(NextHeader(), queue, filter));
+}
+Result<Reply> Client::Reprioritize(std::string_view queue, std::string_view id,
+                                   const ReprioritizeChange& change) {
+  return Call(BuildReprioritize(NextHeader(), queue, id, change));
+}
+Result<Reply> Client::ReprioritizeByFilter(std::string_view queue, const Pairs& filter,
+                                           const ReprioritizeChange& change) {
+  return Call(BuildReprioritizeByFilter(NextHeader(), queue, filter, change));
+}
+Result<Reply> Client::Redrive(std::string_view queue, const std::vector<std::string>& ids) {
+  return Call(BuildRedrive(NextHeader(), queue, ids));
+}
+Result<Reply> Client::RedriveAll(std::string_view queue) {
+  return Call(BuildRedriveAll(NextHeader(), queue));
+}
+Result<Reply> Client::RedriveByFilter(std::string_view queue, const Pairs& filter) {
+  return Call(BuildRedriveByFilter(NextHeader(), queue, filter));
+}
+Result<Reply> Client::Get(std::string_view queue, std::string_view id) {
+  return Call(BuildGet(NextHeader(), queue, id));
+}
+Result<Reply> Client::Browse(std::string_view queue, const BrowseOptions& o) {
+  return Call(BuildBrowse(NextHeader(), queue, o));
+}
+Result<Reply> Client::Count(std::string_view queue, const Pairs& filter) {
+  return Call(BuildCount(NextHeader(), queue, filter));
+}
+Result<Reply> Client::Explain(std::string_view queue, std::string_view id) {
+  return Call(BuildExplain(NextHeader(), queue, id));
+}
+Result<Reply> Client::ExplainFilter(std::string_view queue, const Pairs& filter) {
+  return Call(BuildExplainFilter(NextHeader(), queue, filter));
+}
+Result<Reply> Client::Stats() { return Call(BuildStats(NextHeader())); }
+Result<Reply> Client::Health() { return Call(BuildHealth(NextHeader())); }
+
+// ---- AsyncClient -------------------------------------------------------------------------
+
+struct AsyncClient::Impl {
+  explicit Impl(std::unique_ptr<Client::Impl> connection, uint64_t first_request_id)
+      : conn(std::move(connection)),
+        work(asio::make_work_guard(conn->io)),
+        next_request_id(first_request_id) {}
+
+  std::unique_ptr<Client::Impl> conn;  // io_context, socket, reader: I/O thread only
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::thread thread;
+  std::atomic<uint64_t> next_request_id;
+  std::atomic<size_t> in_flight{0};
+
+  std::mutex mu;
+  bool closed = false;  // GUARDED_BY(mu): once set, nothing more is posted
+  std::mutex join_mu;
+
+  // I/O thread only.
+  std::unordered_map<uint64_t, Callback> pending;
+  std::string outbound;  // frames waiting for the write in progress
+  std::string writing;   // frames being written
+  bool write_in_progress = false;
+
+  void Finish(Callback& callback, Result<Reply> result) {
+    in_flight.fetch_sub(1, std::memory_order_relaxed);
+    callback(std::move(result));
+  }
+
+  // Fails every pending call with `error` and closes the socket. I/O thread.
+  void Shutdown(const Error& error) {
+    conn->CloseSocket(error.message);
+    auto calls = std::move(pending);
+    pending.clear();
+    for (auto& [id, callback] : calls) Finish(callback, error);
+  }
+
+  // I/O thread.
+  void OnSend(uint64_t request_id, std::string frame, Callback callback) {
+    if (!conn->open) {
+      return Finish(callback,
+                    Error::Connection(Code::kUnavailable, "not connected: " + conn->closed_reason));
+    }
+    auto [it, inserted] = pending.try_emplace(request_id, std::move(callback));
+    if (!inserted) {
+      return Finish(callback, Error::Local(Code::kInvalidArgument,
+                                           "request_id: " + std::to_string(request_id) +
+                                               " is already in flight"));
+    }
+    outbound += frame;
+    if (!write_in_progress) StartWrite();
+  }
+
+  void StartWrite() {
+    write_in_progress = true;
+    writing.swap(outbound);
+    outbound.clear();
+    asio::async_write(conn->socket, asio::buffer(writing), [this](const error_code& ec, size_t) {
+      write_in_progress = false;
+      if (ec) {
+        if (conn->open) Shutdown(Error::Connection(Code::kUnavailable, "write: " + ec.message()));
+        return;
+      }
+      if (!outbound.empty() && conn->open) StartWrite();
+    });
+  }
+
+  void StartRead() {
+    conn->socket.async_read_some(asio::buffer(conn->chunk), [this](const error_code& ec, size_t n) {
+      if (ec) {
+        if (conn->open) Shutdown(ReadFailure(ec));
+        return;
+      }
+      auto deliver = [this](uint64_t request_id, Result<Reply> result) {
+        auto it = pending.find(request_id);
+        if (it == pending.end()) return;  // not in flight: skipped
+        Callback callback = std::move(it->second);
+        pending.erase(it);
+        Finish(callback, std::move(result));
+      };
+      if (std::optional<Error> e = conn->reader.Feed(conn->chunk.data(), n, deliver)) {
+        return Shutdown(*e);
+      }
+      StartRead();
+    });
+  }
+};
+
+AsyncClient::AsyncClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+AsyncClient::~AsyncClient() { Close(); }
+
+Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const Address& address, std::string token,
+                                                          int timeout_ms) {
+  Result<std::unique_ptr<Client>> client = Client::Connect(address, std::move(token), timeout_ms);
+  if (!client.ok()) return client.error();
+  auto impl = std::make_unique<Impl>(std::move((*client)->impl_), (*client)->next_request_id_);
+  Impl* raw = impl.get();
+  raw->conn->io.restart();
+  asio::post(raw->conn->io, [raw] { raw->StartRead(); });
+  raw->thread = std::thread([raw] { raw->conn->io.run(); });
+  return std::unique_ptr<AsyncClient>(new AsyncClient(std::move(impl)));
+}
+
+uint64_t AsyncClient::NextRequestId() {
+  return impl_->next_request_id.fetch_add(1, std::memory_order_relaxed);
+}
+
+size_t AsyncClient::in_flight() const { return impl_->in_flight.load(std::memory_order_relaxed); }
+
+void AsyncClient::Send(std::string request, Callback callback) {
+  std::optional<Error> refused;
+  uint64_t request_id = 0;
+  const std::optional<RequestSummary> summary = SummarizeRequest(request);
+  if (!summary) {
+    refused = Error::Local(Code::kInvalidArgument, "request: not a valid Request FlatBuffer");
+  } else if (summary->request_id == 0) {
+    refused = Error::Local(Code::kInvalidArgument, "request_id: 0 is reserved");
+  } else {
+    request_id = summary->request_id;
+  }
+  std::string frame;
+  if (!refused) {
+    frame.reserve(protocol::kFrameHeaderBytes + request.size());
+    protocol::AppendFrame(request, &frame);
+  }
+
+  Impl* impl = impl_.get();
+  std::unique_lock lock(impl->mu);
+  if (impl->closed) {
+    lock.unlock();
+    callback(Error::Connection(Code::kUnavailable, "not connected: closed by the client"));
+    return;
+  }
+  if (!refused && impl->in_flight.load(std::memory_order_relaxed) >= kMaxInFlight) {
+    refused = Error::Local(Code::kResourceExhausted,
+                           "in flight: at most " + std::to_string(kMaxInFlight) + " calls");
+  }
+  impl->in_flight.fetch_add(1, std::memory_order_relaxed);
+  asio::post(impl->conn->io, [impl, request_id, refused = std::move(refused),
+                              frame = std::move(frame), callback = std::move(callback)]() mutable {
+    if (refused) return impl->Finish(callback, std::move(*refused));
+    impl->OnSend(request_id, std::move(frame), std::move(callback));
+  });
+}
+
+void AsyncClient::Close() {
+  Impl* impl = impl_.get();
+  {
+    std::lock_guard lock(impl->mu);
+    if (!impl->closed) {
+      impl->closed = true;
+      asio::post(impl->conn->io, [impl] {
+        if (impl->conn->open) {
+          impl->Shutdown(Error::Connection(Code::kUnavailable, "closed by the client"));
+        }
+      });
+      impl->work.reset();
+    }
+  }
+  if (impl->thread.get_id() == std::this_thread::get_id()) return;  // from a callback
+  std::lock_guard lock(impl->join_mu);
+  if (impl->thread.joinable()) impl->thread.join();
+}
+
+}  // namespace sundial::client

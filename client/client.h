@@ -1,0 +1,212 @@
+// The Sundial client library: connects to sundiald's binary TCP port (SPEC §5) and calls the
+// operations of SPEC §3. docs/cli.md describes the `sundial` CLI built on it.
+//
+// Wire: frames of a u32le length and one FlatBuffer (protocol/framing.h). The client sends
+// Requests (client/requests.h builds them) and reads ServerMessages. Every incoming frame is
+// verified with FlatBuffers' Verifier before any field is read; a frame that fails, an empty
+// frame or one above kMaxResponseFrameBytes is a protocol violation: the call fails with
+// INTERNAL (Error::Origin::kConnection) and the connection is closed. Responses are matched to
+// calls by request_id, so they may arrive in any order; frames whose body is an EventMessage
+// are skipped (subscriptions are WebSocket-only: client/watch.h). A Response with
+// request_id 0 is the server's answer to a request it could not read: its error fails every
+// call in flight, and the connection is closed.
+//
+// Errors (client/result.h): a Response with `error` set becomes Error{code, message,
+// kServer}; Call never returns a Reply that carries an error. Per-item errors of batch
+// operations (enqueue, complete, cancel and redrive by ids) stay in the Reply's result.
+//
+// Two clients:
+//   - Client: blocking, one caller at a time. Each call has a deadline of timeout_ms (plus
+//     the request's wait_ms for a long-poll dequeue); when it passes the call fails with
+//     UNAVAILABLE and the connection is closed (a late answer could not be told apart).
+//     CallAll pipelines several requests on the connection and waits for all of them.
+//   - AsyncClient: pipelined, for the load generator. One connection, one background I/O
+//     thread; Send may be called from any thread with many requests in flight; each
+//     callback runs exactly once, on the I/O thread.
+//
+// Boost.Asio stays inside client/*.cc: this header only needs FlatBuffers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "client/requests.h"
+#include "client/result.h"
+#include "protocol/sundial_generated.h"
+
+namespace sundial::client {
+
+inline constexpr uint16_t kDefaultPort = 7400;
+inline constexpr uint16_t kDefaultHttpPort = 7401;
+inline constexpr int kDefaultTimeoutMs = 10000;
+// Largest response frame accepted (a dequeue of 1000 messages of 1 MiB each fits).
+inline constexpr uint32_t kMaxResponseFrameBytes = 1u << 30;
+
+struct Address {
+  std::string host = "127.0.0.1";
+  uint16_t port = kDefaultPort;
+
+  // "host:port", with brackets around an IPv6 host.
+  std::string ToString() const;
+  friend bool operator==(const Address&, const Address&) = default;
+};
+
+// Parses "host:port", "host", ":port", "[v6]:port" or "[v6]". An absent host is 127.0.0.1, an
+// absent port `default_port`; "" is 127.0.0.1:default_port. INVALID_ARGUMENT (kLocal) names
+// what is wrong: a port that is not a number in 1..65535, an unclosed bracket, an IPv6
+// address without brackets.
+Result<Address> ParseAddress(std::string_view text, uint16_t default_port = kDefaultPort);
+
+// True when `bytes` is a valid ServerMessage FlatBuffer (FlatBuffers' Verifier).
+bool VerifyServerMessage(std::string_view bytes);
+
+// One successful Response, owning its bytes (a whole ServerMessage).
+class Reply {
+ public:
+  // Verifies `server_message`. A Response without an error becomes a Reply; a Response with
+  // one becomes its Error (kServer); anything else (not verifiable, or an EventMessage) is
+  // INTERNAL (kConnection).
+  static Result<Reply> FromServerMessage(std::string server_message);
+  // The same, for bytes already verified (VerifyServerMessage).
+  static Result<Reply> FromVerified(std::string server_message);
+
+  const protocol::Response& response() const;
+  uint64_t request_id() const { return response().request_id(); }
+  // The log position synced for a durable mutation (0 otherwise).
+  uint64_t lsn() const { return response().lsn(); }
+  protocol::Result result_type() const { return response().result_type(); }
+  // The result table, or nullptr when the result is of another type.
+  template <typename T>
+  const T* result() const {
+    return response().template result_as<T>();
+  }
+  std::string_view bytes() const { return bytes_; }
+
+ private:
+  explicit Reply(std::string bytes) : bytes_(std::move(bytes)) {}
+  std::string bytes_;  // verified; the root is read again on each access (no pointer into it)
+};
+
+class AsyncClient;
+
+// Blocking client. Not thread-safe: one caller at a time.
+class Client {
+ public:
+  // Resolves and connects within timeout_ms (UNAVAILABLE naming the address otherwise). With
+  // a token, sends Auth first: a refusal is UNAUTHENTICATED with the server's message.
+  static Result<std::unique_ptr<Client>> Connect(const Address& address, std::string token = {},
+                                                 int timeout_ms = kDefaultTimeoutMs);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // 1, 2, 3, ... (never 0).
+  uint64_t NextRequestId();
+  // The next request id and this client's durability (durable unless set).
+  RequestHeader NextHeader();
+  void set_durability(Durability d) { durability_ = d; }
+  Durability durability() const { return durability_; }
+  bool connected() const;
+  const Address& address() const { return address_; }
+
+  // Sends one finished Request and waits for the response with its request_id.
+  Result<Reply> Call(std::string_view request);
+  Result<Reply> Call(const flatbuffers::FlatBufferBuilder& finished_request);
+  // Sends every request at once (pipelined), then waits for all responses, in any order.
+  // Results are in request order. request_ids must differ and not be 0 (INVALID_ARGUMENT,
+  // kLocal, for the offending requests, which are not sent).
+  std::vector<Result<Reply>> CallAll(const std::vector<std::string>& requests);
+  // Closes the connection; later calls fail with UNAVAILABLE.
+  void Close();
+
+  // Typed helpers: build the request (client/requests.h) with NextHeader() and Call it. The
+  // result table to read from the Reply is named after each (protocol/sundial.fbs).
+  Result<Reply> CreateQueue(std::string_view name, const QueueSettings& s);        // QueueResult
+  Result<Reply> UpdateQueue(std::string_view name, const QueueSettingsUpdate& u);  // QueueResult
+  Result<Reply> GetQueue(std::string_view name);                                   // QueueResult
+  Result<Reply> ListQueues();                                                      // QueueList
+  Result<Reply> DeleteQueue(std::string_view name);                                // Done
+  Result<Reply> PurgeQueue(std::string_view name,
+                           const std::vector<MessageState>& states);  // Counted
+  Result<Reply> Enqueue(std::string_view queue,
+                        const std::vector<EnqueueItem>& items);            // EnqueueResults
+  Result<Reply> Dequeue(std::string_view queue, const DequeueOptions& o);  // DequeueResult
+  Result<Reply> Complete(std::string_view queue,
+                         const std::vector<CompleteItem>& items);  // ItemResults
+  Result<Reply> Fail(std::string_view queue, std::string_view id, uint64_t lease_token,
+                     const FailOptions& o);  // FailResult
+  Result<Reply> Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
+                       int64_t lease_ms);  // ExtendResult
+  Result<Reply> Cancel(std::string_view queue,
+                       const std::vector<std::string>& ids);                  // ItemResults
+  Result<Reply> CancelByFilter(std::string_view queue, const Pairs& filter);  // Counted
+  Result<Reply> Reprioritize(std::string_view queue, std::string_view id,
+                             const ReprioritizeChange& change);  // VersionResult
+  Result<Reply> ReprioritizeByFilter(std::string_view queue, const Pairs& filter,
+                                     const ReprioritizeChange& change);  // Counted
+  Result<Reply> Redrive(std::string_view queue,
+                        const std::vector<std::string>& ids);                  // ItemResults
+  Result<Reply> RedriveAll(std::string_view queue);                            // Counted
+  Result<Reply> RedriveByFilter(std::string_view queue, const Pairs& filter);  // Counted
+  Result<Reply> Get(std::string_view queue, std::string_view id);              // GetResult
+  Result<Reply> Browse(std::string_view queue, const BrowseOptions& o);        // BrowseResult
+  Result<Reply> Count(std::string_view queue, const Pairs& filter = {});       // CountResult
+  Result<Reply> Explain(std::string_view queue, std::string_view id);          // ExplainResult
+  Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);    // ExplainResult
+  Result<Reply> Stats();                                                       // StatsResult
+  Result<Reply> Health();                                                      // HealthResult
+
+ private:
+  friend class AsyncClient;
+  struct Impl;
+  Client(Address address, std::unique_ptr<Impl> impl);
+
+  Address address_;
+  std::unique_ptr<Impl> impl_;
+  uint64_t next_request_id_ = 1;
+  Durability durability_ = Durability::durable;
+};
+
+// Pipelined client: one connection and one background I/O thread.
+//
+// Thread safety: Send, NextRequestId and in_flight may be called from any thread. Each
+// callback runs exactly once, on the I/O thread (so callbacks must not block; they may call
+// Send). Close and the destructor must not be called from a callback.
+class AsyncClient {
+ public:
+  using Callback = std::function<void(Result<Reply>)>;
+  // Requests in flight at once; beyond it Send fails the call with RESOURCE_EXHAUSTED.
+  static constexpr size_t kMaxInFlight = 1u << 16;
+
+  // Connects (and authenticates) like Client::Connect, then starts the I/O thread.
+  static Result<std::unique_ptr<AsyncClient>> Connect(const Address& address,
+                                                      std::string token = {},
+                                                      int timeout_ms = kDefaultTimeoutMs);
+  ~AsyncClient();  // Close()
+  AsyncClient(const AsyncClient&) = delete;
+  AsyncClient& operator=(const AsyncClient&) = delete;
+
+  // Unique on this client; 1, 2, 3, ...
+  uint64_t NextRequestId();
+  // Sends one finished Request (its request_id must not be in flight on this client). The
+  // callback gets its Reply or Error: the server's, INVALID_ARGUMENT for bytes that are not a
+  // Request or a request_id in flight, UNAVAILABLE when the connection is lost or closed
+  // before the answer. After Close the callback runs at once, on the caller's thread.
+  void Send(std::string request, Callback callback);
+  // Calls sent and not yet answered.
+  size_t in_flight() const;
+  // Fails every call in flight with UNAVAILABLE, closes the connection and joins the I/O
+  // thread. Idempotent.
+  void Close();
+
+ private:
+  struct Impl;
+  explicit AsyncClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sundial::client

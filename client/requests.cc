@@ -1,0 +1,268 @@
+#include "client/requests.h"
+
+namespace sundial::client {
+namespace {
+
+namespace fb = flatbuffers;
+namespace p = protocol;
+
+using PairVector = fb::Vector<fb::Offset<p::MetadataPair>>;
+
+// Pairs, or no vector at all when there are none (an absent filter).
+fb::Offset<PairVector> PairsOf(fb::FlatBufferBuilder& b, const Pairs& pairs) {
+  if (pairs.empty()) return 0;
+  std::vector<fb::Offset<p::MetadataPair>> out;
+  out.reserve(pairs.size());
+  for (const auto& [key, value] : pairs) {
+    out.push_back(p::CreateMetadataPair(b, b.CreateString(key), b.CreateString(value)));
+  }
+  return b.CreateVector(out);
+}
+
+fb::Offset<fb::Vector<fb::Offset<fb::String>>> StringsOf(fb::FlatBufferBuilder& b,
+                                                         const std::vector<std::string>& strings) {
+  std::vector<fb::Offset<fb::String>> out;
+  out.reserve(strings.size());
+  for (const std::string& s : strings) out.push_back(b.CreateString(s));
+  return b.CreateVector(out);
+}
+
+fb::Offset<fb::String> StringOf(fb::FlatBufferBuilder& b, std::string_view s) {
+  return b.CreateString(s.data(), s.size());
+}
+
+template <typename T>
+std::string Finish(fb::FlatBufferBuilder& b, RequestHeader h, p::Operation type, fb::Offset<T> op) {
+  b.Finish(p::CreateRequest(b, h.request_id, h.durability, type, op.Union()),
+           p::RequestIdentifier());
+  return FinishedBytes(b);
+}
+
+}  // namespace
+
+std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b) {
+  return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
+}
+
+std::string BuildAuth(RequestHeader h, std::string_view token) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::Auth, p::CreateAuth(b, StringOf(b, token)));
+}
+
+std::string BuildCreateQueue(RequestHeader h, std::string_view name, const QueueSettings& s) {
+  fb::FlatBufferBuilder b;
+  auto key = s.exclusivity_key.empty() ? 0 : b.CreateString(s.exclusivity_key);
+  auto dlq = s.dead_letter_queue.empty() ? 0 : b.CreateString(s.dead_letter_queue);
+  auto settings = p::CreateQueueSettings(
+      b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
+      s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused);
+  return Finish(b, h, p::Operation::CreateQueue,
+                p::CreateCreateQueue(b, StringOf(b, name), settings));
+}
+
+std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const QueueSettingsUpdate& u) {
+  fb::FlatBufferBuilder b;
+  auto dlq = u.dead_letter_queue ? b.CreateString(*u.dead_letter_queue) : 0;
+  auto update = p::CreateQueueSettingsUpdate(
+      b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
+      dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused);
+  return Finish(b, h, p::Operation::UpdateQueue,
+                p::CreateUpdateQueue(b, StringOf(b, name), update));
+}
+
+std::string BuildGetQueue(RequestHeader h, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::GetQueue, p::CreateGetQueue(b, StringOf(b, name)));
+}
+
+std::string BuildListQueues(RequestHeader h) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::ListQueues, p::CreateListQueues(b));
+}
+
+std::string BuildDeleteQueue(RequestHeader h, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::DeleteQueue, p::CreateDeleteQueue(b, StringOf(b, name)));
+}
+
+std::string BuildPurgeQueue(RequestHeader h, std::string_view name,
+                            const std::vector<MessageState>& states) {
+  fb::FlatBufferBuilder b;
+  auto n = StringOf(b, name);
+  auto v = b.CreateVector(states);
+  return Finish(b, h, p::Operation::PurgeQueue, p::CreatePurgeQueue(b, n, v));
+}
+
+std::string BuildEnqueue(RequestHeader h, std::string_view queue,
+                         const std::vector<EnqueueItem>& items) {
+  fb::FlatBufferBuilder b(1024 + items.size() * 128);
+  std::vector<fb::Offset<p::EnqueueItem>> out;
+  out.reserve(items.size());
+  for (const EnqueueItem& item : items) {
+    auto id = item.id.empty() ? 0 : b.CreateString(item.id);
+    auto payload =
+        b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
+    auto metadata = PairsOf(b, item.metadata);
+    out.push_back(p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
+                                       item.visible_at, item.max_attempts));
+  }
+  auto q = StringOf(b, queue);
+  return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out)));
+}
+
+std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto filter = PairsOf(b, o.filter);
+  return Finish(b, h, p::Operation::Dequeue,
+                p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms));
+}
+
+std::string BuildComplete(RequestHeader h, std::string_view queue,
+                          const std::vector<CompleteItem>& items) {
+  fb::FlatBufferBuilder b;
+  std::vector<fb::Offset<p::CompleteItem>> out;
+  out.reserve(items.size());
+  for (const CompleteItem& item : items) {
+    out.push_back(p::CreateCompleteItem(b, b.CreateString(item.id), item.lease_token));
+  }
+  auto q = StringOf(b, queue);
+  return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, b.CreateVector(out)));
+}
+
+std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view id,
+                      uint64_t lease_token, const FailOptions& o) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  auto error = b.CreateString(o.error);
+  return Finish(b, h, p::Operation::Fail,
+                p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms));
+}
+
+std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_view id,
+                        uint64_t lease_token, int64_t lease_ms) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  return Finish(b, h, p::Operation::Extend, p::CreateExtend(b, q, i, lease_token, lease_ms));
+}
+
+std::string BuildCancel(RequestHeader h, std::string_view queue,
+                        const std::vector<std::string>& ids) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringsOf(b, ids);
+  return Finish(b, h, p::Operation::Cancel, p::CreateCancel(b, q, v));
+}
+
+std::string BuildCancelByFilter(RequestHeader h, std::string_view queue, const Pairs& filter) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Cancel, p::CreateCancel(b, q, 0, f));
+}
+
+std::string BuildReprioritize(RequestHeader h, std::string_view queue, std::string_view id,
+                              const ReprioritizeChange& change) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  return Finish(b, h, p::Operation::Reprioritize,
+                p::CreateReprioritize(b, q, i, 0, change.priority, change.visible_at));
+}
+
+std::string BuildReprioritizeByFilter(RequestHeader h, std::string_view queue, const Pairs& filter,
+                                      const ReprioritizeChange& change) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Reprioritize,
+                p::CreateReprioritize(b, q, 0, f, change.priority, change.visible_at));
+}
+
+std::string BuildRedrive(RequestHeader h, std::string_view queue,
+                         const std::vector<std::string>& ids) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringsOf(b, ids);
+  return Finish(b, h, p::Operation::Redrive, p::CreateRedrive(b, q, v));
+}
+
+std::string BuildRedriveAll(RequestHeader h, std::string_view queue) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  return Finish(b, h, p::Operation::Redrive, p::CreateRedrive(b, q, 0, true));
+}
+
+std::string BuildRedriveByFilter(RequestHeader h, std::string_view queue, const Pairs& filter) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Redrive, p::CreateRedrive(b, q, 0, false, f));
+}
+
+std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  return Finish(b, h, p::Operation::Get, p::CreateGet(b, q, i));
+}
+
+std::string BuildBrowse(RequestHeader h, std::string_view queue, const BrowseOptions& o) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, o.filter);
+  auto cursor = o.cursor.empty() ? 0 : b.CreateString(o.cursor);
+  return Finish(b, h, p::Operation::Browse, p::CreateBrowse(b, q, o.state, f, cursor, o.limit));
+}
+
+std::string BuildCount(RequestHeader h, std::string_view queue, const Pairs& filter) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Count, p::CreateCount(b, q, f));
+}
+
+std::string BuildExplain(RequestHeader h, std::string_view queue, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  return Finish(b, h, p::Operation::Explain, p::CreateExplain(b, q, i));
+}
+
+std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pairs& filter) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Explain, p::CreateExplain(b, q, 0, f));
+}
+
+std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto f = PairsOf(b, filter);
+  return Finish(b, h, p::Operation::Subscribe, p::CreateSubscribe(b, q, f));
+}
+
+std::string BuildStats(RequestHeader h) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::Stats, p::CreateStats(b));
+}
+
+std::string BuildHealth(RequestHeader h) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::Health, p::CreateHealth(b));
+}
+
+std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {
+  fb::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  if (!p::VerifyRequestBuffer(verifier)) return std::nullopt;
+  const p::Request* request = p::GetRequest(bytes.data());
+  RequestSummary out;
+  out.request_id = request->request_id();
+  if (const p::Dequeue* d = request->op_as_Dequeue()) out.wait_ms = d->wait_ms();
+  return out;
+}
+
+}  // namespace sundial::client

@@ -1,0 +1,162 @@
+// Request builders: one function per SPEC §3 operation, each returning the finished FlatBuffer
+// of one protocol Request (protocol/sundial.fbs, file identifier "SUND"), ready to be framed.
+// The blocking Client's typed helpers and the AsyncClient's callers use the same builders.
+//
+// Every request carries a RequestHeader: a request_id (the server echoes it back; responses
+// may come out of order, so ids in flight on one connection must differ; 0 is reserved: the
+// server uses it for errors it cannot tie to a request) and a durability (durable by default:
+// the reply comes after the WAL sync; relaxed: before it).
+//
+// Optional fields that are absent are left out of the buffer, so the server applies the
+// schema's defaults (create) or leaves a setting unchanged (update). No validation happens
+// here: the server checks every limit and names the offending field.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "protocol/sundial_generated.h"
+
+namespace sundial::client {
+
+using protocol::Durability;
+using protocol::MessageState;
+using protocol::QueueType;
+
+// Metadata of a message, or a filter (a conjunction of key = value pairs), in order.
+using Pairs = std::vector<std::pair<std::string, std::string>>;
+
+struct RequestHeader {
+  uint64_t request_id = 0;
+  Durability durability = Durability::durable;
+};
+
+// create_queue: SPEC §1's settings with their defaults.
+struct QueueSettings {
+  QueueType type = QueueType::simple;
+  std::string exclusivity_key;
+  int64_t lease_ms = 30000;
+  int64_t invisibility_ms = 0;
+  uint32_t max_attempts = 5;
+  int64_t retry_backoff_ms = 1000;
+  int64_t retry_backoff_max_ms = 300000;
+  std::string dead_letter_queue;  // empty: none
+  int64_t retention_ms = 3600000;
+  uint64_t max_depth = 0;  // 0: unlimited
+  bool enqueue_paused = false;
+  bool dequeue_paused = false;
+};
+
+// update_queue: absent settings are left unchanged (type and exclusivity key are fixed).
+struct QueueSettingsUpdate {
+  std::optional<int64_t> lease_ms;
+  std::optional<int64_t> invisibility_ms;
+  std::optional<uint32_t> max_attempts;
+  std::optional<int64_t> retry_backoff_ms;
+  std::optional<int64_t> retry_backoff_max_ms;
+  std::optional<std::string> dead_letter_queue;  // "" clears it
+  std::optional<int64_t> retention_ms;
+  std::optional<uint64_t> max_depth;
+  std::optional<bool> enqueue_paused;
+  std::optional<bool> dequeue_paused;
+};
+
+struct EnqueueItem {
+  std::string id;  // empty: the server generates one
+  int64_t priority = 0;
+  std::string payload;  // bytes
+  Pairs metadata;
+  std::optional<int64_t> delay_ms;    // relative; or
+  std::optional<int64_t> visible_at;  // absolute (not both)
+  std::optional<uint32_t> max_attempts;
+};
+
+struct DequeueOptions {
+  uint32_t max = 1;  // 1..1000
+  std::optional<int64_t> lease_ms;
+  Pairs filter;
+  uint32_t wait_ms = 0;  // long poll, 0..60000
+};
+
+struct CompleteItem {
+  std::string id;
+  uint64_t lease_token = 0;
+};
+
+struct FailOptions {
+  std::string error;
+  std::optional<int64_t> retry_delay_ms;  // else the queue's exponential backoff
+};
+
+struct ReprioritizeChange {
+  std::optional<int64_t> priority;
+  std::optional<int64_t> visible_at;
+};
+
+struct BrowseOptions {
+  MessageState state = MessageState::pending;
+  Pairs filter;
+  std::string cursor;
+  uint32_t limit = 100;  // 1..1000
+};
+
+// Queues.
+std::string BuildAuth(RequestHeader h, std::string_view token);
+std::string BuildCreateQueue(RequestHeader h, std::string_view name, const QueueSettings& s);
+std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const QueueSettingsUpdate& u);
+std::string BuildGetQueue(RequestHeader h, std::string_view name);
+std::string BuildListQueues(RequestHeader h);
+std::string BuildDeleteQueue(RequestHeader h, std::string_view name);
+std::string BuildPurgeQueue(RequestHeader h, std::string_view name,
+                            const std::vector<MessageState>& states);
+
+// Messages.
+std::string BuildEnqueue(RequestHeader h, std::string_view queue,
+                         const std::vector<EnqueueItem>& items);
+std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o);
+std::string BuildComplete(RequestHeader h, std::string_view queue,
+                          const std::vector<CompleteItem>& items);
+std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view id,
+                      uint64_t lease_token, const FailOptions& o);
+std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_view id,
+                        uint64_t lease_token, int64_t lease_ms);
+std::string BuildCancel(RequestHeader h, std::string_view queue,
+                        const std::vector<std::string>& ids);
+std::string BuildCancelByFilter(RequestHeader h, std::string_view queue, const Pairs& filter);
+std::string BuildReprioritize(RequestHeader h, std::string_view queue, std::string_view id,
+                              const ReprioritizeChange& change);
+std::string BuildReprioritizeByFilter(RequestHeader h, std::string_view queue, const Pairs& filter,
+                                      const ReprioritizeChange& change);
+std::string BuildRedrive(RequestHeader h, std::string_view queue,
+                         const std::vector<std::string>& ids);
+std::string BuildRedriveAll(RequestHeader h, std::string_view queue);
+std::string BuildRedriveByFilter(RequestHeader h, std::string_view queue, const Pairs& filter);
+std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id);
+std::string BuildBrowse(RequestHeader h, std::string_view queue, const BrowseOptions& o);
+std::string BuildCount(RequestHeader h, std::string_view queue, const Pairs& filter);
+std::string BuildExplain(RequestHeader h, std::string_view queue, std::string_view id);
+std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pairs& filter);
+
+// Server.
+std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);
+std::string BuildStats(RequestHeader h);
+std::string BuildHealth(RequestHeader h);
+
+// The finished Request in a builder (for requests built by hand): its bytes.
+std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b);
+
+// The request_id and the Dequeue wait_ms of a request's bytes, after verifying them; nullopt
+// when the bytes are not a valid Request.
+struct RequestSummary {
+  uint64_t request_id = 0;
+  uint32_t wait_ms = 0;  // a long-poll Dequeue's wait, else 0
+};
+std::optional<RequestSummary> SummarizeRequest(std::string_view bytes);
+
+}  // namespace sundial::client
