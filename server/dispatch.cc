@@ -74,8 +74,10 @@ class Reply {
   fb::FlatBufferBuilder& b() { return b_; }
 
   std::string Error(Status status) {
+    code_ = status.code();
     return Finish(p::CreateResponse(b_, request_id_, ItemError(status), lsn_));
   }
+  Code code() const { return code_; }
   template <typename T>
   std::string Ok(p::Result type, fb::Offset<T> result) {
     return Finish(p::CreateResponse(b_, request_id_, 0, lsn_, type, result.Union()));
@@ -136,7 +138,10 @@ class Reply {
   fb::FlatBufferBuilder b_;
   uint64_t request_id_;
   uint64_t lsn_ = 0;
+  Code code_ = Code::kOk;
 };
+
+}  // namespace
 
 bool IsMutation(p::Operation op) {
   switch (op) {
@@ -158,7 +163,22 @@ bool IsMutation(p::Operation op) {
   }
 }
 
-}  // namespace
+std::string ErrorResponse(uint64_t request_id, Code code, std::string_view message) {
+  fb::FlatBufferBuilder b(128 + message.size());
+  auto error = p::CreateError(b, static_cast<p::Code>(code), b.CreateString(message));
+  auto response = p::CreateResponse(b, request_id, error);
+  b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));
+  return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
+}
+
+std::string EmptyDequeueResponse(uint64_t request_id) {
+  fb::FlatBufferBuilder b(128);
+  std::vector<fb::Offset<p::Message>> none;
+  auto result = p::CreateDequeueResultDirect(b, &none);
+  auto response = p::CreateResponse(b, request_id, 0, 0, p::Result::DequeueResult, result.Union());
+  b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));
+  return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
+}
 
 Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
   Outcome out;
@@ -167,6 +187,7 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
   auto& b = r.b();
   auto finish = [&](std::string response) {
     out.response = std::move(response);
+    out.code = r.code();
     return out;
   };
   // The LSN a mutation must wait for is known after the engine call: a reply carries it.
@@ -255,6 +276,8 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
     }
     case p::Operation::Dequeue: {
       const auto* op = request.op_as_Dequeue();
+      if (op->wait_ms() > kMaxWaitMs)
+        return finish(r.Error(InvalidArgument("wait_ms: at most 60000")));
       DequeueRequest d;
       d.max = op->max();
       d.lease_ms = op->lease_ms();
@@ -262,6 +285,7 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
       auto messages = e.Dequeue(Str(op->queue()), d);
       after_mutation();
       if (!messages.ok()) return finish(r.Error(messages.status()));
+      out.empty_dequeue = messages->empty();
       std::vector<fb::Offset<p::Message>> out_messages;
       for (const MessageRecord& m : *messages) out_messages.push_back(r.MessageOf(m));
       return finish(r.Ok(p::Result::DequeueResult, p::CreateDequeueResultDirect(b, &out_messages)));

@@ -12,15 +12,19 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "engine/engine.h"
 #include "wal/group_commit_log.h"
 
 namespace sundial::protocol {
 struct Request;
-}
+enum class Operation : uint8_t;
+}  // namespace sundial::protocol
 
 namespace sundial::server {
+
+inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue.wait_ms (SPEC §3)
 
 class Dispatcher {
  public:
@@ -28,9 +32,11 @@ class Dispatcher {
   Dispatcher(Engine* engine, const wal::GroupCommitLog* log) : engine_(engine), log_(log) {}
 
   struct Outcome {
-    std::string response;   // a finished ServerMessage FlatBuffer (body: Response)
-    uint64_t wait_lsn = 0;  // reply once every record below this is durable; 0: reply now
-    bool relaxed = false;   // the request asked for durability: relaxed
+    std::string response;        // a finished ServerMessage FlatBuffer (body: Response)
+    uint64_t wait_lsn = 0;       // reply once every record below this is durable; 0: reply now
+    bool relaxed = false;        // the request asked for durability: relaxed
+    Code code = Code::kOk;       // of the whole request (metrics); items of a batch may still fail
+    bool empty_dequeue = false;  // a Dequeue that succeeded with no message (long-poll waits)
   };
   Outcome Handle(const protocol::Request& request) const;
 
@@ -38,5 +44,13 @@ class Dispatcher {
   Engine* engine_;
   const wal::GroupCommitLog* log_;
 };
+
+// A finished ServerMessage{Response} with only `request_id` and an error.
+std::string ErrorResponse(uint64_t request_id, Code code, std::string_view message);
+// A finished ServerMessage{Response} with an empty DequeueResult (a long poll that timed out).
+std::string EmptyDequeueResponse(uint64_t request_id);
+
+// True for the operations that change state (and so are logged and wait for the WAL).
+bool IsMutation(protocol::Operation op);
 
 }  // namespace sundial::server

@@ -76,6 +76,8 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   app.add_option("--allowed-origins", o.allowed_origins, "WebSocket Origin values accepted")
       ->delimiter(',');
   app.add_flag("--insecure-bind", o.insecure_bind, "allow --bind beyond loopback without a token");
+  app.add_option("--ready-file", o.ready_file,
+                 "write {\"pid\",\"port\",\"http_port\"} JSON here once listening");
 
   // Environment variables for the flags not given on the command line: inserted as flags
   // before the command line's, so the config file (applied to what is still unset) comes last.

@@ -40,6 +40,10 @@ struct Options {
   std::string auth_token_file;
   std::vector<std::string> allowed_origins;
   bool insecure_bind = false;
+
+  // Written (atomically) once both ports listen: {"pid":N,"port":P,"http_port":H}. For tests
+  // and supervisors that start sundiald on ephemeral ports (--port 0).
+  std::string ready_file;
 };
 
 struct ParseResult {

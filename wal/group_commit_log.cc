@@ -66,6 +66,7 @@ struct GroupCommitLog::Impl {
   LogOptions options;
 
   std::mutex mu;
+  std::atomic<bool> failed{false};   // failure is not OK
   std::condition_variable work_cv;   // wakes the log thread
   std::condition_variable state_cv;  // wakes Flush / Rotate callers after each group
 
@@ -158,6 +159,10 @@ const char* GroupCommitLog::Impl::Sync(Status* cause) {
     stats.sync_nanos += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
   }
+  if (options.on_sync) {
+    options.on_sync(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
+  }
   if (!s.ok()) {
     *cause = s;
     return kSyncFailed;
@@ -230,6 +235,7 @@ void GroupCommitLog::Impl::Fail(std::unique_lock<std::mutex>& lock, const char* 
                                 Status cause) {
   if (!failure.ok()) return;
   failure = Unavailable(detail);
+  failed.store(true, std::memory_order_release);
   std::fprintf(stderr,
                "\n*** sundial: WRITE-AHEAD LOG FAILED in %s (segment %llu): %s: %.*s\n"
                "*** %s. Writes are refused; reads go on. Nothing is retried.\n\n",
@@ -497,6 +503,8 @@ Status GroupCommitLog::failure() const {
   std::lock_guard lock(impl_->mu);
   return impl_->failure;
 }
+
+bool GroupCommitLog::failed() const { return impl_->failed.load(std::memory_order_acquire); }
 
 LogStats GroupCommitLog::stats() const {
   std::lock_guard lock(impl_->mu);

@@ -39,6 +39,8 @@ struct LogOptions {
   int64_t interval_ms = 1000;            // kInterval
   uint64_t segment_bytes = 64ull << 20;  // rotate the active segment past this size
   size_t max_group_bytes = 4u << 20;     // cap of one group's write
+  // Called on the log thread after each fdatasync with its duration (metrics); must be quick.
+  std::function<void(uint64_t nanos)> on_sync;
 };
 
 // Counters for metrics and benchmarks.
@@ -93,6 +95,7 @@ class GroupCommitLog final : public EffectSink {
   Status Close();
 
   Status failure() const;  // OK, or the error that failed the log
+  bool failed() const;     // failure() is not OK; lock-free, for a check per request
   LogStats stats() const;
   const std::string& dir() const;
 

@@ -1,0 +1,437 @@
+// The HTTP + WebSocket transport (SPEC §5), Boost.Beast on the second port:
+//   GET /healthz  200 while the process runs
+//   GET /readyz   200 once recovery is done; 503 with the reason while draining or after the
+//                 WAL failed
+//   GET /metrics  Prometheus text (server/metrics.h)
+//   GET /         a placeholder page (the dashboard issue replaces it)
+//   /ws           WebSocket: binary frames carry the TCP protocol's FlatBuffers, text frames
+//                 their JSON form (protocol/json.h); `subscribe` works here only.
+// The request line and headers must arrive within --handshake-timeout-ms (slow loris), bodies
+// are limited to 64 KiB, WebSocket messages to --max-frame-bytes. With --auth-token-file an
+// upgrade needs `Authorization: Bearer TOKEN`; `Origin` must be one of --allowed-origins, or
+// (without that flag) absent or the server's own host.
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/websocket.hpp>
+#include <cstdio>
+#include <deque>
+#include <utility>
+
+#include "protocol/json.h"
+#include "protocol/sundial_generated.h"
+#include "server/internal.h"
+
+namespace sundial::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace websocket = beast::websocket;
+namespace fb = flatbuffers;
+namespace p = protocol;
+using tcp = asio::ip::tcp;
+
+constexpr size_t kMaxEventBacklog = 10'000;  // events queued for one subscriber before it is cut
+
+constexpr std::string_view kIndexPage = R"(<!doctype html>
+<html><head><meta charset="utf-8"><title>Sundial</title></head>
+<body><h1>Sundial</h1>
+<p>The dashboard arrives with its own issue. Meanwhile: <a href="/metrics">/metrics</a>,
+<a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>, and WebSocket at <code>/ws</code>
+(binary: FlatBuffers; text: JSON, see docs/protocol.md).</p>
+</body></html>
+)";
+
+bool VerifyRequest(std::string_view bytes) {
+  fb::Verifier::Options vo;
+  vo.max_depth = 32;
+  vo.max_tables = 1'000'000;
+  fb::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), vo);
+  return p::VerifyRequestBuffer(verifier);
+}
+
+class WsSession final : public Connection {
+ public:
+  WsSession(tcp::socket socket, Core* core)
+      : Connection(Transport::kWebSocket),
+        ws_(std::move(socket)),
+        strand_(ws_.get_executor()),
+        core_(core),
+        options_(core->options()) {}
+
+  void Accept(http::request<http::string_body> request) {
+    websocket::stream_base::timeout timeouts;
+    timeouts.handshake_timeout = std::chrono::milliseconds(options_.handshake_timeout_ms);
+    timeouts.idle_timeout = std::chrono::milliseconds(options_.idle_timeout_ms);
+    timeouts.keep_alive_pings = true;
+    ws_.set_option(timeouts);
+    ws_.read_message_max(options_.max_frame_bytes);
+    ws_.binary(true);
+    ws_.async_accept(request, asio::bind_executor(strand_, [self = Self()](beast::error_code ec) {
+                       if (ec) return;
+                       self->core_->registry().Add(self);
+                       self->core_->metrics()->AddConnection(Transport::kWebSocket, 1);
+                       self->counted_ = true;
+                       self->Read();
+                     }));
+  }
+
+  void Deliver(std::string message) override {
+    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
+      self->inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      self->Queue(std::make_shared<const std::string>(std::move(message)), false);
+      self->Read();
+    });
+  }
+
+  void DeliverEvent(std::shared_ptr<const std::string> message) override {
+    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
+      if (self->events_cut_ || self->closed()) return;
+      if (self->queued_events_ >= kMaxEventBacklog) {
+        // It cannot keep up: end its subscriptions with the reason, never slow the engine.
+        self->events_cut_ = true;
+        self->core_->DropSubscriptions(self.get());
+        fb::FlatBufferBuilder b(128);
+        auto closed = p::CreateSubscriptionClosedDirect(
+            b, "subscriber fell behind: 10000 events unsent; subscribe again");
+        auto body = p::CreateEventMessage(b, p::Event::SubscriptionClosed, closed.Union());
+        b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
+        self->Queue(std::make_shared<const std::string>(
+                        reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
+                    false);
+        return;
+      }
+      self->Queue(std::move(message), true);
+    });
+  }
+
+  void Close() override {
+    asio::dispatch(strand_, [self = Self()] { self->DoClose(); });
+  }
+
+  void CloseWhenDone() override {
+    asio::dispatch(strand_, [self = Self()] {
+      self->close_when_done_ = true;
+      self->MaybeFinish();
+    });
+  }
+
+ private:
+  std::shared_ptr<WsSession> Self() {
+    return std::static_pointer_cast<WsSession>(shared_from_this());
+  }
+
+  void Read() {
+    if (reading_ || closed() || close_when_done_ || closing_) return;
+    if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    reading_ = true;
+    ws_.async_read(buffer_,
+                   asio::bind_executor(strand_, [self = Self()](beast::error_code ec, size_t) {
+                     self->reading_ = false;
+                     if (ec) return self->DoClose();
+                     self->OnMessage();
+                     self->Read();
+                   }));
+  }
+
+  void OnMessage() {
+    const auto data = buffer_.cdata();
+    std::string_view bytes(static_cast<const char*>(data.data()), data.size());
+    inflight_.fetch_add(1, std::memory_order_acq_rel);
+    if (ws_.got_text()) {
+      json_ = true;
+      if (!json_in_) json_in_ = std::make_unique<p::JsonCodec>("Request");
+      std::string error;
+      if (!json_in_->FromJson(bytes, &scratch_, &error)) {
+        buffer_.consume(buffer_.size());
+        return Deliver(ErrorResponse(0, Code::kInvalidArgument, "json: " + error));
+      }
+    } else {
+      scratch_.assign(bytes);  // an aligned copy FlatBuffers can read in place
+    }
+    buffer_.consume(buffer_.size());
+    if (!VerifyRequest(scratch_)) {
+      return Deliver(
+          ErrorResponse(0, Code::kInvalidArgument, "frame: not a valid Request FlatBuffer"));
+    }
+    core_->Submit(shared_from_this(), scratch_);
+  }
+
+  void Queue(std::shared_ptr<const std::string> message, bool is_event) {
+    if (closed()) return;
+    queued_bytes_ += message->size();
+    if (is_event) ++queued_events_;
+    out_.push_back({std::move(message), is_event});
+    if (queued_bytes_ > options_.max_output_bytes) {
+      std::fprintf(stderr, "sundiald: dropping a WebSocket client: %zu bytes unread\n",
+                   queued_bytes_);
+      return DoClose();
+    }
+    Write();
+  }
+
+  void Write() {
+    if (writing_ || out_.empty() || closed()) return MaybeFinish();
+    writing_ = true;
+    auto on_write = asio::bind_executor(
+        strand_, [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); });
+    const Outgoing& next = out_.front();
+    if (json_) {
+      if (!json_out_) json_out_ = std::make_unique<p::JsonCodec>("ServerMessage");
+      std::string error;
+      if (!json_out_->ToJson(*next.message, &text_, &error)) text_ = R"({"error":"encoding"})";
+      ws_.text(true);
+      ws_.async_write(asio::buffer(text_), std::move(on_write));
+    } else {
+      ws_.binary(true);
+      ws_.async_write(asio::buffer(*next.message), std::move(on_write));
+    }
+  }
+
+  void OnWritten(beast::error_code ec) {
+    writing_ = false;
+    if (ec) return DoClose();
+    const Outgoing& done = out_.front();
+    queued_bytes_ -= done.message->size();
+    if (done.is_event) --queued_events_;
+    out_.pop_front();
+    Write();
+  }
+
+  void MaybeFinish() {
+    if (close_when_done_ && !closing_ && !closed() && inflight_.load() == 0 && out_.empty() &&
+        !writing_) {
+      closing_ = true;
+      ws_.async_close(
+          websocket::close_code::going_away,
+          asio::bind_executor(strand_, [self = Self()](beast::error_code) { self->DoClose(); }));
+    }
+  }
+
+  void DoClose() {
+    if (closed_.exchange(true)) return;
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    core_->Forget(this);
+    core_->registry().Remove(this);
+    if (counted_) core_->metrics()->AddConnection(Transport::kWebSocket, -1);
+  }
+
+  struct Outgoing {
+    std::shared_ptr<const std::string> message;
+    bool is_event;
+  };
+
+  websocket::stream<beast::tcp_stream> ws_;
+  asio::any_io_executor strand_;
+  Core* const core_;
+  const Options& options_;
+  // On the strand only:
+  beast::flat_buffer buffer_;
+  std::string scratch_;
+  std::string text_;
+  std::deque<Outgoing> out_;
+  size_t queued_bytes_ = 0;
+  size_t queued_events_ = 0;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool json_ = false;  // the client spoke JSON (text frames): everything it gets is JSON text
+  bool events_cut_ = false;
+  bool close_when_done_ = false;
+  bool closing_ = false;
+  bool counted_ = false;
+  std::unique_ptr<p::JsonCodec> json_in_;
+  std::unique_ptr<p::JsonCodec> json_out_;
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket socket, Core* core) : stream_(std::move(socket)), core_(core) {}
+
+  void Start() {
+    core_->metrics()->AddConnection(Transport::kHttp, 1);
+    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+  }
+  ~HttpSession() { core_->metrics()->AddConnection(Transport::kHttp, -1); }
+
+ private:
+  void Read() {
+    parser_.emplace();
+    parser_->header_limit(8 * 1024);
+    parser_->body_limit(64 * 1024);
+    // The whole request (line, headers, body) within the handshake timeout: slow loris.
+    stream_.expires_after(std::chrono::milliseconds(core_->options().handshake_timeout_ms));
+    http::async_read(stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->Close();
+                       self->OnRequest(self->parser_->release());
+                     });
+  }
+
+  void OnRequest(http::request<http::string_body> req) {
+    if (websocket::is_upgrade(req)) return Upgrade(std::move(req));
+    http::response<http::string_body> res;
+    res.version(req.version());
+    res.keep_alive(req.keep_alive());
+    res.set(http::field::server, "sundiald");
+    const std::string_view target(req.target().data(), req.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    if (req.method() != http::verb::get && req.method() != http::verb::head) {
+      Reply(res, http::status::method_not_allowed, "text/plain", "only GET\n");
+    } else if (path == "/healthz") {
+      Reply(res, http::status::ok, "text/plain", "ok\n");
+    } else if (path == "/readyz") {
+      if (core_->ready()) {
+        Reply(res, http::status::ok, "text/plain", "ready\n");
+      } else {
+        Reply(res, http::status::service_unavailable, "text/plain",
+              std::string(core_->not_ready_reason()) + "\n");
+      }
+    } else if (path == "/metrics") {
+      Reply(res, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
+            core_->RenderMetrics());
+    } else if (path == "/" || path == "/index.html") {
+      Reply(res, http::status::ok, "text/html; charset=utf-8", std::string(kIndexPage));
+    } else if (path == "/ws") {
+      Reply(res, http::status::bad_request, "text/plain", "/ws: a WebSocket upgrade is needed\n");
+    } else {
+      Reply(res, http::status::not_found, "text/plain", "not found\n");
+    }
+    if (req.method() == http::verb::head) res.body().clear();
+    Send(std::move(res));
+  }
+
+  static void Reply(http::response<http::string_body>& res, http::status status,
+                    std::string_view type, std::string body) {
+    res.result(status);
+    res.set(http::field::content_type, type);
+    res.body() = std::move(body);
+  }
+
+  void Send(http::response<http::string_body> res) {
+    res.prepare_payload();
+    auto shared = std::make_shared<http::response<http::string_body>>(std::move(res));
+    http::async_write(stream_, *shared,
+                      [self = shared_from_this(), shared](beast::error_code ec, size_t) {
+                        if (ec || !shared->keep_alive()) return self->Close();
+                        self->Read();
+                      });
+  }
+
+  void Upgrade(http::request<http::string_body> req) {
+    http::response<http::string_body> res;
+    res.version(req.version());
+    res.keep_alive(false);
+    const std::string_view target(req.target().data(), req.target().size());
+    if (target.substr(0, target.find('?')) != "/ws") {
+      Reply(res, http::status::not_found, "text/plain", "WebSocket lives at /ws\n");
+      return Send(std::move(res));
+    }
+    if (!OriginAllowed(req)) {
+      Reply(res, http::status::forbidden, "text/plain", "origin: not in --allowed-origins\n");
+      return Send(std::move(res));
+    }
+    const std::string& token = core_->auth_token();
+    if (!token.empty()) {
+      const auto auth = req[http::field::authorization];
+      if (std::string_view(auth.data(), auth.size()) != "Bearer " + token) {
+        Reply(res, http::status::unauthorized, "text/plain",
+              "auth: the upgrade needs Authorization: Bearer TOKEN\n");
+        res.set(http::field::www_authenticate, "Bearer");
+        return Send(std::move(res));
+      }
+    }
+    stream_.expires_never();  // the WebSocket stream's own timeouts take over
+    std::make_shared<WsSession>(stream_.release_socket(), core_)->Accept(std::move(req));
+  }
+
+  bool OriginAllowed(const http::request<http::string_body>& req) const {
+    const auto origin_field = req[http::field::origin];
+    const std::string origin(origin_field.data(), origin_field.size());
+    const auto& allowed = core_->options().allowed_origins;
+    if (!allowed.empty()) {
+      return std::find(allowed.begin(), allowed.end(), origin) != allowed.end() ||
+             (origin.empty() && core_->auth_token().empty());
+    }
+    if (origin.empty()) return true;  // not a browser
+    const auto host = req[http::field::host];
+    const std::string h(host.data(), host.size());
+    return origin == "http://" + h || origin == "https://" + h;
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  Core* const core_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+};
+
+class HttpListener final : public Listener {
+ public:
+  HttpListener(asio::io_context* io, Core* core) : io_(io), core_(core), acceptor_(*io) {}
+
+  Status Start(const std::string& address, uint16_t port) override {
+    boost::system::error_code ec;
+    const auto ip = asio::ip::make_address(address, ec);
+    if (ec) return InvalidArgument("--bind: not an IP address");
+    const tcp::endpoint endpoint(ip, port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Unavailable("--http-port: cannot listen");
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    return Status::Ok();
+  }
+
+  uint16_t port() const override { return port_; }
+
+  void Stop() override {
+    asio::post(acceptor_.get_executor(), [this] {
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+    });
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(asio::make_strand(*io_),
+                           [this](boost::system::error_code ec, tcp::socket socket) {
+                             if (ec == asio::error::operation_aborted || !acceptor_.is_open())
+                               return;
+                             if (!ec) {
+                               if (core_->metrics()->connections() >=
+                                   static_cast<int64_t>(core_->options().max_connections)) {
+                                 boost::system::error_code ignored;
+                                 socket.close(ignored);
+                               } else {
+                                 std::make_shared<HttpSession>(std::move(socket), core_)->Start();
+                               }
+                             }
+                             Accept();
+                           });
+  }
+
+  asio::io_context* io_;
+  Core* core_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Listener> NewHttpListener(asio::io_context* io, Core* core) {
+  return std::make_unique<HttpListener>(io, core);
+}
+
+}  // namespace sundial::server

@@ -1,0 +1,149 @@
+// sundiald: recover the data directory, open the WAL, start the checkpointer and the server,
+// serve until SIGTERM/SIGINT, drain, flush the WAL, exit 0. docs/operations.md.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "engine/clock.h"
+#include "engine/engine.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/server.h"
+#include "wal/checkpointer.h"
+#include "wal/file.h"
+#include "wal/recovery.h"
+
+namespace {
+
+using namespace sundial;  // NOLINT(google-build-using-namespace): a main file
+
+// One sundiald per data directory: an exclusive flock on DIR/LOCK for the process's life.
+bool LockDataDir(const std::string& dir) {
+  const std::string path = dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "sundiald: cannot open %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    std::fprintf(stderr, "sundiald: %s is in use by another sundiald (%s)\n", dir.c_str(),
+                 path.c_str());
+    ::close(fd);
+    return false;
+  }
+  return true;  // the descriptor stays open (and locked) until the process exits
+}
+
+bool WriteReadyFile(const std::string& path, uint16_t port, uint16_t http_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << "{\"pid\":" << ::getpid() << ",\"port\":" << port << ",\"http_port\":" << http_port
+        << "}\n";
+    if (!out) return false;
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  return !ec;
+}
+
+int Run(int argc, char** argv) {
+  server::ParseResult parsed = server::ParseOptions(argc, argv);
+  if (parsed.exit_code >= 0) {
+    std::fputs(parsed.message.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    std::fputc('\n', parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  server::Options options = parsed.options;
+  if (!server::IsLoopback(options.bind) && options.auth_token_file.empty() &&
+      !options.insecure_bind) {
+    std::fprintf(stderr,
+                 "sundiald: --bind %s: listening beyond loopback needs --auth-token-file (or "
+                 "--insecure-bind)\n",
+                 options.bind.c_str());
+    return 2;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "sundiald: --data-dir %s: %s\n", options.data_dir.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  if (!LockDataDir(options.data_dir)) return 1;
+
+  server::Metrics metrics;
+  options.log.on_sync = [&metrics](uint64_t nanos) { metrics.Fsync(nanos); };
+
+  auto fs = wal::NewPosixFileSystem();
+  SystemClock clock;
+  wal::DeferredSink deferred;
+  server::TeeSink tee(&deferred);
+  auto make_engine = [&] {
+    Engine::Options eo;
+    eo.shards = options.shards;
+    eo.memory_budget_bytes = options.memory_budget_bytes;
+    return std::make_unique<Engine>(eo, &clock, &tee);
+  };
+  wal::RecoveryOptions recovery;
+  recovery.repair = options.wal_repair;
+  wal::OpenedLog opened;
+  Status s = wal::RecoverAndOpenLog(fs.get(), options.data_dir, make_engine, recovery, options.log,
+                                    &deferred, &opened);
+  std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
+               opened.report.Summary().c_str());
+  if (!s.ok()) {
+    std::fprintf(stderr, "sundiald: cannot start: %s: %.*s%s\n",
+                 std::string(CodeName(s.code())).c_str(), static_cast<int>(s.detail().size()),
+                 s.detail().data(),
+                 opened.report.damage ? " (see above; --wal-repair cuts the log there)" : "");
+    return 1;
+  }
+
+  wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint);
+  checkpointer.Start();
+
+  int code = 0;
+  {
+    server::Server server(options, opened.engine.get(), opened.log.get(), &metrics);
+    tee.set_observer(server.effect_observer());
+    std::string error;
+    if (Status started = server.Start(&error); !started.ok()) {
+      std::fprintf(stderr, "sundiald: %s\n", error.c_str());
+      checkpointer.Stop();
+      tee.set_observer(nullptr);
+      (void)opened.log->Close();
+      return started.code() == Code::kInvalidArgument ? 2 : 1;
+    }
+    std::fprintf(stderr, "sundiald: listening on %s: tcp %u, http %u; data %s; fsync %s\n",
+                 options.bind.c_str(), server.port(), server.http_port(), options.data_dir.c_str(),
+                 options.fsync.c_str());
+    if (!options.ready_file.empty() &&
+        !WriteReadyFile(options.ready_file, server.port(), server.http_port())) {
+      std::fprintf(stderr, "sundiald: cannot write --ready-file %s\n", options.ready_file.c_str());
+    }
+    server.Run();
+    tee.set_observer(nullptr);
+  }
+  checkpointer.Stop();
+  if (Status closed = opened.log->Close(); !closed.ok()) {
+    std::fprintf(stderr, "sundiald: the WAL did not close cleanly: %.*s\n",
+                 static_cast<int>(closed.detail().size()), closed.detail().data());
+    code = 1;
+  }
+  std::fprintf(stderr, "sundiald: stopped\n");
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Run(argc, argv); }

@@ -1,0 +1,203 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "protocol/sundial_generated.h"
+
+namespace sundial::server {
+namespace {
+
+// "CreateQueue" -> "create_queue".
+std::string SnakeCase(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    if (c >= 'A' && c <= 'Z') {
+      if (!out.empty()) out += '_';
+      out += static_cast<char>(c - 'A' + 'a');
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string OpName(size_t op) {
+  if (op > static_cast<size_t>(protocol::Operation::MAX)) return "unknown";
+  if (op == 0) return "none";
+  return SnakeCase(protocol::EnumNameOperation(static_cast<protocol::Operation>(op)));
+}
+
+// Prometheus label values escape backslash, double quote and newline.
+std::string Escape(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
+  fmt::format_to(std::back_inserter(*out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+void Histogram::Observe(uint64_t nanos) {
+  const double seconds = static_cast<double>(nanos) / 1e9;
+  size_t i = 0;
+  while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  sum_nanos_.fetch_add(nanos, std::memory_order_relaxed);
+  count_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Histogram::Render(std::string_view name, std::string_view labels, std::string* out) const {
+  auto it = std::back_inserter(*out);
+  const std::string sep = labels.empty() ? "" : ",";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i <= kBounds.size(); ++i) {
+    cumulative += buckets_[i].load(std::memory_order_relaxed);
+    const std::string le = i < kBounds.size() ? fmt::format("{}", kBounds[i]) : "+Inf";
+    fmt::format_to(it, "{}_bucket{{{}{}le=\"{}\"}} {}\n", name, labels, sep, le, cumulative);
+  }
+  const std::string braces = labels.empty() ? "" : fmt::format("{{{}}}", labels);
+  fmt::format_to(it, "{}_sum{} {}\n", name, braces,
+                 static_cast<double>(sum_nanos_.load(std::memory_order_relaxed)) / 1e9);
+  fmt::format_to(it, "{}_count{} {}\n", name, braces, cumulative);
+}
+
+std::string_view TransportName(Transport t) {
+  switch (t) {
+    case Transport::kTcp:
+      return "tcp";
+    case Transport::kWebSocket:
+      return "websocket";
+    case Transport::kHttp:
+      return "http";
+  }
+  return "unknown";
+}
+
+void Metrics::CountRequest(uint8_t op, Code code, uint64_t nanos) {
+  const size_t o = op < kOps ? op : 0;
+  const size_t c = static_cast<size_t>(code) < kCodes ? static_cast<size_t>(code) : kCodes - 1;
+  operations_[o][c].fetch_add(1, std::memory_order_relaxed);
+  durations_[o].Observe(nanos);
+}
+
+void Metrics::AddConnection(Transport t, int delta) {
+  connections_[static_cast<size_t>(t)].fetch_add(delta, std::memory_order_relaxed);
+}
+
+int64_t Metrics::connections(Transport t) const {
+  return connections_[static_cast<size_t>(t)].load(std::memory_order_relaxed);
+}
+
+int64_t Metrics::connections() const {
+  int64_t n = 0;
+  for (const auto& c : connections_) n += c.load(std::memory_order_relaxed);
+  return n;
+}
+
+void Metrics::LeaseExpired(std::string_view queue) {
+  std::lock_guard lock(lease_mu_);
+  auto it = lease_expirations_.find(queue);
+  if (it == lease_expirations_.end()) it = lease_expirations_.emplace(queue, 0).first;
+  ++it->second;
+}
+
+std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log) const {
+  std::string out;
+  auto it = std::back_inserter(out);
+
+  Header(&out, "sundial_build_info", "gauge", "Build information (value 1).");
+  fmt::format_to(it, "sundial_build_info{{version=\"{}\",wal_format=\"1\"}} 1\n", SUNDIAL_VERSION);
+
+  const std::vector<QueueInfo> queues = engine.ListQueues();
+  Header(&out, "sundial_messages", "gauge", "Messages per queue and state.");
+  static constexpr MessageState kStates[] = {MessageState::kInvisible, MessageState::kPending,
+                                             MessageState::kRunning,   MessageState::kCompleted,
+                                             MessageState::kCanceled,  MessageState::kErrored};
+  for (const QueueInfo& q : queues) {
+    const std::string name = Escape(q.name);
+    for (MessageState s : kStates) {
+      fmt::format_to(it, "sundial_messages{{queue=\"{}\",state=\"{}\"}} {}\n", name, StateName(s),
+                     q.counts[s]);
+    }
+  }
+  Header(&out, "sundial_oldest_pending_age_seconds", "gauge",
+         "Age of the queue's head pending message.");
+  for (const QueueInfo& q : queues) {
+    fmt::format_to(it, "sundial_oldest_pending_age_seconds{{queue=\"{}\"}} {}\n", Escape(q.name),
+                   static_cast<double>(q.oldest_pending_age_ms) / 1000.0);
+  }
+
+  Header(&out, "sundial_operations_total", "counter", "Requests answered, by operation and code.");
+  for (size_t o = 0; o < kOps; ++o) {
+    for (size_t c = 0; c < kCodes; ++c) {
+      const uint64_t n = operations_[o][c].load(std::memory_order_relaxed);
+      if (n == 0) continue;
+      fmt::format_to(it, "sundial_operations_total{{op=\"{}\",code=\"{}\"}} {}\n", OpName(o),
+                     CodeName(static_cast<Code>(c)), n);
+    }
+  }
+  Header(&out, "sundial_request_duration_seconds", "histogram",
+         "Time from a request's decoding to its reply being queued, by operation.");
+  for (size_t o = 0; o < kOps; ++o) {
+    if (durations_[o].count() == 0) continue;
+    durations_[o].Render("sundial_request_duration_seconds", fmt::format("op=\"{}\"", OpName(o)),
+                         &out);
+  }
+
+  Header(&out, "sundial_wal_fsync_duration_seconds", "histogram", "fdatasync calls of the WAL.");
+  fsync_.Render("sundial_wal_fsync_duration_seconds", "", &out);
+  const wal::LogStats stats = log ? log->stats() : wal::LogStats{};
+  Header(&out, "sundial_wal_bytes_total", "counter", "Bytes written to WAL segments.");
+  fmt::format_to(it, "sundial_wal_bytes_total {}\n", stats.bytes);
+  Header(&out, "sundial_wal_records_total", "counter", "Effects appended to the WAL.");
+  fmt::format_to(it, "sundial_wal_records_total {}\n", stats.records);
+  Header(&out, "sundial_wal_failed", "gauge", "1 when the WAL has failed (writes refused).");
+  fmt::format_to(it, "sundial_wal_failed {}\n", log && log->failed() ? 1 : 0);
+
+  Header(&out, "sundial_lease_expirations_total", "counter", "Leases that ran out, per queue.");
+  {
+    std::lock_guard lock(lease_mu_);
+    for (const auto& [queue, n] : lease_expirations_) {
+      fmt::format_to(it, "sundial_lease_expirations_total{{queue=\"{}\"}} {}\n", Escape(queue), n);
+    }
+  }
+
+  Header(&out, "sundial_connections", "gauge", "Open client connections, by transport.");
+  for (size_t t = 0; t < kTransports; ++t) {
+    fmt::format_to(it, "sundial_connections{{transport=\"{}\"}} {}\n",
+                   TransportName(static_cast<Transport>(t)),
+                   connections_[t].load(std::memory_order_relaxed));
+  }
+
+  Header(&out, "sundial_memory_bytes", "gauge",
+         "Memory the engine accounts for (messages, indexes).");
+  fmt::format_to(it, "sundial_memory_bytes {}\n", engine.memory_bytes());
+  Header(&out, "process_resident_memory_bytes", "gauge", "Resident set size of the process.");
+  fmt::format_to(it, "process_resident_memory_bytes {}\n", ResidentBytes());
+  return out;
+}
+
+uint64_t ResidentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return 0;
+  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace sundial::server

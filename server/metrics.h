@@ -1,0 +1,73 @@
+// Server metrics in Prometheus' text format (the server issue's metrics item): counters and
+// histograms kept with relaxed atomics on the request path, gauges read from the engine and the
+// WAL when /metrics is scraped. docs/operations.md lists every series.
+//
+// Thread safety: every method may be called from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "engine/engine.h"
+#include "engine/status.h"
+#include "wal/group_commit_log.h"
+
+namespace sundial::server {
+
+// A histogram with fixed bounds in seconds (50 µs .. 10 s, then +Inf).
+class Histogram {
+ public:
+  static constexpr std::array<double, 17> kBounds = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,    0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0};
+
+  void Observe(uint64_t nanos);
+  uint64_t count() const { return count_.load(std::memory_order_relaxed); }
+  // Appends `name_bucket{labels,le=..}`, `name_sum{labels}`, `name_count{labels}` lines.
+  void Render(std::string_view name, std::string_view labels, std::string* out) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
+  std::atomic<uint64_t> sum_nanos_{0};
+  std::atomic<uint64_t> count_{0};
+};
+
+enum class Transport : uint8_t { kTcp = 0, kWebSocket = 1, kHttp = 2 };
+inline constexpr size_t kTransports = 3;
+std::string_view TransportName(Transport t);
+
+class Metrics {
+ public:
+  static constexpr size_t kOps = 32;  // >= the Operation union's members + NONE
+  static constexpr size_t kCodes = 9;
+
+  // One request answered: its protocol Operation (union type), code and time to the reply.
+  void CountRequest(uint8_t op, Code code, uint64_t nanos);
+  void AddConnection(Transport t, int delta);
+  void LeaseExpired(std::string_view queue);
+  void Fsync(uint64_t nanos) { fsync_.Observe(nanos); }
+
+  int64_t connections(Transport t) const;
+  int64_t connections() const;
+
+  // The whole exposition: the counters above plus the engine's and the WAL's gauges.
+  std::string Render(const Engine& engine, const wal::GroupCommitLog* log) const;
+
+ private:
+  std::array<std::array<std::atomic<uint64_t>, kCodes>, kOps> operations_{};
+  std::array<Histogram, kOps> durations_;
+  Histogram fsync_;
+  std::array<std::atomic<int64_t>, kTransports> connections_{};
+  mutable std::mutex lease_mu_;
+  std::map<std::string, uint64_t, std::less<>> lease_expirations_;  // GUARDED_BY(lease_mu_)
+};
+
+// The resident set size of this process (from /proc/self/statm), 0 if unknown.
+uint64_t ResidentBytes();
+
+}  // namespace sundial::server

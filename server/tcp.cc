@@ -1,0 +1,339 @@
+// The binary TCP transport (SPEC §5): frames of u32le length + FlatBuffer. A session reads
+// every complete frame in its buffer at once, hands each verified Request to the Core, and
+// writes whatever replies have gathered in one write. Replies go out in completion order
+// (a long poll never holds back the requests behind it).
+//
+// Limits: --max-frame-bytes (refused before buffering), --max-inflight (reading pauses),
+// --max-output-bytes (a client that never reads is dropped), --handshake-timeout-ms (the first
+// frame, and with a token the Auth, must arrive by then), --idle-timeout-ms (nothing in flight
+// and no frame for that long), --max-connections.
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdio>
+#include <utility>
+
+#include "protocol/framing.h"
+#include "protocol/sundial_generated.h"
+#include "server/internal.h"
+#include "server/server.h"
+
+namespace sundial::server {
+namespace {
+
+namespace fb = flatbuffers;
+namespace p = protocol;
+using tcp = asio::ip::tcp;
+
+class TcpSession final : public Connection {
+ public:
+  TcpSession(tcp::socket socket, Core* core)
+      : Connection(Transport::kTcp),
+        socket_(std::move(socket)),
+        strand_(socket_.get_executor()),  // accepted on a strand of its own
+        timer_(strand_),
+        core_(core),
+        options_(core->options()),
+        authed_(core->auth_token().empty()) {}
+
+  void Start() {
+    core_->registry().Add(shared_from_this());
+    core_->metrics()->AddConnection(Transport::kTcp, 1);
+    asio::dispatch(strand_, [self = Self()] {
+      // With a token the Auth must come within the handshake timeout; else idle rules apply.
+      self->deadline_ =
+          SteadyClock::now() + std::chrono::milliseconds(self->authed_
+                                                             ? self->options_.idle_timeout_ms
+                                                             : self->options_.handshake_timeout_ms);
+      self->ArmTimer();
+      self->Read();
+    });
+  }
+
+  void Deliver(std::string message) override {
+    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
+      self->inflight_.fetch_sub(1, std::memory_order_acq_rel);
+      self->Queue(message);
+      self->MaybeResume();
+    });
+  }
+
+  void Close() override {
+    asio::dispatch(strand_, [self = Self()] { self->DoClose(); });
+  }
+
+  void CloseWhenDone() override {
+    asio::dispatch(strand_, [self = Self()] {
+      self->stop_reading_ = true;
+      self->close_when_done_ = true;
+      self->MaybeResume();
+    });
+  }
+
+ private:
+  std::shared_ptr<TcpSession> Self() {
+    return std::static_pointer_cast<TcpSession>(shared_from_this());
+  }
+
+  void Read() {
+    if (reading_ || closed() || stop_reading_ || close_after_write_) return;
+    if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    // Room for what the next frame needs, at least 64 KiB.
+    size_t want = 64 << 10;
+    if (next_frame_bytes_ > 0) want = std::max(want, next_frame_bytes_);
+    if (in_.size() < in_len_ + want) in_.resize(in_len_ + want);
+    reading_ = true;
+    socket_.async_read_some(
+        asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t n) {
+          self->reading_ = false;
+          if (ec) return self->DoClose();
+          self->in_len_ += n;
+          self->ProcessFrames();
+          self->Read();
+        }));
+  }
+
+  void ProcessFrames() {
+    size_t begin = 0;
+    batching_ = true;
+    while (!closed() && !close_after_write_) {
+      std::string_view frame;
+      size_t consumed = 0;
+      const auto status = p::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
+                                       options_.max_frame_bytes, &frame, &consumed);
+      if (status == p::FrameStatus::kIncomplete) {
+        next_frame_bytes_ = 0;
+        if (in_len_ - begin >= p::kFrameHeaderBytes) {
+          uint32_t length = 0;
+          std::memcpy(&length, in_.data() + begin, sizeof length);  // little-endian hosts
+          next_frame_bytes_ = length + p::kFrameHeaderBytes;
+        }
+        break;
+      }
+      if (status == p::FrameStatus::kEmpty) {
+        Refuse(Code::kInvalidArgument, "frame: length 0 (every frame holds one FlatBuffer)");
+        break;
+      }
+      if (status == p::FrameStatus::kTooLarge) {
+        Refuse(Code::kInvalidArgument, "frame: longer than --max-frame-bytes");
+        break;
+      }
+      begin += consumed;
+      HandleFrame(frame);
+    }
+    // Keep the partial frame at the front.
+    if (begin > 0) {
+      std::memmove(in_.data(), in_.data() + begin, in_len_ - begin);
+      in_len_ -= begin;
+    }
+    if (in_.size() > (1u << 20) && in_len_ < (64u << 10)) {
+      in_.resize(64u << 10);
+      in_.shrink_to_fit();
+    }
+    batching_ = false;
+    Flush();
+  }
+
+  void HandleFrame(std::string_view frame) {
+    // FlatBuffers reads the buffer in place; a Request needs 8-byte alignment for its longs.
+    std::string_view aligned = frame;
+    if (reinterpret_cast<uintptr_t>(frame.data()) % 8 != 0) {
+      scratch_.assign(frame);
+      aligned = scratch_;
+    }
+    fb::Verifier::Options vo;
+    vo.max_depth = 32;
+    vo.max_tables = 1'000'000;
+    fb::Verifier verifier(reinterpret_cast<const uint8_t*>(aligned.data()), aligned.size(), vo);
+    if (!p::VerifyRequestBuffer(verifier)) {
+      return Refuse(Code::kInvalidArgument, "frame: not a valid Request FlatBuffer");
+    }
+    const auto* request = fb::GetRoot<p::Request>(aligned.data());
+    if (!authed_) {
+      const p::Auth* auth = request->op_as_Auth();
+      if (auth == nullptr || auth->token() == nullptr ||
+          auth->token()->string_view() != core_->auth_token()) {
+        return Refuse(Code::kUnauthenticated, auth == nullptr
+                                                  ? "auth: this server needs an Auth request first"
+                                                  : "auth: wrong token");
+      }
+      authed_ = true;
+    }
+    deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
+    inflight_.fetch_add(1, std::memory_order_acq_rel);
+    core_->Submit(shared_from_this(), aligned);
+  }
+
+  // A typed error (request_id 0), then the connection closes once it is written.
+  void Refuse(Code code, const char* message) {
+    Queue(ErrorResponse(0, code, message));
+    close_after_write_ = true;
+    Flush();
+  }
+
+  void Queue(std::string_view message) {
+    if (closed()) return;
+    p::AppendFrame(message, &pending_);
+    if (pending_.size() > options_.max_output_bytes) {
+      std::fprintf(stderr, "sundiald: dropping a TCP client: %zu reply bytes unread\n",
+                   pending_.size());
+      return DoClose();
+    }
+    if (!batching_ && !flush_posted_) {
+      // Let the replies already posted to this strand join this write.
+      flush_posted_ = true;
+      asio::post(strand_, [self = Self()] {
+        self->flush_posted_ = false;
+        self->Flush();
+      });
+    }
+  }
+
+  void Flush() {
+    if (writing_ || closed()) return;
+    if (pending_.empty()) {
+      if (close_after_write_) DoClose();
+      return;
+    }
+    writing_ = true;
+    std::swap(pending_, writing_buffer_);
+    asio::async_write(
+        socket_, asio::buffer(writing_buffer_),
+        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t) {
+          self->writing_ = false;
+          self->writing_buffer_.clear();
+          if (ec) return self->DoClose();
+          self->Flush();
+          self->MaybeResume();
+        }));
+  }
+
+  void MaybeResume() {
+    if (!batching_ && !reading_) Read();  // never while ProcessFrames walks in_
+    if (close_when_done_ && inflight_.load() == 0 && pending_.empty() && !writing_) DoClose();
+  }
+
+  void ArmTimer() {
+    timer_.expires_at(deadline_);
+    timer_.async_wait([self = Self()](boost::system::error_code ec) {
+      if (ec || self->closed()) return;
+      if (SteadyClock::now() < self->deadline_) return self->ArmTimer();
+      if (!self->authed_ || self->inflight_.load() == 0) {
+        // Slow or silent: no complete (authenticated) frame by the deadline.
+        return self->DoClose();
+      }
+      self->deadline_ =
+          SteadyClock::now() + std::chrono::milliseconds(self->options_.idle_timeout_ms);
+      self->ArmTimer();
+    });
+  }
+
+  void DoClose() {
+    if (closed_.exchange(true)) return;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    core_->Forget(this);
+    core_->registry().Remove(this);
+    core_->metrics()->AddConnection(Transport::kTcp, -1);
+  }
+
+  tcp::socket socket_;
+  asio::any_io_executor strand_;
+  asio::steady_timer timer_;
+  Core* const core_;
+  const Options& options_;
+
+  // All below: on the strand only.
+  std::string in_;  // received bytes [0, in_len_)
+  size_t in_len_ = 0;
+  size_t next_frame_bytes_ = 0;  // size of the partial frame at the front, once its header is in
+  std::string scratch_;          // an aligned copy of a misaligned frame
+  std::string pending_;          // framed replies not yet handed to a write
+  std::string writing_buffer_;   // the write in progress
+  bool reading_ = false;
+  bool writing_ = false;
+  bool batching_ = false;
+  bool flush_posted_ = false;
+  bool stop_reading_ = false;
+  bool close_after_write_ = false;
+  bool close_when_done_ = false;  // draining: close once every reply is written
+  bool authed_;
+  SteadyClock::time_point deadline_;
+};
+
+class TcpListener final : public Listener {
+ public:
+  TcpListener(asio::io_context* io, Core* core) : io_(io), core_(core), acceptor_(*io) {}
+
+  Status Start(const std::string& address, uint16_t port) override {
+    boost::system::error_code ec;
+    const auto ip = asio::ip::make_address(address, ec);
+    if (ec) return InvalidArgument("--bind: not an IP address");
+    const tcp::endpoint endpoint(ip, port);
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      error_ = ec.message();
+      return Unavailable("--port: cannot listen");
+    }
+    port_ = acceptor_.local_endpoint().port();
+    Accept();
+    return Status::Ok();
+  }
+
+  uint16_t port() const override { return port_; }
+  const std::string& error() const { return error_; }
+
+  void Stop() override {
+    asio::post(acceptor_.get_executor(), [this] {
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+    });
+  }
+
+ private:
+  void Accept() {
+    acceptor_.async_accept(
+        asio::make_strand(*io_), [this](boost::system::error_code ec, tcp::socket socket) {
+          if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+          if (!ec) {
+            if (core_->metrics()->connections() >=
+                static_cast<int64_t>(core_->options().max_connections)) {
+              // Refused with a typed error, then closed.
+              std::string frame;
+              p::AppendFrame(ErrorResponse(0, Code::kResourceExhausted,
+                                           "connections: --max-connections reached"),
+                             &frame);
+              boost::system::error_code ignored;
+              asio::write(socket, asio::buffer(frame), ignored);
+              socket.close(ignored);
+            } else {
+              socket.set_option(tcp::no_delay(true), ec);
+              std::make_shared<TcpSession>(std::move(socket), core_)->Start();
+            }
+          }
+          Accept();
+        });
+  }
+
+  asio::io_context* io_;
+  Core* core_;
+  tcp::acceptor acceptor_;
+  uint16_t port_ = 0;
+  std::string error_;
+};
+
+}  // namespace
+
+std::unique_ptr<Listener> NewTcpListener(asio::io_context* io, Core* core) {
+  return std::make_unique<TcpListener>(io, core);
+}
+
+}  // namespace sundial::server
