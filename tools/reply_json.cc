@@ -1,0 +1,227 @@
+#include "tools/reply_json.h"
+
+#include <boost/json/array.hpp>
+#include <string>
+
+#include "engine/validation.h"
+#include "tools/record_json.h"
+
+namespace sundial::tools {
+namespace {
+
+namespace json = boost::json;
+namespace p = protocol;
+
+std::string_view View(const flatbuffers::String* s) {
+  return s ? s->string_view() : std::string_view();
+}
+
+// Writes `s` as key, or as key_base64 when it is not valid UTF-8.
+void PutText(json::object* out, std::string_view key, std::string_view s) {
+  if (IsValidUtf8(s)) {
+    (*out)[key] = s;
+  } else {
+    (*out)[std::string(key) + "_base64"] = Base64Encode(s);
+  }
+}
+
+void PutText(json::object* out, std::string_view key, const flatbuffers::String* s) {
+  PutText(out, key, View(s));
+}
+
+void PutMetadata(json::object* out,
+                 const flatbuffers::Vector<flatbuffers::Offset<p::MetadataPair>>* pairs) {
+  json::object text;
+  bool all_text = true;
+  if (pairs != nullptr) {
+    for (const p::MetadataPair* pair : *pairs) {
+      const std::string_view key = View(pair->key());
+      const std::string_view value = View(pair->value());
+      if (!IsValidUtf8(key) || !IsValidUtf8(value)) all_text = false;
+      text[key] = value;
+    }
+  }
+  if (all_text) {
+    (*out)["metadata"] = std::move(text);
+    return;
+  }
+  json::array raw;
+  for (const p::MetadataPair* pair : *pairs) {
+    raw.push_back(json::array{json::value(Base64Encode(View(pair->key()))),
+                              json::value(Base64Encode(View(pair->value())))});
+  }
+  (*out)["metadata_base64"] = std::move(raw);
+}
+
+std::string_view StateName(p::MessageState state) { return p::EnumNameMessageState(state); }
+
+std::string Explanation(const p::ExplainResult& x) {
+  const std::string until = std::to_string(x.until());
+  switch (x.reason()) {
+    case p::ExplainReason::dequeueable:
+      return "a dequeue would return it now";
+    case p::ExplainReason::invisible:
+      return "invisible until " + until;
+    case p::ExplainReason::exclusivity_held:
+      return "exclusivity value '" + std::string(View(x.exclusivity_value())) +
+             "' is held by lease " + std::to_string(x.lease_token()) + " until " + until;
+    case p::ExplainReason::queue_paused:
+      return "the queue's dequeue is paused";
+    case p::ExplainReason::no_match:
+      return "no pending message matches the filter";
+    case p::ExplainReason::attempts_spent:
+      return "errored after " + std::to_string(x.attempts()) + " attempts";
+    case p::ExplainReason::running:
+      return "running: leased by " + std::to_string(x.lease_token()) + " until " + until;
+    case p::ExplainReason::terminal:
+      return "terminal: " + std::string(StateName(x.state()));
+  }
+  return "unknown reason";
+}
+
+}  // namespace
+
+json::object QueueToJson(const p::QueueInfo& queue) {
+  json::object o;
+  PutText(&o, "name", queue.name());
+  const p::QueueSettings* s = queue.settings();
+  if (s != nullptr) {
+    o["type"] = p::EnumNameQueueType(s->type());
+    PutText(&o, "exclusivity_key", s->exclusivity_key());
+    o["lease_ms"] = s->lease_ms();
+    o["invisibility_ms"] = s->invisibility_ms();
+    o["max_attempts"] = s->max_attempts();
+    o["retry_backoff_ms"] = s->retry_backoff_ms();
+    o["retry_backoff_max_ms"] = s->retry_backoff_max_ms();
+    PutText(&o, "dead_letter_queue", s->dead_letter_queue());
+    o["retention_ms"] = s->retention_ms();
+    o["max_depth"] = s->max_depth();
+    o["enqueue_paused"] = s->enqueue_paused();
+    o["dequeue_paused"] = s->dequeue_paused();
+  }
+  o["counts"] = CountsToJson(queue.counts());
+  o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();
+  o["memory_bytes"] = queue.memory_bytes();
+  return o;
+}
+
+json::object CountsToJson(const p::StateCounts* c) {
+  json::object o;
+  o["invisible"] = c ? c->invisible() : 0;
+  o["pending"] = c ? c->pending() : 0;
+  o["running"] = c ? c->running() : 0;
+  o["completed"] = c ? c->completed() : 0;
+  o["canceled"] = c ? c->canceled() : 0;
+  o["errored"] = c ? c->errored() : 0;
+  o["blocked"] = c ? c->blocked() : 0;
+  return o;
+}
+
+json::object MessageToJson(const p::Message& m) {
+  json::object o;
+  PutText(&o, "queue", m.queue());
+  PutText(&o, "id", m.id());
+  o["priority"] = m.priority();
+  o["state"] = StateName(m.state());
+  o["attempts"] = m.attempts();
+  o["max_attempts"] = m.max_attempts();
+  o["visible_at"] = m.visible_at();
+  o["lease_token"] = m.lease_token();
+  o["lease_expires_at"] = m.lease_expires_at();
+  o["version"] = m.version();
+  o["enqueued_at"] = m.enqueued_at();
+  o["updated_at"] = m.updated_at();
+  PutText(&o, "last_error", m.last_error());
+  PutMetadata(&o, m.metadata());
+  const auto* payload = m.payload();
+  PutText(&o, "payload",
+          payload
+              ? std::string_view(reinterpret_cast<const char*>(payload->data()), payload->size())
+              : std::string_view());
+  return o;
+}
+
+json::object SummaryToJson(const p::MessageSummary& m) {
+  json::object o;
+  PutText(&o, "id", m.id());
+  o["priority"] = m.priority();
+  o["state"] = StateName(m.state());
+  o["attempts"] = m.attempts();
+  o["version"] = m.version();
+  o["visible_at"] = m.visible_at();
+  o["lease_expires_at"] = m.lease_expires_at();
+  o["enqueued_at"] = m.enqueued_at();
+  o["updated_at"] = m.updated_at();
+  return o;
+}
+
+json::object ExplainToJson(const p::ExplainResult& x) {
+  json::object o;
+  o["reason"] = p::EnumNameExplainReason(x.reason());
+  PutText(&o, "id", x.id());
+  o["state"] = StateName(x.state());
+  o["until"] = x.until();
+  o["lease_token"] = x.lease_token();
+  PutText(&o, "exclusivity_value", x.exclusivity_value());
+  o["attempts"] = x.attempts();
+  o["explanation"] = Explanation(x);
+  return o;
+}
+
+json::object StatsToJson(const p::StatsResult& s) {
+  json::object o;
+  o["uptime_ms"] = s.uptime_ms();
+  o["queues"] = s.queues();
+  o["messages"] = CountsToJson(s.messages());
+  o["memory_bytes"] = s.memory_bytes();
+  o["memory_budget_bytes"] = s.memory_budget_bytes();
+  o["connections"] = s.connections();
+  o["wal_next_lsn"] = s.wal_next_lsn();
+  o["wal_durable_lsn"] = s.wal_durable_lsn();
+  o["wal_fsyncs"] = s.wal_fsyncs();
+  o["wal_fsync_mean_us"] = s.wal_fsync_mean_us();
+  o["wal_bytes"] = s.wal_bytes();
+  o["wal_failed"] = s.wal_failed();
+  return o;
+}
+
+json::object HealthToJson(const p::HealthResult& h) {
+  json::object o;
+  o["live"] = h.live();
+  o["ready"] = h.ready();
+  PutText(&o, "reason", h.reason());
+  return o;
+}
+
+json::object EventToJson(const p::EventMessage& event) {
+  json::object o;
+  if (const p::MessageEvent* m = event.event_as_MessageEvent()) {
+    o["event"] = "message";
+    PutText(&o, "queue", m->queue());
+    PutText(&o, "id", m->id());
+    o["from"] = StateName(m->from());
+    o["to"] = StateName(m->to());
+    o["version"] = m->version();
+    o["time"] = m->time();
+  } else if (const p::StatsTick* tick = event.event_as_StatsTick()) {
+    o["event"] = "stats";
+    if (tick->stats() != nullptr) {
+      for (auto& [key, value] : StatsToJson(*tick->stats())) o[key] = value;
+    }
+  } else if (const p::SubscriptionClosed* closed = event.event_as_SubscriptionClosed()) {
+    o["event"] = "closed";
+    PutText(&o, "reason", closed->reason());
+  } else {
+    o["event"] = "unknown";
+  }
+  return o;
+}
+
+json::object ErrorToJson(const client::Error& error) {
+  json::object o;
+  o["code"] = CodeName(error.code);
+  PutText(&o, "message", error.message);
+  return o;
+}
+
+}  // namespace sundial::tools

@@ -1,0 +1,40 @@
+// Reply JSON: the JSON objects the `sundial` CLI prints for the protocol's result tables, one
+// object per line (docs/cli.md, "Output"). Built with Boost.JSON, which does the escaping.
+//
+// Field names are SPEC §1's, in snake_case; enum values are written by name (`state`:
+// "pending", `type`: "exclusive", `reason`: "exclusivity_held"). Every field of a table is
+// written, zero or empty ones too, so scripts can rely on them. Integers are exact (64-bit).
+// Text is a JSON string when it is valid UTF-8, otherwise field `x` becomes `x_base64`
+// (RFC 4648 base64 of the raw bytes), as in `sundial-wal dump`: so `payload` is the payload as
+// text, or `payload_base64`. Metadata is an object of its pairs (`metadata_base64`, a list of
+// [key, value] base64 pairs, when a key or value is not UTF-8).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <string_view>
+
+#include "client/result.h"
+#include "protocol/sundial_generated.h"
+
+namespace sundial::tools {
+
+// A queue: name, every setting (flat), `counts`, oldest_pending_age_ms, memory_bytes.
+boost::json::object QueueToJson(const protocol::QueueInfo& queue);
+// Per-state counts and `blocked`; all zero for a missing table.
+boost::json::object CountsToJson(const protocol::StateCounts* counts);
+// A whole message (get, dequeue).
+boost::json::object MessageToJson(const protocol::Message& message);
+// A browse entry.
+boost::json::object SummaryToJson(const protocol::MessageSummary& summary);
+// explain: the reason's name, its fields, and `explanation`, one sentence for people.
+boost::json::object ExplainToJson(const protocol::ExplainResult& explain);
+boost::json::object StatsToJson(const protocol::StatsResult& stats);
+boost::json::object HealthToJson(const protocol::HealthResult& health);
+// watch: {"event":"message"|"stats"|"closed", ...the event's fields}.
+boost::json::object EventToJson(const protocol::EventMessage& event);
+// {"code":"NOT_FOUND","message":"..."}.
+boost::json::object ErrorToJson(const client::Error& error);
+
+}  // namespace sundial::tools

@@ -1,0 +1,729 @@
+// sundial: the command-line client of sundiald (SPEC §5; docs/cli.md).
+//
+//   sundial [--addr host:port] [--token-file F] SUBCOMMAND ARGS... [--addr ...] [--token-file ...]
+//
+// One JSON object per line on stdout (tools/reply_json.h). Exit codes: 0 success, 1 an error
+// from the server ({"code","message"} on stderr), 2 bad usage (CLI11's message), 3 the server
+// cannot be reached.
+#include <CLI/CLI.hpp>
+#include <boost/json/serialize.hpp>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "client/client.h"
+#include "client/watch.h"
+#include "tools/reply_json.h"
+
+namespace sundial::tools {
+namespace {
+
+namespace json = boost::json;
+namespace p = protocol;
+using client::Error;
+using client::Reply;
+
+constexpr int kExitOk = 0;
+constexpr int kExitServerError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitUnreachable = 3;
+
+// ---- Output ------------------------------------------------------------------------------
+
+void PrintLine(std::FILE* out, const json::object& o) {
+  const std::string line = json::serialize(o);
+  std::fwrite(line.data(), 1, line.size(), out);
+  std::fputc('\n', out);
+}
+
+void Print(const json::object& o) { PrintLine(stdout, o); }
+
+// Prints the error on stderr; the exit code for it.
+int Failed(const Error& error) {
+  std::fflush(stdout);
+  PrintLine(stderr, ErrorToJson(error));
+  return error.unreachable() ? kExitUnreachable : kExitServerError;
+}
+
+// A per-item error of a batch: {"id", "code", "message"} on stderr.
+void PrintItemError(std::string_view id, p::Code code, const flatbuffers::String* message) {
+  json::object o;
+  o["id"] = id;
+  o["code"] = CodeName(static_cast<Code>(code));
+  o["message"] = message ? message->string_view() : std::string_view();
+  PrintLine(stderr, o);
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "%s\nRun with --help for more information.\n", message.c_str());
+  return kExitUsage;
+}
+
+// Calls `print` with the reply's result table of type T.
+template <typename T, typename PrintResult>
+int Expect(const client::Result<Reply>& reply, const PrintResult& print) {
+  if (!reply.ok()) return Failed(reply.error());
+  const T* result = reply->result<T>();
+  if (result == nullptr) {
+    return Failed(Error::Connection(
+        Code::kInternal, std::string("protocol: the server answered with ") +
+                             p::EnumNameResult(reply->result_type()) + ", not the expected " +
+                             p::EnumNameResult(p::ResultTraits<T>::enum_value)));
+  }
+  return print(*result);
+}
+
+int PrintCount(const client::Result<Reply>& reply, const char* field) {
+  return Expect<p::Counted>(reply, [field](const p::Counted& c) {
+    json::object o;
+    o[field] = c.count();
+    Print(o);
+    return kExitOk;
+  });
+}
+
+int PrintQueue(const client::Result<Reply>& reply) {
+  return Expect<p::QueueResult>(reply, [](const p::QueueResult& r) {
+    if (r.queue() == nullptr) return Failed(Error::Connection(Code::kInternal, "no queue"));
+    Print(QueueToJson(*r.queue()));
+    return kExitOk;
+  });
+}
+
+// One line per item of ItemResults: {"id", "state": ok_state} on stdout, or the item's error
+// on stderr. Exit 1 if any item failed.
+int PrintItems(const client::Result<Reply>& reply, const std::vector<std::string>& ids,
+               const char* ok_state) {
+  return Expect<p::ItemResults>(reply, [&](const p::ItemResults& r) {
+    int exit_code = kExitOk;
+    const size_t n = r.items() ? r.items()->size() : 0;
+    if (n != ids.size()) {
+      return Failed(Error::Connection(Code::kInternal, "protocol: " + std::to_string(n) +
+                                                           " item results for " +
+                                                           std::to_string(ids.size()) + " ids"));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const p::ItemStatus* item = r.items()->Get(i);
+      if (item->code() == p::Code::OK) {
+        json::object o;
+        o["id"] = ids[i];
+        o["state"] = ok_state;
+        Print(o);
+      } else {
+        std::fflush(stdout);
+        PrintItemError(ids[i], item->code(), item->message());
+        exit_code = kExitServerError;
+      }
+    }
+    return exit_code;
+  });
+}
+
+// ---- Arguments ---------------------------------------------------------------------------
+
+// "k=v" into a pair; a CLI11 check that refuses anything else.
+std::pair<std::string, std::string> SplitPair(const std::string& text) {
+  const size_t eq = text.find('=');
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+const CLI::Validator kKeyValue(
+    [](std::string& text) -> std::string {
+      const size_t eq = text.find('=');
+      if (eq == std::string::npos || eq == 0) return "expected KEY=VALUE, got '" + text + "'";
+      return {};
+    },
+    "KEY=VALUE");
+
+client::Pairs ToPairs(const std::vector<std::string>& texts) {
+  client::Pairs out;
+  out.reserve(texts.size());
+  for (const std::string& t : texts) out.push_back(SplitPair(t));
+  return out;
+}
+
+const std::vector<std::string> kStateNames{"invisible", "pending",  "running",
+                                           "completed", "canceled", "errored"};
+
+p::MessageState ToState(const std::string& name) {
+  for (size_t i = 0; i < kStateNames.size(); ++i) {
+    if (kStateNames[i] == name) return static_cast<p::MessageState>(i);
+  }
+  return p::MessageState::pending;  // unreachable: CLI11 checked the name
+}
+
+// Reads a whole file ("-": standard input). False when it cannot be read.
+bool ReadFile(const std::string& path, std::string* out) {
+  if (path == "-") {
+    out->assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    return !std::cin.bad();
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  out->assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return !in.bad();
+}
+
+// The queue settings flags of create-queue and update-queue (SPEC §1's names with dashes).
+struct SettingFlags {
+  client::QueueSettings values;
+  CLI::Option* lease_ms = nullptr;
+  CLI::Option* invisibility_ms = nullptr;
+  CLI::Option* max_attempts = nullptr;
+  CLI::Option* retry_backoff_ms = nullptr;
+  CLI::Option* retry_backoff_max_ms = nullptr;
+  CLI::Option* dead_letter_queue = nullptr;
+  CLI::Option* retention_ms = nullptr;
+  CLI::Option* max_depth = nullptr;
+  CLI::Option* enqueue_paused = nullptr;
+  CLI::Option* dequeue_paused = nullptr;
+
+  void AddTo(CLI::App* cmd) {
+    client::QueueSettings& v = values;
+    lease_ms = cmd->add_option("--lease-ms", v.lease_ms, "default lease length (ms)");
+    invisibility_ms =
+        cmd->add_option("--invisibility-ms", v.invisibility_ms, "default enqueue delay (ms)");
+    max_attempts = cmd->add_option("--max-attempts", v.max_attempts,
+                                   "dequeues a message may receive before it is errored");
+    retry_backoff_ms = cmd->add_option("--retry-backoff-ms", v.retry_backoff_ms,
+                                       "base delay after fail (ms), doubled per attempt");
+    retry_backoff_max_ms =
+        cmd->add_option("--retry-backoff-max-ms", v.retry_backoff_max_ms, "cap of that delay");
+    dead_letter_queue = cmd->add_option("--dead-letter-queue", v.dead_letter_queue,
+                                        "queue that receives errored messages ('' for none)");
+    retention_ms = cmd->add_option("--retention-ms", v.retention_ms,
+                                   "how long terminal messages stay readable (ms)");
+    max_depth =
+        cmd->add_option("--max-depth", v.max_depth, "non-terminal messages allowed (0: no limit)");
+    enqueue_paused = cmd->add_option("--enqueue-paused", v.enqueue_paused, "true|false");
+    dequeue_paused = cmd->add_option("--dequeue-paused", v.dequeue_paused, "true|false");
+  }
+
+  client::QueueSettingsUpdate Update() const {
+    client::QueueSettingsUpdate u;
+    const client::QueueSettings& v = values;
+    if (lease_ms->count()) u.lease_ms = v.lease_ms;
+    if (invisibility_ms->count()) u.invisibility_ms = v.invisibility_ms;
+    if (max_attempts->count()) u.max_attempts = v.max_attempts;
+    if (retry_backoff_ms->count()) u.retry_backoff_ms = v.retry_backoff_ms;
+    if (retry_backoff_max_ms->count()) u.retry_backoff_max_ms = v.retry_backoff_max_ms;
+    if (dead_letter_queue->count()) u.dead_letter_queue = v.dead_letter_queue;
+    if (retention_ms->count()) u.retention_ms = v.retention_ms;
+    if (max_depth->count()) u.max_depth = v.max_depth;
+    if (enqueue_paused->count()) u.enqueue_paused = v.enqueue_paused;
+    if (dequeue_paused->count()) u.dequeue_paused = v.dequeue_paused;
+    return u;
+  }
+};
+
+// Everything the subcommands read; each binds the fields it uses.
+struct Args {
+  // Global.
+  std::string addr = "127.0.0.1:7400";
+  std::string http_addr;
+  std::string token_file;
+  std::string durability = "durable";
+  int timeout_ms = client::kDefaultTimeoutMs;
+
+  std::string queue;
+  std::string id;
+  std::vector<std::string> ids;
+  uint64_t lease_token = 0;
+  std::vector<std::string> filters;
+  std::vector<std::string> states;
+  std::string state;
+  bool all = false;
+
+  std::string type = "simple";
+  std::string exclusivity_key;
+  SettingFlags create_settings;
+  SettingFlags update_settings;
+
+  int64_t priority = 0;
+  std::string payload;
+  std::string payload_file;
+  std::vector<std::string> meta;
+  int64_t delay_ms = 0;
+  int64_t visible_at = 0;
+  uint32_t max_attempts = 0;
+  CLI::Option* enqueue_delay = nullptr;
+  CLI::Option* enqueue_visible_at = nullptr;
+  CLI::Option* enqueue_max_attempts = nullptr;
+
+  uint32_t max = 1;
+  int64_t lease_ms = 0;
+  uint32_t wait_ms = 0;
+  CLI::Option* dequeue_lease = nullptr;
+
+  std::string error;
+  int64_t retry_delay_ms = 0;
+  CLI::Option* retry_delay = nullptr;
+
+  CLI::Option* reprioritize_priority = nullptr;
+  CLI::Option* reprioritize_visible_at = nullptr;
+
+  uint32_t limit = 100;
+  std::string cursor;
+};
+
+using Runner = std::function<int(client::Client&)>;
+
+// A subcommand and what it does with a connected client (watch connects by itself).
+struct Subcommand {
+  CLI::App* app;
+  Runner run;
+};
+
+// ---- Subcommands -------------------------------------------------------------------------
+
+void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* create = app.add_subcommand("create-queue", "Create a queue (or confirm it).");
+  create->add_option("queue", a.queue, "queue name")->required();
+  create->add_option("--type", a.type, "simple|exclusive")
+      ->check(CLI::IsMember({"simple", "exclusive"}));
+  create->add_option("--exclusivity-key", a.exclusivity_key,
+                     "exclusive queues: the metadata key whose value is exclusive");
+  a.create_settings.AddTo(create);
+  out.push_back({create, [&a](client::Client& c) {
+                   client::QueueSettings s = a.create_settings.values;
+                   s.type = a.type == "exclusive" ? p::QueueType::exclusive : p::QueueType::simple;
+                   s.exclusivity_key = a.exclusivity_key;
+                   return PrintQueue(c.CreateQueue(a.queue, s));
+                 }});
+
+  CLI::App* update = app.add_subcommand("update-queue", "Change a queue's settings.");
+  update->add_option("queue", a.queue, "queue name")->required();
+  a.update_settings.AddTo(update);
+  out.push_back({update, [&a](client::Client& c) {
+                   return PrintQueue(c.UpdateQueue(a.queue, a.update_settings.Update()));
+                 }});
+
+  CLI::App* get = app.add_subcommand("get-queue", "A queue's settings and counts.");
+  get->add_option("queue", a.queue, "queue name")->required();
+  out.push_back({get, [&a](client::Client& c) { return PrintQueue(c.GetQueue(a.queue)); }});
+
+  CLI::App* list = app.add_subcommand("list-queues", "Every queue, one per line.");
+  out.push_back({list, [](client::Client& c) {
+                   return Expect<p::QueueList>(c.ListQueues(), [](const p::QueueList& r) {
+                     if (r.queues()) {
+                       for (const p::QueueInfo* q : *r.queues()) Print(QueueToJson(*q));
+                     }
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* del = app.add_subcommand("delete-queue", "Delete a queue and all its messages.");
+  del->add_option("queue", a.queue, "queue name")->required();
+  out.push_back({del, [&a](client::Client& c) {
+                   return Expect<p::Done>(c.DeleteQueue(a.queue), [&a](const p::Done&) {
+                     json::object o;
+                     o["name"] = a.queue;
+                     o["deleted"] = true;
+                     Print(o);
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* purge = app.add_subcommand("purge-queue", "Remove the messages in some states.");
+  purge->add_option("queue", a.queue, "queue name")->required();
+  purge->add_option("--state", a.states, "states to purge (one or more)")
+      ->required()
+      ->check(CLI::IsMember(kStateNames));
+  out.push_back({purge, [&a](client::Client& c) {
+                   std::vector<p::MessageState> states;
+                   for (const std::string& s : a.states) states.push_back(ToState(s));
+                   return PrintCount(c.PurgeQueue(a.queue, states), "purged");
+                 }});
+}
+
+void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* enqueue = app.add_subcommand("enqueue", "Put one message into a queue.");
+  enqueue->add_option("queue", a.queue, "queue name")->required();
+  enqueue->add_option("--id", a.id, "message id (default: generated by the server)");
+  enqueue->add_option("--priority", a.priority, "lower runs first (e.g. a deadline in ms)");
+  CLI::Option* text = enqueue->add_option("--payload", a.payload, "payload text");
+  enqueue->add_option("--payload-file", a.payload_file, "payload bytes from a file ('-': stdin)")
+      ->excludes(text);
+  enqueue->add_option("--meta", a.meta, "metadata pair (repeatable)")->check(kKeyValue);
+  a.enqueue_delay = enqueue->add_option("--delay-ms", a.delay_ms, "invisible for this long");
+  a.enqueue_visible_at =
+      enqueue->add_option("--visible-at", a.visible_at, "invisible until this time (ms)")
+          ->excludes(a.enqueue_delay);
+  a.enqueue_max_attempts =
+      enqueue->add_option("--max-attempts", a.max_attempts, "instead of the queue's default");
+  out.push_back(
+      {enqueue, [&a](client::Client& c) {
+         client::EnqueueItem item;
+         item.id = a.id;
+         item.priority = a.priority;
+         item.metadata = ToPairs(a.meta);
+         if (!a.payload_file.empty()) {
+           if (!ReadFile(a.payload_file, &item.payload)) {
+             return UsageError("--payload-file: cannot read " + a.payload_file);
+           }
+         } else {
+           item.payload = a.payload;
+         }
+         if (a.enqueue_delay->count()) item.delay_ms = a.delay_ms;
+         if (a.enqueue_visible_at->count()) item.visible_at = a.visible_at;
+         if (a.enqueue_max_attempts->count()) item.max_attempts = a.max_attempts;
+         return Expect<p::EnqueueResults>(
+             c.Enqueue(a.queue, {item}), [](const p::EnqueueResults& r) {
+               if (!r.items() || r.items()->size() != 1) {
+                 return Failed(Error::Connection(Code::kInternal, "protocol: expected one item"));
+               }
+               const p::EnqueueResult* e = r.items()->Get(0);
+               if (const p::Error* error = e->error()) {
+                 return Failed(
+                     Error::Server(static_cast<Code>(error->code()),
+                                   error->message() ? error->message()->str() : std::string()));
+               }
+               json::object o;
+               o["id"] = e->id() ? e->id()->string_view() : std::string_view();
+               o["version"] = e->version();
+               o["duplicate"] = e->duplicate();
+               Print(o);
+               return kExitOk;
+             });
+       }});
+
+  CLI::App* dequeue = app.add_subcommand("dequeue", "Lease messages; one line per message.");
+  dequeue->add_option("queue", a.queue, "queue name")->required();
+  dequeue->add_option("--max", a.max, "at most this many messages (1-1000)");
+  a.dequeue_lease = dequeue->add_option("--lease-ms", a.lease_ms, "lease length");
+  dequeue->add_option("--filter", a.filters, "only messages with this metadata (repeatable)")
+      ->check(kKeyValue);
+  dequeue->add_option("--wait-ms", a.wait_ms, "long poll: wait this long for a message");
+  out.push_back({dequeue, [&a](client::Client& c) {
+                   client::DequeueOptions o;
+                   o.max = a.max;
+                   if (a.dequeue_lease->count()) o.lease_ms = a.lease_ms;
+                   o.filter = ToPairs(a.filters);
+                   o.wait_ms = a.wait_ms;
+                   return Expect<p::DequeueResult>(c.Dequeue(a.queue, o),
+                                                   [](const p::DequeueResult& r) {
+                                                     if (r.messages()) {
+                                                       for (const p::Message* m : *r.messages()) {
+                                                         Print(MessageToJson(*m));
+                                                       }
+                                                     }
+                                                     return kExitOk;
+                                                   });
+                 }});
+
+  CLI::App* complete = app.add_subcommand("complete", "Complete a leased message.");
+  complete->add_option("queue", a.queue, "queue name")->required();
+  complete->add_option("id", a.id, "message id")->required();
+  complete->add_option("token", a.lease_token, "lease token")->required();
+  out.push_back(
+      {complete, [&a](client::Client& c) {
+         return PrintItems(c.Complete(a.queue, {{a.id, a.lease_token}}), {a.id}, "completed");
+       }});
+
+  CLI::App* fail = app.add_subcommand("fail", "Fail a leased message (retry or error it).");
+  fail->add_option("queue", a.queue, "queue name")->required();
+  fail->add_option("id", a.id, "message id")->required();
+  fail->add_option("token", a.lease_token, "lease token")->required();
+  fail->add_option("--error", a.error, "error text (kept as last_error)");
+  a.retry_delay = fail->add_option("--retry-delay-ms", a.retry_delay_ms,
+                                   "retry after this long instead of the backoff");
+  out.push_back({fail, [&a](client::Client& c) {
+                   client::FailOptions o;
+                   o.error = a.error;
+                   if (a.retry_delay->count()) o.retry_delay_ms = a.retry_delay_ms;
+                   return Expect<p::FailResult>(
+                       c.Fail(a.queue, a.id, a.lease_token, o), [&a](const p::FailResult& r) {
+                         json::object out;
+                         out["id"] = a.id;
+                         out["state"] = p::EnumNameMessageState(r.state());
+                         out["visible_at"] = r.visible_at();
+                         out["dead_letter_queue"] = r.dead_letter_queue()
+                                                        ? r.dead_letter_queue()->string_view()
+                                                        : std::string_view();
+                         Print(out);
+                         return kExitOk;
+                       });
+                 }});
+
+  CLI::App* extend = app.add_subcommand("extend", "Extend a lease.");
+  extend->add_option("queue", a.queue, "queue name")->required();
+  extend->add_option("id", a.id, "message id")->required();
+  extend->add_option("token", a.lease_token, "lease token")->required();
+  extend->add_option("--lease-ms", a.lease_ms, "new lease length from now")->required();
+  out.push_back({extend, [&a](client::Client& c) {
+                   return Expect<p::ExtendResult>(
+                       c.Extend(a.queue, a.id, a.lease_token, a.lease_ms),
+                       [&a](const p::ExtendResult& r) {
+                         json::object o;
+                         o["id"] = a.id;
+                         o["lease_expires_at"] = r.lease_expires_at();
+                         Print(o);
+                         return kExitOk;
+                       });
+                 }});
+}
+
+// Checks, once `cmd` is parsed, that exactly one way of choosing messages was given: IDs (or
+// one ID), --filter, or --all; `how` lists them for the message. `more` checks the rest.
+void RequireOneSelection(CLI::App* cmd, const Args& a, std::string how,
+                         std::function<void()> more = {}) {
+  cmd->callback([cmd, &a, how = std::move(how), more = std::move(more)] {
+    const int given = int(!a.ids.empty() || !a.id.empty()) + int(!a.filters.empty()) + int(a.all);
+    if (given != 1) throw CLI::ValidationError(cmd->get_name(), "give " + how + " (one of them)");
+    if (more) more();
+  });
+}
+
+void AddBulkSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel messages by id, or by --filter.");
+  cancel->add_option("queue", a.queue, "queue name")->required();
+  cancel->add_option("ids", a.ids, "message ids");
+  cancel->add_option("--filter", a.filters, "bulk: every message with this metadata")
+      ->check(kKeyValue);
+  RequireOneSelection(cancel, a, "IDs or --filter");
+  out.push_back({cancel, [&a](client::Client& c) {
+                   if (!a.filters.empty()) {
+                     return PrintCount(c.CancelByFilter(a.queue, ToPairs(a.filters)), "canceled");
+                   }
+                   return PrintItems(c.Cancel(a.queue, a.ids), a.ids, "canceled");
+                 }});
+
+  CLI::App* repri =
+      app.add_subcommand("reprioritize", "Change the priority or visible_at of a message.");
+  repri->add_option("queue", a.queue, "queue name")->required();
+  repri->add_option("id", a.id, "message id");
+  a.reprioritize_priority = repri->add_option("--priority", a.priority, "new priority");
+  a.reprioritize_visible_at =
+      repri->add_option("--visible-at", a.visible_at, "new visible_at (ms; invisible only)");
+  repri->add_option("--filter", a.filters, "bulk: every message with this metadata")
+      ->check(kKeyValue);
+  RequireOneSelection(repri, a, "an ID or --filter", [&a] {
+    if (a.reprioritize_priority->count() == 0 && a.reprioritize_visible_at->count() == 0) {
+      throw CLI::ValidationError("reprioritize", "give --priority and/or --visible-at");
+    }
+  });
+  out.push_back({repri, [&a](client::Client& c) {
+                   client::ReprioritizeChange change;
+                   if (a.reprioritize_priority->count()) change.priority = a.priority;
+                   if (a.reprioritize_visible_at->count()) change.visible_at = a.visible_at;
+                   if (!a.filters.empty()) {
+                     return PrintCount(c.ReprioritizeByFilter(a.queue, ToPairs(a.filters), change),
+                                       "reprioritized");
+                   }
+                   return Expect<p::VersionResult>(c.Reprioritize(a.queue, a.id, change),
+                                                   [&a](const p::VersionResult& r) {
+                                                     json::object o;
+                                                     o["id"] = a.id;
+                                                     o["version"] = r.version();
+                                                     Print(o);
+                                                     return kExitOk;
+                                                   });
+                 }});
+
+  CLI::App* redrive = app.add_subcommand(
+      "redrive", "Move errored messages back to pending: by id, --all, or --filter.");
+  redrive->add_option("queue", a.queue, "queue name")->required();
+  redrive->add_option("ids", a.ids, "message ids");
+  redrive->add_flag("--all", a.all, "every errored message");
+  redrive->add_option("--filter", a.filters, "errored messages with this metadata")
+      ->check(kKeyValue);
+  RequireOneSelection(redrive, a, "IDs, --all or --filter");
+  out.push_back({redrive, [&a](client::Client& c) {
+                   if (a.all) return PrintCount(c.RedriveAll(a.queue), "redriven");
+                   if (!a.filters.empty()) {
+                     return PrintCount(c.RedriveByFilter(a.queue, ToPairs(a.filters)), "redriven");
+                   }
+                   return PrintItems(c.Redrive(a.queue, a.ids), a.ids, "pending");
+                 }});
+}
+
+void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* get = app.add_subcommand("get", "One message, whole.");
+  get->add_option("queue", a.queue, "queue name")->required();
+  get->add_option("id", a.id, "message id")->required();
+  out.push_back({get, [&a](client::Client& c) {
+                   return Expect<p::GetResult>(c.Get(a.queue, a.id), [](const p::GetResult& r) {
+                     if (r.message() == nullptr) {
+                       return Failed(Error::Connection(Code::kInternal, "protocol: no message"));
+                     }
+                     Print(MessageToJson(*r.message()));
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* browse =
+      app.add_subcommand("browse", "Message summaries in priority order, one per line.");
+  browse->add_option("queue", a.queue, "queue name")->required();
+  browse->add_option("--state", a.state, "state to list")
+      ->required()
+      ->check(CLI::IsMember(kStateNames));
+  browse->add_option("--filter", a.filters, "only messages with this metadata (repeatable)")
+      ->check(kKeyValue);
+  browse->add_option("--limit", a.limit, "at most this many (1-1000)");
+  browse->add_option("--cursor", a.cursor, "next_cursor of the previous page");
+  out.push_back({browse, [&a](client::Client& c) {
+                   client::BrowseOptions o;
+                   o.state = ToState(a.state);
+                   o.filter = ToPairs(a.filters);
+                   o.cursor = a.cursor;
+                   o.limit = a.limit;
+                   return Expect<p::BrowseResult>(
+                       c.Browse(a.queue, o), [](const p::BrowseResult& r) {
+                         if (r.messages()) {
+                           for (const p::MessageSummary* m : *r.messages())
+                             Print(SummaryToJson(*m));
+                         }
+                         if (r.next_cursor() && r.next_cursor()->size() > 0) {
+                           json::object o;
+                           o["next_cursor"] = r.next_cursor()->string_view();
+                           Print(o);
+                         }
+                         return kExitOk;
+                       });
+                 }});
+
+  CLI::App* count = app.add_subcommand("count", "Counts per state (and blocked).");
+  count->add_option("queue", a.queue, "queue name")->required();
+  count->add_option("--filter", a.filters, "only messages with this metadata (repeatable)")
+      ->check(kKeyValue);
+  out.push_back({count, [&a](client::Client& c) {
+                   return Expect<p::CountResult>(c.Count(a.queue, ToPairs(a.filters)),
+                                                 [](const p::CountResult& r) {
+                                                   Print(CountsToJson(r.counts()));
+                                                   return kExitOk;
+                                                 });
+                 }});
+
+  CLI::App* explain =
+      app.add_subcommand("explain", "Why a message (or a filter) is or is not dequeueable.");
+  explain->add_option("queue", a.queue, "queue name")->required();
+  explain->add_option("id", a.id, "message id");
+  explain->add_option("--filter", a.filters, "explain a filter instead of an id")->check(kKeyValue);
+  RequireOneSelection(explain, a, "an ID or --filter");
+  out.push_back({explain, [&a](client::Client& c) {
+                   auto reply = a.filters.empty() ? c.Explain(a.queue, a.id)
+                                                  : c.ExplainFilter(a.queue, ToPairs(a.filters));
+                   return Expect<p::ExplainResult>(reply, [](const p::ExplainResult& r) {
+                     Print(ExplainToJson(r));
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* stats = app.add_subcommand("stats", "Server counters.");
+  out.push_back({stats, [](client::Client& c) {
+                   return Expect<p::StatsResult>(c.Stats(), [](const p::StatsResult& r) {
+                     Print(StatsToJson(r));
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* health = app.add_subcommand("health", "Liveness and readiness.");
+  out.push_back({health, [](client::Client& c) {
+                   return Expect<p::HealthResult>(c.Health(), [](const p::HealthResult& r) {
+                     Print(HealthToJson(r));
+                     return kExitOk;
+                   });
+                 }});
+}
+
+// ---- Main --------------------------------------------------------------------------------
+
+// The token in a file, without trailing whitespace. False when unreadable or empty.
+bool ReadToken(const std::string& path, std::string* token) {
+  if (!ReadFile(path, token)) return false;
+  while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back()))) {
+    token->pop_back();
+  }
+  return !token->empty();
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"Command-line client of sundiald: one JSON object per line on stdout.", "sundial"};
+  app.require_subcommand(1);
+  app.fallthrough();  // global options after the subcommand too
+  Args a;
+  app.add_option("--addr", a.addr, "server's binary TCP address host:port")
+      ->envname("SUNDIAL_ADDR")
+      ->capture_default_str()
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--http-addr", a.http_addr,
+                 "server's HTTP/WebSocket address for watch (default: --addr's host, port 7401)")
+      ->envname("SUNDIAL_HTTP_ADDR")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--token-file", a.token_file, "file holding the auth token")
+      ->envname("SUNDIAL_TOKEN_FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--durability", a.durability, "durable (reply after fsync) or relaxed")
+      ->check(CLI::IsMember({"durable", "relaxed"}))
+      ->capture_default_str();
+  app.add_option("--timeout-ms", a.timeout_ms, "connect and per-request timeout")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  std::vector<Subcommand> subcommands;
+  AddQueueSubcommands(app, a, subcommands);
+  AddMessageSubcommands(app, a, subcommands);
+  AddBulkSubcommands(app, a, subcommands);
+  AddReadSubcommands(app, a, subcommands);
+
+  CLI::App* watch = app.add_subcommand(
+      "watch", "Stream a queue's events (or every queue's: '*') over WebSocket, one per line.");
+  watch->add_option("queue", a.queue, "queue name, or '*'")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every other parse error is bad usage.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+
+  client::Result<client::Address> address_or = client::ParseAddress(a.addr);
+  if (!address_or.ok()) return UsageError("--addr: " + address_or.error().message);
+  const client::Address address = *address_or;
+  std::string token;
+  if (!a.token_file.empty() && !ReadToken(a.token_file, &token)) {
+    return UsageError("--token-file: cannot read a token from " + a.token_file);
+  }
+
+  if (watch->parsed()) {
+    client::WatchOptions o;
+    o.http = {address.host, client::kDefaultHttpPort};
+    if (!a.http_addr.empty()) {
+      auto http = client::ParseAddress(a.http_addr, client::kDefaultHttpPort);
+      if (!http.ok()) return UsageError("--http-addr: " + http.error().message);
+      o.http = *http;
+    }
+    o.token = token;
+    o.queue = a.queue;
+    o.timeout_ms = a.timeout_ms;
+    client::Result<void> watched = client::Watch(o, [](const p::EventMessage& event) {
+      Print(EventToJson(event));
+      std::fflush(stdout);
+      return true;
+    });
+    return watched.ok() ? kExitOk : Failed(watched.error());
+  }
+
+  for (const Subcommand& s : subcommands) {
+    if (!s.app->parsed()) continue;
+    auto connected = client::Client::Connect(address, token, a.timeout_ms);
+    if (!connected.ok()) return Failed(connected.error());
+    client::Client& c = **connected;
+    c.set_durability(a.durability == "relaxed" ? p::Durability::relaxed : p::Durability::durable);
+    const int exit_code = s.run(c);
+    std::fflush(stdout);
+    return exit_code;
+  }
+  return UsageError("no subcommand");
+}
+
+}  // namespace
+}  // namespace sundial::tools
+
+int main(int argc, char** argv) { return sundial::tools::Main(argc, argv); }
