@@ -172,7 +172,11 @@ void Core::Submit(const std::shared_ptr<Connection>& conn, std::string_view fram
     generation = Generation(dequeue->queue() ? dequeue->queue()->string_view() : "").load();
   }
   Dispatcher::Outcome outcome = dispatcher_.Handle(*request);
-  if (may_wait && outcome.empty_dequeue) return Wait(conn, frame, generation, start);
+  // A queue that does not exist yet is waited on like an empty one: the first enqueue creates it
+  // (auto-create), and a worker may well start before any producer.
+  if (may_wait && (outcome.empty_dequeue || outcome.code == Code::kNotFound)) {
+    return Wait(conn, frame, generation, start);
+  }
   Finish(conn, std::move(outcome), op_index, request_id, start);
 }
 
@@ -288,7 +292,8 @@ void Core::Drain(const std::string& queue) {
       continue;
     }
     Dispatcher::Outcome outcome = dispatcher_.Handle(*request);
-    if (outcome.empty_dequeue && SteadyClock::now() < w->deadline && !draining()) {
+    const bool empty = outcome.empty_dequeue || outcome.code == Code::kNotFound;
+    if (empty && SteadyClock::now() < w->deadline && !draining()) {
       w->state.store(0);
       // The timer may have fired while this waiter was being served: it left the answer to us.
       if (SteadyClock::now() >= w->deadline) Expire(w);
@@ -297,6 +302,10 @@ void Core::Drain(const std::string& queue) {
     }
     w->state.store(2);
     RemoveWaiter(w);
+    if (empty) {
+      outcome.response = EmptyDequeueResponse(w->request_id);
+      outcome.code = Code::kOk;
+    }
     Finish(conn, std::move(outcome), op, w->request_id, w->start);
   }
 }
