@@ -72,24 +72,28 @@ class ResponseReader {
   }
 
  private:
+  // `frame` points into buffer_ at any offset; FlatBuffers reads scalars in place, so the
+  // frame is copied into its own string (8-byte aligned) before it is verified and read.
   template <typename Deliver>
   std::optional<Error> Handle(std::string_view frame, const Deliver& deliver) {
-    if (!VerifyServerMessage(frame)) {
+    std::string bytes(frame);
+    if (!VerifyServerMessage(bytes)) {
       return Error::Connection(Code::kInternal,
                                "protocol: a frame from the server failed verification");
     }
-    const auto* message = flatbuffers::GetRoot<protocol::ServerMessage>(frame.data());
+    const auto* message = flatbuffers::GetRoot<protocol::ServerMessage>(bytes.data());
     if (message->body_type() == protocol::ServerBody::EventMessage) return std::nullopt;
     const protocol::Response* response = message->body_as_Response();
     if (response == nullptr) {
       return Error::Connection(Code::kInternal, "protocol: a frame from the server has no body");
     }
-    if (response->request_id() == 0) {
-      Result<Reply> r = Reply::FromVerified(std::string(frame));
-      if (!r.ok()) return r.error();
+    const uint64_t request_id = response->request_id();
+    Result<Reply> reply = Reply::FromVerified(std::move(bytes));
+    if (request_id == 0) {
+      if (!reply.ok()) return reply.error();
       return Error::Connection(Code::kInternal, "protocol: a response without a request_id");
     }
-    deliver(response->request_id(), Reply::FromVerified(std::string(frame)));
+    deliver(request_id, std::move(reply));
     return std::nullopt;
   }
 

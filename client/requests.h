@@ -95,8 +95,8 @@ struct FailOptions {
 };
 
 struct ReprioritizeChange {
-  std::optional<int64_t> priority;
-  std::optional<int64_t> visible_at;
+  std::optional<int64_t> priority = std::nullopt;
+  std::optional<int64_t> visible_at = std::nullopt;
 };
 
 struct BrowseOptions {

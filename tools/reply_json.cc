@@ -203,6 +203,7 @@ json::object EventToJson(const p::EventMessage& event) {
     o["to"] = StateName(m->to());
     o["version"] = m->version();
     o["time"] = m->time();
+    PutText(&o, "cause", m->cause());
   } else if (const p::StatsTick* tick = event.event_as_StatsTick()) {
     o["event"] = "stats";
     if (tick->stats() != nullptr) {

@@ -363,13 +363,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
          item.id = a.id;
          item.priority = a.priority;
          item.metadata = ToPairs(a.meta);
-         if (!a.payload_file.empty()) {
-           if (!ReadFile(a.payload_file, &item.payload)) {
-             return UsageError("--payload-file: cannot read " + a.payload_file);
-           }
-         } else {
-           item.payload = a.payload;
-         }
+         item.payload = a.payload;  // --payload-file was read into it
          if (a.enqueue_delay->count()) item.delay_ms = a.delay_ms;
          if (a.enqueue_visible_at->count()) item.visible_at = a.visible_at;
          if (a.enqueue_max_attempts->count()) item.max_attempts = a.max_attempts;
@@ -689,6 +683,10 @@ int Main(int argc, char** argv) {
   std::string token;
   if (!a.token_file.empty() && !ReadToken(a.token_file, &token)) {
     return UsageError("--token-file: cannot read a token from " + a.token_file);
+  }
+
+  if (!a.payload_file.empty() && !ReadFile(a.payload_file, &a.payload)) {
+    return UsageError("--payload-file: cannot read " + a.payload_file);
   }
 
   if (watch->parsed()) {

@@ -1,0 +1,78 @@
+// The CLI's JSON for results it is hard to get from a fake server through the binary: explain's
+// sentence, watch's events, an error, metadata that is not UTF-8.
+#include <gtest/gtest.h>
+
+#include <boost/json/serialize.hpp>
+
+#include "tools/reply_json.h"
+
+namespace sundial::tools {
+namespace {
+
+namespace p = protocol;
+namespace json = boost::json;
+
+template <typename T>
+const T* Root(const flatbuffers::FlatBufferBuilder& b) {
+  return flatbuffers::GetRoot<T>(b.GetBufferPointer());
+}
+
+TEST(ReplyJson, ExplainNamesTheReasonAndSaysWhy) {
+  flatbuffers::FlatBufferBuilder b;
+  b.Finish(p::CreateExplainResultDirect(b, p::ExplainReason::exclusivity_held, "m2",
+                                        p::MessageState::pending, 1'700'000'030'000, 77, "acme",
+                                        1));
+  const json::object o = ExplainToJson(*Root<p::ExplainResult>(b));
+  EXPECT_EQ(o.at("reason"), "exclusivity_held");
+  EXPECT_EQ(o.at("id"), "m2");
+  EXPECT_EQ(o.at("state"), "pending");
+  EXPECT_EQ(o.at("lease_token").to_number<int64_t>(), 77);
+  EXPECT_EQ(o.at("exclusivity_value"), "acme");
+  EXPECT_EQ(o.at("explanation"),
+            "exclusivity value 'acme' is held by lease 77 until 1700000030000");
+}
+
+TEST(ReplyJson, MessageEventsAndStatsTicks) {
+  flatbuffers::FlatBufferBuilder b;
+  auto event = p::CreateMessageEventDirect(b, "jobs", "m1", p::MessageState::invisible,
+                                           p::MessageState::pending, 4, 1000, "became_visible");
+  b.Finish(p::CreateEventMessage(b, p::Event::MessageEvent, event.Union()));
+  EXPECT_EQ(json::serialize(EventToJson(*Root<p::EventMessage>(b))),
+            R"({"event":"message","queue":"jobs","id":"m1","from":"invisible","to":"pending",)"
+            R"("version":4,"time":1000,"cause":"became_visible"})");
+
+  flatbuffers::FlatBufferBuilder t;
+  auto stats = p::CreateStatsResult(t, 5000, 2);
+  t.Finish(p::CreateEventMessage(t, p::Event::StatsTick, p::CreateStatsTick(t, stats).Union()));
+  const json::object tick = EventToJson(*Root<p::EventMessage>(t));
+  EXPECT_EQ(tick.at("event"), "stats");
+  EXPECT_EQ(tick.at("uptime_ms").to_number<int64_t>(), 5000);
+  EXPECT_EQ(tick.at("queues").to_number<int64_t>(), 2);
+  EXPECT_EQ(tick.at("messages").at("pending").to_number<int64_t>(), 0);
+
+  flatbuffers::FlatBufferBuilder c;
+  c.Finish(p::CreateEventMessage(c, p::Event::SubscriptionClosed,
+                                 p::CreateSubscriptionClosedDirect(c, "fell behind").Union()));
+  EXPECT_EQ(json::serialize(EventToJson(*Root<p::EventMessage>(c))),
+            R"({"event":"closed","reason":"fell behind"})");
+}
+
+TEST(ReplyJson, TextThatIsNotUtf8IsWrittenAsBase64) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<p::MetadataPair>> pairs{
+      p::CreateMetadataPairDirect(b, "k", "\xff")};
+  b.Finish(p::CreateMessageDirect(b, "q", "m", 0, nullptr, &pairs));
+  const json::object o = MessageToJson(*Root<p::Message>(b));
+  EXPECT_FALSE(o.contains("metadata"));
+  EXPECT_EQ(json::serialize(o.at("metadata_base64")), R"([["aw==","/w=="]])");
+  EXPECT_EQ(o.at("payload"), "");  // no payload: empty text
+}
+
+TEST(ReplyJson, ErrorIsCodeAndMessage) {
+  EXPECT_EQ(json::serialize(ErrorToJson(
+                client::Error::Server(Code::kFailedPrecondition, "lease_token: stale"))),
+            R"({"code":"FAILED_PRECONDITION","message":"lease_token: stale"})");
+}
+
+}  // namespace
+}  // namespace sundial::tools
