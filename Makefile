@@ -2,7 +2,7 @@
 #   make deps   install missing Debian build dependencies (quiet when all present)
 #   make build  release build (build/release)
 #   make test   deps + release, asan and tsan builds, and every test suite
-#   make run    deps + build, then start the server (see README)
+#   make run    deps + build, then start sundiald with data in ./data (ARGS='--fsync=never' adds flags)
 #   make bench  engine and WAL microbenchmarks (release build)
 #   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
 #   make format clang-format every source file
@@ -34,7 +34,14 @@ test-tsan: deps
 	@ctest --preset tsan
 
 run: build
-	@echo "sundiald (the server) arrives with the server issue; the engine is built in build/release."
+	@mkdir -p data
+	@echo "Starting sundiald: binary TCP on 127.0.0.1:7400, HTTP/WebSocket on 127.0.0.1:7401, data in ./data."
+	@echo "In another shell (Ctrl-C here stops the server cleanly):"
+	@echo "  build/release/tools/sundial enqueue emails --payload 'hello' --priority 5"
+	@echo "  build/release/tools/sundial dequeue emails --lease-ms 30000"
+	@echo "  build/release/tools/sundial complete emails ID LEASE_TOKEN"
+	@echo "  curl -s 127.0.0.1:7401/metrics | grep sundial_messages"
+	@exec build/release/server/sundiald --data-dir ./data $(ARGS)
 
 bench: build
 	@build/release/bench/engine_bench

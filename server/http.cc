@@ -353,11 +353,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const auto origin_field = req[http::field::origin];
     const std::string origin(origin_field.data(), origin_field.size());
     const auto& allowed = core_->options().allowed_origins;
-    if (!allowed.empty()) {
-      return std::find(allowed.begin(), allowed.end(), origin) != allowed.end() ||
-             (origin.empty() && core_->auth_token().empty());
-    }
-    if (origin.empty()) return true;  // not a browser
+    // Browsers always send Origin; a client without one (the CLI, a worker) is not a browser
+    // page, so there is no cross-site hijacking to prevent.
+    if (origin.empty()) return true;
+    if (!allowed.empty()) return std::find(allowed.begin(), allowed.end(), origin) != allowed.end();
     const auto host = req[http::field::host];
     const std::string h(host.data(), host.size());
     return origin == "http://" + h || origin == "https://" + h;

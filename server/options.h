@@ -1,7 +1,7 @@
 // sundiald's settings (SPEC §5; the server issue's settings item): every setting is a flag, a
 // SUNDIAL_* environment variable and a key of an optional config file (TOML or INI, CLI11's
 // format, given with --config). Flags win over the environment, the environment over the file.
-// docs/server.md lists every setting.
+// docs/operations.md lists every setting.
 //
 // Thread safety: ParseOptions is a pure function of its arguments.
 #pragma once
