@@ -4,24 +4,16 @@
 // {"code","message"} on stderr, a garbage reply exits 1 with INTERNAL, and a token file makes
 // Auth the first request. Global flags work before and after the subcommand and from the
 // environment.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <boost/json/parse.hpp>
+#include <algorithm>
 #include <boost/json/value.hpp>
-#include <filesystem>
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/client/cli_runner.h"
 #include "tests/client/fake_server.h"
-
-extern char** environ;
 
 namespace sundial::client {
 namespace {
@@ -33,83 +25,11 @@ using testing::FakeConnection;
 using testing::FakeServer;
 using testing::OkResponse;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
+using testing::CliRun;
+using testing::TempFiles;
 
-  std::vector<json::object> OutObjects() const {
-    std::vector<json::object> objects;
-    std::istringstream in(out);
-    for (std::string line; std::getline(in, line);) {
-      objects.push_back(json::parse(line).as_object());
-    }
-    return objects;
-  }
-  json::object ErrObject() const { return json::parse(err).as_object(); }
-};
-
-class TempFiles {
- public:
-  TempFiles() {
-    std::string pattern = ::testing::TempDir() + "sundial-cli-test-XXXXXX";
-    dir_ = ::mkdtemp(pattern.data());
-  }
-  ~TempFiles() { std::filesystem::remove_all(dir_); }
-  std::string Write(const std::string& name, const std::string& content) {
-    const std::string path = dir_ + "/" + name;
-    std::ofstream(path, std::ios::binary) << content;
-    return path;
-  }
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// Runs the CLI with `args`; `env` entries ("K=V") are added to the environment.
 CliRun RunCli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-  TempFiles files;
-  const std::string out_path = files.Path("out"), err_path = files.Path("err");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                   0644);
-  std::vector<std::string> argv_strings{SUNDIAL_CLI};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& s : argv_strings) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string_view(*e).rfind("SUNDIAL_", 0) != 0) env_strings.emplace_back(*e);
-  }
-  env_strings.insert(env_strings.end(), env.begin(), env.end());
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  CliRun run;
-  pid_t pid = 0;
-  if (posix_spawn(&pid, SUNDIAL_CLI, &actions, nullptr, argv.data(), envp.data()) != 0) {
-    ADD_FAILURE() << "cannot run " << SUNDIAL_CLI;
-    return run;
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.out = ReadAll(out_path);
-  run.err = ReadAll(err_path);
-  return run;
+  return testing::RunProgram(SUNDIAL_CLI, args, env);
 }
 
 // ---- Without a server ----------------------------------------------------------------------
