@@ -80,9 +80,13 @@ class TcpSession final : public Connection {
   void Read() {
     if (reading_ || closed() || stop_reading_ || close_after_write_) return;
     if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
-    // Room for what the next frame needs, at least 64 KiB.
+    // Room for the rest of the next frame, at least 64 KiB, but at most as much again as has
+    // arrived: a declared length costs memory only as its bytes come (doubling), so a header
+    // alone cannot make the server allocate --max-frame-bytes.
     size_t want = 64 << 10;
-    if (next_frame_bytes_ > 0) want = std::max(want, next_frame_bytes_);
+    if (next_frame_bytes_ > in_len_) {
+      want = std::max(want, std::min(next_frame_bytes_ - in_len_, in_len_));
+    }
     if (in_.size() < in_len_ + want) in_.resize(in_len_ + want);
     reading_ = true;
     socket_.async_read_some(
