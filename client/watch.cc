@@ -1,7 +1,7 @@
 // Watch over Boost.Beast: one WebSocket session, in the style of Beast's client examples
 // (run → on_resolve → on_connect → on_handshake → on_write → do_read → on_read), each step
 // starting with `if (ec) return ...`. The session runs on a private io_context on the caller's
-// thread; Finish records the outcome and closes the connection, which ends the run.
+// thread; Finish records the outcome, closes the connection and stops the run.
 #include "client/watch.h"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -52,8 +52,8 @@ class WatchSession {
     return std::chrono::milliseconds(options_.timeout_ms);
   }
 
-  // Records the first outcome and closes everything; the aborted handlers then run (finding
-  // the outcome set) and io_.run() returns.
+  // Records the first outcome, closes the connection and stops the run: handlers still queued
+  // (the WebSocket stream keeps a timer of its own) are destroyed with io_, never invoked.
   void Finish(Result<void> outcome) {
     if (outcome_) return;
     outcome_ = std::move(outcome);
@@ -62,6 +62,7 @@ class WatchSession {
     error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).close();
+    io_.stop();
   }
   Error Unreachable(const std::string& what) const {
     return Error::Connection(Code::kUnavailable,

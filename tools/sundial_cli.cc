@@ -628,10 +628,12 @@ void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
 
 // ---- Main --------------------------------------------------------------------------------
 
-// The token in a file, without trailing whitespace. False when unreadable or empty.
+// The token in a file. False when unreadable or empty.
 bool ReadToken(const std::string& path, std::string* token) {
   if (!ReadFile(path, token)) return false;
-  while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back()))) {
+  // As sundiald reads --auth-token-file: trailing newlines, carriage returns and spaces go.
+  while (!token->empty() &&
+         (token->back() == '\n' || token->back() == '\r' || token->back() == ' ')) {
     token->pop_back();
   }
   return !token->empty();
