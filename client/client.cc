@@ -396,6 +396,7 @@ struct AsyncClient::Impl {
   std::unique_ptr<Client::Impl> conn;  // io_context, socket, reader: I/O thread only
   asio::executor_work_guard<asio::io_context::executor_type> work;
   std::thread thread;
+  std::thread::id io_thread_id;  // set once, before the client is handed out
   std::atomic<uint64_t> next_request_id;
   std::atomic<size_t> in_flight{0};
 
@@ -486,6 +487,7 @@ Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const Address& address
   raw->conn->io.restart();
   asio::post(raw->conn->io, [raw] { raw->StartRead(); });
   raw->thread = std::thread([raw] { raw->conn->io.run(); });
+  raw->io_thread_id = raw->thread.get_id();
   return std::unique_ptr<AsyncClient>(new AsyncClient(std::move(impl)));
 }
 
@@ -545,7 +547,7 @@ void AsyncClient::Close() {
       impl->work.reset();
     }
   }
-  if (impl->thread.get_id() == std::this_thread::get_id()) return;  // from a callback
+  if (impl->io_thread_id == std::this_thread::get_id()) return;  // from a callback
   std::lock_guard lock(impl->join_mu);
   if (impl->thread.joinable()) impl->thread.join();
 }
