@@ -162,14 +162,17 @@ class WsSession final : public Connection {
 
   void Queue(std::shared_ptr<const std::string> message, bool is_event) {
     if (closed()) return;
-    queued_bytes_ += message->size();
-    if (is_event) ++queued_events_;
-    out_.push_back({std::move(message), is_event});
-    if (queued_bytes_ > options_.max_output_bytes) {
+    // The limit is on messages left unread behind the write in progress, counted before this
+    // one: a single reply larger than --max-output-bytes still goes to a client that reads.
+    const size_t waiting = queued_bytes_ - (writing_ ? out_.front().message->size() : 0);
+    if (waiting > options_.max_output_bytes) {
       std::fprintf(stderr, "sundiald: dropping a WebSocket client: %zu bytes unread\n",
                    queued_bytes_);
       return DoClose();
     }
+    queued_bytes_ += message->size();
+    if (is_event) ++queued_events_;
+    out_.push_back({std::move(message), is_event});
     Write();
   }
 

@@ -180,12 +180,14 @@ class TcpSession final : public Connection {
 
   void Queue(std::string_view message) {
     if (closed()) return;
-    p::AppendFrame(message, &pending_);
+    // The limit is on replies left unread behind the write in progress, counted before this
+    // one: a single reply larger than --max-output-bytes still goes to a client that reads.
     if (pending_.size() > options_.max_output_bytes) {
       std::fprintf(stderr, "sundiald: dropping a TCP client: %zu reply bytes unread\n",
                    pending_.size());
       return DoClose();
     }
+    p::AppendFrame(message, &pending_);
     if (!batching_ && !flush_posted_) {
       // Let the replies already posted to this strand join this write.
       flush_posted_ = true;

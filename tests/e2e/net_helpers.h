@@ -263,14 +263,16 @@ struct HttpReply {
 };
 
 // One request on a fresh connection ("Connection: close"), read to EOF within `timeout_ms`.
+// `extra_headers`: whole lines with their CRLF; `body` follows the blank line.
 inline HttpReply HttpRequest(uint16_t port, std::string_view method, std::string_view target,
-                             std::string_view extra_headers = "", int timeout_ms = 5'000) {
+                             std::string_view extra_headers = "", std::string_view body = "",
+                             int timeout_ms = 5'000) {
   HttpReply reply;
   RawConn c(port);
   if (!c.ok()) return reply;
   std::string req = std::string(method) + " " + std::string(target) +
                     " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n" +
-                    std::string(extra_headers) + "\r\n";
+                    std::string(extra_headers) + "\r\n" + std::string(body);
   if (!c.Send(req) || !c.WaitClosed(timeout_ms)) return reply;
   const std::string& all = c.buffered();
   const auto end_of_head = all.find("\r\n\r\n");
