@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <boost/asio/post.hpp>
 #include <utility>
 
@@ -142,16 +143,28 @@ void Core::Submit(const std::shared_ptr<Connection>& conn, std::string_view fram
     metrics_->CountRequest(op_index, code, NanosSince(start));
     conn->Deliver(std::move(message));
   };
+  if (op != p::Operation::NONE && request->op() == nullptr) {
+    return answer(
+        ErrorResponse(request_id, Code::kInvalidArgument, "op: the operation's table is missing"),
+        Code::kInvalidArgument);
+  }
   switch (op) {
     case p::Operation::Stats:
       return answer(StatsMessage(request_id, false), Code::kOk);
     case p::Operation::Health:
       return answer(HealthMessage(request_id), Code::kOk);
-    case p::Operation::Auth:
-      // The session checked the token before anything else; a repeated auth is a no-op.
+    case p::Operation::Auth: {
+      // The session checked the first one; a repeated Auth must carry the same token.
+      const p::Auth* auth = request->op_as_Auth();
+      if (!auth_token_.empty() &&
+          (auth->token() == nullptr || auth->token()->string_view() != auth_token_)) {
+        return answer(ErrorResponse(request_id, Code::kUnauthenticated, "auth: wrong token"),
+                      Code::kUnauthenticated);
+      }
       return answer(OkResponse(request_id, p::Result::AuthResult,
                                [](auto& b) { return p::CreateAuthResult(b).Union(); }),
                     Code::kOk);
+    }
     case p::Operation::Subscribe:
       return Subscribe(conn, *request, start);
     case p::Operation::Unsubscribe:
@@ -363,10 +376,13 @@ void Core::OnEffect(const Effect& e) {
 
 void Core::PublishEvent(const Effect& e) {
   std::shared_ptr<const std::string> message;
+  std::vector<const Connection*> sent;  // one event per connection, however many subscriptions
   std::lock_guard lock(subs_mu_);
   for (const Subscription& s : subs_) {
     if (s.queue != "*" && s.queue != e.queue && s.queue != e.dead_letter_queue) continue;
     if (!s.filter.empty() && !MatchesFilter(e.packed_metadata, s.filter)) continue;
+    if (std::find(sent.begin(), sent.end(), s.key) != sent.end()) continue;
+    sent.push_back(s.key);
     auto conn = s.conn.lock();
     if (!conn) continue;
     if (!message) {
@@ -400,7 +416,11 @@ void Core::Subscribe(const std::shared_ptr<Connection>& conn, const p::Request& 
   if (filter.size() > 4) return fail("filter: at most 4 pairs");
   {
     std::lock_guard lock(subs_mu_);
-    if (subs_.size() >= 100'000) return fail("subscribe: too many subscriptions on this server");
+    if (subs_.size() >= 100'000) {
+      metrics_->CountRequest(op, Code::kResourceExhausted, NanosSince(start));
+      return conn->Deliver(ErrorResponse(request.request_id(), Code::kResourceExhausted,
+                                         "subscribe: 100000 subscriptions on this server"));
+    }
     subs_.push_back({conn, conn.get(), std::move(queue), std::move(filter)});
     subscriber_count_.fetch_add(1);
   }
@@ -411,6 +431,12 @@ void Core::Subscribe(const std::shared_ptr<Connection>& conn, const p::Request& 
 
 void Core::Unsubscribe(const std::shared_ptr<Connection>& conn, const p::Request& request,
                        SteadyClock::time_point start) {
+  if (conn->transport() != Transport::kWebSocket) {
+    metrics_->CountRequest(static_cast<uint8_t>(p::Operation::Unsubscribe), Code::kInvalidArgument,
+                           NanosSince(start));
+    return conn->Deliver(ErrorResponse(request.request_id(), Code::kInvalidArgument,
+                                       "unsubscribe: WebSocket connections only"));
+  }
   const p::Unsubscribe* unsub = request.op_as_Unsubscribe();
   const std::string queue = unsub->queue() ? unsub->queue()->str() : "";
   size_t removed = 0;

@@ -193,11 +193,17 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
   // The LSN a mutation must wait for is known after the engine call: a reply carries it.
   auto after_mutation = [&] {
     if (log_ != nullptr && IsMutation(request.op_type())) {
-      out.wait_lsn = log_->EndLsnOfThisThread();
+      // Not only this thread's records: an answer may rest on another request's effect that is
+      // appended and not yet synced (a duplicate enqueue, a complete repeated): wait for all.
+      out.wait_lsn = log_->AppendedEndLsn();
       r.set_lsn(out.wait_lsn);
     }
   };
   Engine& e = *engine_;
+  // A union type with no table passes the verifier: every case below reads the table.
+  if (request.op_type() != p::Operation::NONE && request.op() == nullptr) {
+    return finish(r.Error(InvalidArgument("op: the operation's table is missing")));
+  }
 
   switch (request.op_type()) {
     case p::Operation::CreateQueue: {

@@ -59,6 +59,7 @@ class WsSession final : public Connection {
       : Connection(Transport::kWebSocket),
         ws_(std::move(socket)),
         strand_(ws_.get_executor()),
+        stall_(strand_, core->options().write_timeout_ms),
         core_(core),
         options_(core->options()) {}
 
@@ -127,11 +128,13 @@ class WsSession final : public Connection {
   void Read() {
     if (reading_ || closed() || close_when_done_ || closing_) return;
     if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    if (OutputHigh()) return;  // until the client reads
     reading_ = true;
     ws_.async_read(buffer_,
                    asio::bind_executor(strand_, [self = Self()](beast::error_code ec, size_t) {
                      self->reading_ = false;
                      if (ec) return self->DoClose();
+                     if (self->close_when_done_) return self->MaybeFinish();  // draining
                      self->OnMessage();
                      self->Read();
                    }));
@@ -157,6 +160,10 @@ class WsSession final : public Connection {
       return Deliver(
           ErrorResponse(0, Code::kInvalidArgument, "frame: not a valid Request FlatBuffer"));
     }
+    // Subscribing again after falling behind starts the events anew.
+    if (fb::GetRoot<p::Request>(scratch_.data())->op_type() == p::Operation::Subscribe) {
+      events_cut_ = false;
+    }
     core_->Submit(shared_from_this(), scratch_);
   }
 
@@ -176,9 +183,23 @@ class WsSession final : public Connection {
     Write();
   }
 
+  bool OutputHigh() const { return queued_bytes_ >= options_.max_output_bytes / 2; }
+
+  void ArmStallGuard() {
+    stall_.Arm([self = Self()] { return !self->closed() && self->writing_; },
+               [self = Self()] {
+                 std::fprintf(stderr,
+                              "sundiald: dropping a WebSocket client: %zu bytes unread, none "
+                              "taken for %u ms\n",
+                              self->queued_bytes_, self->options_.write_timeout_ms);
+                 self->DoClose();
+               });
+  }
+
   void Write() {
     if (writing_ || out_.empty() || closed()) return MaybeFinish();
     writing_ = true;
+    ArmStallGuard();
     auto on_write = asio::bind_executor(
         strand_, [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); });
     const Outgoing& next = out_.front();
@@ -197,11 +218,13 @@ class WsSession final : public Connection {
   void OnWritten(beast::error_code ec) {
     writing_ = false;
     if (ec) return DoClose();
+    stall_.Progress();
     const Outgoing& done = out_.front();
     queued_bytes_ -= done.message->size();
     if (done.is_event) --queued_events_;
     out_.pop_front();
     Write();
+    Read();  // resumes a read paused by backpressure
   }
 
   void MaybeFinish() {
@@ -219,6 +242,7 @@ class WsSession final : public Connection {
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).socket().close(ignored);
+    stall_.Cancel();
     core_->Forget(this);
     core_->registry().Remove(this);
     if (counted_) core_->metrics()->AddConnection(Transport::kWebSocket, -1);
@@ -231,6 +255,7 @@ class WsSession final : public Connection {
 
   websocket::stream<beast::tcp_stream> ws_;
   asio::any_io_executor strand_;
+  StallGuard stall_;
   Core* const core_;
   const Options& options_;
   // On the strand only:

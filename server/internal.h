@@ -7,6 +7,7 @@
 // Deliver from any thread (the WAL's log thread, the long-poll drain, the ticker).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
@@ -63,6 +64,42 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   const Transport transport_;
+};
+
+// --write-timeout-ms for one connection, on its strand only (nginx's send_timeout): a write
+// that takes nothing for the timeout means a client that does not read, and `drop` closes it.
+// The session calls Arm() as each write starts (a no-op while armed: one timer wait per
+// timeout period, not per write) and Progress() whenever a write takes bytes.
+class StallGuard {
+ public:
+  StallGuard(const asio::any_io_executor& strand, uint32_t timeout_ms)
+      : timer_(strand), limit_(timeout_ms) {}
+
+  void Progress() { last_progress_ = SteadyClock::now(); }
+  void Cancel() { timer_.cancel(); }
+
+  // `still_writing()`: whether a write is in progress (else the guard disarms). Both callables
+  // keep the session alive.
+  template <class StillWriting, class Drop>
+  void Arm(StillWriting still_writing, Drop drop) {
+    if (armed_) return;
+    armed_ = true;
+    if (last_progress_ == SteadyClock::time_point{}) Progress();
+    timer_.expires_at(std::max(last_progress_, SteadyClock::now() - limit_) + limit_);
+    timer_.async_wait([this, still_writing = std::move(still_writing),
+                       drop = std::move(drop)](boost::system::error_code ec) mutable {
+      armed_ = false;
+      if (ec || !still_writing()) return;
+      if (SteadyClock::now() - last_progress_ >= limit_) return drop();
+      Arm(std::move(still_writing), std::move(drop));
+    });
+  }
+
+ private:
+  asio::steady_timer timer_;
+  const std::chrono::milliseconds limit_;
+  SteadyClock::time_point last_progress_;
+  bool armed_ = false;
 };
 
 class Core;

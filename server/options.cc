@@ -63,8 +63,13 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--max-output-bytes", o.max_output_bytes,
-                 "unsent reply bytes per connection before it is dropped")
-      ->capture_default_str();
+                 "unsent reply bytes per connection: reading pauses at half, dropped above")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{64} << 10, uint64_t{1} << 40));
+  app.add_option("--write-timeout-ms", o.write_timeout_ms,
+                 "drop a connection whose unread replies make no progress for this long")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 86'400'000u));
   app.add_option("--handshake-timeout-ms", o.handshake_timeout_ms)->capture_default_str();
   app.add_option("--idle-timeout-ms", o.idle_timeout_ms)->capture_default_str();
   app.add_option("--memory-budget-bytes", o.memory_budget_bytes, "0: unlimited")

@@ -30,8 +30,12 @@ struct Options {
 
   uint32_t max_frame_bytes = 16u << 20;
   uint32_t max_connections = 10'000;
-  uint32_t max_inflight = 1'024;            // requests in flight per connection (reading pauses)
-  uint64_t max_output_bytes = 64ull << 20;  // per connection; a client that never reads is dropped
+  uint32_t max_inflight = 1'024;  // requests in flight per connection (reading pauses)
+  // Per connection: reading pauses at half of it until replies are read; above it (replies of
+  // requests already in flight, events) the connection is dropped.
+  uint64_t max_output_bytes = 64ull << 20;
+  // A write that takes no byte for this long: a client that does not read is dropped.
+  uint32_t write_timeout_ms = 30'000;
   uint32_t handshake_timeout_ms = 10'000;
   uint32_t idle_timeout_ms = 300'000;
   uint64_t memory_budget_bytes = 0;  // 0: unlimited

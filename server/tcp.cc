@@ -4,9 +4,11 @@
 // (a long poll never holds back the requests behind it).
 //
 // Limits: --max-frame-bytes (refused before buffering), --max-inflight (reading pauses),
-// --max-output-bytes (a client that never reads is dropped), --handshake-timeout-ms (the first
-// frame, and with a token the Auth, must arrive by then), --idle-timeout-ms (nothing in flight
-// and no frame for that long), --max-connections.
+// --max-output-bytes (reading pauses at half of it until the client reads its replies; above it
+// the connection is dropped), --write-timeout-ms (a write that takes no byte for that long: a
+// client that does not read is dropped), --handshake-timeout-ms (with a token, the Auth
+// must arrive by then), --idle-timeout-ms (nothing in flight and no frame for that long; without
+// a token, the first frame too), --max-connections.
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -34,6 +36,7 @@ class TcpSession final : public Connection {
         socket_(std::move(socket)),
         strand_(socket_.get_executor()),  // accepted on a strand of its own
         timer_(strand_),
+        stall_(strand_, core->options().write_timeout_ms),
         core_(core),
         options_(core->options()),
         authed_(core->auth_token().empty()) {}
@@ -80,6 +83,7 @@ class TcpSession final : public Connection {
   void Read() {
     if (reading_ || closed() || stop_reading_ || close_after_write_) return;
     if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    if (OutputHigh()) return;  // paused until the client reads its replies
     // Room for the rest of the next frame, at least 64 KiB, but at most as much again as has
     // arrived: a declared length costs memory only as its bytes come (doubling), so a header
     // alone cannot make the server allocate --max-frame-bytes.
@@ -94,6 +98,7 @@ class TcpSession final : public Connection {
         asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t n) {
           self->reading_ = false;
           if (ec) return self->DoClose();
+          if (self->stop_reading_) return self->MaybeResume();  // draining: no new requests
           self->in_len_ += n;
           self->ProcessFrames();
           self->Read();
@@ -103,7 +108,10 @@ class TcpSession final : public Connection {
   void ProcessFrames() {
     size_t begin = 0;
     batching_ = true;
-    while (!closed() && !close_after_write_) {
+    // Frames stay in the buffer while the replies waiting to be written exceed half of
+    // --max-output-bytes (backpressure): a client that pipelines many large replies and reads
+    // them is slowed, not dropped.
+    while (!closed() && !close_after_write_ && !stop_reading_ && !OutputHigh()) {
       std::string_view frame;
       size_t consumed = 0;
       const auto status = p::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
@@ -206,19 +214,54 @@ class TcpSession final : public Connection {
     }
     writing_ = true;
     std::swap(pending_, writing_buffer_);
-    asio::async_write(
-        socket_, asio::buffer(writing_buffer_),
-        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t) {
+    written_ = 0;
+    WriteSome();
+  }
+
+  // Writes the rest of writing_buffer_; each piece the kernel takes counts as progress for
+  // --write-timeout-ms.
+  void WriteSome() {
+    ArmStallGuard();
+    socket_.async_write_some(
+        asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_),
+        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t n) {
+          if (ec) {
+            self->writing_ = false;
+            return self->DoClose();
+          }
+          self->stall_.Progress();
+          self->written_ += n;
+          if (self->written_ < self->writing_buffer_.size()) return self->WriteSome();
           self->writing_ = false;
           self->writing_buffer_.clear();
-          if (ec) return self->DoClose();
+          self->written_ = 0;
           self->Flush();
           self->MaybeResume();
         }));
   }
 
+  void ArmStallGuard() {
+    stall_.Arm([self = Self()] { return !self->closed() && self->writing_; },
+               [self = Self()] {
+                 std::fprintf(stderr,
+                              "sundiald: dropping a TCP client: %zu reply bytes unread, none "
+                              "taken for %u ms\n",
+                              self->pending_.size() + self->writing_buffer_.size() - self->written_,
+                              self->options_.write_timeout_ms);
+                 self->DoClose();
+               });
+  }
+
+  bool OutputHigh() const {
+    return pending_.size() + writing_buffer_.size() - written_ >= options_.max_output_bytes / 2;
+  }
+
   void MaybeResume() {
-    if (!batching_ && !reading_) Read();  // never while ProcessFrames walks in_
+    // Never while ProcessFrames walks in_, nor while a read fills it.
+    if (!batching_ && !reading_ && !OutputHigh()) {
+      if (in_len_ > 0) ProcessFrames();  // frames held back by backpressure
+      Read();
+    }
     if (close_when_done_ && inflight_.load() == 0 && pending_.empty() && !writing_) DoClose();
   }
 
@@ -243,6 +286,7 @@ class TcpSession final : public Connection {
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
     timer_.cancel();
+    stall_.Cancel();
     core_->Forget(this);
     core_->registry().Remove(this);
     core_->metrics()->AddConnection(Transport::kTcp, -1);
@@ -251,6 +295,7 @@ class TcpSession final : public Connection {
   tcp::socket socket_;
   asio::any_io_executor strand_;
   asio::steady_timer timer_;
+  StallGuard stall_;
   Core* const core_;
   const Options& options_;
 
@@ -261,6 +306,7 @@ class TcpSession final : public Connection {
   std::string scratch_;          // an aligned copy of a misaligned frame
   std::string pending_;          // framed replies not yet handed to a write
   std::string writing_buffer_;   // the write in progress
+  size_t written_ = 0;           // of writing_buffer_
   bool reading_ = false;
   bool writing_ = false;
   bool batching_ = false;

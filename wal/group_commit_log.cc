@@ -66,9 +66,10 @@ struct GroupCommitLog::Impl {
   LogOptions options;
 
   std::mutex mu;
-  std::atomic<bool> failed{false};   // failure is not OK
-  std::condition_variable work_cv;   // wakes the log thread
-  std::condition_variable state_cv;  // wakes Flush / Rotate callers after each group
+  std::atomic<bool> failed{false};        // failure is not OK
+  std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
+  std::condition_variable work_cv;        // wakes the log thread
+  std::condition_variable state_cv;       // wakes Flush / Rotate callers after each group
 
   // GUARDED_BY(mu)
   std::string pending;  // framed records with zero checksums, LSNs [written_end, next_lsn)
@@ -382,6 +383,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->dir = std::move(dir);
   impl->options = options;
   impl->next_lsn = impl->written_end = impl->synced_end = impl->durable_end = next_lsn;
+  impl->appended_end.store(next_lsn, std::memory_order_release);
   impl->leader_written_end = impl->leader_synced_end = next_lsn;
   impl->rotated_at_lsn = next_lsn;
   impl->rotated_segment = next_segment_number;
@@ -413,6 +415,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     const bool wake = d.pending.empty();
     d.pending.append(scratch);
     t_end.end_lsn = ++d.next_lsn;
+    d.appended_end.store(d.next_lsn, std::memory_order_release);
     ++d.stats.records;
     lock.unlock();
     if (wake) d.work_cv.notify_one();
@@ -422,6 +425,10 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
 
 uint64_t GroupCommitLog::EndLsnOfThisThread() const {
   return t_end.log_id == impl_->id ? t_end.end_lsn : 0;
+}
+
+uint64_t GroupCommitLog::AppendedEndLsn() const {
+  return impl_->appended_end.load(std::memory_order_acquire);
 }
 
 void GroupCommitLog::WhenDurable(uint64_t end_lsn, Done done) {

@@ -72,6 +72,10 @@ class GroupCommitLog final : public EffectSink {
   // One past the LSN of the last effect this thread appended to this log (0 if none yet): the
   // `end_lsn` to wait for. The server reads it after an engine operation.
   uint64_t EndLsnOfThisThread() const;
+  // One past the LSN of the last effect any thread appended (lock-free). A reply that depends
+  // on state others wrote (a duplicate enqueue, a repeated complete) waits for this: the state
+  // it saw is in the log below it.
+  uint64_t AppendedEndLsn() const;
 
   // Calls `done` when every record with LSN < end_lsn is durable under the policy, or with
   // UNAVAILABLE if the log failed first: on the log thread, or at once on the caller's thread

@@ -74,8 +74,12 @@ inline std::string Header(uint32_t length) {
 // A blocking loopback TCP connection whose reads wait at most a given time.
 class RawConn {
  public:
-  explicit RawConn(uint16_t port) {
+  // `receive_buffer` > 0 sets SO_RCVBUF before connecting (a client that reads slowly).
+  explicit RawConn(uint16_t port, int receive_buffer = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (receive_buffer > 0) {
+      ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);

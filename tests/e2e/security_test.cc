@@ -387,8 +387,11 @@ TEST_F(Security, MaxConnectionsRefusesTheSixth) {
   EXPECT_TRUE(admitted);
 }
 
+// Reading pauses at half of --max-output-bytes; a write that then takes nothing for
+// --write-timeout-ms means the client does not read, and it is dropped.
 TEST_F(Security, AClientThatNeverReadsIsDropped) {
-  ASSERT_NO_FATAL_FAILURE(StartServer({"--max-output-bytes", "1048576"}));
+  ASSERT_NO_FATAL_FAILURE(
+      StartServer({"--max-output-bytes", "1048576", "--write-timeout-ms", "500"}));
   auto bystander = Client::Connect(Addr());
   ASSERT_TRUE(bystander.ok());
   client::EnqueueItem big;
