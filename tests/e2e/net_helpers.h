@@ -1,7 +1,7 @@
 // Helpers for the end-to-end tests that talk to sundiald below the client library: raw TCP
 // sockets (POSIX, every wait bounded by poll), frames, hand-made HTTP requests, /metrics
-// parsing, a WebSocket client over Boost.Beast whose every operation has a deadline, the
-// server's resident memory, and a bounded poll for conditions.
+// parsing, the WebSocket client (ws_client.h), the server's resident memory, and a bounded poll
+// for conditions.
 #pragma once
 
 #include <arpa/inet.h>
@@ -12,12 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/websocket.hpp>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -37,6 +31,7 @@
 #include "client/client.h"
 #include "protocol/framing.h"
 #include "protocol/sundial_generated.h"
+#include "tests/e2e/ws_client.h"
 
 namespace sundial::e2e {
 
@@ -324,104 +319,6 @@ inline bool StillRunning(pid_t pid) {
   }
   return info.si_pid == 0;  // no state change: still running
 }
-
-// ---- WebSocket (Boost.Beast), every operation with a deadline ----------------------------------
-
-namespace beast = boost::beast;
-namespace websocket = beast::websocket;
-namespace bhttp = beast::http;
-
-class WsClient {
- public:
-  WsClient() : ws_(io_) {}
-
-  // Connects to 127.0.0.1:port and upgrades at /ws with the given extra headers (e.g.
-  // {{"Origin", "http://x"}, {"Authorization", "Bearer T"}}). On a refused upgrade,
-  // status() is the HTTP status of the refusal.
-  beast::error_code Connect(uint16_t port,
-                            std::vector<std::pair<std::string, std::string>> headers = {},
-                            int timeout_ms = 5'000) {
-    boost::system::error_code ec;
-    const boost::asio::ip::tcp::endpoint ep(boost::asio::ip::make_address("127.0.0.1"), port);
-    ws_.next_layer().connect(ep, ec);
-    if (ec) return ec;
-    ws_.set_option(websocket::stream_base::decorator(
-        [headers = std::move(headers)](websocket::request_type& req) {
-          for (const auto& [k, v] : headers) req.set(k, v);
-        }));
-    ws_.read_message_max(64u << 20);
-    const std::string host = "127.0.0.1:" + std::to_string(port);
-    return Run([&](auto handler) { ws_.async_handshake(upgrade_response_, host, "/ws", handler); },
-               timeout_ms);
-  }
-  int status() const { return static_cast<int>(upgrade_response_.result_int()); }
-
-  beast::error_code SendBinary(std::string_view bytes, int timeout_ms = 5'000) {
-    ws_.binary(true);
-    return Run(
-        [&](auto handler) {
-          ws_.async_write(boost::asio::buffer(bytes.data(), bytes.size()), handler);
-        },
-        timeout_ms);
-  }
-  beast::error_code SendText(std::string_view text, int timeout_ms = 5'000) {
-    ws_.text(true);
-    return Run(
-        [&](auto handler) {
-          ws_.async_write(boost::asio::buffer(text.data(), text.size()), handler);
-        },
-        timeout_ms);
-  }
-
-  struct Message {
-    bool text = false;
-    std::string data;
-  };
-  // The next message, or nullopt (error in *error) when the connection ends or the deadline
-  // passes.
-  std::optional<Message> Read(int timeout_ms = 5'000, beast::error_code* error = nullptr) {
-    beast::flat_buffer buffer;
-    const beast::error_code ec =
-        Run([&](auto handler) { ws_.async_read(buffer, handler); }, timeout_ms);
-    if (error != nullptr) *error = ec;
-    if (ec) return std::nullopt;
-    Message m;
-    m.text = ws_.got_text();
-    m.data = beast::buffers_to_string(buffer.data());
-    return m;
-  }
-
-  void Close() {
-    boost::system::error_code ignored;
-    ws_.next_layer().close(ignored);
-  }
-
- private:
-  // Starts one asynchronous operation and runs the io_context until it completes; past the
-  // deadline the socket is closed (aborting it) and the result is timed_out.
-  template <typename Start>
-  beast::error_code Run(Start&& start, int timeout_ms) {
-    beast::error_code result;
-    bool done = false;
-    start([&](beast::error_code ec, auto&&...) {
-      result = ec;
-      done = true;
-    });
-    io_.restart();
-    io_.run_for(Millis(timeout_ms));
-    if (!done) {
-      Close();
-      io_.restart();
-      io_.run();
-      result = boost::asio::error::timed_out;
-    }
-    return result;
-  }
-
-  boost::asio::io_context io_;
-  websocket::stream<boost::asio::ip::tcp::socket> ws_;
-  websocket::response_type upgrade_response_;
-};
 
 // A verified ServerMessage received over WebSocket (binary frames only).
 inline const protocol::ServerMessage* AsServerMessage(const std::string& bytes) {
