@@ -89,7 +89,9 @@ class WsSession final : public Connection {
   }
 
   void DeliverEvent(std::shared_ptr<const std::string> message) override {
-    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
+    // Posted, never run inline: the Core calls this holding its subscription lock, and the
+    // overflow below takes that lock again (DropSubscriptions).
+    asio::post(strand_, [self = Self(), message = std::move(message)]() mutable {
       if (self->events_cut_ || self->closed()) return;
       if (self->queued_events_ >= kMaxEventBacklog) {
         // It cannot keep up: end its subscriptions with the reason, never slow the engine.

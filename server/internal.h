@@ -46,7 +46,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // flight.
   virtual void Deliver(std::string message) = 0;
   // Any thread: queue a subscription event (shared by every subscriber). Connections that
-  // cannot subscribe ignore it.
+  // cannot subscribe ignore it. Called under the Core's subscription lock: it must only post.
   virtual void DeliverEvent(std::shared_ptr<const std::string> /*message*/) {}
   // Any thread: close now.
   virtual void Close() = 0;

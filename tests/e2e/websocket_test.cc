@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <set>
 #include <thread>
 
@@ -452,6 +453,61 @@ TEST_F(WebSocket, SubscribeIsRefusedOverTcpAndWhenMalformed) {
   }()));
   EXPECT_EQ(not_subscribed.request_id, 4u);
   EXPECT_EQ(not_subscribed.code, p::Code::NOT_FOUND) << not_subscribed.message;
+}
+
+// A subscriber that does not read while 150,000 messages are enqueued (more events than the
+// kernel's socket buffers and the 10,000-event backlog hold together) is cut: once it reads
+// again it finds the events up to the cut, then SubscriptionClosed with the reason, and no
+// further events; the connection stays usable and a new Subscribe starts events anew. The
+// enqueuer is never slowed to the subscriber's pace (its batches are all acknowledged).
+TEST_F(WebSocket, ASubscriberThatFallsBehindIsCutWithAReasonAndCanSubscribeAgain) {
+  WsClient ws;
+  ASSERT_NO_FATAL_FAILURE(Connect(ws));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(ws, "flood"));
+  constexpr int kBatches = 150;
+  for (int b = 0; b < kBatches; ++b) {
+    std::vector<client::EnqueueItem> items(1000);
+    for (size_t i = 0; i < items.size(); ++i) {
+      items[i].id = std::to_string(b) + "-" + std::to_string(i);
+    }
+    auto r = client_->Enqueue("flood", items);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+
+  int events = 0;
+  std::string reason;
+  while (reason.empty()) {
+    auto m = ws.Read(10'000);
+    ASSERT_TRUE(m.has_value()) << "after " << events << " events, no SubscriptionClosed";
+    const p::ServerMessage* sm = AsServerMessage(m->data);
+    ASSERT_NE(sm, nullptr);
+    const p::EventMessage* em = sm->body_as_EventMessage();
+    ASSERT_NE(em, nullptr) << "no request is in flight";
+    if (em->event_type() == p::Event::MessageEvent) ++events;
+    if (em->event_type() == p::Event::SubscriptionClosed) {
+      reason = em->event_as_SubscriptionClosed()->reason()->str();
+    }
+  }
+  std::printf("%d of %d events reached the subscriber before it was cut\n", events,
+              kBatches * 1000);
+  EXPECT_NE(reason.find("fell behind"), std::string::npos) << reason;
+  EXPECT_GT(events, 0);
+  EXPECT_LT(events, kBatches * 1000) << "the cut came after every event had been queued";
+
+  // No more events for the old subscription; the connection answers; subscribing again works.
+  Put("flood", "after-the-cut");
+  ASSERT_FALSE(ws.SendBinary(client::BuildSubscribe(Hdr(2), "flood", {})));
+  auto reply = ws.Read();
+  ASSERT_TRUE(reply.has_value());
+  const ResponseView v = ViewResponse(reply->data);
+  ASSERT_TRUE(v.valid) << "an event came after SubscriptionClosed";
+  EXPECT_EQ(v.request_id, 2u);
+  EXPECT_FALSE(v.has_error) << v.message;
+  Put("flood", "after-subscribing-again");
+  const auto again = ReadEventsUntil(ws, [](const Event&) { return true; });
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, "after-subscribing-again");
+  EXPECT_EQ(again[0].cause, "enqueued");
 }
 
 }  // namespace
