@@ -84,18 +84,28 @@ class StallGuard {
   void Arm(StillWriting still_writing, Drop drop) {
     if (armed_) return;
     armed_ = true;
-    if (last_progress_ == SteadyClock::time_point{}) Progress();
-    timer_.expires_at(std::max(last_progress_, SteadyClock::now() - limit_) + limit_);
-    timer_.async_wait([this, still_writing = std::move(still_writing),
-                       drop = std::move(drop)](boost::system::error_code ec) mutable {
-      armed_ = false;
-      if (ec || !still_writing()) return;
-      if (SteadyClock::now() - last_progress_ >= limit_) return drop();
-      Arm(std::move(still_writing), std::move(drop));
-    });
+    Progress();  // unarmed means no write was waiting: the clock starts with this one
+    Wait(std::move(still_writing), std::move(drop));
   }
 
  private:
+  template <class StillWriting, class Drop>
+  void Wait(StillWriting still_writing, Drop drop) {
+    timer_.expires_at(last_progress_ + limit_);
+    timer_.async_wait([this, still_writing = std::move(still_writing),
+                       drop = std::move(drop)](boost::system::error_code ec) mutable {
+      if (ec || !still_writing()) {
+        armed_ = false;
+        return;
+      }
+      if (SteadyClock::now() - last_progress_ >= limit_) {
+        armed_ = false;
+        return drop();
+      }
+      Wait(std::move(still_writing), std::move(drop));
+    });
+  }
+
   asio::steady_timer timer_;
   const std::chrono::milliseconds limit_;
   SteadyClock::time_point last_progress_;

@@ -107,5 +107,23 @@ TEST(Regressions, ASlowReaderIsPausedNotDropped) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// --write-timeout-ms counts from the start of a write, not from the last write long ago: a
+// client that was idle for longer than the timeout and then asks again is answered, never
+// dropped as it would be if the old progress time armed the guard already expired.
+TEST(Regressions, AnIdleClientIsNotDroppedByTheWriteTimeoutWhenItAsksAgain) {
+  TempDir dir;
+  ServerProcess server(dir.path() + "/data", {"--write-timeout-ms", "200"});
+  ASSERT_TRUE(server.Start()) << server.log();
+  auto c = Client::Connect({"127.0.0.1", server.port()});
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  for (int i = 0; i < 8; ++i) {
+    auto health = (*c)->Health();
+    ASSERT_TRUE(health.ok()) << "round " << i << ": " << health.error().ToString() << "\n"
+                             << server.log();
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // idle past the timeout
+  }
+  EXPECT_EQ(server.log().find("dropping"), std::string::npos) << server.log();
+}
+
 }  // namespace
 }  // namespace sundial::e2e
