@@ -6,7 +6,8 @@
 #include <set>
 
 #include "client/client.h"
-#include "tests/e2e/server_process.h"
+#include "tests/e2e/net_helpers.h"
+#include "tests/e2e/server_test.h"
 
 namespace sundial::e2e {
 namespace {
@@ -14,16 +15,8 @@ namespace {
 namespace p = protocol;
 using client::Client;
 
-class ClientOps : public ::testing::Test {
+class ClientOps : public ServerTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(dir_.path() + "/data");
-    ASSERT_TRUE(server_->Start()) << server_->log();
-    auto c = Client::Connect({"127.0.0.1", server_->port()});
-    ASSERT_TRUE(c.ok()) << c.error().ToString();
-    client_ = std::move(c).value();
-  }
-
   // Enqueues one message; its id.
   std::string Put(const std::string& queue, const std::string& id, int64_t priority = 0,
                   client::Pairs metadata = {}) {
@@ -62,10 +55,6 @@ class ClientOps : public ::testing::Test {
     }
     return out;
   }
-
-  TempDir dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(ClientOps, QueueLifecycle) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "client/client.h"
+#include "tests/e2e/net_helpers.h"
 #include "tests/e2e/server_process.h"
 
 namespace sundial::e2e {
@@ -41,8 +42,7 @@ TEST(Durability, SigtermWithRequestsInFlightKeepsEveryAcknowledgedRequest) {
     client::EnqueueItem item;
     item.id = "m-" + std::to_string(i);
     item.payload = std::string(100, 'x');
-    client::RequestHeader h;
-    h.request_id = (*async)->NextRequestId();
+    const client::RequestHeader h = Hdr((*async)->NextRequestId());
     (*async)->Send(
         client::BuildEnqueue(h, "q", {item}), [&, id = item.id](client::Result<client::Reply> r) {
           if (r.ok() && r->result<p::EnqueueResults>()->items()->Get(0)->error() == nullptr) {

@@ -28,12 +28,6 @@ std::string RandomBytes(std::mt19937_64& rng, size_t n) {
   return out;
 }
 
-client::RequestHeader Hdr(uint64_t request_id) {
-  client::RequestHeader h;
-  h.request_id = request_id;
-  return h;
-}
-
 // The code of a one-item Enqueue's answer: the whole request's error, or the item's.
 p::Code EnqueueCode(const client::Result<client::Reply>& r, std::string* message = nullptr) {
   if (!r.ok()) {

@@ -6,7 +6,7 @@
 
 #include "client/client.h"
 #include "tests/e2e/net_helpers.h"
-#include "tests/e2e/server_process.h"
+#include "tests/e2e/server_test.h"
 
 namespace sundial::e2e {
 namespace {
@@ -14,16 +14,8 @@ namespace {
 namespace p = protocol;
 using client::Client;
 
-class Http : public ::testing::Test {
+class Http : public ServerTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(dir_.path() + "/data");
-    ASSERT_TRUE(server_->Start()) << server_->log();
-    auto c = Client::Connect({"127.0.0.1", server_->port()});
-    ASSERT_TRUE(c.ok()) << c.error().ToString();
-    client_ = std::move(c).value();
-  }
-
   std::string Metrics() {
     const HttpReply r = HttpGet(server_->http_port(), "/metrics");
     EXPECT_EQ(r.status, 200);
@@ -42,10 +34,6 @@ class Http : public ::testing::Test {
     EXPECT_TRUE(c.ok()) << c.error().ToString();
     return c.ok() ? c->result<p::CountResult>()->counts()->pending() : 0;
   }
-
-  TempDir dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(Http, HealthReadinessAndPages) {

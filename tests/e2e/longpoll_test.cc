@@ -8,7 +8,8 @@
 #include <future>
 
 #include "client/client.h"
-#include "tests/e2e/server_process.h"
+#include "tests/e2e/net_helpers.h"
+#include "tests/e2e/server_test.h"
 
 namespace sundial::e2e {
 namespace {
@@ -23,16 +24,8 @@ struct Answer {
   Clock::time_point at;
 };
 
-class LongPoll : public ::testing::Test {
+class LongPoll : public ServerTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(dir_.path() + "/data");
-    ASSERT_TRUE(server_->Start()) << server_->log();
-    auto c = Client::Connect({"127.0.0.1", server_->port()});
-    ASSERT_TRUE(c.ok()) << c.error().ToString();
-    client_ = std::move(c).value();
-  }
-
   std::unique_ptr<AsyncClient> Async() {
     auto a = AsyncClient::Connect({"127.0.0.1", server_->port()});
     EXPECT_TRUE(a.ok()) << a.error().ToString();
@@ -47,8 +40,7 @@ class LongPoll : public ::testing::Test {
     client::DequeueOptions o;
     o.wait_ms = wait_ms;
     o.filter = std::move(filter);
-    client::RequestHeader h;
-    h.request_id = async->NextRequestId();
+    const client::RequestHeader h = Hdr(async->NextRequestId());
     async->Send(client::BuildDequeue(h, queue, o), [promise](client::Result<client::Reply> r) {
       promise->set_value({std::move(r), Clock::now()});
     });
@@ -86,10 +78,6 @@ class LongPoll : public ::testing::Test {
     EXPECT_EQ(messages->size(), 1u);
     return messages->size() == 1 ? messages->Get(0)->id()->str() : "";
   }
-
-  TempDir dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<Client> client_;
 };
 
 TEST_F(LongPoll, AWaitingDequeueGetsAMessageEnqueuedLaterAtOnce) {
@@ -117,8 +105,7 @@ TEST_F(LongPoll, RepliesComeOutOfOrderSoAWaitHoldsNothingBack) {
   auto waiting = WaitFor(async.get(), "q", 30'000);
   // Pipelined behind the wait on the same connection: answered while the dequeue waits.
   std::promise<client::Result<client::Reply>> health;
-  client::RequestHeader h;
-  h.request_id = async->NextRequestId();
+  const client::RequestHeader h = Hdr(async->NextRequestId());
   async->Send(client::BuildHealth(h),
               [&](client::Result<client::Reply> r) { health.set_value(std::move(r)); });
   auto health_reply = health.get_future().get();

@@ -52,6 +52,13 @@ inline bool Eventually(const std::function<bool()>& condition, int timeout_ms = 
   }
 }
 
+// A durable request's header with this id (for the client/requests.h builders).
+inline client::RequestHeader Hdr(uint64_t request_id) {
+  client::RequestHeader h;
+  h.request_id = request_id;
+  return h;
+}
+
 // u32le length + payload.
 inline std::string Frame(std::string_view payload) {
   std::string out;

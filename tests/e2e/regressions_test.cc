@@ -54,9 +54,7 @@ TEST(Regressions, PipelinedLargeRepliesSlowAReaderInsteadOfDroppingIt) {
   ASSERT_TRUE((*c)->Enqueue("q", {item}).ok());
   std::vector<std::string> gets;
   for (int i = 0; i < 64; ++i) {  // 4 MiB of replies, 4x the limit, in one pipeline
-    client::RequestHeader h;
-    h.request_id = (*c)->NextRequestId();
-    gets.push_back(client::BuildGet(h, "q", "big"));
+    gets.push_back(client::BuildGet((*c)->NextHeader(), "q", "big"));
   }
   auto replies = (*c)->CallAll(gets);
   ASSERT_EQ(replies.size(), gets.size());
@@ -87,9 +85,7 @@ TEST(Regressions, ASlowReaderIsPausedNotDropped) {
   const int kGets = 400;
   std::string pipeline;
   for (int i = 0; i < kGets; ++i) {
-    client::RequestHeader h;
-    h.request_id = static_cast<uint64_t>(i + 1);
-    pipeline += Frame(client::BuildGet(h, "q", "big"));
+    pipeline += Frame(client::BuildGet(Hdr(static_cast<uint64_t>(i + 1)), "q", "big"));
   }
   ASSERT_TRUE(slow.Send(pipeline));
   std::set<uint64_t> answered;

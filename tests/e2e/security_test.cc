@@ -25,12 +25,6 @@ using client::Client;
 
 constexpr char kToken[] = "e2e-token-5f0c1d";
 
-client::RequestHeader Hdr(uint64_t request_id) {
-  client::RequestHeader h;
-  h.request_id = request_id;
-  return h;
-}
-
 class Security : public ::testing::Test {
  protected:
   void StartServer(std::vector<std::string> flags = {}) {

@@ -13,19 +13,13 @@
 #include "client/watch.h"
 #include "protocol/json.h"
 #include "tests/e2e/net_helpers.h"
-#include "tests/e2e/server_process.h"
+#include "tests/e2e/server_test.h"
 
 namespace sundial::e2e {
 namespace {
 
 namespace p = protocol;
 using client::Client;
-
-client::RequestHeader Hdr(uint64_t request_id) {
-  client::RequestHeader h;
-  h.request_id = request_id;
-  return h;
-}
 
 struct Event {
   std::string queue;
@@ -49,16 +43,8 @@ Event ToEvent(const p::MessageEvent& e) {
   return out;
 }
 
-class WebSocket : public ::testing::Test {
+class WebSocket : public ServerTest {
  protected:
-  void SetUp() override {
-    server_ = std::make_unique<ServerProcess>(dir_.path() + "/data");
-    ASSERT_TRUE(server_->Start()) << server_->log();
-    auto c = Client::Connect({"127.0.0.1", server_->port()});
-    ASSERT_TRUE(c.ok()) << c.error().ToString();
-    client_ = std::move(c).value();
-  }
-
   void Connect(WsClient& ws) {
     const auto ec = ws.Connect(server_->http_port());
     ASSERT_FALSE(ec) << ec.message() << " (HTTP " << ws.status() << ")";
@@ -153,9 +139,6 @@ class WebSocket : public ::testing::Test {
     ASSERT_EQ(done->result<p::ItemResults>()->items()->Get(0)->code(), p::Code::OK);
   }
 
-  TempDir dir_;
-  std::unique_ptr<ServerProcess> server_;
-  std::unique_ptr<Client> client_;
   p::JsonCodec out_codec_{"ServerMessage"};
 };
 

@@ -22,12 +22,6 @@ namespace p = protocol;
 using client::AsyncClient;
 using client::Client;
 
-client::RequestHeader Hdr(uint64_t request_id) {
-  client::RequestHeader h;
-  h.request_id = request_id;
-  return h;
-}
-
 client::EnqueueItem Item(std::string id) {
   client::EnqueueItem item;
   item.id = std::move(id);
