@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <functional>
 #include <utility>
 
 #include "engine/metadata.h"
@@ -376,13 +377,13 @@ void Core::OnEffect(const Effect& e) {
 
 void Core::PublishEvent(const Effect& e) {
   std::shared_ptr<const std::string> message;
-  std::vector<const Connection*> sent;  // one event per connection, however many subscriptions
+  const Connection* delivered = nullptr;  // one event per connection: subs_ is grouped by it
   std::lock_guard lock(subs_mu_);
   for (const Subscription& s : subs_) {
+    if (s.key == delivered) continue;
     if (s.queue != "*" && s.queue != e.queue && s.queue != e.dead_letter_queue) continue;
     if (!s.filter.empty() && !MatchesFilter(e.packed_metadata, s.filter)) continue;
-    if (std::find(sent.begin(), sent.end(), s.key) != sent.end()) continue;
-    sent.push_back(s.key);
+    delivered = s.key;
     auto conn = s.conn.lock();
     if (!conn) continue;
     if (!message) {
@@ -421,7 +422,11 @@ void Core::Subscribe(const std::shared_ptr<Connection>& conn, const p::Request& 
       return conn->Deliver(ErrorResponse(request.request_id(), Code::kResourceExhausted,
                                          "subscribe: 100000 subscriptions on this server"));
     }
-    subs_.push_back({conn, conn.get(), std::move(queue), std::move(filter)});
+    // Kept sorted by connection, so that a connection's subscriptions are neighbours.
+    const auto at = std::upper_bound(
+        subs_.begin(), subs_.end(), conn.get(),
+        [](const Connection* key, const Subscription& s) { return std::less<>{}(key, s.key); });
+    subs_.insert(at, {conn, conn.get(), std::move(queue), std::move(filter)});
     subscriber_count_.fetch_add(1);
   }
   metrics_->CountRequest(op, Code::kOk, NanosSince(start));
@@ -535,16 +540,13 @@ void Core::TickerLoop() {
       next_stats += std::chrono::seconds(1);
       if (subscriber_count_.load() > 0) {
         auto tick = std::make_shared<const std::string>(StatsMessage(0, true));
-        std::vector<std::shared_ptr<Connection>> targets;
-        {
-          std::lock_guard subs_lock(subs_mu_);
-          for (const Subscription& s : subs_) {
-            if (auto c = s.conn.lock()) targets.push_back(std::move(c));
-          }
+        std::lock_guard subs_lock(subs_mu_);
+        const Connection* delivered = nullptr;  // subs_ is grouped by connection
+        for (const Subscription& s : subs_) {
+          if (s.key == delivered) continue;
+          delivered = s.key;
+          if (auto c = s.conn.lock()) c->DeliverEvent(tick);
         }
-        std::sort(targets.begin(), targets.end());
-        targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
-        for (const auto& c : targets) c->DeliverEvent(tick);
       }
     }
     lock.lock();

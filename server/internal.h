@@ -219,7 +219,7 @@ class Core final : public EffectSink {
   asio::strand<asio::io_context::executor_type> drain_strand_;
 
   std::mutex subs_mu_;
-  std::vector<Subscription> subs_;  // GUARDED_BY(subs_mu_)
+  std::vector<Subscription> subs_;  // GUARDED_BY(subs_mu_); sorted by key (connection)
   std::atomic<int64_t> subscriber_count_{0};
 
   std::mutex ticker_mu_;

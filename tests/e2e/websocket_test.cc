@@ -285,6 +285,27 @@ TEST_F(WebSocket, MalformedJsonGetsAJsonErrorAndTheConnectionStaysUsable) {
   EXPECT_FALSE(health.has_error);
 }
 
+// A connection whose subscriptions overlap ("*", the queue, the queue with a filter) receives
+// each event once; another connection subscribed to the same queue receives its own copy.
+TEST_F(WebSocket, OverlappingSubscriptionsDeliverEachEventOncePerConnection) {
+  WsClient ws;
+  ASSERT_NO_FATAL_FAILURE(Connect(ws));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(ws, "*"));
+  WsClient other;
+  ASSERT_NO_FATAL_FAILURE(Connect(other));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(other, "q"));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(ws, "q"));
+  ASSERT_NO_FATAL_FAILURE(Subscribe(ws, "q", {{"k", "v"}}));
+  ASSERT_NO_FATAL_FAILURE(Put("q", "matches-all-three", {{"k", "v"}}));
+  ASSERT_NO_FATAL_FAILURE(Put("q", "matches-two"));
+  for (WsClient* c : {&ws, &other}) {
+    const auto events = ReadEventsUntil(*c, [](const Event& e) { return e.id == "matches-two"; });
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[0].id, "matches-all-three");
+    EXPECT_EQ(events[1].id, "matches-two");
+  }
+}
+
 TEST_F(WebSocket, SubscribeStreamsEveryTransition) {
   WsClient ws;
   ASSERT_NO_FATAL_FAILURE(Connect(ws));
