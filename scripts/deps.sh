@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libboost1.81-dev libboost-json1.81-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
-  libcli11-dev libfmt-dev libspdlog-dev
+  libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
 )
 
 missing=()

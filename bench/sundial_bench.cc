@@ -1,0 +1,862 @@
+// sundial-bench: the end-to-end load generator (SPEC §5, docs/BENCHMARKS.md). N connections
+// spread over a few io threads (one io_context each, so a connection's handlers never race),
+// each keeping up to --pipeline operations in flight, framed by hand (bench/protocols.h) for
+// Sundial, Redis and beanstalkd alike.
+//
+// An operation is one unit of the workload: an enqueue request (K messages), or a worker's
+// dequeue followed by the complete of what it got. Its latency runs from its start to its last
+// reply; with --rate the start is the intended send time of an open-loop schedule, so a stall
+// of the server shows up as latency instead of as fewer requests (coordinated omission).
+//
+// Phases: connect; prepare (the first connection creates the queue); setup (each connection);
+// prefill (untimed, dequeue-type workloads); the measured run; teardown (the queue is deleted).
+// Every phase is bounded in time; the measured run stops at --duration or --messages.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+#include <boost/asio.hpp>
+
+#include "bench/histogram.h"
+#include "bench/protocols.h"
+
+namespace sundial::bench {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+enum class Workload : uint8_t { kEnqueue, kDequeueComplete, kMixed, kFilter, kExclusive };
+
+struct Config {
+  Target target = Target::kSundial;
+  std::string host = "127.0.0.1";
+  uint16_t port = 7400;
+  std::string target_text = "sundial://127.0.0.1:7400";
+  Workload workload = Workload::kEnqueue;
+  std::string workload_text = "enqueue";
+  uint32_t connections = 16;
+  uint32_t threads = 2;
+  uint32_t pipeline = 1;
+  uint32_t batch = 1;
+  uint32_t payload_bytes = 100;
+  uint64_t messages = 0;  // 0: no count limit
+  double duration_s = 10;
+  double rate = 0;  // operations per second; 0: closed loop
+  uint64_t prefill = 0;
+  uint32_t tenants = 16;
+  uint32_t keys = 4096;
+  int64_t lease_ms = 30000;
+  bool relaxed = false;
+  std::string queue;
+  bool json = false;
+  double phase_timeout_s = 120;  // prefill, setup, drain
+};
+
+int64_t Nanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// What every thread shares during a phase.
+struct PhaseShared {
+  bool measured = false;
+  // The shape of an operation: kEnqueue, kDequeueComplete (also filter's and exclusive's) or
+  // kMixed (alternating the two).
+  Workload workload = Workload::kEnqueue;
+  bool tenants = false;  // filter: messages carry a tenant and dequeues filter on one
+  uint32_t batch = 1;
+  uint32_t pipeline = 1;
+  double rate_per_thread = 0;
+  uint64_t message_limit = 0;  // 0: none
+  Clock::time_point start;
+  Clock::time_point end;       // stop starting operations
+  Clock::time_point hard_end;  // give up on operations in flight
+  std::atomic<uint64_t> issued{0};
+  std::atomic<uint64_t> enqueue_sequence{0};
+};
+
+class Worker;
+
+class Connection final : public ReplySink {
+ public:
+  Connection(Worker* worker, uint32_t index, asio::io_context& io, std::unique_ptr<Protocol> proto)
+      : worker_(worker), index_(index), socket_(io), proto_(std::move(proto)) {
+    in_.resize(1 << 16);
+  }
+
+  tcp::socket& socket() { return socket_; }
+  Protocol& protocol() { return *proto_; }
+  uint32_t index() const { return index_; }
+  const std::string& tenant() const { return tenant_; }
+  void set_tenant(std::string t) { tenant_ = std::move(t); }
+
+  // Slot bookkeeping: free slots and their operation state.
+  struct Slot {
+    enum class Stage : uint8_t {
+      kFree,
+      kControl,
+      kEnqueue,
+      kDequeue,
+      kComplete
+    } stage = Stage::kFree;
+    int64_t start_ns = 0;
+    uint32_t messages = 0;  // counted when the operation ends
+    std::vector<Lease> leases;
+    size_t leased = 0;  // leases[0, leased) are live
+  };
+  std::vector<Slot>& slots() { return slots_; }
+  void ResizeSlots(uint32_t n) {
+    slots_.resize(std::max<size_t>(slots_.size(), n));
+    free_.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      if (slots_[i].stage == Slot::Stage::kFree) free_.push_back(i);
+    }
+  }
+  bool HasFreeSlot() const { return !free_.empty(); }
+  uint32_t TakeSlot() {
+    const uint32_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  void ReleaseSlot(uint32_t s) {
+    slots_[s].stage = Slot::Stage::kFree;
+    free_.push_back(s);
+  }
+  size_t InFlight() const { return active_slots_ - free_.size(); }
+  void set_active_slots(size_t n) { active_slots_ = n; }
+
+  std::string& out() { return out_; }
+
+  void StartReading() {
+    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+                            [this](boost::system::error_code ec, size_t n) { OnRead(ec, n); });
+  }
+
+  void Flush() {
+    if (writing_ || out_.empty() || broken_) return;
+    writing_ = true;
+    std::swap(out_, sending_);
+    asio::async_write(socket_, asio::buffer(sending_),
+                      [this](boost::system::error_code ec, size_t) {
+                        writing_ = false;
+                        sending_.clear();
+                        if (ec) {
+                          Break("write: " + ec.message());
+                          return;
+                        }
+                        Flush();
+                      });
+  }
+
+  bool broken() const { return broken_; }
+  void Close() {
+    boost::system::error_code ignored;
+    socket_.close(ignored);
+  }
+
+  // ReplySink
+  void Leased(uint32_t slot, std::string_view id, uint64_t token) override;
+  void Done(uint32_t slot, std::string_view error) override;
+
+ private:
+  void OnRead(boost::system::error_code ec, size_t n);
+  void Break(std::string why);
+
+  Worker* worker_;
+  uint32_t index_;
+  tcp::socket socket_;
+  std::unique_ptr<Protocol> proto_;
+  std::string tenant_;
+  std::vector<char> in_;
+  size_t in_len_ = 0;
+  std::string out_, sending_;
+  bool writing_ = false;
+  bool broken_ = false;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  size_t active_slots_ = 0;
+  std::string parse_error_;
+};
+
+// One io thread: its connections, its schedule and its counters.
+class Worker {
+ public:
+  explicit Worker(const Config& config) : config_(config) {
+    payload_.assign(config.payload_bytes, 'x');
+    for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<char>('a' + i % 26);
+  }
+
+  asio::io_context& io() { return io_; }
+  std::vector<std::unique_ptr<Connection>>& connections() { return connections_; }
+
+  // Counters of the current phase.
+  struct Counters {
+    uint64_t ops = 0;
+    uint64_t messages = 0;
+    uint64_t requests = 0;
+    uint64_t errors = 0;
+    uint64_t empty = 0;
+    int64_t last_done_ns = 0;
+    std::string first_error;
+    LatencyHistogram latency;
+  };
+  Counters& counters() { return counters_; }
+
+  // Runs one phase on this thread until every operation it started has ended.
+  void RunPhase(PhaseShared* phase) {
+    phase_ = phase;
+    counters_ = Counters{};
+    stopping_ = false;
+    empty_streak_ = 0;
+    backlog_.clear();
+    io_.restart();
+    for (auto& c : connections_) {
+      c->ResizeSlots(phase->pipeline);
+      c->set_active_slots(phase->pipeline);
+    }
+    asio::steady_timer guard(io_);
+    guard.expires_at(phase->hard_end);
+    guard.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      Error("the phase did not finish in time (operations still in flight)");
+      io_.stop();
+    });
+    if (phase->rate_per_thread > 0) {
+      next_intended_ = phase->start;
+      interval_ = std::chrono::nanoseconds(static_cast<int64_t>(1e9 / phase->rate_per_thread));
+      OnTick();
+    } else {
+      for (auto& c : connections_) {
+        while (c->HasFreeSlot() && StartOp(*c, Nanos(Clock::now()))) {
+        }
+        c->Flush();
+      }
+    }
+    MaybeFinish();
+    io_.run();
+    guard.cancel();
+    timer_.cancel();
+    io_.poll();  // let the cancelled handlers run
+  }
+
+  // Called by a connection when an operation ends (latency from `start_ns`).
+  void OpDone(Connection& c, uint32_t slot, uint32_t messages) {
+    auto& s = c.slots()[slot];
+    const int64_t now = Nanos(Clock::now());
+    if (messages > 0) {
+      ++counters_.ops;
+      counters_.messages += messages;
+      counters_.last_done_ns = now;
+      if (phase_->measured) counters_.latency.Record(static_cast<uint64_t>(now - s.start_ns));
+      empty_streak_ = 0;
+    }
+    c.ReleaseSlot(slot);
+    if (!backlog_.empty() && !stopping_) {
+      const int64_t intended = backlog_.front();
+      backlog_.pop_front();
+      StartOp(c, intended);
+    } else if (phase_->rate_per_thread <= 0) {
+      StartOp(c, now);
+    }
+    MaybeFinish();
+  }
+
+  void Empty() {
+    ++counters_.empty;
+    // The queue ran dry (prefill used up): stop rather than spin on empty dequeues.
+    if (++empty_streak_ > 1000) stopping_ = true;
+  }
+
+  void Error(std::string_view what) {
+    ++counters_.errors;
+    if (counters_.first_error.empty()) counters_.first_error = std::string(what);
+  }
+
+  void CountRequest() { ++counters_.requests; }
+
+  // Sends the next request of the operation in `slot` (after its dequeue: the complete).
+  void Continue(Connection& c, uint32_t slot) {
+    auto& s = c.slots()[slot];
+    if (s.leased == 0) {
+      Empty();
+      OpDone(c, slot, 0);
+      return;
+    }
+    s.stage = Connection::Slot::Stage::kComplete;
+    for (size_t i = 0; i < s.leased; ++i) s.leases[i].tenant = c.tenant();
+    c.protocol().Complete(slot, std::span<const Lease>(s.leases.data(), s.leased), &c.out());
+    CountRequest();
+  }
+
+  // Sends one control request (prepare, setup, teardown) on `c` and runs until its reply.
+  bool Control(Connection& c, int which, std::span<const std::string> tenants) {
+    io_.restart();
+    c.ResizeSlots(1);
+    c.set_active_slots(1);
+    const uint32_t slot = c.TakeSlot();
+    c.slots()[slot].stage = Connection::Slot::Stage::kControl;
+    const size_t before = c.out().size();
+    if (which == 0) c.protocol().Prepare(slot, &c.out());
+    if (which == 1) c.protocol().Setup(slot, c.tenant(), &c.out());
+    if (which == 2) c.protocol().Teardown(slot, tenants, &c.out());
+    if (c.out().size() == before) {  // nothing to say
+      c.ReleaseSlot(slot);
+      return true;
+    }
+    control_done_ = false;
+    c.Flush();
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(config_.phase_timeout_s));
+    while (!control_done_ && !c.broken() && Clock::now() < deadline) {
+      io_.run_one_for(std::chrono::milliseconds(100));
+    }
+    return control_done_ && counters_.errors == 0;
+  }
+  void ControlDone() { control_done_ = true; }
+
+  void Stop() {
+    stopping_ = true;
+    MaybeFinish();
+  }
+
+ private:
+  void OnTick() {
+    const auto now = Clock::now();
+    if (now >= phase_->end) stopping_ = true;
+    while (!stopping_ && next_intended_ <= now) {
+      const int64_t intended = Nanos(next_intended_);
+      next_intended_ += interval_;
+      Connection* c = NextFreeConnection();
+      if (c == nullptr) {
+        backlog_.push_back(intended);  // every slot busy: it waits, and the wait counts
+      } else if (!StartOp(*c, intended)) {
+        break;
+      }
+    }
+    for (auto& conn : connections_) conn->Flush();
+    MaybeFinish();
+    if (stopping_) return;
+    timer_.expires_at(next_intended_);
+    timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) OnTick();
+    });
+  }
+
+  Connection* NextFreeConnection() {
+    for (size_t i = 0; i < connections_.size(); ++i) {
+      Connection* c = connections_[(round_robin_ + i) % connections_.size()].get();
+      if (c->HasFreeSlot() && !c->broken()) {
+        round_robin_ = (round_robin_ + i + 1) % connections_.size();
+        return c;
+      }
+    }
+    return nullptr;
+  }
+
+  // Starts one operation on `c` (which has a free slot); false when the phase is over.
+  bool StartOp(Connection& c, int64_t start_ns) {
+    if (stopping_ || c.broken()) return false;
+    if (Clock::now() >= phase_->end) {
+      stopping_ = true;
+      return false;
+    }
+    if (phase_->message_limit > 0 &&
+        phase_->issued.fetch_add(phase_->batch, std::memory_order_relaxed) >=
+            phase_->message_limit) {
+      stopping_ = true;
+      return false;
+    }
+    const uint32_t slot = c.TakeSlot();
+    auto& s = c.slots()[slot];
+    s.start_ns = start_ns;
+    bool enqueue = phase_->workload == Workload::kEnqueue;
+    if (phase_->workload == Workload::kMixed) enqueue = (mixed_flip_ ^= true);
+    if (enqueue) {
+      s.stage = Connection::Slot::Stage::kEnqueue;
+      s.messages = phase_->batch;
+      BuildMessages(c, phase_->batch);
+      c.protocol().Enqueue(slot, messages_, &c.out());
+    } else {
+      s.stage = Connection::Slot::Stage::kDequeue;
+      s.leased = 0;
+      s.messages = 0;
+      c.protocol().Dequeue(slot, phase_->batch, phase_->tenants ? c.tenant() : std::string_view(),
+                           &c.out());
+    }
+    CountRequest();
+    if (phase_->rate_per_thread <= 0) c.Flush();
+    return true;
+  }
+
+  void BuildMessages(Connection& c, uint32_t n) {
+    messages_.clear();
+    ids_.clear();
+    const uint64_t first = phase_->enqueue_sequence.fetch_add(n, std::memory_order_relaxed);
+    // One tenant per request, so a Redis ZADD or a beanstalkd tube switch covers all of it.
+    if (phase_->tenants) {
+      request_tenant_ = fmt::format("t{}", (first / n) % config_.tenants);
+    }
+    for (uint32_t i = 0; i < n; ++i) ids_.push_back(fmt::format("m{}-{}", c.index(), first + i));
+    values_.resize(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      BenchMessage m;
+      m.id = ids_[i];
+      m.priority = static_cast<int64_t>(first + i);
+      m.payload = payload_;
+      if (phase_->tenants) m.tenant = request_tenant_;
+      if (config_.workload == Workload::kExclusive) {
+        values_[i] = fmt::format("v{}", (first + i) % config_.keys);
+        m.exclusive = values_[i];
+      }
+      messages_.push_back(m);
+    }
+  }
+
+  // Stops this thread's io_context once it starts nothing more and nothing is in flight.
+  void MaybeFinish() {
+    if (!stopping_) {
+      if (phase_->rate_per_thread > 0) {
+        if (Clock::now() < phase_->end) return;  // the schedule goes on
+      } else {
+        for (auto& c : connections_) {  // closed loop: all idle means nothing could start
+          if (c->InFlight() > 0) return;
+        }
+      }
+      stopping_ = true;
+    }
+    for (auto& c : connections_) {
+      if (c->InFlight() > 0 && !c->broken()) return;
+    }
+    io_.stop();
+  }
+
+  const Config& config_;
+  asio::io_context io_{1};
+  std::vector<std::unique_ptr<Connection>> connections_;
+  PhaseShared* phase_ = nullptr;
+  Counters counters_;
+  bool stopping_ = false;
+  bool mixed_flip_ = false;
+  uint64_t empty_streak_ = 0;
+  std::deque<int64_t> backlog_;
+  asio::steady_timer timer_{io_};
+  Clock::time_point next_intended_;
+  Clock::duration interval_{};
+  size_t round_robin_ = 0;
+  std::string payload_;
+  std::vector<BenchMessage> messages_;
+  std::vector<std::string> ids_, values_;
+  std::string request_tenant_;
+  bool control_done_ = false;
+};
+
+void Connection::Leased(uint32_t slot, std::string_view id, uint64_t token) {
+  auto& s = slots_[slot];
+  if (s.leases.size() <= s.leased) s.leases.emplace_back();
+  s.leases[s.leased].id.assign(id);
+  s.leases[s.leased].token = token;
+  ++s.leased;
+}
+
+void Connection::Done(uint32_t slot, std::string_view error) {
+  if (slot >= slots_.size() || slots_[slot].stage == Slot::Stage::kFree) {
+    Break("a reply for no request in flight");
+    return;
+  }
+  auto& s = slots_[slot];
+  if (!error.empty()) worker_->Error(error);
+  switch (s.stage) {
+    case Slot::Stage::kControl:
+      ReleaseSlot(slot);
+      worker_->ControlDone();
+      return;
+    case Slot::Stage::kDequeue:
+      if (!error.empty()) {
+        worker_->OpDone(*this, slot, 0);
+        return;
+      }
+      worker_->Continue(*this, slot);
+      return;
+    case Slot::Stage::kComplete:
+      worker_->OpDone(*this, slot, error.empty() ? static_cast<uint32_t>(s.leased) : 0);
+      return;
+    case Slot::Stage::kEnqueue:
+      worker_->OpDone(*this, slot, error.empty() ? s.messages : 0);
+      return;
+    case Slot::Stage::kFree:
+      return;
+  }
+}
+
+void Connection::OnRead(boost::system::error_code ec, size_t n) {
+  if (ec) {
+    if (ec != asio::error::operation_aborted) Break("read: " + ec.message());
+    return;
+  }
+  in_len_ += n;
+  const int64_t used = proto_->Consume(std::string_view(in_.data(), in_len_), this, &parse_error_);
+  if (used < 0) {
+    Break(parse_error_);
+    return;
+  }
+  in_len_ -= static_cast<size_t>(used);
+  if (in_len_ > 0 && used > 0) std::memmove(in_.data(), in_.data() + used, in_len_);
+  if (in_len_ == in_.size()) in_.resize(in_.size() * 2);
+  Flush();
+  StartReading();
+}
+
+void Connection::Break(std::string why) {
+  if (broken_) return;
+  broken_ = true;
+  worker_->Error(why);
+  Close();
+  worker_->Stop();
+}
+
+// ---- Setup ----------------------------------------------------------------------------------
+
+bool ParseTarget(const std::string& text, Config* c) {
+  const size_t scheme_end = text.find("://");
+  if (scheme_end == std::string::npos) return false;
+  const std::string scheme = text.substr(0, scheme_end);
+  std::string rest = text.substr(scheme_end + 3);
+  if (scheme == "sundial") {
+    c->target = Target::kSundial;
+    c->port = 7400;
+  } else if (scheme == "redis") {
+    c->target = Target::kRedis;
+    c->port = 6379;
+  } else if (scheme == "beanstalk") {
+    c->target = Target::kBeanstalk;
+    c->port = 11300;
+  } else {
+    return false;
+  }
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  std::string host = rest, port;
+  if (!rest.empty() && rest.front() == '[') {  // [IPv6]:PORT
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) return false;
+    host = rest.substr(1, close - 1);
+    if (close + 1 < rest.size()) {
+      if (rest[close + 1] != ':') return false;
+      port = rest.substr(close + 2);
+      if (port.empty()) return false;
+    }
+  } else if (const size_t colon = rest.rfind(':'); colon != std::string::npos) {
+    host = rest.substr(0, colon);
+    port = rest.substr(colon + 1);
+    if (port.empty()) return false;
+  }
+  if (!port.empty()) {
+    char* end = nullptr;
+    const unsigned long p = std::strtoul(port.c_str(), &end, 10);
+    if (*end != '\0' || p == 0 || p > 65535) return false;
+    c->port = static_cast<uint16_t>(p);
+  }
+  if (host.empty()) return false;
+  c->host = host;
+  c->target_text = text;
+  return true;
+}
+
+struct Totals {
+  uint64_t ops = 0, messages = 0, requests = 0, errors = 0, empty = 0;
+  int64_t last_done_ns = 0;
+  std::string first_error;
+  LatencyHistogram latency;
+};
+
+Totals RunPhase(std::vector<std::unique_ptr<Worker>>& workers, PhaseShared* phase) {
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers.size(); ++i) {
+    threads.emplace_back([&, i] { workers[i]->RunPhase(phase); });
+  }
+  workers[0]->RunPhase(phase);
+  for (auto& t : threads) t.join();
+  Totals t;
+  for (auto& w : workers) {
+    auto& c = w->counters();
+    t.ops += c.ops;
+    t.messages += c.messages;
+    t.requests += c.requests;
+    t.errors += c.errors;
+    t.empty += c.empty;
+    t.last_done_ns = std::max(t.last_done_ns, c.last_done_ns);
+    if (t.first_error.empty()) t.first_error = c.first_error;
+    t.latency.Merge(c.latency);
+  }
+  return t;
+}
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(static_cast<unsigned char>(ch)));
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+int Run(Config& config) {
+  const bool dequeues = config.workload != Workload::kEnqueue;
+  ProtocolOptions po;
+  po.queue = config.queue;
+  po.relaxed = config.relaxed;
+  po.lease_ms = config.lease_ms;
+  po.exclusive = config.workload == Workload::kExclusive;
+
+  // Connect.
+  const uint32_t nthreads = std::max<uint32_t>(1, std::min(config.threads, config.connections));
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (uint32_t i = 0; i < nthreads; ++i) workers.push_back(std::make_unique<Worker>(config));
+  std::vector<Connection*> all;
+  for (uint32_t i = 0; i < config.connections; ++i) {
+    Worker& w = *workers[i % nthreads];
+    auto c = std::make_unique<Connection>(&w, i, w.io(), MakeProtocol(config.target, po));
+    if (config.workload == Workload::kFilter) c->set_tenant(fmt::format("t{}", i % config.tenants));
+    boost::system::error_code ec;
+    tcp::resolver resolver(w.io());
+    const auto endpoints = resolver.resolve(config.host, std::to_string(config.port), ec);
+    if (!ec) asio::connect(c->socket(), endpoints, ec);
+    if (ec) {
+      fmt::print(stderr, "sundial-bench: cannot connect to {}: {}\n", config.target_text,
+                 ec.message());
+      return 3;
+    }
+    c->socket().set_option(tcp::no_delay(true));
+    c->StartReading();
+    all.push_back(c.get());
+    w.connections().push_back(std::move(c));
+  }
+  auto control = [&](Connection* c, int which, std::span<const std::string> tenants) {
+    Worker& w = *workers[c->index() % nthreads];
+    if (!w.Control(*c, which, tenants)) {
+      fmt::print(stderr, "sundial-bench: {} failed: {}\n",
+                 which == 0   ? "prepare"
+                 : which == 1 ? "setup"
+                              : "teardown",
+                 w.counters().first_error.empty() ? "no reply in time" : w.counters().first_error);
+      return false;
+    }
+    return true;
+  };
+  if (!control(all[0], 0, {})) return 1;
+  for (Connection* c : all) {
+    if (!control(c, 1, {})) return 1;
+  }
+
+  // Prefill (untimed).
+  const auto now = Clock::now();
+  if (dequeues && config.prefill > 0) {
+    PhaseShared fill;
+    fill.workload = Workload::kEnqueue;
+    fill.tenants = config.workload == Workload::kFilter;
+    fill.batch = std::min<uint64_t>(100, config.prefill);
+    fill.pipeline = 4;
+    fill.message_limit = config.prefill;
+    fill.start = now;
+    fill.end = now + Seconds(config.phase_timeout_s);
+    fill.hard_end = fill.end + Seconds(10);
+    const Totals t = RunPhase(workers, &fill);
+    if (t.errors > 0 || t.messages < config.prefill) {
+      fmt::print(stderr, "sundial-bench: prefill enqueued {} of {} messages: {}\n", t.messages,
+                 config.prefill, t.first_error.empty() ? "timed out" : t.first_error);
+      return 1;
+    }
+  }
+
+  // The measured run.
+  PhaseShared run;
+  run.measured = true;
+  run.workload = config.workload == Workload::kEnqueue || config.workload == Workload::kMixed
+                     ? config.workload
+                     : Workload::kDequeueComplete;
+  run.tenants = config.workload == Workload::kFilter;
+  run.batch = config.batch;
+  run.pipeline = config.pipeline;
+  run.rate_per_thread = config.rate > 0 ? config.rate / nthreads : 0;
+  run.message_limit = config.messages;
+  run.start = Clock::now();
+  run.end = run.start + Seconds(config.duration_s);
+  run.hard_end = run.end + Seconds(std::min(30.0, config.phase_timeout_s));
+  run.enqueue_sequence = config.prefill;
+  const Totals t = RunPhase(workers, &run);
+  const double seconds = t.last_done_ns > 0
+                             ? static_cast<double>(t.last_done_ns - Nanos(run.start)) / 1e9
+                             : std::chrono::duration<double>(Clock::now() - run.start).count();
+
+  // Teardown: the queue / keys go.
+  std::vector<std::string> tenants;
+  if (config.workload == Workload::kFilter) {
+    for (uint32_t i = 0; i < config.tenants; ++i) tenants.push_back(fmt::format("t{}", i));
+  }
+  bool torn = true;
+  if (!all[0]->broken()) torn = control(all[0], 2, tenants);
+  for (Connection* c : all) c->Close();
+
+  const double ops_per_sec = seconds > 0 ? static_cast<double>(t.messages) / seconds : 0;
+  const double requests_per_sec = seconds > 0 ? static_cast<double>(t.requests) / seconds : 0;
+  auto us = [&](double p) { return static_cast<double>(t.latency.Percentile(p)) / 1e3; };
+  if (config.json) {
+    fmt::print(
+        "{{\"target\":\"{}\",\"workload\":\"{}\",\"connections\":{},\"pipeline\":{},\"batch\":{},"
+        "\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:.1f},\"requests_per_sec\":{:."
+        "1f},"
+        "\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},\"p999_us\":{:.1f},\"max_us\":{:.1f}"
+        ","
+        "\"errors\":{},\"empty\":{},\"first_error\":\"{}\"}}\n",
+        JsonEscape(config.target_text), config.workload_text, config.connections, config.pipeline,
+        config.batch, config.rate, t.messages, seconds, ops_per_sec, requests_per_sec, us(0.5),
+        us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3, t.errors, t.empty,
+        JsonEscape(t.first_error));
+  } else {
+    fmt::print("target       {}\nworkload     {} (batch {}, payload {} B)\n", config.target_text,
+               config.workload_text, config.batch, config.payload_bytes);
+    fmt::print("connections  {} on {} threads, pipeline {}{}\n", config.connections, nthreads,
+               config.pipeline,
+               config.rate > 0 ? fmt::format(", open loop at {:.0f} ops/s", config.rate) : "");
+    fmt::print("messages     {} in {:.3f} s: {:.0f} msg/s, {:.0f} requests/s\n", t.messages,
+               seconds, ops_per_sec, requests_per_sec);
+    fmt::print("latency us   p50 {:.1f}  p90 {:.1f}  p99 {:.1f}  p99.9 {:.1f}  max {:.1f}\n",
+               us(0.5), us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3);
+    fmt::print("errors       {}{}\nempty        {}\n", t.errors,
+               t.first_error.empty() ? "" : " (first: " + t.first_error + ")", t.empty);
+  }
+  return (t.errors > 0 || !torn) ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace sundial::bench
+
+int main(int argc, char** argv) {
+  using namespace sundial::bench;
+  Config config;
+  CLI::App app{
+      "sundial-bench: load generator for Sundial, Redis and beanstalkd (docs/BENCHMARKS.md)"};
+  app.add_option("--target", config.target_text,
+                 "sundial://HOST:PORT, redis://HOST:PORT or beanstalk://HOST:PORT")
+      ->capture_default_str();
+  app.add_option("--workload", config.workload_text,
+                 "enqueue | dequeue-complete | mixed | filter | exclusive")
+      ->capture_default_str();
+  app.add_option("--connections,-c", config.connections, "connections")
+      ->check(CLI::Range(1u, 4096u))
+      ->capture_default_str();
+  app.add_option("--threads", config.threads, "io threads")
+      ->check(CLI::Range(1u, 64u))
+      ->capture_default_str();
+  app.add_option("--pipeline", config.pipeline, "operations in flight per connection")
+      ->check(CLI::Range(1u, 1024u))
+      ->capture_default_str();
+  app.add_option("--batch", config.batch, "messages per request (enqueue, dequeue, complete)")
+      ->check(CLI::Range(1u, 1000u))
+      ->capture_default_str();
+  app.add_option("--payload-bytes", config.payload_bytes, "payload size")
+      ->check(CLI::Range(0u, 1u << 20))
+      ->capture_default_str();
+  app.add_option("--messages", config.messages, "stop after this many messages (0: no limit)")
+      ->capture_default_str();
+  app.add_option("--duration", config.duration_s, "stop after this many seconds")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--rate", config.rate, "open loop: operations per second (0: closed loop)")
+      ->check(CLI::Range(0.0, 1e8))
+      ->capture_default_str();
+  app.add_option("--prefill", config.prefill,
+                 "messages enqueued (untimed) before a dequeue-type workload")
+      ->capture_default_str();
+  app.add_option("--tenants", config.tenants, "filter: tenants (one per connection, round robin)")
+      ->check(CLI::Range(1u, 100000u))
+      ->capture_default_str();
+  app.add_option("--keys", config.keys, "exclusive: distinct exclusivity values")
+      ->check(CLI::Range(1u, 100000000u))
+      ->capture_default_str();
+  app.add_option("--lease-ms", config.lease_ms, "lease of a dequeue")
+      ->check(CLI::Range(1000, 3600000))
+      ->capture_default_str();
+  app.add_flag("--relaxed", config.relaxed, "Sundial: durability relaxed on every request");
+  app.add_option("--queue", config.queue, "queue / key / tube name (default: a fresh one)");
+  app.add_flag("--json", config.json, "print one JSON object");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!ParseTarget(config.target_text, &config)) {
+    fmt::print(stderr,
+               "sundial-bench: --target '{}': expected sundial://, redis:// or beanstalk:// "
+               "followed by HOST[:PORT]\n",
+               config.target_text);
+    return 2;
+  }
+  const std::pair<const char*, Workload> workloads[] = {
+      {"enqueue", Workload::kEnqueue},
+      {"dequeue-complete", Workload::kDequeueComplete},
+      {"mixed", Workload::kMixed},
+      {"filter", Workload::kFilter},
+      {"exclusive", Workload::kExclusive}};
+  bool known = false;
+  for (const auto& [name, w] : workloads) {
+    if (config.workload_text == name) {
+      config.workload = w;
+      known = true;
+    }
+  }
+  if (!known) {
+    fmt::print(stderr,
+               "sundial-bench: --workload '{}': expected enqueue, dequeue-complete, mixed, "
+               "filter or exclusive\n",
+               config.workload_text);
+    return 2;
+  }
+  if (config.workload == Workload::kExclusive && config.target != Target::kSundial) {
+    fmt::print(stderr,
+               "sundial-bench: the exclusive workload needs Sundial's exclusive queues; "
+               "Redis and beanstalkd have no equivalent\n");
+    return 2;
+  }
+  if (config.relaxed && config.target != Target::kSundial) {
+    fmt::print(stderr,
+               "sundial-bench: --relaxed is a Sundial request flag; set the peer's fsync "
+               "policy instead\n");
+    return 2;
+  }
+  if (config.workload != Workload::kEnqueue && config.prefill == 0 && config.messages == 0) {
+    config.prefill = 100000;
+  } else if (config.workload != Workload::kEnqueue && config.prefill == 0) {
+    config.prefill = config.messages;
+  }
+  if (config.queue.empty()) {
+    config.queue = fmt::format("bench-{}-{}", getpid(),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                       .count() %
+                                   100000000);
+  }
+  return Run(config);
+}

@@ -1,0 +1,214 @@
+// The bench's protocol drivers (bench/protocols.h) on hand-made replies, and sundial-bench run
+// end to end against a real sundiald. Built where the bench is (release builds).
+#ifdef SUNDIAL_BENCH_BUILT
+#include "bench/protocols.h"
+
+#include <gtest/gtest.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <string>
+#include <vector>
+
+#include "protocol/framing.h"
+#include "protocol/sundial_generated.h"
+#include "tests/e2e/server_process.h"
+
+namespace sundial::bench {
+namespace {
+
+struct Recorder : ReplySink {
+  struct Reply {
+    uint32_t slot;
+    std::string error;
+    std::vector<std::string> leased;
+  };
+  std::vector<Reply> replies;
+  std::vector<std::string> leased;
+  void Leased(uint32_t, std::string_view id, uint64_t) override { leased.emplace_back(id); }
+  void Done(uint32_t slot, std::string_view error) override {
+    replies.push_back({slot, std::string(error), leased});
+    leased.clear();
+  }
+};
+
+// Feeds `text` one byte at a time, as the worst split of a TCP stream would.
+void FeedByteByByte(Protocol& p, std::string_view text, Recorder* r) {
+  std::string buffer;
+  for (char ch : text) {
+    buffer += ch;
+    std::string error;
+    const int64_t used = p.Consume(buffer, r, &error);
+    ASSERT_GE(used, 0) << error;
+    buffer.erase(0, static_cast<size_t>(used));
+  }
+  EXPECT_TRUE(buffer.empty());
+}
+
+TEST(BenchBeanstalk, RequestsAndSplitRepliesPairUpInOrder) {
+  auto p = MakeProtocol(Target::kBeanstalk, {.queue = "q"});
+  std::string out;
+  p->Setup(0, "", &out);
+  EXPECT_EQ(out, "use q\r\nwatch q\r\nignore default\r\n");
+  BenchMessage m;
+  m.id = "a";
+  m.priority = 7;
+  m.payload = "hello";
+  p->Enqueue(1, std::span(&m, 1), &out);
+  p->Dequeue(2, 2, "", &out);
+  Lease lease;
+  lease.id = "42";
+  p->Complete(3, std::span(&lease, 1), &out);
+  EXPECT_EQ(out,
+            "use q\r\nwatch q\r\nignore default\r\n"
+            "put 7 0 30 5\r\nhello\r\nreserve-with-timeout 0\r\nreserve-with-timeout 0\r\n"
+            "delete 42\r\n");
+  Recorder r;
+  FeedByteByByte(*p,
+                 "USING q\r\nWATCHING 2\r\nWATCHING 1\r\nINSERTED 9\r\nRESERVED 42 "
+                 "5\r\nhel\r\n\r\nTIMED_OUT\r\nNOT_FOUND\r\n",
+                 &r);
+  ASSERT_EQ(r.replies.size(), 4u);  // setup's three lines are one reply
+  EXPECT_EQ(r.replies[0].slot, 0u);
+  EXPECT_EQ(r.replies[1].slot, 1u);
+  EXPECT_EQ(r.replies[1].error, "");
+  EXPECT_EQ(r.replies[2].slot, 2u);
+  EXPECT_EQ(r.replies[2].leased, std::vector<std::string>{"42"});  // the body held "\r\n"
+  EXPECT_EQ(r.replies[3].slot, 3u);
+  EXPECT_EQ(r.replies[3].error, "beanstalkd: NOT_FOUND");
+}
+
+TEST(BenchBeanstalk, AReplyNobodyAskedForBreaksTheConnection) {
+  auto p = MakeProtocol(Target::kBeanstalk, {.queue = "q"});
+  Recorder r;
+  std::string error;
+  EXPECT_EQ(p->Consume("DELETED\r\n", &r, &error), -1);
+  EXPECT_NE(error.find("nobody asked"), std::string::npos);
+}
+
+TEST(BenchRedis, LeaseScriptRepliesAndErrors) {
+  auto p = MakeProtocol(Target::kRedis, {.queue = "q"});
+  std::string out;
+  p->Setup(1, "", &out);  // SCRIPT LOAD
+  EXPECT_NE(out.find("SCRIPT"), std::string::npos);
+  EXPECT_NE(out.find("BYSCORE"), std::string::npos);
+  out.clear();
+  p->Dequeue(2, 2, "", &out);
+  p->Dequeue(3, 1, "t1", &out);
+  EXPECT_NE(out.find("$4\r\nq:t1\r\n"), std::string::npos) << out;
+  Recorder r;
+  FeedByteByByte(
+      *p, "$3\r\nabc\r\n*2\r\n$4\r\nm1|x\r\n$4\r\nm2|y\r\n-NOSCRIPT No matching script\r\n", &r);
+  ASSERT_EQ(r.replies.size(), 3u);
+  EXPECT_EQ(r.replies[1].leased, (std::vector<std::string>{"m1|x", "m2|y"}));
+  EXPECT_EQ(r.replies[2].error, "redis: NOSCRIPT No matching script");
+}
+
+TEST(BenchSundial, RepliesComeBackBySlotInAnyOrder) {
+  namespace p = sundial::protocol;
+  auto proto = MakeProtocol(Target::kSundial, {.queue = "q"});
+  auto reply = [](uint64_t request_id, bool with_message) {
+    flatbuffers::FlatBufferBuilder b;
+    flatbuffers::Offset<p::Response> resp;
+    if (with_message) {
+      auto m = p::CreateMessage(b, 0, b.CreateString("id-1"), 0, 0, 0, p::MessageState::running, 1,
+                                5, 0, 77);
+      auto result = p::CreateDequeueResult(b, b.CreateVector(&m, 1));
+      resp = p::CreateResponse(b, request_id, 0, 0, p::Result::DequeueResult, result.Union());
+    } else {
+      auto err = p::CreateError(b, p::Code::NOT_FOUND, b.CreateString("no queue"));
+      resp = p::CreateResponse(b, request_id, err);
+    }
+    b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, resp.Union()));
+    std::string out;
+    protocol::AppendFrame(
+        std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()), &out);
+    return out;
+  };
+  Recorder r;
+  FeedByteByByte(*proto,
+                 reply((uint64_t{5} << 32) | 9, true) + reply((uint64_t{4} << 32) | 3, false), &r);
+  ASSERT_EQ(r.replies.size(), 2u);
+  EXPECT_EQ(r.replies[0].slot, 9u);
+  EXPECT_EQ(r.replies[0].leased, std::vector<std::string>{"id-1"});
+  EXPECT_EQ(r.replies[1].slot, 3u);
+  EXPECT_EQ(r.replies[1].error, "NOT_FOUND: no queue");
+  std::string error;
+  EXPECT_EQ(proto->Consume(std::string("\0\0\0\0", 4), &r, &error), -1);  // a zero length
+}
+
+// ---- sundial-bench, end to end ------------------------------------------------------------
+
+struct Outcome {
+  int exit_code = -1;
+  std::string output;
+};
+
+Outcome RunBench(const std::string& args) {
+  Outcome o;
+  FILE* f = ::popen((std::string(SUNDIAL_BENCH_BIN) + " " + args + " 2>&1").c_str(), "r");
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) o.output.append(buf, n);
+  const int status = ::pclose(f);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+uint64_t JsonNumber(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(json.c_str() + at + key.size() + 3, nullptr, 10);
+}
+
+class BenchEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.Start()) << server_.log(); }
+  std::string Target() const { return "--target sundial://" + server_.addr(); }
+  e2e::TempDir dir_;
+  e2e::ServerProcess server_{dir_.path()};
+};
+
+TEST_F(BenchEndToEnd, EveryWorkloadRunsItsCountWithoutErrors) {
+  for (const std::string workload :
+       {"enqueue", "dequeue-complete", "mixed", "filter", "exclusive"}) {
+    const Outcome o = RunBench(Target() + " --workload " + workload +
+                               " --connections 4 --threads 2 --pipeline 2 --messages 400 "
+                               "--prefill 800 --duration 30 --json");
+    ASSERT_EQ(o.exit_code, 0) << workload << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "errors"), 0u) << o.output;
+    // --messages bounds the operations started; every one that started was counted.
+    EXPECT_GE(JsonNumber(o.output, "ops"), 390u) << workload << ": " << o.output;
+    EXPECT_LE(JsonNumber(o.output, "ops"), 400u) << workload << ": " << o.output;
+  }
+  // Every run deleted its queue.
+  const Outcome list =
+      RunBench(Target() + " --workload enqueue --connections 1 --messages 1 --json");
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+}
+
+TEST_F(BenchEndToEnd, BatchesCountMessagesAndOpenLoopKeepsItsRate) {
+  Outcome o = RunBench(Target() +
+                       " --workload enqueue --batch 50 --connections 2 --messages 1000 "
+                       "--duration 30 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(JsonNumber(o.output, "ops"), 1000u) << o.output;
+  // Open loop at 200 ops/s for 0.5 s: about 100 operations, whatever the server's speed.
+  o = RunBench(Target() + " --workload enqueue --connections 2 --rate 200 --duration 0.5 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_GE(JsonNumber(o.output, "ops"), 90u) << o.output;
+  EXPECT_LE(JsonNumber(o.output, "ops"), 101u) << o.output;
+}
+
+TEST(BenchUsage, BadFlagsExit2AndNoServerExits3) {
+  EXPECT_EQ(RunBench("--workload nosuch").exit_code, 2);
+  EXPECT_EQ(RunBench("--target http://127.0.0.1:1").exit_code, 2);
+  EXPECT_EQ(RunBench("--target redis://127.0.0.1:1 --workload exclusive").exit_code, 2);
+  const Outcome o = RunBench("--target sundial://127.0.0.1:1 --duration 1");
+  EXPECT_EQ(o.exit_code, 3) << o.output;
+  EXPECT_NE(o.output.find("cannot connect"), std::string::npos) << o.output;
+}
+
+}  // namespace
+}  // namespace sundial::bench
+#endif  // SUNDIAL_BENCH_BUILT
