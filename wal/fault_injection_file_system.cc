@@ -57,6 +57,10 @@ class FaultInjectionWritableFile final : public WritableFile {
     return base_->Close();
   }
 
+  void SetPreallocation(uint64_t chunk_bytes) override {
+    base_->SetPreallocation(chunk_bytes);
+  }
+
  private:
   FaultInjectionFileSystem* const fs_;
   std::unique_ptr<WritableFile> base_;

@@ -37,6 +37,13 @@ class WritableFile {
   virtual Status Sync() = 0;
   // Flush and close; further calls fail. The destructor closes without reporting.
   virtual Status Close() = 0;
+  // Asks the file to keep `chunk_bytes` of zeroes written and synced ahead of its end, so that
+  // a Sync writes data only: on ext4 (with or without a journal) an fdatasync that extends the
+  // file must also write the inode, a second dependent I/O. Close cuts the zeroes off again
+  // (and syncs that). A crash leaves them: readers see a zeroed tail (docs/wal-format.md).
+  // Only for files made by NewWritableFile; 0 (the default) turns it off. Files that cannot
+  // preallocate ignore it.
+  virtual void SetPreallocation(uint64_t chunk_bytes) { (void)chunk_bytes; }
 };
 
 class SequentialFile {

@@ -128,6 +128,7 @@ const char* GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_ls
     *cause = created.status();
     return kSegmentFailed;
   }
+  (*created)->SetPreallocation(options.preallocate_bytes);
   FileHeader header;
   header.file_number = number;
   header.lsn = first_lsn;

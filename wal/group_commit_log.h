@@ -39,6 +39,9 @@ struct LogOptions {
   int64_t interval_ms = 1000;            // kInterval
   uint64_t segment_bytes = 64ull << 20;  // rotate the active segment past this size
   size_t max_group_bytes = 4u << 20;     // cap of one group's write
+  // Zeroes kept written ahead of each segment's end (WritableFile::SetPreallocation), so an
+  // fdatasync writes data only; cut off when the segment is closed. 0: off.
+  uint64_t preallocate_bytes = 1u << 20;
   // Called on the log thread after each fdatasync with its duration (metrics); must be quick.
   std::function<void(uint64_t nanos)> on_sync;
 };

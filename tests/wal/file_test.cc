@@ -5,11 +5,15 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tests/wal/wal_test_util.h"
+#include "wal/group_commit_log.h"
+#include "wal/log_format.h"
 #include "wal/fault_injection_file_system.h"
 
 namespace sundial::wal::test {
@@ -222,6 +226,81 @@ INSTANTIATE_TEST_SUITE_P(OverPosixAndMemory, FaultInjection, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Posix" : "Memory";
                          });
+
+// Preallocation (WritableFile::SetPreallocation): zeroes are written ahead of the end in whole
+// chunks, so a Sync does not change the file's size; Close cuts them off.
+TEST(PosixPreallocation, ZeroesAheadInWholeChunksAreCutOffOnClose) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  const std::string path = JoinPath(temp.path(), "f");
+  auto file = fs->NewWritableFile(path);
+  ASSERT_TRUE(file.ok());
+  (*file)->SetPreallocation(4096);
+  ASSERT_TRUE((*file)->Append(std::string(100, 'a')).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  EXPECT_EQ(*fs->FileSize(path), 4096u);  // one chunk, the size already on disk
+  ASSERT_TRUE((*file)->Append(std::string(5000, 'b')).ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  EXPECT_EQ(*fs->FileSize(path), 8192u);  // 5100 bytes: two chunks
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ(*fs->FileSize(path), 5100u);
+  auto in = fs->NewSequentialFile(path);
+  ASSERT_TRUE(in.ok());
+  std::string scratch(6000, '\0');
+  std::string_view got;
+  ASSERT_TRUE((*in)->Read(scratch.size(), scratch.data(), &got).ok());
+  EXPECT_EQ(std::string(got), std::string(100, 'a') + std::string(5000, 'b'));
+}
+
+TEST(PosixPreallocation, AppendableFilesIgnoreIt) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  const std::string path = JoinPath(temp.path(), "f");
+  auto file = fs->NewAppendableFile(path);
+  ASSERT_TRUE(file.ok());
+  (*file)->SetPreallocation(4096);
+  ASSERT_TRUE((*file)->Append("xyz").ok());
+  ASSERT_TRUE((*file)->Sync().ok());
+  EXPECT_EQ(*fs->FileSize(path), 3u);
+  ASSERT_TRUE((*file)->Close().ok());
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The log with preallocated segments: a crash image of the open log (zeroes after the last
+// record) reads back every record, with the zeroes reported as a torn tail of the last segment;
+// a rotated (sealed) segment and a closed one end exactly at their last record.
+TEST(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  LogOptions options;
+  options.preallocate_bytes = 64 << 10;
+  auto log = GroupCommitLog::Open(fs.get(), temp.path(), options, 0, 1);
+  ASSERT_TRUE(log.ok());
+  const std::vector<Effect> samples = SampleEffects();
+  for (const Effect& e : samples) (*log)->OnEffect(e);
+  ASSERT_TRUE((*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok());
+  const std::string first = JoinPath(temp.path(), SegmentFileName(1));
+  EXPECT_EQ(*fs->FileSize(first), 64u << 10);
+  const ReadResult crash = ReadLog(Slurp(first), /*last_file=*/true);
+  EXPECT_EQ(crash.payloads.size(), samples.size());
+  ASSERT_EQ(crash.reports.size(), 1u);
+  EXPECT_EQ(crash.reports[0].kind, DamageKind::kTornTail);
+
+  ASSERT_TRUE((*log)->Rotate().ok());
+  for (const Effect& e : samples) (*log)->OnEffect(e);
+  ASSERT_TRUE((*log)->Close().ok());
+  for (uint64_t number : {uint64_t{1}, uint64_t{2}}) {
+    const std::string path = JoinPath(temp.path(), SegmentFileName(number));
+    const ReadResult sealed = ReadLog(Slurp(path), /*last_file=*/false, number);
+    EXPECT_EQ(sealed.payloads.size(), samples.size()) << path;
+    EXPECT_TRUE(sealed.reports.empty()) << path;
+    EXPECT_LT(*fs->FileSize(path), 64u << 10) << path;
+  }
+}
 
 }  // namespace
 }  // namespace sundial::wal::test
