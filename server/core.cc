@@ -201,6 +201,9 @@ void Core::Finish(const std::shared_ptr<Connection>& conn, Dispatcher::Outcome o
     conn->Deliver(std::move(outcome.response));
     return;
   }
+  // With inline writes (--fsync=interval/never) this thread writes the records now, so the
+  // WhenDurable below completes here; else the callback runs on the log thread after the sync.
+  (void)log_->WriteNow();  // a failure is what WhenDurable reports
   // Runs on the log thread (or here, if already known): only a post to the connection.
   log_->WhenDurable(
       outcome.wait_lsn, [conn, response = std::move(outcome.response), code = outcome.code, op,

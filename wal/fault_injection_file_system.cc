@@ -57,9 +57,7 @@ class FaultInjectionWritableFile final : public WritableFile {
     return base_->Close();
   }
 
-  void SetPreallocation(uint64_t chunk_bytes) override {
-    base_->SetPreallocation(chunk_bytes);
-  }
+  void SetPreallocation(uint64_t chunk_bytes) override { base_->SetPreallocation(chunk_bytes); }
 
  private:
   FaultInjectionFileSystem* const fs_;

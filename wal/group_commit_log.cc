@@ -65,6 +65,7 @@ struct GroupCommitLog::Impl {
   std::string dir;
   LogOptions options;
 
+  std::mutex file_mu;  // the leader's state below: the log thread, or a WriteNow (before mu)
   std::mutex mu;
   std::atomic<bool> failed{false};        // failure is not OK
   std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
@@ -88,7 +89,7 @@ struct GroupCommitLog::Impl {
   uint64_t rotated_segment = 0;  // and its number
   LogStats stats;
 
-  // Log thread only.
+  // GUARDED_BY(file_mu): the log thread, or an appender in WriteNow.
   std::unique_ptr<WritableFile> file;
   uint64_t segment_number = 0;
   uint64_t segment_bytes = 0;         // bytes appended to the active segment
@@ -267,7 +268,8 @@ void GroupCommitLog::Impl::CompleteDurable(std::unique_lock<std::mutex>& lock) {
 }
 
 bool GroupCommitLog::Impl::HasWork(Clock::time_point now) const {
-  if (closing || !pending.empty() || rotations_requested > rotations_done ||
+  const bool appends_wake = !options.inline_writes || options.policy == FsyncPolicy::kAlways;
+  if (closing || (appends_wake && !pending.empty()) || rotations_requested > rotations_done ||
       sync_requested_end > synced_end) {
     return true;
   }
@@ -276,12 +278,21 @@ bool GroupCommitLog::Impl::HasWork(Clock::time_point now) const {
 }
 
 void GroupCommitLog::Impl::Run() {
+  const bool inline_writes = options.inline_writes && options.policy != FsyncPolicy::kAlways;
   std::unique_lock lock(mu);
   for (;;) {
-    // Wait for work: appends, a Flush or Rotate, Close, or a due interval sync.
+    // Wait for work: appends, a Flush or Rotate, Close, or a due interval sync. With inline
+    // writes, appends are the appenders' to write: pending records wait for a round every 5 ms.
     while (failure.ok() && !HasWork(Clock::now())) {
+      auto deadline = Clock::time_point::max();
       if (options.policy == FsyncPolicy::kInterval && synced_end < written_end) {
-        work_cv.wait_until(lock, last_sync + std::chrono::milliseconds(options.interval_ms));
+        deadline = last_sync + std::chrono::milliseconds(options.interval_ms);
+      }
+      if (inline_writes) {
+        deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(5));
+        if (work_cv.wait_until(lock, deadline) == std::cv_status::timeout) break;
+      } else if (deadline != Clock::time_point::max()) {
+        work_cv.wait_until(lock, deadline);
       } else {
         work_cv.wait(lock);
       }
@@ -291,6 +302,11 @@ void GroupCommitLog::Impl::Run() {
       work_cv.wait(lock, [this] { return closing; });
       break;
     }
+    // The leader's state is shared with WriteNow: take it in the order file_mu, then mu.
+    lock.unlock();
+    std::unique_lock file_lock(file_mu);
+    lock.lock();
+    if (!failure.ok()) continue;  // a WriteNow failed meanwhile
     batch.swap(pending);
     const uint64_t batch_end = next_lsn;
     const bool rotate = rotations_requested > rotations_done;
@@ -336,6 +352,7 @@ void GroupCommitLog::Impl::Run() {
     lock.lock();
     if (failed) {
       file.reset();
+      file_lock.unlock();
       Fail(lock, failed, cause);
       continue;  // waits for Close above
     }
@@ -347,10 +364,16 @@ void GroupCommitLog::Impl::Run() {
       rotated_at_lsn = rotated_at;
       rotated_segment = segment_number;
     }
+    file_lock.unlock();
     CompleteDurable(lock);
     if (stop && pending.empty()) break;
   }
-  file.reset();
+  {
+    lock.unlock();
+    std::lock_guard file_lock(file_mu);
+    file.reset();
+    lock.lock();
+  }
   stopped = true;
   // Anything still waiting (only possible after a failure) learns the outcome now.
   std::multimap<uint64_t, Done> rest;
@@ -413,7 +436,9 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
   } else {
     for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     scratch[4] = static_cast<char>(RecordType::kEffect);
-    const bool wake = d.pending.empty();
+    // With inline writes the appender writes (WriteNow); the log thread needs no wake-up.
+    const bool wake =
+        d.pending.empty() && (!d.options.inline_writes || d.options.policy == FsyncPolicy::kAlways);
     d.pending.append(scratch);
     t_end.end_lsn = ++d.next_lsn;
     d.appended_end.store(d.next_lsn, std::memory_order_release);
@@ -450,6 +475,42 @@ void GroupCommitLog::WhenDurable(uint64_t end_lsn, Done done) {
   }
   lock.unlock();
   done(now);
+}
+
+Status GroupCommitLog::WriteNow() {
+  Impl& d = *impl_;
+  if (!d.options.inline_writes || d.options.policy == FsyncPolicy::kAlways) return Status::Ok();
+  std::unique_lock file_lock(d.file_mu);
+  std::unique_lock lock(d.mu);
+  if (!d.failure.ok()) return d.failure;
+  if (d.pending.empty() || d.closing || d.stopped) return Status::Ok();  // Close writes the rest
+  d.batch.swap(d.pending);
+  lock.unlock();
+  Status cause;
+  const char* failed = d.WriteBatch(&cause);
+  d.batch.clear();
+  if (!failed) {
+    Status s = d.file->Flush();  // the bytes must reach the OS before anyone is answered
+    if (!s.ok()) {
+      cause = s;
+      failed = kWriteFailed;
+    }
+  }
+  lock.lock();
+  if (failed) {
+    d.file.reset();
+    file_lock.unlock();
+    d.Fail(lock, failed, cause);
+    return d.failure;
+  }
+  const bool was_synced = d.synced_end == d.written_end;
+  d.written_end = d.leader_written_end;
+  d.durable_end = d.written_end;
+  file_lock.unlock();
+  // The log thread sleeps without a deadline when everything was synced: the interval starts.
+  if (was_synced && d.options.policy == FsyncPolicy::kInterval) d.work_cv.notify_one();
+  d.CompleteDurable(lock);
+  return Status::Ok();
 }
 
 Status GroupCommitLog::WaitDurable(uint64_t end_lsn) {

@@ -42,6 +42,11 @@ struct LogOptions {
   // Zeroes kept written ahead of each segment's end (WritableFile::SetPreallocation), so an
   // fdatasync writes data only; cut off when the segment is closed. 0: off.
   uint64_t preallocate_bytes = 1u << 20;
+  // kInterval / kNever: the threads that append write their own records (WriteNow), as Redis
+  // writes its AOF in the event loop before it replies, instead of waking the log thread and
+  // waiting for it; the log thread then only syncs when due, writes what no one wrote within
+  // 5 ms (effects of timers), rotates and closes. Ignored under kAlways.
+  bool inline_writes = false;
   // Called on the log thread after each fdatasync with its duration (metrics); must be quick.
   std::function<void(uint64_t nanos)> on_sync;
 };
@@ -79,6 +84,11 @@ class GroupCommitLog final : public EffectSink {
   // on state others wrote (a duplicate enqueue, a repeated complete) waits for this: the state
   // it saw is in the log below it.
   uint64_t AppendedEndLsn() const;
+
+  // With LogOptions::inline_writes (kInterval, kNever): writes every appended record now, on
+  // this thread, and completes the waiters it covers, so a WhenDurable for anything appended
+  // before the call completes at once. Returns the log's failure, if any. Elsewhere: a no-op.
+  Status WriteNow();
 
   // Calls `done` when every record with LSN < end_lsn is durable under the policy, or with
   // UNAVAILABLE if the log failed first: on the log thread, or at once on the caller's thread

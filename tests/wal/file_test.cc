@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "tests/wal/wal_test_util.h"
+#include "wal/fault_injection_file_system.h"
 #include "wal/group_commit_log.h"
 #include "wal/log_format.h"
-#include "wal/fault_injection_file_system.h"
 
 namespace sundial::wal::test {
 namespace {

@@ -601,6 +601,41 @@ TEST(GroupCommitLogTest, CloseSyncsEverythingAndLaterAppendsAreRefused) {
   EXPECT_EQ(ReadSegments(memory.get(), "data")[0].payloads.size(), 20u);
 }
 
+TEST(GroupCommitLogTest, InlineWritesCompleteOnTheWritersThreadAndTheLogThreadWritesLeftovers) {
+  auto fs = NewMemoryFileSystem();
+  LogOptions options = Policy(FsyncPolicy::kInterval);
+  options.interval_ms = 60000;
+  options.inline_writes = true;
+  auto log = OpenLog(fs.get(), options);
+  ASSERT_NE(log, nullptr);
+  const std::vector<Effect> samples = SampleEffects();
+  log->OnEffect(samples[0]);
+  const uint64_t first = log->EndLsnOfThisThread();
+  ASSERT_TRUE(log->WriteNow().ok());
+  EXPECT_EQ(log->stats().durable_end_lsn, first);  // written here, not by the log thread
+  bool completed = false;
+  log->WhenDurable(first, [&](Status s) { completed = s.ok(); });
+  EXPECT_TRUE(completed);
+  // A record no one writes (a timer's effect) is written by the log thread within 5 ms.
+  log->OnEffect(samples[1]);
+  EXPECT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
+  ASSERT_TRUE(log->Close().ok());
+  auto segments = ReadSegments(fs.get(), "data");
+  ASSERT_EQ(segments.size(), 1u);
+  EXPECT_EQ(segments[0].payloads.size(), 2u);
+
+  // Under kAlways, WriteNow does nothing: the reply waits for the group's fdatasync.
+  auto fs2 = NewMemoryFileSystem();
+  LogOptions always = Policy(FsyncPolicy::kAlways);
+  always.inline_writes = true;
+  auto log2 = OpenLog(fs2.get(), always);
+  ASSERT_NE(log2, nullptr);
+  EXPECT_TRUE(log2->WriteNow().ok());
+  log2->OnEffect(samples[0]);
+  EXPECT_TRUE(log2->WaitDurable(log2->EndLsnOfThisThread()).ok());
+  ASSERT_TRUE(log2->Close().ok());
+}
+
 TEST(GroupCommitLogTest, ParseFsyncPolicyAcceptsTheThreeForms) {
   auto always = ParseFsyncPolicy("always");
   ASSERT_TRUE(always.ok());
