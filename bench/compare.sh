@@ -26,10 +26,10 @@ PAYLOAD_BYTES=${PAYLOAD_BYTES:-100}
 # Messages enqueued (untimed) before a dequeue-type run, sized so that no target runs dry within
 # DURATION: Sundial's durable dequeue+complete may pass 100K/s; beanstalkd -f 0 fsyncs every put
 # (about 6K puts/s), so its durable prefill is small or the prefill alone would take minutes.
-PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-300000}
-PREFILL_REDIS=${PREFILL_REDIS:-150000}
-PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-15000}
-PREFILL_BEANSTALK_RELAXED=${PREFILL_BEANSTALK_RELAXED:-150000}
+PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-100000}
+PREFILL_REDIS=${PREFILL_REDIS:-100000}
+PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-8000}
+PREFILL_BEANSTALK_RELAXED=${PREFILL_BEANSTALK_RELAXED:-80000}
 RUN_SLACK_S=${RUN_SLACK_S:-180}          # a run is killed after DURATION + this (prefill included)
 READY_TIMEOUT_S=10                       # a server must accept connections within this
 STOP_TIMEOUT_S=10                        # SIGTERM, then SIGKILL after this
@@ -213,10 +213,11 @@ start_sundial() {
   local -a cmd=("$SUNDIALD" --data-dir "$dir/data" --port "$SUNDIAL_PORT"
     --http-port "$SUNDIAL_HTTP_PORT" "--fsync=$fsync")
   SUNDIAL_CMD=$(quote_command "${cmd[@]}")
-  "${cmd[@]}" >"$dir/sundiald.log" 2>&1 &
+  SUNDIAL_LOG=$dir/sundiald.log
+  "${cmd[@]}" >"$SUNDIAL_LOG" 2>&1 &
   SUNDIAL_PID=$!
   SERVER_PIDS+=("$SUNDIAL_PID")
-  wait_ready sundiald "$SUNDIAL_PID" "$SUNDIAL_PORT" "$dir/sundiald.log"
+  wait_ready sundiald "$SUNDIAL_PID" "$SUNDIAL_PORT" "$SUNDIAL_LOG"
 }
 
 start_redis() {
@@ -228,10 +229,11 @@ start_redis() {
     --appendonly yes --appendfsync "$fsync" --save '' --daemonize no --protected-mode no
     --logfile "$dir/redis.log")
   REDIS_CMD=$(quote_command "${cmd[@]}")
+  REDIS_LOG=$dir/redis.log
   "${cmd[@]}" >"$dir/stdout.log" 2>&1 &
   REDIS_PID=$!
   SERVER_PIDS+=("$REDIS_PID")
-  wait_ready redis-server "$REDIS_PID" "$REDIS_PORT" "$dir/redis.log"
+  wait_ready redis-server "$REDIS_PID" "$REDIS_PORT" "$REDIS_LOG"
 }
 
 start_beanstalkd() {
@@ -241,16 +243,18 @@ start_beanstalkd() {
   BEANSTALK_PORT=$(free_ports 1)
   local -a cmd=(beanstalkd -l 127.0.0.1 -p "$BEANSTALK_PORT" -b "$dir/binlog" -f "$fsync_ms")
   BEANSTALK_CMD=$(quote_command "${cmd[@]}")
-  "${cmd[@]}" >"$dir/beanstalkd.log" 2>&1 &
+  BEANSTALK_LOG=$dir/beanstalkd.log
+  "${cmd[@]}" >"$BEANSTALK_LOG" 2>&1 &
   BEANSTALK_PID=$!
   SERVER_PIDS+=("$BEANSTALK_PID")
-  wait_ready beanstalkd "$BEANSTALK_PID" "$BEANSTALK_PORT" "$dir/beanstalkd.log"
+  wait_ready beanstalkd "$BEANSTALK_PID" "$BEANSTALK_PORT" "$BEANSTALK_LOG"
 }
 
 # ---------------------------------------------------------------------------------------------
 # Runs
 
 RESULTS=
+declare -A DEAD_REPORTED=()
 RUN_COUNT=0
 FAIL_COUNT=0
 
@@ -291,12 +295,18 @@ PY
 # run_one MODE ROUND NAME WORKLOAD CONNECTIONS BATCH
 run_one() {
   local mode=$1 rnd=$2 name=$3 workload=$4 conns=$5 batch=$6
-  local url pid prefill=0
+  local url pid logfile prefill=0
   case $name in
-    sundial) url=sundial://127.0.0.1:$SUNDIAL_PORT pid=$SUNDIAL_PID prefill=$PREFILL_SUNDIAL ;;
-    redis) url=redis://127.0.0.1:$REDIS_PORT pid=$REDIS_PID prefill=$PREFILL_REDIS ;;
+    sundial)
+      url=sundial://127.0.0.1:$SUNDIAL_PORT pid=$SUNDIAL_PID logfile=$SUNDIAL_LOG
+      prefill=$PREFILL_SUNDIAL
+      ;;
+    redis)
+      url=redis://127.0.0.1:$REDIS_PORT pid=$REDIS_PID logfile=$REDIS_LOG
+      prefill=$PREFILL_REDIS
+      ;;
     beanstalk)
-      url=beanstalk://127.0.0.1:$BEANSTALK_PORT pid=$BEANSTALK_PID
+      url=beanstalk://127.0.0.1:$BEANSTALK_PORT pid=$BEANSTALK_PID logfile=$BEANSTALK_LOG
       [[ $mode == durable ]] && prefill=$PREFILL_BEANSTALK_DURABLE || prefill=$PREFILL_BEANSTALK_RELAXED
       ;;
   esac
@@ -315,7 +325,11 @@ run_one() {
       cat "$out"
     } >>"$WORK/bench.log"
   else
-    log "$name is not running (see its log under $WORK/$mode): run recorded as failed"
+    if [[ -z ${DEAD_REPORTED[$pid]:-} ]]; then
+      DEAD_REPORTED[$pid]=1
+      log "$name (pid $pid) is no longer running: its runs are recorded as failed. Last lines of its log:"
+      tail -n 20 "$logfile" | sed 's/^/    /' >&2 || true
+    fi
     rc=255
   fi
   RUN_COUNT=$((RUN_COUNT + 1))
@@ -349,6 +363,10 @@ estimate_seconds() {
       IFS=, read -ra names <<<"$targets"
       for name in "${names[@]}"; do
         runs=$((runs + 1))
+        if [[ $name == beanstalk && $mode == durable ]] && ((batch > 1)); then
+          # every put of the requests in flight is fsynced after the end of the run
+          prefill_s=$((prefill_s + conns * batch * 1000 / rate[beanstalk_durable]))
+        fi
         [[ $workload == enqueue ]] && continue
         case $name in
           sundial) prefill_s=$((prefill_s + PREFILL_SUNDIAL * 1000 / rate[sundial])) ;;
@@ -481,7 +499,9 @@ def fmt_us(v):
         return f"{v:.0f} µs"
     if v < 100000:
         return f"{v / 1000:.2f} ms" if v < 10000 else f"{v / 1000:.1f} ms"
-    return f"{v / 1000:,.0f} ms"
+    if v < 10000000:
+        return f"{v / 1000:,.0f} ms"
+    return f"{v / 1000000:,.1f} s"
 
 def fmt_ratio(v):
     return "–" if v is None else f"{v:.2f}×"
@@ -538,7 +558,8 @@ if meta:
         w(f"| wall time | {int(elapsed) // 60} min {int(elapsed) % 60} s |")
     w("")
     pre = meta.get("prefill", {})
-    w(f"Method: {meta.get('rounds', '?')} rounds; in each round every case runs against Sundial, "
+    rounds = meta.get("rounds", "?")
+    w(f"Method: {rounds} round{'' if rounds == 1 else 's'}; in each round every case runs against Sundial, "
       "Redis and beanstalkd in turn (A B C), "
       f"{meta.get('duration_s', '?')} s each, one request per round trip (`--pipeline 1`), "
       f"{meta.get('payload_bytes', '?')}-byte payloads, a fresh queue (Redis key, beanstalkd tube) "
@@ -663,7 +684,8 @@ if failed:
     w(f"{len(failed)} of {len(runs)} runs failed: " + "; ".join(
         f"{r['mode']} round {r['round']} {r['case_workload']} c={r['case_connections']}"
         + (f" batch {r['case_batch']}" if r["case_batch"] > 1 else "")
-        + f" {NAMES.get(r['name'], r['name'])} (exit {r['rc']})" for r in failed[:12])
+        + f" {NAMES.get(r['name'], r['name'])} (exit {r['rc']}"
+        + (f": {r['first_error']}" if r.get("first_error") else "") + ")" for r in failed[:12])
       + ("; …" if len(failed) > 12 else "") + ".")
     w("")
 for n in sorted(notes):
@@ -725,6 +747,10 @@ RESULTS=$WORK/results.jsonl
 : >"$RESULTS"
 
 read -r ESTIMATE TOTAL_RUNS <<<"$(estimate_seconds)"
+LOAD1=$(cut -d' ' -f1 /proc/loadavg)
+if awk -v l="$LOAD1" 'BEGIN { exit !(l >= 0.5) }'; then
+  log "warning: load average $LOAD1 before the start: other work on this machine skews the figures"
+fi
 log "$TOTAL_RUNS runs ($ROUNDS rounds, ${DURATION} s each); estimated wall time about" \
   "$((ESTIMATE / 60)) min $((ESTIMATE % 60)) s; work dir $WORK"
 collect_meta
