@@ -20,6 +20,10 @@
 # from Debian when missing; runs `make build` when the binaries are missing.
 set -euo pipefail
 
+SCRIPT_NAME=compare.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 DURATION=${DURATION:-2}                  # seconds per run
 ROUNDS=${ROUNDS:-3}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-100}
@@ -34,18 +38,6 @@ RUN_SLACK_S=${RUN_SLACK_S:-180}          # a run is killed after DURATION + this
 READY_TIMEOUT_S=10                       # a server must accept connections within this
 STOP_TIMEOUT_S=10                        # SIGTERM, then SIGKILL after this
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH=${SUNDIAL_BENCH:-$ROOT/build/release/bench/sundial-bench}  # other builds: set these two
-SUNDIALD=${SUNDIALD:-$ROOT/build/release/server/sundiald}
-OUTPUT=$ROOT/docs/BENCHMARKS.md
-KEEP_RESULTS=
-FROM_RESULTS=
-
-usage() {
-  sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-
 while (($#)); do
   case $1 in
     --quick) ROUNDS=1 DURATION=1 ;;
@@ -53,155 +45,20 @@ while (($#)); do
     --from-results) (($# >= 2)) || usage; FROM_RESULTS=$2; shift ;;
     --output) (($# >= 2)) || usage; OUTPUT=$2; shift ;;
     -h | --help) usage ;;
-    *) echo "compare.sh: unknown argument: $1" >&2; usage ;;
+    *) log "unknown argument: $1"; usage ;;
   esac
   shift
 done
-
-# File arguments are relative to where the script was started; then work from the repository.
-absolute() { if [[ -z $1 || $1 == /* ]]; then printf '%s' "$1"; else printf '%s' "$PWD/$1"; fi; }
-OUTPUT=$(absolute "$OUTPUT") KEEP_RESULTS=$(absolute "$KEEP_RESULTS") FROM_RESULTS=$(absolute "$FROM_RESULTS")
-BENCH=$(absolute "$BENCH") SUNDIALD=$(absolute "$SUNDIALD")
-cd "$ROOT"
-
-# The system python3 first: a version manager's shim (pyenv) costs ~0.3 s a call, once per run.
-find_python() {
-  if [[ -x /usr/bin/python3 ]]; then PYTHON=/usr/bin/python3; else PYTHON=$(command -v python3 || true); fi
-}
-PYTHON=
-find_python
-
-log() { printf '%s\n' "compare.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+enter_repository
 
 # ---------------------------------------------------------------------------------------------
-# Prerequisites
-
-as_root() {
-  if ((EUID == 0)); then "$@"; else sudo "$@"; fi
-}
-
-install_missing_packages() {
-  local -a missing=()
-  [[ -n $PYTHON ]] || missing+=(python3)
-  if [[ -z $FROM_RESULTS ]]; then
-    command -v redis-server >/dev/null || missing+=(redis-server)
-    command -v beanstalkd >/dev/null || missing+=(beanstalkd)
-  fi
-  ((${#missing[@]} == 0)) && return 0
-  log "installing from Debian: ${missing[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-  find_python
-  # The redis-server package may start a system service on 6379: it is left alone, never used.
-}
-
-ensure_binaries() {
-  if [[ ! -x $BENCH || ! -x $SUNDIALD ]]; then
-    log "building (make build): $BENCH or $SUNDIALD is missing"
-    make -C "$ROOT" build
-  fi
-  [[ -x $BENCH ]] || die "no $BENCH after make build"
-  [[ -x $SUNDIALD ]] || die "no $SUNDIALD after make build"
-}
-
-# ---------------------------------------------------------------------------------------------
-# Servers: started here, tracked by PID, stopped by PID.
-
-WORK=
-declare -a SERVER_PIDS=()
-
-# Prints N distinct loopback ports that are free right now.
-free_ports() {
-  local n=$1
-  if [[ -n $PYTHON ]]; then
-    "$PYTHON" - "$n" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-    return
-  fi
-  # Fallback: scan below the kernel's ephemeral range for ports nobody answers on.
-  local -a found=()
-  local port=$((20000 + RANDOM % 10000)) tries=0
-  while ((${#found[@]} < n && tries < 2000)); do
-    port=$((port + 1)) tries=$((tries + 1))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then found+=("$port"); fi
-  done
-  ((${#found[@]} == n)) || die "cannot find $n free ports"
-  echo "${found[*]}"
-}
-
-alive() {  # running and not a zombie
-  local pid=$1 state
-  [[ -r /proc/$pid/stat ]] || return 1
-  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-  [[ -n $state && $state != Z && $state != X ]]
-}
-
-port_open() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+# Servers (see lib.sh for the start, the bookkeeping by PID and the stop)
 
 # wait_ready NAME PID PORT LOG: until PORT accepts a connection, bounded by READY_TIMEOUT_S.
 wait_ready() {
-  local name=$1 pid=$2 port=$3 logfile=$4 i
-  for ((i = 0; i < READY_TIMEOUT_S * 20; i++)); do
-    if ! alive "$pid"; then
-      log "$name (pid $pid) exited during startup; last lines of $logfile:"
-      tail -n 20 "$logfile" >&2 || true
-      exit 1
-    fi
-    port_open "$port" && return 0
-    sleep 0.05
-  done
-  log "$name (pid $pid) does not accept connections on 127.0.0.1:$port after ${READY_TIMEOUT_S} s;" \
-    "last lines of $logfile:"
-  tail -n 20 "$logfile" >&2 || true
-  exit 1
-}
-
-stop_pid() {
-  local pid=$1 i
-  alive "$pid" || { wait "$pid" 2>/dev/null || true; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < STOP_TIMEOUT_S * 20; i++)); do
-    alive "$pid" || break
-    sleep 0.05
-  done
-  if alive "$pid"; then
-    log "pid $pid still running ${STOP_TIMEOUT_S} s after SIGTERM: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-}
-
-stop_all_servers() {
-  local pid
-  for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid"; done
-  SERVER_PIDS=()
-}
-
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  stop_all_servers
-  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
-  exit "$rc"
-}
-
-# Shell-quoted command line, for the report (paths inside the repository made relative).
-quote_command() {
-  local out
-  printf -v out '%q ' "$@"
-  out=${out% }
-  printf '%s' "${out//"$ROOT/"/}"
+  local EXITED_SAYS="exited during startup"  # the words of wait_until's messages (lib.sh)
+  local NOT_READY_SAYS="does not accept connections on 127.0.0.1:$3"
+  wait_until "$1" "$2" "$4" "$READY_TIMEOUT_S" port_open "$3"
 }
 
 # Each start_* sets <NAME>_PID, <NAME>_PORT, <NAME>_CMD and records the PID. Arg 1: the mode.
@@ -214,9 +71,8 @@ start_sundial() {
     --http-port "$SUNDIAL_HTTP_PORT" "--fsync=$fsync")
   SUNDIAL_CMD=$(quote_command "${cmd[@]}")
   SUNDIAL_LOG=$dir/sundiald.log
-  "${cmd[@]}" >"$SUNDIAL_LOG" 2>&1 &
+  spawn "$SUNDIAL_LOG" "${cmd[@]}"
   SUNDIAL_PID=$!
-  SERVER_PIDS+=("$SUNDIAL_PID")
   wait_ready sundiald "$SUNDIAL_PID" "$SUNDIAL_PORT" "$SUNDIAL_LOG"
 }
 
@@ -230,9 +86,8 @@ start_redis() {
     --logfile "$dir/redis.log")
   REDIS_CMD=$(quote_command "${cmd[@]}")
   REDIS_LOG=$dir/redis.log
-  "${cmd[@]}" >"$dir/stdout.log" 2>&1 &
+  spawn "$dir/stdout.log" "${cmd[@]}"
   REDIS_PID=$!
-  SERVER_PIDS+=("$REDIS_PID")
   wait_ready redis-server "$REDIS_PID" "$REDIS_PORT" "$REDIS_LOG"
 }
 
@@ -244,16 +99,14 @@ start_beanstalkd() {
   local -a cmd=(beanstalkd -l 127.0.0.1 -p "$BEANSTALK_PORT" -b "$dir/binlog" -f "$fsync_ms")
   BEANSTALK_CMD=$(quote_command "${cmd[@]}")
   BEANSTALK_LOG=$dir/beanstalkd.log
-  "${cmd[@]}" >"$BEANSTALK_LOG" 2>&1 &
+  spawn "$BEANSTALK_LOG" "${cmd[@]}"
   BEANSTALK_PID=$!
-  SERVER_PIDS+=("$BEANSTALK_PID")
   wait_ready beanstalkd "$BEANSTALK_PID" "$BEANSTALK_PORT" "$BEANSTALK_LOG"
 }
 
 # ---------------------------------------------------------------------------------------------
 # Runs
 
-RESULTS=
 declare -A DEAD_REPORTED=()
 RUN_COUNT=0
 FAIL_COUNT=0
@@ -388,19 +241,10 @@ estimate_seconds() {
 }
 
 collect_meta() {
-  local commit dirty=false
-  commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-  git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || dirty=true
-  "$PYTHON" - >>"$RESULTS" \
-    "date_utc=$(date -u '+%Y-%m-%d %H:%M UTC')" \
-    "nproc=$(nproc)" \
-    "cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \
-    "kernel=$(uname -r)" \
-    "ram=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)" \
-    "loadavg=$(cut -d' ' -f1-3 /proc/loadavg)" \
-    "redis_version=$(redis-server --version 2>&1 | head -n 1)" \
+  local -a machine
+  mapfile -t machine < <(machine_meta)
+  "$PYTHON" - >>"$RESULTS" "${machine[@]}" \
     "beanstalkd_version=$(beanstalkd -v 2>&1 | head -n 1)" \
-    "sundial_commit=$commit" "sundial_dirty=$dirty" \
     "rounds=$ROUNDS" "duration_s=$DURATION" "payload_bytes=$PAYLOAD_BYTES" \
     "prefill_sundial=$PREFILL_SUNDIAL" "prefill_redis=$PREFILL_REDIS" \
     "prefill_beanstalk_durable=$PREFILL_BEANSTALK_DURABLE" \
@@ -411,8 +255,8 @@ for arg in sys.argv[1:]:
     k, _, v = arg.partition("=")
     if k.startswith("prefill_"):
         meta["prefill"][k[len("prefill_"):]] = int(v)
-    elif k == "sundial_dirty":
-        meta[k] = v == "true"
+    elif k.endswith("_json"):
+        meta[k[:-len("_json")]] = json.loads(v)
     elif k in ("rounds", "payload_bytes"):
         meta[k] = int(v)
     elif k == "duration_s":
@@ -433,15 +277,13 @@ PY
 }
 
 # ---------------------------------------------------------------------------------------------
-# Report: markdown from the JSON lines, spliced between the markers of the output file.
+# Report: markdown from the JSON lines (write_report, in lib.sh, puts it between the markers).
 
-write_report() {
-  local results=$1 output=$2
-  "$PYTHON" - "$results" "$output" <<'PY'
-import json, os, statistics, sys, tempfile
+report_body() {  # RESULTS
+  "$PYTHON" - "$1" <<'PY'
+import json, statistics, sys
 
-results_path, output_path = sys.argv[1:3]
-BEGIN, END = "<!-- compare.sh:begin -->", "<!-- compare.sh:end -->"
+results_path = sys.argv[1]
 NAMES = {"sundial": "Sundial", "redis": "Redis", "beanstalk": "beanstalkd"}
 PEERS = ("sundial", "redis", "beanstalk")
 
@@ -534,7 +376,6 @@ def mark(k, name):
 
 out = []
 w = out.append
-w(BEGIN)
 w("## Side by side: Sundial, Redis and beanstalkd (bench/compare.sh)")
 w("")
 w("Written by `bench/compare.sh`; rerun it rather than editing this section by hand. "
@@ -693,58 +534,14 @@ for n in sorted(notes):
     w("")
 if out[-1] == "":
     out.pop()
-w(END)
-section = "\n".join(out) + "\n"
-
-try:
-    with open(output_path, encoding="utf-8") as f:
-        doc = f.read()
-except FileNotFoundError:
-    doc = ""
-lines = doc.splitlines(keepends=True)
-begin = next((i for i, l in enumerate(lines) if l.strip() == BEGIN), None)
-stop = None
-if begin is not None:
-    stop = next((i for i in range(begin + 1, len(lines)) if lines[i].strip() == END), None)
-if begin is not None and stop is not None:
-    new = "".join(lines[:begin]) + section + "".join(lines[stop + 1:])
-else:
-    if begin is not None:
-        print(f"compare.sh: {output_path}: {BEGIN} without {END}; appending a new section",
-              file=sys.stderr)
-    sep = "" if not doc else ("\n" if doc.endswith("\n") else "\n\n")
-    new = doc + sep + section
-directory = os.path.dirname(os.path.abspath(output_path))
-fd, tmp = tempfile.mkstemp(dir=directory, prefix=".compare.")
-with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(new)
-if os.path.exists(output_path):
-    os.chmod(tmp, os.stat(output_path).st_mode & 0o7777)
-else:
-    os.chmod(tmp, 0o644)
-os.replace(tmp, output_path)
-print(f"compare.sh: wrote {output_path}", file=sys.stderr)
+print("\n".join(out))
 PY
 }
 
 # ---------------------------------------------------------------------------------------------
 
-if [[ -n $FROM_RESULTS ]]; then
-  install_missing_packages
-  [[ -r $FROM_RESULTS ]] || die "cannot read $FROM_RESULTS"
-  write_report "$FROM_RESULTS" "$OUTPUT"
-  exit 0
-fi
-
 START=$SECONDS
-install_missing_packages
-ensure_binaries
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/sundial-compare.XXXXXX")
-RESULTS=$WORK/results.jsonl
-: >"$RESULTS"
+start_run redis-server:redis-server beanstalkd:beanstalkd
 
 read -r ESTIMATE TOTAL_RUNS <<<"$(estimate_seconds)"
 LOAD1=$(cut -d' ' -f1 /proc/loadavg)
@@ -752,7 +549,7 @@ if awk -v l="$LOAD1" 'BEGIN { exit !(l >= 0.5) }'; then
   log "warning: load average $LOAD1 before the start: other work on this machine skews the figures"
 fi
 log "$TOTAL_RUNS runs ($ROUNDS rounds, ${DURATION} s each); estimated wall time about" \
-  "$((ESTIMATE / 60)) min $((ESTIMATE % 60)) s; work dir $WORK"
+  "$(min_s "$ESTIMATE"); work dir $WORK"
 collect_meta
 
 for mode in durable relaxed; do
@@ -770,16 +567,12 @@ for mode in durable relaxed; do
     done < <(cases_for_mode "$mode")
   done
   stop_all_servers
-  log "mode $mode done at $(((SECONDS - START) / 60)) min $(((SECONDS - START) % 60)) s"
+  log "mode $mode done at $(min_s $((SECONDS - START)))"
 done
 
 ELAPSED=$((SECONDS - START))
 printf '{"kind": "end", "elapsed_s": %d, "runs": %d, "failed": %d}\n' \
   "$ELAPSED" "$RUN_COUNT" "$FAIL_COUNT" >>"$RESULTS"
-if [[ -n $KEEP_RESULTS ]]; then
-  cp "$RESULTS" "$KEEP_RESULTS"
-  log "results (JSON lines) kept in $KEEP_RESULTS"
-fi
-write_report "$RESULTS" "$OUTPUT"
+finish_run
 ((FAIL_COUNT == 0)) || log "$FAIL_COUNT of $RUN_COUNT runs failed (see the report)"
-log "elapsed: $((ELAPSED / 60)) min $((ELAPSED % 60)) s (estimated $((ESTIMATE / 60)) min $((ESTIMATE % 60)) s)"
+log "elapsed: $(min_s "$ELAPSED") (estimated $(min_s "$ESTIMATE"))"

@@ -22,6 +22,10 @@
 # "<!-- scale.sh:end -->" (appended at the end when absent).
 set -euo pipefail
 
+SCRIPT_NAME=scale.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 MESSAGES=10000000
 SMALL_PREFILL=10000                      # the reference queue size of the latency comparison
 LATENCY_DURATION=3                       # seconds per dequeue-latency run
@@ -32,18 +36,6 @@ READY_TIMEOUT_S=10                       # a fresh (empty) server must accept co
 RESTART_TIMEOUT_S=900                    # a restart with N messages must answer by then
 STOP_TIMEOUT_S=120                       # SIGTERM, then SIGKILL after this
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BENCH=${SUNDIAL_BENCH:-$ROOT/build/release/bench/sundial-bench}  # other builds: set these two
-SUNDIALD=${SUNDIALD:-$ROOT/build/release/server/sundiald}
-OUTPUT=$ROOT/docs/BENCHMARKS.md
-KEEP_RESULTS=
-FROM_RESULTS=
-
-usage() {
-  sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
-  exit 2
-}
-
 while (($#)); do
   case $1 in
     --messages) (($# >= 2)) || usage; MESSAGES=${2//[,_]/}; shift ;;
@@ -51,164 +43,21 @@ while (($#)); do
     --from-results) (($# >= 2)) || usage; FROM_RESULTS=$2; shift ;;
     --output) (($# >= 2)) || usage; OUTPUT=$2; shift ;;
     -h | --help) usage ;;
-    *) echo "scale.sh: unknown argument: $1" >&2; usage ;;
+    *) log "unknown argument: $1"; usage ;;
   esac
   shift
 done
 if ! [[ $MESSAGES =~ ^[0-9]+$ ]] || ((MESSAGES < LOAD_BATCH)); then
-  echo "scale.sh: --messages wants a whole number ≥ $LOAD_BATCH" >&2
+  log "--messages wants a whole number ≥ $LOAD_BATCH"
   exit 2
 fi
-
-# File arguments are relative to where the script was started; then work from the repository.
-absolute() { if [[ -z $1 || $1 == /* ]]; then printf '%s' "$1"; else printf '%s' "$PWD/$1"; fi; }
-OUTPUT=$(absolute "$OUTPUT") KEEP_RESULTS=$(absolute "$KEEP_RESULTS") FROM_RESULTS=$(absolute "$FROM_RESULTS")
-BENCH=$(absolute "$BENCH") SUNDIALD=$(absolute "$SUNDIALD")
-cd "$ROOT"
-
-# The system python3 first: a version manager's shim (pyenv) costs ~0.3 s a call.
-find_python() {
-  if [[ -x /usr/bin/python3 ]]; then PYTHON=/usr/bin/python3; else PYTHON=$(command -v python3 || true); fi
-}
-PYTHON=
-find_python
-
-log() { printf '%s\n' "scale.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
+enter_repository
 
 # ---------------------------------------------------------------------------------------------
-# Prerequisites
-
-as_root() {
-  if ((EUID == 0)); then "$@"; else sudo "$@"; fi
-}
-
-install_missing_packages() {
-  local -a missing=()
-  [[ -n $PYTHON ]] || missing+=(python3)
-  if [[ -z $FROM_RESULTS ]]; then
-    command -v redis-server >/dev/null || missing+=(redis-server)
-    command -v redis-cli >/dev/null || missing+=(redis-tools)
-  fi
-  ((${#missing[@]} == 0)) && return 0
-  log "installing from Debian: ${missing[*]}"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    "${missing[@]}" >/dev/null
-  # The redis-server package may start a system service on 6379: it is left alone, never used.
-  find_python
-}
-
-ensure_binaries() {
-  if [[ ! -x $BENCH || ! -x $SUNDIALD ]]; then
-    log "building (make build): $BENCH or $SUNDIALD is missing"
-    make -C "$ROOT" build
-  fi
-  [[ -x $BENCH ]] || die "no $BENCH after make build"
-  [[ -x $SUNDIALD ]] || die "no $SUNDIALD after make build"
-}
-
-# ---------------------------------------------------------------------------------------------
-# Servers: started here, tracked by PID, stopped by PID.
-
-WORK=
-declare -a SERVER_PIDS=()
-
-# Prints N distinct loopback ports that are free right now.
-free_ports() {
-  local n=$1
-  if [[ -n $PYTHON ]]; then
-    "$PYTHON" - "$n" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
-    return
-  fi
-  # Fallback: scan below the kernel's ephemeral range for ports nobody answers on.
-  local -a found=()
-  local port=$((20000 + RANDOM % 10000)) tries=0
-  while ((${#found[@]} < n && tries < 2000)); do
-    port=$((port + 1)) tries=$((tries + 1))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then found+=("$port"); fi
-  done
-  ((${#found[@]} == n)) || die "cannot find $n free ports"
-  echo "${found[*]}"
-}
-
-alive() {  # running and not a zombie
-  local pid=$1 state
-  [[ -r /proc/$pid/stat ]] || return 1
-  state=$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null) || return 1
-  [[ -n $state && $state != Z && $state != X ]]
-}
-
-port_open() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+# Servers (see lib.sh for the start, the bookkeeping by PID and the stop)
 
 now() { printf '%s' "$EPOCHREALTIME"; }
 seconds_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }
-
-# wait_until NAME PID LOG TIMEOUT COMMAND...: until COMMAND succeeds, while PID lives.
-wait_until() {
-  local name=$1 pid=$2 logfile=$3 timeout=$4 start
-  shift 4
-  start=$SECONDS
-  while :; do
-    if ! alive "$pid"; then
-      log "$name (pid $pid) exited; last lines of $logfile:"
-      tail -n 20 "$logfile" >&2 || true
-      exit 1
-    fi
-    "$@" && return 0
-    if ((SECONDS - start >= timeout)); then
-      log "$name (pid $pid) not ready after $timeout s; last lines of $logfile:"
-      tail -n 20 "$logfile" >&2 || true
-      exit 1
-    fi
-    sleep 0.05
-  done
-}
-
-stop_pid() {
-  local pid=$1 i
-  alive "$pid" || { wait "$pid" 2>/dev/null || true; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < STOP_TIMEOUT_S * 20; i++)); do
-    alive "$pid" || break
-    sleep 0.05
-  done
-  if alive "$pid"; then
-    log "pid $pid still running ${STOP_TIMEOUT_S} s after SIGTERM: SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-  local -a rest=()
-  local p
-  for p in "${SERVER_PIDS[@]}"; do [[ $p == "$pid" ]] || rest+=("$p"); done
-  SERVER_PIDS=("${rest[@]}")
-}
-
-cleanup() {
-  local rc=$? pid
-  trap - EXIT INT TERM
-  for pid in "${SERVER_PIDS[@]}"; do stop_pid "$pid"; done
-  [[ -n $WORK && -d $WORK ]] && rm -rf "$WORK"
-  exit "$rc"
-}
-
-# Shell-quoted command line, for the report (paths inside the repository made relative).
-quote_command() {
-  local out
-  printf -v out '%q ' "$@"
-  out=${out% }
-  printf '%s' "${out//"$ROOT/"/}"
-}
 
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 
@@ -263,9 +112,8 @@ start_sundial() {
     SUNDIAL_LOG=$dir/sundiald.log
   fi
   SUNDIAL_CMD=$(quote_command "${SUNDIAL_ARGV[@]}")
-  "${SUNDIAL_ARGV[@]}" >>"$SUNDIAL_LOG" 2>&1 &
+  spawn "$SUNDIAL_LOG" "${SUNDIAL_ARGV[@]}"
   SUNDIAL_PID=$!
-  SERVER_PIDS+=("$SUNDIAL_PID")
 }
 
 start_redis() {
@@ -279,15 +127,35 @@ start_redis() {
       --logfile "$REDIS_LOG")
   fi
   REDIS_CMD=$(quote_command "${REDIS_ARGV[@]}")
-  "${REDIS_ARGV[@]}" >>"$dir/stdout.log" 2>&1 &
+  spawn "$dir/stdout.log" "${REDIS_ARGV[@]}"
   REDIS_PID=$!
-  SERVER_PIDS+=("$REDIS_PID")
+}
+
+# restart_timed PREFIX NAME DIR READY START...: stops the server in ${PREFIX}_PID, then starts it
+# again on the same data (START..., which sets ${PREFIX}_PID anew) and waits until READY
+# succeeds. Sets ${PREFIX}_STOP_S (SIGTERM to exit), ${PREFIX}_DISK (bytes under DIR while
+# stopped), ${PREFIX}_READY_S (start to ready) and ${PREFIX}_RSS_RESTARTED (1 s after ready).
+restart_timed() {
+  local prefix=$1 name=$2 dir=$3 ready=$4 pid_var=$1_PID log_var=$1_LOG t0 stop_s disk ready_s rss
+  shift 4
+  t0=$(now)
+  stop_pid "${!pid_var}"
+  stop_s=$(seconds_since "$t0")
+  disk=$(du -sb "$dir" | cut -f1)
+  t0=$(now)
+  "$@"
+  wait_until "$name" "${!pid_var}" "${!log_var}" "$RESTART_TIMEOUT_S" "$ready"
+  ready_s=$(seconds_since "$t0")
+  sleep 1
+  rss=$(rss_kb "${!pid_var}")
+  printf -v "${prefix}_STOP_S" '%s' "$stop_s"
+  printf -v "${prefix}_DISK" '%s' "$disk"
+  printf -v "${prefix}_READY_S" '%s' "$ready_s"
+  printf -v "${prefix}_RSS_RESTARTED" '%s' "$rss"
 }
 
 # ---------------------------------------------------------------------------------------------
-# Results: JSON lines; the report is made from them alone.
-
-RESULTS=
+# Results
 
 record() {  # KIND key=value...: one JSON object (numbers where a value looks like one)
   "$PYTHON" - "$@" >>"$RESULTS" <<'PY'
@@ -334,13 +202,11 @@ run_bench() {
 # ---------------------------------------------------------------------------------------------
 # Report
 
-write_report() {
-  local results=$1 output=$2
-  "$PYTHON" - "$results" "$output" <<'PY'
-import json, os, sys, tempfile
+report_body() {  # RESULTS: markdown (write_report, in lib.sh, puts it between the markers)
+  "$PYTHON" - "$1" <<'PY'
+import json, sys
 
-results_path, output_path = sys.argv[1:3]
-BEGIN, END = "<!-- scale.sh:begin -->", "<!-- scale.sh:end -->"
+results_path = sys.argv[1]
 
 meta, servers, latency, end = {}, {}, {}, {}
 with open(results_path, encoding="utf-8") as f:
@@ -386,7 +252,6 @@ def us(v):
 N = meta.get("messages")
 out = []
 w = out.append
-w(BEGIN)
 w(f"## Scale: {N:,} pending messages (bench/scale.sh)" if num(N) else "## Scale (bench/scale.sh)")
 w("")
 w("Written by `bench/scale.sh`; rerun it rather than editing this section by hand.")
@@ -503,63 +368,21 @@ if cmds:
     w("")
 if out[-1] == "":
     out.pop()
-w(END)
-section = "\n".join(out) + "\n"
-
-try:
-    with open(output_path, encoding="utf-8") as f:
-        doc = f.read()
-except FileNotFoundError:
-    doc = ""
-lines = doc.splitlines(keepends=True)
-begin = next((i for i, l in enumerate(lines) if l.strip() == BEGIN), None)
-stop = None
-if begin is not None:
-    stop = next((i for i in range(begin + 1, len(lines)) if lines[i].strip() == END), None)
-if begin is not None and stop is not None:
-    new = "".join(lines[:begin]) + section + "".join(lines[stop + 1:])
-else:
-    if begin is not None:
-        print(f"scale.sh: {output_path}: {BEGIN} without {END}; appending a new section",
-              file=sys.stderr)
-    sep = "" if not doc else ("\n" if doc.endswith("\n") else "\n\n")
-    new = doc + sep + section
-directory = os.path.dirname(os.path.abspath(output_path))
-fd, tmp = tempfile.mkstemp(dir=directory, prefix=".scale.")
-with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(new)
-os.chmod(tmp, os.stat(output_path).st_mode & 0o7777 if os.path.exists(output_path) else 0o644)
-os.replace(tmp, output_path)
-print(f"scale.sh: wrote {output_path}", file=sys.stderr)
+print("\n".join(out))
 PY
 }
 
 # ---------------------------------------------------------------------------------------------
 
-if [[ -n $FROM_RESULTS ]]; then
-  install_missing_packages
-  [[ -r $FROM_RESULTS ]] || die "cannot read $FROM_RESULTS"
-  write_report "$FROM_RESULTS" "$OUTPUT"
-  exit 0
-fi
-
 START=$SECONDS
-install_missing_packages
-ensure_binaries
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/sundial-scale.XXXXXX")
-RESULTS=$WORK/results.jsonl
-: >"$RESULTS"
-DATE_START=$(date -u '+%Y-%m-%d %H:%M UTC')
-LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+start_run redis-server:redis-server redis-cli:redis-tools
+mapfile -t MACHINE_META < <(machine_meta)  # as at the start
 
 # Rough rates on a 2-core VM: loading ~200K messages/s into each server, the durable prefill
 # ~200K/s, Sundial recovery ~400K messages/s, Redis AOF load ~500K/s.
 ESTIMATE=$((MESSAGES * 3 / 200000 + MESSAGES / 400000 + MESSAGES / 500000 + 2 * LATENCY_DURATION + 20))
 log "$MESSAGES messages into Sundial and into Redis; estimated wall time about" \
-  "$((ESTIMATE / 60)) min $((ESTIMATE % 60)) s, and up to ~$((MESSAGES * 500 / 1000000000 + 1)) GB of" \
+  "$(min_s "$ESTIMATE"), and up to ~$((MESSAGES * 500 / 1000000000 + 1)) GB of" \
   "RAM and ~$((MESSAGES * 300 / 1000000000 + 1)) GB of disk under $WORK"
 
 # Passed when the bench has it: the load must leave its messages in place after the run.
@@ -616,30 +439,13 @@ read -r _ SUNDIAL_ENGINE_MEMORY <<<"$(sundial_counts)"
 log "loaded: Sundial RSS ${SUNDIAL_RSS} kB, Redis RSS ${REDIS_RSS} kB (used_memory ${REDIS_USED_MEMORY})"
 
 # 4. Restarts. Sundial first, then Redis, so that each restart has the machine to itself.
-T0=$(now)
-stop_pid "$SUNDIAL_PID"
-SUNDIAL_STOP_S=$(seconds_since "$T0")
-SUNDIAL_DISK=$(du -sb "$WORK/sundial/data" | cut -f1)
-T0=$(now)
-start_sundial interval:1000 "$WORK/sundial" reuse
-wait_until sundiald "$SUNDIAL_PID" "$SUNDIAL_LOG" "$RESTART_TIMEOUT_S" sundial_ready
-SUNDIAL_READY_S=$(seconds_since "$T0")
-sleep 1
-SUNDIAL_RSS_RESTARTED=$(rss_kb "$SUNDIAL_PID")
+restart_timed SUNDIAL sundiald "$WORK/sundial/data" sundial_ready \
+  start_sundial interval:1000 "$WORK/sundial" reuse
 read -r SUNDIAL_COUNT_RESTARTED _ <<<"$(sundial_counts)"
 log "Sundial: stopped in ${SUNDIAL_STOP_S} s, ready again in ${SUNDIAL_READY_S} s with $SUNDIAL_COUNT_RESTARTED messages"
 stop_pid "$SUNDIAL_PID"
 
-T0=$(now)
-stop_pid "$REDIS_PID"
-REDIS_STOP_S=$(seconds_since "$T0")
-REDIS_DISK=$(du -sb "$WORK/redis" | cut -f1)
-T0=$(now)
-start_redis "$WORK/redis" reuse
-wait_until redis-server "$REDIS_PID" "$REDIS_LOG" "$RESTART_TIMEOUT_S" redis_ready
-REDIS_READY_S=$(seconds_since "$T0")
-sleep 1
-REDIS_RSS_RESTARTED=$(rss_kb "$REDIS_PID")
+restart_timed REDIS redis-server "$WORK/redis" redis_ready start_redis "$WORK/redis" reuse
 REDIS_COUNT_RESTARTED=$(redis_count)
 log "Redis: stopped in ${REDIS_STOP_S} s, ready again in ${REDIS_READY_S} s with $REDIS_COUNT_RESTARTED messages"
 stop_pid "$REDIS_PID"
@@ -668,9 +474,6 @@ record server name=redis "count=$REDIS_COUNT" "rss_empty_kb=$REDIS_RSS_EMPTY" \
   "disk_bytes=$REDIS_DISK" "stop_s=$REDIS_STOP_S" "ready_s=$REDIS_READY_S" \
   "rss_restarted_kb=$REDIS_RSS_RESTARTED" "count_restarted=$REDIS_COUNT_RESTARTED"
 
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-DIRTY=false
-git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || DIRTY=true
 COMMANDS_JSON=$("$PYTHON" -c 'import json, sys
 keys = ["sundial", "redis", "load_sundial", "load_redis", "sundial_durable", "latency_small",
         "latency_large"]
@@ -679,16 +482,8 @@ print(json.dumps(dict(zip(keys, sys.argv[1:]))))' "$SUNDIAL_RELAXED_CMD" "$REDIS
 ELAPSED=$((SECONDS - START))
 record meta "messages=$MESSAGES" "payload_bytes=$PAYLOAD_BYTES" "load_batch=$LOAD_BATCH" \
   "load_connections=$LOAD_CONNECTIONS" "latency_duration_s=$LATENCY_DURATION" \
-  "date_utc=$DATE_START" "nproc=$(nproc)" \
-  "cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" "kernel=$(uname -r)" \
-  "ram=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)" \
-  "loadavg=$LOADAVG_START" "redis_version=$(redis-server --version 2>&1 | head -n 1)" \
-  "sundial_commit=$COMMIT" "sundial_dirty_json=$DIRTY" "commands_json=$COMMANDS_JSON"
+  "${MACHINE_META[@]}" "commands_json=$COMMANDS_JSON"
 record end "elapsed_s=$ELAPSED"
 
-if [[ -n $KEEP_RESULTS ]]; then
-  cp "$RESULTS" "$KEEP_RESULTS"
-  log "results (JSON lines) kept in $KEEP_RESULTS"
-fi
-write_report "$RESULTS" "$OUTPUT"
-log "elapsed: $((ELAPSED / 60)) min $((ELAPSED % 60)) s (estimated $((ESTIMATE / 60)) min $((ESTIMATE % 60)) s)"
+finish_run
+log "elapsed: $(min_s "$ELAPSED") (estimated $(min_s "$ESTIMATE"))"
