@@ -306,6 +306,7 @@ class Worker {
     io_.restart();
     c.ResizeSlots(1);
     c.set_active_slots(1);
+    if (!c.HasFreeSlot() || c.broken()) return false;  // a request of a timed-out phase is left
     const uint32_t slot = c.TakeSlot();
     c.slots()[slot].stage = Connection::Slot::Stage::kControl;
     const size_t before = c.out().size();
@@ -643,7 +644,20 @@ int Run(Config& config) {
     boost::system::error_code ec;
     tcp::resolver resolver(w.io());
     const auto endpoints = resolver.resolve(config.host, std::to_string(config.port), ec);
-    if (!ec) asio::connect(c->socket(), endpoints, ec);
+    if (!ec) {
+      // Bounded: a filtered port would otherwise hold a blocking connect for minutes.
+      ec = asio::error::timed_out;
+      bool connected = false;
+      asio::async_connect(c->socket(), endpoints,
+                          [&](boost::system::error_code e, const tcp::endpoint&) {
+                            ec = e;
+                            connected = true;
+                          });
+      w.io().restart();
+      const auto give_up = Clock::now() + std::chrono::seconds(10);
+      while (!connected && Clock::now() < give_up) w.io().run_one_until(give_up);
+      if (ec == asio::error::timed_out) c->Close();
+    }
     if (ec) {
       fmt::print(stderr, "sundial-bench: cannot connect to {}: {}\n", config.target_text,
                  ec.message());
