@@ -254,6 +254,7 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
         if (op->items()->size() > kMaxBatchItems) {
           return finish(r.Error(InvalidArgument("items: at most 1000 per request")));
         }
+        items.reserve(op->items()->size());  // moved, not regrown: batches of up to 1000
         for (const p::EnqueueItem* in : *op->items()) {
           EnqueueItem item;
           item.id = std::string(Str(in->id()));
@@ -269,6 +270,7 @@ Dispatcher::Outcome Dispatcher::Handle(const protocol::Request& request) const {
       auto results = e.Enqueue(Str(op->queue()), std::move(items));
       after_mutation();
       std::vector<fb::Offset<p::EnqueueResult>> out_items;
+      out_items.reserve(results.size());
       for (const auto& res : results) {
         if (res.ok()) {
           out_items.push_back(
