@@ -141,7 +141,7 @@ class PosixWritableFile final : public WritableFile {
   bool appending_;
   std::string buffer_;
   uint64_t chunk_ = 0;      // preallocation step; 0: off
-  uint64_t offset_ = 0;     // bytes written (the file's logical end) — tracked when chunk_ > 0
+  uint64_t offset_ = 0;     // bytes written: the file's logical end
   uint64_t allocated_ = 0;  // bytes of the file that exist on disk (zeroes past offset_)
 };
 

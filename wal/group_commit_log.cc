@@ -103,9 +103,12 @@ struct GroupCommitLog::Impl {
   std::thread thread;
 
   void Run();
-  // Writes `batch` (records from LSN leader_written_end on), rotating full segments.
-  // On error returns the detail the log fails with and sets *cause.
+  // Writes `batch` (records from LSN leader_written_end on), rotating full segments, and
+  // empties it. On error returns the detail the log fails with and sets *cause.
   const char* WriteBatch(Status* cause);
+  const char* AppendBatch(Status* cause);  // WriteBatch without emptying `batch`
+  // Hands the file's buffered bytes to the OS (no sync); on error as WriteBatch.
+  const char* FlushFile(Status* cause);
   const char* Sync(Status* cause);
   // Seals the active segment (synced) and opens the next one at leader_written_end.
   const char* StartNextSegment(Status* cause);
@@ -195,6 +198,20 @@ const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
 }
 
 const char* GroupCommitLog::Impl::WriteBatch(Status* cause) {
+  const char* failed = AppendBatch(cause);
+  batch.clear();  // its capacity is reused by the next swap with `pending`, unless it grew huge
+  if (batch.capacity() > 2 * options.max_group_bytes + kMaxRecordBytes) std::string().swap(batch);
+  return failed;
+}
+
+const char* GroupCommitLog::Impl::FlushFile(Status* cause) {
+  Status s = file->Flush();
+  if (s.ok()) return nullptr;
+  *cause = s;
+  return kWriteFailed;
+}
+
+const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
   size_t pos = 0;
   while (pos < batch.size()) {
     const size_t start = pos;
@@ -268,9 +285,8 @@ void GroupCommitLog::Impl::CompleteDurable(std::unique_lock<std::mutex>& lock) {
 }
 
 bool GroupCommitLog::Impl::HasWork(Clock::time_point now) const {
-  const bool appends_wake = !options.inline_writes || options.policy == FsyncPolicy::kAlways;
-  if (closing || (appends_wake && !pending.empty()) || rotations_requested > rotations_done ||
-      sync_requested_end > synced_end) {
+  if (closing || (!options.inline_writes && !pending.empty()) ||
+      rotations_requested > rotations_done || sync_requested_end > synced_end) {
     return true;
   }
   return options.policy == FsyncPolicy::kInterval && synced_end < written_end &&
@@ -278,7 +294,6 @@ bool GroupCommitLog::Impl::HasWork(Clock::time_point now) const {
 }
 
 void GroupCommitLog::Impl::Run() {
-  const bool inline_writes = options.inline_writes && options.policy != FsyncPolicy::kAlways;
   std::unique_lock lock(mu);
   for (;;) {
     // Wait for work: appends, a Flush or Rotate, Close, or a due interval sync. With inline
@@ -288,7 +303,7 @@ void GroupCommitLog::Impl::Run() {
       if (options.policy == FsyncPolicy::kInterval && synced_end < written_end) {
         deadline = last_sync + std::chrono::milliseconds(options.interval_ms);
       }
-      if (inline_writes) {
+      if (options.inline_writes) {
         deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(5));
         if (work_cv.wait_until(lock, deadline) == std::cv_status::timeout) break;
       } else if (deadline != Clock::time_point::max()) {
@@ -317,23 +332,12 @@ void GroupCommitLog::Impl::Run() {
 
     Status cause;
     const char* failed = WriteBatch(&cause);
-    batch.clear();
-    if (batch.capacity() > 2 * options.max_group_bytes + kMaxRecordBytes) {
-      std::string().swap(batch);
-    }
     if (!failed && leader_written_end > leader_synced_end) {
       const bool due = options.policy == FsyncPolicy::kAlways || sync_target > leader_synced_end ||
                        (options.policy == FsyncPolicy::kInterval &&
                         Clock::now() >= last_sync + std::chrono::milliseconds(options.interval_ms));
-      if (due) {
-        failed = Sync(&cause);
-      } else {
-        Status s = file->Flush();  // completed after the write: the bytes must reach the OS
-        if (!s.ok()) {
-          cause = s;
-          failed = kWriteFailed;
-        }
-      }
+      // Completed after the write without a sync: the bytes must reach the OS first.
+      failed = due ? Sync(&cause) : FlushFile(&cause);
     }
     if (!failed && stop && segment_synced_bytes < segment_bytes) failed = Sync(&cause);
     uint64_t rotated_at = 0;
@@ -406,6 +410,8 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->fs = fs;
   impl->dir = std::move(dir);
   impl->options = options;
+  // Under kAlways a reply waits for the group's fdatasync: the log thread writes everything.
+  if (options.policy == FsyncPolicy::kAlways) impl->options.inline_writes = false;
   impl->next_lsn = impl->written_end = impl->synced_end = impl->durable_end = next_lsn;
   impl->appended_end.store(next_lsn, std::memory_order_release);
   impl->leader_written_end = impl->leader_synced_end = next_lsn;
@@ -437,8 +443,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     scratch[4] = static_cast<char>(RecordType::kEffect);
     // With inline writes the appender writes (WriteNow); the log thread needs no wake-up.
-    const bool wake =
-        d.pending.empty() && (!d.options.inline_writes || d.options.policy == FsyncPolicy::kAlways);
+    const bool wake = d.pending.empty() && !d.options.inline_writes;
     d.pending.append(scratch);
     t_end.end_lsn = ++d.next_lsn;
     d.appended_end.store(d.next_lsn, std::memory_order_release);
@@ -479,7 +484,7 @@ void GroupCommitLog::WhenDurable(uint64_t end_lsn, Done done) {
 
 Status GroupCommitLog::WriteNow() {
   Impl& d = *impl_;
-  if (!d.options.inline_writes || d.options.policy == FsyncPolicy::kAlways) return Status::Ok();
+  if (!d.options.inline_writes) return Status::Ok();  // kAlways, or not asked for
   std::unique_lock file_lock(d.file_mu);
   std::unique_lock lock(d.mu);
   if (!d.failure.ok()) return d.failure;
@@ -488,14 +493,7 @@ Status GroupCommitLog::WriteNow() {
   lock.unlock();
   Status cause;
   const char* failed = d.WriteBatch(&cause);
-  d.batch.clear();
-  if (!failed) {
-    Status s = d.file->Flush();  // the bytes must reach the OS before anyone is answered
-    if (!s.ok()) {
-      cause = s;
-      failed = kWriteFailed;
-    }
-  }
+  if (!failed) failed = d.FlushFile(&cause);  // the bytes reach the OS before anyone is answered
   lock.lock();
   if (failed) {
     d.file.reset();
