@@ -92,7 +92,8 @@ class SundialProtocol final : public Protocol {
     Finish(slot, p::Operation::Dequeue, op.Union(), out);
   }
 
-  void Complete(uint32_t slot, std::span<const Lease> leases, std::string* out) override {
+  void Complete(uint32_t slot, std::string_view, std::span<const Lease> leases,
+                std::string* out) override {
     b_.Clear();
     completes_.clear();
     for (const Lease& l : leases) {
@@ -254,8 +255,9 @@ class RedisProtocol final : public Protocol {
     Command(slot, Kind::kDequeue, {"EVALSHA", sha_, "1", key, now, n, lease}, out);
   }
 
-  void Complete(uint32_t slot, std::span<const Lease> leases, std::string* out) override {
-    const std::string key = Key(leases.empty() ? "" : leases[0].tenant);
+  void Complete(uint32_t slot, std::string_view tenant, std::span<const Lease> leases,
+                std::string* out) override {
+    const std::string key = Key(tenant);
     args_.assign({"ZREM", key});
     for (const Lease& l : leases) args_.push_back(l.id);
     Send(slot, Kind::kOther, out);
@@ -396,7 +398,8 @@ class BeanstalkProtocol final : public Protocol {
     pending_.push_back({slot, max, {}});
   }
 
-  void Complete(uint32_t slot, std::span<const Lease> leases, std::string* out) override {
+  void Complete(uint32_t slot, std::string_view, std::span<const Lease> leases,
+                std::string* out) override {
     for (const Lease& l : leases) {
       *out += "delete ";
       *out += l.id;

@@ -46,7 +46,6 @@ struct BenchMessage {
 struct Lease {
   std::string id;  // Sundial id / Redis member / beanstalkd job id
   uint64_t token = 0;
-  std::string tenant;  // Redis: the key suffix it was leased from
 };
 
 class ReplySink {
@@ -72,7 +71,9 @@ class Protocol {
 
   virtual void Enqueue(uint32_t slot, std::span<const BenchMessage> messages, std::string* out) = 0;
   virtual void Dequeue(uint32_t slot, uint32_t max, std::string_view tenant, std::string* out) = 0;
-  virtual void Complete(uint32_t slot, std::span<const Lease> leases, std::string* out) = 0;
+  // `tenant`: the one the leases were dequeued with (Redis: the key they are in).
+  virtual void Complete(uint32_t slot, std::string_view tenant, std::span<const Lease> leases,
+                        std::string* out) = 0;
 
   // Consumes every complete reply at the front of `in`, reporting them to `sink`; returns the
   // bytes consumed, or -1 when the bytes cannot be a reply (the connection is then broken;

@@ -70,6 +70,37 @@ int64_t Nanos(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// The filter workload's tenant number i, as messages carry it and connections filter on it.
+std::string TenantName(uint64_t i) { return fmt::format("t{}", i); }
+
+// The requests a connection sends outside the measured workload.
+enum class ControlStep : uint8_t { kPrepare, kSetup, kTeardown };
+
+// What a phase counted, per thread and then summed.
+struct Counters {
+  uint64_t messages = 0;
+  uint64_t requests = 0;
+  uint64_t errors = 0;
+  uint64_t empty = 0;
+  int64_t last_done_ns = 0;
+  std::string first_error;
+  LatencyHistogram latency;
+
+  void Merge(const Counters& o) {
+    messages += o.messages;
+    requests += o.requests;
+    errors += o.errors;
+    empty += o.empty;
+    last_done_ns = std::max(last_done_ns, o.last_done_ns);
+    if (first_error.empty()) first_error = o.first_error;
+    latency.Merge(o.latency);
+  }
+};
+
 // What every thread shares during a phase.
 struct PhaseShared {
   bool measured = false;
@@ -118,7 +149,9 @@ class Connection final : public ReplySink {
     size_t leased = 0;  // leases[0, leased) are live
   };
   std::vector<Slot>& slots() { return slots_; }
+  // The phase uses slots [0, n): the free ones among them become takeable.
   void ResizeSlots(uint32_t n) {
+    active_slots_ = n;
     slots_.resize(std::max<size_t>(slots_.size(), n));
     free_.clear();
     for (uint32_t i = 0; i < n; ++i) {
@@ -136,7 +169,6 @@ class Connection final : public ReplySink {
     free_.push_back(s);
   }
   size_t InFlight() const { return active_slots_ - free_.size(); }
-  void set_active_slots(size_t n) { active_slots_ = n; }
 
   std::string& out() { return out_; }
 
@@ -195,25 +227,14 @@ class Connection final : public ReplySink {
 class Worker {
  public:
   explicit Worker(const Config& config) : config_(config) {
-    payload_.assign(config.payload_bytes, 'x');
+    payload_.resize(config.payload_bytes);
     for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<char>('a' + i % 26);
   }
 
   asio::io_context& io() { return io_; }
   std::vector<std::unique_ptr<Connection>>& connections() { return connections_; }
 
-  // Counters of the current phase.
-  struct Counters {
-    uint64_t ops = 0;
-    uint64_t messages = 0;
-    uint64_t requests = 0;
-    uint64_t errors = 0;
-    uint64_t empty = 0;
-    int64_t last_done_ns = 0;
-    std::string first_error;
-    LatencyHistogram latency;
-  };
-  Counters& counters() { return counters_; }
+  Counters& counters() { return counters_; }  // of the current phase
 
   // Runs one phase on this thread until every operation it started has ended.
   void RunPhase(PhaseShared* phase) {
@@ -223,10 +244,7 @@ class Worker {
     empty_streak_ = 0;
     backlog_.clear();
     io_.restart();
-    for (auto& c : connections_) {
-      c->ResizeSlots(phase->pipeline);
-      c->set_active_slots(phase->pipeline);
-    }
+    for (auto& c : connections_) c->ResizeSlots(phase->pipeline);
     asio::steady_timer guard(io_);
     guard.expires_at(phase->hard_end);
     guard.async_wait([this](boost::system::error_code ec) {
@@ -257,7 +275,6 @@ class Worker {
     auto& s = c.slots()[slot];
     const int64_t now = Nanos(Clock::now());
     if (messages > 0) {
-      ++counters_.ops;
       counters_.messages += messages;
       counters_.last_done_ns = now;
       if (phase_->measured) counters_.latency.Record(static_cast<uint64_t>(now - s.start_ns));
@@ -296,32 +313,37 @@ class Worker {
       return;
     }
     s.stage = Connection::Slot::Stage::kComplete;
-    for (size_t i = 0; i < s.leased; ++i) s.leases[i].tenant = c.tenant();
-    c.protocol().Complete(slot, std::span<const Lease>(s.leases.data(), s.leased), &c.out());
+    c.protocol().Complete(slot, c.tenant(), std::span<const Lease>(s.leases.data(), s.leased),
+                          &c.out());
     CountRequest();
   }
 
   // Sends one control request (prepare, setup, teardown) on `c` and runs until its reply.
-  bool Control(Connection& c, int which, std::span<const std::string> tenants) {
+  bool Control(Connection& c, ControlStep step, std::span<const std::string> tenants) {
     io_.restart();
     c.ResizeSlots(1);
-    c.set_active_slots(1);
     if (!c.HasFreeSlot() || c.broken()) return false;  // a request of a timed-out phase is left
     const uint32_t slot = c.TakeSlot();
     c.slots()[slot].stage = Connection::Slot::Stage::kControl;
     const size_t before = c.out().size();
-    if (which == 0) c.protocol().Prepare(slot, &c.out());
-    if (which == 1) c.protocol().Setup(slot, c.tenant(), &c.out());
-    if (which == 2) c.protocol().Teardown(slot, tenants, &c.out());
+    switch (step) {
+      case ControlStep::kPrepare:
+        c.protocol().Prepare(slot, &c.out());
+        break;
+      case ControlStep::kSetup:
+        c.protocol().Setup(slot, c.tenant(), &c.out());
+        break;
+      case ControlStep::kTeardown:
+        c.protocol().Teardown(slot, tenants, &c.out());
+        break;
+    }
     if (c.out().size() == before) {  // nothing to say
       c.ReleaseSlot(slot);
       return true;
     }
     control_done_ = false;
     c.Flush();
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(config_.phase_timeout_s));
+    const auto deadline = Clock::now() + Seconds(config_.phase_timeout_s);
     while (!control_done_ && !c.broken() && Clock::now() < deadline) {
       io_.run_one_for(std::chrono::milliseconds(100));
     }
@@ -409,7 +431,7 @@ class Worker {
     const uint64_t first = phase_->enqueue_sequence.fetch_add(n, std::memory_order_relaxed);
     // One tenant per request, so a Redis ZADD or a beanstalkd tube switch covers all of it.
     if (phase_->tenants) {
-      request_tenant_ = fmt::format("t{}", (first / n) % config_.tenants);
+      request_tenant_ = TenantName((first / n) % config_.tenants);
     }
     for (uint32_t i = 0; i < n; ++i) ids_.push_back(fmt::format("m{}-{}", c.index(), first + i));
     values_.resize(n);
@@ -576,37 +598,16 @@ bool ParseTarget(const std::string& text, Config* c) {
   return true;
 }
 
-struct Totals {
-  uint64_t ops = 0, messages = 0, requests = 0, errors = 0, empty = 0;
-  int64_t last_done_ns = 0;
-  std::string first_error;
-  LatencyHistogram latency;
-};
-
-Totals RunPhase(std::vector<std::unique_ptr<Worker>>& workers, PhaseShared* phase) {
+Counters RunPhase(std::vector<std::unique_ptr<Worker>>& workers, PhaseShared* phase) {
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers.size(); ++i) {
     threads.emplace_back([&, i] { workers[i]->RunPhase(phase); });
   }
   workers[0]->RunPhase(phase);
   for (auto& t : threads) t.join();
-  Totals t;
-  for (auto& w : workers) {
-    auto& c = w->counters();
-    t.ops += c.ops;
-    t.messages += c.messages;
-    t.requests += c.requests;
-    t.errors += c.errors;
-    t.empty += c.empty;
-    t.last_done_ns = std::max(t.last_done_ns, c.last_done_ns);
-    if (t.first_error.empty()) t.first_error = c.first_error;
-    t.latency.Merge(c.latency);
-  }
+  Counters t;
+  for (auto& w : workers) t.Merge(w->counters());
   return t;
-}
-
-Clock::duration Seconds(double s) {
-  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
 }
 
 std::string JsonEscape(std::string_view s) {
@@ -640,7 +641,7 @@ int Run(Config& config) {
   for (uint32_t i = 0; i < config.connections; ++i) {
     Worker& w = *workers[i % nthreads];
     auto c = std::make_unique<Connection>(&w, i, w.io(), MakeProtocol(config.target, po));
-    if (config.workload == Workload::kFilter) c->set_tenant(fmt::format("t{}", i % config.tenants));
+    if (config.workload == Workload::kFilter) c->set_tenant(TenantName(i % config.tenants));
     boost::system::error_code ec;
     tcp::resolver resolver(w.io());
     const auto endpoints = resolver.resolve(config.host, std::to_string(config.port), ec);
@@ -668,21 +669,19 @@ int Run(Config& config) {
     all.push_back(c.get());
     w.connections().push_back(std::move(c));
   }
-  auto control = [&](Connection* c, int which, std::span<const std::string> tenants) {
+  auto control = [&](Connection* c, ControlStep step, std::span<const std::string> tenants) {
     Worker& w = *workers[c->index() % nthreads];
-    if (!w.Control(*c, which, tenants)) {
-      fmt::print(stderr, "sundial-bench: {} failed: {}\n",
-                 which == 0   ? "prepare"
-                 : which == 1 ? "setup"
-                              : "teardown",
+    if (!w.Control(*c, step, tenants)) {
+      static constexpr const char* kNames[] = {"prepare", "setup", "teardown"};
+      fmt::print(stderr, "sundial-bench: {} failed: {}\n", kNames[static_cast<int>(step)],
                  w.counters().first_error.empty() ? "no reply in time" : w.counters().first_error);
       return false;
     }
     return true;
   };
-  if (!control(all[0], 0, {})) return 1;
+  if (!control(all[0], ControlStep::kPrepare, {})) return 1;
   for (Connection* c : all) {
-    if (!control(c, 1, {})) return 1;
+    if (!control(c, ControlStep::kSetup, {})) return 1;
   }
 
   // Prefill (untimed).
@@ -699,7 +698,7 @@ int Run(Config& config) {
     fill.end = now + Seconds(std::max(config.phase_timeout_s,
                                       static_cast<double>(config.prefill) / 20000.0));
     fill.hard_end = fill.end + Seconds(10);
-    const Totals t = RunPhase(workers, &fill);
+    const Counters t = RunPhase(workers, &fill);
     if (t.errors > 0 || t.messages < config.prefill) {
       fmt::print(stderr, "sundial-bench: prefill enqueued {} of {} messages: {}\n", t.messages,
                  config.prefill, t.first_error.empty() ? "timed out" : t.first_error);
@@ -722,7 +721,7 @@ int Run(Config& config) {
   run.end = run.start + Seconds(config.duration_s);
   run.hard_end = run.end + Seconds(std::min(30.0, config.phase_timeout_s));
   run.enqueue_sequence = config.prefill;
-  const Totals t = RunPhase(workers, &run);
+  const Counters t = RunPhase(workers, &run);
   const double seconds = t.last_done_ns > 0
                              ? static_cast<double>(t.last_done_ns - Nanos(run.start)) / 1e9
                              : std::chrono::duration<double>(Clock::now() - run.start).count();
@@ -730,10 +729,10 @@ int Run(Config& config) {
   // Teardown: the queue / keys go.
   std::vector<std::string> tenants;
   if (config.workload == Workload::kFilter) {
-    for (uint32_t i = 0; i < config.tenants; ++i) tenants.push_back(fmt::format("t{}", i));
+    for (uint32_t i = 0; i < config.tenants; ++i) tenants.push_back(TenantName(i));
   }
   bool torn = true;
-  if (!all[0]->broken() && !config.keep) torn = control(all[0], 2, tenants);
+  if (!all[0]->broken() && !config.keep) torn = control(all[0], ControlStep::kTeardown, tenants);
   for (Connection* c : all) c->Close();
 
   const double ops_per_sec = seconds > 0 ? static_cast<double>(t.messages) / seconds : 0;
@@ -741,11 +740,10 @@ int Run(Config& config) {
   auto us = [&](double p) { return static_cast<double>(t.latency.Percentile(p)) / 1e3; };
   if (config.json) {
     fmt::print(
-        "{{\"target\":\"{}\",\"workload\":\"{}\",\"connections\":{},\"pipeline\":{},\"batch\":{},"
-        "\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:.1f},\"requests_per_sec\":{:."
-        "1f},"
-        "\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},\"p999_us\":{:.1f},\"max_us\":{:.1f}"
-        ","
+        "{{\"target\":\"{}\",\"workload\":\"{}\",\"connections\":{},\"pipeline\":{},"
+        "\"batch\":{},\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:.1f},"
+        "\"requests_per_sec\":{:.1f},\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},"
+        "\"p999_us\":{:.1f},\"max_us\":{:.1f},"
         "\"errors\":{},\"empty\":{},\"first_error\":\"{}\"}}\n",
         JsonEscape(config.target_text), config.workload_text, config.connections, config.pipeline,
         config.batch, config.rate, t.messages, seconds, ops_per_sec, requests_per_sec, us(0.5),

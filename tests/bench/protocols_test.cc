@@ -58,7 +58,7 @@ TEST(BenchBeanstalk, RequestsAndSplitRepliesPairUpInOrder) {
   p->Dequeue(2, 2, "", &out);
   Lease lease;
   lease.id = "42";
-  p->Complete(3, std::span(&lease, 1), &out);
+  p->Complete(3, "", std::span(&lease, 1), &out);
   EXPECT_EQ(out,
             "use q\r\nwatch q\r\nignore default\r\n"
             "put 7 0 30 5\r\nhello\r\nreserve-with-timeout 0\r\nreserve-with-timeout 0\r\n"
