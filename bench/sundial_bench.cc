@@ -111,12 +111,46 @@ struct PhaseShared {
   uint32_t batch = 1;
   uint32_t pipeline = 1;
   double rate_per_thread = 0;
-  uint64_t message_limit = 0;  // 0: none
   Clock::time_point start;
   Clock::time_point end;       // stop starting operations
   Clock::time_point hard_end;  // give up on operations in flight
-  std::atomic<uint64_t> issued{0};
   std::atomic<uint64_t> enqueue_sequence{0};
+
+  // The message budget of the phase, split into lanes: one per tenant in the filter workload
+  // (its connections enqueue into and dequeue from that tenant only), else one. A lane's limit
+  // is what its connections may claim, so a filter worker never asks a tenant for more than
+  // the prefill put there, and a fast connection cannot take another tenant's share.
+  struct Lane {
+    std::atomic<uint64_t> claimed{0};
+    uint64_t limit = 0;  // 0: none
+  };
+  std::unique_ptr<Lane[]> lanes;
+  uint32_t lane_count = 0;
+
+  // Splits `limit` (0: none) evenly over `n` lanes; the first ones take the remainder.
+  void SetLimit(uint64_t limit, uint32_t n) {
+    lanes = std::make_unique<Lane[]>(n);
+    lane_count = n;
+    for (uint32_t i = 0; i < n; ++i) {
+      lanes[i].limit = limit == 0 ? 0 : limit / n + (i < limit % n ? 1 : 0);
+    }
+  }
+  // Takes up to `want` messages of lane `i`'s budget; returns how many (0: it is spent).
+  uint32_t Claim(uint32_t i, uint32_t want) {
+    Lane& lane = lanes[i];
+    if (lane.limit == 0) return want;
+    uint64_t claimed = lane.claimed.load(std::memory_order_relaxed);
+    for (;;) {
+      if (claimed >= lane.limit) return 0;
+      const auto n = static_cast<uint32_t>(std::min<uint64_t>(want, lane.limit - claimed));
+      if (lane.claimed.compare_exchange_weak(claimed, claimed + n, std::memory_order_relaxed)) {
+        return n;
+      }
+    }
+  }
+  bool Spent(uint32_t i) const {
+    return lanes[i].limit > 0 && lanes[i].claimed.load(std::memory_order_relaxed) >= lanes[i].limit;
+  }
 };
 
 class Worker;
@@ -132,7 +166,12 @@ class Connection final : public ReplySink {
   Protocol& protocol() { return *proto_; }
   uint32_t index() const { return index_; }
   const std::string& tenant() const { return tenant_; }
-  void set_tenant(std::string t) { tenant_ = std::move(t); }
+  // The filter workload: this connection's tenant, and its lane in the phase's budget.
+  void set_tenant(std::string t, uint32_t lane) {
+    tenant_ = std::move(t);
+    lane_ = lane;
+  }
+  uint32_t lane() const { return lane_; }
 
   // Slot bookkeeping: free slots and their operation state.
   struct Slot {
@@ -212,6 +251,7 @@ class Connection final : public ReplySink {
   tcp::socket socket_;
   std::unique_ptr<Protocol> proto_;
   std::string tenant_;
+  uint32_t lane_ = 0;
   std::vector<char> in_;
   size_t in_len_ = 0;
   std::string out_, sending_;
@@ -241,6 +281,7 @@ class Worker {
     phase_ = phase;
     counters_ = Counters{};
     stopping_ = false;
+    schedule_over_ = false;
     empty_streak_ = 0;
     backlog_.clear();
     io_.restart();
@@ -282,9 +323,7 @@ class Worker {
     }
     c.ReleaseSlot(slot);
     if (!backlog_.empty() && !stopping_) {
-      const int64_t intended = backlog_.front();
-      backlog_.pop_front();
-      StartOp(c, intended);
+      if (StartOp(c, backlog_.front())) backlog_.pop_front();
     } else if (phase_->rate_per_thread <= 0) {
       StartOp(c, now);
     }
@@ -357,22 +396,27 @@ class Worker {
   }
 
  private:
+  // The open loop's schedule is its intended send times in [start, end), however late the
+  // timer fires: an operation whose time has come waits for a free slot (its wait counts as
+  // latency) and is started even after `end`, so the count does not depend on the machine.
   void OnTick() {
     const auto now = Clock::now();
-    if (now >= phase_->end) stopping_ = true;
-    while (!stopping_ && next_intended_ <= now) {
+    while (!stopping_ && !schedule_over_ && next_intended_ <= now) {
+      if (next_intended_ >= phase_->end || AllLanesSpent()) {
+        schedule_over_ = true;
+        break;
+      }
       const int64_t intended = Nanos(next_intended_);
       next_intended_ += interval_;
       Connection* c = NextFreeConnection();
-      if (c == nullptr) {
+      if (c == nullptr || !StartOp(*c, intended)) {
         backlog_.push_back(intended);  // every slot busy: it waits, and the wait counts
-      } else if (!StartOp(*c, intended)) {
-        break;
       }
     }
+    if (next_intended_ >= phase_->end) schedule_over_ = true;
     for (auto& conn : connections_) conn->Flush();
     MaybeFinish();
-    if (stopping_) return;
+    if (stopping_ || schedule_over_) return;
     timer_.expires_at(next_intended_);
     timer_.async_wait([this](boost::system::error_code ec) {
       if (!ec) OnTick();
@@ -382,7 +426,7 @@ class Worker {
   Connection* NextFreeConnection() {
     for (size_t i = 0; i < connections_.size(); ++i) {
       Connection* c = connections_[(round_robin_ + i) % connections_.size()].get();
-      if (c->HasFreeSlot() && !c->broken()) {
+      if (c->HasFreeSlot() && !c->broken() && !phase_->Spent(c->lane())) {
         round_robin_ = (round_robin_ + i + 1) % connections_.size();
         return c;
       }
@@ -390,17 +434,24 @@ class Worker {
     return nullptr;
   }
 
-  // Starts one operation on `c` (which has a free slot); false when the phase is over.
+  bool AllLanesSpent() const {
+    for (uint32_t i = 0; i < phase_->lane_count; ++i) {
+      if (!phase_->Spent(i)) return false;
+    }
+    return true;
+  }
+
+  // Starts one operation on `c` (which has a free slot); false when the phase is over for `c`
+  // (its lane's budget is spent: other connections may go on) or for this thread.
   bool StartOp(Connection& c, int64_t start_ns) {
     if (stopping_ || c.broken()) return false;
-    if (Clock::now() >= phase_->end) {
+    if (phase_->rate_per_thread <= 0 && Clock::now() >= phase_->end) {
       stopping_ = true;
       return false;
     }
-    if (phase_->message_limit > 0 &&
-        phase_->issued.fetch_add(phase_->batch, std::memory_order_relaxed) >=
-            phase_->message_limit) {
-      stopping_ = true;
+    const uint32_t n = phase_->Claim(c.lane(), phase_->batch);
+    if (n == 0) {
+      if (AllLanesSpent()) stopping_ = true;
       return false;
     }
     const uint32_t slot = c.TakeSlot();
@@ -410,15 +461,14 @@ class Worker {
     if (phase_->workload == Workload::kMixed) enqueue = (mixed_flip_ ^= true);
     if (enqueue) {
       s.stage = Connection::Slot::Stage::kEnqueue;
-      s.messages = phase_->batch;
-      BuildMessages(c, phase_->batch);
+      s.messages = n;
+      BuildMessages(c, n);
       c.protocol().Enqueue(slot, messages_, &c.out());
     } else {
       s.stage = Connection::Slot::Stage::kDequeue;
       s.leased = 0;
       s.messages = 0;
-      c.protocol().Dequeue(slot, phase_->batch, phase_->tenants ? c.tenant() : std::string_view(),
-                           &c.out());
+      c.protocol().Dequeue(slot, n, phase_->tenants ? c.tenant() : std::string_view(), &c.out());
     }
     CountRequest();
     if (phase_->rate_per_thread <= 0) c.Flush();
@@ -429,10 +479,9 @@ class Worker {
     messages_.clear();
     ids_.clear();
     const uint64_t first = phase_->enqueue_sequence.fetch_add(n, std::memory_order_relaxed);
-    // One tenant per request, so a Redis ZADD or a beanstalkd tube switch covers all of it.
-    if (phase_->tenants) {
-      request_tenant_ = TenantName((first / n) % config_.tenants);
-    }
+    // A connection enqueues into its own tenant (the one it dequeues from), so a request is one
+    // Redis ZADD or needs no beanstalkd tube switch, and each tenant gets its lane's share.
+    if (phase_->tenants) request_tenant_ = c.tenant();
     for (uint32_t i = 0; i < n; ++i) ids_.push_back(fmt::format("m{}-{}", c.index(), first + i));
     values_.resize(n);
     for (uint32_t i = 0; i < n; ++i) {
@@ -453,7 +502,8 @@ class Worker {
   void MaybeFinish() {
     if (!stopping_) {
       if (phase_->rate_per_thread > 0) {
-        if (Clock::now() < phase_->end) return;  // the schedule goes on
+        // The schedule goes on, or operations whose time has come wait for a slot.
+        if (!schedule_over_ || (!backlog_.empty() && !AllLanesSpent())) return;
       } else {
         for (auto& c : connections_) {  // closed loop: all idle means nothing could start
           if (c->InFlight() > 0) return;
@@ -473,6 +523,7 @@ class Worker {
   PhaseShared* phase_ = nullptr;
   Counters counters_;
   bool stopping_ = false;
+  bool schedule_over_ = false;  // open loop: every intended send time before `end` has come
   bool mixed_flip_ = false;
   uint64_t empty_streak_ = 0;
   std::deque<int64_t> backlog_;
@@ -633,6 +684,11 @@ int Run(Config& config) {
   po.lease_ms = config.lease_ms;
   po.exclusive = config.workload == Workload::kExclusive;
 
+  // Every tenant in use has a worker: a tenant no connection dequeues from would only hold
+  // prefilled messages that no one can take.
+  const uint32_t tenants = std::min(config.tenants, config.connections);
+  const uint32_t lanes = config.workload == Workload::kFilter ? tenants : 1;
+
   // Connect.
   const uint32_t nthreads = std::max<uint32_t>(1, std::min(config.threads, config.connections));
   std::vector<std::unique_ptr<Worker>> workers;
@@ -641,7 +697,7 @@ int Run(Config& config) {
   for (uint32_t i = 0; i < config.connections; ++i) {
     Worker& w = *workers[i % nthreads];
     auto c = std::make_unique<Connection>(&w, i, w.io(), MakeProtocol(config.target, po));
-    if (config.workload == Workload::kFilter) c->set_tenant(TenantName(i % config.tenants));
+    if (config.workload == Workload::kFilter) c->set_tenant(TenantName(i % tenants), i % tenants);
     boost::system::error_code ec;
     tcp::resolver resolver(w.io());
     const auto endpoints = resolver.resolve(config.host, std::to_string(config.port), ec);
@@ -692,7 +748,7 @@ int Run(Config& config) {
     fill.tenants = config.workload == Workload::kFilter;
     fill.batch = std::min<uint64_t>(100, config.prefill);
     fill.pipeline = 4;
-    fill.message_limit = config.prefill;
+    fill.SetLimit(config.prefill, lanes);
     fill.start = now;
     // At least 20,000 messages/s, whatever the server (beanstalkd -f 0 does ~6,000 puts/s).
     fill.end = now + Seconds(std::max(config.phase_timeout_s,
@@ -716,7 +772,7 @@ int Run(Config& config) {
   run.batch = config.batch;
   run.pipeline = config.pipeline;
   run.rate_per_thread = config.rate > 0 ? config.rate / nthreads : 0;
-  run.message_limit = config.messages;
+  run.SetLimit(config.messages, lanes);
   run.start = Clock::now();
   run.end = run.start + Seconds(config.duration_s);
   run.hard_end = run.end + Seconds(std::min(30.0, config.phase_timeout_s));
@@ -727,12 +783,14 @@ int Run(Config& config) {
                              : std::chrono::duration<double>(Clock::now() - run.start).count();
 
   // Teardown: the queue / keys go.
-  std::vector<std::string> tenants;
+  std::vector<std::string> tenant_names;
   if (config.workload == Workload::kFilter) {
-    for (uint32_t i = 0; i < config.tenants; ++i) tenants.push_back(TenantName(i));
+    for (uint32_t i = 0; i < lanes; ++i) tenant_names.push_back(TenantName(i));
   }
   bool torn = true;
-  if (!all[0]->broken() && !config.keep) torn = control(all[0], ControlStep::kTeardown, tenants);
+  if (!all[0]->broken() && !config.keep) {
+    torn = control(all[0], ControlStep::kTeardown, tenant_names);
+  }
   for (Connection* c : all) c->Close();
 
   const double ops_per_sec = seconds > 0 ? static_cast<double>(t.messages) / seconds : 0;
@@ -805,7 +863,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefill", config.prefill,
                  "messages enqueued (untimed) before a dequeue-type workload")
       ->capture_default_str();
-  app.add_option("--tenants", config.tenants, "filter: tenants (one per connection, round robin)")
+  app.add_option("--tenants", config.tenants,
+                 "filter: tenants (connection i serves tenant i mod N; at most one per connection)")
       ->check(CLI::Range(1u, 100000u))
       ->capture_default_str();
   app.add_option("--keys", config.keys, "exclusive: distinct exclusivity values")
