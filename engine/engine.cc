@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <string>
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
@@ -59,10 +61,30 @@ std::vector<T> Repeat(size_t n, const T& value) {
   return std::vector<T>(n, value);
 }
 
+// The detail of the enqueue refusal for `budget`: a Status detail must outlive every Status
+// (details are literals), so the text of each budget in use is built once and kept for the
+// life of the process (a handful of budgets at most: one per engine configuration).
+const char* BudgetExhaustedDetail(uint64_t budget) {
+  static std::mutex mu;
+  static std::map<uint64_t, std::string>* texts = new std::map<uint64_t, std::string>;
+  std::lock_guard lock(mu);
+  auto [it, inserted] = texts->try_emplace(budget);
+  if (inserted) {
+    it->second = "memory: the memory budget of " + std::to_string(budget) +
+                 " bytes (--max-memory) is reached; enqueue is refused until dequeue, complete "
+                 "or delete frees room";
+  }
+  return it->second.c_str();
+}
+
 }  // namespace
 
 Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
-    : options_(options), clock_(clock), sink_(sink), accounting_(new Accounting) {
+    : options_(options),
+      budget_exhausted_(ResourceExhausted(BudgetExhaustedDetail(options.memory_budget_bytes))),
+      clock_(clock),
+      sink_(sink),
+      accounting_(new Accounting) {
   if (options_.shards == 0) options_.shards = 1;
   uint64_t seed = options_.seed;
   if (seed == 0) seed = static_cast<uint64_t>(clock_->NowMs()) ^ reinterpret_cast<uintptr_t>(this);
@@ -93,6 +115,31 @@ uint64_t Engine::memory_bytes() const {
   uint64_t total = 0;
   for (const auto& shard : shards_) total += shard->bytes.load(std::memory_order_relaxed);
   return total;
+}
+
+uint64_t Engine::allocated_bytes() const {
+  uint64_t total = 0;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [name, q] : shard->queues) total += q->allocated_bytes() + sizeof(Queue);
+  }
+  return total;
+}
+
+void Engine::BeginBulkLoad() {
+  bulk_ = true;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [name, q] : shard->queues) q->BeginBulk();
+  }
+}
+
+void Engine::EndBulkLoad() {
+  bulk_ = false;
+  for (const auto& shard : shards_) {
+    std::lock_guard lock(shard->mu);
+    for (const auto& [name, q] : shard->queues) q->EndBulk();
+  }
 }
 
 // ---- Queues -----------------------------------------------------------------------------------
@@ -260,8 +307,8 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
       out.push_back(checks[i]);
       continue;
     }
-    out.push_back(
-        q->Enqueue(items[i], now, &shard.rng, options_.memory_budget_bytes, memory_bytes()));
+    out.push_back(q->Enqueue(items[i], now, &shard.rng, options_.memory_budget_bytes,
+                             memory_bytes(), budget_exhausted_));
   }
   return out;
 }
@@ -533,9 +580,12 @@ Status Engine::Apply(const Effect& e) {
         return q->settings() == *e.settings ? Status::Ok()
                                             : Status(Code::kInternal, "effect: queue exists");
       }
-      shard.queues.emplace(std::string(e.queue),
-                           std::make_unique<Queue>(std::string(e.queue), *e.settings,
-                                                   &accounting_->env, &shard.bytes));
+      q = shard.queues
+              .emplace(std::string(e.queue),
+                       std::make_unique<Queue>(std::string(e.queue), *e.settings, &accounting_->env,
+                                               &shard.bytes))
+              .first->second.get();
+      if (bulk_) q->BeginBulk();
       return Status::Ok();
     default:
       break;

@@ -17,8 +17,11 @@
 // valid once its expiry time has passed, even before Advance processes it.
 //
 // Memory: each message is accounted as kMessageOverheadBytes + id + payload + packed metadata
-// bytes. When the total exceeds Options::memory_budget_bytes, enqueue is refused with
-// RESOURCE_EXHAUSTED; every other operation keeps working.
+// bytes (kMessageOverheadBytes is the measured cost of its record header and index entries,
+// docs/engine.md "Memory"). When the total would exceed Options::memory_budget_bytes, enqueue
+// is refused with RESOURCE_EXHAUSTED (the detail names the budget); dequeue, complete and every
+// other operation keep working, and what they free makes room again. allocated_bytes() is what
+// the structures really hold (records in their chunks, large payloads, indexes).
 //
 // Thread safety: every public method may be called concurrently from any thread.
 #pragma once
@@ -36,7 +39,7 @@
 
 namespace sundial {
 
-inline constexpr uint64_t kMessageOverheadBytes = 160;
+inline constexpr uint64_t kMessageOverheadBytes = 80;
 
 class Engine {
  public:
@@ -104,6 +107,11 @@ class Engine {
   // Applies one effect recorded from another engine (recovery). Reports nothing to the sink.
   // An effect that does not fit the current state gives INTERNAL and changes nothing.
   Status Apply(const Effect& effect);
+  // Bulk load (recovery): between BeginBulkLoad and EndBulkLoad the caller makes only Apply
+  // calls, from one thread. Indexes are filled unordered, O(1) per effect, and EndBulkLoad
+  // orders them all in O(n) (heapify) instead of one sift per message.
+  void BeginBulkLoad();
+  void EndBulkLoad();
   // XXH3 over all state: queues by name, each with the sum of one hash per message (no sort;
   // docs/engine.md). Part of snapshot format v1. Two engines
   // with the same queues and messages have the same digest.
@@ -119,6 +127,8 @@ class Engine {
   size_t shard_count() const { return shards_.size(); }
   uint64_t memory_bytes() const;
   uint64_t memory_budget_bytes() const { return options_.memory_budget_bytes; }
+  // Bytes held by every queue's records and indexes (locks each shard in turn).
+  uint64_t allocated_bytes() const;
   const Clock& clock() const { return *clock_; }
 
  private:
@@ -134,6 +144,8 @@ class Engine {
   class PairLock;
 
   Options options_;
+  Status budget_exhausted_;  // RESOURCE_EXHAUSTED naming the budget
+  bool bulk_ = false;        // between BeginBulkLoad and EndBulkLoad
   const Clock* clock_;
   EffectSink* sink_;
   std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which point into it

@@ -1,105 +1,168 @@
-// Message: one message as the engine stores it. Internal to engine/.
+// Message: the layout of one message's record in a queue's MessageStore. Internal to engine/.
 //
-// One allocation per message: this fixed header, then the variable part
-//   id[id_len] payload[payload_len] packed_metadata[metadata_len] pad-to-4
-//   filter_slot:u32[metadata pair count]
-// where filter_slot[i] is the message's slot in the filter index heap of its i-th metadata pair
-// (while pending). `due_at` is the time of the message's single timer: visible_at while
-// invisible, lease_expires_at while running, the removal (GC) time while terminal; 0 while
-// pending. Each message is in at most one timer heap slot, one ready/group heap slot and one
-// filter heap slot per pair at a time.
+// A record is one variable-length block (docs/engine.md, "Per message"):
+//
+//   header (48 bytes, this struct)
+//   group_slot:u32                 exclusive queues only: slot in its value's group heap
+//   filter_slot:u32[pair_count]    slot in the filter heap of each metadata pair (while pending)
+//   id[id_len]
+//   packed_metadata[metadata_len]  metadata.h format; omitted (length 0) when there is none
+//   payload[payload_len]           inline when at most kInlinePayloadBytes; else
+//   large:{pointer:u64 length:u32} the payload in a block of its own (pages.h)
+//
+// What is *not* here: the time of the message's timer (visible_at, lease expiry, removal) and
+// its lease token. Only a message that is not pending has them, and such a message is always in
+// its queue's timer heap, whose entry holds both (queue.h). A pending message, the bulk of a
+// deep queue, so does not pay 16 bytes for two zeros.
+//
+// `slot` is the message's position in the ready heap (pending and ready) or in the timer heap
+// (not pending): a message is never in both.
+//
+// version and updated_at are stored narrow: the version in 32 bits and updated_at as the
+// milliseconds since enqueued_at in 32 bits (49 days). A message whose values do not fit (4
+// billion changes, a message updated 50 days after its enqueue or before it by a clock that
+// went back) is marked `wide` and its queue keeps both in a side table (Queue::Stamp).
 //
 // Not thread-safe: guarded by the shard lock of its queue.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
-#include <new>
 #include <string_view>
 
-#include "engine/clock.h"
-#include "engine/indexed_heap.h"
 #include "engine/types.h"
 
 namespace sundial {
 
+// Payloads up to this size are stored inside the record; larger ones apart (docs/engine.md).
+inline constexpr size_t kInlinePayloadBytes = size_t{16} << 10;
+// Attempts and max_attempts are stored in 20 bits (SPEC limit 1,000,000).
+inline constexpr uint32_t kMaxStoredAttempts = (1u << 20) - 1;
+
 struct Message {
   int64_t priority;
   uint64_t seq;
-  uint64_t version;
-  uint64_t lease_token;
-  TimeMs due_at;
   TimeMs enqueued_at;
-  TimeMs updated_at;
-  uint32_t attempts;
-  uint32_t max_attempts;
-  uint32_t ready_slot;
-  // A message is in a timer heap only while not pending, in a group heap only while pending.
-  union {
-    uint32_t timer_slot;
-    uint32_t group_slot;
-  };
-  uint32_t payload_len;
-  uint16_t metadata_len;
-  uint8_t id_len;
-  MessageState state;
+  uint32_t version32;      // the version, unless wide
+  uint32_t updated_delta;  // updated_at - enqueued_at, unless wide
+  uint32_t slot;
+  uint32_t counts;  // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1
+  uint32_t limits;  // max_attempts:20 | pair_count:5 | id_len-1:7
+  uint32_t lengths;  // payload_len:19 (inline) | metadata_len:13
 
-  // Allocates a message holding copies of the three byte strings. `pair_count` must be the
-  // number of pairs in `packed_metadata`.
-  static Message* Create(std::string_view id, std::string_view payload,
-                         std::string_view packed_metadata, uint8_t pair_count) {
-    size_t vars = id.size() + payload.size() + packed_metadata.size();
-    size_t slots_at = (sizeof(Message) + vars + 3) & ~size_t{3};
-    size_t total = slots_at + 4 * size_t{pair_count};
-    void* mem = ::operator new(total);
-    auto* m = new (mem) Message();
-    m->id_len = static_cast<uint8_t>(id.size());
-    m->payload_len = static_cast<uint32_t>(payload.size());
-    m->metadata_len = static_cast<uint16_t>(packed_metadata.size());
-    char* p = m->bytes();
-    std::memcpy(p, id.data(), id.size());
-    std::memcpy(p + id.size(), payload.data(), payload.size());
-    std::memcpy(p + id.size() + payload.size(), packed_metadata.data(), packed_metadata.size());
-    for (uint8_t i = 0; i < pair_count; ++i) m->filter_slots()[i] = kNoSlot;
-    return m;
+  // State value marking a free record in the store (MessageStore::ForEach skips it).
+  static constexpr uint32_t kFreeState = 7;
+
+  // ---- Fixed fields ---------------------------------------------------------------------------
+  uint32_t attempts() const { return counts & kAttemptsMask; }
+  void set_attempts(uint32_t a) { counts = (counts & ~kAttemptsMask) | a; }
+  MessageState state() const { return static_cast<MessageState>((counts >> 20) & 7); }
+  void set_state(MessageState s) {
+    counts = (counts & ~(7u << 20)) | (static_cast<uint32_t>(s) << 20);
+  }
+  bool is_free() const { return ((counts >> 20) & 7) == kFreeState; }
+  void mark_free() { counts |= 7u << 20; }
+  bool has_error() const { return (counts & kHasError) != 0; }
+  void set_has_error(bool on) { counts = on ? (counts | kHasError) : (counts & ~kHasError); }
+  bool large_payload() const { return (counts & kLarge) != 0; }
+  bool has_group_slot() const { return (counts & kGroupSlot) != 0; }
+  bool wide() const { return (counts & kWide) != 0; }
+  void set_wide(bool on) { counts = on ? (counts | kWide) : (counts & ~kWide); }
+
+  uint32_t max_attempts() const { return limits & kAttemptsMask; }
+  void set_max_attempts(uint32_t a) { limits = (limits & ~kAttemptsMask) | a; }
+  uint32_t pair_count() const { return (limits >> 20) & 31; }
+  size_t id_len() const { return ((limits >> 25) & 127) + 1; }
+  size_t metadata_len() const { return lengths >> 19; }
+
+  // ---- Variable part --------------------------------------------------------------------------
+  // Bytes of the record for these contents (what MessageStore::Allocate is asked for).
+  static size_t RecordBytes(size_t id_len, size_t metadata_len, size_t payload_len,
+                            uint32_t pair_count, bool group_slot) {
+    size_t n = sizeof(Message) + 4 * (pair_count + (group_slot ? 1 : 0)) + id_len + metadata_len;
+    return n + (payload_len > kInlinePayloadBytes ? kLargeRefBytes : payload_len);
   }
 
-  static void Destroy(Message* m) {
-    m->~Message();
-    ::operator delete(m);
-  }
+  // Writes every field of a new record at `at` (RecordBytes long): lengths, flags, the byte
+  // strings, unset slots; numbers zero. `packed_metadata` of "\0" (no pairs) is stored as
+  // nothing. A payload above kInlinePayloadBytes must already be in `large` (pages.h block).
+  static Message* Init(void* at, std::string_view id, std::string_view packed_metadata,
+                       std::string_view payload, uint32_t pair_count, bool group_slot, char* large);
 
-  std::string_view id() const { return {bytes(), id_len}; }
-  std::string_view payload() const { return {bytes() + id_len, payload_len}; }
+  uint32_t& group_slot() { return SlotAt(0); }
+  uint32_t& filter_slot(uint32_t pair) { return SlotAt(pair + (has_group_slot() ? 1 : 0)); }
+
+  std::string_view id() const { return {bytes() + slots_bytes(), id_len()}; }
   std::string_view packed_metadata() const {
-    return {bytes() + id_len + payload_len, metadata_len};
+    if (metadata_len() == 0) return {kNoMetadata, 1};
+    return {bytes() + slots_bytes() + id_len(), metadata_len()};
   }
-  uint8_t pair_count() const { return static_cast<uint8_t>(packed_metadata()[0]); }
-  uint32_t* filter_slots() {
-    size_t at = (sizeof(Message) + id_len + payload_len + metadata_len + 3) & ~size_t{3};
-    return reinterpret_cast<uint32_t*>(reinterpret_cast<char*>(this) + at);
+  std::string_view payload() const {
+    const char* at = bytes() + slots_bytes() + id_len() + metadata_len();
+    if (!large_payload()) return {at, lengths & kPayloadMask};
+    char* block;
+    uint32_t len;
+    std::memcpy(&block, at, sizeof block);
+    std::memcpy(&len, at + sizeof block, sizeof len);
+    return {block, len};
+  }
+  // The payload's own block, if it lives apart (null otherwise).
+  char* large_block() const {
+    if (!large_payload()) return nullptr;
+    char* block;
+    std::memcpy(&block, bytes() + slots_bytes() + id_len() + metadata_len(), sizeof block);
+    return block;
   }
 
  private:
-  Message()
-      : priority(0),
-        seq(0),
-        version(0),
-        lease_token(0),
-        due_at(0),
-        enqueued_at(0),
-        updated_at(0),
-        attempts(0),
-        max_attempts(0),
-        ready_slot(kNoSlot),
-        timer_slot(kNoSlot),
-        payload_len(0),
-        metadata_len(0),
-        id_len(0),
-        state(MessageState::kPending) {}
+  static constexpr uint32_t kAttemptsMask = (1u << 20) - 1;
+  static constexpr uint32_t kHasError = 1u << 23;
+  static constexpr uint32_t kLarge = 1u << 24;
+  static constexpr uint32_t kGroupSlot = 1u << 25;
+  static constexpr uint32_t kWide = 1u << 26;
+  static constexpr uint32_t kPayloadMask = (1u << 19) - 1;
+  static constexpr size_t kLargeRefBytes = 12;
+  static constexpr char kNoMetadata[1] = {0};
+
+  size_t slots_bytes() const { return 4 * (pair_count() + (has_group_slot() ? 1 : 0)); }
   char* bytes() { return reinterpret_cast<char*>(this + 1); }
   const char* bytes() const { return reinterpret_cast<const char*>(this + 1); }
+  uint32_t& SlotAt(uint32_t i) { return reinterpret_cast<uint32_t*>(bytes())[i]; }
 };
-static_assert(sizeof(Message) == 80, "keep the per-message header small (docs/engine.md)");
+static_assert(sizeof(Message) == 48, "keep the record header small (docs/engine.md)");
+static_assert(kInlinePayloadBytes < (1u << 19), "inline payload length fits 19 bits");
+
+inline Message* Message::Init(void* at, std::string_view id, std::string_view packed_metadata,
+                              std::string_view payload, uint32_t pair_count, bool group_slot,
+                              char* large) {
+  auto* m = static_cast<Message*>(at);
+  const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
+  m->priority = 0;
+  m->seq = 0;
+  m->enqueued_at = 0;
+  m->version32 = 0;
+  m->updated_delta = 0;
+  m->slot = UINT32_MAX;
+  const bool is_large = payload.size() > kInlinePayloadBytes;
+  m->counts = (is_large ? kLarge : 0) | (group_slot ? kGroupSlot : 0);
+  m->limits = (pair_count << 20) | (static_cast<uint32_t>(id.size() - 1) << 25);
+  m->lengths = (static_cast<uint32_t>(metadata_len) << 19) |
+               (is_large ? 0 : static_cast<uint32_t>(payload.size()));
+  const uint32_t slots = pair_count + (group_slot ? 1 : 0);
+  for (uint32_t i = 0; i < slots; ++i) m->SlotAt(i) = UINT32_MAX;
+  char* p = m->bytes() + 4 * slots;
+  std::memcpy(p, id.data(), id.size());
+  p += id.size();
+  if (metadata_len > 0) std::memcpy(p, packed_metadata.data(), metadata_len);
+  p += metadata_len;
+  if (!is_large) {
+    if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+  } else {
+    const auto len = static_cast<uint32_t>(payload.size());
+    std::memcpy(p, &large, sizeof large);
+    std::memcpy(p + sizeof large, &len, sizeof len);
+  }
+  return m;
+}
 
 }  // namespace sundial

@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine/metadata.h"
+#include "engine/pages.h"
 
 namespace sundial {
 namespace {
@@ -26,7 +27,7 @@ TimeMs SaturatingAdd(TimeMs a, int64_t b) {
 }
 
 uint64_t AccountedBytes(const Message* m) {
-  return kMessageOverheadBytes + m->id_len + m->payload_len + m->metadata_len;
+  return kMessageOverheadBytes + m->id().size() + m->payload().size() + m->packed_metadata().size();
 }
 
 // A fresh lease token in [1, 2^53).
@@ -66,6 +67,10 @@ std::string EncodeCursor(const Message* m) {
   return std::to_string(m->priority) + "." + std::to_string(m->seq);
 }
 
+uint32_t PairCount(std::string_view packed) {
+  return packed.empty() ? 0 : static_cast<uint8_t>(packed[0]);
+}
+
 bool DecodeCursor(std::string_view s, int64_t* priority, uint64_t* seq) {
   size_t dot = s.find('.');
   if (dot == std::string_view::npos) return false;
@@ -73,10 +78,6 @@ bool DecodeCursor(std::string_view s, int64_t* priority, uint64_t* seq) {
   auto b = std::from_chars(s.data() + dot + 1, s.data() + s.size(), *seq);
   return a.ec == std::errc() && a.ptr == s.data() + dot && b.ec == std::errc() &&
          b.ptr == s.data() + s.size();
-}
-
-bool PriorityOrder(const Message* a, const Message* b) {
-  return a->priority != b->priority ? a->priority < b->priority : a->seq < b->seq;
 }
 
 }  // namespace
@@ -108,15 +109,6 @@ uint64_t Random::Next() {
 
 size_t StringHash::operator()(std::string_view s) const { return XXH3_64bits(s.data(), s.size()); }
 
-FilterEntry::FilterEntry(Message* m, uint32_t pair)
-    : bits_(reinterpret_cast<uintptr_t>(m) | (uintptr_t{pair} << 48)) {
-  if ((reinterpret_cast<uintptr_t>(m) & ~kPointerMask) != 0) std::abort();  // see queue.h
-}
-
-size_t Queue::IdHash::operator()(std::string_view id) const {
-  return XXH3_64bits(id.data(), id.size());
-}
-
 size_t Queue::PairHash::operator()(const PairView& p) const {
   uint64_t h = XXH3_64bits(p.key.data(), p.key.size());
   return XXH3_64bits_withSeed(p.value.data(), p.value.size(), h);
@@ -139,11 +131,33 @@ void Queue::Clear() {
   groups_.clear();
   filters_.clear();
   errors_.clear();
-  for (Message* m : by_id_) Message::Destroy(m);
-  by_id_.clear();
+  wide_.clear();
+  if (large_bytes_ > 0) {
+    store_.ForEach([](MessageRef, const Message* m) {
+      if (char* block = m->large_block()) pages::Free(block, m->payload().size());
+    });
+  }
+  ids_.Clear();
+  store_.Clear();
+  large_bytes_ = 0;
   AddShardBytes(-static_cast<int64_t>(memory_bytes_));
   memory_bytes_ = 0;
   counts_ = StateCounts{};
+}
+
+uint64_t Queue::allocated_bytes() const {
+  uint64_t total = store_.allocated_bytes() + large_bytes_ + ids_.allocated_bytes() +
+                   ready_.capacity_bytes() + timers_.capacity_bytes();
+  for (const auto& [value, g] : groups_) {
+    total += g.pending.capacity_bytes() + sizeof(Group) + value.size() + 64;
+  }
+  for (const auto& [pair, index] : filters_) {
+    total += index.pending.capacity_bytes() + sizeof(PairIndex) + pair.key.size() +
+             pair.value.size() + 96;
+  }
+  for (const auto& [ref, error] : errors_) total += sizeof(ref) + sizeof(error) + error.capacity();
+  total += wide_.size() * (sizeof(MessageRef) + sizeof(WideFields));
+  return total;
 }
 
 QueueInfo Queue::Info(TimeMs now) const {
@@ -152,48 +166,84 @@ QueueInfo Queue::Info(TimeMs now) const {
   info.settings = settings_;
   info.counts = counts_;
   info.memory_bytes = memory_bytes_;
-  if (!ready_.empty()) {
-    info.oldest_pending_age_ms = std::max<int64_t>(0, now - ready_.top().message->enqueued_at);
+  if (!ready_.empty() && !bulk_) {
+    info.oldest_pending_age_ms = std::max<int64_t>(0, now - At(ready_.top().ref)->enqueued_at);
   }
   return info;
 }
 
-Message* Queue::Find(std::string_view id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : *it;
+Queue::Timing Queue::TimingOf(const Message* m) const {
+  if (m->state() == MessageState::kPending) return {};
+  const TimerEntry& e = timers_.at(m->slot);
+  return {e.due_at, e.token};
 }
 
-Message* Queue::Insert(std::string_view id, std::string_view payload,
-                       std::string_view packed_metadata) {
-  auto pairs = static_cast<uint8_t>(packed_metadata.empty() ? 0 : packed_metadata[0]);
-  Message* m = Message::Create(id, payload, packed_metadata, pairs);
-  by_id_.insert(m);
+MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view payload,
+                         std::string_view packed_metadata, uint32_t pair_count) {
+  char* large = nullptr;
+  if (payload.size() > kInlinePayloadBytes) {
+    large = static_cast<char*>(pages::Allocate(payload.size()));
+    std::memcpy(large, payload.data(), payload.size());
+    large_bytes_ += payload.size();
+  }
+  const bool group_slot = exclusive();
+  const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
+  const MessageRef ref = store_.Allocate(
+      Message::RecordBytes(id.size(), metadata_len, payload.size(), pair_count, group_slot));
+  Message* m = Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large);
+  ids_.Insert(ref, hash);
   uint64_t bytes = AccountedBytes(m);
   memory_bytes_ += bytes;
   AddShardBytes(static_cast<int64_t>(bytes));
-  return m;
+  return ref;
 }
 
-void Queue::Erase(Message* m) {
-  by_id_.erase(m);
-  errors_.erase(m);
+void Queue::Erase(MessageRef ref) {
+  Message* m = At(ref);
+  ids_.Erase(ref, m->id());
+  if (m->has_error()) errors_.erase(ref);
+  if (m->wide()) wide_.erase(ref);
   uint64_t bytes = AccountedBytes(m);
   memory_bytes_ -= bytes;
   AddShardBytes(-static_cast<int64_t>(bytes));
-  Message::Destroy(m);
+  if (char* block = m->large_block()) {
+    large_bytes_ -= m->payload().size();
+    pages::Free(block, m->payload().size());
+  }
+  store_.Free(ref);
 }
 
-void Queue::SetError(const Message* m, std::string_view error) {
-  if (error.empty()) {
-    errors_.erase(m);
+void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
+  Message* m = At(ref);
+  TimeMs delta;
+  const bool fits = version <= UINT32_MAX &&
+                    !__builtin_sub_overflow(updated_at, m->enqueued_at, &delta) && delta >= 0 &&
+                    delta <= TimeMs{UINT32_MAX};
+  if (fits) {
+    if (m->wide()) wide_.erase(ref);
+    m->set_wide(false);
+    m->version32 = static_cast<uint32_t>(version);
+    m->updated_delta = static_cast<uint32_t>(delta);
   } else {
-    errors_[m] = std::string(error);
+    m->set_wide(true);
+    wide_[ref] = WideFields{version, updated_at};
   }
 }
 
-std::string_view Queue::ErrorOf(const Message* m) const {
-  if (errors_.empty()) return {};
-  auto it = errors_.find(m);
+void Queue::SetError(MessageRef ref, std::string_view error) {
+  Message* m = At(ref);
+  if (error.empty()) {
+    if (m->has_error()) errors_.erase(ref);
+    m->set_has_error(false);
+  } else {
+    errors_[ref] = std::string(error);
+    m->set_has_error(true);
+  }
+}
+
+std::string_view Queue::ErrorOf(const Message* m, MessageRef ref) const {
+  if (!m->has_error()) return {};
+  auto it = errors_.find(ref);
   return it == errors_.end() ? std::string_view() : std::string_view(it->second);
 }
 
@@ -206,171 +256,199 @@ std::string_view Queue::ValueOf(const Message* m) const {
 Queue::Group* Queue::GroupOf(const Message* m) {
   std::string_view value = ValueOf(m);
   auto it = groups_.find(value);
-  if (it == groups_.end()) it = groups_.emplace(std::string(value), Group{}).first;
+  if (it == groups_.end()) {
+    it = groups_.emplace(std::string(value), Group(&store_)).first;
+    if (bulk_) it->second.pending.BeginUnordered();
+  }
   return &it->second;
 }
 
 void Queue::PushGroupHead(Group* g) {
   if (g->pending.empty()) return;
-  Message* head = g->pending.top().message;
-  ready_.Push({head->priority, head->seq, head});
+  const ReadyEntry& head = g->pending.top();
+  ready_.Push(head);
 }
 
 void Queue::RemoveGroupHeadFromReady(Group* g) {
   if (g->pending.empty()) return;
-  Message* head = g->pending.top().message;
-  if (head->ready_slot != kNoSlot) ready_.Remove(head->ready_slot);
+  const Message* head = At(g->pending.top().ref);
+  if (head->slot != kNoSlot) ready_.Remove(head->slot);
 }
 
-void Queue::AttachPairs(Message* m, bool pending) {
-  if (m->metadata_len <= 1) return;
+void Queue::AttachPairs(MessageRef ref, bool pending) {
+  Message* m = At(ref);
+  if (m->pair_count() == 0) return;
   PackedMetadataReader reader(m->packed_metadata());
   std::string_view k, v;
   for (uint32_t i = 0; reader.Next(&k, &v); ++i) {
     auto it = filters_.find(PairView{k, v});
     if (it == filters_.end()) {
-      it = filters_.emplace(PairKey{std::string(k), std::string(v)}, PairIndex{}).first;
+      it = filters_.emplace(PairKey{std::string(k), std::string(v)}, PairIndex(&store_)).first;
+      if (bulk_) it->second.pending.BeginUnordered();
     }
-    ++it->second.counts[StateIndex(m->state)];
-    if (pending) it->second.pending.Push(FilterEntry(m, i));
+    ++it->second.counts[StateIndex(m->state())];
+    if (pending) it->second.pending.Push(FilterEntry{ref, static_cast<uint16_t>(i)});
   }
 }
 
-void Queue::DetachPairs(Message* m, bool pending) {
-  if (m->metadata_len <= 1) return;
+void Queue::DetachPairs(MessageRef ref, bool pending) {
+  Message* m = At(ref);
+  if (m->pair_count() == 0) return;
   PackedMetadataReader reader(m->packed_metadata());
   std::string_view k, v;
   for (uint32_t i = 0; reader.Next(&k, &v); ++i) {
     auto it = filters_.find(PairView{k, v});
-    --it->second.counts[StateIndex(m->state)];
-    if (pending) it->second.pending.Remove(m->filter_slots()[i]);
+    --it->second.counts[StateIndex(m->state())];
+    if (pending) it->second.pending.Remove(m->filter_slot(i));
     if (it->second.unused()) filters_.erase(it);
   }
 }
 
-void Queue::Attach(Message* m) {
-  ++counts_.by_state[StateIndex(m->state)];
-  AttachPairs(m, m->state == MessageState::kPending);
-  switch (m->state) {
+void Queue::Attach(MessageRef ref, Timing timing) {
+  Message* m = At(ref);
+  const MessageState state = m->state();
+  ++counts_.by_state[StateIndex(state)];
+  AttachPairs(ref, state == MessageState::kPending);
+  switch (state) {
     case MessageState::kPending: {
+      const ReadyEntry entry{m->priority, ref};
       if (!exclusive()) {
-        ready_.Push({m->priority, m->seq, m});
+        ready_.Push(entry);
         break;
       }
+      m->slot = kNoSlot;
       Group* g = GroupOf(m);
-      Message* old_head = g->pending.empty() ? nullptr : g->pending.top().message;
-      g->pending.Push({m->priority, m->seq, m});
-      if (g->holder != nullptr) {
+      if (bulk_) {
+        g->pending.Push(entry);  // heads and blocked counts are worked out by EndBulk
+        break;
+      }
+      const MessageRef old_head = g->pending.empty() ? kNoRef : g->pending.top().ref;
+      g->pending.Push(entry);
+      if (g->holder != kNoRef) {
         ++counts_.blocked;
-      } else if (g->pending.top().message == m) {
-        if (old_head != nullptr) ready_.Remove(old_head->ready_slot);
-        ready_.Push({m->priority, m->seq, m});
+      } else if (g->pending.top().ref == ref) {
+        if (old_head != kNoRef) ready_.Remove(At(old_head)->slot);
+        ready_.Push(entry);
       }
       break;
     }
     case MessageState::kRunning: {
-      timers_.Push({m->due_at, m->seq, m});
+      timers_.Push({timing.due_at, timing.token, ref});
       if (!exclusive()) break;
       Group* g = GroupOf(m);
-      g->holder = m;
+      g->holder = ref;
+      if (bulk_) break;
       RemoveGroupHeadFromReady(g);
       counts_.blocked += g->pending.size();
       break;
     }
     default:
-      timers_.Push({m->due_at, m->seq, m});
+      timers_.Push({timing.due_at, timing.token, ref});
       break;
   }
 }
 
-void Queue::Detach(Message* m) {
-  --counts_.by_state[StateIndex(m->state)];
-  DetachPairs(m, m->state == MessageState::kPending);
+void Queue::Detach(MessageRef ref) {
+  Message* m = At(ref);
+  const MessageState state = m->state();
+  --counts_.by_state[StateIndex(state)];
+  DetachPairs(ref, state == MessageState::kPending);
   Group* g = nullptr;
-  switch (m->state) {
+  switch (state) {
     case MessageState::kPending: {
       if (!exclusive()) {
-        ready_.Remove(m->ready_slot);
+        ready_.Remove(m->slot);
         break;
       }
       g = GroupOf(m);
-      bool was_ready = m->ready_slot != kNoSlot;
-      g->pending.Remove(m->group_slot);
-      if (g->holder != nullptr) {
+      if (bulk_) {
+        g->pending.Remove(m->group_slot());
+        break;
+      }
+      const bool was_ready = m->slot != kNoSlot;
+      g->pending.Remove(m->group_slot());
+      if (g->holder != kNoRef) {
         --counts_.blocked;
       } else if (was_ready) {
-        ready_.Remove(m->ready_slot);
+        ready_.Remove(m->slot);
         PushGroupHead(g);
       }
       break;
     }
     case MessageState::kRunning: {
-      timers_.Remove(m->timer_slot);
+      timers_.Remove(m->slot);
       if (!exclusive()) break;
       g = GroupOf(m);
-      if (g->holder == m) {
-        g->holder = nullptr;
-        counts_.blocked -= g->pending.size();
-        PushGroupHead(g);
+      if (g->holder == ref) {
+        g->holder = kNoRef;
+        if (!bulk_) {
+          counts_.blocked -= g->pending.size();
+          PushGroupHead(g);
+        }
       }
       break;
     }
     default:
-      timers_.Remove(m->timer_slot);
+      timers_.Remove(m->slot);
       break;
   }
-  if (g != nullptr && g->holder == nullptr && g->pending.empty()) {
+  if (g != nullptr && g->holder == kNoRef && g->pending.empty()) {
     groups_.erase(groups_.find(ValueOf(m)));
   }
 }
 
-MessageState Queue::BeginChange(Message* m) {
-  MessageState from = m->state;
-  Detach(m);
+MessageState Queue::BeginChange(MessageRef ref, Timing* old) {
+  const Message* m = At(ref);
+  const MessageState from = m->state();
+  if (old != nullptr) *old = TimingOf(m);
+  Detach(ref);
   return from;
 }
 
-void Queue::FinishChange(Message* m, MessageState from, MessageState to, TimeMs now,
-                         ChangeCause cause) {
-  m->state = to;
-  ++m->version;
-  m->updated_at = now;
-  Attach(m);
-  Emit(EffectType::kMessageChanged, cause, from, m, now);
+void Queue::FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
+                         ChangeCause cause, Timing timing) {
+  Message* m = At(ref);
+  m->set_state(to);
+  Stamp(ref, VersionOf(ref, m) + 1, now);
+  Attach(ref, timing);
+  Emit(EffectType::kMessageChanged, cause, from, ref, now);
 }
 
-void Queue::MakeTerminal(Message* m, MessageState to, TimeMs now, ChangeCause cause) {
-  MessageState from = BeginChange(m);
-  m->due_at = SaturatingAdd(now, settings_.retention_ms);
-  if (to != MessageState::kCompleted) m->lease_token = 0;
-  FinishChange(m, from, to, now, cause);
+void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause) {
+  Timing old;
+  MessageState from = BeginChange(ref, &old);
+  Timing timing{SaturatingAdd(now, settings_.retention_ms),
+                to == MessageState::kCompleted ? old.token : 0};
+  FinishChange(ref, from, to, now, cause, timing);
 }
 
-Effect Queue::MessageEffect(EffectType type, const Message* m, TimeMs time) const {
+Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const {
+  const Message* m = At(ref);
+  const Timing timing = TimingOf(m);
   Effect e;
   e.type = type;
   e.time = time;
   e.queue = name_;
   e.id = m->id();
-  e.from = e.to = m->state;
+  e.from = e.to = m->state();
   e.seq = m->seq;
-  e.version = m->version;
+  e.version = VersionOf(ref, m);
   e.priority = m->priority;
-  e.attempts = m->attempts;
-  e.max_attempts = m->max_attempts;
-  e.due_at = m->due_at;
-  e.lease_token = m->lease_token;
+  e.attempts = m->attempts();
+  e.max_attempts = m->max_attempts();
+  e.due_at = timing.due_at;
+  e.lease_token = timing.token;
   e.enqueued_at = m->enqueued_at;
   e.payload = m->payload();
   e.packed_metadata = m->packed_metadata();
-  e.error = ErrorOf(m);
+  e.error = ErrorOf(m, ref);
   return e;
 }
 
-void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, const Message* m,
-                 TimeMs now, std::string_view dead_letter_queue) const {
+void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
+                 std::string_view dead_letter_queue) const {
   if (env_->sink == nullptr) return;
-  Effect e = MessageEffect(type, m, now);
+  Effect e = MessageEffect(type, ref, now);
   e.cause = cause;
   e.from = from;
   e.dead_letter_queue = dead_letter_queue;
@@ -390,7 +468,7 @@ bool Queue::Matches(const Message* m, const Filter& filter) const {
 bool Queue::Blocked(const Message* m) const {
   if (!exclusive()) return false;
   auto it = groups_.find(ValueOf(m));
-  return it != groups_.end() && it->second.holder != nullptr;
+  return it != groups_.end() && it->second.holder != kNoRef;
 }
 
 const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
@@ -403,73 +481,93 @@ const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
   return best;
 }
 
-Message* Queue::SelectPending(const Filter& filter) const {
-  if (filter.empty()) return ready_.empty() ? nullptr : ready_.top().message;
+MessageRef Queue::SelectPending(const Filter& filter) const {
+  if (filter.empty()) return ready_.empty() ? kNoRef : ready_.top().ref;
   const PairIndex* index = MostSelective(filter);
-  if (index == nullptr || index->pending.empty()) return nullptr;
+  if (index == nullptr || index->pending.empty()) return kNoRef;
   const FilterHeap& heap = index->pending;
-  if (filter.size() == 1 && !exclusive()) return heap.top().message();
+  if (filter.size() == 1 && !exclusive()) return heap.top().ref;
   // Best-first walk of the heap in (priority, seq) order until a match that is not blocked.
   auto later = [&heap](uint32_t a, uint32_t b) {
-    return FilterEntryLess()(heap.at(b), heap.at(a));
+    return heap.traits().Less(heap.at(b), heap.at(a));
   };
   std::vector<uint32_t> frontier{0};
   while (!frontier.empty()) {
     std::pop_heap(frontier.begin(), frontier.end(), later);
     uint32_t slot = frontier.back();
     frontier.pop_back();
-    Message* m = heap.at(slot).message();
-    if (Matches(m, filter) && !Blocked(m)) return m;
+    const MessageRef ref = heap.at(slot).ref;
+    const Message* m = At(ref);
+    if (Matches(m, filter) && !Blocked(m)) return ref;
     size_t first = size_t{slot} * FilterHeap::arity() + 1;
     for (size_t c = first; c < first + FilterHeap::arity() && c < heap.size(); ++c) {
       frontier.push_back(static_cast<uint32_t>(c));
       std::push_heap(frontier.begin(), frontier.end(), later);
     }
   }
-  return nullptr;
+  return kNoRef;
 }
 
-template <typename Fn>
-void Queue::ForEachMatch(const Filter& filter, Fn fn) const {
-  for (Message* m : by_id_) {
-    if (Matches(m, filter)) fn(m);
+bool Queue::PriorityOrder(MessageRef a, MessageRef b) const {
+  const Message* x = At(a);
+  const Message* y = At(b);
+  return x->priority != y->priority ? x->priority < y->priority : x->seq < y->seq;
+}
+
+std::vector<MessageRef> Queue::Matching(const Filter& filter, bool sorted) const {
+  std::vector<MessageRef> out;
+  store_.ForEach([&](MessageRef ref, const Message* m) {
+    if (Matches(m, filter)) out.push_back(ref);
+  });
+  if (sorted) {
+    std::sort(out.begin(), out.end(),
+              [this](MessageRef a, MessageRef b) { return PriorityOrder(a, b); });
   }
+  return out;
 }
 
 Status Queue::CheckLease(const Message* m, uint64_t token, TimeMs now) const {
-  if (m->state != MessageState::kRunning || token == 0 || m->lease_token != token) {
+  if (m->state() != MessageState::kRunning) {
     return FailedPrecondition("lease_token: not the current lease of this message");
   }
-  if (now >= m->due_at) return FailedPrecondition("lease_token: the lease has expired");
+  const Timing timing = TimingOf(m);
+  if (token == 0 || timing.token != token) {
+    return FailedPrecondition("lease_token: not the current lease of this message");
+  }
+  if (now >= timing.due_at) return FailedPrecondition("lease_token: the lease has expired");
   return Status::Ok();
 }
 
-MessageRecord Queue::Record(const Message* m) const {
+MessageRecord Queue::Record(MessageRef ref) const {
+  const Message* m = At(ref);
+  const Timing timing = TimingOf(m);
+  const MessageState state = m->state();
   MessageRecord r;
   r.queue = name_;
   r.id = std::string(m->id());
   r.priority = m->priority;
   r.payload = std::string(m->payload());
   r.metadata = UnpackMetadata(m->packed_metadata()).value_or(Metadata{});
-  r.state = m->state;
-  r.attempts = m->attempts;
-  r.max_attempts = m->max_attempts;
-  if (m->state == MessageState::kInvisible) r.visible_at = m->due_at;
-  if (m->state == MessageState::kRunning) r.lease_expires_at = m->due_at;
-  if (m->state == MessageState::kRunning || m->state == MessageState::kCompleted) {
-    r.lease_token = m->lease_token;
+  r.state = state;
+  r.attempts = m->attempts();
+  r.max_attempts = m->max_attempts();
+  if (state == MessageState::kInvisible) r.visible_at = timing.due_at;
+  if (state == MessageState::kRunning) r.lease_expires_at = timing.due_at;
+  if (state == MessageState::kRunning || state == MessageState::kCompleted) {
+    r.lease_token = timing.token;
   }
-  r.version = m->version;
+  r.version = VersionOf(ref, m);
   r.enqueued_at = m->enqueued_at;
-  r.updated_at = m->updated_at;
-  r.last_error = std::string(ErrorOf(m));
+  r.updated_at = UpdatedAtOf(ref, m);
+  r.last_error = std::string(ErrorOf(m, ref));
   return r;
 }
 
 // ---- Operations -------------------------------------------------------------------------------
 
 Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
-                                     uint64_t memory_budget, uint64_t memory_used) {
+                                     uint64_t memory_budget, uint64_t memory_used,
+                                     Status budget_exhausted) {
   if (exclusive()) {
     bool has_key = false;
     for (const auto& p : item.metadata) has_key |= p.key == settings_.exclusivity_key;
@@ -477,21 +575,27 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   }
   std::string generated;
   std::string_view id = item.id;
+  uint64_t hash;
   if (id.empty()) {
     do {
       generated = GenerateUlid(now, rng);
-    } while (Find(generated) != nullptr);
+      hash = IdTable::Hash(generated);
+    } while (ids_.Find(generated, hash) != kNoRef);
     id = generated;
-  } else if (const Message* existing = Find(id)) {
-    bool same = existing->priority == item.priority && existing->payload() == item.payload &&
-                (!item.max_attempts || *item.max_attempts == existing->max_attempts) &&
-                existing->pair_count() == item.metadata.size();
-    for (size_t i = 0; same && i < item.metadata.size(); ++i) {
-      auto v = FindMetadataValue(existing->packed_metadata(), item.metadata[i].key);
-      same = v && *v == item.metadata[i].value;
+  } else {
+    hash = IdTable::Hash(id);
+    if (const MessageRef found = ids_.Find(id, hash); found != kNoRef) {
+      const Message* existing = At(found);
+      bool same = existing->priority == item.priority && existing->payload() == item.payload &&
+                  (!item.max_attempts || *item.max_attempts == existing->max_attempts()) &&
+                  existing->pair_count() == item.metadata.size();
+      for (size_t i = 0; same && i < item.metadata.size(); ++i) {
+        auto v = FindMetadataValue(existing->packed_metadata(), item.metadata[i].key);
+        same = v && *v == item.metadata[i].value;
+      }
+      if (!same) return AlreadyExists("id: a message with this id and different content exists");
+      return EnqueueResult{std::string(id), VersionOf(found, existing), true};
     }
-    if (!same) return AlreadyExists("id: a message with this id and different content exists");
-    return EnqueueResult{std::string(id), existing->version, true};
   }
   if (settings_.enqueue_paused) return FailedPrecondition("queue: enqueue is paused");
   if (settings_.max_depth > 0) {
@@ -503,27 +607,27 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   packed.clear();
   AppendPackedMetadata(item.metadata, &packed);
   uint64_t bytes = kMessageOverheadBytes + id.size() + item.payload.size() + packed.size();
-  if (memory_budget > 0 && memory_used + bytes > memory_budget) {
-    return ResourceExhausted("memory: the server's memory budget is reached");
-  }
+  if (memory_budget > 0 && memory_used + bytes > memory_budget) return budget_exhausted;
   TimeMs visible_at = item.visible_at
                           ? *item.visible_at
                           : SaturatingAdd(now, item.delay_ms.value_or(settings_.invisibility_ms));
-  Message* m = Insert(id, item.payload, packed);
+  const MessageRef ref =
+      Insert(id, hash, item.payload, packed, static_cast<uint32_t>(item.metadata.size()));
+  Message* m = At(ref);
   m->priority = item.priority;
   m->seq = next_seq_++;
-  m->version = 1;
-  m->max_attempts = item.max_attempts.value_or(settings_.max_attempts);
+  m->set_max_attempts(item.max_attempts.value_or(settings_.max_attempts));
   m->enqueued_at = now;
-  m->updated_at = now;
+  Stamp(ref, 1, now);
+  Timing timing;
   if (visible_at > now) {
-    m->state = MessageState::kInvisible;
-    m->due_at = visible_at;
+    m->set_state(MessageState::kInvisible);
+    timing.due_at = visible_at;
   } else {
-    m->state = MessageState::kPending;
+    m->set_state(MessageState::kPending);
   }
-  Attach(m);
-  Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state, m, now);
+  Attach(ref, timing);
+  Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state(), ref, now);
   return EnqueueResult{std::string(id), 1, false};
 }
 
@@ -532,89 +636,95 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   if (settings_.dequeue_paused) return out;
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   for (uint32_t i = 0; i < request.max; ++i) {
-    Message* m = SelectPending(request.filter);
-    if (m == nullptr) break;
-    MessageState from = BeginChange(m);
-    ++m->attempts;
-    m->lease_token = NewToken(rng);
-    m->due_at = SaturatingAdd(now, lease_ms);
-    FinishChange(m, from, MessageState::kRunning, now, ChangeCause::kLeased);
-    out.push_back(Record(m));
+    const MessageRef ref = SelectPending(request.filter);
+    if (ref == kNoRef) break;
+    MessageState from = BeginChange(ref);
+    Message* m = At(ref);
+    m->set_attempts(m->attempts() + 1);
+    FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
+                 Timing{SaturatingAdd(now, lease_ms), NewToken(rng)});
+    out.push_back(Record(ref));
   }
   return out;
 }
 
 Status Queue::Complete(const CompleteItem& item, TimeMs now) {
-  Message* m = Find(item.id);
-  if (m == nullptr) return NotFound("id: no such message");
-  if (m->state == MessageState::kCompleted && item.lease_token != 0 &&
-      m->lease_token == item.lease_token) {
+  const MessageRef ref = Find(item.id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  const Message* m = At(ref);
+  if (m->state() == MessageState::kCompleted && item.lease_token != 0 &&
+      TimingOf(m).token == item.lease_token) {
     return Status::Ok();  // a repeated complete with the same token
   }
   if (Status s = CheckLease(m, item.lease_token, now); !s.ok()) return s;
-  MakeTerminal(m, MessageState::kCompleted, now, ChangeCause::kCompleted);
+  MakeTerminal(ref, MessageState::kCompleted, now, ChangeCause::kCompleted);
   return Status::Ok();
 }
 
 bool Queue::CanEnter(const Message* m) const {
-  if (Find(m->id()) != nullptr) return false;
+  if (Find(m->id()) != kNoRef) return false;
   if (!exclusive()) return true;
   return FindMetadataValue(m->packed_metadata(), settings_.exclusivity_key).has_value();
 }
 
-void Queue::MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint64_t version,
+void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                              uint32_t max_attempts, std::string_view error, TimeMs now, bool emit) {
+  const Message* m = At(ref);
   std::string packed = WithOrigin(m->packed_metadata(), name_);
-  Message* n = dead_letter->Insert(m->id(), m->payload(), packed);
+  const MessageRef moved =
+      dead_letter->Insert(m->id(), IdTable::Hash(m->id()), m->payload(), packed, PairCount(packed));
+  m = At(ref);  // (a different store: `m` stays valid, but read it again for clarity)
+  Message* n = dead_letter->At(moved);
   n->priority = m->priority;
   n->seq = seq;
   dead_letter->next_seq_ = std::max(dead_letter->next_seq_, seq + 1);
-  n->version = version;
-  n->attempts = 0;
-  n->max_attempts = max_attempts;
+  n->set_attempts(0);
+  n->set_max_attempts(max_attempts);
   n->enqueued_at = m->enqueued_at;
-  n->updated_at = now;
-  n->state = MessageState::kPending;
-  dead_letter->SetError(n, error);
-  dead_letter->Attach(n);
+  dead_letter->Stamp(moved, version, now);
+  n->set_state(MessageState::kPending);
+  dead_letter->SetError(moved, error);
+  dead_letter->Attach(moved, Timing{});
   if (emit && env_->sink != nullptr) {
     // The moved message's new state, reported under the source queue's name.
-    Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, n, now);
+    Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, moved, now);
     e.queue = name_;
-    e.from = m->state;
+    e.from = m->state();
     e.dead_letter_queue = dead_letter->name_;
     env_->sink->OnEffect(e);
   }
-  Detach(m);
-  Erase(m);
+  Detach(ref);
+  Erase(ref);
 }
 
-bool Queue::ErrorOrDeadLetter(Message* m, TimeMs now, ChangeCause cause, Queue* dead_letter) {
+bool Queue::ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter) {
+  const Message* m = At(ref);
   if (dead_letter != nullptr && dead_letter != this && dead_letter->CanEnter(m)) {
-    MoveToDeadLetter(m, dead_letter, dead_letter->next_seq_, m->version + 1,
-                     dead_letter->settings_.max_attempts, ErrorOf(m), now, /*emit=*/true);
+    MoveToDeadLetter(ref, dead_letter, dead_letter->next_seq_, VersionOf(ref, m) + 1,
+                     dead_letter->settings_.max_attempts, ErrorOf(m, ref), now, /*emit=*/true);
     return true;
   }
-  MakeTerminal(m, MessageState::kErrored, now, cause);
+  MakeTerminal(ref, MessageState::kErrored, now, cause);
   return false;
 }
 
 Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* rng,
                                Queue* dead_letter) {
-  Message* m = Find(request.id);
-  if (m == nullptr) return NotFound("id: no such message");
-  if (Status s = CheckLease(m, request.lease_token, now); !s.ok()) return s;
+  const MessageRef ref = Find(request.id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  if (Status s = CheckLease(At(ref), request.lease_token, now); !s.ok()) return s;
   std::string_view error = request.error;
   if (error.size() > kMaxErrorBytes) {
     size_t cut = kMaxErrorBytes;
     while (cut > 0 && (static_cast<uint8_t>(error[cut]) & 0xC0) == 0x80) --cut;
     error = error.substr(0, cut);
   }
-  SetError(m, error);
+  SetError(ref, error);
   FailResult result;
-  if (m->attempts >= m->max_attempts) {
+  const Message* m = At(ref);
+  if (m->attempts() >= m->max_attempts()) {
     std::string dead_letter_name = dead_letter ? dead_letter->name_ : std::string();
-    if (ErrorOrDeadLetter(m, now, ChangeCause::kFailed, dead_letter)) {
+    if (ErrorOrDeadLetter(ref, now, ChangeCause::kFailed, dead_letter)) {
       result.dead_letter_queue = std::move(dead_letter_name);
     }
     result.state = MessageState::kErrored;
@@ -624,123 +734,124 @@ Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* r
   if (request.retry_delay_ms) {
     delay = *request.retry_delay_ms;
   } else {
-    uint32_t shift = std::min<uint32_t>(m->attempts - 1, 62);
+    uint32_t shift = std::min<uint32_t>(m->attempts() - 1, 62);
     int64_t base = settings_.retry_backoff_ms;
     int64_t cap = settings_.retry_backoff_max_ms;
     int64_t d = (base > 0 && base > (cap >> shift)) ? cap : std::min(cap, base << shift);
     delay = std::llround(static_cast<double>(d) * (0.9 + 0.2 * rng->NextUnit()));
   }
-  MessageState from = BeginChange(m);
-  m->lease_token = 0;
+  MessageState from = BeginChange(ref);
   if (delay <= 0) {
-    m->due_at = 0;
-    FinishChange(m, from, MessageState::kPending, now, ChangeCause::kFailed);
+    FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kFailed, Timing{});
     result.state = MessageState::kPending;
   } else {
-    m->due_at = SaturatingAdd(now, delay);
-    FinishChange(m, from, MessageState::kInvisible, now, ChangeCause::kFailed);
+    const TimeMs visible_at = SaturatingAdd(now, delay);
+    FinishChange(ref, from, MessageState::kInvisible, now, ChangeCause::kFailed,
+                 Timing{visible_at, 0});
     result.state = MessageState::kInvisible;
-    result.visible_at = m->due_at;
+    result.visible_at = visible_at;
   }
   return result;
 }
 
 Result<TimeMs> Queue::Extend(std::string_view id, uint64_t token, int64_t lease_ms, TimeMs now) {
-  Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  Message* m = At(ref);
   if (Status s = CheckLease(m, token, now); !s.ok()) return s;
-  m->due_at = SaturatingAdd(now, lease_ms);
-  timers_.Update(m->timer_slot, {m->due_at, m->seq, m});
-  ++m->version;
-  m->updated_at = now;
-  Emit(EffectType::kMessageChanged, ChangeCause::kExtended, MessageState::kRunning, m, now);
-  return m->due_at;
+  const TimeMs due = SaturatingAdd(now, lease_ms);
+  timers_.Update(m->slot, {due, token, ref});
+  Stamp(ref, VersionOf(ref, m) + 1, now);
+  Emit(EffectType::kMessageChanged, ChangeCause::kExtended, MessageState::kRunning, ref, now);
+  return due;
 }
 
 Status Queue::Cancel(std::string_view id, TimeMs now) {
-  Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
-  if (m->state == MessageState::kCanceled) return Status::Ok();
-  if (IsTerminal(m->state)) return FailedPrecondition("state: the message is completed or errored");
-  MakeTerminal(m, MessageState::kCanceled, now, ChangeCause::kCanceled);
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  const MessageState state = At(ref)->state();
+  if (state == MessageState::kCanceled) return Status::Ok();
+  if (IsTerminal(state)) return FailedPrecondition("state: the message is completed or errored");
+  MakeTerminal(ref, MessageState::kCanceled, now, ChangeCause::kCanceled);
   return Status::Ok();
 }
 
 uint64_t Queue::CancelByFilter(const Filter& filter, TimeMs now) {
-  std::vector<Message*> victims;
-  ForEachMatch(filter, [&](Message* m) {
-    if (!IsTerminal(m->state)) victims.push_back(m);
-  });
-  std::sort(victims.begin(), victims.end(), PriorityOrder);
-  for (Message* m : victims) MakeTerminal(m, MessageState::kCanceled, now, ChangeCause::kCanceled);
-  return victims.size();
+  std::vector<MessageRef> victims = Matching(filter, /*sorted=*/true);
+  uint64_t n = 0;
+  for (MessageRef ref : victims) {
+    if (IsTerminal(At(ref)->state())) continue;
+    MakeTerminal(ref, MessageState::kCanceled, now, ChangeCause::kCanceled);
+    ++n;
+  }
+  return n;
 }
 
 Result<uint64_t> Queue::Reprioritize(std::string_view id, const ReprioritizeRequest& r,
                                      TimeMs now) {
-  Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
-  if (m->state != MessageState::kInvisible && m->state != MessageState::kPending) {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  Message* m = At(ref);
+  if (m->state() != MessageState::kInvisible && m->state() != MessageState::kPending) {
     return FailedPrecondition("state: only invisible or pending messages can be reprioritized");
   }
-  MessageState to = m->state;
-  TimeMs due = m->due_at;
+  MessageState to = m->state();
+  Timing old;
+  MessageState from = BeginChange(ref, &old);
+  TimeMs due = old.due_at;
   if (r.visible_at) {
     to = *r.visible_at > now ? MessageState::kInvisible : MessageState::kPending;
     due = *r.visible_at > now ? *r.visible_at : 0;
   }
-  MessageState from = BeginChange(m);
   if (r.priority) m->priority = *r.priority;
-  m->due_at = due;
-  FinishChange(m, from, to, now, ChangeCause::kReprioritized);
-  return m->version;
+  FinishChange(ref, from, to, now, ChangeCause::kReprioritized, Timing{due, 0});
+  return VersionOf(ref, m);
 }
 
 uint64_t Queue::ReprioritizeByFilter(const Filter& filter, const ReprioritizeRequest& r,
                                      TimeMs now) {
-  std::vector<Message*> targets;
-  ForEachMatch(filter, [&](Message* m) {
-    if (m->state == MessageState::kInvisible || m->state == MessageState::kPending) {
-      targets.push_back(m);
-    }
-  });
-  std::sort(targets.begin(), targets.end(), PriorityOrder);
-  for (Message* m : targets) (void)Reprioritize(m->id(), r, now);
-  return targets.size();
+  std::vector<MessageRef> targets = Matching(filter, /*sorted=*/true);
+  uint64_t n = 0;
+  for (MessageRef ref : targets) {
+    const Message* m = At(ref);
+    if (m->state() != MessageState::kInvisible && m->state() != MessageState::kPending) continue;
+    (void)Reprioritize(m->id(), r, now);
+    ++n;
+  }
+  return n;
 }
 
 Status Queue::Redrive(std::string_view id, TimeMs now) {
-  Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
-  if (m->state != MessageState::kErrored) {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  if (At(ref)->state() != MessageState::kErrored) {
     return FailedPrecondition("state: only errored messages can be redriven");
   }
-  MessageState from = BeginChange(m);
-  m->attempts = 0;
-  m->due_at = 0;
-  m->lease_token = 0;
-  FinishChange(m, from, MessageState::kPending, now, ChangeCause::kRedriven);
+  MessageState from = BeginChange(ref);
+  At(ref)->set_attempts(0);
+  FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kRedriven, Timing{});
   return Status::Ok();
 }
 
 uint64_t Queue::RedriveByFilter(const Filter& filter, TimeMs now) {
-  std::vector<Message*> targets;
-  ForEachMatch(filter, [&](Message* m) {
-    if (m->state == MessageState::kErrored) targets.push_back(m);
-  });
-  std::sort(targets.begin(), targets.end(), PriorityOrder);
-  for (Message* m : targets) (void)Redrive(m->id(), now);
-  return targets.size();
+  std::vector<MessageRef> targets = Matching(filter, /*sorted=*/true);
+  uint64_t n = 0;
+  for (MessageRef ref : targets) {
+    if (At(ref)->state() != MessageState::kErrored) continue;
+    (void)Redrive(At(ref)->id(), now);
+    ++n;
+  }
+  return n;
 }
 
 uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit) {
-  std::vector<Message*> victims;
-  for (Message* m : by_id_) {
-    if (state_mask & Bit(m->state)) victims.push_back(m);
-  }
-  for (Message* m : victims) {
-    Detach(m);
-    Erase(m);
+  std::vector<MessageRef> victims;
+  store_.ForEach([&](MessageRef ref, const Message* m) {
+    if (state_mask & Bit(m->state())) victims.push_back(ref);
+  });
+  for (MessageRef ref : victims) {
+    Detach(ref);
+    Erase(ref);
   }
   if (emit && env_->sink != nullptr) {
     Effect e;
@@ -754,31 +865,30 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit) {
 }
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked, uint64_t* count) {
-  while (!timers_.empty() && timers_.top().key <= now) {
-    Message* m = timers_.top().message;
-    switch (m->state) {
+  while (!timers_.empty() && timers_.top().due_at <= now) {
+    const MessageRef ref = timers_.top().ref;
+    Message* m = At(ref);
+    switch (m->state()) {
       case MessageState::kInvisible: {
-        MessageState from = BeginChange(m);
-        m->due_at = 0;
-        FinishChange(m, from, MessageState::kPending, now, ChangeCause::kBecameVisible);
+        MessageState from = BeginChange(ref);
+        FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kBecameVisible, Timing{});
         break;
       }
       case MessageState::kRunning: {
-        if (m->attempts < m->max_attempts) {
-          MessageState from = BeginChange(m);
-          m->due_at = 0;
-          m->lease_token = 0;
-          FinishChange(m, from, MessageState::kPending, now, ChangeCause::kLeaseExpired);
+        if (m->attempts() < m->max_attempts()) {
+          MessageState from = BeginChange(ref);
+          FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired,
+                       Timing{});
         } else {
           if (dead_letter_unlocked) return false;
-          ErrorOrDeadLetter(m, now, ChangeCause::kLeaseExpired, dead_letter);
+          ErrorOrDeadLetter(ref, now, ChangeCause::kLeaseExpired, dead_letter);
         }
         break;
       }
       default:
-        Detach(m);
-        Emit(EffectType::kMessageRemoved, ChangeCause::kNone, m->state, m, now);
-        Erase(m);
+        Emit(EffectType::kMessageRemoved, ChangeCause::kNone, m->state(), ref, now);
+        Detach(ref);
+        Erase(ref);
         break;
     }
     ++*count;
@@ -789,9 +899,9 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked, u
 // ---- Reads ------------------------------------------------------------------------------------
 
 Result<MessageRecord> Queue::Get(std::string_view id) const {
-  const Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
-  return Record(m);
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  return Record(ref);
 }
 
 Result<BrowsePage> Queue::Browse(const BrowseRequest& request) const {
@@ -801,26 +911,26 @@ Result<BrowsePage> Queue::Browse(const BrowseRequest& request) const {
   if (has_cursor && !DecodeCursor(request.cursor, &after_priority, &after_seq)) {
     return InvalidArgument("cursor: malformed");
   }
-  std::vector<const Message*> found;
-  for (const Message* m : by_id_) {
-    if (m->state != request.state) continue;
+  std::vector<MessageRef> found;
+  store_.ForEach([&](MessageRef ref, const Message* m) {
+    if (m->state() != request.state) return;
     if (has_cursor &&
         (m->priority < after_priority || (m->priority == after_priority && m->seq <= after_seq))) {
-      continue;
+      return;
     }
-    if (Matches(m, request.filter)) found.push_back(m);
-  }
+    if (Matches(m, request.filter)) found.push_back(ref);
+  });
   size_t take = std::min<size_t>(found.size(), request.limit);
-  std::partial_sort(found.begin(), found.begin() + take, found.end(), PriorityOrder);
+  std::partial_sort(found.begin(), found.begin() + take, found.end(),
+                    [this](MessageRef a, MessageRef b) { return PriorityOrder(a, b); });
   BrowsePage page;
   page.messages.reserve(take);
   for (size_t i = 0; i < take; ++i) {
-    const Message* m = found[i];
-    MessageRecord r = Record(m);
+    MessageRecord r = Record(found[i]);
     page.messages.push_back({r.id, r.priority, r.state, r.attempts, r.version, r.visible_at,
                              r.lease_expires_at, r.enqueued_at, r.updated_at});
   }
-  if (found.size() > take && take > 0) page.next_cursor = EncodeCursor(found[take - 1]);
+  if (found.size() > take && take > 0) page.next_cursor = EncodeCursor(At(found[take - 1]));
   return page;
 }
 
@@ -833,46 +943,50 @@ StateCounts Queue::Count(const Filter& filter) const {
     out.by_state = it->second.counts;
     if (exclusive()) {
       const FilterHeap& heap = it->second.pending;
-      for (size_t i = 0; i < heap.size(); ++i) out.blocked += Blocked(heap.at(i).message());
+      for (size_t i = 0; i < heap.size(); ++i) out.blocked += Blocked(At(heap.at(i).ref));
     }
     return out;
   }
-  ForEachMatch(filter, [&](const Message* m) {
-    ++out.by_state[StateIndex(m->state)];
-    if (m->state == MessageState::kPending && Blocked(m)) ++out.blocked;
+  store_.ForEach([&](MessageRef, const Message* m) {
+    if (!Matches(m, filter)) return;
+    ++out.by_state[StateIndex(m->state())];
+    if (m->state() == MessageState::kPending && Blocked(m)) ++out.blocked;
   });
   return out;
 }
 
 Result<Explanation> Queue::Explain(std::string_view id) const {
-  const Message* m = Find(id);
-  if (m == nullptr) return NotFound("id: no such message");
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  const Message* m = At(ref);
+  const Timing timing = TimingOf(m);
   Explanation x;
   x.id = std::string(m->id());
-  x.state = m->state;
-  x.attempts = m->attempts;
-  switch (m->state) {
+  x.state = m->state();
+  x.attempts = m->attempts();
+  switch (m->state()) {
     case MessageState::kInvisible:
       x.reason = ExplainReason::kInvisible;
-      x.until = m->due_at;
+      x.until = timing.due_at;
       break;
     case MessageState::kPending:
       if (settings_.dequeue_paused) {
         x.reason = ExplainReason::kQueuePaused;
       } else if (Blocked(m)) {
-        const Message* holder = groups_.find(ValueOf(m))->second.holder;
+        const Message* holder = At(groups_.find(ValueOf(m))->second.holder);
+        const Timing lease = TimingOf(holder);
         x.reason = ExplainReason::kExclusivityHeld;
         x.exclusivity_value = std::string(ValueOf(m));
-        x.lease_token = holder->lease_token;
-        x.until = holder->due_at;
+        x.lease_token = lease.token;
+        x.until = lease.due_at;
       } else {
         x.reason = ExplainReason::kDequeueable;
       }
       break;
     case MessageState::kRunning:
       x.reason = ExplainReason::kRunning;
-      x.lease_token = m->lease_token;
-      x.until = m->due_at;
+      x.lease_token = timing.token;
+      x.until = timing.due_at;
       break;
     case MessageState::kErrored:
       x.reason = ExplainReason::kAttemptsSpent;
@@ -890,30 +1004,32 @@ Explanation Queue::ExplainFilter(const Filter& filter) const {
     x.reason = ExplainReason::kQueuePaused;
     return x;
   }
-  if (const Message* m = SelectPending(filter)) {
+  if (const MessageRef ref = SelectPending(filter); ref != kNoRef) {
+    const Message* m = At(ref);
     x.reason = ExplainReason::kDequeueable;
     x.id = std::string(m->id());
-    x.state = m->state;
-    x.attempts = m->attempts;
+    x.state = m->state();
+    x.attempts = m->attempts();
     return x;
   }
-  const Message* blocked = nullptr;
-  const Message* invisible = nullptr;
-  ForEachMatch(filter, [&](const Message* m) {
-    if (m->state == MessageState::kPending && Blocked(m)) {
-      if (blocked == nullptr || PriorityOrder(m, blocked)) blocked = m;
-    } else if (m->state == MessageState::kInvisible) {
-      if (invisible == nullptr || m->due_at < invisible->due_at ||
-          (m->due_at == invisible->due_at && m->seq < invisible->seq)) {
-        invisible = m;
+  MessageRef blocked = kNoRef;
+  MessageRef invisible = kNoRef;
+  TimeMs invisible_due = 0;
+  store_.ForEach([&](MessageRef ref, const Message* m) {
+    if (!Matches(m, filter)) return;
+    if (m->state() == MessageState::kPending && Blocked(m)) {
+      if (blocked == kNoRef || PriorityOrder(ref, blocked)) blocked = ref;
+    } else if (m->state() == MessageState::kInvisible) {
+      const TimeMs due = TimingOf(m).due_at;
+      if (invisible == kNoRef || due < invisible_due ||
+          (due == invisible_due && m->seq < At(invisible)->seq)) {
+        invisible = ref;
+        invisible_due = due;
       }
     }
   });
-  if (blocked != nullptr) {
-    Explanation held = *Explain(blocked->id());
-    return held;
-  }
-  if (invisible != nullptr) return *Explain(invisible->id());
+  if (blocked != kNoRef) return *Explain(At(blocked)->id());
+  if (invisible != kNoRef) return *Explain(At(invisible)->id());
   x.reason = ExplainReason::kNoMatch;
   return x;
 }
@@ -921,73 +1037,84 @@ Explanation Queue::ExplainFilter(const Filter& filter) const {
 // ---- Replay, export, digest -------------------------------------------------------------------
 
 Status Queue::ApplyEnqueued(const Effect& e) {
-  if (Find(e.id) != nullptr) return Status(Code::kInternal, "effect: the message already exists");
+  const uint64_t hash = IdTable::Hash(e.id);
+  if (ids_.Find(e.id, hash) != kNoRef) {
+    return Status(Code::kInternal, "effect: the message already exists");
+  }
   PackedMetadataReader reader(e.packed_metadata);
   std::string_view k, v;
   uint32_t pairs = 0;
   while (reader.Next(&k, &v)) ++pairs;
-  if (!reader.Valid() || e.id.empty() || e.id.size() > kMaxIdBytes) {
+  if (!reader.Valid() || e.id.empty() || e.id.size() > kMaxIdBytes ||
+      pairs > kMaxMetadataPairs + 1 || e.packed_metadata.size() >= (1u << 13) ||
+      e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
+      static_cast<size_t>(e.to) >= kStateCount ||
+      (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
-  Message* m = Insert(e.id, e.payload, e.packed_metadata);
+  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs);
+  Message* m = At(ref);
   m->priority = e.priority;
   m->seq = e.seq;
   next_seq_ = std::max(next_seq_, e.seq + 1);
-  m->version = e.version;
-  m->attempts = e.attempts;
-  m->max_attempts = e.max_attempts;
-  m->lease_token = e.lease_token;
-  m->due_at = e.due_at;
+  m->set_attempts(e.attempts);
+  m->set_max_attempts(e.max_attempts);
   m->enqueued_at = e.enqueued_at;
-  m->updated_at = e.time;
-  m->state = e.to;
-  SetError(m, e.error);
-  Attach(m);
+  Stamp(ref, e.version, e.time);
+  m->set_state(e.to);
+  SetError(ref, e.error);
+  Attach(ref, Timing{e.due_at, e.lease_token});
   return Status::Ok();
 }
 
 Status Queue::ApplyChanged(const Effect& e) {
-  Message* m = Find(e.id);
-  if (m == nullptr) return Status(Code::kInternal, "effect: no such message");
-  Detach(m);
-  m->state = e.to;
-  m->version = e.version;
+  const MessageRef ref = Find(e.id);
+  if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
+  if (e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
+      static_cast<size_t>(e.to) >= kStateCount ||
+      (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
+    return Status(Code::kInternal, "effect: malformed message");
+  }
+  Detach(ref);
+  Message* m = At(ref);
+  m->set_state(e.to);
   m->priority = e.priority;
-  m->attempts = e.attempts;
-  m->max_attempts = e.max_attempts;
-  m->due_at = e.due_at;
-  m->lease_token = e.lease_token;
-  m->updated_at = e.time;
-  SetError(m, e.error);
-  Attach(m);
+  m->set_attempts(e.attempts);
+  m->set_max_attempts(e.max_attempts);
+  Stamp(ref, e.version, e.time);
+  SetError(ref, e.error);
+  Attach(ref, Timing{e.due_at, e.lease_token});
   return Status::Ok();
 }
 
 Status Queue::ApplyRemoved(const Effect& e) {
-  Message* m = Find(e.id);
-  if (m == nullptr) return Status(Code::kInternal, "effect: no such message");
-  Detach(m);
-  Erase(m);
+  const MessageRef ref = Find(e.id);
+  if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
+  Detach(ref);
+  Erase(ref);
   return Status::Ok();
 }
 
 Status Queue::ApplyDeadLettered(const Effect& e, Queue* dead_letter) {
-  Message* m = Find(e.id);
-  if (m == nullptr || dead_letter == nullptr || dead_letter == this ||
-      dead_letter->Contains(e.id)) {
+  const MessageRef ref = Find(e.id);
+  if (ref == kNoRef || dead_letter == nullptr || dead_letter == this ||
+      dead_letter->Contains(e.id) || e.max_attempts > kMaxStoredAttempts) {
     return Status(Code::kInternal, "effect: dead-letter move does not apply");
   }
-  MoveToDeadLetter(m, dead_letter, e.seq, e.version, e.max_attempts, e.error, e.time,
+  MoveToDeadLetter(ref, dead_letter, e.seq, e.version, e.max_attempts, e.error, e.time,
                    /*emit=*/false);
   return Status::Ok();
 }
 
 void Queue::Export(EffectSink* visit) const {
-  std::vector<const Message*> all(by_id_.begin(), by_id_.end());
-  std::sort(all.begin(), all.end(),
-            [](const Message* a, const Message* b) { return a->seq < b->seq; });
-  for (const Message* m : all) {
-    visit->OnEffect(MessageEffect(EffectType::kMessageEnqueued, m, m->updated_at));
+  // In enqueue order, so that a reload lays records out (and builds heaps) in that order. The
+  // sort is on (seq, ref) pairs gathered in one pass over the store: no record read per compare.
+  std::vector<std::pair<uint64_t, MessageRef>> all;
+  all.reserve(store_.size());
+  store_.ForEach([&](MessageRef ref, const Message* m) { all.emplace_back(m->seq, ref); });
+  std::sort(all.begin(), all.end());
+  for (const auto& [seq, ref] : all) {
+    visit->OnEffect(MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref))));
   }
 }
 
@@ -1015,39 +1142,62 @@ void Queue::HashInto(void* xxh3_state) const {
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed
-  // fields, then each string hashed with the previous hash as seed.
-  // The walk is DRAM-bound at millions of messages: prefetch the messages a few slots ahead so
-  // that their misses overlap.
-  constexpr int kAhead = 8;
-  auto prefetch = [](const Message* m) {  // header, id, ~100 bytes of payload (never faults)
-    const char* p = reinterpret_cast<const char*>(m);
-    for (int line = 0; line < 4; ++line) __builtin_prefetch(p + 64 * line);
-  };
-  auto ahead = by_id_.begin();
-  for (int i = 0; i < kAhead && ahead != by_id_.end(); ++i, ++ahead) prefetch(*ahead);
+  // fields, then each string hashed with the previous hash as seed. The records are visited
+  // in address order (a sequential read of the store).
   uint64_t sum = 0;
-  for (const Message* m : by_id_) {
-    if (ahead != by_id_.end()) {
-      prefetch(*ahead);
-      ++ahead;
-    }
+  store_.ForEach([&](MessageRef ref, const Message* m) {
+    const Timing timing = TimingOf(m);
     const uint64_t fixed[9] = {m->seq,
                                static_cast<uint64_t>(m->priority),
-                               static_cast<uint64_t>(m->state),
-                               (uint64_t{m->attempts} << 32) | m->max_attempts,
-                               m->version,
-                               m->lease_token,
-                               static_cast<uint64_t>(m->due_at),
+                               static_cast<uint64_t>(m->state()),
+                               (uint64_t{m->attempts()} << 32) | m->max_attempts(),
+                               VersionOf(ref, m),
+                               timing.token,
+                               static_cast<uint64_t>(timing.due_at),
                                static_cast<uint64_t>(m->enqueued_at),
-                               static_cast<uint64_t>(m->updated_at)};
+                               static_cast<uint64_t>(UpdatedAtOf(ref, m))};
     uint64_t h = XXH3_64bits(fixed, sizeof(fixed));
-    for (std::string_view field : {m->id(), m->payload(), m->packed_metadata(), ErrorOf(m)}) {
+    for (std::string_view field : {m->id(), m->payload(), m->packed_metadata(), ErrorOf(m, ref)}) {
       h = XXH3_64bits_withSeed(field.data(), field.size(), h ^ field.size());
     }
     sum += h;
-  }
-  put(static_cast<uint64_t>(by_id_.size()));
+  });
+  put(static_cast<uint64_t>(store_.size()));
   put(sum);
+}
+
+// ---- Bulk load --------------------------------------------------------------------------------
+
+void Queue::BeginBulk() {
+  bulk_ = true;
+  ready_.BeginUnordered();
+  timers_.BeginUnordered();
+  for (auto& [value, g] : groups_) g.pending.BeginUnordered();
+  for (auto& [pair, index] : filters_) index.pending.BeginUnordered();
+}
+
+void Queue::EndBulk() {
+  if (!bulk_) return;
+  bulk_ = false;
+  timers_.Heapify();
+  for (auto& [pair, index] : filters_) index.pending.Heapify();
+  if (!exclusive()) {
+    ready_.Heapify();
+    return;
+  }
+  // Exclusive: the ready heap holds the head of every group without a holder.
+  ready_.Clear();
+  ready_.BeginUnordered();
+  counts_.blocked = 0;
+  for (auto& [value, g] : groups_) {
+    g.pending.Heapify();
+    if (g.holder != kNoRef) {
+      counts_.blocked += g.pending.size();
+    } else if (!g.pending.empty()) {
+      ready_.Push(g.pending.top());
+    }
+  }
+  ready_.Heapify();
 }
 
 }  // namespace sundial

@@ -2,7 +2,9 @@
 // queues, holds the shard lock around every call and validates input before calling.
 //
 // Structures (docs/engine.md):
-//  - by_id_: every message, by id (open addressing, 8 bytes per slot).
+//  - store_: every message's record (MessageStore: chunks of fixed-size slots; a message is
+//    named by its 32-bit MessageRef everywhere else).
+//  - ids_: every message, by id (IdTable: open addressing over refs, hashing the inline id).
 //  - ready_: indexed heap ordered by (priority, seq). Simple queues: every pending message.
 //    Exclusive queues: only the first pending message of each value that is not leased.
 //  - groups_ (exclusive only): per exclusivity value, an indexed heap of its pending messages
@@ -11,7 +13,7 @@
 //  - filters_: per (key, value) present in some message, an indexed heap of the pending
 //    messages carrying it and their count per state (count-by-filter without a scan).
 //  - timers_: indexed heap ordered by (due_at, seq) of every non-pending message: visibility,
-//    lease expiry, retention.
+//    lease expiry, retention. Its entries hold the due time and lease token (message.h).
 // Every state change goes through Detach (leave the old state's structures) and Attach (enter
 // the new one's), which also keep the per-state counters exact.
 //
@@ -29,11 +31,12 @@
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
-#include <boost/unordered/unordered_flat_set.hpp>
 
 #include "engine/effect.h"
+#include "engine/id_table.h"
 #include "engine/indexed_heap.h"
 #include "engine/message.h"
+#include "engine/message_store.h"
 #include "engine/types.h"
 
 namespace sundial {
@@ -50,64 +53,69 @@ class Random {
   uint64_t s_[4];
 };
 
-// What a queue needs from the engine. Owned by Engine; shared by all queues.
 // Transparent string hashing for maps keyed by std::string and looked up by string_view.
 struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const;
 };
 
+// What a queue needs from the engine. Owned by Engine; shared by all queues.
 struct QueueEnvironment {
   EffectSink* sink = nullptr;
 };
 
-struct HeapEntry {
-  int64_t key;  // priority (ready/group heaps) or due time (timer heap)
-  uint64_t seq;
-  Message* message;
+// Heap entries: small values naming a record by its 32-bit MessageRef. Ties on the key are
+// broken by the records' enqueue sequence (a read of the record, needed only on a tie).
+#pragma pack(push, 4)
+struct ReadyEntry {  // ready and group heaps: 12 bytes
+  int64_t priority;
+  MessageRef ref;
 };
-struct HeapEntryLess {
-  bool operator()(const HeapEntry& a, const HeapEntry& b) const {
-    return a.key != b.key ? a.key < b.key : a.seq < b.seq;
+struct TimerEntry {  // timer heap: 20 bytes; the due time and the lease token live only here
+  TimeMs due_at;
+  uint64_t token;
+  MessageRef ref;
+};
+#pragma pack(pop)
+#pragma pack(push, 2)
+struct FilterEntry {  // filter heaps: the record and which of its metadata pairs (6 bytes)
+  MessageRef ref;
+  uint16_t pair;
+};
+#pragma pack(pop)
+
+struct ReadyTraits {
+  const MessageStore* store;
+  bool Less(const ReadyEntry& a, const ReadyEntry& b) const {
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return store->At(a.ref)->seq < store->At(b.ref)->seq;
   }
+  uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->slot; }
 };
-struct ReadySlot {
-  uint32_t& operator()(const HeapEntry& e) const { return e.message->ready_slot; }
+struct GroupTraits : ReadyTraits {
+  uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->group_slot(); }
 };
-struct GroupSlot {
-  uint32_t& operator()(const HeapEntry& e) const { return e.message->group_slot; }
+struct TimerTraits {
+  const MessageStore* store;
+  bool Less(const TimerEntry& a, const TimerEntry& b) const {
+    if (a.due_at != b.due_at) return a.due_at < b.due_at;
+    return store->At(a.ref)->seq < store->At(b.ref)->seq;
+  }
+  uint32_t& Slot(const TimerEntry& e) const { return store->At(e.ref)->slot; }
 };
-struct TimerSlot {
-  uint32_t& operator()(const HeapEntry& e) const { return e.message->timer_slot; }
-};
-using ReadyHeap = IndexedHeap<HeapEntry, HeapEntryLess, ReadySlot>;
-using GroupHeap = IndexedHeap<HeapEntry, HeapEntryLess, GroupSlot>;
-using TimerHeap = IndexedHeap<HeapEntry, HeapEntryLess, TimerSlot>;
-
-// A filter heap entry: the message and the index of the metadata pair the heap is for, packed
-// in one word (x86-64 and AArch64 user-space addresses leave the top 16 bits zero), so that a
-// heap of 8-byte entries can update filter_slots()[pair].
-class FilterEntry {
- public:
-  FilterEntry(Message* m, uint32_t pair);
-  Message* message() const { return reinterpret_cast<Message*>(bits_ & kPointerMask); }
-  uint32_t pair() const { return static_cast<uint32_t>(bits_ >> 48); }
-
- private:
-  static constexpr uintptr_t kPointerMask = (uintptr_t{1} << 48) - 1;
-  uintptr_t bits_;
-};
-struct FilterEntryLess {
-  bool operator()(const FilterEntry& a, const FilterEntry& b) const {
-    const Message* x = a.message();
-    const Message* y = b.message();
+struct FilterTraits {
+  const MessageStore* store;
+  bool Less(const FilterEntry& a, const FilterEntry& b) const {
+    const Message* x = store->At(a.ref);
+    const Message* y = store->At(b.ref);
     return x->priority != y->priority ? x->priority < y->priority : x->seq < y->seq;
   }
+  uint32_t& Slot(const FilterEntry& e) const { return store->At(e.ref)->filter_slot(e.pair); }
 };
-struct FilterSlot {
-  uint32_t& operator()(const FilterEntry& e) const { return e.message()->filter_slots()[e.pair()]; }
-};
-using FilterHeap = IndexedHeap<FilterEntry, FilterEntryLess, FilterSlot>;
+using ReadyHeap = IndexedHeap<ReadyEntry, ReadyTraits>;
+using GroupHeap = IndexedHeap<ReadyEntry, GroupTraits>;
+using TimerHeap = IndexedHeap<TimerEntry, TimerTraits>;
+using FilterHeap = IndexedHeap<FilterEntry, FilterTraits>;
 
 class Queue {
  public:
@@ -124,15 +132,19 @@ class Queue {
   void set_settings(const QueueSettings& s) { settings_ = s; }
   const StateCounts& counts() const { return counts_; }
   uint64_t memory_bytes() const { return memory_bytes_; }
+  // Bytes the queue's structures hold (records, large payloads, indexes), whatever they carry.
+  uint64_t allocated_bytes() const;
   bool exclusive() const { return settings_.type == QueueType::kExclusive; }
   QueueInfo Info(TimeMs now) const;
-  TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().key; }
-  bool Contains(std::string_view id) const { return Find(id) != nullptr; }
+  TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().due_at; }
+  bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
 
   // Operations. Input has been validated by Engine (limits, UTF-8, queue name, batch size).
   // `dead_letter`: the dead-letter queue when it exists (its shard locked), else nullptr.
+  // `budget_exhausted`: the status to return when the memory budget refuses the message.
   Result<EnqueueResult> Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
-                                uint64_t memory_budget, uint64_t memory_used);
+                                uint64_t memory_budget, uint64_t memory_used,
+                                Status budget_exhausted);
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
   Status Complete(const CompleteItem& item, TimeMs now);
   Result<FailResult> Fail(const FailRequest& request, TimeMs now, Random* rng, Queue* dead_letter);
@@ -167,23 +179,26 @@ class Queue {
   void Export(EffectSink* visit) const;
   void HashInto(void* xxh3_state) const;  // XXH3_state_t*
 
+  // Bulk load (recovery): between BeginBulk and EndBulk only the Apply* calls, Purge and Clear
+  // may be made. The heaps are kept unordered (O(1) per change) and exclusive queues do not
+  // track which group heads are ready; EndBulk heapifies everything in O(n) and rebuilds the
+  // ready groups and the blocked count.
+  void BeginBulk();
+  void EndBulk();
+
  private:
-  struct IdHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view id) const;
-    size_t operator()(const Message* m) const { return (*this)(m->id()); }
-  };
-  struct IdEqual {
-    using is_transparent = void;
-    bool operator()(const Message* a, const Message* b) const { return a->id() == b->id(); }
-    bool operator()(std::string_view a, const Message* b) const { return a == b->id(); }
-    bool operator()(const Message* a, std::string_view b) const { return a->id() == b; }
+  // A message's timer: its due time and lease token (zero for a pending message).
+  struct Timing {
+    TimeMs due_at = 0;
+    uint64_t token = 0;
   };
   struct Group {
+    explicit Group(const MessageStore* store) : pending(GroupTraits{{store}}) {}
     GroupHeap pending;
-    Message* holder = nullptr;  // the running message of this value
+    MessageRef holder = kNoRef;  // the running message of this value
   };
   struct PairIndex {
+    explicit PairIndex(const MessageStore* store) : pending(FilterTraits{store}) {}
     FilterHeap pending;
     std::array<uint64_t, kStateCount> counts{};
     bool unused() const {
@@ -211,48 +226,65 @@ class Queue {
     }
   };
 
-  Message* Find(std::string_view id) const;
+  Message* At(MessageRef ref) const { return store_.At(ref); }
+  // version and updated_at (message.h: narrow in the record, or in wide_).
+  uint64_t VersionOf(MessageRef ref, const Message* m) const {
+    return m->wide() ? wide_.find(ref)->second.version : m->version32;
+  }
+  TimeMs UpdatedAtOf(MessageRef ref, const Message* m) const {
+    return m->wide() ? wide_.find(ref)->second.updated_at
+                     : m->enqueued_at + static_cast<TimeMs>(m->updated_delta);
+  }
+  // Sets both (REQUIRES: enqueued_at is set).
+  void Stamp(MessageRef ref, uint64_t version, TimeMs updated_at);
+  MessageRef Find(std::string_view id) const { return ids_.Find(id); }
+  Timing TimingOf(const Message* m) const;
   Status CheckLease(const Message* m, uint64_t token, TimeMs now) const;
 
-  // Structure maintenance. Detach removes `m` from the structures of m->state and its counters;
-  // Attach inserts it into those of m->state (using m->due_at) and counts it.
-  void Detach(Message* m);
-  void Attach(Message* m);
-  void AttachPairs(Message* m, bool pending);
-  void DetachPairs(Message* m, bool pending);
+  // Structure maintenance. Detach removes the message from the structures of its state and its
+  // counters; Attach inserts it into those of its state (timer: `timing`) and counts it.
+  void Detach(MessageRef ref);
+  void Attach(MessageRef ref, Timing timing);
+  void AttachPairs(MessageRef ref, bool pending);
+  void DetachPairs(MessageRef ref, bool pending);
   Group* GroupOf(const Message* m);
   std::string_view ValueOf(const Message* m) const;
   void PushGroupHead(Group* g);
   void RemoveGroupHeadFromReady(Group* g);
 
-  // A transition: BeginChange detaches the message and returns its state; the caller sets the
-  // fields; FinishChange sets state, version and updated_at, re-attaches and emits the effect.
-  MessageState BeginChange(Message* m);
-  void FinishChange(Message* m, MessageState from, MessageState to, TimeMs now, ChangeCause cause);
-  void MakeTerminal(Message* m, MessageState to, TimeMs now, ChangeCause cause);
-  void MoveToDeadLetter(Message* m, Queue* dead_letter, uint64_t seq, uint64_t version,
+  // A transition: BeginChange detaches the message and returns its state (and its timing in
+  // *old); the caller sets the fields; FinishChange sets state, version and updated_at,
+  // re-attaches with `timing` and emits the effect.
+  MessageState BeginChange(MessageRef ref, Timing* old = nullptr);
+  void FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
+                    ChangeCause cause, Timing timing);
+  void MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause);
+  void MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                         uint32_t max_attempts, std::string_view error, TimeMs now, bool emit);
   bool CanEnter(const Message* m) const;
   // Errored, or moved to `dead_letter` (returns true) when the rules allow.
-  bool ErrorOrDeadLetter(Message* m, TimeMs now, ChangeCause cause, Queue* dead_letter);
-  Message* Insert(std::string_view id, std::string_view payload, std::string_view packed_metadata);
-  void Erase(Message* m);
-  void SetError(const Message* m, std::string_view error);
-  std::string_view ErrorOf(const Message* m) const;
-  // An effect of `type` carrying m's current fields (from = to = m->state).
-  Effect MessageEffect(EffectType type, const Message* m, TimeMs time) const;
-  void Emit(EffectType type, ChangeCause cause, MessageState from, const Message* m, TimeMs now,
+  bool ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter);
+  // A new record (id not present; `hash` is IdTable::Hash(id)), counted in memory_bytes_.
+  MessageRef Insert(std::string_view id, uint64_t hash, std::string_view payload,
+                    std::string_view packed_metadata, uint32_t pair_count);
+  void Erase(MessageRef ref);
+  void SetError(MessageRef ref, std::string_view error);
+  std::string_view ErrorOf(const Message* m, MessageRef ref) const;
+  // An effect of `type` carrying the message's current fields (from = to = its state).
+  Effect MessageEffect(EffectType type, MessageRef ref, TimeMs time) const;
+  void Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
             std::string_view dead_letter_queue = {}) const;
 
   // Selection.
   bool Matches(const Message* m, const Filter& filter) const;
   bool Blocked(const Message* m) const;
   const PairIndex* MostSelective(const Filter& filter) const;
-  Message* SelectPending(const Filter& filter) const;
-  template <typename Fn>
-  void ForEachMatch(const Filter& filter, Fn fn) const;
+  MessageRef SelectPending(const Filter& filter) const;
+  // Every message matching `filter`, in (priority, seq) order when `sorted`.
+  std::vector<MessageRef> Matching(const Filter& filter, bool sorted) const;
+  bool PriorityOrder(MessageRef a, MessageRef b) const;
 
-  MessageRecord Record(const Message* m) const;
+  MessageRecord Record(MessageRef ref) const;
 
   std::string name_;
   QueueSettings settings_;
@@ -265,13 +297,21 @@ class Queue {
   uint64_t next_seq_ = 1;
   StateCounts counts_;
   uint64_t memory_bytes_ = 0;
+  uint64_t large_bytes_ = 0;  // payloads stored apart
+  bool bulk_ = false;
 
-  boost::unordered_flat_set<Message*, IdHash, IdEqual> by_id_;
-  ReadyHeap ready_;
-  TimerHeap timers_;
+  MessageStore store_;  // declared first among the structures: they point into it
+  IdTable ids_{&store_};
+  ReadyHeap ready_{ReadyTraits{&store_}};
+  TimerHeap timers_{TimerTraits{&store_}};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
-  boost::unordered_flat_map<const Message*, std::string> errors_;
+  boost::unordered_flat_map<MessageRef, std::string> errors_;
+  struct WideFields {
+    uint64_t version;
+    TimeMs updated_at;
+  };
+  boost::unordered_flat_map<MessageRef, WideFields> wide_;
 };
 
 }  // namespace sundial

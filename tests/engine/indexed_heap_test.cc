@@ -20,16 +20,14 @@ struct Item {
 struct Entry {
   Item* item;
 };
-struct EntryLess {
-  bool operator()(const Entry& a, const Entry& b) const {
+struct EntryTraits {
+  bool Less(const Entry& a, const Entry& b) const {
     return a.item->priority != b.item->priority ? a.item->priority < b.item->priority
                                                 : a.item->seq < b.item->seq;
   }
+  uint32_t& Slot(const Entry& e) const { return e.item->slot; }
 };
-struct EntrySlot {
-  uint32_t& operator()(const Entry& e) const { return e.item->slot; }
-};
-using Heap = IndexedHeap<Entry, EntryLess, EntrySlot>;
+using Heap = IndexedHeap<Entry, EntryTraits>;
 
 TEST(IndexedHeapTest, EqualPrioritiesComeOutInSequenceOrder) {
   std::vector<Item> items;
@@ -76,11 +74,70 @@ TEST(IndexedHeapTest, EveryElementKnowsItsSlotAfterRandomRemovalsAndUpdates) {
   while (!heap.empty()) {
     Item* top = heap.top().item;
     if (prev) {
-      ASSERT_FALSE(EntryLess()({top}, {prev}));
+      ASSERT_FALSE(EntryTraits().Less({top}, {prev}));
     }
     prev = top;
     heap.Remove(top->slot);
   }
+}
+
+// Drains `heap`, checking the order and that every element knew its slot.
+void ExpectDrainsInOrder(Heap& heap, std::vector<Item>& items, const std::vector<bool>& present) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!present[i]) continue;
+    ASSERT_LT(items[i].slot, heap.size());
+    ASSERT_EQ(heap.at(items[i].slot).item, &items[i]);
+  }
+  Item* prev = nullptr;
+  while (!heap.empty()) {
+    Item* top = heap.top().item;
+    if (prev) {
+      ASSERT_FALSE(EntryTraits().Less({top}, {prev}));
+    }
+    prev = top;
+    heap.Remove(top->slot);
+  }
+}
+
+TEST(IndexedHeapTest, UnorderedChangesThenHeapifyGiveTheSameOrderAsSifting) {
+  std::mt19937_64 rng(7);
+  std::vector<Item> items(5000);
+  for (uint64_t i = 0; i < items.size(); ++i) items[i] = {static_cast<int64_t>(rng() % 100), i};
+  Heap heap;
+  heap.BeginUnordered();
+  for (auto& it : items) heap.Push({&it});
+  std::vector<bool> present(items.size(), true);
+  for (int round = 0; round < 4000; ++round) {
+    size_t k = rng() % items.size();
+    if (present[k] && rng() % 2 == 0) {
+      heap.Remove(items[k].slot);
+      present[k] = false;
+      EXPECT_EQ(items[k].slot, kNoSlot);
+    } else if (present[k]) {
+      items[k].priority = static_cast<int64_t>(rng() % 100);
+      heap.Update(items[k].slot, {&items[k]});
+    }
+  }
+  heap.Heapify();
+  EXPECT_FALSE(heap.unordered());
+  // Ordered operations go on working after the bulk phase.
+  for (size_t k = 0; k < 200; ++k) {
+    if (!present[k]) continue;
+    items[k].priority = -static_cast<int64_t>(k);
+    heap.Update(items[k].slot, {&items[k]});
+  }
+  ExpectDrainsInOrder(heap, items, present);
+}
+
+TEST(IndexedHeapTest, StorageShrinksWhenDrained) {
+  std::vector<Item> items(100000);
+  for (uint64_t i = 0; i < items.size(); ++i) items[i] = {static_cast<int64_t>(i), i};
+  Heap heap;
+  for (auto& it : items) heap.Push({&it});
+  const size_t full = heap.capacity_bytes();
+  EXPECT_GE(full, items.size() * sizeof(Entry));
+  while (heap.size() > 10) heap.Remove(heap.top().item->slot);
+  EXPECT_LT(heap.capacity_bytes(), full / 100);
 }
 
 TEST(PackedMetadataTest, RoundTripsPairsInOrder) {

@@ -39,7 +39,7 @@
 
 namespace sundial::model {
 
-inline constexpr uint64_t kModelMessageOverheadBytes = 160;
+inline constexpr uint64_t kModelMessageOverheadBytes = 80;
 inline constexpr int64_t kMaxLeaseMs = 43'200'000;
 inline constexpr int64_t kMaxDelayMs = 3'153'600'000'000;
 inline constexpr uint32_t kMaxAttemptsLimit = 1'000'000;

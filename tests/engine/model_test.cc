@@ -618,7 +618,7 @@ constexpr std::string_view kValues[] = {"a", "b", "c", ""};
 struct RunConfig {
   uint64_t seed = 1;
   size_t ops = 1000;
-  uint64_t memory_budget_bytes = 32'000;
+  uint64_t memory_budget_bytes = 16'000;
   EffectSink* sink = nullptr;
   std::optional<size_t> inject_fault_at = std::nullopt;  // generate kInjectModelFault as this op
 };
@@ -1857,7 +1857,7 @@ std::string FormatStats(const std::map<std::string, uint64_t>& stats) {
 TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
   // 4 x 50,000 = 200,000 operations. The memory budget (bytes) varies with the seed and is small
   // enough that enqueues are refused: seed s uses kBudgets[(s - 1) % 4].
-  constexpr uint64_t kBudgets[] = {24'000, 20'000, 28'000, 22'000};
+  constexpr uint64_t kBudgets[] = {12'000, 10'000, 14'000, 11'000};
   constexpr size_t kOpsPerSeed = 50'000;
   std::vector<uint64_t> seeds = {1, 2, 3, 4};
   // SUNDIAL_MODEL_SEED=N runs that one seed only (to reproduce a reported divergence).
@@ -1974,7 +1974,7 @@ std::string DescribeEffects(const std::vector<OwnedEffect>& effects, size_t from
 
 TEST(ModelTest, ReplayingEffectsReproducesDigest) {
   EffectRecorder recorder;
-  constexpr uint64_t kBudget = 24'000;
+  constexpr uint64_t kBudget = 12'000;
   RunConfig config{.seed = 11, .ops = 30'000, .memory_budget_bytes = kBudget, .sink = &recorder};
   Harness h(config);
   // A follower applies each operation's effects at once, so a digest difference is caught at the
@@ -2038,7 +2038,7 @@ TEST(ModelTest, ReplayedDeadLetterMoveByFailKeepsTheFailsErrorText) {
 }
 
 TEST(ModelTest, ExportedStateReproducesDigest) {
-  constexpr uint64_t kBudget = 24'000;
+  constexpr uint64_t kBudget = 12'000;
   RunConfig config{.seed = 12, .ops = 20'000, .memory_budget_bytes = kBudget};
   Harness h(config);
   for (size_t i = 0; i < config.ops; ++i) {

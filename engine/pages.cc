@@ -1,0 +1,95 @@
+#include "engine/pages.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+namespace sundial::pages {
+namespace {
+
+std::atomic<bool> g_huge_pages{true};
+std::atomic<uint64_t> g_mapped{0};
+
+constexpr size_t kPageBytes = 4096;
+
+size_t RoundToPages(size_t bytes) { return (bytes + kPageBytes - 1) & ~(kPageBytes - 1); }
+
+bool Mapped(size_t bytes) { return bytes >= kPagesThreshold; }
+
+bool Huge(size_t bytes) {
+  return bytes % kHugePageBytes == 0 && g_huge_pages.load(std::memory_order_relaxed);
+}
+
+void* Map(size_t bytes) {
+  g_mapped.fetch_add(RoundToPages(bytes), std::memory_order_relaxed);
+  if (!Huge(bytes)) {
+    void* p = ::mmap(nullptr, RoundToPages(bytes), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) std::abort();
+    return p;
+  }
+  // 2 MiB-aligned: map one huge page more than needed and cut the ends off.
+  const size_t span = bytes + kHugePageBytes;
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) std::abort();
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePageBytes - 1) & ~(uintptr_t{kHugePageBytes} - 1);
+  if (aligned > start) ::munmap(raw, aligned - start);
+  const uintptr_t end = start + span;
+  if (end > aligned + bytes)
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  void* p = reinterpret_cast<void*>(aligned);
+  (void)::madvise(p, bytes, MADV_HUGEPAGE);
+  return p;
+}
+
+}  // namespace
+
+uint64_t MappedBytes() { return g_mapped.load(std::memory_order_relaxed); }
+
+void SetHugePages(bool on) { g_huge_pages.store(on, std::memory_order_relaxed); }
+bool HugePages() { return g_huge_pages.load(std::memory_order_relaxed); }
+
+void* Allocate(size_t bytes) {
+  if (Mapped(bytes)) return Map(bytes);
+  void* p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (p == nullptr) std::abort();
+  return p;
+}
+
+void Free(void* block, size_t bytes) {
+  if (block == nullptr) return;
+  if (Mapped(bytes)) {
+    ::munmap(block, RoundToPages(bytes));
+    g_mapped.fetch_sub(RoundToPages(bytes), std::memory_order_relaxed);
+  } else {
+    std::free(block);
+  }
+}
+
+void* Reallocate(void* block, size_t old_bytes, size_t new_bytes) {
+  if (block == nullptr) return Allocate(new_bytes);
+  if (!Mapped(old_bytes) && !Mapped(new_bytes)) {
+    void* p = std::realloc(block, new_bytes == 0 ? 1 : new_bytes);
+    if (p == nullptr) std::abort();
+    return p;
+  }
+  if (Mapped(old_bytes) && Mapped(new_bytes) && !Huge(new_bytes)) {
+    void* p = ::mremap(block, RoundToPages(old_bytes), RoundToPages(new_bytes), MREMAP_MAYMOVE);
+    if (p == MAP_FAILED) std::abort();
+    g_mapped.fetch_add(RoundToPages(new_bytes) - RoundToPages(old_bytes),
+                       std::memory_order_relaxed);
+    if (new_bytes >= kHugePageBytes && g_huge_pages.load(std::memory_order_relaxed)) {
+      (void)::madvise(p, new_bytes, MADV_HUGEPAGE);
+    }
+    return p;
+  }
+  void* p = Allocate(new_bytes);
+  std::memcpy(p, block, std::min(old_bytes, new_bytes));
+  Free(block, old_bytes);
+  return p;
+}
+
+}  // namespace sundial::pages
