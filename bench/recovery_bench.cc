@@ -159,6 +159,24 @@ int RecoverOnly(const char* dir) {
   std::_Exit(0);  // the OS frees the engine, as it would when a server stops
 }
 
+int Prepare(const char* dir, uint64_t messages, bool checkpoint) {
+  auto fs = NewPosixFileSystem();
+  if (!fs->CreateDir(dir).ok()) return 1;
+  {
+    LiveServer server(fs.get(), dir, FsyncPolicy::kNever);
+    server.Fill(messages);
+  }
+  if (checkpoint) {
+    LiveServer server(fs.get(), dir, FsyncPolicy::kNever);
+    CheckpointOptions options;
+    options.engine_options = BenchEngineOptions();
+    options.lower_priority = false;
+    Checkpointer checkpointer(fs.get(), dir, server.log.get(), options);
+    if (!checkpointer.RunOnce().ok()) return 1;
+  }
+  return 0;
+}
+
 void BM_Recover(benchmark::State& state) {
   const auto messages = static_cast<uint64_t>(state.range(0));
   auto fs = NewPosixFileSystem();
@@ -290,10 +308,15 @@ BENCHMARK(BM_EnqueueP99DuringCheckpoint)
 }  // namespace
 }  // namespace sundial::wal
 
-// `recovery_bench --recover-only DIR` is the child of RecoverInFreshProcess.
+// `recovery_bench --recover-only DIR` is the child of RecoverInFreshProcess;
+// `recovery_bench --prepare DIR N [checkpoint]` writes the log of N messages into DIR (and a
+// checkpoint), for profiling a restart: perf record recovery_bench --recover-only DIR.
 int main(int argc, char** argv) {
   if (argc == 3 && std::string_view(argv[1]) == "--recover-only") {
     return sundial::wal::RecoverOnly(argv[2]);
+  }
+  if ((argc == 4 || argc == 5) && std::string_view(argv[1]) == "--prepare") {
+    return sundial::wal::Prepare(argv[2], std::strtoull(argv[3], nullptr, 10), argc == 5);
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -83,12 +83,18 @@ class FieldReader {
   int64_t I64() { return static_cast<int64_t>(U64()); }
   // The length is checked against the bytes left before anything is copied.
   void String(std::string* out) {
+    std::string_view view;
+    String(&view);
+    out->assign(view);
+  }
+  // A view into the input (no copy).
+  void String(std::string_view* out) {
     uint32_t len = U32();
     if (!Have(len)) {
-      out->clear();
+      *out = {};
       return;
     }
-    out->assign(rest_.data(), len);
+    *out = rest_.substr(0, len);
     rest_.remove_prefix(len);
   }
 
@@ -126,8 +132,8 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
   return Status::Ok();
 }
 
-Status ReadMessage(FieldReader* r, std::string* id, Effect* e) {
-  r->String(id);
+Status ReadMessage(FieldReader* r, Effect* e) {
+  r->String(&e->id);
   uint8_t cause = r->U8();
   uint8_t from = r->U8();
   uint8_t to = r->U8();
@@ -184,29 +190,24 @@ void EncodeEffect(const Effect& e, std::string* out) {
   }
 }
 
-Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
-  out->effect_ = Effect();
-  out->settings_ = QueueSettings();
-  for (std::string* field : {&out->queue_, &out->id_, &out->payload_, &out->packed_metadata_,
-                             &out->error_, &out->dead_letter_queue_}) {
-    field->clear();
-  }
-  Effect& e = out->effect_;
+Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings) {
+  *out = Effect();
+  Effect& e = *out;
   FieldReader r(bytes);
   uint8_t type = r.U8();
   e.time = r.I64();
-  r.String(&out->queue_);
+  r.String(&e.queue);
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if (type < 1 || type > kMaxEffectType) return Malformed("wal: effect: unknown effect type");
   e.type = static_cast<EffectType>(type);
-  e.queue = out->queue_;
 
   Status s;
   switch (e.type) {
     case EffectType::kQueueCreated:
     case EffectType::kQueueUpdated:
-      s = ReadSettings(&r, &out->settings_);
-      e.settings = &out->settings_;
+      *settings = QueueSettings();
+      s = ReadSettings(&r, settings);
+      e.settings = settings;
       break;
     case EffectType::kQueueDeleted:
       break;
@@ -215,32 +216,44 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
       if (!r.ok()) s = Malformed("wal: effect: truncated purge states");
       break;
     case EffectType::kMessageEnqueued:
-      s = ReadMessage(&r, &out->id_, &e);
-      r.String(&out->payload_);
-      r.String(&out->packed_metadata_);
-      r.String(&out->error_);
+      s = ReadMessage(&r, &e);
+      r.String(&e.payload);
+      r.String(&e.packed_metadata);
+      r.String(&e.error);
       break;
     case EffectType::kMessageChanged:
-      s = ReadMessage(&r, &out->id_, &e);
-      r.String(&out->error_);
+      s = ReadMessage(&r, &e);
+      r.String(&e.error);
       break;
     case EffectType::kMessageRemoved:
-      s = ReadMessage(&r, &out->id_, &e);
+      s = ReadMessage(&r, &e);
       break;
     case EffectType::kMessageDeadLettered:
-      s = ReadMessage(&r, &out->id_, &e);
-      r.String(&out->dead_letter_queue_);
+      s = ReadMessage(&r, &e);
+      r.String(&e.dead_letter_queue);
       break;
   }
   if (!s.ok()) return s;
   if (!r.ok()) return Malformed("wal: effect: truncated string field");
   if (!r.at_end()) return Malformed("wal: effect: trailing bytes");
-  e.id = out->id_;
-  e.payload = out->payload_;
-  e.packed_metadata = out->packed_metadata_;
-  e.error = out->error_;
-  e.dead_letter_queue = out->dead_letter_queue_;
   return Status::Ok();
+}
+
+Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
+  Effect& e = out->effect_;
+  Status s = DecodeEffectView(bytes, &e, &out->settings_);
+  // Own copies of the strings, then point the effect at them.
+  auto own = [](std::string_view* view, std::string* storage) {
+    storage->assign(*view);
+    *view = *storage;
+  };
+  own(&e.queue, &out->queue_);
+  own(&e.id, &out->id_);
+  own(&e.payload, &out->payload_);
+  own(&e.packed_metadata, &out->packed_metadata_);
+  own(&e.error, &out->error_);
+  own(&e.dead_letter_queue, &out->dead_letter_queue_);
+  return s;
 }
 
 }  // namespace sundial::wal

@@ -1,6 +1,7 @@
 #include "wal/snapshot.h"
 
 #include "wal/effect_codec.h"
+#include "wal/effect_pipeline.h"
 #include "wal/log_format.h"
 #include "wal/log_writer.h"
 
@@ -109,32 +110,34 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
   options.last_file = false;  // a snapshot is renamed only when complete: no tear is expected
   options.expected_file_number = *covered;
   LogReader reader(std::move(*in), file, nullptr, options);
-  LogReader::Record record;
-  DecodedEffect decoded;
   bool trailer = false;
   uint64_t trailer_offset = 0, trailer_count = 0, trailer_digest = 0;
-  while (reader.ReadRecord(&record)) {
-    if (trailer) return Damaged(damage, file, record.offset, "record after the snapshot trailer");
-    if (record.type == RecordType::kSnapshotTrailer) {
-      if (record.payload.size() != 16) {
-        return Damaged(damage, file, record.offset, "snapshot trailer of the wrong size");
+  if (reader.ReadHeader()) {
+    // Read and decoded on a second thread while this one applies (effect_pipeline.h).
+    EffectPipeline pipeline(&reader, EffectPipeline::WorthAThread(info.bytes));
+    while (const EffectPipeline::Item* record = pipeline.Next()) {
+      if (trailer) {
+        return Damaged(damage, file, record->offset, "record after the snapshot trailer");
       }
-      trailer = true;
-      trailer_offset = record.offset;
-      trailer_count = DecodeFixed64(record.payload.data());
-      trailer_digest = DecodeFixed64(record.payload.data() + 8);
-      continue;
+      if (record->type == RecordType::kSnapshotTrailer) {
+        if (record->payload.size() != 16) {
+          return Damaged(damage, file, record->offset, "snapshot trailer of the wrong size");
+        }
+        trailer = true;
+        trailer_offset = record->offset;
+        trailer_count = DecodeFixed64(record->payload.data());
+        trailer_digest = DecodeFixed64(record->payload.data() + 8);
+        continue;
+      }
+      if (record->type != RecordType::kEffect) {
+        return Damaged(damage, file, record->offset, "unexpected record type in a snapshot");
+      }
+      if (!record->decoded) return Damaged(damage, file, record->offset, "undecodable effect");
+      if (!engine->Apply(record->effect).ok()) {
+        return Damaged(damage, file, record->offset, "effect does not apply to the state");
+      }
+      ++info.effects;
     }
-    if (record.type != RecordType::kEffect) {
-      return Damaged(damage, file, record.offset, "unexpected record type in a snapshot");
-    }
-    if (!DecodeEffect(record.payload, &decoded).ok()) {
-      return Damaged(damage, file, record.offset, "undecodable effect");
-    }
-    if (!engine->Apply(decoded.effect()).ok()) {
-      return Damaged(damage, file, record.offset, "effect does not apply to the state");
-    }
-    ++info.effects;
   }
   if (!reader.status().ok()) return reader.status();
   if (reader.damage()) {

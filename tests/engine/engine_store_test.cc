@@ -122,8 +122,8 @@ constexpr uint64_t kFill = 100'000;
 void Fill(Engine& engine, std::string_view queue, uint64_t n) {
   std::vector<EnqueueItem> batch;
   for (uint64_t i = 0; i < n; ++i) {
-    batch.push_back(Item("m" + std::to_string(i), static_cast<int64_t>(i), {},
-                         std::string(100, 'p')));
+    batch.push_back(
+        Item("m" + std::to_string(i), static_cast<int64_t>(i), {}, std::string(100, 'p')));
     if (batch.size() == kMaxBatchItems || i + 1 == n) {
       for (const auto& r : engine.Enqueue(queue, std::move(batch))) ASSERT_TRUE(r.ok());
       batch.clear();
@@ -200,66 +200,65 @@ TEST_F(StoreTest, BudgetRefusalNamesTheBudgetAndOtherOperationsGoOn) {
 
 class BulkLoadTest : public EngineTest {
  protected:
-// A mixed workload on the fixture's engine: simple, exclusive (values held, messages blocked)
-// and dead-letter queues, metadata, delays, leases, failures, completions, cancels.
+  // A mixed workload on the fixture's engine: simple, exclusive (values held, messages blocked)
+  // and dead-letter queues, metadata, delays, leases, failures, completions, cancels.
   void RunWorkload(std::mt19937_64& rng, int steps) {
-  QueueSettings dlq_settings;
-  MakeQueue("dlq", dlq_settings);
-  QueueSettings simple;
-  simple.max_attempts = 2;
-  simple.dead_letter_queue = "dlq";
-  simple.retry_backoff_ms = 0;
-  simple.retry_backoff_max_ms = 0;
-  MakeQueue("simple", simple);
-  MakeQueue("exclusive", engine_test::ExclusiveSettings("k"));
-  std::vector<MessageRecord> leased;
-  for (int i = 0; i < steps; ++i) {
-    const std::string id = "m" + std::to_string(i);
-    const auto priority = static_cast<int64_t>(rng() % 50);
-    switch (rng() % 8) {
-      case 0:
-      case 1: {
-        EnqueueItem item = Item(id, priority, {{"tenant", "t" + std::to_string(rng() % 5)}},
-                                std::string(rng() % 200, 'p'));
-        if (rng() % 4 == 0) item.delay_ms = static_cast<int64_t>(rng() % 5000);
-        Put("simple", std::move(item));
-        break;
-      }
-      case 2:
-        Put("exclusive", Item(id, priority, {{"k", "v" + std::to_string(rng() % 7)}}));
-        break;
-      case 3: {
-        for (const char* q : {"simple", "exclusive"}) {
-          std::vector<MessageRecord> got = Take(q, static_cast<uint32_t>(1 + rng() % 3));
-          leased.insert(leased.end(), got.begin(), got.end());
+    QueueSettings dlq_settings;
+    MakeQueue("dlq", dlq_settings);
+    QueueSettings simple;
+    simple.max_attempts = 2;
+    simple.dead_letter_queue = "dlq";
+    simple.retry_backoff_ms = 0;
+    simple.retry_backoff_max_ms = 0;
+    MakeQueue("simple", simple);
+    MakeQueue("exclusive", engine_test::ExclusiveSettings("k"));
+    std::vector<MessageRecord> leased;
+    for (int i = 0; i < steps; ++i) {
+      const std::string id = "m" + std::to_string(i);
+      const auto priority = static_cast<int64_t>(rng() % 50);
+      switch (rng() % 8) {
+        case 0:
+        case 1: {
+          EnqueueItem item = Item(id, priority, {{"tenant", "t" + std::to_string(rng() % 5)}},
+                                  std::string(rng() % 200, 'p'));
+          if (rng() % 4 == 0) item.delay_ms = static_cast<int64_t>(rng() % 5000);
+          Put("simple", std::move(item));
+          break;
         }
-        break;
-      }
-      case 4:
-        if (!leased.empty()) {
-          const size_t k = rng() % leased.size();
-          const MessageRecord m = leased[k];
-          leased.erase(leased.begin() + static_cast<std::ptrdiff_t>(k));
-          if (rng() % 2 == 0) {
-            (void)CompleteOne(m.queue, m.id, m.lease_token);
-          } else {
-            (void)FailOne(m.queue, m.id, m.lease_token, 0);
+        case 2:
+          Put("exclusive", Item(id, priority, {{"k", "v" + std::to_string(rng() % 7)}}));
+          break;
+        case 3: {
+          for (const char* q : {"simple", "exclusive"}) {
+            std::vector<MessageRecord> got = Take(q, static_cast<uint32_t>(1 + rng() % 3));
+            leased.insert(leased.end(), got.begin(), got.end());
           }
+          break;
         }
-        break;
-      case 5:
-        (void)CancelOne("simple", "m" + std::to_string(rng() % (i + 1)));
-        break;
-      case 6:
-        (void)SetPriority("simple", "m" + std::to_string(rng() % (i + 1)), priority);
-        break;
-      default:
-        AdvanceTime(static_cast<int64_t>(rng() % 2000));
-        break;
+        case 4:
+          if (!leased.empty()) {
+            const size_t k = rng() % leased.size();
+            const MessageRecord m = leased[k];
+            leased.erase(leased.begin() + static_cast<std::ptrdiff_t>(k));
+            if (rng() % 2 == 0) {
+              (void)CompleteOne(m.queue, m.id, m.lease_token);
+            } else {
+              (void)FailOne(m.queue, m.id, m.lease_token, 0);
+            }
+          }
+          break;
+        case 5:
+          (void)CancelOne("simple", "m" + std::to_string(rng() % (i + 1)));
+          break;
+        case 6:
+          (void)SetPriority("simple", "m" + std::to_string(rng() % (i + 1)), priority);
+          break;
+        default:
+          AdvanceTime(static_cast<int64_t>(rng() % 2000));
+          break;
+      }
     }
   }
-}
-
 };
 
 TEST_F(BulkLoadTest, BulkLoadGivesTheSameStateAsReplayingOneByOne) {

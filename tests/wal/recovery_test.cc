@@ -7,6 +7,7 @@
 #include "tests/wal/recovery_test_util.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/checkpointer.h"
+#include "wal/effect_pipeline.h"
 #include "wal/fault_injection_file_system.h"
 #include "wal/log_reader.h"
 #include "wal/snapshot.h"
@@ -344,6 +345,97 @@ TEST_F(RecoveryTest, RepairOfADamagedFirstHeaderDropsTheWholeLog) {
   EXPECT_EQ(report.dropped_bytes, bytes.size());
 }
 
+// ---- Large files: read and decoded on a second thread (effect_pipeline.h) --------------------
+
+class LargeLogRecoveryTest : public RecoveryTest {
+ protected:
+  // One segment well over EffectPipeline's threshold for a second thread.
+  uint64_t PopulateLarge() {
+    const uint64_t digest = Populate(30'000, 11);
+    EXPECT_EQ(SegmentNames(fs_.get(), kDir).size(), 1u);
+    EXPECT_TRUE(EffectPipeline::WorthAThread(Contents(SegmentPath(0)).size()));
+    return digest;
+  }
+};
+
+TEST_F(LargeLogRecoveryTest, ALargeSegmentReplaysToTheLoggedState) {
+  const uint64_t digest = PopulateLarge();
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_EQ(report.next_lsn, next_lsn_);
+  EXPECT_EQ(report.records_replayed, next_lsn_);
+}
+
+TEST_F(LargeLogRecoveryTest, ATornTailOfALargeSegmentIsCutOff) {
+  const uint64_t digest = PopulateLarge();
+  const std::string path = SegmentPath(0);
+  const std::string good = Contents(path);
+  std::string torn;
+  PutFixed32(&torn, 1000);
+  torn.push_back(static_cast<char>(RecordType::kEffect));
+  torn.append(8 + 100, 'x');
+  Overwrite(path, good + torn);
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  ASSERT_TRUE(report.torn_tail);
+  EXPECT_EQ(report.torn_tail->offset, good.size());
+  EXPECT_EQ(Contents(path), good);
+}
+
+TEST_F(LargeLogRecoveryTest, DamageInTheMiddleRefusesOrIsCutAtItsOffset) {
+  PopulateLarge();
+  const std::string path = SegmentPath(0);
+  const auto offsets = RecordOffsets(path);
+  const uint64_t offset = offsets[offsets.size() / 2];
+  std::string bytes = Contents(path);
+  FlipByte(&bytes, offset + kRecordHeaderBytes + 3);
+  Overwrite(path, bytes);
+
+  RecoveryReport refused;
+  EXPECT_EQ(TryRecover(&refused).code(), Code::kInternal);
+  ASSERT_TRUE(refused.damage);
+  EXPECT_EQ(refused.damage->offset, offset);
+  EXPECT_EQ(Contents(path), bytes);  // nothing changed on disk
+
+  auto cut = NewMemoryFileSystem();
+  ASSERT_TRUE(WriteStringToFile(cut.get(), path, bytes.substr(0, offset)).ok());
+  const uint64_t expected = RecoveredDigest(cut.get(), kDir);
+  RecoveryReport repaired;
+  RecoveryOptions repair;
+  repair.repair = true;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &repaired, repair), expected);
+  ASSERT_TRUE(repaired.damage);
+  EXPECT_EQ(repaired.damage->offset, offset);
+  EXPECT_EQ(Contents(path).size(), offset);
+}
+
+TEST_F(LargeLogRecoveryTest, AnEffectThatDoesNotApplyInALargeSegmentIsDamageAtItsOffset) {
+  PopulateLarge();
+  const std::string path = SegmentPath(0);
+  const auto offsets = RecordOffsets(path);
+  // Replace a late record by a (well-formed, checksummed) removal of a message that never was.
+  const uint64_t offset = offsets[offsets.size() - 10];
+  std::string bytes = Contents(path);
+  Effect removed;
+  removed.type = EffectType::kMessageRemoved;
+  removed.queue = "simple";
+  removed.id = "never-enqueued";
+  const std::string payload = Encode(removed);
+  std::string rebuilt = bytes.substr(0, offset);
+  std::string header;
+  PutFixed32(&header, static_cast<uint32_t>(payload.size()));
+  header.push_back(static_cast<char>(RecordType::kEffect));
+  header.append(8, '\0');
+  rebuilt += header + payload;
+  FixRecordChecksum(&rebuilt, offset, 1);
+  Overwrite(path, rebuilt);
+  RecoveryReport report;
+  EXPECT_EQ(TryRecover(&report).code(), Code::kInternal);
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->offset, offset);
+  EXPECT_NE(report.damage->reason.find("does not apply"), std::string::npos);
+}
+
 // ---- With snapshots ------------------------------------------------------------------------
 
 class SnapshotRecoveryTest : public RecoveryTest {
@@ -381,6 +473,26 @@ TEST_F(SnapshotRecoveryTest, LoadsTheSnapshotAndReplaysOnlyTheRecordsAfterIt) {
   EXPECT_GT(report.snapshot_effects, 0u);
   EXPECT_EQ(report.records_replayed, next_lsn_ - covered_);
   EXPECT_EQ(report.next_lsn, next_lsn_);
+}
+
+TEST_F(SnapshotRecoveryTest, ALargeSnapshotLoadsAndDamageInItIsFoundAtItsOffset) {
+  const uint64_t digest = PopulateWithCheckpoint(30'000, 300);
+  const std::string path = JoinPath(kDir, SnapshotFileName(covered_));
+  std::string bytes = Contents(path);
+  ASSERT_TRUE(EffectPipeline::WorthAThread(bytes.size()));
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_EQ(report.snapshot, SnapshotFileName(covered_));
+
+  const auto offsets = RecordOffsets(path, /*snapshot=*/true);
+  const uint64_t offset = offsets[offsets.size() * 2 / 3];
+  FlipByte(&bytes, offset + kRecordHeaderBytes + 1);
+  Overwrite(path, bytes);
+  RecoveryReport refused;
+  EXPECT_EQ(TryRecover(&refused).code(), Code::kInternal);
+  ASSERT_TRUE(refused.damage);
+  EXPECT_EQ(refused.damage->file, SnapshotFileName(covered_));
+  EXPECT_EQ(refused.damage->offset, offset);
 }
 
 TEST_F(SnapshotRecoveryTest, AnUnfinishedSnapshotIsDeletedAndIgnored) {
