@@ -89,7 +89,9 @@ void IdTable::Reserve(size_t n) {
 void IdTable::Rebuild(size_t n, MessageRef skip) {
   // Room for n at 2/3 load after a growth (so the next rebuild is 1.5x away), at least 1 group.
   size_t groups = std::max<size_t>(1, (n * 3 / 2 + kSlots - 1) / kSlots);
-  if (groups_count_ > 0 && n > size_) groups = std::max(groups, groups_count_ + groups_count_ / 2);
+  if (groups_count_ > 0 && n > size_) {
+    groups = std::max(groups, groups_count_ + (bulk_ ? groups_count_ : groups_count_ / 2));
+  }
   pages::Free(groups_, groups_count_ * sizeof(Group));
   groups_count_ = groups;
   groups_ = static_cast<Group*>(pages::Allocate(groups * sizeof(Group)));

@@ -45,8 +45,10 @@ class IdTable {
 
   size_t size() const { return size_; }
   uint64_t allocated_bytes() const { return groups_count_ * sizeof(Group); }
-  // Sizes the table for `n` elements (a bulk load).
+  // Sizes the table for `n` elements.
   void Reserve(size_t n);
+  // During a bulk load the table doubles when it grows (half the rebuilds of 1.5x growth).
+  void set_bulk(bool on) { bulk_ = on; }
   void Clear();
 
  private:
@@ -80,6 +82,7 @@ class IdTable {
   // bits behind (boost's rule: a table that keeps churning is rebuilt before its overflow bits
   // make every miss probe far).
   size_t budget_ = 0;
+  bool bulk_ = false;
 };
 
 }  // namespace sundial

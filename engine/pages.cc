@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 namespace sundial::pages {
 namespace {
@@ -45,7 +47,40 @@ void* Map(size_t bytes) {
   return p;
 }
 
+std::mutex g_pool_mu;
+std::vector<void*>* g_pool = new std::vector<void*>;  // GUARDED_BY(g_pool_mu); never freed
+
+void* TakeFromPool() {
+  std::lock_guard lock(g_pool_mu);
+  if (g_pool->empty()) return nullptr;
+  void* p = g_pool->back();
+  g_pool->pop_back();
+  return p;
+}
+
 }  // namespace
+
+void FillPool(size_t blocks) {
+  while (true) {
+    {
+      std::lock_guard lock(g_pool_mu);
+      if (g_pool->size() >= blocks) return;
+    }
+    auto* p = static_cast<char*>(Map(kHugePageBytes));
+    for (size_t at = 0; at < kHugePageBytes; at += kPageBytes) p[at] = 0;  // fault it in
+    std::lock_guard lock(g_pool_mu);
+    g_pool->push_back(p);
+  }
+}
+
+void DrainPool() {
+  std::vector<void*> blocks;
+  {
+    std::lock_guard lock(g_pool_mu);
+    blocks.swap(*g_pool);
+  }
+  for (void* p : blocks) Free(p, kHugePageBytes);
+}
 
 uint64_t MappedBytes() { return g_mapped.load(std::memory_order_relaxed); }
 
@@ -53,6 +88,9 @@ void SetHugePages(bool on) { g_huge_pages.store(on, std::memory_order_relaxed); 
 bool HugePages() { return g_huge_pages.load(std::memory_order_relaxed); }
 
 void* Allocate(size_t bytes) {
+  if (bytes == kHugePageBytes) {
+    if (void* p = TakeFromPool()) return p;
+  }
   if (Mapped(bytes)) return Map(bytes);
   void* p = std::malloc(bytes == 0 ? 1 : bytes);
   if (p == nullptr) std::abort();

@@ -37,6 +37,13 @@ void* Allocate(size_t bytes);
 void Free(void* block, size_t bytes);
 // Moves a block to a new size, keeping min(old, new) bytes.
 void* Reallocate(void* block, size_t old_bytes, size_t new_bytes);
+// A pool of 2 MiB blocks already faulted in (zeroed by the kernel), for a bulk load: a helper
+// thread (recovery's decode thread) calls FillPool between batches so that the thread building
+// the engine takes blocks whose page faults were paid on the other core. Allocate of exactly
+// kHugePageBytes takes from the pool first. DrainPool frees what is left.
+void FillPool(size_t blocks);
+void DrainPool();
+
 // Bytes currently mapped by Allocate (the process's total, every engine; malloc'd blocks not
 // included). For benchmarks and metrics.
 uint64_t MappedBytes();

@@ -1170,6 +1170,7 @@ void Queue::HashInto(void* xxh3_state) const {
 
 void Queue::BeginBulk() {
   bulk_ = true;
+  ids_.set_bulk(true);
   ready_.BeginUnordered();
   timers_.BeginUnordered();
   for (auto& [value, g] : groups_) g.pending.BeginUnordered();
@@ -1179,6 +1180,7 @@ void Queue::BeginBulk() {
 void Queue::EndBulk() {
   if (!bulk_) return;
   bulk_ = false;
+  ids_.set_bulk(false);
   timers_.Heapify();
   for (auto& [pair, index] : filters_) index.pending.Heapify();
   if (!exclusive()) {

@@ -70,6 +70,10 @@ struct RecoveryReport {
 
 using EngineFactory = std::function<std::unique_ptr<Engine>()>;
 
+// Called on a file's decode thread between batches (effect_pipeline.h): faults in the memory
+// the engine being loaded is about to take (pages::FillPool), on the other core.
+void PrefaultForTheEngine();
+
 struct Recovered {
   std::unique_ptr<Engine> engine;  // built by the factory; empty after a failure
   RecoveryReport report;

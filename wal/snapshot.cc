@@ -4,6 +4,7 @@
 #include "wal/effect_pipeline.h"
 #include "wal/log_format.h"
 #include "wal/log_writer.h"
+#include "wal/recovery.h"
 
 namespace sundial::wal {
 namespace {
@@ -114,7 +115,8 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
   uint64_t trailer_offset = 0, trailer_count = 0, trailer_digest = 0;
   if (reader.ReadHeader()) {
     // Read and decoded on a second thread while this one applies (effect_pipeline.h).
-    EffectPipeline pipeline(&reader, EffectPipeline::WorthAThread(info.bytes));
+    EffectPipeline pipeline(&reader, EffectPipeline::WorthAThread(info.bytes),
+                            PrefaultForTheEngine);
     while (const EffectPipeline::Item* record = pipeline.Next()) {
       if (trailer) {
         return Damaged(damage, file, record->offset, "record after the snapshot trailer");
