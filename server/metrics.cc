@@ -185,6 +185,12 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
   Header(&out, "sundial_memory_bytes", "gauge",
          "Memory the engine accounts for (messages, indexes).");
   fmt::format_to(it, "sundial_memory_bytes {}\n", engine.memory_bytes());
+  Header(&out, "sundial_memory_budget_bytes", "gauge",
+         "The engine's memory budget (--max-memory); 0: unlimited.");
+  fmt::format_to(it, "sundial_memory_budget_bytes {}\n", engine.memory_budget_bytes());
+  Header(&out, "sundial_memory_allocated_bytes", "gauge",
+         "Bytes the engine's records and indexes hold (chunks, large payloads, tables).");
+  fmt::format_to(it, "sundial_memory_allocated_bytes {}\n", engine.allocated_bytes());
   Header(&out, "process_resident_memory_bytes", "gauge", "Resident set size of the process.");
   fmt::format_to(it, "process_resident_memory_bytes {}\n", ResidentBytes());
   return out;

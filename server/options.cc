@@ -2,9 +2,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cstdlib>
+#include <fstream>
 
 namespace sundial::server {
 namespace {
@@ -24,6 +28,53 @@ bool GivenOnCommandLine(const std::vector<std::string>& args, const std::string&
 }
 
 }  // namespace
+
+std::optional<uint64_t> ParseMemorySize(std::string_view text, uint64_t total_bytes) {
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end == text.data()) return std::nullopt;
+  std::string unit(end, text.data() + text.size());
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit == "%") {
+    if (n > 100) return std::nullopt;
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(total_bytes) * n / 100);
+  }
+  int shift = -1;
+  for (const auto& [name, bits] : {std::pair<const char*, int>{"", 0},
+                                   {"B", 0},
+                                   {"K", 10},
+                                   {"KB", 10},
+                                   {"KIB", 10},
+                                   {"M", 20},
+                                   {"MB", 20},
+                                   {"MIB", 20},
+                                   {"G", 30},
+                                   {"GB", 30},
+                                   {"GIB", 30},
+                                   {"T", 40},
+                                   {"TB", 40},
+                                   {"TIB", 40}}) {
+    if (unit == name) shift = bits;
+  }
+  if (shift < 0 || (shift > 0 && n > (UINT64_MAX >> shift))) return std::nullopt;
+  return n << shift;
+}
+
+uint64_t TotalMemoryBytes() {
+  uint64_t total =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  // cgroup v2 (a container's limit): "max" or a number of bytes.
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");
+  std::string limit;
+  if (cgroup >> limit) {
+    uint64_t bytes = 0;
+    auto [end, ec] = std::from_chars(limit.data(), limit.data() + limit.size(), bytes);
+    if (ec == std::errc() && end == limit.data() + limit.size() && bytes > 0) {
+      total = std::min(total, bytes);
+    }
+  }
+  return total;
+}
 
 ParseResult ParseOptions(int argc, const char* const* argv) {
   ParseResult result;
@@ -72,7 +123,11 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
       ->check(CLI::Range(1u, 86'400'000u));
   app.add_option("--handshake-timeout-ms", o.handshake_timeout_ms)->capture_default_str();
   app.add_option("--idle-timeout-ms", o.idle_timeout_ms)->capture_default_str();
-  app.add_option("--memory-budget-bytes", o.memory_budget_bytes, "0: unlimited")
+  app.add_option("--max-memory", o.max_memory,
+                 "engine memory budget: bytes (K/M/G/T suffix) or N% of RAM; above it enqueue "
+                 "gets RESOURCE_EXHAUSTED");
+  app.add_option("--memory-budget-bytes", o.memory_budget_bytes,
+                 "the budget in bytes (older name of --max-memory); 0: unlimited")
       ->capture_default_str();
   app.add_option("--shards", o.shards, "engine lock shards")
       ->capture_default_str()
@@ -115,6 +170,21 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   }
   o.log = *policy;
   o.log.inline_writes = true;  // io threads write their own records under interval / never
+  if (!o.max_memory.empty()) {
+    if (app.count("--memory-budget-bytes") > 0) {
+      result.exit_code = 2;
+      result.message = "--max-memory and --memory-budget-bytes: give one of them";
+      return result;
+    }
+    auto bytes = ParseMemorySize(o.max_memory, TotalMemoryBytes());
+    if (!bytes) {
+      result.exit_code = 2;
+      result.message = "--max-memory " + o.max_memory +
+                       ": give bytes (optionally with K, M, G or T) or a percent such as 75%";
+      return result;
+    }
+    o.memory_budget_bytes = *bytes;
+  }
   return result;
 }
 

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "wal/checkpointer.h"
@@ -38,6 +40,11 @@ struct Options {
   uint32_t write_timeout_ms = 30'000;
   uint32_t handshake_timeout_ms = 10'000;
   uint32_t idle_timeout_ms = 300'000;
+  // --max-memory: bytes (with an optional K, M, G or T suffix: powers of 1024) or a percent of
+  // the machine's memory (or of the cgroup's limit when lower); "" or 0: unlimited. Parsed into
+  // memory_budget_bytes, the engine's budget (--memory-budget-bytes sets it in bytes: the older
+  // name, kept).
+  std::string max_memory;
   uint64_t memory_budget_bytes = 0;  // 0: unlimited
   size_t shards = 16;
 
@@ -59,5 +66,11 @@ struct ParseResult {
 // Parses flags, then SUNDIAL_<FLAG_NAME> variables from `getenv` for flags not given, then the
 // --config file for what is still unset.
 ParseResult ParseOptions(int argc, const char* const* argv);
+
+// A --max-memory value in bytes: "1073741824", "512M", "4G", "4GiB", "4GB" (powers of 1024),
+// "75%" of `total_bytes`. nullopt when malformed or out of range.
+std::optional<uint64_t> ParseMemorySize(std::string_view text, uint64_t total_bytes);
+// The machine's physical memory, or the memory limit of the process's cgroup when lower.
+uint64_t TotalMemoryBytes();
 
 }  // namespace sundial::server

@@ -50,6 +50,39 @@ TEST_F(OptionsTest, DefaultsAreTheSpecs) {
   EXPECT_FALSE(r.options.wal_repair);
 }
 
+TEST(MemorySizeTest, BytesSuffixesAndPercents) {
+  constexpr uint64_t kTotal = uint64_t{8} << 30;
+  EXPECT_EQ(ParseMemorySize("1073741824", kTotal), uint64_t{1} << 30);
+  EXPECT_EQ(ParseMemorySize("512M", kTotal), uint64_t{512} << 20);
+  EXPECT_EQ(ParseMemorySize("512mb", kTotal), uint64_t{512} << 20);
+  EXPECT_EQ(ParseMemorySize("4GiB", kTotal), uint64_t{4} << 30);
+  EXPECT_EQ(ParseMemorySize("2T", kTotal), uint64_t{2} << 40);
+  EXPECT_EQ(ParseMemorySize("64K", kTotal), uint64_t{64} << 10);
+  EXPECT_EQ(ParseMemorySize("75%", kTotal), kTotal / 4 * 3);
+  EXPECT_EQ(ParseMemorySize("0", kTotal), 0u);
+  for (const char* bad : {"", "-1", "12X", "101%", "1.5G", "G", "99999999999999T", "5 %"}) {
+    EXPECT_FALSE(ParseMemorySize(bad, kTotal).has_value()) << bad;
+  }
+}
+
+TEST_F(OptionsTest, MaxMemorySetsTheEngineBudget) {
+  ParseResult r = Parse({"--max-memory", "256M"});
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.memory_budget_bytes, uint64_t{256} << 20);
+  r = Parse({"--max-memory=50%"});
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.memory_budget_bytes, TotalMemoryBytes() / 2);
+  EXPECT_GT(TotalMemoryBytes(), 0u);
+  r = Parse({"--memory-budget-bytes", "1000"});  // the older name
+  ASSERT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.memory_budget_bytes, 1000u);
+  r = Parse({"--max-memory", "lots"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.message.find("--max-memory lots"), std::string::npos) << r.message;
+  r = Parse({"--max-memory", "1G", "--memory-budget-bytes", "5"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
 TEST_F(OptionsTest, FlagsAreParsed) {
   ParseResult r = Parse({"--port", "9000", "--fsync=interval:50", "--wal-repair", "--bind",
                          "0.0.0.0", "--allowed-origins", "https://a.example,https://b.example"});
