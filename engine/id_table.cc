@@ -41,7 +41,14 @@ MessageRef IdTable::Find(std::string_view id, uint64_t hash) const {
 }
 
 void IdTable::Insert(MessageRef ref, uint64_t hash) {
-  if (budget_ == 0) Rebuild(size_ + 1, ref);
+  if (budget_ == 0) {
+    // Out of budget: the table is full, or churn has left overflow bits behind. A rebuild at
+    // the same size clears those; a table more than 70% full grows instead.
+    const size_t same = groups_count_;
+    const size_t grown =
+        std::max(GroupsFor(size_ + 1), groups_count_ + (bulk_ ? groups_count_ : groups_count_ / 2));
+    Rebuild(same > 0 && size_ + 1 <= MaxSize() * 7 / 10 ? same : grown, ref);
+  }
   Place(ref, hash);
   ++size_;
   --budget_;
@@ -75,7 +82,9 @@ void IdTable::Erase(MessageRef ref, std::string_view id) {
       group.tags[i] = 0;
       --size_;
       if (group.overflow == 0) ++budget_;
-      if (groups_count_ > 1 && size_ < MaxSize() / 4) Rebuild(size_, ref);  // still in the store
+      if (groups_count_ > 1 && size_ < MaxSize() / 4) {
+        Rebuild(GroupsFor(size_), ref);  // still in the store
+      }
       return;
     }
     if (++g == groups_count_) g = 0;
@@ -83,15 +92,15 @@ void IdTable::Erase(MessageRef ref, std::string_view id) {
 }
 
 void IdTable::Reserve(size_t n) {
-  if (n > MaxSize()) Rebuild(n, kNoRef);
+  if (n > MaxSize()) Rebuild(GroupsFor(n), kNoRef);
 }
 
-void IdTable::Rebuild(size_t n, MessageRef skip) {
-  // Room for n at 2/3 load after a growth (so the next rebuild is 1.5x away), at least 1 group.
-  size_t groups = std::max<size_t>(1, (n * 3 / 2 + kSlots - 1) / kSlots);
-  if (groups_count_ > 0 && n > size_) {
-    groups = std::max(groups, groups_count_ + (bulk_ ? groups_count_ : groups_count_ / 2));
-  }
+size_t IdTable::GroupsFor(size_t n) {
+  // n at 2/3 load, so that the next growth is 1.5x away; at least one group.
+  return std::max<size_t>(1, (n * 3 / 2 + kSlots - 1) / kSlots);
+}
+
+void IdTable::Rebuild(size_t groups, MessageRef skip) {
   pages::Free(groups_, groups_count_ * sizeof(Group));
   groups_count_ = groups;
   groups_ = static_cast<Group*>(pages::Allocate(groups * sizeof(Group)));

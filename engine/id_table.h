@@ -68,9 +68,10 @@ class IdTable {
   size_t HomeGroup(uint64_t hash) const {
     return static_cast<size_t>((static_cast<unsigned __int128>(hash >> 32) * groups_count_) >> 32);
   }
-  // Rebuilds the table with room for `n` elements from the store's records, leaving out
-  // `skip` (a record being inserted). Clears every overflow bit.
-  void Rebuild(size_t n, MessageRef skip);
+  static size_t GroupsFor(size_t n);
+  // Rebuilds the table with `groups` groups from the store's records, leaving out `skip` (a
+  // record being inserted or erased). Clears every overflow bit.
+  void Rebuild(size_t groups, MessageRef skip);
   void Place(MessageRef ref, uint64_t hash);  // REQUIRES: a free slot exists
   size_t MaxSize() const { return groups_count_ * kSlots * 7 / 8; }
 
