@@ -1,5 +1,6 @@
 #include "wal/effect_pipeline.h"
 
+#include <cstring>
 #include <utility>
 
 #include "wal/effect_codec.h"
@@ -29,7 +30,8 @@ void EffectPipeline::Stop() {
 
 bool EffectPipeline::Fill(Batch* b) {
   b->items.clear();
-  b->bytes.clear();
+  b->bytes.reserve(kBatchBytes);
+  b->bytes.resize_uninitialized(0);
   b->settings.clear();
   b->last = false;
   LogReader::Record record;
@@ -48,14 +50,18 @@ bool EffectPipeline::Fill(Batch* b) {
     item.type = record.type;
     item.lsn = record.lsn;
     item.offset = record.offset;
-    starts.push_back(b->bytes.size());
-    b->bytes.append(record.payload);
+    const size_t at = b->bytes.size();
+    starts.push_back(at);
+    b->bytes.resize_uninitialized(at + record.payload.size());
+    if (!record.payload.empty()) {
+      std::memcpy(b->bytes.data() + at, record.payload.data(), record.payload.size());
+    }
     b->items.push_back(item);
   }
   for (size_t i = 0; i < b->items.size(); ++i) {
     Item& item = b->items[i];
     const size_t end = i + 1 < starts.size() ? starts[i + 1] : b->bytes.size();
-    item.payload = std::string_view(b->bytes).substr(starts[i], end - starts[i]);
+    item.payload = std::string_view(b->bytes.data() + starts[i], end - starts[i]);
     if (item.type != RecordType::kEffect) continue;
     QueueSettings* settings = &b->settings.emplace_back();
     item.decoded = DecodeEffectView(item.payload, &item.effect, settings).ok();

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "engine/effect.h"
+#include "engine/pages.h"
 #include "engine/types.h"
 #include "wal/log_format.h"
 #include "wal/log_reader.h"
@@ -67,7 +68,7 @@ class EffectPipeline {
 
   struct Batch {
     std::vector<Item> items;
-    std::string bytes;                   // reserved once; items view into it
+    PodVector<char> bytes;               // on pages (mmap): given back whole when the pipeline ends
     std::deque<QueueSettings> settings;  // of queue effects (stable addresses)
     bool last = false;                   // the reader stopped after these items
   };

@@ -1,5 +1,7 @@
 #include "wal/recovery.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -349,6 +351,9 @@ Status Recover(FileSystem* fs, const std::string& dir, const EngineFactory& make
   Recovery recovery(fs, dir, make_engine, options, out);
   Status s = recovery.Run();
   pages::DrainPool();
+  // Give back what the load freed into malloc (the decode thread's arena, buffers): after a
+  // restart the process should hold its state and little else.
+  malloc_trim(0);
   if (!s.ok()) out->engine.reset();
   return s;
 }
