@@ -14,8 +14,12 @@
 #  3. Reports RSS (VmRSS), Redis `INFO memory` used_memory, Sundial's sundial_memory_bytes, and
 #     bytes per message ((RSS - RSS when empty) / N).
 #  4. Restarts each (SIGTERM, wait for the exit, start again on the same data dir) and times how
-#     long until it answers: Sundial GET /readyz = 200, Redis PING = PONG (not LOADING).
-#  5. Starts a fresh Sundial with --fsync=always (as compare.sh's durable mode) and runs
+#     long until it answers: Sundial GET /readyz = 200, Redis PING = PONG (not LOADING). Then
+#     deletes Sundial's queue and notes its RSS (memory must go back: within 20% of the empty
+#     server's).
+#  5. A second Sundial with SMALL_RESTART (1,000,000) messages: load, restart (timed), then drain
+#     the queue with dequeue-complete (retention 0) and note the RSS again.
+#  6. Starts a fresh Sundial with --fsync=always (as compare.sh's durable mode) and runs
 #     dequeue-complete at one connection for 3 s on a queue prefilled with 10,000 messages, then
 #     with N, and compares p50 and p99 (target: p50 at N within 1.5x of p50 at 10,000).
 # The report replaces the part of docs/BENCHMARKS.md between "<!-- scale.sh:begin -->" and
@@ -28,6 +32,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 MESSAGES=10000000
 SMALL_PREFILL=10000                      # the reference queue size of the latency comparison
+SMALL_RESTART=1000000                    # the second restart measured (target: ready in 1 s)
+QUEUE=scale                              # Sundial's queue (deleted in step 4)
 LATENCY_DURATION=3                       # seconds per dequeue-latency run
 PAYLOAD_BYTES=100
 LOAD_CONNECTIONS=8
@@ -76,6 +82,27 @@ sundial_ready() {
   else
     port_open "$SUNDIAL_PORT"  # sundiald listens only once recovery is done
   fi
+}
+
+CLI=${SUNDIAL_CLI:-$ROOT/build/release/tools/sundial}
+DRAIN=${SUNDIAL_DRAIN:-$ROOT/build/release/bench/sundial-drain}
+
+# RSS (kB) once it has settled: the smallest reading, sampled every 0.5 s until none lower has
+# come for 10 s (at most 180 s). Memory goes back asynchronously: a checkpoint started by the
+# load or the drain holds a second copy of the state until it finishes (docs/wal-format.md).
+settled_rss_kb() {
+  local pid=$1 best='' r i since=0
+  for ((i = 0; i < 360 && since < 20; i++)); do
+    sleep 0.5
+    r=$(rss_kb "$pid")
+    if [[ -z $best ]] || ((r < best)); then
+      best=$r
+      since=0
+    else
+      since=$((since + 1))
+    fi
+  done
+  printf '%s' "$best"
 }
 
 # Prints "PENDING_MESSAGES ENGINE_MEMORY_BYTES" from Sundial's /metrics (all queues summed).
@@ -208,7 +235,7 @@ import json, sys
 
 results_path = sys.argv[1]
 
-meta, servers, latency, end = {}, {}, {}, {}
+meta, servers, latency, end, second = {}, {}, {}, {}, {}
 with open(results_path, encoding="utf-8") as f:
     for n, line in enumerate(f, 1):
         line = line.strip()
@@ -228,6 +255,8 @@ with open(results_path, encoding="utf-8") as f:
             latency[obj["label"]] = obj
         elif kind == "end":
             end = obj
+        elif kind == "small":
+            second = obj
 
 def num(v):
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -307,6 +336,31 @@ for name in ("sundial", "redis"):
       f"| {s.get('count_restarted', '–') if not num(s.get('count_restarted')) else format(s['count_restarted'], ',')} |")
 w("")
 
+s, r = servers.get("sundial", {}), servers.get("redis", {})
+empty_kb = s.get("rss_empty_kb")
+w("### Memory given back, and a restart at a smaller size")
+w("")
+w("RSS of Sundial's restarted server once its queue of "
+  f"{N:,} messages is deleted (`sundial delete-queue`), and of a second server loaded with "
+  f"{second.get('count', 0):,} messages, restarted, then drained by workers (`sundial-drain`: "
+  "dequeue 1000, complete them, until none is left; the queue has retention 0, so completed "
+  "messages go at once). Compared with "
+  "the empty server's RSS (target: within 20% of it, plus what remains: nothing)."
+  if num(N) else "")
+w("")
+w("| | messages | restart to ready | RSS after restart | RSS after delete / drain | vs empty server |")
+w("| --- | ---: | ---: | ---: | ---: | ---: |")
+def ratio(kb):
+    return f"{kb / empty_kb:.2f}×" if num(kb) and num(empty_kb) and empty_kb > 0 else "–"
+if s:
+    w(f"| delete | {s.get('count', 0):,} | {secs(s.get('ready_s'))} | {mib(s.get('rss_restarted_kb'))} "
+      f"| {mib(s.get('rss_deleted_kb'))} | {ratio(s.get('rss_deleted_kb'))} |")
+if second:
+    w(f"| drain | {second.get('count', 0):,} | {secs(second.get('ready_s'))} "
+      f"| {mib(second.get('rss_restarted_kb'))} | {mib(second.get('rss_drained_kb'))} "
+      f"({second.get('count_drained', '?')} left) | {ratio(second.get('rss_drained_kb'))} |")
+w("")
+
 w("### Dequeue latency against queue size")
 w("")
 w(f"A fresh Sundial with `--fsync=always` (as in compare.sh's durable mode); "
@@ -347,6 +401,18 @@ if num(s.get("rss_kb")) and num(r.get("rss_kb")) and r["rss_kb"] > 0:
       f"({mib(s['rss_kb'])} vs {mib(r['rss_kb'])}) | {'met' if q <= 0.75 else '**NOT met**'} |")
 else:
     w("| Sundial RSS ≤ 0.75× Redis RSS | no data | – |")
+if num(s.get("ready_s")) and num(r.get("ready_s")) and r["ready_s"] > 0:
+    q = s["ready_s"] / r["ready_s"]
+    ok = s["ready_s"] <= 10 and q <= 0.5
+    w(f"| Sundial restart to ready at {N:,} ≤ 10 s and ≤ 0.5× Redis's | {s['ready_s']:.1f} s, "
+      f"{q:.2f}× ({r['ready_s']:.1f} s) | {'met' if ok else '**NOT met**'} |")
+if num(second.get("ready_s")):
+    w(f"| Sundial restart to ready at {second.get('count', 0):,} ≤ 1 s | {second['ready_s']:.2f} s "
+      f"| {'met' if second['ready_s'] <= 1 else '**NOT met**'} |")
+for label, kb in (("deleted", s.get("rss_deleted_kb")), ("drained", second.get("rss_drained_kb"))):
+    if num(kb) and num(empty_kb) and empty_kb > 0:
+        w(f"| RSS after the queue is {label} ≤ 1.2× the empty server's | {kb / empty_kb:.2f}× "
+          f"({mib(kb)} vs {mib(empty_kb)}) | {'met' if kb <= 1.2 * empty_kb else '**NOT met**'} |")
 if ok_lat:
     w(f"| dequeue p50 at {latency['large'].get('prefill', 0):,} pending "
       f"≤ 1.5× p50 at {latency['small'].get('prefill', 0):,} | {r50:.2f}× "
@@ -364,6 +430,8 @@ if cmds:
                 "latency_small", "latency_large"):
         if cmds.get(key):
             w(cmds[key])
+    if second.get("drain_argv"):
+        w(second["drain_argv"])
     w("```")
     w("")
 if out[-1] == "":
@@ -405,7 +473,7 @@ LOAD_LIMIT=$((MESSAGES / 10000 + 300))
 ((LOAD_LIMIT <= 3600)) || LOAD_LIMIT=3600  # sundial-bench's --duration maximum
 declare -a LOAD_ARGS=(--workload enqueue --batch "$LOAD_BATCH" --connections "$LOAD_CONNECTIONS"
   --payload-bytes "$PAYLOAD_BYTES" --messages "$MESSAGES" --duration "$LOAD_LIMIT" --json
-  "${KEEP_FLAG[@]}")
+  --queue "$QUEUE" "${KEEP_FLAG[@]}")
 T0=$(now)
 run_bench load_sundial $((LOAD_LIMIT + 60)) --target "sundial://127.0.0.1:$SUNDIAL_PORT" "${LOAD_ARGS[@]}"
 SUNDIAL_LOAD_S=$(seconds_since "$T0")
@@ -443,6 +511,11 @@ restart_timed SUNDIAL sundiald "$WORK/sundial/data" sundial_ready \
   start_sundial interval:1000 "$WORK/sundial" reuse
 read -r SUNDIAL_COUNT_RESTARTED _ <<<"$(sundial_counts)"
 log "Sundial: stopped in ${SUNDIAL_STOP_S} s, ready again in ${SUNDIAL_READY_S} s with $SUNDIAL_COUNT_RESTARTED messages"
+# Memory goes back: delete the queue of N messages.
+"$CLI" --addr "127.0.0.1:$SUNDIAL_PORT" delete-queue "$QUEUE" >/dev/null ||
+  die "sundial delete-queue $QUEUE failed"
+SUNDIAL_RSS_DELETED=$(settled_rss_kb "$SUNDIAL_PID")
+log "Sundial: RSS ${SUNDIAL_RSS_DELETED} kB after deleting the queue (empty: ${SUNDIAL_RSS_EMPTY} kB)"
 stop_pid "$SUNDIAL_PID"
 
 restart_timed REDIS redis-server "$WORK/redis" redis_ready start_redis "$WORK/redis" reuse
@@ -450,8 +523,48 @@ REDIS_COUNT_RESTARTED=$(redis_count)
 log "Redis: stopped in ${REDIS_STOP_S} s, ready again in ${REDIS_READY_S} s with $REDIS_COUNT_RESTARTED messages"
 stop_pid "$REDIS_PID"
 rm -rf "$WORK/sundial/data" "$WORK/redis"  # the disk for the next step
+record server name=sundial "count=$SUNDIAL_COUNT" "rss_empty_kb=$SUNDIAL_RSS_EMPTY" \
+  "rss_kb=$SUNDIAL_RSS" "engine_memory=$SUNDIAL_ENGINE_MEMORY" "load_s=$SUNDIAL_LOAD_S" \
+  "disk_bytes=$SUNDIAL_DISK" "stop_s=$SUNDIAL_STOP_S" "ready_s=$SUNDIAL_READY_S" \
+  "rss_restarted_kb=$SUNDIAL_RSS_RESTARTED" "count_restarted=$SUNDIAL_COUNT_RESTARTED" \
+  "rss_deleted_kb=$SUNDIAL_RSS_DELETED"
+record server name=redis "count=$REDIS_COUNT" "rss_empty_kb=$REDIS_RSS_EMPTY" \
+  "rss_kb=$REDIS_RSS" "used_memory=$REDIS_USED_MEMORY" "load_s=$REDIS_LOAD_S" \
+  "disk_bytes=$REDIS_DISK" "stop_s=$REDIS_STOP_S" "ready_s=$REDIS_READY_S" \
+  "rss_restarted_kb=$REDIS_RSS_RESTARTED" "count_restarted=$REDIS_COUNT_RESTARTED"
 
-# 5. Dequeue latency, durable, at 10,000 and at N pending.
+
+# 5. Restart and drain at SMALL_RESTART messages.
+if ((SMALL_RESTART < MESSAGES)); then
+  start_sundial interval:1000 "$WORK/sundial-small"
+  wait_until sundiald "$SUNDIAL_PID" "$SUNDIAL_LOG" "$READY_TIMEOUT_S" sundial_ready
+  declare -a SMALL_ARGS=(--target "sundial://127.0.0.1:$SUNDIAL_PORT" --batch "$LOAD_BATCH"
+    --connections "$LOAD_CONNECTIONS" --payload-bytes "$PAYLOAD_BYTES" --messages "$SMALL_RESTART"
+    --duration "$LOAD_LIMIT" --json --queue "$QUEUE" "${KEEP_FLAG[@]}")
+  run_bench load_small $((LOAD_LIMIT + 60)) --workload enqueue "${SMALL_ARGS[@]}"
+  ((BENCH_RC == 0)) || die "loading $SMALL_RESTART messages failed"
+  restart_timed SUNDIAL sundiald "$WORK/sundial-small/data" sundial_ready \
+    start_sundial interval:1000 "$WORK/sundial-small" reuse
+  SMALL_READY_S=$SUNDIAL_READY_S SMALL_STOP_S=$SUNDIAL_STOP_S SMALL_DISK=$SUNDIAL_DISK
+  SMALL_RSS_RESTARTED=$SUNDIAL_RSS_RESTARTED
+  read -r SMALL_COUNT_RESTARTED _ <<<"$(sundial_counts)"
+  log "Sundial ($SMALL_RESTART): ready again in ${SMALL_READY_S} s with $SMALL_COUNT_RESTARTED messages"
+  # Workers drain it (sundial-drain: dequeue 1000, complete them, until none is left).
+  DRAIN_CMD=$(quote_command "$DRAIN" "127.0.0.1:$SUNDIAL_PORT" "$QUEUE")
+  log "running: $DRAIN_CMD"
+  "$DRAIN" "127.0.0.1:$SUNDIAL_PORT" "$QUEUE" >"$WORK/drain.out" || die "draining failed"
+  read -r SMALL_COUNT_DRAINED _ <<<"$(sundial_counts)"
+  SMALL_RSS_DRAINED=$(settled_rss_kb "$SUNDIAL_PID")
+  log "Sundial ($SMALL_RESTART): RSS ${SMALL_RSS_DRAINED} kB after the drain ($SMALL_COUNT_DRAINED pending)"
+  stop_pid "$SUNDIAL_PID"
+  rm -rf "$WORK/sundial-small"
+  record small "count=$SMALL_RESTART" "ready_s=$SMALL_READY_S" "stop_s=$SMALL_STOP_S" \
+    "disk_bytes=$SMALL_DISK" "rss_restarted_kb=$SMALL_RSS_RESTARTED" \
+    "count_restarted=$SMALL_COUNT_RESTARTED" "rss_drained_kb=$SMALL_RSS_DRAINED" \
+    "count_drained=$SMALL_COUNT_DRAINED" "drain_argv=$DRAIN_CMD"
+fi
+
+# 6. Dequeue latency, durable, at 10,000 and at N pending.
 start_sundial always "$WORK/sundial-durable"
 wait_until sundiald "$SUNDIAL_PID" "$SUNDIAL_LOG" "$READY_TIMEOUT_S" sundial_ready
 SUNDIAL_DURABLE_CMD=$SUNDIAL_CMD
@@ -464,15 +577,6 @@ run_bench latency_large $((LATENCY_DURATION + 300 + MESSAGES / 10000)) "${LATENC
 record latency label=large "prefill=$MESSAGES" "rc=$BENCH_RC" "argv=$BENCH_ARGV" "result_json=$BENCH_JSON"
 LATENCY_LARGE_CMD=$BENCH_ARGV
 stop_pid "$SUNDIAL_PID"
-
-record server name=sundial "count=$SUNDIAL_COUNT" "rss_empty_kb=$SUNDIAL_RSS_EMPTY" \
-  "rss_kb=$SUNDIAL_RSS" "engine_memory=$SUNDIAL_ENGINE_MEMORY" "load_s=$SUNDIAL_LOAD_S" \
-  "disk_bytes=$SUNDIAL_DISK" "stop_s=$SUNDIAL_STOP_S" "ready_s=$SUNDIAL_READY_S" \
-  "rss_restarted_kb=$SUNDIAL_RSS_RESTARTED" "count_restarted=$SUNDIAL_COUNT_RESTARTED"
-record server name=redis "count=$REDIS_COUNT" "rss_empty_kb=$REDIS_RSS_EMPTY" \
-  "rss_kb=$REDIS_RSS" "used_memory=$REDIS_USED_MEMORY" "load_s=$REDIS_LOAD_S" \
-  "disk_bytes=$REDIS_DISK" "stop_s=$REDIS_STOP_S" "ready_s=$REDIS_READY_S" \
-  "rss_restarted_kb=$REDIS_RSS_RESTARTED" "count_restarted=$REDIS_COUNT_RESTARTED"
 
 COMMANDS_JSON=$("$PYTHON" -c 'import json, sys
 keys = ["sundial", "redis", "load_sundial", "load_redis", "sundial_durable", "latency_small",

@@ -49,6 +49,14 @@ class MessageStore {
     return reinterpret_cast<Message*>(c.base + size_t{ref & kSlotMask} * c.stride);
   }
 
+  // Whether `ref` names a live record (any ref may be asked: a hint that outlived its record).
+  bool IsLive(MessageRef ref) const {
+    const uint32_t ci = ref >> kSlotBits;
+    if (ci >= chunks_.size()) return false;
+    const Chunk& c = chunks_[ci];
+    return c.base != nullptr && (ref & kSlotMask) < c.bump && !At(ref)->is_free();
+  }
+
   // Calls fn(ref, message) for every live record, chunk by chunk in address order.
   template <typename Fn>
   void ForEach(Fn&& fn) const {

@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -139,6 +140,7 @@ void Queue::Clear() {
   }
   ids_.Clear();
   store_.Clear();
+  lease_hints_.clear();
   large_bytes_ = 0;
   AddShardBytes(-static_cast<int64_t>(memory_bytes_));
   memory_bytes_ = 0;
@@ -526,6 +528,27 @@ std::vector<MessageRef> Queue::Matching(const Filter& filter, bool sorted) const
   return out;
 }
 
+void Queue::RememberLease(MessageRef ref, uint64_t token) {
+  // Room for about as many hints as there are running messages (at most 64K).
+  constexpr size_t kMinHints = 64, kMaxHints = size_t{1} << 16;
+  const size_t want =
+      std::clamp<size_t>(std::bit_ceil(counts_[MessageState::kRunning]), kMinHints, kMaxHints);
+  if (lease_hints_.size() < want) lease_hints_.assign(want, LeaseHint{});
+  lease_hints_[token & (lease_hints_.size() - 1)] = LeaseHint{token, ref};
+}
+
+MessageRef Queue::FindLeased(std::string_view id, uint64_t token) const {
+  if (token != 0 && !lease_hints_.empty()) {
+    const LeaseHint& hint = lease_hints_[token & (lease_hints_.size() - 1)];
+    // The hint may be stale (the message gone, its slot reused): it is used only when the
+    // record there is live and has this id, which then makes it the message Find would return.
+    if (hint.token == token && store_.IsLive(hint.ref) && At(hint.ref)->id() == id) {
+      return hint.ref;
+    }
+  }
+  return Find(id);
+}
+
 Status Queue::CheckLease(const Message* m, uint64_t token, TimeMs now) const {
   if (m->state() != MessageState::kRunning) {
     return FailedPrecondition("lease_token: not the current lease of this message");
@@ -641,15 +664,17 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     MessageState from = BeginChange(ref);
     Message* m = At(ref);
     m->set_attempts(m->attempts() + 1);
+    const uint64_t token = NewToken(rng);
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
-                 Timing{SaturatingAdd(now, lease_ms), NewToken(rng)});
+                 Timing{SaturatingAdd(now, lease_ms), token});
+    RememberLease(ref, token);
     out.push_back(Record(ref));
   }
   return out;
 }
 
 Status Queue::Complete(const CompleteItem& item, TimeMs now) {
-  const MessageRef ref = Find(item.id);
+  const MessageRef ref = FindLeased(item.id, item.lease_token);
   if (ref == kNoRef) return NotFound("id: no such message");
   const Message* m = At(ref);
   if (m->state() == MessageState::kCompleted && item.lease_token != 0 &&
@@ -710,7 +735,7 @@ bool Queue::ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Que
 
 Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* rng,
                                Queue* dead_letter) {
-  const MessageRef ref = Find(request.id);
+  const MessageRef ref = FindLeased(request.id, request.lease_token);
   if (ref == kNoRef) return NotFound("id: no such message");
   if (Status s = CheckLease(At(ref), request.lease_token, now); !s.ok()) return s;
   std::string_view error = request.error;
@@ -755,7 +780,7 @@ Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* r
 }
 
 Result<TimeMs> Queue::Extend(std::string_view id, uint64_t token, int64_t lease_ms, TimeMs now) {
-  const MessageRef ref = Find(id);
+  const MessageRef ref = FindLeased(id, token);
   if (ref == kNoRef) return NotFound("id: no such message");
   Message* m = At(ref);
   if (Status s = CheckLease(m, token, now); !s.ok()) return s;

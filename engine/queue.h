@@ -227,6 +227,10 @@ class Queue {
   };
 
   Message* At(MessageRef ref) const { return store_.At(ref); }
+  // The message `id` whose lease is `token`: through lease_hints_ when it remembers the lease
+  // (no hash lookup: Complete, Fail and Extend of a recent lease), else Find(id).
+  MessageRef FindLeased(std::string_view id, uint64_t token) const;
+  void RememberLease(MessageRef ref, uint64_t token);
   // version and updated_at (message.h: narrow in the record, or in wide_).
   uint64_t VersionOf(MessageRef ref, const Message* m) const {
     return m->wide() ? wide_.find(ref)->second.version : m->version32;
@@ -312,6 +316,12 @@ class Queue {
     TimeMs updated_at;
   };
   boost::unordered_flat_map<MessageRef, WideFields> wide_;
+  // Recent leases by token (a direct-mapped cache sized to the running messages): hints only.
+  struct LeaseHint {
+    uint64_t token = 0;
+    MessageRef ref = kNoRef;
+  };
+  std::vector<LeaseHint> lease_hints_;
 };
 
 }  // namespace sundial

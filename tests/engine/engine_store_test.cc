@@ -82,6 +82,31 @@ TEST_F(StoreTest, VersionsAbove32BitsReplayExactly) {
   EXPECT_EQ((*leased)[0].version, (uint64_t{1} << 40) + 8);
 }
 
+// ---- Lease hints ------------------------------------------------------------------------------
+
+TEST_F(StoreTest, AStaleLeaseHintNeverReachesAnotherMessage) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "m1");
+  MessageRecord first = TakeOne("q");
+  ASSERT_TRUE(CompleteOne("q", "m1", first.lease_token).ok());
+  EXPECT_TRUE(CompleteOne("q", "m1", first.lease_token).ok());  // repeated: still found
+  AdvanceTime(1);  // m1 removed; its slot is free for the next record
+  Put("q", "m2");
+  EXPECT_EQ(CompleteOne("q", "m1", first.lease_token).code(), Code::kNotFound);
+  EXPECT_EQ(FailOne("q", "m1", first.lease_token).status().code(), Code::kNotFound);
+  EXPECT_EQ(CompleteOne("q", "m2", first.lease_token).code(), Code::kFailedPrecondition);
+  // The same id again, a new message: the old token is not its lease.
+  Put("q", "m1");
+  EXPECT_EQ(CompleteOne("q", "m1", first.lease_token).code(), Code::kFailedPrecondition);
+  // Everything gone, its chunk unmapped: the hint points nowhere and is not followed.
+  for (const char* id : {"m1", "m2"}) ASSERT_TRUE(CancelOne("q", id).ok());
+  AdvanceTime(1);
+  EXPECT_EQ(CompleteOne("q", "m2", first.lease_token).code(), Code::kNotFound);
+  EXPECT_EQ(engine().Extend("q", "m1", first.lease_token, 1000).status().code(), Code::kNotFound);
+}
+
 // ---- Large payloads ---------------------------------------------------------------------------
 
 TEST_F(StoreTest, PayloadsAboveTheInlineLimitRoundTripAndAreFreed) {
