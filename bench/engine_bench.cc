@@ -489,5 +489,46 @@ void BM_MemoryPerMessage(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryPerMessage)->Iterations(1)->Unit(benchmark::kMillisecond);
 
+// The shape bench/scale.sh loads (sundial-bench's enqueue): 2,000,000 messages with ids like
+// "m3-1234567", 100-byte payloads, no metadata. Reports the same counters, and the parts.
+void BM_MemoryPerMessageScaleShape(benchmark::State& state) {
+  ReleaseFixture();
+  constexpr uint64_t kMessages = 2'000'000;
+  for (auto _ : state) {
+    ManualClock clock;
+    auto engine = std::make_unique<Engine>(BenchOptions(), &clock, nullptr);
+    if (const char* e = CreateQueue(*engine, kMemoryQueue, {})) {
+      state.SkipWithError(e);
+      break;
+    }
+    uint64_t content_bytes = 0;  // id + payload
+    const uint64_t before = HeapBytesInUse();
+    const uint64_t rss_before = ResidentBytes();
+    const char* e = Fill(*engine, kMemoryQueue, kMessages, [&content_bytes](uint64_t i) {
+      std::string id = "m" + std::to_string(i % 8) + "-" + std::to_string(i);
+      content_bytes += id.size() + kPayloadBytes;
+      return Item(std::move(id), static_cast<int64_t>(i));
+    });
+    const uint64_t after = HeapBytesInUse();
+    const uint64_t rss_after = ResidentBytes();
+    if (e != nullptr) {
+      state.SkipWithError(e);
+      break;
+    }
+    const double n = static_cast<double>(kMessages);
+    state.counters["bytes_per_message"] =
+        (static_cast<double>(after) - static_cast<double>(before)) / n;
+    state.counters["overhead_bytes_per_message"] =
+        (static_cast<double>(after) - static_cast<double>(before) -
+         static_cast<double>(content_bytes)) /
+        n;
+    state.counters["rss_bytes_per_message"] =
+        (static_cast<double>(rss_after) - static_cast<double>(rss_before)) / n;
+    state.counters["content_bytes_per_message"] = static_cast<double>(content_bytes) / n;
+    benchmark::DoNotOptimize(engine.get());
+  }
+}
+BENCHMARK(BM_MemoryPerMessageScaleShape)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace sundial

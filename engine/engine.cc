@@ -562,6 +562,29 @@ TimeMs Engine::NextDueTime() const {
   return next;
 }
 
+Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) {
+  constexpr size_t kAhead = 8;
+  auto prefetch = [&](const Effect& e) {
+    if (e.id.empty()) return;
+    // Bulk load only: one thread, no other caller (BeginBulkLoad's contract), so the queue
+    // map may be read without the shard lock.
+    const Shard& shard = ShardFor(e.queue);
+    if (const Queue* q = shard.Find(e.queue)) q->PrefetchId(e.id);
+  };
+  if (bulk_) {
+    for (size_t i = 0; i < kAhead && i < count; ++i) prefetch(effects[i]);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (bulk_ && i + kAhead < count) prefetch(effects[i + kAhead]);
+    if (Status s = Apply(effects[i]); !s.ok()) {
+      *applied = i;
+      return s;
+    }
+  }
+  *applied = count;
+  return Status::Ok();
+}
+
 Status Engine::Apply(const Effect& e) {
   Shard& shard = ShardFor(e.queue);
   if (e.type == EffectType::kMessageDeadLettered) {

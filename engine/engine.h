@@ -112,6 +112,11 @@ class Engine {
   // orders them all in O(n) (heapify) instead of one sift per message.
   void BeginBulkLoad();
   void EndBulkLoad();
+  // Applies `effects` in order, as Apply would one by one; stops at the first that does not
+  // apply, returning its status with *applied = its index (all of them: *applied = size).
+  // During a bulk load it reads ahead: the id-table slots of the next effects' messages are
+  // prefetched so that their cache misses overlap instead of coming one at a time.
+  Status ApplyBatch(const Effect* effects, size_t count, size_t* applied);
   // XXH3 over all state: queues by name, each with the sum of one hash per message (no sort;
   // docs/engine.md). Part of snapshot format v1. Two engines
   // with the same queues and messages have the same digest.

@@ -37,6 +37,9 @@ class IdTable {
   // The record with this id, or kNoRef.
   MessageRef Find(std::string_view id) const { return Find(id, Hash(id)); }
   MessageRef Find(std::string_view id, uint64_t hash) const;
+  void Prefetch(uint64_t hash) const {
+    if (groups_count_ > 0) __builtin_prefetch(&groups_[HomeGroup(hash)]);
+  }
   // Adds `ref`, whose record holds `id` (not already present).
   void Insert(MessageRef ref, std::string_view id) { Insert(ref, Hash(id)); }
   void Insert(MessageRef ref, uint64_t hash);

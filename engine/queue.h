@@ -138,6 +138,8 @@ class Queue {
   QueueInfo Info(TimeMs now) const;
   TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().due_at; }
   bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
+  // Brings the id table's group for `id` into cache (a lookup of it is coming).
+  void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
 
   // Operations. Input has been validated by Engine (limits, UTF-8, queue name, batch size).
   // `dead_letter`: the dead-letter queue when it exists (its shard locked), else nullptr.

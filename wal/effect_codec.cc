@@ -205,6 +205,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   switch (e.type) {
     case EffectType::kQueueCreated:
     case EffectType::kQueueUpdated:
+      if (settings == nullptr) return Malformed("wal: effect: settings without storage");
       *settings = QueueSettings();
       s = ReadSettings(&r, settings);
       e.settings = settings;

@@ -52,7 +52,8 @@ class DecodedEffect {
 Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
 
 // The same without copying: the effect's strings are views into `bytes` (valid while they
-// are), its settings (queue effects) are written to *settings. Recovery decodes a batch of
+// are), its settings (queue effects) are written to *settings, which may be null for the
+// other effect types. Recovery decodes a batch of
 // records this way on one thread while another applies the previous batch.
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings);
 

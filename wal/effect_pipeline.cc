@@ -63,7 +63,13 @@ bool EffectPipeline::Fill(Batch* b) {
     const size_t end = i + 1 < starts.size() ? starts[i + 1] : b->bytes.size();
     item.payload = std::string_view(b->bytes.data() + starts[i], end - starts[i]);
     if (item.type != RecordType::kEffect) continue;
-    QueueSettings* settings = &b->settings.emplace_back();
+    // Settings storage only for the queue effects that carry settings (their first byte is
+    // the effect type), not for every message.
+    const auto type = item.payload.empty() ? 0 : static_cast<uint8_t>(item.payload[0]);
+    QueueSettings* settings = type == static_cast<uint8_t>(EffectType::kQueueCreated) ||
+                                      type == static_cast<uint8_t>(EffectType::kQueueUpdated)
+                                  ? &b->settings.emplace_back()
+                                  : nullptr;
     item.decoded = DecodeEffectView(item.payload, &item.effect, settings).ok();
   }
   b->last = !more;
@@ -81,13 +87,17 @@ void EffectPipeline::Produce() {
       free_.pop_front();
     }
     const bool more = Fill(b);
+    size_t waiting;
     {
       std::lock_guard lock(mu_);
       ready_.push_back(b);
+      waiting = ready_.size();
     }
     changed_.notify_all();
     if (!more) return;
-    if (between_batches_) between_batches_();
+    // The extra work only when this thread is ahead (the consumer has batches waiting): when
+    // the consumer waits for this thread instead, the extra work would make it wait longer.
+    if (between_batches_ && waiting >= 2) between_batches_();
   }
 }
 
@@ -96,17 +106,34 @@ const EffectPipeline::Item* EffectPipeline::Next() {
     if (current_ != nullptr && next_item_ < current_->items.size()) {
       return &current_->items[next_item_++];
     }
-    if (finished_) return nullptr;
+    if (!Advance()) return nullptr;
+  }
+}
+
+std::span<const EffectPipeline::Item> EffectPipeline::NextBatch() {
+  while (true) {
+    if (current_ != nullptr && next_item_ < current_->items.size()) {
+      std::span<const Item> rest(current_->items.data() + next_item_,
+                                 current_->items.size() - next_item_);
+      next_item_ = current_->items.size();
+      return rest;
+    }
+    if (!Advance()) return {};
+  }
+}
+
+bool EffectPipeline::Advance() {
+  while (true) {
+    if (finished_) return false;
     if (!threaded_) {
       if (current_ != nullptr && current_->last) {
         finished_ = true;
-        return nullptr;
+        return false;
       }
       current_ = &batches_[0];
-      Fill(current_);
-      if (between_batches_) between_batches_();
+      Fill(current_);  // (between_batches_ is for a second thread: here it would only delay)
       next_item_ = 0;
-      continue;
+      return true;
     }
     std::unique_lock lock(mu_);
     if (current_ != nullptr) {
@@ -114,7 +141,7 @@ const EffectPipeline::Item* EffectPipeline::Next() {
         finished_ = true;
         lock.unlock();
         if (thread_.joinable()) thread_.join();  // the reader is the caller's again
-        return nullptr;
+        return false;
       }
       free_.push_back(current_);
       current_ = nullptr;
@@ -124,6 +151,7 @@ const EffectPipeline::Item* EffectPipeline::Next() {
     current_ = ready_.front();
     ready_.pop_front();
     next_item_ = 0;
+    return true;
   }
 }
 

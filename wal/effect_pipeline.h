@@ -22,6 +22,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -50,8 +51,8 @@ class EffectPipeline {
 
   // `reader` must have read its header and must outlive the pipeline. `threaded`: use a second
   // thread (worth it for files of a MiB or more; otherwise batches are filled by Next on the
-  // caller's thread, with the same results). `between_batches`, if set, runs on the filling
-  // thread after each batch.
+  // caller's thread, with the same results). `between_batches`, if set, runs on the second
+  // thread after a batch when that thread is ahead (two batches or more wait for the caller).
   EffectPipeline(LogReader* reader, bool threaded, std::function<void()> between_batches = nullptr);
   ~EffectPipeline();
   EffectPipeline(const EffectPipeline&) = delete;
@@ -60,6 +61,9 @@ class EffectPipeline {
   // The next record, valid until the next call; null once the reader has stopped (the end of
   // the file, damage or an I/O error: ask the reader).
   const Item* Next();
+  // The rest of the current batch (or the next batch), valid until the next call of Next or
+  // NextBatch; empty once the reader has stopped.
+  std::span<const Item> NextBatch();
 
  private:
   static constexpr size_t kBatchRecords = 2048;
@@ -76,6 +80,8 @@ class EffectPipeline {
   // Files at least this large are worth a second thread.
   static constexpr uint64_t kThreadedFileBytes = uint64_t{1} << 20;
 
+  // Consumer: moves to the next batch; false once the reader has stopped.
+  bool Advance();
   void Produce();
   // Fills `b` from the reader; returns false when the reader has stopped.
   bool Fill(Batch* b);

@@ -247,23 +247,39 @@ class Recovery {
       // record is reported once that thread has stopped: repair changes the file.
       std::optional<std::pair<uint64_t, const char*>> bad;  // offset, reason
       {
-        auto file_bytes = fs_->FileSize(Path(name));
+        const auto file_bytes = fs_->FileSize(Path(name));
         EffectPipeline pipeline(&reader,
                                 file_bytes.ok() && EffectPipeline::WorthAThread(*file_bytes),
                                 PrefaultForTheEngine);
-        while (const EffectPipeline::Item* record = pipeline.Next()) {
-          if (record->lsn < next_lsn_) continue;  // covered by the snapshot
-          if (read_only_ && record->lsn >= *options_.end_lsn) break;
-          if (record->type != RecordType::kEffect) {
-            bad.emplace(record->offset, "snapshot trailer in a log segment");
-          } else if (!record->decoded) {
-            bad.emplace(record->offset, "undecodable effect");
-          } else if (!out_->engine->Apply(record->effect).ok()) {
-            bad.emplace(record->offset, "effect does not apply to the recovered state");
+        std::vector<Effect> run;  // consecutive effects to apply together (ApplyBatch)
+        std::vector<uint64_t> run_offsets;
+        bool stop = false;
+        while (!stop && !bad) {
+          const auto batch = pipeline.NextBatch();
+          if (batch.empty()) break;
+          run.clear();
+          run_offsets.clear();
+          for (const EffectPipeline::Item& record : batch) {
+            if (record.lsn < next_lsn_ + run.size()) continue;  // covered by the snapshot
+            if (read_only_ && record.lsn >= *options_.end_lsn) {
+              stop = true;
+              break;
+            }
+            if (record.type != RecordType::kEffect) {
+              bad.emplace(record.offset, "snapshot trailer in a log segment");
+            } else if (!record.decoded) {
+              bad.emplace(record.offset, "undecodable effect");
+            }
+            if (bad) break;
+            run.push_back(record.effect);
+            run_offsets.push_back(record.offset);
           }
-          if (bad) break;
-          ++next_lsn_;
-          ++report_.records_replayed;
+          size_t applied = 0;
+          if (!out_->engine->ApplyBatch(run.data(), run.size(), &applied).ok()) {
+            bad.emplace(run_offsets[applied], "effect does not apply to the recovered state");
+          }
+          next_lsn_ += applied;
+          report_.records_replayed += applied;
         }
       }
       if (bad) return damaged(bad->first, bad->second);

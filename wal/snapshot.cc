@@ -1,5 +1,9 @@
 #include "wal/snapshot.h"
 
+#include <optional>
+#include <utility>
+#include <vector>
+
 #include "wal/effect_codec.h"
 #include "wal/effect_pipeline.h"
 #include "wal/log_format.h"
@@ -117,29 +121,45 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
     // Read and decoded on a second thread while this one applies (effect_pipeline.h).
     EffectPipeline pipeline(&reader, EffectPipeline::WorthAThread(info.bytes),
                             PrefaultForTheEngine);
-    while (const EffectPipeline::Item* record = pipeline.Next()) {
-      if (trailer) {
-        return Damaged(damage, file, record->offset, "record after the snapshot trailer");
-      }
-      if (record->type == RecordType::kSnapshotTrailer) {
-        if (record->payload.size() != 16) {
-          return Damaged(damage, file, record->offset, "snapshot trailer of the wrong size");
+    std::vector<Effect> run;  // consecutive effects to apply together (ApplyBatch)
+    std::vector<uint64_t> run_offsets;
+    // The first bad record (offset, reason); the effects before it are applied first, so that
+    // one that does not apply is reported at its own, earlier, offset.
+    std::optional<std::pair<uint64_t, const char*>> bad;
+    while (!bad) {
+      const auto batch = pipeline.NextBatch();
+      if (batch.empty()) break;
+      run.clear();
+      run_offsets.clear();
+      for (const EffectPipeline::Item& record : batch) {
+        if (trailer) {
+          bad.emplace(record.offset, "record after the snapshot trailer");
+        } else if (record.type == RecordType::kSnapshotTrailer) {
+          if (record.payload.size() != 16) {
+            bad.emplace(record.offset, "snapshot trailer of the wrong size");
+            break;
+          }
+          trailer = true;
+          trailer_offset = record.offset;
+          trailer_count = DecodeFixed64(record.payload.data());
+          trailer_digest = DecodeFixed64(record.payload.data() + 8);
+          continue;
+        } else if (record.type != RecordType::kEffect) {
+          bad.emplace(record.offset, "unexpected record type in a snapshot");
+        } else if (!record.decoded) {
+          bad.emplace(record.offset, "undecodable effect");
         }
-        trailer = true;
-        trailer_offset = record->offset;
-        trailer_count = DecodeFixed64(record->payload.data());
-        trailer_digest = DecodeFixed64(record->payload.data() + 8);
-        continue;
+        if (bad) break;
+        run.push_back(record.effect);
+        run_offsets.push_back(record.offset);
       }
-      if (record->type != RecordType::kEffect) {
-        return Damaged(damage, file, record->offset, "unexpected record type in a snapshot");
+      size_t applied = 0;
+      if (!engine->ApplyBatch(run.data(), run.size(), &applied).ok()) {
+        bad.emplace(run_offsets[applied], "effect does not apply to the state");
       }
-      if (!record->decoded) return Damaged(damage, file, record->offset, "undecodable effect");
-      if (!engine->Apply(record->effect).ok()) {
-        return Damaged(damage, file, record->offset, "effect does not apply to the state");
-      }
-      ++info.effects;
+      info.effects += applied;
     }
+    if (bad) return Damaged(damage, file, bad->first, bad->second);
   }
   if (!reader.status().ok()) return reader.status();
   if (reader.damage()) {
