@@ -87,6 +87,19 @@ class IndexedHeap {
   }
   void Reserve(size_t n) { heap_.reserve(n); }
 
+  // Moves every entry, in its position, to `to` (empty) as convert(entry): the same order
+  // under `to`'s Less, so slots stay right. `to` takes this heap's mode; this heap is emptied.
+  template <typename Other, typename Convert>
+  void MoveInto(Other* to, Convert convert) {
+    if (unordered_) to->BeginUnordered();
+    to->Reserve(heap_.size());
+    for (const Entry& e : heap_) to->AppendInPlace(convert(e));
+    heap_.clear();
+    unordered_ = false;
+  }
+  // Appends an entry at the end without ordering or touching its slot (MoveInto).
+  void AppendInPlace(const Entry& e) { heap_.push_back(e); }
+
   // Drops every entry without touching the elements (they may already be gone).
   void Clear() { heap_.clear(); }
 

@@ -115,6 +115,14 @@ size_t Queue::PairHash::operator()(const PairView& p) const {
   return XXH3_64bits_withSeed(p.value.data(), p.value.size(), h);
 }
 
+void ReadyIndex::Widen() {
+  const int64_t base = base_;
+  narrow_.MoveInto(&wide_, [base](const NarrowEntry& e) {
+    return ReadyEntry{base + e.key, e.ref};
+  });
+  wide_keys_ = true;
+}
+
 // ---- Lifetime ---------------------------------------------------------------------------------
 
 Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* env,
@@ -169,7 +177,7 @@ QueueInfo Queue::Info(TimeMs now) const {
   info.counts = counts_;
   info.memory_bytes = memory_bytes_;
   if (!ready_.empty() && !bulk_) {
-    info.oldest_pending_age_ms = std::max<int64_t>(0, now - At(ready_.top().ref)->enqueued_at);
+    info.oldest_pending_age_ms = std::max<int64_t>(0, now - At(ready_.top_ref())->enqueued_at);
   }
   return info;
 }
@@ -484,7 +492,7 @@ const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
 }
 
 MessageRef Queue::SelectPending(const Filter& filter) const {
-  if (filter.empty()) return ready_.empty() ? kNoRef : ready_.top().ref;
+  if (filter.empty()) return ready_.empty() ? kNoRef : ready_.top_ref();
   const PairIndex* index = MostSelective(filter);
   if (index == nullptr || index->pending.empty()) return kNoRef;
   const FilterHeap& heap = index->pending;

@@ -113,6 +113,79 @@ struct FilterTraits {
   uint32_t& Slot(const FilterEntry& e) const { return store->At(e.ref)->filter_slot(e.pair); }
 };
 using ReadyHeap = IndexedHeap<ReadyEntry, ReadyTraits>;
+
+// The ready heap of a queue, on 8-byte entries {priority - base, ref} while every priority it
+// holds is within 2^31 of a base (deadlines in ms within 24 days of each other, small
+// integers: a deep queue's usual case), else on the 12-byte entries of ReadyHeap. The first
+// priority that does not fit converts the heap in O(n) (positions and slots unchanged: the
+// order is the same); an empty heap starts narrow again with a new base.
+class ReadyIndex {
+ public:
+  explicit ReadyIndex(const MessageStore* store) : narrow_(NarrowTraits{store}), wide_({store}) {}
+
+  bool empty() const { return wide_keys_ ? wide_.empty() : narrow_.empty(); }
+  size_t size() const { return wide_keys_ ? wide_.size() : narrow_.size(); }
+  MessageRef top_ref() const { return wide_keys_ ? wide_.top().ref : narrow_.top().ref; }
+  size_t capacity_bytes() const { return narrow_.capacity_bytes() + wide_.capacity_bytes(); }
+  bool wide_keys() const { return wide_keys_; }
+
+  void Push(const ReadyEntry& e) {
+    if (!wide_keys_) {
+      if (narrow_.empty()) base_ = e.priority;
+      int64_t delta;
+      if (!__builtin_sub_overflow(e.priority, base_, &delta) && delta >= INT32_MIN &&
+          delta <= INT32_MAX) {
+        narrow_.Push({static_cast<int32_t>(delta), e.ref});
+        return;
+      }
+      Widen();
+    }
+    wide_.Push(e);
+  }
+  void Remove(uint32_t slot) {
+    if (!wide_keys_) {
+      narrow_.Remove(slot);
+      return;
+    }
+    wide_.Remove(slot);
+    if (wide_.empty()) wide_keys_ = false;  // the next push picks a new base
+  }
+  void BeginUnordered() {
+    narrow_.BeginUnordered();
+    wide_.BeginUnordered();
+  }
+  void Heapify() {
+    narrow_.Heapify();
+    wide_.Heapify();
+  }
+  void Clear() {
+    narrow_.Clear();
+    wide_.Clear();
+    wide_keys_ = false;
+  }
+
+ private:
+#pragma pack(push, 4)
+  struct NarrowEntry {
+    int32_t key;  // priority - base_
+    MessageRef ref;
+  };
+#pragma pack(pop)
+  struct NarrowTraits {
+    const MessageStore* store;
+    bool Less(const NarrowEntry& a, const NarrowEntry& b) const {
+      if (a.key != b.key) return a.key < b.key;
+      return store->At(a.ref)->seq < store->At(b.ref)->seq;
+    }
+    uint32_t& Slot(const NarrowEntry& e) const { return store->At(e.ref)->slot; }
+  };
+  void Widen();
+
+  IndexedHeap<NarrowEntry, NarrowTraits> narrow_;
+  ReadyHeap wide_;
+  int64_t base_ = 0;
+  bool wide_keys_ = false;
+};
 using GroupHeap = IndexedHeap<ReadyEntry, GroupTraits>;
 using TimerHeap = IndexedHeap<TimerEntry, TimerTraits>;
 using FilterHeap = IndexedHeap<FilterEntry, FilterTraits>;
@@ -308,7 +381,7 @@ class Queue {
 
   MessageStore store_;  // declared first among the structures: they point into it
   IdTable ids_{&store_};
-  ReadyHeap ready_{ReadyTraits{&store_}};
+  ReadyIndex ready_{&store_};
   TimerHeap timers_{TimerTraits{&store_}};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;

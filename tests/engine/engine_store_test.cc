@@ -82,6 +82,44 @@ TEST_F(StoreTest, VersionsAbove32BitsReplayExactly) {
   EXPECT_EQ((*leased)[0].version, (uint64_t{1} << 40) + 8);
 }
 
+// ---- The ready heap's narrow keys ---------------------------------------------------------------
+
+TEST_F(StoreTest, PrioritiesFarApartStillComeOutInOrder) {
+  MakeQueue("q");
+  // Narrow (within 2^31 of the first), then one that is not (the heap widens), then more.
+  const std::vector<int64_t> priorities = {
+      100, 5, 2'000'000'000,      -7, INT64_MAX, INT64_MIN, int64_t{1} << 40,
+      100, 0, -(int64_t{1} << 50)};
+  for (size_t i = 0; i < priorities.size(); ++i) Put("q", "m" + std::to_string(i), priorities[i]);
+  // A reprioritize and a cancel while wide.
+  ASSERT_TRUE(SetPriority("q", "m1", 3'000'000'000).ok());
+  ASSERT_TRUE(CancelOne("q", "m3").ok());
+  std::vector<std::string> want = {"m5", "m9", "m8", "m0", "m7", "m2", "m1", "m6", "m4"};
+  EXPECT_EQ(DrainIds("q"), want);
+  // Empty again: narrow with a new base.
+  Put("q", "a", 1'000);
+  Put("q", "b", 999);
+  EXPECT_EQ(DrainIds("q"), (std::vector<std::string>{"b", "a"}));
+}
+
+TEST_F(StoreTest, ABulkLoadOfFarApartPrioritiesIsOrdered) {
+  MakeQueue("q");
+  for (int i = 0; i < 200; ++i) {
+    const int64_t p = (i % 3 == 0) ? (int64_t{1} << 45) - i : i * 1'000'003;
+    Put("q", "m" + std::to_string(i), p);
+  }
+  Engine bulk(DefaultOptions(), &clock_, nullptr);
+  bulk.BeginBulkLoad();
+  for (const RecordedEffect& e : sink_.All()) ASSERT_TRUE(bulk.Apply(e.View()).ok());
+  bulk.EndBulkLoad();
+  EXPECT_EQ(bulk.Digest(), engine().Digest());
+  DequeueRequest request;
+  request.max = 1000;
+  Result<std::vector<MessageRecord>> got = bulk.Dequeue("q", request);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(engine_test::IdsOf(*got), TakeIds("q", 1000));
+}
+
 // ---- Lease hints ------------------------------------------------------------------------------
 
 TEST_F(StoreTest, AStaleLeaseHintNeverReachesAnotherMessage) {
