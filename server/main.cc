@@ -1,6 +1,7 @@
 // sundiald: recover the data directory, open the WAL, start the checkpointer and the server,
 // serve until SIGTERM/SIGINT, drain, flush the WAL, exit 0. docs/operations.md.
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -146,4 +147,10 @@ int Run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return Run(argc, argv); }
+int main(int argc, char** argv) {
+  // A fixed mmap threshold: glibc otherwise raises it after the first large free and then keeps
+  // freed blocks of up to 32 MiB in its per-thread arenas, so RSS stays up after a queue drains
+  // (docs/engine.md, "Memory from the kernel"; docs/BENCHMARKS.md, "Scale").
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  return Run(argc, argv);
+}
