@@ -20,18 +20,6 @@ void PutFixed64(std::string* out, uint64_t v) {
   out->append(buf, 8);
 }
 
-uint32_t DecodeFixed32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
-uint64_t DecodeFixed64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
-  return v;
-}
-
 void AppendFileHeader(const FileHeader& header, std::string* out) {
   std::string buf;
   buf.reserve(kFileHeaderBytes);
