@@ -302,7 +302,11 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
       sink_->OnEffect(e);
     }
   }
+  // The id-table lookups of a batch miss cache one after another: start the next ones early.
+  constexpr size_t kAhead = 4;
+  for (size_t i = 0; i < kAhead && i < items.size(); ++i) q->PrefetchId(items[i].id);
   for (size_t i = 0; i < items.size(); ++i) {
+    if (i + kAhead < items.size()) q->PrefetchId(items[i + kAhead].id);
     if (!checks[i].ok()) {
       out.push_back(checks[i]);
       continue;
