@@ -96,6 +96,8 @@ struct GroupCommitLog::Impl {
   uint64_t segment_synced_bytes = 0;  // of which fdatasynced
   uint64_t leader_written_end = 0;
   uint64_t leader_synced_end = 0;
+  // Written by a leader holding file_mu, under mu as well: the log thread's wait (HasWork, under
+  // mu only) reads it while an inline writer may be syncing a full segment.
   Clock::time_point last_sync = Clock::now();
   std::string batch;  // the swapped-out pending buffer (its capacity is reused)
 
@@ -164,6 +166,7 @@ const char* GroupCommitLog::Impl::Sync(Status* cause) {
     ++stats.syncs;
     stats.sync_nanos += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+    if (s.ok()) last_sync = end;
   }
   if (options.on_sync) {
     options.on_sync(static_cast<uint64_t>(
@@ -173,7 +176,6 @@ const char* GroupCommitLog::Impl::Sync(Status* cause) {
     *cause = s;
     return kSyncFailed;
   }
-  last_sync = end;
   segment_synced_bytes = segment_bytes;
   leader_synced_end = leader_written_end;
   return nullptr;
