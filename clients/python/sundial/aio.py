@@ -20,7 +20,7 @@ import time
 
 from . import codec
 from .address import format_address, parse_address
-from .client import DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S
+from .client import DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S, peer_closed
 from .errors import SundialError, invalid_argument, unavailable
 from .operations import OPERATION_NAMES, Operations
 
@@ -28,7 +28,8 @@ from .operations import OPERATION_NAMES, Operations
 class _Connection:
     """A stream pair, the futures in flight, and the reader task."""
 
-    def __init__(self, reader, writer, address_text):
+    def __init__(self, sock, reader, writer, address_text):
+        self._sock = sock  # ours, for peer_closed (the transport's wrapper refuses recv)
         self._reader = reader
         self._writer = writer
         self._address = address_text
@@ -46,6 +47,11 @@ class _Connection:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         if self._closed is not None:
+            future.set_exception(self._closed)
+            return future, False
+        if not self._pending and peer_closed(self._sock):
+            # Gone while idle, not yet seen by the reader task: not sent, may be sent again.
+            self.close(unavailable(f"{self._address}: the server closed the connection"))
             future.set_exception(self._closed)
             return future, False
         self._pending[request_id] = future
@@ -185,13 +191,24 @@ class AsyncClient(Operations):
             self._connect_lock.release()
 
     async def _connect(self, deadline):
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self._host, self._port),
-            max(deadline - time.monotonic(), 0.001))
-        sock = writer.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = _Connection(reader, writer, self._address)
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+        last = OSError(f"{self._address}: no address")
+        for family, type_, proto, _, sockaddr in infos:
+            sock = socket.socket(family, type_, proto)
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(loop.sock_connect(sock, sockaddr),
+                                       max(deadline - time.monotonic(), 0.001))
+                break
+            except (OSError, asyncio.TimeoutError) as e:
+                sock.close()
+                last = e if isinstance(e, OSError) else OSError("connect timed out")
+        else:
+            raise last
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader, writer = await asyncio.open_connection(sock=sock)
+        conn = _Connection(sock, reader, writer, self._address)
         if self._token is not None:
             request_id = next(self._ids)
             future, _ = conn.submit(request_id, codec.auth(self._token).encode(request_id, None))

@@ -36,6 +36,18 @@ RECONNECT_INITIAL_S = 0.05
 RECONNECT_MAX_S = 2.0
 
 
+def peer_closed(sock):
+    """True when the peer has closed `sock` (EOF or an error is waiting on it). A write to
+    such a socket still succeeds locally, so without this check a request sent on an idle
+    connection to a server that has died would count as sent. One non-blocking peek."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 class Pending:
     """One request waiting for its reply: resolved exactly once, by the reader thread (a
     reply) or by the connection's close (an error). Waiting is a lock acquire, the cheapest
@@ -93,12 +105,18 @@ class Connection:
         says whether the frame may have reached the server."""
         with self._lock:
             if self._closed is None:
+                idle = not self._pending
                 self._pending[request_id] = pending
                 error = None
             else:
                 error = self._closed
         if error is not None:
             pending.resolve(None, error)
+            return
+        if idle and peer_closed(self._sock):
+            # The server went away while the connection was idle and the reader has not seen
+            # it yet: the request is not written, so the caller may send it again.
+            self.close(unavailable(f"{self._address}: the server closed the connection"))
             return
         try:
             with self._send_lock:

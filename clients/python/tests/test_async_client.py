@@ -103,8 +103,10 @@ def test_reconnects_after_a_server_restart(make_server, queue):
         await c.enqueue(queue, b"x", id="a")
 
     async def after(c):
-        assert (await c.get(queue, "a")).payload == b"x"
+        # A mutation first: the old connection is dead, and the client must see that before
+        # writing on it (else the enqueue would fail as possibly applied).
         await c.enqueue(queue, b"y", id="b")
+        assert (await c.get(queue, "a")).payload == b"x"
         return (await c.count(queue)).pending
 
     async def main():
