@@ -169,18 +169,37 @@ def _state(value):
     return _enum_name(STATES, value)
 
 
-def decode_message(m):
-    metadata = {}
+def _metadata(m):
+    out = {}
     for j in range(m.MetadataLength()):
         pair = m.Metadata(j)
-        metadata[_text(pair.Key())] = _text(pair.Value())
-    return records.Message(queue=_text(m.Queue()), id=_text(m.Id()), priority=m.Priority(),
-                   payload=_bytes_field(m, _MESSAGE_PAYLOAD_SLOT), metadata=metadata,
-                   state=_state(m.State()), attempts=m.Attempts(), max_attempts=m.MaxAttempts(),
-                   visible_at=m.VisibleAt(), lease_token=m.LeaseToken(),
-                   lease_expires_at=m.LeaseExpiresAt(), version=m.Version(),
-                   enqueued_at=m.EnqueuedAt(), updated_at=m.UpdatedAt(),
-                   last_error=_text(m.LastError()))
+        out[_text(pair.Key())] = _text(pair.Value())
+    return out
+
+
+records.Message._decoders = {
+    "queue": lambda m: _text(m.Queue()),
+    "id": lambda m: _text(m.Id()),
+    "priority": lambda m: m.Priority(),
+    "payload": lambda m: _bytes_field(m, _MESSAGE_PAYLOAD_SLOT),
+    "metadata": _metadata,
+    "state": lambda m: _state(m.State()),
+    "attempts": lambda m: m.Attempts(),
+    "max_attempts": lambda m: m.MaxAttempts(),
+    "visible_at": lambda m: m.VisibleAt(),
+    "lease_token": lambda m: m.LeaseToken(),
+    "lease_expires_at": lambda m: m.LeaseExpiresAt(),
+    "version": lambda m: m.Version(),
+    "enqueued_at": lambda m: m.EnqueuedAt(),
+    "updated_at": lambda m: m.UpdatedAt(),
+    "last_error": lambda m: _text(m.LastError()),
+}
+assert set(records.Message._decoders) == set(records.Message.FIELDS)
+
+
+def decode_message(m):
+    """A Message read from the generated table `m` as its fields are used."""
+    return records.Message._lazy(m)
 
 
 def _decode_counts(c):
@@ -513,17 +532,22 @@ def _build_items(b, items):
     return _offset_vector(b, Enqueue.EnqueueStartItemsVector, offsets)
 
 
+def _item_error(item):
+    error = item.Error()
+    return None if error is None else SundialError(code_name(error.Code()), _text(error.Message()))
+
+
+records.EnqueueResult._decoders = {
+    "id": lambda item: _text(item.Id()),
+    "version": lambda item: item.Version(),
+    "duplicate": lambda item: bool(item.Duplicate()),
+    "error": _item_error,
+}
+
+
 def _decode_enqueue_results(response):
     r = _expect(response, Result.Result.EnqueueResults, EnqueueResults, "enqueue")
-    out = []
-    for j in range(r.ItemsLength()):
-        item = r.Items(j)
-        error = item.Error()
-        out.append(records.EnqueueResult(
-            id=_text(item.Id()), version=item.Version(), duplicate=bool(item.Duplicate()),
-            error=None if error is None else SundialError(code_name(error.Code()),
-                                                          _text(error.Message()))))
-    return out
+    return [records.EnqueueResult._lazy(r.Items(j)) for j in range(r.ItemsLength())]
 
 
 def enqueue_chunk(queue, items):
