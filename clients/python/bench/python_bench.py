@@ -11,7 +11,8 @@ Then, per round:
              enqueue_batch (1000 per request, 10 requests pipelined per call); and the same
              number with enqueue() from 8 threads on one Client (pipelined singles).
   worker     --jobs no-op jobs prefilled (untimed), then a sundial.Worker with concurrency 8
-             and a no-op handler until all are completed.
+             and a no-op handler until all are completed; once with the default prefetch 0
+             (at most 8 messages leased), once with prefetch 8.
   rq         the same number of no-op jobs prefilled in RQ (python3-rq), then 8 RQ
              SimpleWorker processes in burst mode (RQ's concurrency is processes; SimpleWorker
              runs jobs in-process, without RQ's fork per job, so this is RQ at its fastest).
@@ -142,7 +143,7 @@ def bench_enqueue_threads(addr, n, threads=8):
     return per * threads / elapsed
 
 
-def bench_worker(addr, jobs, concurrency):
+def bench_worker(addr, jobs, concurrency, prefetch=0):
     queue = "work-" + uuid.uuid4().hex[:8]
     c = Client(addr, timeout=120)
     c.create_queue(queue)
@@ -154,7 +155,8 @@ def bench_worker(addr, jobs, concurrency):
         if not first:
             first.append(time.perf_counter())
 
-    w = Worker(addr, queue, handler, concurrency=concurrency, handle_signals=False)
+    w = Worker(addr, queue, handler, concurrency=concurrency, prefetch=prefetch,
+               handle_signals=False)
     t = threading.Thread(target=w.run)
     t.start()
     while w.metrics()["sundial_worker_completed_total"] < jobs:
@@ -221,13 +223,15 @@ def main():
                  "python3-rq), or --skip-rq")
     workdir = tempfile.mkdtemp(prefix="sundial-python-bench-")
     servers = Servers(workdir)
-    rows = {"batch": [], "threads": [], "worker": [], "rq": [], "ratio": []}
+    rows = {"batch": [], "threads": [], "worker": [], "prefetch": [], "rq": [], "ratio": []}
     try:
         for r in range(args.rounds):
             rows["batch"].append(bench_enqueue_batch(servers.sundial_addr, args.enqueue_messages))
             rows["threads"].append(bench_enqueue_threads(servers.sundial_addr,
                                                          args.enqueue_messages // 4))
             rows["worker"].append(bench_worker(servers.sundial_addr, args.jobs, args.concurrency))
+            rows["prefetch"].append(bench_worker(servers.sundial_addr, args.jobs,
+                                                 args.concurrency, args.concurrency))
             if not args.skip_rq:
                 rows["rq"].append(bench_rq(servers, args.jobs, args.concurrency))
                 rows["ratio"].append(rows["worker"][-1] / rows["rq"][-1])
@@ -251,6 +255,8 @@ def main():
           f"| {fmt(med['threads'])} | {each['threads']} |")
     print(f"| Worker, concurrency {args.concurrency}, no-op handler (jobs/s) "
           f"| {fmt(med['worker'])} | {each['worker']} |")
+    print(f"| Worker, concurrency {args.concurrency}, prefetch {args.concurrency}, no-op handler "
+          f"(jobs/s) | {fmt(med['prefetch'])} | {each['prefetch']} |")
     if rows["rq"]:
         print(f"| RQ 1.13, {args.concurrency} SimpleWorker processes, no-op job (jobs/s) "
               f"| {fmt(med['rq'])} | {each['rq']} |")

@@ -8,9 +8,14 @@
 What it does (docs/clients/python.md has the user's view):
 
 - **Fetching.** Long-polls (``poll_ms``) for as many messages as it has idle handler threads,
-  so at most ``concurrency`` handlers run at once and a message is never leased to wait behind
-  another. A fetch connection of its own carries the long polls, so closing it at shutdown
-  cancels a waiting poll on the server (nothing is leased for a closed connection).
+  so at most ``concurrency`` handlers run at once and, by default, no message is leased to
+  wait behind another. ``prefetch=N`` leases up to N more, which wait for a free thread (their
+  leases extended like the running ones): on a fast queue it hides the round trip of the
+  dequeue (its fsync) behind the running handlers; on slow jobs it makes other workers idle
+  while these wait (Celery's prefetch trade-off). A dequeue goes out as soon as a thread is
+  free (from that thread: no hand-off), while no other dequeue is in flight or half of the
+  capacity is free. A fetch connection of its own carries the long polls, so closing it at
+  shutdown cancels a waiting poll on the server (nothing is leased for a closed connection).
 - **Outcome.** The handler returns: the message is completed. It raises: the message is failed
   with the exception's text, and the server's retry backoff decides when it comes back (or
   errors it / moves it to the dead-letter queue when its attempts are spent). Completes and
@@ -24,10 +29,12 @@ What it does (docs/clients/python.md has the user's view):
   message was canceled): that is logged and counted, not retried, and the handler's result is
   not sent (the message belongs to someone else now).
 - **Shutdown.** SIGTERM, SIGINT (when run() is called on the main thread) or stop(): fetching
-  stops at once, running handlers get ``shutdown_timeout_s`` to finish and their results are
-  sent, then run() returns. A handler still running after the timeout is left to its lease
-  (no more extends, no result sent: the message comes back when the lease ends). A second
-  signal skips the wait.
+  stops at once; messages leased but not started (prefetched, or arriving in a reply at that
+  moment) are given back (their lease set to end now, as SQS's visibility 0: the attempt the
+  dequeue spent stays spent); running handlers get ``shutdown_timeout_s`` to finish and their
+  results are sent, then run() returns. A handler still running after the timeout is left to
+  its lease (no more extends, no result sent: the message comes back when the lease ends). A
+  second signal skips the wait.
 - **Reconnects.** Both connections reconnect with backoff (Client); a fetch that fails is
   retried after a backoff (0.1 s doubling to 5 s), so a restarted or killed server is picked up
   again when it is back.
@@ -68,6 +75,7 @@ COUNTERS = (
     ("extended", "lease extensions acknowledged"),
     ("lease_lost", "messages whose lease was lost while or after the handler ran"),
     ("abandoned", "handlers still running at the end of the shutdown timeout"),
+    ("released", "messages leased but not started at shutdown, given back to the queue"),
     ("ack_errors", "completes and fails the server refused for another reason"),
     ("fetch_errors", "dequeues that failed (connection lost, server unavailable)"),
 )
@@ -102,20 +110,25 @@ class Worker:
     """``Worker(addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
     shutdown_timeout_s=25)``; see the module's docstring.
 
-    Keyword-only: ``token`` (auth), ``poll_ms`` (long-poll length, default 20000),
+    Keyword-only: ``prefetch`` (default 0: messages leased beyond the running ones, waiting
+    for a free thread; their leases are extended too), ``token`` (auth), ``poll_ms``
+    (long-poll length, default 20000),
     ``on_error(message, exception)`` (called on the handler's thread after it raised),
     ``on_lease_lost(message)``, ``handle_signals`` (default True: SIGTERM and SIGINT stop the
     worker while run() runs on the main thread), ``logger``.
     """
 
     def __init__(self, addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
-                 shutdown_timeout_s=25, *, token=None, poll_ms=20000, on_error=None,
-                 on_lease_lost=None, handle_signals=True, logger=None):
+                 shutdown_timeout_s=25, *, prefetch=0, token=None, poll_ms=20000,
+                 on_error=None, on_lease_lost=None, handle_signals=True, logger=None):
         if not callable(handler):
             raise invalid_argument("handler: must be callable (it receives a Message)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or \
                 not 1 <= concurrency <= 1000:
             raise invalid_argument("concurrency: must be an int in 1..1000")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or \
+                not 0 <= prefetch <= 1000:
+            raise invalid_argument("prefetch: must be an int in 0..1000")
         if not 0 < poll_ms <= 60000:
             raise invalid_argument("poll_ms: must be in 1..60000")
         if shutdown_timeout_s < 0:
@@ -125,6 +138,8 @@ class Worker:
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
+        self.prefetch = prefetch
+        self._capacity = concurrency + prefetch  # messages leased at once, at most
         self.lease_ms = lease_ms
         self.filter = filter
         self.shutdown_timeout_s = shutdown_timeout_s
@@ -139,11 +154,12 @@ class Worker:
 
         self._lock = threading.Lock()
         self._counters = {name: 0 for name, _ in COUNTERS}
-        self._running = {}  # Job -> handler start (monotonic); guarded by _lock
+        # The job each handler thread runs (None: idle); each slot written by its thread only.
+        self._current = [None] * concurrency
         self._handlers_alive = concurrency  # handler threads not yet ended; guarded by _lock
 
         self._fetch_cond = threading.Condition()
-        self._credits = concurrency  # idle handler threads not yet asked for
+        self._credits = self._capacity  # messages not yet asked for
         self._fetches_in_flight = 0
         self._fetch_retry_at = 0.0
         self._fetch_backoff = FETCH_BACKOFF_INITIAL_S
@@ -168,8 +184,9 @@ class Worker:
             raise RuntimeError("Worker.run() may be called once")
         self._started = True
         restore = self._install_signal_handlers()
-        threads = [threading.Thread(target=self._handler_loop, name=f"sundial-handler-{k}",
-                                    daemon=True) for k in range(self.concurrency)]
+        threads = [threading.Thread(target=self._handler_loop, args=(k,),
+                                    name=f"sundial-handler-{k}", daemon=True)
+                   for k in range(self.concurrency)]
         fetcher = threading.Thread(target=self._fetch_loop, name="sundial-fetch", daemon=True)
         self.log.info("worker started: queue %s on %s, concurrency %d", self.queue,
                       self._address, self.concurrency,
@@ -208,7 +225,7 @@ class Worker:
         with self._lock:
             out = {f"sundial_worker_{name}_total": value
                    for name, value in self._counters.items()}
-            out["sundial_worker_running"] = len(self._running)
+        out["sundial_worker_running"] = self._running_count()
         out["sundial_worker_concurrency"] = self.concurrency
         return out
 
@@ -272,7 +289,14 @@ class Worker:
             if remaining <= 0:
                 break
             self._wait_for_wake(remaining)
-        # 2. Handler threads drain the work queue and end.
+        # 2. Messages not started are given back; handler threads finish and end.
+        while True:
+            try:
+                job = self._work.get_nowait()
+            except queue_module.Empty:
+                break
+            self._keeper.remove(job)
+            self._acker.release(job)
         for _ in threads:
             self._work.put(None)
         while self._handlers_alive and self._stop_requested < 2:
@@ -281,11 +305,10 @@ class Worker:
                 break
             self._wait_for_wake(remaining)
         # 3. Whatever still runs is left to its lease.
-        with self._lock:
-            left = list(self._running)
-            for job in left:
-                job.abandoned = True
-            self._counters["abandoned"] += len(left)
+        left = [job for job in self._current if job is not None]
+        for job in left:
+            job.abandoned = True
+        self._count("abandoned", len(left))
         for job in left:
             self._keeper.remove(job)
             self.log.warning("handler still running after the shutdown timeout: message %s is "
@@ -309,8 +332,7 @@ class Worker:
                                                "metrics": self.metrics()})
 
     def _running_count(self):
-        with self._lock:
-            return len(self._running)
+        return sum(1 for job in self._current if job is not None)
 
     def _count(self, name, n=1):
         with self._lock:
@@ -323,22 +345,41 @@ class Worker:
 
     # ---- Fetching ------------------------------------------------------------------------
 
+    def _fetch_some(self, inline=True):
+        """Asks for messages for the idle handler threads, if the rules allow: not stopping,
+        not backing off after an error, and either no dequeue in flight or at least half of
+        the threads idle (so requests carry several messages, and one is always on its way).
+
+        Inline (a handler thread that just finished, or the reader thread with a reply in
+        hand) the request is sent by the caller: no hand-off to another thread. When the
+        connection is down, connecting would block, so the fetch thread does it instead."""
+        with self._fetch_cond:
+            if (self._stopping or not self._credits
+                    or (self._fetches_in_flight and self._credits * 2 < self._capacity)):
+                return
+            if time.monotonic() < self._fetch_retry_at or (
+                    inline and not self._fetch_client.connected):
+                self._fetch_cond.notify()
+                return
+            n = min(self._credits, codec.MAX_BATCH)
+            self._credits -= n
+            self._fetches_in_flight += 1
+        call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms)
+        self._fetch_client.send(call, functools.partial(self._on_fetched, n))
+
     def _fetch_loop(self):
+        """Sends the fetches the inline path leaves: the first, those after a backoff, and
+        those that must (re)connect. Sleeps otherwise."""
         while True:
             with self._fetch_cond:
-                while True:
-                    if self._stopping:
-                        return
-                    now = time.monotonic()
-                    if self._credits and now >= self._fetch_retry_at:
-                        break
-                    self._fetch_cond.wait(None if not self._credits
-                                          else self._fetch_retry_at - now)
-                n = min(self._credits, codec.MAX_BATCH)
-                self._credits -= n
-                self._fetches_in_flight += 1
-            call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms)
-            self._fetch_client.send(call, functools.partial(self._on_fetched, n))
+                if self._stopping:
+                    return
+                wait = self._fetch_retry_at - time.monotonic()
+                if wait > 0 or not self._credits or (
+                        self._fetches_in_flight and self._credits * 2 < self._capacity):
+                    self._fetch_cond.wait(wait if wait > 0 else None)
+                    continue
+            self._fetch_some(inline=False)
 
     def _on_fetched(self, asked, messages, error):
         """A dequeue's reply (on the fetch connection's reader thread)."""
@@ -356,10 +397,11 @@ class Worker:
             self._credits += asked - len(jobs)
             self._fetches_in_flight -= 1
             self._fetch_backoff = FETCH_BACKOFF_INITIAL_S
-            self._fetch_cond.notify()
             stopping = self._stopping
         if stopping:
             self._wake()
+        else:
+            self._fetch_some()
 
     def _on_fetch_error(self, asked, error):
         with self._fetch_cond:
@@ -386,31 +428,35 @@ class Worker:
 
     # ---- Handlers ------------------------------------------------------------------------
 
-    def _handler_loop(self):
+    def _handler_loop(self, slot):
         get = self._work.get
+        current = self._current
         while True:
             job = get()
             if job is None:
                 break
-            self._run(job)
+            if self._stopping:  # leased, not started: given back, not run
+                self._keeper.remove(job)
+                self._acker.release(job)
+                continue
+            current[slot] = job
+            error = None
+            try:
+                self.handler(job.message)
+            except BaseException as e:  # noqa: B902 - any exception fails the message
+                error = e
+            self._keeper.remove(job)
+            current[slot] = None
+            with self._fetch_cond:
+                self._credits += 1
+            self._fetch_some()
+            self._finish(job, error)
         with self._lock:
             self._handlers_alive -= 1
         self._wake()
 
-    def _run(self, job):
-        with self._lock:
-            self._running[job] = time.monotonic()
-        error = None
-        try:
-            self.handler(job.message)
-        except BaseException as e:  # noqa: B902 - any exception fails the message
-            error = e
-        self._keeper.remove(job)
-        with self._lock:
-            del self._running[job]
-        with self._fetch_cond:
-            self._credits += 1
-            self._fetch_cond.notify()
+    def _finish(self, job, error):
+        """Sends the handler's outcome: complete, or fail with the exception's text."""
         if error is not None:
             self.log.warning("handler failed on message %s (attempt %d): %s", job.message.id,
                              job.message.attempts, error_text(error), exc_info=error,
@@ -451,7 +497,7 @@ class Worker:
 
 class _LeaseKeeper(threading.Thread):
     """Extends the lease of every running job at half-life. Sleeps until the earliest due
-    time; at most `concurrency` jobs are held, so a scan is cheap."""
+    time; at most `concurrency + prefetch` jobs are held, so a scan is cheap."""
 
     IDLE_S = 1.0  # sleep with no job (a new job due earlier wakes it at once)
 
@@ -523,9 +569,16 @@ class _LeaseKeeper(threading.Thread):
 
 
 class _Acker(threading.Thread):
-    """Sends completes (batched) and fails for finished handlers; resends them after a lost
-    connection (complete is idempotent for its token; a repeated fail that had been applied
-    gets FAILED_PRECONDITION, which is logged)."""
+    """Sends the outcomes of finished handlers: completes batched (at most ACKS_IN_FLIGHT
+    requests in flight; what finishes meanwhile waits and goes in the next one), fails one by
+    one.
+
+    Sending is inline: the handler thread that finished sends if a request slot is free, and
+    the reply's callback (on the reader thread) sends what accumulated meanwhile, so in normal
+    operation no thread is woken for it. This thread only resends after a lost connection,
+    with a backoff (a complete is idempotent for its token; a repeated fail that had been
+    applied gets FAILED_PRECONDITION, which is logged), and drains everything at shutdown.
+    """
 
     def __init__(self, worker):
         super().__init__(name="sundial-acker", daemon=True)
@@ -533,6 +586,7 @@ class _Acker(threading.Thread):
         self._cond = threading.Condition()
         self._completes = []  # jobs
         self._fails = []  # (job, text)
+        self._releases = []  # jobs
         self._in_flight = 0
         self._retry_at = 0.0
         self._backoff = FETCH_BACKOFF_INITIAL_S
@@ -542,17 +596,27 @@ class _Acker(threading.Thread):
     def complete(self, job):
         with self._cond:
             self._completes.append(job)
-            if self._in_flight < ACKS_IN_FLIGHT:
-                self._cond.notify()
+            work = self._take(inline=True)
+        self._send(*work)
 
     def fail(self, job, text):
         with self._cond:
             self._fails.append((job, text))
-            self._cond.notify()
+            work = self._take(inline=True)
+        self._send(*work)
+
+    def release(self, job):
+        """Gives back a leased message that was not started: its lease is set to end now
+        (an extend to 1 ms, SQS's visibility 0), so it is pending again at once."""
+        with self._cond:
+            self._releases.append(job)
+            work = self._take(inline=True)
+        self._send(*work)
 
     def pending(self):
         with self._cond:
-            return len(self._completes) + len(self._fails) + self._in_flight
+            return (len(self._completes) + len(self._fails) + len(self._releases)
+                    + self._in_flight)
 
     def close(self):
         """Sends what is left, then ends."""
@@ -565,51 +629,78 @@ class _Acker(threading.Thread):
             self._aborted = True
             self._completes.clear()
             self._fails.clear()
+            self._releases.clear()
             self._cond.notify()
 
-    def run(self):
+    def _take(self, inline):
+        """What to send now, as (completes, fails, releases); REQUIRES: _cond held. Inline
+        callers leave it to this thread while backing off or disconnected (connecting
+        blocks)."""
+        if self._aborted or not (self._completes or self._fails or self._releases) or \
+                self._in_flight >= ACKS_IN_FLIGHT:
+            return (), (), ()
+        if time.monotonic() < self._retry_at or (
+                inline and not self._worker._control.connected):
+            self._cond.notify()
+            return (), (), ()
+        completes = self._completes[:codec.MAX_BATCH]
+        del self._completes[:codec.MAX_BATCH]
+        fails, self._fails = self._fails, []
+        releases, self._releases = self._releases, []
+        self._in_flight += (1 if completes else 0) + len(fails) + len(releases)
+        return completes, fails, releases
+
+    def _send(self, completes, fails, releases):
         w = self._worker
+        if completes:
+            batch = codec.complete_batch(
+                w.queue, [(j.message.id, j.message.lease_token) for j in completes])
+            w._control.send(batch.calls[0], functools.partial(self._on_completed, completes))
+        for job, text in fails:
+            m = job.message
+            w._control.send(codec.fail(w.queue, m.id, m.lease_token, text),
+                            functools.partial(self._on_failed, job, text))
+        for job in releases:
+            m = job.message
+            w._control.send(codec.extend(w.queue, m.id, m.lease_token, 1),
+                            functools.partial(self._on_released, job))
+
+    def run(self):
         try:
             while True:
                 with self._cond:
-                    while True:
-                        if self._aborted:
-                            return
-                        work = self._completes or self._fails
-                        if self._closing and not work and not self._in_flight:
-                            return
-                        now = time.monotonic()
-                        if work and self._in_flight < ACKS_IN_FLIGHT and now >= self._retry_at:
-                            break
-                        self._cond.wait(None if not work or self._in_flight >= ACKS_IN_FLIGHT
-                                        else self._retry_at - now)
-                    completes = self._completes[:codec.MAX_BATCH]
-                    del self._completes[:codec.MAX_BATCH]
-                    fails, self._fails = self._fails, []
-                    self._in_flight += (1 if completes else 0) + len(fails)
-                if completes:
-                    batch = codec.complete_batch(
-                        w.queue, [(j.message.id, j.message.lease_token) for j in completes])
-                    w._control.send(batch.calls[0],
-                                    functools.partial(self._on_completed, completes))
-                for job, text in fails:
-                    m = job.message
-                    w._control.send(codec.fail(w.queue, m.id, m.lease_token, text),
-                                    functools.partial(self._on_failed, job, text))
+                    if self._aborted:
+                        return
+                    waiting = self._completes or self._fails or self._releases
+                    if self._closing and not waiting and not self._in_flight:
+                        return
+                    work = self._take(inline=False)
+                    if not any(work):
+                        wait = self._retry_at - time.monotonic()
+                        self._cond.wait(wait if wait > 0 and waiting else None)
+                        continue
+                self._send(*work)
         finally:
-            w._wake()
+            self._worker._wake()
 
-    def _finish(self, retry_completes=(), retry_fails=()):
+    def _done(self, retry_completes=(), retry_fails=(), retry_releases=()):
+        """A request answered; resends go back to the front with a backoff, and what
+        accumulated meanwhile is sent from here (the reader thread)."""
         with self._cond:
             self._in_flight -= 1
-            if retry_completes or retry_fails:
+            if retry_completes or retry_fails or retry_releases:
                 self._completes[:0] = retry_completes
                 self._fails[:0] = retry_fails
+                self._releases[:0] = retry_releases
                 self._retry_at = time.monotonic() + self._backoff
                 self._backoff = min(self._backoff * 2, FETCH_BACKOFF_MAX_S)
-            else:
-                self._backoff = FETCH_BACKOFF_INITIAL_S
-            self._cond.notify()
+                self._cond.notify()
+                return
+            self._backoff = FETCH_BACKOFF_INITIAL_S
+            work = self._take(inline=True)
+            if self._closing:
+                self._cond.notify()
+        self._send(*work)
 
     def _on_completed(self, jobs, results, error):
         w = self._worker
@@ -617,12 +708,12 @@ class _Acker(threading.Thread):
             if error.code == "UNAVAILABLE":
                 w.log.warning("complete of %d messages failed: %s; sending again", len(jobs),
                               error, extra={"sundial_queue": w.queue})
-                self._finish(retry_completes=jobs)
+                self._done(retry_completes=jobs)
                 return
             w._count("ack_errors", len(jobs))
             w.log.error("complete of %d messages refused: %s", len(jobs), error,
                         extra={"sundial_queue": w.queue})
-            self._finish()
+            self._done()
             return
         done = 0
         for job, item_error in zip(jobs, results):
@@ -635,7 +726,17 @@ class _Acker(threading.Thread):
                 w.log.error("complete of message %s refused: %s", job.message.id, item_error,
                             extra=w._job_extra(job))
         w._count("completed", done)
-        self._finish()
+        self._done()
+
+    def _on_released(self, job, result, error):
+        w = self._worker
+        if error is None:
+            w._count("released")
+            self._done()
+        elif error.code == "UNAVAILABLE":
+            self._done(retry_releases=[job])
+        else:  # the lease is gone already: nothing to give back
+            self._done()
 
     def _on_failed(self, job, text, result, error):
         w = self._worker
@@ -644,17 +745,17 @@ class _Acker(threading.Thread):
             w.log.info("message %s failed (attempt %d): now %s", job.message.id,
                        job.message.attempts, result.state,
                        extra=dict(w._job_extra(job), state=result.state))
-            self._finish()
+            self._done()
         elif error.code == "UNAVAILABLE":
-            self._finish(retry_fails=[(job, text)])
+            self._done(retry_fails=[(job, text)])
         elif error.code in LOST_LEASE_CODES and error.origin == "server":
             w._lease_lost(job, error)
-            self._finish()
+            self._done()
         else:
             w._count("ack_errors")
             w.log.error("fail of message %s refused: %s", job.message.id, error,
                         extra=w._job_extra(job))
-            self._finish()
+            self._done()
 
 
 __all__ = ["Worker", "SundialError", "error_text"]

@@ -329,3 +329,31 @@ def test_sigterm_with_a_handler_that_never_returns_exits_0_after_the_timeout(
     assert "left to its lease" in p.log()
     wait_for(lambda: client.get(queue, "stuck").state == "pending", message="lease expiry")
     assert client.get(queue, "stuck").attempts == 1
+
+
+def test_prefetch_leases_more_than_it_runs_and_gives_them_back_at_stop(server, client, queue,
+                                                                      start_worker):
+    client.create_queue(queue, lease_ms=30000)
+    client.enqueue_batch(queue, [dict(id=f"m{i}", priority=i) for i in range(10)])
+    lock, release = threading.Lock(), threading.Event()
+    started = []
+
+    def handler(message):
+        with lock:
+            started.append(message.id)
+        release.wait(30)
+
+    w = start_worker(server.addr, queue, handler, concurrency=2, prefetch=3)
+    wait_for(lambda: len(started) == 2 and client.count(queue).running == 5,
+             message="2 running and 3 prefetched")
+    w.stop()
+    # The 3 waiting are given back now, long before their 30 s lease would end.
+    wait_for(lambda: client.count(queue).pending == 8, message="prefetched given back")
+    release.set()
+    w.thread.join(30)
+    assert not w.thread.is_alive()
+    assert sorted(started) == ["m0", "m1"]
+    assert client.count(queue).completed == 2
+    assert w.metrics()["sundial_worker_released_total"] == 3
+    given_back = client.get(queue, "m2")
+    assert (given_back.state, given_back.attempts) == ("pending", 1)
