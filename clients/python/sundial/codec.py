@@ -31,6 +31,7 @@ except ImportError as e:  # pragma: no cover - an install or build step was skip
         "./clients/python) or build the repository (make build) and put "
         "build/release/clients/python/gen on PYTHONPATH") from e
 
+from .builder import Builder
 from .errors import SundialError, code_name, invalid_argument
 from . import records
 from .records import EXPLAIN_REASONS, QUEUE_TYPES, STATES
@@ -58,10 +59,15 @@ class Call:
     """
 
     __slots__ = ("name", "op_type", "build", "decode", "mutates", "wait_s", "timeout",
-                 "durability")
+                 "durability", "size")
+
+    # The builder class; tests swap in flatbuffers.Builder to check that Builder writes the
+    # same bytes.
+    builder_class = Builder
 
     def __init__(self, name, op_type, build, decode, mutates, wait_s=0.0, timeout=None,
-                 durability=None):
+                 durability=None, size=256):
+        self.size = size  # the builder's first buffer: enough for most requests
         self.name = name
         self.op_type = op_type
         self.build = build
@@ -73,7 +79,7 @@ class Call:
 
     def encode(self, request_id, durability):
         """The whole frame (length prefix included) for this request under `request_id`."""
-        b = flatbuffers.Builder(256)
+        b = self.builder_class(self.size)
         op = self.build(b)
         Request.RequestStart(b)
         Request.RequestAddRequestId(b, request_id)
@@ -561,7 +567,9 @@ def enqueue_chunk(queue, items):
         Enqueue.EnqueueAddItems(b, vector)
         return Enqueue.EnqueueEnd(b)
 
-    return Call("enqueue", Operation.Operation.Enqueue, build, _decode_enqueue_results, True)
+    size = 128 + sum(64 + len(item[2]) + 32 * len(item[3]) for item in items)
+    return Call("enqueue", Operation.Operation.Enqueue, build, _decode_enqueue_results, True,
+                size=size)
 
 
 def enqueue(queue, item):
