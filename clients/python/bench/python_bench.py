@@ -235,9 +235,9 @@ def main():
             if not args.skip_rq:
                 rows["rq"].append(bench_rq(servers, args.jobs, args.concurrency))
                 rows["ratio"].append(rows["worker"][-1] / rows["rq"][-1])
-            print(f"round {r + 1}: " + ", ".join(f"{k} {fmt(v[-1]) if k != 'ratio' else f'{v[-1]:.2f}x'}"
-                                                 for k, v in rows.items() if v),
-                  file=sys.stderr, flush=True)
+            shown = (f"{k} {fmt(v[-1]) if k != 'ratio' else f'{v[-1]:.2f}x'}"
+                     for k, v in rows.items() if v)
+            print(f"round {r + 1}: " + ", ".join(shown), file=sys.stderr, flush=True)
     finally:
         servers.close()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -245,8 +245,8 @@ def main():
     med = {k: statistics.median(v) for k, v in rows.items() if v}
     each = {k: " / ".join(fmt(x) if k != "ratio" else f"{x:.2f}×" for x in v)
             for k, v in rows.items() if v}
-    print(f"Machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"load average {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds, medians.\n")
+    print(f"Machine: {platform.node()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds, medians.\n")
     print("| what | median | each round |")
     print("| --- | ---: | ---: |")
     print(f"| enqueue_batch, 1 process, 1000 per request, 10 requests pipelined (messages/s) "

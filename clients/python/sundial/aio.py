@@ -239,16 +239,21 @@ class AsyncClient(Operations):
                 request_id = next(self._ids)
                 future, _ = conn.submit(request_id, call.encode(request_id, durability))
                 sent.append((call, request_id, future))
-            values = []
-            for call, request_id, future in sent:
-                if not await self._wait(conn, request_id, future, deadline):
-                    for _, rid, f in sent:
-                        conn.forget(rid)
-                        f.cancel()
-                    raise unavailable(f"{call.name}: no reply from {self._address} within "
-                                      f"{timeout:g} s")
-                values.append(self._value(call, future.result()))
-            return request.combine(values)
+            try:
+                values = []
+                for call, request_id, future in sent:
+                    if not await self._wait(conn, request_id, future, deadline):
+                        raise unavailable(f"{call.name}: no reply from {self._address} within "
+                                          f"{timeout:g} s")
+                    values.append(self._value(call, future.result()))
+                return request.combine(values)
+            finally:
+                for _, request_id, future in sent:  # after an error: drop the rest quietly
+                    if not future.done():
+                        conn.forget(request_id)
+                        future.cancel()
+                    elif not future.cancelled():
+                        future.exception()  # retrieved: asyncio logs none
         deadline = time.monotonic() + timeout + request.wait_s
         while True:
             conn = await self._connection(deadline)

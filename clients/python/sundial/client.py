@@ -350,7 +350,7 @@ class Client(Operations):
             raise error
         return request.decode(response)
 
-    def send(self, request, callback, durability=None, timeout=None):
+    def _send(self, request, callback, durability=None, timeout=None):
         """Sends one codec.Call without waiting; ``callback(value, error)`` runs once, on the
         reader thread (it must not block), with the decoded value or a SundialError. For the
         Worker, which pipelines completes and extends. Connecting may block up to

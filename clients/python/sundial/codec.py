@@ -715,7 +715,8 @@ def extend(queue, id, lease_token, lease_ms):
         return Extend.ExtendEnd(b)
 
     def decode(response):
-        return _expect(response, Result.Result.ExtendResult, ExtendResult, "extend").LeaseExpiresAt()
+        r = _expect(response, Result.Result.ExtendResult, ExtendResult, "extend")
+        return r.LeaseExpiresAt()
 
     return Call("extend", Operation.Operation.Extend, build, decode, True)
 
@@ -812,7 +813,8 @@ def get(queue, id):
         return Get.GetEnd(b)
 
     def decode(response):
-        return decode_message(_expect(response, Result.Result.GetResult, GetResult, "get").Message())
+        r = _expect(response, Result.Result.GetResult, GetResult, "get")
+        return decode_message(r.Message())
 
     return Call("get", Operation.Operation.Get, build, decode, False)
 

@@ -44,7 +44,6 @@ handler); run() once.
 """
 
 import functools
-import heapq
 import logging
 import os
 import queue as queue_module
@@ -365,7 +364,7 @@ class Worker:
             self._credits -= n
             self._fetches_in_flight += 1
         call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms)
-        self._fetch_client.send(call, functools.partial(self._on_fetched, n))
+        self._fetch_client._send(call, functools.partial(self._on_fetched, n))
 
     def _fetch_loop(self):
         """Sends the fetches the inline path leaves: the first, those after a backoff, and
@@ -545,7 +544,7 @@ class _LeaseKeeper(threading.Thread):
             for job in due:
                 m = job.message
                 call = codec.extend(w.queue, m.id, m.lease_token, int(job.lease_s * 1000))
-                w._control.send(call, functools.partial(self._on_extended, job))
+                w._control._send(call, functools.partial(self._on_extended, job))
 
     def _on_extended(self, job, value, error):
         w = self._worker
@@ -655,14 +654,14 @@ class _Acker(threading.Thread):
         if completes:
             batch = codec.complete_batch(
                 w.queue, [(j.message.id, j.message.lease_token) for j in completes])
-            w._control.send(batch.calls[0], functools.partial(self._on_completed, completes))
+            w._control._send(batch.calls[0], functools.partial(self._on_completed, completes))
         for job, text in fails:
             m = job.message
-            w._control.send(codec.fail(w.queue, m.id, m.lease_token, text),
+            w._control._send(codec.fail(w.queue, m.id, m.lease_token, text),
                             functools.partial(self._on_failed, job, text))
         for job in releases:
             m = job.message
-            w._control.send(codec.extend(w.queue, m.id, m.lease_token, 1),
+            w._control._send(codec.extend(w.queue, m.id, m.lease_token, 1),
                             functools.partial(self._on_released, job))
 
     def run(self):
