@@ -246,7 +246,8 @@ def main():
     each = {k: " / ".join(fmt(x) if k != "ratio" else f"{x:.2f}×" for x in v)
             for k, v in rows.items() if v}
     print(f"Machine: {platform.node()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds, medians.\n")
+          f"Python {platform.python_version()}, load average {os.getloadavg()[0]:.1f} at the "
+          f"end; {args.rounds} rounds, medians.\n")
     print("| what | median | each round |")
     print("| --- | ---: | ---: |")
     print(f"| enqueue_batch, 1 process, 1000 per request, 10 requests pipelined (messages/s) "
