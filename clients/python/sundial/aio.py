@@ -179,12 +179,13 @@ class AsyncClient(Operations):
                     return self._conn
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise unavailable(f"{self._address}: cannot connect: {last}")
+                    raise unavailable(f"{self._address}: cannot connect: "
+                                      f"{last or 'the deadline passed'}")
                 try:
                     self._conn = await self._connect(deadline)
                     return self._conn
                 except (OSError, asyncio.TimeoutError) as e:
-                    last = e or "timed out"
+                    last = e or "connect timed out"
                 await asyncio.sleep(min(delay * random.uniform(0.5, 1.0), max(remaining, 0)))
                 delay = min(delay * 2, RECONNECT_MAX_S)
         finally:

@@ -20,6 +20,7 @@ late reply is dropped.
 """
 
 import itertools
+import os
 import random
 import socket
 import threading
@@ -84,6 +85,7 @@ class Connection:
     """
 
     def __init__(self, sock, address_text):
+        self.pid = os.getpid()  # a forked child must not use its parent's connection
         self._sock = sock
         self._file = sock.makefile("rb")
         self._address = address_text
@@ -247,7 +249,11 @@ class Client(Operations):
         """The live connection, made (with backoff) if there is none, by `deadline`."""
         conn = self._conn
         if conn is not None and not conn.closed:
-            return conn
+            if conn.pid == os.getpid():
+                return conn
+            # Forked: the socket is shared with the parent, so it is left open for it, and this
+            # process makes its own (reader threads do not survive a fork).
+            self._conn = None
         if not self._connect_lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
             raise unavailable(f"{self._address}: not connected before the deadline")
         try:
@@ -261,7 +267,8 @@ class Client(Operations):
                     return conn
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise unavailable(f"{self._address}: cannot connect: {last}")
+                    raise unavailable(f"{self._address}: cannot connect: "
+                                      f"{last or 'the deadline passed'}")
                 try:
                     self._conn = self._connect(deadline)
                     return self._conn

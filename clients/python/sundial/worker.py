@@ -82,7 +82,11 @@ COUNTERS = (
 
 def error_text(error):
     """`Type: message`, cut to the server's 1 KiB of last_error on a UTF-8 boundary."""
-    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    try:
+        detail = str(error)
+    except Exception:  # noqa: BLE001 - a broken __str__ must not lose the failure
+        detail = "(str() of the exception raised)"
+    text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__
     data = text.encode("utf-8")
     if len(data) <= MAX_ERROR_BYTES:
         return text
@@ -553,8 +557,11 @@ class _LeaseKeeper(threading.Thread):
             w._count("extended")
             next_due = now + job.lease_s / 2
         elif error.code in LOST_LEASE_CODES and error.origin == "server":
-            w._lease_lost(job, error)
-            self.remove(job)
+            with self._cond:
+                running = job in self._jobs
+                self._jobs.discard(job)
+            if running:  # else the handler finished and its complete overtook this extend
+                w._lease_lost(job, error)
             return
         else:  # unreachable or unavailable: try again soon, while the lease may still hold
             w.log.warning("extending the lease of message %s failed: %s", job.message.id,

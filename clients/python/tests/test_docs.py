@@ -104,6 +104,6 @@ def test_the_exclusive_queue_and_filter_example(run_example):
     wait_for(lambda: completed(c, "builds") == 3, timeout=30, message="3 builds")
     script.proc.send_signal(signal.SIGTERM)
     assert script.finish() == 0, script.errors
-    built = sorted(line for line in script.lines if line.startswith("building"))
+    built = sorted(line.split(":")[-1] for line in script.errors if ":building " in line)
     assert built == ["building api c3", "building web a1", "building web b2"]
     assert c.count("builds").pending == 1  # d4, x86_64: not this worker's
