@@ -449,6 +449,8 @@ def test_a_long_poll_does_not_hold_back_other_threads_calls(client, queue):
     result = []
     poller = threading.Thread(target=lambda: result.append(client.dequeue(queue, wait_ms=30000)))
     poller.start()
+    wait_for(lambda: client._conn is not None and len(client._conn._pending) == 1,
+             message="the poll written")
     # While the poll waits on the same connection, other calls are answered.
     for i in range(20):
         client.enqueue(queue + "-other", b"x")
@@ -580,7 +582,9 @@ def test_a_mutation_in_flight_when_the_server_dies_is_unavailable(make_server, q
 
     t = threading.Thread(target=poll)
     t.start()
-    wait_for(lambda: c.stats().connections >= 1 and t.is_alive())
+    wait_for(lambda: c._conn is not None and len(c._conn._pending) == 1,
+             message="the poll written")
+    c.stats()  # answered after the poll on the same connection: the server has it
     server.kill()
     t.join(25)
     assert failure and (failure[0].code, failure[0].origin) == ("UNAVAILABLE", "connection")
