@@ -29,6 +29,7 @@ class _Connection:
     """A stream pair, the futures in flight, and the reader task."""
 
     def __init__(self, sock, reader, writer, address_text):
+        self.loop = asyncio.get_running_loop()
         self._sock = sock  # ours, for peer_closed (the transport's wrapper refuses recv)
         self._reader = reader
         self._writer = writer
@@ -63,6 +64,12 @@ class _Connection:
 
     def close(self, error=None):
         if self._closed is not None:
+            return
+        if self.loop is not asyncio.get_running_loop():
+            # Its loop has ended (asyncio.run returned): its transport and futures are dead
+            # with it, and only the socket is left to close.
+            self._closed = unavailable(f"{self._address}: its event loop has ended")
+            self._sock.close()
             return
         self._closed = error or unavailable(f"{self._address}: connection closed by the client")
         pending, self._pending = self._pending, {}
@@ -111,10 +118,11 @@ class _Connection:
 
 class AsyncClient(Operations):
     """``AsyncClient("127.0.0.1:7400", token=None, timeout=10.0, durability="durable")``:
-    Client's methods as coroutines. Use it from one event loop."""
+    Client's methods as coroutines. Calls run on the event loop that makes them; used from a
+    new loop, the client makes a new connection there."""
 
     __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_ids",
-                 "_connect_lock", "_conn", "_closed")
+                 "_connect_lock", "_lock_loop", "_conn", "_closed")
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable"):
@@ -127,6 +135,7 @@ class AsyncClient(Operations):
         self._durability = codec._durability(durability)
         self._ids = itertools.count(1)
         self._connect_lock = None  # made on first use, inside the loop
+        self._lock_loop = None
         self._conn = None
         self._closed = False
 
@@ -144,10 +153,11 @@ class AsyncClient(Operations):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-            try:
-                await conn._writer.wait_closed()
-            except OSError:
-                pass
+            if conn.loop is asyncio.get_running_loop():
+                try:
+                    await conn._writer.wait_closed()
+                except OSError:
+                    pass
 
     async def __aenter__(self):
         return self
@@ -160,10 +170,16 @@ class AsyncClient(Operations):
 
     async def _connection(self, deadline):
         conn = self._conn
+        loop = asyncio.get_running_loop()
         if conn is not None and not conn.closed:
-            return conn
-        if self._connect_lock is None:
-            self._connect_lock = asyncio.Lock()
+            if conn.loop is loop:
+                return conn
+            # Used from another event loop (a second asyncio.run): the old one's connection
+            # and lock belong to it, so this loop gets its own.
+            conn.close()
+            self._conn, self._connect_lock = None, None
+        if self._connect_lock is None or self._lock_loop is not loop:
+            self._connect_lock, self._lock_loop = asyncio.Lock(), loop
         try:
             await asyncio.wait_for(self._connect_lock.acquire(),
                                    max(deadline - time.monotonic(), 0))

@@ -133,3 +133,10 @@ def test_token(make_server, tmp_path):
             assert (await c.health()).live
 
     run(main())
+
+
+def test_a_client_used_from_a_second_event_loop_connects_again(server, queue):
+    c = AsyncClient(server.addr)
+    assert asyncio.run(c.enqueue(queue, id="a")).id == "a"
+    assert asyncio.run(c.count(queue)).pending == 1  # a new loop: a new connection
+    asyncio.run(c.close())
