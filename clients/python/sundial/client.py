@@ -215,7 +215,7 @@ class Client(Operations):
         self._ids = itertools.count(1)  # next() is atomic under the GIL; ids never repeat
         self._connect_lock = threading.Lock()
         self._conn = None
-        self._closed = False
+        self._closed = threading.Event()
 
     @property
     def address(self):
@@ -227,10 +227,10 @@ class Client(Operations):
         return conn is not None and not conn.closed
 
     def close(self):
-        """Closes the connection; later calls raise UNAVAILABLE."""
-        self._closed = True
-        with self._connect_lock:
-            conn, self._conn = self._conn, None
+        """Closes the connection; later calls raise UNAVAILABLE. Does not wait for a thread
+        that is connecting: that one sees the close and gives up (its backoff is cut short)."""
+        self._closed.set()
+        conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
 
@@ -260,7 +260,7 @@ class Client(Operations):
             delay = RECONNECT_INITIAL_S
             last = None
             while True:
-                if self._closed:
+                if self._closed.is_set():
                     raise unavailable(f"{self._address}: the client is closed")
                 conn = self._conn
                 if conn is not None and not conn.closed:
@@ -270,12 +270,18 @@ class Client(Operations):
                     raise unavailable(f"{self._address}: cannot connect: "
                                       f"{last or 'the deadline passed'}")
                 try:
-                    self._conn = self._connect(deadline)
-                    return self._conn
+                    conn = self._connect(deadline)
                 except OSError as e:
                     last = e
-                # Backoff with jitter, bounded by the deadline.
-                time.sleep(min(delay * random.uniform(0.5, 1.0), max(remaining, 0)))
+                else:
+                    self._conn = conn
+                    if self._closed.is_set():  # closed while connecting
+                        self._conn = None
+                        conn.close()
+                        continue
+                    return conn
+                # Backoff with jitter, bounded by the deadline; close() cuts it short.
+                self._closed.wait(min(delay * random.uniform(0.5, 1.0), max(remaining, 0)))
                 delay = min(delay * 2, RECONNECT_MAX_S)
         finally:
             self._connect_lock.release()
