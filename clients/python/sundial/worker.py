@@ -320,7 +320,7 @@ class Worker:
         # 4. The results of finished handlers are sent.
         self._acker.close()
         ack_deadline = time.monotonic() + ACK_GRACE_S
-        while self._acker.is_alive() and self._stop_requested < 3:
+        while self._acker.is_alive() and self._stop_requested < 2:
             remaining = ack_deadline - time.monotonic()
             if remaining <= 0:
                 self.log.warning("results of %d messages not acknowledged by the server; they "

@@ -374,3 +374,17 @@ def test_stop_cancels_a_waiting_long_poll_so_nothing_is_leased_for_it(server, cl
     assert (m.state, m.attempts) == ("pending", 0)  # the dropped poll leased nothing
     (leased,) = client.dequeue(queue)
     assert leased.id == "after"
+
+
+def test_a_second_sigterm_skips_the_wait_and_leaves_the_handler_to_its_lease(
+        server, client, queue, worker_process):
+    client.create_queue(queue, lease_ms=1000)
+    client.enqueue(queue, id="slow")
+    p = worker_process(server.addr, queue, "finish", 60)  # would wait 60 s for the handler
+    wait_for(lambda: "started slow" in p.lines, timeout=30, message="handler started")
+    p.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "worker stopping" in p.log(), message="the worker seeing SIGTERM")
+    p.proc.send_signal(signal.SIGTERM)
+    assert p.proc.wait(30) == 0, p.log()
+    assert "left to its lease" in p.log()
+    wait_for(lambda: client.get(queue, "slow").state == "pending", message="lease expiry")
