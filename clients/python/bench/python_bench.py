@@ -218,9 +218,15 @@ def main():
     args = parser.parse_args()
     if not os.access(SUNDIALD, os.X_OK):
         sys.exit(f"python_bench: no {SUNDIALD}: run make build")
-    if not args.skip_rq and shutil.which("redis-server") is None:
-        sys.exit("python_bench: needs redis-server and python3-rq (apt-get install redis-server "
-                 "python3-rq), or --skip-rq")
+    if not args.skip_rq:
+        try:
+            import rq  # noqa: F401
+            missing = shutil.which("redis-server") is None
+        except ImportError:
+            missing = True
+        if missing:
+            sys.exit("python_bench: needs redis-server and python3-rq (apt-get install "
+                     "redis-server python3-rq), or --skip-rq")
     workdir = tempfile.mkdtemp(prefix="sundial-python-bench-")
     servers = Servers(workdir)
     rows = {"batch": [], "threads": [], "worker": [], "prefetch": [], "rq": [], "ratio": []}
