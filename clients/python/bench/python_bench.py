@@ -25,6 +25,7 @@ and redis-server, and a built sundiald (make build); prints a markdown report.
 """
 
 import argparse
+import importlib.util
 import os
 import platform
 import shutil
@@ -219,12 +220,7 @@ def main():
     if not os.access(SUNDIALD, os.X_OK):
         sys.exit(f"python_bench: no {SUNDIALD}: run make build")
     if not args.skip_rq:
-        try:
-            import rq  # noqa: F401
-            missing = shutil.which("redis-server") is None
-        except ImportError:
-            missing = True
-        if missing:
+        if shutil.which("redis-server") is None or importlib.util.find_spec("rq") is None:
             sys.exit("python_bench: needs redis-server and python3-rq (apt-get install "
                      "redis-server python3-rq), or --skip-rq")
     workdir = tempfile.mkdtemp(prefix="sundial-python-bench-")
