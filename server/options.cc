@@ -169,7 +169,6 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
     return result;
   }
   o.log = *policy;
-  o.log.inline_writes = true;  // io threads write their own records under interval / never
   if (!o.max_memory.empty()) {
     if (app.count("--memory-budget-bytes") > 0) {
       result.exit_code = 2;

@@ -2,14 +2,19 @@
 // and ASan builds run it too): blocking workers enqueue, dequeue and complete on one queue,
 // pipelined long polls wait on another while a producer feeds it, a WebSocket subscriber
 // receives every event, /metrics is scraped throughout, and a SIGTERM with long polls still
-// waiting ends it. The server inherits TSAN_OPTIONS (halt_on_error=1), so a data race in
-// sundiald makes it exit non-zero with the report in its log.
+// waiting ends it. Three io threads, so connections sit on different loops: commits hand off
+// between them (leader and followers), a long poll is served by the producer's loop and
+// answered on its own, events cross to the subscriber's loop. Under --fsync=always and
+// interval (the syncer thread). The server inherits TSAN_OPTIONS (halt_on_error=1), so a data
+// race in sundiald makes it exit non-zero with the report in its log.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "tests/e2e/net_helpers.h"
@@ -29,12 +34,12 @@ client::EnqueueItem Item(std::string id) {
   return item;
 }
 
-TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
+void WorkersLongPollsSubscriberAndScrapesThenDrain(std::vector<std::string> flags) {
   constexpr int kWorkers = 3;
   constexpr int kPerWorker = 60;
   constexpr int kPolled = 60;
   TempDir dir;
-  ServerProcess server(dir.path() + "/data");
+  ServerProcess server(dir.path() + "/data", flags);
   ASSERT_TRUE(server.Start()) << server.log();
 
   // The subscriber: every event of every queue.
@@ -179,6 +184,14 @@ TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
   EXPECT_EQ(server.log().find("ThreadSanitizer"), std::string::npos) << server.log();
   (*poller)->Close();
   EXPECT_EQ(drained.load(), 2);
+}
+
+TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
+  WorkersLongPollsSubscriberAndScrapesThenDrain({"--io-threads", "3"});
+}
+
+TEST(ServerConcurrency, TheSameUnderIntervalFsync) {
+  WorkersLongPollsSubscriberAndScrapesThenDrain({"--io-threads", "3", "--fsync", "interval:5"});
 }
 
 }  // namespace
