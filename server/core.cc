@@ -363,6 +363,7 @@ void Core::DropSubscriptions(const Connection* conn) {
 // ---- Effects and subscriptions ----------------------------------------------------------------
 
 void Core::OnEffect(const Effect& e) {
+  activity_.Count(e);  // DASHBOARD HOOK (issue 13): the ticks' per-queue totals
   Generation(e.queue).fetch_add(1);
   if (e.type == EffectType::kMessageDeadLettered) Generation(e.dead_letter_queue).fetch_add(1);
   if (e.type == EffectType::kMessageChanged && e.cause == ChangeCause::kLeaseExpired) {
@@ -382,10 +383,13 @@ void Core::PublishEvent(const Effect& e) {
   std::shared_ptr<const std::string> message;
   const Connection* delivered = nullptr;  // one event per connection: subs_ is grouped by it
   std::lock_guard lock(subs_mu_);
-  for (const Subscription& s : subs_) {
+  for (Subscription& s : subs_) {
     if (s.key == delivered) continue;
     if (s.queue != "*" && s.queue != e.queue && s.queue != e.dead_letter_queue) continue;
     if (!s.filter.empty() && !MatchesFilter(e.packed_metadata, s.filter)) continue;
+    // DASHBOARD HOOK (issue 13): ids and the per-second sample; another subscription of the
+    // same connection may still admit the event.
+    if (!s.options.Admit(e.id, e.time)) continue;
     delivered = s.key;
     auto conn = s.conn.lock();
     if (!conn) continue;
@@ -418,6 +422,9 @@ void Core::Subscribe(const std::shared_ptr<Connection>& conn, const p::Request& 
   if (queue.empty()) return fail("queue: required (a queue name, or \"*\" for every queue)");
   Metadata filter = PairsOf(sub->filter());
   if (filter.size() > 4) return fail("filter: at most 4 pairs");
+  // DASHBOARD HOOK (issue 13): queue_stats, max_events_per_sec, ids.
+  Result<SubscriptionOptions> options = SubscriptionOptions::Of(*sub);
+  if (!options.ok()) return fail(options.status().detail().data());
   {
     std::lock_guard lock(subs_mu_);
     if (subs_.size() >= 100'000) {
@@ -429,7 +436,7 @@ void Core::Subscribe(const std::shared_ptr<Connection>& conn, const p::Request& 
     const auto at = std::upper_bound(
         subs_.begin(), subs_.end(), conn.get(),
         [](const Connection* key, const Subscription& s) { return std::less<>{}(key, s.key); });
-    subs_.insert(at, {conn, conn.get(), std::move(queue), std::move(filter)});
+    subs_.insert(at, {conn, conn.get(), std::move(queue), std::move(filter), *options});
     subscriber_count_.fetch_add(1);
   }
   metrics_->CountRequest(op, Code::kOk, NanosSince(start));
@@ -470,7 +477,7 @@ void Core::Unsubscribe(const std::shared_ptr<Connection>& conn, const p::Request
 
 // ---- Stats, health, ticker ------------------------------------------------------------------
 
-std::string Core::StatsMessage(uint64_t request_id, bool as_event) const {
+std::string Core::StatsMessage(uint64_t request_id, bool as_event, bool with_queues) const {
   fb::FlatBufferBuilder b(512);
   StateCounts total;
   const auto queues = engine_->ListQueues();
@@ -492,7 +499,9 @@ std::string Core::StatsMessage(uint64_t request_id, bool as_event) const {
       static_cast<uint64_t>(metrics_->connections()), ls.next_lsn, ls.durable_end_lsn, ls.syncs,
       fsync_mean_us, ls.bytes, log_ != nullptr && log_->failed());
   if (as_event) {
-    auto tick = p::CreateStatsTick(b, stats);
+    // DASHBOARD HOOK (issue 13): the tick's time, and every queue for queue_stats subscribers.
+    const auto per_queue = with_queues ? EncodeQueueStats(b, queues, activity_) : 0;
+    auto tick = p::CreateStatsTick(b, stats, engine_->clock().NowMs(), per_queue);
     auto body = p::CreateEventMessage(b, p::Event::StatsTick, tick.Union());
     b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
   } else {
@@ -543,12 +552,28 @@ void Core::TickerLoop() {
       next_stats += std::chrono::seconds(1);
       if (subscriber_count_.load() > 0) {
         auto tick = std::make_shared<const std::string>(StatsMessage(0, true));
+        // DASHBOARD HOOK (issue 13): one tick with every queue's figures, built once for all
+        // queue_stats subscribers, before taking subs_mu_ (ListQueues takes the shard locks,
+        // which OnEffect holds when it takes subs_mu_).
+        bool any_queue_stats = false;
+        {
+          std::lock_guard subs_lock(subs_mu_);
+          for (const Subscription& s : subs_) any_queue_stats |= s.options.queue_stats();
+        }
+        std::shared_ptr<const std::string> rich;
+        if (any_queue_stats)
+          rich = std::make_shared<const std::string>(StatsMessage(0, true, true));
         std::lock_guard subs_lock(subs_mu_);
-        const Connection* delivered = nullptr;  // subs_ is grouped by connection
-        for (const Subscription& s : subs_) {
-          if (s.key == delivered) continue;
-          delivered = s.key;
-          if (auto c = s.conn.lock()) c->DeliverEvent(tick);
+        // subs_ is grouped by connection: one tick per connection, the rich one if any of its
+        // subscriptions asked for queue_stats.
+        for (size_t i = 0; i < subs_.size();) {
+          size_t end = i;
+          bool wants = false;
+          for (; end < subs_.size() && subs_[end].key == subs_[i].key; ++end) {
+            wants |= subs_[end].options.queue_stats();
+          }
+          if (auto c = subs_[i].conn.lock()) c->DeliverEvent(wants && rich ? rich : tick);
+          i = end;
         }
       }
     }

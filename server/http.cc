@@ -3,13 +3,13 @@
 //   GET /readyz   200 once recovery is done; 503 with the reason while draining or after the
 //                 WAL failed
 //   GET /metrics  Prometheus text (server/metrics.h)
-//   GET /         a placeholder page (the dashboard issue replaces it)
+//   GET /         the dashboard (server/dashboard.h): the page, its assets, sign-in/out
 //   /ws           WebSocket: binary frames carry the TCP protocol's FlatBuffers, text frames
 //                 their JSON form (protocol/json.h); `subscribe` works here only.
 // The request line and headers must arrive within --handshake-timeout-ms (slow loris), bodies
 // are limited to 64 KiB, WebSocket messages to --max-frame-bytes. With --auth-token-file an
-// upgrade needs `Authorization: Bearer TOKEN`; `Origin` must be one of --allowed-origins, or
-// (without that flag) absent or the server's own host.
+// upgrade needs `Authorization: Bearer TOKEN` or a dashboard session cookie; `Origin` must be
+// one of --allowed-origins, or (without that flag) absent or the server's own host.
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -22,6 +22,7 @@
 
 #include "protocol/json.h"
 #include "protocol/sundial_generated.h"
+#include "server/dashboard.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -36,15 +37,6 @@ using tcp = asio::ip::tcp;
 
 constexpr size_t kMaxEventBacklog = 10'000;  // events queued for one subscriber before it is cut
 
-constexpr std::string_view kIndexPage = R"(<!doctype html>
-<html><head><meta charset="utf-8"><title>Sundial</title></head>
-<body><h1>Sundial</h1>
-<p>The dashboard arrives with its own issue. Meanwhile: <a href="/metrics">/metrics</a>,
-<a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>, and WebSocket at <code>/ws</code>
-(binary: FlatBuffers; text: JSON, see docs/protocol.md).</p>
-</body></html>
-)";
-
 bool VerifyRequest(std::string_view bytes) {
   fb::Verifier::Options vo;
   vo.max_depth = 32;
@@ -55,13 +47,15 @@ bool VerifyRequest(std::string_view bytes) {
 
 class WsSession final : public Connection {
  public:
-  WsSession(tcp::socket socket, Core* core)
+  // `read_only`: a dashboard page under --dashboard read-only (Dashboard::RefusesActions).
+  WsSession(tcp::socket socket, Core* core, bool read_only)
       : Connection(Transport::kWebSocket),
         ws_(std::move(socket)),
         strand_(ws_.get_executor()),
         stall_(strand_, core->options().write_timeout_ms),
         core_(core),
-        options_(core->options()) {}
+        options_(core->options()),
+        read_only_(read_only) {}
 
   void Accept(http::request<http::string_body> request) {
     websocket::stream_base::timeout timeouts;
@@ -162,10 +156,15 @@ class WsSession final : public Connection {
       return Deliver(
           ErrorResponse(0, Code::kInvalidArgument, "frame: not a valid Request FlatBuffer"));
     }
-    // Subscribing again after falling behind starts the events anew.
-    if (fb::GetRoot<p::Request>(scratch_.data())->op_type() == p::Operation::Subscribe) {
-      events_cut_ = false;
+    const p::Request* request = fb::GetRoot<p::Request>(scratch_.data());
+    // DASHBOARD HOOK 3 (issue 13): a read-only dashboard page changes nothing.
+    if (read_only_ && IsMutation(request->op_type())) {
+      return Deliver(ErrorResponse(request->request_id(), Code::kFailedPrecondition,
+                                   "dashboard: read-only (--dashboard read-only); actions are "
+                                   "refused"));
     }
+    // Subscribing again after falling behind starts the events anew.
+    if (request->op_type() == p::Operation::Subscribe) events_cut_ = false;
     core_->Submit(shared_from_this(), scratch_);
   }
 
@@ -260,6 +259,7 @@ class WsSession final : public Connection {
   StallGuard stall_;
   Core* const core_;
   const Options& options_;
+  const bool read_only_;
   // On the strand only:
   beast::flat_buffer buffer_;
   std::string scratch_;
@@ -280,7 +280,8 @@ class WsSession final : public Connection {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Core* core) : stream_(std::move(socket)), core_(core) {}
+  HttpSession(tcp::socket socket, Core* core, Dashboard* dashboard)
+      : stream_(std::move(socket)), core_(core), dashboard_(dashboard) {}
 
   void Start() {
     core_->metrics()->AddConnection(Transport::kHttp, 1);
@@ -304,6 +305,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void OnRequest(http::request<http::string_body> req) {
     if (websocket::is_upgrade(req)) return Upgrade(std::move(req));
+    // DASHBOARD HOOK 1 (issue 13): the page, its assets, sign-in and sign-out.
+    if (auto reply = dashboard_->Handle(DashboardRequestOf(req))) {
+      return SendDashboard(req, std::move(*reply));
+    }
     http::response<http::string_body> res;
     res.version(req.version());
     res.keep_alive(req.keep_alive());
@@ -324,8 +329,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     } else if (path == "/metrics") {
       Reply(res, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
             core_->RenderMetrics());
-    } else if (path == "/" || path == "/index.html") {
-      Reply(res, http::status::ok, "text/html; charset=utf-8", std::string(kIndexPage));
     } else if (path == "/ws") {
       Reply(res, http::status::bad_request, "text/plain", "/ws: a WebSocket upgrade is needed\n");
     } else {
@@ -352,6 +355,41 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                       });
   }
 
+  static std::string_view Field(const http::request<http::string_body>& req, http::field f) {
+    const auto v = req[f];
+    return {v.data(), v.size()};
+  }
+
+  static DashboardRequest DashboardRequestOf(const http::request<http::string_body>& req) {
+    const std::string_view target(req.target().data(), req.target().size());
+    const auto method = req.method_string();
+    return {.method = {method.data(), method.size()},
+            .path = target.substr(0, target.find('?')),
+            .host = Field(req, http::field::host),
+            .origin = Field(req, http::field::origin),
+            .cookie = Field(req, http::field::cookie),
+            .accept_encoding = Field(req, http::field::accept_encoding),
+            .if_none_match = Field(req, http::field::if_none_match),
+            .content_type = Field(req, http::field::content_type),
+            .body = req.body()};
+  }
+
+  void SendDashboard(const http::request<http::string_body>& req, DashboardReply reply) {
+    http::response<http::string_body> res;
+    res.version(req.version());
+    res.keep_alive(req.keep_alive() && !reply.close);
+    res.set(http::field::server, "sundiald");
+    res.result(static_cast<http::status>(reply.status));
+    for (auto& [name, value] : reply.headers) res.set(name, value);
+    if (req.method() != http::verb::head) res.body() = std::move(reply.body);
+    if (reply.delay.count() == 0) return Send(std::move(res));
+    // A wrong sign-in token: answered after the delay (the connection waits, then closes).
+    auto timer = std::make_shared<asio::steady_timer>(stream_.get_executor(), reply.delay);
+    stream_.expires_after(reply.delay + std::chrono::seconds(5));
+    timer->async_wait([self = shared_from_this(), timer, res = std::move(res)](
+                          beast::error_code) mutable { self->Send(std::move(res)); });
+  }
+
   void Upgrade(http::request<http::string_body> req) {
     http::response<http::string_body> res;
     res.version(req.version());
@@ -366,17 +404,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(std::move(res));
     }
     const std::string& token = core_->auth_token();
+    // DASHBOARD HOOK 2 (issue 13): a browser page presents its session cookie instead of the
+    // header it cannot set; under --dashboard read-only a browser's connection is read-only.
+    bool by_cookie = false;
     if (!token.empty()) {
       const auto auth = req[http::field::authorization];
-      if (std::string_view(auth.data(), auth.size()) != "Bearer " + token) {
+      const bool bearer = std::string_view(auth.data(), auth.size()) == "Bearer " + token;
+      by_cookie = !bearer && dashboard_->HasSession(Field(req, http::field::cookie));
+      if (!bearer && !by_cookie) {
         Reply(res, http::status::unauthorized, "text/plain",
-              "auth: the upgrade needs Authorization: Bearer TOKEN\n");
+              "auth: the upgrade needs Authorization: Bearer TOKEN or a dashboard session\n");
         res.set(http::field::www_authenticate, "Bearer");
         return Send(std::move(res));
       }
     }
+    const bool read_only =
+        dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie);
     stream_.expires_never();  // the WebSocket stream's own timeouts take over
-    std::make_shared<WsSession>(stream_.release_socket(), core_)->Accept(std::move(req));
+    std::make_shared<WsSession>(stream_.release_socket(), core_, read_only)->Accept(std::move(req));
   }
 
   bool OriginAllowed(const http::request<http::string_body>& req) const {
@@ -400,13 +445,27 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   beast::tcp_stream stream_;
   Core* const core_;
+  Dashboard* const dashboard_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
 
+Dashboard::Config DashboardConfig(const Core& core) {
+  Dashboard::Config c;
+  c.mode = core.options().dashboard;
+  c.token = core.auth_token();
+  c.allowed_origins = core.options().allowed_origins;
+  return c;
+}
+
 class HttpListener final : public Listener {
  public:
-  HttpListener(asio::io_context* io, Core* core) : io_(io), core_(core), acceptor_(*io) {}
+  HttpListener(asio::io_context* io, Core* core)
+      : io_(io),
+        core_(core),
+        // DASHBOARD HOOK 0 (issue 13): the listener owns the dashboard (sessions live as long).
+        dashboard_(DashboardConfig(*core)),
+        acceptor_(*io) {}
 
   Status Start(const std::string& address, uint16_t port) override {
     boost::system::error_code ec;
@@ -434,25 +493,25 @@ class HttpListener final : public Listener {
 
  private:
   void Accept() {
-    acceptor_.async_accept(asio::make_strand(*io_),
-                           [this](boost::system::error_code ec, tcp::socket socket) {
-                             if (ec == asio::error::operation_aborted || !acceptor_.is_open())
-                               return;
-                             if (!ec) {
-                               if (core_->metrics()->connections() >=
-                                   static_cast<int64_t>(core_->options().max_connections)) {
-                                 boost::system::error_code ignored;
-                                 socket.close(ignored);
-                               } else {
-                                 std::make_shared<HttpSession>(std::move(socket), core_)->Start();
-                               }
-                             }
-                             Accept();
-                           });
+    acceptor_.async_accept(
+        asio::make_strand(*io_), [this](boost::system::error_code ec, tcp::socket socket) {
+          if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+          if (!ec) {
+            if (core_->metrics()->connections() >=
+                static_cast<int64_t>(core_->options().max_connections)) {
+              boost::system::error_code ignored;
+              socket.close(ignored);
+            } else {
+              std::make_shared<HttpSession>(std::move(socket), core_, &dashboard_)->Start();
+            }
+          }
+          Accept();
+        });
   }
 
   asio::io_context* io_;
   Core* core_;
+  Dashboard dashboard_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
 };

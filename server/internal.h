@@ -28,6 +28,7 @@
 
 #include "engine/engine.h"
 #include "server/dispatch.h"
+#include "server/live_feed.h"  // DASHBOARD HOOK (issue 13)
 #include "server/metrics.h"
 #include "server/options.h"
 #include "wal/group_commit_log.h"
@@ -152,8 +153,9 @@ class Core final : public EffectSink {
   // Shutdown: answer every long-poll waiter now (empty), refuse new waits.
   void ExpireAllWaiters();
 
-  // The StatsResult-bearing ServerMessage (a Response with `request_id`, or a StatsTick event).
-  std::string StatsMessage(uint64_t request_id, bool as_event) const;
+  // The StatsResult-bearing ServerMessage (a Response with `request_id`, or a StatsTick event;
+  // `with_queues`: the tick carries every queue's figures, Subscribe.queue_stats).
+  std::string StatsMessage(uint64_t request_id, bool as_event, bool with_queues = false) const;
   std::string HealthMessage(uint64_t request_id) const;
 
   bool ready() const { return ready_.load() && !draining_.load() && !(log_ && log_->failed()); }
@@ -180,6 +182,7 @@ class Core final : public EffectSink {
     const Connection* key;
     std::string queue;  // "*": every queue
     Metadata filter;
+    SubscriptionOptions options;  // DASHBOARD HOOK (issue 13): queue_stats, sampling, ids
   };
 
   void Finish(const std::shared_ptr<Connection>& conn, Dispatcher::Outcome outcome, uint8_t op,
@@ -220,6 +223,7 @@ class Core final : public EffectSink {
 
   std::mutex subs_mu_;
   std::vector<Subscription> subs_;  // GUARDED_BY(subs_mu_); sorted by key (connection)
+  QueueActivity activity_;          // DASHBOARD HOOK (issue 13): per-queue transition totals
   std::atomic<int64_t> subscriber_count_{0};
 
   std::mutex ticker_mu_;
