@@ -281,8 +281,7 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
       std::lock_guard lock(mu_);
       failures_.push_back(now);
     }
-    DashboardReply r =
-        SignInPage(401, "Sign-in failed: that is not this server&#8217;s token.");
+    DashboardReply r = SignInPage(401, "Sign-in failed: that is not this server&#8217;s token.");
     r.delay = config_.failed_signin_delay;
     r.close = true;
     return r;
@@ -302,9 +301,9 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
   }
   DashboardReply r = Redirect("/");
   const auto max_age = std::chrono::duration_cast<std::chrono::seconds>(kSessionLifetime).count();
-  r.headers.emplace_back("Set-Cookie", std::string(kCookieName) + "=" + id +
-                                           "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
-                                           std::to_string(max_age));
+  r.headers.emplace_back(
+      "Set-Cookie", std::string(kCookieName) + "=" + id +
+                        "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age));
   return r;
 }
 
@@ -315,8 +314,8 @@ DashboardReply Dashboard::SignOut(const DashboardRequest& request) {
     sessions_.erase(*id);
   }
   DashboardReply r = Redirect("/");
-  r.headers.emplace_back("Set-Cookie", std::string(kCookieName) +
-                                           "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+  r.headers.emplace_back(
+      "Set-Cookie", std::string(kCookieName) + "=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
   return r;
 }
 

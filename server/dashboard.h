@@ -107,9 +107,9 @@ class Dashboard {
 
   const Config config_;
   std::mutex mu_;
-  std::unordered_map<std::string, TimePoint> sessions_;  // GUARDED_BY(mu_): id -> expiry
+  std::unordered_map<std::string, TimePoint> sessions_;   // GUARDED_BY(mu_): id -> expiry
   std::deque<std::pair<TimePoint, std::string>> by_age_;  // GUARDED_BY(mu_): creation order
-  std::deque<TimePoint> failures_;                       // GUARDED_BY(mu_): the last second's
+  std::deque<TimePoint> failures_;                        // GUARDED_BY(mu_): the last second's
 };
 
 // The Content-Security-Policy of every dashboard answer.

@@ -44,8 +44,7 @@ bool SubscriptionOptions::Admit(std::string_view id, int64_t time_ms) {
 }
 
 fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
-    fb::FlatBufferBuilder& b, const std::vector<QueueInfo>& queues,
-    const QueueActivity& activity) {
+    fb::FlatBufferBuilder& b, const std::vector<QueueInfo>& queues, const QueueActivity& activity) {
   const std::unordered_map<std::string, QueueTotals> totals = activity.Snapshot();
   std::vector<fb::Offset<p::QueueStats>> out;
   out.reserve(queues.size());
@@ -58,10 +57,10 @@ fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
         s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused,
         s.dequeue_paused);
     const StateCounts& c = q.counts;
-    auto counts = p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
-                                       c[MessageState::kRunning], c[MessageState::kCompleted],
-                                       c[MessageState::kCanceled], c[MessageState::kErrored],
-                                       c.blocked);
+    auto counts =
+        p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
+                             c[MessageState::kRunning], c[MessageState::kCompleted],
+                             c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked);
     auto info = p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts,
                                          q.oldest_pending_age_ms, q.memory_bytes);
     auto it = totals.find(q.name);

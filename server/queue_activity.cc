@@ -4,7 +4,8 @@ namespace sundial::server {
 
 QueueTotals& QueueActivity::Totals(Stripe& stripe, std::string_view queue) {
   auto it = stripe.totals.find(queue);
-  if (it == stripe.totals.end()) it = stripe.totals.emplace(std::string(queue), QueueTotals{}).first;
+  if (it == stripe.totals.end())
+    it = stripe.totals.emplace(std::string(queue), QueueTotals{}).first;
   return it->second;
 }
 

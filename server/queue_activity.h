@@ -53,9 +53,7 @@ class QueueActivity {
     mutable std::mutex mu;
     std::unordered_map<std::string, QueueTotals, Hash, std::equal_to<>> totals;  // GUARDED_BY(mu)
   };
-  Stripe& StripeOf(std::string_view queue) {
-    return stripes_[Hash{}(queue) % stripes_.size()];
-  }
+  Stripe& StripeOf(std::string_view queue) { return stripes_[Hash{}(queue) % stripes_.size()]; }
   const Stripe& StripeOf(std::string_view queue) const {
     return stripes_[Hash{}(queue) % stripes_.size()];
   }
