@@ -32,7 +32,8 @@ void ReplaceAll(std::string* text, std::string_view from, std::string_view to) {
 void AddSecurityHeaders(DashboardReply* reply) {
   reply->headers.emplace_back("Content-Security-Policy", std::string(kDashboardCsp));
   reply->headers.emplace_back("X-Content-Type-Options", "nosniff");
-  reply->headers.emplace_back("Referrer-Policy", "no-referrer");
+  // same-origin, not no-referrer: with no-referrer a form POST carries "Origin: null".
+  reply->headers.emplace_back("Referrer-Policy", "same-origin");
   reply->headers.emplace_back("X-Frame-Options", "DENY");
 }
 

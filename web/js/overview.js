@@ -36,9 +36,9 @@ function cellValue(q, key) {
       return flags.join(', ') || 'active';
     }
     case 'oldest': return q.oldest;
-    case 'enqueued': return q.rates.enqueued;
-    case 'dequeued': return q.rates.dequeued;
-    case 'completed_rate': return q.rates.completed;
+    case 'enqueued': return q.shown.enqueued;
+    case 'dequeued': return q.shown.dequeued;
+    case 'completed_rate': return q.shown.completed;
     default: return q.counts[key];
   }
 }

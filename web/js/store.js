@@ -12,6 +12,7 @@ export const HISTORY = 900;
 export const DEPTH_SERIES = ['pending', 'running', 'invisible', 'errored'];
 export const RATE_SERIES = ['enqueued', 'dequeued', 'completed', 'failed'];
 const SERIES = DEPTH_SERIES.length + RATE_SERIES.length;
+const RECENT = 6;  // ticks: the tables' rates are over the last 5 seconds
 const TOTALS = ['enqueued', 'dequeued', 'completed', 'failed', 'lease_expired', 'canceled',
                 'errored', 'redriven', 'dead_lettered'];
 
@@ -23,7 +24,9 @@ function queueFrom(info) {
     oldest: info.oldest_pending_age_ms || 0,
     memory: info.memory_bytes || 0,
     totals: null,  // from the first tick
-    rates: {enqueued: 0, dequeued: 0, completed: 0, failed: 0},
+    rates: {enqueued: 0, dequeued: 0, completed: 0, failed: 0},  // over the last tick (charts)
+    shown: {enqueued: 0, dequeued: 0, completed: 0, failed: 0},  // over the last 5 s (tables)
+    recent: [],  // {time, totals} of the last ticks, for `shown`
     ring: null,
   };
 }
@@ -108,6 +111,14 @@ export class Store extends EventTarget {
         q.rates[k] = d > 0 ? d / dt : 0;
       }
       q.totals = totals;
+      q.recent.push({time: t, totals});
+      if (q.recent.length > RECENT) q.recent.shift();
+      const first = q.recent[0];
+      const span = (t - first.time) / 1000;
+      for (const k of RATE_SERIES) {
+        const d = totals[k] - first.totals[k];
+        q.shown[k] = span > 0 && d > 0 ? d / span : 0;
+      }
       this.record(q, slot);
     }
     for (const name of [...this.queues.keys()]) if (!seen.has(name)) this.queues.delete(name);
