@@ -23,6 +23,10 @@ CHROMIUM_FLAGS = [
 ]
 
 
+class Fatal(Exception):
+    """Raised by a condition that can never hold (e.g. the server exited): no more waiting."""
+
+
 def wait_for(condition, timeout=30.0, what="a condition"):
     """Polls `condition` until it returns a truthy value (returned) or `timeout` passes.
     `what` names the condition in the failure (a callable: evaluated then, to show the state)."""
@@ -33,6 +37,8 @@ def wait_for(condition, timeout=30.0, what="a condition"):
             value = condition()
             if value:
                 return value
+        except Fatal:
+            raise
         except Exception as e:  # a page mid-render: try again
             last_error = e
         if time.monotonic() >= deadline:
@@ -67,7 +73,7 @@ class Server:
 
         def ready_file():
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sundiald exited {self.proc.returncode}: {self.log()}")
+                raise Fatal(f"sundiald exited {self.proc.returncode}: {self.log()}")
             try:
                 with open(ready) as f:
                     return json.load(f)

@@ -1,7 +1,8 @@
 // The overview (#/): every queue with its type, paused flags, per-state counts, blocked count,
 // oldest pending age, rates and a sparkline of the last minute; sorting by any column and a name
-// filter. Built for 1,000 queues: rows are kept by queue name and only changed cells are
-// written; sparklines are drawn only for rows on screen.
+// filter. Built for 1,000 queues and more: the table is virtual — only the rows on screen (and
+// a margin) exist, recycled as the page scrolls, between two spacer rows that keep the
+// scrollbar true — so a tick costs a sort and a few dozen rows, whatever the number of queues.
 
 import {sparkline} from './charts.js';
 import {h, s, setText} from './dom.js';
@@ -43,22 +44,20 @@ function cellValue(q, key) {
   }
 }
 
+const ROW_HEIGHT = 34;  // px: tr.qrow's height in app.css
+const MARGIN = 10;      // rows rendered above and below the screen
+
 export class OverviewView {
   constructor(app) {
     this.app = app;
-    this.rows = new Map();  // name -> {tr, cells: [], spark, visible}
     this.sortKey = 'name';
     this.sortDir = 1;
     this.filter = '';
-    this.order = [];
-    this.observer = new IntersectionObserver((entries) => {
-      for (const e of entries) {
-        const row = e.target.sundialRow;
-        if (!row) continue;
-        row.visible = e.isIntersecting;
-        if (row.visible) this.drawSpark(row);
-      }
-    });
+    this.list = [];   // the sorted, filtered queues
+    this.pool = [];   // row elements in use, top to bottom
+    this.first = 0;   // index in `list` of pool[0]
+    this.scheduled = false;
+    this.onScroll = () => this.schedule();
     this.build();
   }
 
@@ -80,7 +79,13 @@ export class OverviewView {
       headRow.append(th);
     }
     headRow.append(h('th', {class: 'text', text: 'Last minute'}));
-    this.tbody = h('tbody', {id: 'queue-rows'});
+    const spacer = () => {
+      const td = h('td', {colspan: COLUMNS.length + 1});
+      return {tr: h('tr', {class: 'spacer', 'aria-hidden': 'true'}, td), td};
+    };
+    this.topSpacer = spacer();
+    this.bottomSpacer = spacer();
+    this.tbody = h('tbody', {id: 'queue-rows'}, this.topSpacer.tr, this.bottomSpacer.tr);
     this.empty = h('p', {class: 'empty', id: 'no-queues', hidden: true,
                          text: 'No queues yet. The first enqueue creates one.'});
     this.el = h('section', {id: 'overview'},
@@ -112,83 +117,91 @@ export class OverviewView {
 
   mount(container) {
     container.append(this.el);
+    window.addEventListener('scroll', this.onScroll, {passive: true});
+    window.addEventListener('resize', this.onScroll, {passive: true});
     this.update();
   }
 
   unmount() {
+    window.removeEventListener('scroll', this.onScroll);
+    window.removeEventListener('resize', this.onScroll);
     this.el.remove();
   }
 
-  row(q) {
-    let row = this.rows.get(q.name);
-    if (row) return row;
-    const cells = COLUMNS.map((c) => h('td', {class: c.text ? 'text' : 'num', dataset: {key: c.key}}));
-    const link = h('a', {href: '#/q/' + encodeURIComponent(q.name), text: q.name});
-    cells[0].append(link);
-    const spark = s('svg', {class: 'spark', 'aria-hidden': 'true'});
-    const tr = h('tr', {dataset: {queue: q.name}}, cells, h('td', {class: 'text'}, spark));
-    row = {tr, cells, spark, visible: false, name: q.name};
-    tr.sundialRow = row;
-    this.rows.set(q.name, row);
-    this.observer.observe(tr);
-    return row;
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    requestAnimationFrame(() => {
+      this.scheduled = false;
+      this.renderWindow();
+    });
   }
 
-  drawSpark(row) {
-    const q = this.app.store.queues.get(row.name);
-    if (!q) return;
+  newRow() {
+    const cells = COLUMNS.map((c) => h('td', {class: c.text ? 'text' : 'num', dataset: {key: c.key}}));
+    const link = h('a');
+    cells[0].append(link);
+    const spark = s('svg', {class: 'spark', 'aria-hidden': 'true'});
+    const tr = h('tr', {class: 'qrow'}, cells, h('td', {class: 'text'}, spark));
+    return {tr, cells, link, spark, name: null};
+  }
+
+  fill(row, q) {
+    if (row.name !== q.name) {
+      row.name = q.name;
+      row.tr.dataset.queue = q.name;
+      row.link.href = '#/q/' + encodeURIComponent(q.name);
+      row.link.textContent = q.name;
+    }
+    COLUMNS.forEach((c, i) => {
+      if (i === 0) return;
+      const v = cellValue(q, c.key);
+      setText(row.cells[i], c.text ? v : (c.fmt || int)(v));
+    });
+    row.tr.classList.toggle('paused', q.settings.enqueue_paused || q.settings.dequeue_paused);
+    row.tr.classList.toggle('has-errors', q.counts.errored > 0);
     const st = this.app.store;
     sparkline(row.spark, ['enqueued', 'dequeued', 'completed'].map((k) => st.series(q, k, 60).values));
+  }
+
+  // The rows between the top of the screen and its bottom, with a margin each side.
+  renderWindow() {
+    const n = this.list.length;
+    const top = this.tbody.getBoundingClientRect().top;  // the top spacer's top
+    const above = Math.max(0, -top);
+    let first = Math.max(0, Math.floor(above / ROW_HEIGHT) - MARGIN);
+    const count = Math.ceil(window.innerHeight / ROW_HEIGHT) + 2 * MARGIN;
+    first = Math.min(first, Math.max(0, n - count));
+    const last = Math.min(n, first + count);
+    while (this.pool.length > last - first) this.pool.pop().tr.remove();
+    while (this.pool.length < last - first) {
+      const row = this.newRow();
+      this.pool.push(row);
+      this.tbody.insertBefore(row.tr, this.bottomSpacer.tr);
+    }
+    this.first = first;
+    for (let i = first; i < last; i++) this.fill(this.pool[i - first], this.list[i]);
+    this.topSpacer.td.style.height = first * ROW_HEIGHT + 'px';
+    this.bottomSpacer.td.style.height = (n - last) * ROW_HEIGHT + 'px';
   }
 
   update() {
     const store = this.app.store;
     const queues = [...store.queues.values()];
-    for (const [name, row] of this.rows) {
-      if (!store.queues.has(name)) {
-        this.observer.unobserve(row.tr);
-        row.tr.remove();
-        this.rows.delete(name);
-      }
-    }
     const key = this.sortKey;
     const dir = this.sortDir;
-    queues.sort((a, b) => {
+    const shown = this.filter ? queues.filter((q) => q.name.toLowerCase().includes(this.filter))
+                              : queues;
+    shown.sort((a, b) => {
       const x = cellValue(a, key);
       const y = cellValue(b, key);
-      const c = typeof x === 'string' ? x.localeCompare(y) : x - y;
-      return c !== 0 ? c * dir : a.name.localeCompare(b.name);
+      const c = typeof x === 'string' ? (x < y ? -1 : x > y ? 1 : 0) : x - y;
+      return c !== 0 ? c * dir : (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
     });
-    let shown = 0;
-    const order = [];
-    for (const q of queues) {
-      const row = this.row(q);
-      const match = !this.filter || q.name.toLowerCase().includes(this.filter);
-      row.tr.hidden = !match;
-      if (match) shown++;
-      order.push(row.tr);
-      COLUMNS.forEach((c, i) => {
-        if (i === 0) return;
-        const v = cellValue(q, c.key);
-        setText(row.cells[i], c.text ? v : (c.fmt || int)(v));
-      });
-      row.tr.classList.toggle('paused', q.settings.enqueue_paused || q.settings.dequeue_paused);
-      row.tr.classList.toggle('has-errors', q.counts.errored > 0);
-      if (row.visible) this.drawSpark(row);
-    }
-    if (!sameOrder(this.order, order)) {
-      this.tbody.append(...order);  // moves the rows into the new order
-      this.order = order;
-    }
+    this.list = shown;
+    this.renderWindow();
     this.empty.hidden = queues.length > 0;
     setText(this.summary, `${int(queues.length)} queues · ${int(store.totalMessages())} messages` +
-                              (this.filter ? ` · ${int(shown)} shown` : ''));
+                              (this.filter ? ` · ${int(shown.length)} shown` : ''));
   }
 }
-
-function sameOrder(a, b) {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
