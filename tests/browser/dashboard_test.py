@@ -499,6 +499,10 @@ def main():
     parser.add_argument("--only", help="run this test (and the ones it needs) only")
     args = parser.parse_args()
     started = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    for name in os.listdir(args.out):
+        if name.startswith("FAILED-"):
+            os.remove(os.path.join(args.out, name))
     driver = start_chromium()
     ctx = Context(args, driver)
     passed = failed = 0
