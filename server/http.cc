@@ -48,14 +48,16 @@ bool VerifyRequest(std::string_view bytes) {
 class WsSession final : public Connection {
  public:
   // `read_only`: a dashboard page under --dashboard read-only (Dashboard::RefusesActions).
-  WsSession(tcp::socket socket, Core* core, bool read_only)
+  // `tick_json`: the JSON of shared stats ticks, printed once for every session.
+  WsSession(tcp::socket socket, Core* core, bool read_only, SharedTickJson* tick_json)
       : Connection(Transport::kWebSocket),
         ws_(std::move(socket)),
         strand_(ws_.get_executor()),
         stall_(strand_, core->options().write_timeout_ms),
         core_(core),
         options_(core->options()),
-        read_only_(read_only) {}
+        read_only_(read_only),
+        tick_json_(tick_json) {}
 
   void Accept(http::request<http::string_body> request) {
     websocket::stream_base::timeout timeouts;
@@ -204,7 +206,11 @@ class WsSession final : public Connection {
     auto on_write = asio::bind_executor(
         strand_, [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); });
     const Outgoing& next = out_.front();
-    if (json_) {
+    if (json_ && next.is_event && (shared_text_ = tick_json_->Get(next.message))) {
+      // DASHBOARD HOOK 4 (issue 13): a stats tick's JSON, printed once for all its subscribers.
+      ws_.text(true);
+      ws_.async_write(asio::buffer(*shared_text_), std::move(on_write));
+    } else if (json_) {
       if (!json_out_) json_out_ = std::make_unique<p::JsonCodec>("ServerMessage");
       std::string error;
       if (!json_out_->ToJson(*next.message, &text_, &error)) text_ = R"({"error":"encoding"})";
@@ -260,10 +266,12 @@ class WsSession final : public Connection {
   Core* const core_;
   const Options& options_;
   const bool read_only_;
+  SharedTickJson* const tick_json_;
   // On the strand only:
   beast::flat_buffer buffer_;
   std::string scratch_;
   std::string text_;
+  std::shared_ptr<const std::string> shared_text_;  // the shared tick's JSON being written
   std::deque<Outgoing> out_;
   size_t queued_bytes_ = 0;
   size_t queued_events_ = 0;
@@ -280,8 +288,8 @@ class WsSession final : public Connection {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Core* core, Dashboard* dashboard)
-      : stream_(std::move(socket)), core_(core), dashboard_(dashboard) {}
+  HttpSession(tcp::socket socket, Core* core, Dashboard* dashboard, SharedTickJson* tick_json)
+      : stream_(std::move(socket)), core_(core), dashboard_(dashboard), tick_json_(tick_json) {}
 
   void Start() {
     core_->metrics()->AddConnection(Transport::kHttp, 1);
@@ -421,7 +429,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     const bool read_only =
         dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie);
     stream_.expires_never();  // the WebSocket stream's own timeouts take over
-    std::make_shared<WsSession>(stream_.release_socket(), core_, read_only)->Accept(std::move(req));
+    std::make_shared<WsSession>(stream_.release_socket(), core_, read_only, tick_json_)
+        ->Accept(std::move(req));
   }
 
   bool OriginAllowed(const http::request<http::string_body>& req) const {
@@ -446,6 +455,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::tcp_stream stream_;
   Core* const core_;
   Dashboard* const dashboard_;
+  SharedTickJson* const tick_json_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
@@ -502,7 +512,8 @@ class HttpListener final : public Listener {
               boost::system::error_code ignored;
               socket.close(ignored);
             } else {
-              std::make_shared<HttpSession>(std::move(socket), core_, &dashboard_)->Start();
+              std::make_shared<HttpSession>(std::move(socket), core_, &dashboard_, &tick_json_)
+                  ->Start();
             }
           }
           Accept();
@@ -512,6 +523,7 @@ class HttpListener final : public Listener {
   asio::io_context* io_;
   Core* core_;
   Dashboard dashboard_;
+  SharedTickJson tick_json_;  // DASHBOARD HOOK 0 (issue 13)
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
 };

@@ -43,6 +43,27 @@ bool SubscriptionOptions::Admit(std::string_view id, int64_t time_ms) {
   return true;
 }
 
+std::shared_ptr<const std::string> SharedTickJson::Get(
+    const std::shared_ptr<const std::string>& message) {
+  // Events are built by the server and not verified again: read the union tags only.
+  const auto* m = fb::GetRoot<p::ServerMessage>(message->data());
+  if (m->body_type() != p::ServerBody::EventMessage) return nullptr;
+  if (m->body_as_EventMessage()->event_type() != p::Event::StatsTick) return nullptr;
+  std::lock_guard lock(mu_);
+  for (const Entry& e : entries_) {
+    // Same buffer: the weak pointer shares ownership with `message` (an expired entry cannot
+    // match a live buffer at a reused address).
+    if (!e.key.owner_before(message) && !message.owner_before(e.key) && e.json) return e.json;
+  }
+  if (!codec_) codec_ = std::make_unique<p::JsonCodec>("ServerMessage");
+  auto json = std::make_shared<std::string>();
+  std::string error;
+  if (!codec_->ToJson(*message, json.get(), &error)) return nullptr;
+  entries_[next_] = {message, json};
+  next_ = (next_ + 1) % entries_.size();
+  return json;
+}
+
 fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
     fb::FlatBufferBuilder& b, const std::vector<QueueInfo>& queues, const QueueActivity& activity) {
   const std::unordered_map<std::string, QueueTotals> totals = activity.Snapshot();

@@ -11,7 +11,10 @@
 // that guards the subscriptions. EncodeQueueStats is a pure function.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,6 +22,7 @@
 
 #include "engine/status.h"
 #include "engine/types.h"
+#include "protocol/json.h"
 #include "protocol/sundial_generated.h"
 #include "server/queue_activity.h"
 
@@ -44,6 +48,27 @@ class SubscriptionOptions {
   std::vector<std::string> ids_;
   int64_t window_ = -1;  // the second (time_ms / 1000) being counted
   uint32_t sent_ = 0;    // events admitted in it
+};
+
+// The JSON text of the stats ticks that connections speaking JSON share (with queue_stats, about
+// 170 KB for 1,000 queues, 2-3 ms to print): printed once per tick instead of once per
+// connection. Keeps the last few ticks' text, matched by the shared buffer's identity.
+// Thread safety: Get may be called from any thread (a mutex; the printing happens under it, so
+// the connections asking for one tick wait for one conversion).
+class SharedTickJson {
+ public:
+  // The JSON of `message` if it is a StatsTick event; nullptr otherwise (the caller converts).
+  std::shared_ptr<const std::string> Get(const std::shared_ptr<const std::string>& message);
+
+ private:
+  struct Entry {
+    std::weak_ptr<const std::string> key;
+    std::shared_ptr<const std::string> json;
+  };
+  std::mutex mu_;
+  std::array<Entry, 4> entries_;                // GUARDED_BY(mu_)
+  size_t next_ = 0;                             // GUARDED_BY(mu_)
+  std::unique_ptr<protocol::JsonCodec> codec_;  // GUARDED_BY(mu_)
 };
 
 // The StatsTick's `queues`: every queue's figures and totals, in the order given (by name).

@@ -42,8 +42,8 @@ class Dashboard : public ::testing::Test {
   // Sends a JSON request and returns its Response's body, keeping the events read meanwhile.
   json::object Call(WsClient& ws, const std::string& op_type, const std::string& op_json) {
     const uint64_t id = ++next_id_;
-    EXPECT_FALSE(ws.SendText("{\"request_id\":" + std::to_string(id) + ",\"op_type\":\"" +
-                             op_type + "\",\"op\":" + op_json + "}"));
+    EXPECT_FALSE(ws.SendText("{\"request_id\":" + std::to_string(id) + ",\"op_type\":\"" + op_type +
+                             "\",\"op\":" + op_json + "}"));
     while (true) {
       auto m = ws.Read(10'000);
       if (!m.has_value()) {
@@ -178,11 +178,12 @@ TEST_F(Dashboard, SignInGivesACookieThatOpensTheWebSocketUntilSignOut) {
   EXPECT_EQ(wrong.body.find("correct"), std::string::npos) << "no hint about the token";
 
   const std::string body = "token=correct-horse-battery";
-  const HttpReply right = HttpRequest(
-      http(), "POST", "/signin",
-      "Content-Type: application/x-www-form-urlencoded\r\nOrigin: http://127.0.0.1\r\n"
-      "Content-Length: " + std::to_string(body.size()) + "\r\n",
-      body);
+  const HttpReply right =
+      HttpRequest(http(), "POST", "/signin",
+                  "Content-Type: application/x-www-form-urlencoded\r\nOrigin: http://127.0.0.1\r\n"
+                  "Content-Length: " +
+                      std::to_string(body.size()) + "\r\n",
+                  body);
   ASSERT_EQ(right.status, 303) << right.head;
   const std::string set_cookie = right.Header("Set-Cookie");
   EXPECT_NE(set_cookie.find("HttpOnly"), std::string::npos);
@@ -208,8 +209,8 @@ TEST_F(Dashboard, SignInGivesACookieThatOpensTheWebSocketUntilSignOut) {
   const HttpReply app = HttpRequest(http(), "GET", "/", "Cookie: " + cookie + "\r\n");
   EXPECT_NE(app.body.find("data-auth=\"session\""), std::string::npos);
 
-  const HttpReply out = HttpRequest(http(), "POST", "/signout",
-                                    "Cookie: " + cookie + "\r\nContent-Length: 0\r\n");
+  const HttpReply out =
+      HttpRequest(http(), "POST", "/signout", "Cookie: " + cookie + "\r\nContent-Length: 0\r\n");
   EXPECT_EQ(out.status, 303);
   WsClient after;
   EXPECT_TRUE(WsClient::UpgradeDeclined(after.Connect(http(), {{"Cookie", cookie}})));
@@ -262,9 +263,8 @@ TEST_F(Dashboard, QueueStatsTicksCarryEveryQueueAndNoMessageEvents) {
   ASSERT_EQ(Enqueue(producer, "alpha", 7, "a"), "");
   WsClient page;
   Connect(page);
-  EXPECT_FALSE(
-      Call(page, "Subscribe", R"({"queue":"*","queue_stats":true,"max_events_per_sec":0})")
-          .contains("error"));
+  EXPECT_FALSE(Call(page, "Subscribe", R"({"queue":"*","queue_stats":true,"max_events_per_sec":0})")
+                   .contains("error"));
   ASSERT_EQ(Enqueue(producer, "alpha", 5, "b"), "");
   ASSERT_EQ(Enqueue(producer, "beta", 2, "c"), "");
   json::object leased = Call(producer, "Dequeue", R"({"queue":"alpha","max":4})");
@@ -329,10 +329,12 @@ TEST_F(Dashboard, AnIdSubscriptionGetsEveryEventOfItsMessagesOnly) {
   WsClient page;
   Connect(page);
   // A sample of 0 on the queue and exact ids: the ids' events still come.
-  EXPECT_FALSE(Call(page, "Subscribe", R"({"queue":"q","max_events_per_sec":0})").contains("error"));
+  EXPECT_FALSE(
+      Call(page, "Subscribe", R"({"queue":"q","max_events_per_sec":0})").contains("error"));
   EXPECT_FALSE(Call(page, "Subscribe", R"({"queue":"q","ids":["m0","m3"]})").contains("error"));
   EXPECT_FALSE(Call(producer, "Dequeue", R"({"queue":"q","max":20})").contains("error"));
-  EXPECT_FALSE(Call(producer, "Cancel", R"({"queue":"q","ids":["m0","m1","m3"]})").contains("error"));
+  EXPECT_FALSE(
+      Call(producer, "Cancel", R"({"queue":"q","ids":["m0","m1","m3"]})").contains("error"));
   ASSERT_TRUE(ReadUntil(page, [&] { return MessageEvents().size() >= 4; }));
   ASSERT_TRUE(ReadUntil(page, [&] { return Count("StatsTick") >= 1; }));
   std::multiset<std::string> seen;
@@ -347,9 +349,9 @@ TEST_F(Dashboard, SubscriptionOptionsOutOfRangeAreRefused) {
   std::string many = "[";
   for (int i = 0; i < 101; ++i) many += (i ? ",\"i" : "\"i") + std::to_string(i) + "\"";
   many += "]";
-  for (const std::string& op : {R"({"queue":"q","ids":)" + many + "}",
-                                std::string(R"({"queue":"q","ids":[""]})"),
-                                std::string(R"({"queue":"q","max_events_per_sec":1000001})")}) {
+  for (const std::string& op :
+       {R"({"queue":"q","ids":)" + many + "}", std::string(R"({"queue":"q","ids":[""]})"),
+        std::string(R"({"queue":"q","max_events_per_sec":1000001})")}) {
     json::object r = Call(ws, "Subscribe", op);
     ASSERT_TRUE(r.contains("error")) << op;
     EXPECT_EQ(r["error"].at("code"), "INVALID_ARGUMENT") << op;

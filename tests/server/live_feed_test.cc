@@ -143,5 +143,45 @@ TEST(SubscriptionOptions, QueueStatsEncodeEveryQueueWithItsTotals) {
   EXPECT_TRUE(t->queues()->Get(1)->queue()->settings()->dequeue_paused());
 }
 
+std::shared_ptr<const std::string> Finished(fb::FlatBufferBuilder& b) {
+  return std::make_shared<const std::string>(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                                             b.GetSize());
+}
+
+std::shared_ptr<const std::string> Tick(int64_t time) {
+  fb::FlatBufferBuilder b;
+  auto tick = p::CreateStatsTick(b, 0, time);
+  auto body = p::CreateEventMessage(b, p::Event::StatsTick, tick.Union());
+  b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
+  return Finished(b);
+}
+
+TEST(SharedTickJson, ATickIsPrintedOnceForEveryConnection) {
+  SharedTickJson cache;
+  auto tick = Tick(42);
+  auto first = cache.Get(tick);
+  ASSERT_NE(first, nullptr);
+  EXPECT_NE(first->find("\"time\": 42"), std::string::npos) << *first;
+  EXPECT_EQ(cache.Get(tick), first) << "the same text, not printed again";
+  auto copy = std::make_shared<const std::string>(*tick);
+  EXPECT_NE(cache.Get(copy), first) << "another buffer with the same bytes is another tick";
+  EXPECT_EQ(*cache.Get(copy), *first);
+  auto next = cache.Get(Tick(43));
+  EXPECT_NE(next->find("43"), std::string::npos);
+}
+
+TEST(SharedTickJson, OtherMessagesAreLeftToTheConnection) {
+  SharedTickJson cache;
+  fb::FlatBufferBuilder b;
+  auto event = p::CreateMessageEventDirect(b, "q", "m");
+  auto body = p::CreateEventMessage(b, p::Event::MessageEvent, event.Union());
+  b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
+  EXPECT_EQ(cache.Get(Finished(b)), nullptr);
+  fb::FlatBufferBuilder r;
+  auto response = p::CreateResponse(r, 7);
+  r.Finish(p::CreateServerMessage(r, p::ServerBody::Response, response.Union()));
+  EXPECT_EQ(cache.Get(Finished(r)), nullptr);
+}
+
 }  // namespace
 }  // namespace sundial::server
