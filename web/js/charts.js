@@ -56,14 +56,14 @@ export function lineChart(svg, {times, series, format = int, title}) {
   svg.setAttribute('role', 'img');
   svg.setAttribute('aria-label', title);
   while (svg.firstChild) svg.firstChild.remove();
-  const max = maxOf(series.map((x) => x.values));
+  const max = maxOf(series.map((x) => x.values)) || 1;  // an idle chart still has a scale
   const g = s('g', {transform: `translate(${L},${T})`});
   svg.append(s('text', {x: 4, y: 12, class: 'chart-title', text: title}));
   for (const f of [0, 0.5, 1]) {
     const y = (h - f * h).toFixed(1);
     g.append(s('line', {x1: 0, x2: w, y1: y, y2: y, class: 'grid'}));
     g.append(s('text', {x: -6, y: Number(y) + 4, class: 'axis', 'text-anchor': 'end',
-                        text: (format === int ? int : rate)(max * f)}));
+                        text: rate(max * f)}));
   }
   const n = times.length;
   if (n > 1) {
