@@ -49,14 +49,17 @@ class App {
     try {
       // Per-queue figures every second, shared by every page (queue_stats); no message events
       // (max_events_per_sec 0): the overview needs none, however busy the server is.
+      // On a queue page the list can wait for the first tick: the page's own requests (its
+      // queue, its first page of messages) go first.
+      const wantList = !(this.view instanceof QueueView);
       const [, list, stats] = await Promise.all([
         conn.request('Subscribe', {queue: '*', queue_stats: true, max_events_per_sec: 0}),
-        conn.request('ListQueues', {}),
+        wantList ? conn.request('ListQueues', {}) : null,
         conn.request('Stats', {}),
       ]);
       if (conn.opens === 1) performance.mark('sundial:queues-received');
       this.store.applyStats(stats.result);
-      this.store.applyList(list.result.queues || []);
+      if (list) this.store.applyList(list.result.queues || []);
       if (this.view === this.overview) this.rendered('overview');
     } catch (e) {
       this.showBanner(`Could not load the queues: ${e.message}`);
