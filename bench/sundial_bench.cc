@@ -18,13 +18,16 @@
 #include <deque>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/core.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
 
@@ -63,6 +66,7 @@ struct Config {
   std::string queue;
   bool json = false;
   bool keep = false;             // skip the teardown: the messages stay (bench/scale.sh)
+  int cpu_pid = 0;               // the server's process: its CPU time over the measured run
   double phase_timeout_s = 120;  // setup, drain; a prefill gets more when it is large
 };
 
@@ -100,6 +104,36 @@ struct Counters {
     latency.Merge(o.latency);
   }
 };
+
+// What the server acknowledged over every phase (setup, prefill, run, teardown), for checking
+// the run against the server's own counters (bench/compare.sh).
+struct Acked {
+  uint64_t enqueued = 0;   // messages of enqueue requests answered OK
+  uint64_t leased = 0;     // messages dequeues returned
+  uint64_t completed = 0;  // messages of complete requests answered OK
+  void Merge(const Acked& o) {
+    enqueued += o.enqueued;
+    leased += o.leased;
+    completed += o.completed;
+  }
+};
+
+// utime + stime of process `pid` in seconds (/proc/PID/stat), or -1 when unreadable.
+double ProcessCpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // the command name may hold spaces
+  if (!in.good() && text.empty()) return -1;
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {  // field 3 is the state
+    if (i == 14) utime = std::strtoull(field.c_str(), nullptr, 10);
+    if (i == 15) stime = std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 // What every thread shares during a phase.
 struct PhaseShared {
@@ -275,6 +309,7 @@ class Worker {
   std::vector<std::unique_ptr<Connection>>& connections() { return connections_; }
 
   Counters& counters() { return counters_; }  // of the current phase
+  Acked& acked() { return acked_; }           // over every phase
 
   // Runs one phase on this thread until every operation it started has ended.
   void RunPhase(PhaseShared* phase) {
@@ -522,6 +557,7 @@ class Worker {
   std::vector<std::unique_ptr<Connection>> connections_;
   PhaseShared* phase_ = nullptr;
   Counters counters_;
+  Acked acked_;
   bool stopping_ = false;
   bool schedule_over_ = false;  // open loop: every intended send time before `end` has come
   bool mixed_flip_ = false;
@@ -539,6 +575,7 @@ class Worker {
 };
 
 void Connection::Leased(uint32_t slot, std::string_view id, uint64_t token) {
+  ++worker_->acked().leased;
   auto& s = slots_[slot];
   if (s.leases.size() <= s.leased) s.leases.emplace_back();
   s.leases[s.leased].id.assign(id);
@@ -566,9 +603,11 @@ void Connection::Done(uint32_t slot, std::string_view error) {
       worker_->Continue(*this, slot);
       return;
     case Slot::Stage::kComplete:
+      if (error.empty()) worker_->acked().completed += s.leased;
       worker_->OpDone(*this, slot, error.empty() ? static_cast<uint32_t>(s.leased) : 0);
       return;
     case Slot::Stage::kEnqueue:
+      if (error.empty()) worker_->acked().enqueued += s.messages;
       worker_->OpDone(*this, slot, error.empty() ? s.messages : 0);
       return;
     case Slot::Stage::kFree:
@@ -777,7 +816,10 @@ int Run(Config& config) {
   run.end = run.start + Seconds(config.duration_s);
   run.hard_end = run.end + Seconds(std::min(30.0, config.phase_timeout_s));
   run.enqueue_sequence = config.prefill;
+  const double cpu_before = config.cpu_pid > 0 ? ProcessCpuSeconds(config.cpu_pid) : -1;
   const Counters t = RunPhase(workers, &run);
+  const double cpu_after = config.cpu_pid > 0 ? ProcessCpuSeconds(config.cpu_pid) : -1;
+  const double server_cpu_s = cpu_before >= 0 && cpu_after >= 0 ? cpu_after - cpu_before : -1;
   const double seconds = t.last_done_ns > 0
                              ? static_cast<double>(t.last_done_ns - Nanos(run.start)) / 1e9
                              : std::chrono::duration<double>(Clock::now() - run.start).count();
@@ -793,6 +835,13 @@ int Run(Config& config) {
   }
   for (Connection* c : all) c->Close();
 
+  Acked acked;
+  for (auto& w : workers) acked.Merge(w->acked());
+  // CPU per operation (a request or a worker's dequeue+complete), as ops counts them.
+  const double ops_in_requests =
+      static_cast<double>(t.messages) / std::max<uint32_t>(1, config.batch);
+  const double server_cpu_us_per_op =
+      server_cpu_s >= 0 && ops_in_requests > 0 ? server_cpu_s * 1e6 / ops_in_requests : -1;
   const double ops_per_sec = seconds > 0 ? static_cast<double>(t.messages) / seconds : 0;
   const double requests_per_sec = seconds > 0 ? static_cast<double>(t.requests) / seconds : 0;
   auto us = [&](double p) { return static_cast<double>(t.latency.Percentile(p)) / 1e3; };
@@ -802,11 +851,14 @@ int Run(Config& config) {
         "\"batch\":{},\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:.1f},"
         "\"requests_per_sec\":{:.1f},\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},"
         "\"p999_us\":{:.1f},\"max_us\":{:.1f},"
-        "\"errors\":{},\"empty\":{},\"first_error\":\"{}\"}}\n",
+        "\"errors\":{},\"empty\":{},\"first_error\":\"{}\","
+        "\"server_cpu_s\":{:.3f},\"server_cpu_us_per_op\":{:.2f},"
+        "\"acked\":{{\"enqueued\":{},\"leased\":{},\"completed\":{}}}}}\n",
         JsonEscape(config.target_text), config.workload_text, config.connections, config.pipeline,
         config.batch, config.rate, t.messages, seconds, ops_per_sec, requests_per_sec, us(0.5),
         us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3, t.errors, t.empty,
-        JsonEscape(t.first_error));
+        JsonEscape(t.first_error), server_cpu_s, server_cpu_us_per_op, acked.enqueued, acked.leased,
+        acked.completed);
   } else {
     fmt::print("target       {}\nworkload     {} (batch {}, payload {} B)\n", config.target_text,
                config.workload_text, config.batch, config.payload_bytes);
@@ -819,6 +871,12 @@ int Run(Config& config) {
                us(0.5), us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3);
     fmt::print("errors       {}{}\nempty        {}\n", t.errors,
                t.first_error.empty() ? "" : " (first: " + t.first_error + ")", t.empty);
+    if (server_cpu_s >= 0) {
+      fmt::print("server CPU   {:.3f} s, {:.1f} us per operation\n", server_cpu_s,
+                 server_cpu_us_per_op);
+    }
+    fmt::print("acknowledged {} enqueued, {} leased, {} completed (every phase)\n", acked.enqueued,
+               acked.leased, acked.completed);
   }
   return (t.errors > 0 || !torn) ? 1 : 0;
 }
@@ -877,6 +935,9 @@ int main(int argc, char** argv) {
   app.add_option("--queue", config.queue, "queue / key / tube name (default: a fresh one)");
   app.add_flag("--json", config.json, "print one JSON object");
   app.add_flag("--keep", config.keep, "leave the queue and its messages (no teardown)");
+  app.add_option("--cpu-pid", config.cpu_pid,
+                 "the server's PID: report its CPU time (utime+stime) over the measured run")
+      ->check(CLI::Range(1, 1 << 30));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,56 +1,162 @@
-// Dispatch: one verified protocol Request -> one engine operation -> one Response (SPEC §3).
-// No I/O and no Asio: sessions (TCP, WebSocket) decode a frame, call Handle, then wait for the
-// WAL before they send the reply — Outcome says up to which LSN (0: nothing to wait for).
+// Dispatch: the operation table (Dragonfly's command registry is the model). One row per
+// protocol Operation: its kind, the transports it may arrive on, and a small run function that
+// decodes the request, calls one engine operation and encodes the reply. No I/O and no Asio.
 //
-// Not handled here (the session layer owns them): Auth, Subscribe/Unsubscribe, and the waiting
-// part of a long-poll Dequeue (Handle answers at once; a session retries on wakeups until
-// wait_ms has passed). Stats and Health are answered with the engine's figures only.
+// What a reply waits for follows from the row's kind, in one place (Dispatcher::Handle): a
+// kMutation reply carries the log's appended end LSN, read after the engine call, and may be
+// sent only once every record below it is durable (unless the request asked for durability
+// relaxed). A run function cannot forget it, and a test walks every row and checks that what
+// changes state is a mutation.
+//
+// A read-only connection (Access::kReadOnly) is refused every kMutation row, by the same kind.
+//
+// Session operations (Auth, Subscribe, Unsubscribe, Stats, Health) need the connection or the
+// server's figures: their rows call the SessionOperations the server passes in. The waiting
+// part of a long-poll Dequeue is the server's too: Handle answers at once, and says whether
+// the dequeue came back empty.
 //
 // Thread safety: Handle may be called from any number of threads at once (the engine is
-// thread-safe; the dispatcher holds no mutable state).
+// thread-safe; the dispatcher holds no mutable state; each caller brings its own builder).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "engine/engine.h"
+#include "server/transport.h"
 #include "wal/group_commit_log.h"
+
+namespace flatbuffers {
+class FlatBufferBuilder;
+}  // namespace flatbuffers
 
 namespace sundial::protocol {
 struct Request;
 enum class Operation : uint8_t;
+enum class Result : uint8_t;
 }  // namespace sundial::protocol
 
 namespace sundial::server {
 
 inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue.wait_ms (SPEC §3)
 
+class Session;  // the connection a request came on (server/internal.h)
+
+enum class OpKind : uint8_t {
+  kRead,      // answered from the engine's state; appends nothing
+  kMutation,  // changes state: logged, and the reply waits for the log
+  kSession,   // about the connection or the server: auth, subscriptions, stats, health
+};
+
+// What a connection may do. kReadOnly: a dashboard page under `--dashboard read-only`
+// (docs/dashboard.md) reads and subscribes, and every kMutation row is refused for it with
+// FAILED_PRECONDITION, by the row's kind, before its run function.
+enum class Access : uint8_t { kFull, kReadOnly };
+
+// Builds one ServerMessage{Response} for one request in a caller's builder (reused, so a
+// reply costs no allocation once the builder has grown).
+class Reply {
+ public:
+  Reply(flatbuffers::FlatBufferBuilder* builder, uint64_t request_id);
+  flatbuffers::FlatBufferBuilder& b() { return *b_; }
+  uint64_t request_id() const { return request_id_; }
+
+  // Finishes the reply with an error for the whole request.
+  void Error(const Status& status) { Error(status.code(), status.detail()); }
+  void Error(Code code, std::string_view message);
+  // Finishes the reply with a result (`result` built in b()).
+  void Ok(protocol::Result type, uint32_t result_offset);
+  template <typename T>
+  void Ok(protocol::Result type, T result_offset) {
+    Ok(type, result_offset.o);
+  }
+
+  bool finished() const { return finished_; }
+  Code code() const { return code_; }
+  uint64_t lsn() const { return lsn_; }
+  std::string_view bytes() const;  // valid until the builder is used again
+
+ private:
+  friend class Dispatcher;
+  void Finish(uint32_t response_offset);
+
+  flatbuffers::FlatBufferBuilder* const b_;
+  const uint64_t request_id_;
+  const wal::GroupCommitLog* lsn_from_ = nullptr;  // mutation rows: the LSN goes in the reply
+  uint64_t lsn_ = 0;
+  Code code_ = Code::kOk;
+  bool finished_ = false;
+};
+
+// What a session operation needs from the server (implemented by its core).
+class SessionOperations {
+ public:
+  virtual void Auth(const protocol::Request& request, Session* session, Reply& reply) = 0;
+  virtual void Subscribe(const protocol::Request& request, Session* session, Reply& reply) = 0;
+  virtual void Unsubscribe(const protocol::Request& request, Session* session, Reply& reply) = 0;
+  virtual void Stats(Reply& reply) = 0;
+  virtual void Health(Reply& reply) = 0;
+
+ protected:
+  ~SessionOperations() = default;
+};
+
+struct OpContext {
+  Engine* engine = nullptr;
+  SessionOperations* server = nullptr;  // null: session operations answer FAILED_PRECONDITION
+  Session* session = nullptr;
+  bool empty_dequeue = false;  // set by Dequeue: it succeeded with no message
+  // Messages the operation handled (sundial_messages_total): enqueue items accepted, messages
+  // leased, complete items that succeeded.
+  uint64_t messages = 0;
+};
+
+inline constexpr uint8_t kOverTcp = 1u << static_cast<uint8_t>(Transport::kTcp);
+inline constexpr uint8_t kOverWebSocket = 1u << static_cast<uint8_t>(Transport::kWebSocket);
+
+struct OperationRow {
+  protocol::Operation op;
+  std::string_view name;  // the union member's name, as in the schema
+  OpKind kind;
+  uint8_t transports;  // kOverTcp | kOverWebSocket
+  // Decodes `request` (verified, with its op table present), runs it, finishes `reply`.
+  void (*run)(const protocol::Request& request, OpContext& ctx, Reply& reply);
+};
+
+// Every row, in the order of the Operation union (the test walks them).
+std::span<const OperationRow> OperationTable();
+// The row of `op`, or nullptr for NONE and values this build does not know.
+const OperationRow* FindOperation(protocol::Operation op);
+
 class Dispatcher {
  public:
   // `log` may be null (no durability to wait for: tests, --fsync=never without a log).
-  Dispatcher(Engine* engine, const wal::GroupCommitLog* log) : engine_(engine), log_(log) {}
+  // `server` may be null (tests): session operations are then refused.
+  Dispatcher(Engine* engine, const wal::GroupCommitLog* log, SessionOperations* server = nullptr)
+      : engine_(engine), log_(log), server_(server) {}
 
   struct Outcome {
-    std::string response;        // a finished ServerMessage FlatBuffer (body: Response)
-    uint64_t wait_lsn = 0;       // reply once every record below this is durable; 0: reply now
-    bool relaxed = false;        // the request asked for durability: relaxed
+    std::string_view response;   // a finished ServerMessage in the builder given to Handle
+    uint64_t wait_lsn = 0;       // send once every record below this is durable; 0: now
     Code code = Code::kOk;       // of the whole request (metrics); items of a batch may still fail
     bool empty_dequeue = false;  // a Dequeue that succeeded with no message (long-poll waits)
+    uint64_t messages = 0;       // OpContext::messages
+    const OperationRow* row = nullptr;  // null: the operation was unknown or refused before it
   };
-  Outcome Handle(const protocol::Request& request) const;
+  Outcome Handle(const protocol::Request& request, Transport transport, Session* session,
+                 flatbuffers::FlatBufferBuilder* builder, Access access = Access::kFull) const;
 
  private:
   Engine* engine_;
   const wal::GroupCommitLog* log_;
+  SessionOperations* server_;
 };
 
 // A finished ServerMessage{Response} with only `request_id` and an error.
 std::string ErrorResponse(uint64_t request_id, Code code, std::string_view message);
 // A finished ServerMessage{Response} with an empty DequeueResult (a long poll that timed out).
 std::string EmptyDequeueResponse(uint64_t request_id);
-
-// True for the operations that change state (and so are logged and wait for the WAL).
-bool IsMutation(protocol::Operation op);
 
 }  // namespace sundial::server

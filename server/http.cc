@@ -9,10 +9,12 @@
 // The request line and headers must arrive within --handshake-timeout-ms (slow loris), bodies
 // are limited to 64 KiB, WebSocket messages to --max-frame-bytes. With --auth-token-file an
 // upgrade needs `Authorization: Bearer TOKEN` or a dashboard session cookie; `Origin` must be
-// one of --allowed-origins, or (without that flag) absent or the server's own host.
-#include <boost/asio/dispatch.hpp>
+// one of --allowed-origins, or (without that flag) absent or the server's own host. Under
+// --dashboard read-only a browser page's connection is read-only (Access::kReadOnly: the
+// operation table refuses its mutations).
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
@@ -45,20 +47,17 @@ bool VerifyRequest(std::string_view bytes) {
   return p::VerifyRequestBuffer(verifier);
 }
 
-class WsSession final : public Connection {
+class WsSession final : public Session {
  public:
-  // `read_only`: a dashboard page under --dashboard read-only (Dashboard::RefusesActions).
-  // `tick_json`: the JSON of shared stats ticks, printed once for every session.
-  WsSession(tcp::socket socket, Core* core, bool read_only, SharedTickJson* tick_json)
-      : Connection(Transport::kWebSocket),
+  // `tick_json`: the JSON of the shared stats ticks, printed once for every session.
+  WsSession(tcp::socket socket, Loop* loop, Core* core, Access access, SharedTickJson* tick_json)
+      : Session(loop, core, Transport::kWebSocket, access),
         ws_(std::move(socket)),
-        strand_(ws_.get_executor()),
-        stall_(strand_, core->options().write_timeout_ms),
-        core_(core),
+        stall_(loop->io(), core->options().write_timeout_ms),
         options_(core->options()),
-        read_only_(read_only),
         tick_json_(tick_json) {}
 
+  // On the loop.
   void Accept(http::request<http::string_body> request) {
     websocket::stream_base::timeout timeouts;
     timeouts.handshake_timeout = std::chrono::milliseconds(options_.handshake_timeout_ms);
@@ -67,55 +66,57 @@ class WsSession final : public Connection {
     ws_.set_option(timeouts);
     ws_.read_message_max(options_.max_frame_bytes);
     ws_.binary(true);
-    ws_.async_accept(request, asio::bind_executor(strand_, [self = Self()](beast::error_code ec) {
-                       if (ec) return;
-                       self->core_->registry().Add(self);
-                       self->core_->metrics()->AddConnection(Transport::kWebSocket, 1);
-                       self->counted_ = true;
-                       self->Read();
-                     }));
-  }
-
-  void Deliver(std::string message) override {
-    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
-      self->inflight_.fetch_sub(1, std::memory_order_acq_rel);
-      self->Queue(std::make_shared<const std::string>(std::move(message)), false);
+    ws_.async_accept(request, [self = Self()](beast::error_code ec) {
+      if (ec) return;
+      self->core_->registry().Add(self);
+      self->core_->metrics()->AddConnection(Transport::kWebSocket, 1);
+      self->counted_ = true;
       self->Read();
     });
   }
 
-  void DeliverEvent(std::shared_ptr<const std::string> message) override {
-    // Posted, never run inline: the Core calls this holding its subscription lock, and the
-    // overflow below takes that lock again (DropSubscriptions).
-    asio::post(strand_, [self = Self(), message = std::move(message)]() mutable {
-      if (self->events_cut_ || self->closed()) return;
-      if (self->queued_events_ >= kMaxEventBacklog) {
-        // It cannot keep up: end its subscriptions with the reason, never slow the engine.
-        self->events_cut_ = true;
-        self->core_->DropSubscriptions(self.get());
-        fb::FlatBufferBuilder b(128);
-        auto closed = p::CreateSubscriptionClosedDirect(
-            b, "subscriber fell behind: 10000 events unsent; subscribe again");
-        auto body = p::CreateEventMessage(b, p::Event::SubscriptionClosed, closed.Union());
-        b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
-        self->Queue(std::make_shared<const std::string>(
-                        reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
-                    false);
-        return;
-      }
-      self->Queue(std::move(message), true);
-    });
+  void QueueReply(std::string_view message) override {
+    Queue(std::make_shared<const std::string>(message), false);
   }
 
-  void Close() override {
-    asio::dispatch(strand_, [self = Self()] { self->DoClose(); });
+  void QueueEvent(std::shared_ptr<const std::string> message) override {
+    if (events_cut_ || closed()) return;
+    if (queued_events_ >= kMaxEventBacklog) {
+      // It cannot keep up: end its subscriptions with the reason, never slow the engine.
+      events_cut_ = true;
+      core_->subscriptions().Forget(this);
+      fb::FlatBufferBuilder b(128);
+      auto closed = p::CreateSubscriptionClosedDirect(
+          b, "subscriber fell behind: 10000 events unsent; subscribe again");
+      auto body = p::CreateEventMessage(b, p::Event::SubscriptionClosed, closed.Union());
+      b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
+      Queue(std::make_shared<const std::string>(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                                                b.GetSize()),
+            false);
+      return;
+    }
+    Queue(std::move(message), true);
   }
 
-  void CloseWhenDone() override {
-    asio::dispatch(strand_, [self = Self()] {
-      self->close_when_done_ = true;
-      self->MaybeFinish();
-    });
+  void Flush() override { Write(); }
+
+ protected:
+  void DoCloseWhenDone() override {
+    close_when_done_ = true;
+    MaybeFinish();
+  }
+
+  void RequestEnded() override { Read(); }
+
+  void DoClose() override {
+    if (closed_.exchange(true)) return;
+    beast::error_code ignored;
+    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(ws_).socket().close(ignored);
+    stall_.Cancel();
+    core_->Forget(this);
+    core_->registry().Remove(this);
+    if (counted_) core_->metrics()->AddConnection(Transport::kWebSocket, -1);
   }
 
  private:
@@ -125,49 +126,46 @@ class WsSession final : public Connection {
 
   void Read() {
     if (reading_ || closed() || close_when_done_ || closing_) return;
-    if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    if (inflight() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
     if (OutputHigh()) return;  // until the client reads
     reading_ = true;
-    ws_.async_read(buffer_,
-                   asio::bind_executor(strand_, [self = Self()](beast::error_code ec, size_t) {
-                     self->reading_ = false;
-                     if (ec) return self->DoClose();
-                     if (self->close_when_done_) return self->MaybeFinish();  // draining
-                     self->OnMessage();
-                     self->Read();
-                   }));
+    ws_.async_read(buffer_, [self = Self()](beast::error_code ec, size_t) {
+      self->reading_ = false;
+      if (ec) return self->DoClose();
+      if (self->close_when_done_) return self->MaybeFinish();  // draining
+      self->OnMessage();
+      self->Read();
+    });
   }
 
   void OnMessage() {
     const auto data = buffer_.cdata();
     std::string_view bytes(static_cast<const char*>(data.data()), data.size());
-    inflight_.fetch_add(1, std::memory_order_acq_rel);
     if (ws_.got_text()) {
       json_ = true;
       if (!json_in_) json_in_ = std::make_unique<p::JsonCodec>("Request");
       std::string error;
       if (!json_in_->FromJson(bytes, &scratch_, &error)) {
         buffer_.consume(buffer_.size());
-        return Deliver(ErrorResponse(0, Code::kInvalidArgument, "json: " + error));
+        return Refuse("json: " + error);
       }
     } else {
       scratch_.assign(bytes);  // an aligned copy FlatBuffers can read in place
     }
     buffer_.consume(buffer_.size());
-    if (!VerifyRequest(scratch_)) {
-      return Deliver(
-          ErrorResponse(0, Code::kInvalidArgument, "frame: not a valid Request FlatBuffer"));
-    }
-    const p::Request* request = fb::GetRoot<p::Request>(scratch_.data());
-    // DASHBOARD HOOK 3 (issue 13): a read-only dashboard page changes nothing.
-    if (read_only_ && IsMutation(request->op_type())) {
-      return Deliver(ErrorResponse(request->request_id(), Code::kFailedPrecondition,
-                                   "dashboard: read-only (--dashboard read-only); actions are "
-                                   "refused"));
-    }
+    if (!VerifyRequest(scratch_)) return Refuse("frame: not a valid Request FlatBuffer");
     // Subscribing again after falling behind starts the events anew.
-    if (request->op_type() == p::Operation::Subscribe) events_cut_ = false;
+    if (fb::GetRoot<p::Request>(scratch_.data())->op_type() == p::Operation::Subscribe) {
+      events_cut_ = false;
+    }
     core_->Submit(shared_from_this(), scratch_);
+  }
+
+  // A bad message gets a typed error (request_id 0); the connection stays open (a browser page
+  // may send one malformed message among good ones).
+  void Refuse(const std::string& message) {
+    QueueReply(ErrorResponse(0, Code::kInvalidArgument, message));
+    loop_->MarkDirty(this);
   }
 
   void Queue(std::shared_ptr<const std::string> message, bool is_event) {
@@ -183,7 +181,6 @@ class WsSession final : public Connection {
     queued_bytes_ += message->size();
     if (is_event) ++queued_events_;
     out_.push_back({std::move(message), is_event});
-    Write();
   }
 
   bool OutputHigh() const { return queued_bytes_ >= options_.max_output_bytes / 2; }
@@ -203,11 +200,11 @@ class WsSession final : public Connection {
     if (writing_ || out_.empty() || closed()) return MaybeFinish();
     writing_ = true;
     ArmStallGuard();
-    auto on_write = asio::bind_executor(
-        strand_, [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); });
+    auto on_write = [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); };
     const Outgoing& next = out_.front();
     if (json_ && next.is_event && (shared_text_ = tick_json_->Get(next.message))) {
-      // DASHBOARD HOOK 4 (issue 13): a stats tick's JSON, printed once for all its subscribers.
+      // A stats tick (with every queue: ~170 KB of JSON for 1,000 queues) is printed once for
+      // all the JSON connections it goes to, not once each.
       ws_.text(true);
       ws_.async_write(asio::buffer(*shared_text_), std::move(on_write));
     } else if (json_) {
@@ -235,24 +232,12 @@ class WsSession final : public Connection {
   }
 
   void MaybeFinish() {
-    if (close_when_done_ && !closing_ && !closed() && inflight_.load() == 0 && out_.empty() &&
+    if (close_when_done_ && !closing_ && !closed() && inflight() == 0 && out_.empty() &&
         !writing_) {
       closing_ = true;
-      ws_.async_close(
-          websocket::close_code::going_away,
-          asio::bind_executor(strand_, [self = Self()](beast::error_code) { self->DoClose(); }));
+      ws_.async_close(websocket::close_code::going_away,
+                      [self = Self()](beast::error_code) { self->DoClose(); });
     }
-  }
-
-  void DoClose() {
-    if (closed_.exchange(true)) return;
-    beast::error_code ignored;
-    beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
-    beast::get_lowest_layer(ws_).socket().close(ignored);
-    stall_.Cancel();
-    core_->Forget(this);
-    core_->registry().Remove(this);
-    if (counted_) core_->metrics()->AddConnection(Transport::kWebSocket, -1);
   }
 
   struct Outgoing {
@@ -261,13 +246,9 @@ class WsSession final : public Connection {
   };
 
   websocket::stream<beast::tcp_stream> ws_;
-  asio::any_io_executor strand_;
   StallGuard stall_;
-  Core* const core_;
   const Options& options_;
-  const bool read_only_;
   SharedTickJson* const tick_json_;
-  // On the strand only:
   beast::flat_buffer buffer_;
   std::string scratch_;
   std::string text_;
@@ -288,12 +269,18 @@ class WsSession final : public Connection {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Core* core, Dashboard* dashboard, SharedTickJson* tick_json)
-      : stream_(std::move(socket)), core_(core), dashboard_(dashboard), tick_json_(tick_json) {}
+  HttpSession(tcp::socket socket, Loop* loop, Core* core, Dashboard* dashboard,
+              SharedTickJson* tick_json)
+      : stream_(std::move(socket)),
+        loop_(loop),
+        core_(core),
+        dashboard_(dashboard),
+        tick_json_(tick_json) {}
 
+  // On the loop.
   void Start() {
     core_->metrics()->AddConnection(Transport::kHttp, 1);
-    asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->Read(); });
+    Read();
   }
   ~HttpSession() { core_->metrics()->AddConnection(Transport::kHttp, -1); }
 
@@ -313,7 +300,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void OnRequest(http::request<http::string_body> req) {
     if (websocket::is_upgrade(req)) return Upgrade(std::move(req));
-    // DASHBOARD HOOK 1 (issue 13): the page, its assets, sign-in and sign-out.
+    // The dashboard's paths first: the page, its assets, sign-in and sign-out.
     if (auto reply = dashboard_->Handle(DashboardRequestOf(req))) {
       return SendDashboard(req, std::move(*reply));
     }
@@ -412,8 +399,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(std::move(res));
     }
     const std::string& token = core_->auth_token();
-    // DASHBOARD HOOK 2 (issue 13): a browser page presents its session cookie instead of the
-    // header it cannot set; under --dashboard read-only a browser's connection is read-only.
+    // A browser page presents its session cookie instead of the header it cannot set.
     bool by_cookie = false;
     if (!token.empty()) {
       const auto auth = req[http::field::authorization];
@@ -426,10 +412,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return Send(std::move(res));
       }
     }
-    const bool read_only =
-        dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie);
+    const Access access =
+        dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie)
+            ? Access::kReadOnly
+            : Access::kFull;
     stream_.expires_never();  // the WebSocket stream's own timeouts take over
-    std::make_shared<WsSession>(stream_.release_socket(), core_, read_only, tick_json_)
+    std::make_shared<WsSession>(stream_.release_socket(), loop_, core_, access, tick_json_)
         ->Accept(std::move(req));
   }
 
@@ -453,6 +441,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   beast::tcp_stream stream_;
+  Loop* const loop_;
   Core* const core_;
   Dashboard* const dashboard_;
   SharedTickJson* const tick_json_;
@@ -470,12 +459,8 @@ Dashboard::Config DashboardConfig(const Core& core) {
 
 class HttpListener final : public Listener {
  public:
-  HttpListener(asio::io_context* io, Core* core)
-      : io_(io),
-        core_(core),
-        // DASHBOARD HOOK 0 (issue 13): the listener owns the dashboard (sessions live as long).
-        dashboard_(DashboardConfig(*core)),
-        acceptor_(*io) {}
+  HttpListener(Loop* loop, Core* core)
+      : core_(core), dashboard_(DashboardConfig(*core)), acceptor_(loop->io()) {}
 
   Status Start(const std::string& address, uint16_t port) override {
     boost::system::error_code ec;
@@ -503,35 +488,48 @@ class HttpListener final : public Listener {
 
  private:
   void Accept() {
+    // As for TCP: the connection (and the WebSocket it may become) lives on the next loop.
+    Loop* loop = core_->NextLoop();
     acceptor_.async_accept(
-        asio::make_strand(*io_), [this](boost::system::error_code ec, tcp::socket socket) {
+        loop->io(), [this, loop](boost::system::error_code ec, tcp::socket socket) {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
           if (!ec) {
             if (core_->metrics()->connections() >=
                 static_cast<int64_t>(core_->options().max_connections)) {
+              // Refused with a reason (as TCP refuses with a typed error), then closed.
+              static constexpr std::string_view kBusy =
+                  "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                  "Content-Length: 39\r\nConnection: close\r\n\r\n"
+                  "connections: --max-connections reached\n";
               boost::system::error_code ignored;
+              asio::write(socket, asio::buffer(kBusy), ignored);
               socket.close(ignored);
             } else {
-              std::make_shared<HttpSession>(std::move(socket), core_, &dashboard_, &tick_json_)
-                  ->Start();
+              loop->Post([loop, core = core_, dashboard = &dashboard_, tick_json = &tick_json_,
+                          socket = std::move(socket)]() mutable {
+                std::make_shared<HttpSession>(std::move(socket), loop, core, dashboard, tick_json)
+                    ->Start();
+              });
             }
           }
           Accept();
         });
   }
 
-  asio::io_context* io_;
   Core* core_;
+  // Shared by every HTTP and WebSocket session of every loop (both are thread-safe). Sessions
+  // use them only on their loop's thread, and the server joins the loops before it destroys
+  // the listener.
   Dashboard dashboard_;
-  SharedTickJson tick_json_;  // DASHBOARD HOOK 0 (issue 13)
+  SharedTickJson tick_json_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Listener> NewHttpListener(asio::io_context* io, Core* core) {
-  return std::make_unique<HttpListener>(io, core);
+std::unique_ptr<Listener> NewHttpListener(Loop* loop, Core* core) {
+  return std::make_unique<HttpListener>(loop, core);
 }
 
 }  // namespace sundial::server

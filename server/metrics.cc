@@ -149,6 +149,14 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
                      CodeName(static_cast<Code>(c)), n);
     }
   }
+  Header(&out, "sundial_messages_total", "counter",
+         "Messages handled, by operation: enqueue items accepted (duplicates too), messages "
+         "leased by dequeue, complete items that succeeded.");
+  for (size_t o = 0; o < kOps; ++o) {
+    const uint64_t n = messages_[o].load(std::memory_order_relaxed);
+    if (n == 0) continue;
+    fmt::format_to(it, "sundial_messages_total{{op=\"{}\"}} {}\n", OpName(o), n);
+  }
   Header(&out, "sundial_request_duration_seconds", "histogram",
          "Time from a request's decoding to its reply being queued, by operation.");
   for (size_t o = 0; o < kOps; ++o) {

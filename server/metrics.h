@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "engine/status.h"
+#include "server/transport.h"
 #include "wal/group_commit_log.h"
 
 namespace sundial::server {
@@ -37,10 +38,6 @@ class Histogram {
   std::atomic<uint64_t> count_{0};
 };
 
-enum class Transport : uint8_t { kTcp = 0, kWebSocket = 1, kHttp = 2 };
-inline constexpr size_t kTransports = 3;
-std::string_view TransportName(Transport t);
-
 class Metrics {
  public:
   static constexpr size_t kOps = 32;  // >= the Operation union's members + NONE
@@ -48,6 +45,10 @@ class Metrics {
 
   // One request answered: its protocol Operation (union type), code and time to the reply.
   void CountRequest(uint8_t op, Code code, uint64_t nanos);
+  // Messages a request handled (sundial_messages_total): enqueued, leased, completed.
+  void CountMessages(uint8_t op, uint64_t n) {
+    if (op < kOps) messages_[op].fetch_add(n, std::memory_order_relaxed);
+  }
   void AddConnection(Transport t, int delta);
   void LeaseExpired(std::string_view queue);
   void Fsync(uint64_t nanos) { fsync_.Observe(nanos); }
@@ -61,6 +62,7 @@ class Metrics {
  private:
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kOps> operations_{};
   std::array<Histogram, kOps> durations_;
+  std::array<std::atomic<uint64_t>, kOps> messages_{};
   Histogram fsync_;
   std::array<std::atomic<int64_t>, kTransports> connections_{};
   mutable std::mutex lease_mu_;

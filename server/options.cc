@@ -123,7 +123,6 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
     return result;
   }
   o.log = *policy;
-  o.log.inline_writes = true;  // io threads write their own records under interval / never
   return result;
 }
 

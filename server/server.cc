@@ -20,19 +20,17 @@ bool IsLoopback(const std::string& address) {
 
 struct Server::Impl {
   Impl(Options o, Engine* e, wal::GroupCommitLog* l, Metrics* m)
-      : options(std::move(o)), engine(e), log(l), metrics(m), core(options, e, l, &io, m) {}
+      : options(std::move(o)), engine(e), log(l), metrics(m), core(options, e, l, m) {}
 
   Options options;
   Engine* engine;
   wal::GroupCommitLog* log;
   Metrics* metrics;
-  asio::io_context io;
   Core core;
+  std::vector<std::unique_ptr<Loop>> loops;
   std::unique_ptr<Listener> tcp;
   std::unique_ptr<Listener> http;
   std::unique_ptr<asio::signal_set> signals;
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  std::vector<std::thread> threads;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -45,6 +43,10 @@ struct Server::Impl {
     }
     cv.notify_all();
   }
+  void StopLoops() {
+    for (auto& loop : loops) loop->Stop();
+    core.long_polls().Clear();
+  }
 };
 
 Server::Server(Options options, Engine* engine, wal::GroupCommitLog* log, Metrics* metrics)
@@ -52,10 +54,8 @@ Server::Server(Options options, Engine* engine, wal::GroupCommitLog* log, Metric
 
 Server::~Server() {
   Impl& d = *impl_;
-  if (d.work) d.work.reset();
-  d.io.stop();
-  for (auto& t : d.threads) t.join();
-  d.core.StopTicker();
+  d.core.StopTimers();
+  d.StopLoops();
 }
 
 EffectSink* Server::effect_observer() { return &impl_->core; }
@@ -83,28 +83,34 @@ Status Server::Start(std::string* error) {
              ": listening beyond loopback needs --auth-token-file (or --insecure-bind)";
     return InvalidArgument("--bind");
   }
+  const unsigned n =
+      o.io_threads ? o.io_threads : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<Loop*> loops;
+  for (unsigned i = 0; i < n; ++i) {
+    d.loops.push_back(std::make_unique<Loop>(&d.core, i));
+    loops.push_back(d.loops.back().get());
+  }
+  d.core.SetLoops(loops);
   const std::string address = o.bind == "localhost" ? "127.0.0.1" : o.bind;
-  d.tcp = NewTcpListener(&d.io, &d.core);
+  // The listeners accept on the first loop and hand each connection to a loop for life.
+  d.tcp = NewTcpListener(loops[0], &d.core);
   if (Status s = d.tcp->Start(address, o.port); !s.ok()) {
     *error = "--port " + std::to_string(o.port) + ": cannot listen on " + address;
     return s;
   }
-  d.http = NewHttpListener(&d.io, &d.core);
+  d.http = NewHttpListener(loops[0], &d.core);
   if (Status s = d.http->Start(address, o.http_port); !s.ok()) {
     *error = "--http-port " + std::to_string(o.http_port) + ": cannot listen on " + address;
-    d.tcp->Stop();
     return s;
   }
-  d.signals = std::make_unique<asio::signal_set>(d.io, SIGINT, SIGTERM);
+  d.signals = std::make_unique<asio::signal_set>(loops[0]->io(), SIGINT, SIGTERM);
   d.signals->async_wait([&d](boost::system::error_code ec, int signal) {
     if (ec) return;
     std::fprintf(stderr, "sundiald: signal %d: draining\n", signal);
     d.Stop();
   });
-  d.work.emplace(d.io.get_executor());
-  unsigned n = o.io_threads ? o.io_threads : std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned i = 0; i < n; ++i) d.threads.emplace_back([&d] { d.io.run(); });
-  d.core.StartTicker();
+  for (auto& loop : d.loops) loop->Start();
+  d.core.StartTimers();
   d.core.set_ready(true);
   return Status::Ok();
 }
@@ -128,14 +134,11 @@ void Server::Run(int drain_timeout_ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a shutdown, not a test
   }
   for (const auto& c : d.core.registry().All()) c->Close();
-  d.core.StopTicker();
+  d.core.StopTimers();
   if (d.signals) {
-    asio::post(d.io, [&d] { d.signals->cancel(); });
+    asio::post(d.loops[0]->io(), [&d] { d.signals->cancel(); });
   }
-  d.work.reset();
-  d.io.stop();
-  for (auto& t : d.threads) t.join();
-  d.threads.clear();
+  d.StopLoops();
 }
 
 }  // namespace sundial::server

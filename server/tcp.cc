@@ -1,7 +1,8 @@
-// The binary TCP transport (SPEC §5): frames of u32le length + FlatBuffer. A session reads
-// every complete frame in its buffer at once, hands each verified Request to the Core, and
-// writes whatever replies have gathered in one write. Replies go out in completion order
-// (a long poll never holds back the requests behind it).
+// The binary TCP transport (SPEC §5): frames of u32le length + FlatBuffer. A session lives on one
+// loop. It reads every complete frame in its buffer at once and runs each verified Request to
+// completion on the loop (internal.h); replies gather in one buffer and go out in one write per
+// round. Replies go out in completion order (a long poll never holds back the requests behind
+// it).
 //
 // Limits: --max-frame-bytes (refused before buffering), --max-inflight (reading pauses),
 // --max-output-bytes (reading pauses at half of it until the client reads its replies; above it
@@ -9,12 +10,10 @@
 // client that does not read is dropped), --handshake-timeout-ms (with a token, the Auth
 // must arrive by then), --idle-timeout-ms (nothing in flight and no frame for that long; without
 // a token, the first frame too), --max-connections.
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "protocol/framing.h"
@@ -29,50 +28,73 @@ namespace fb = flatbuffers;
 namespace p = protocol;
 using tcp = asio::ip::tcp;
 
-class TcpSession final : public Connection {
+class TcpSession final : public Session {
  public:
-  TcpSession(tcp::socket socket, Core* core)
-      : Connection(Transport::kTcp),
+  TcpSession(tcp::socket socket, Loop* loop, Core* core)
+      : Session(loop, core, Transport::kTcp),
         socket_(std::move(socket)),
-        strand_(socket_.get_executor()),  // accepted on a strand of its own
-        timer_(strand_),
-        stall_(strand_, core->options().write_timeout_ms),
-        core_(core),
+        timer_(loop->io()),
+        stall_(loop->io(), core->options().write_timeout_ms),
         options_(core->options()),
         authed_(core->auth_token().empty()) {}
 
+  // On the loop.
   void Start() {
     core_->registry().Add(shared_from_this());
     core_->metrics()->AddConnection(Transport::kTcp, 1);
-    asio::dispatch(strand_, [self = Self()] {
-      // With a token the Auth must come within the handshake timeout; else idle rules apply.
-      self->deadline_ =
-          SteadyClock::now() + std::chrono::milliseconds(self->authed_
-                                                             ? self->options_.idle_timeout_ms
-                                                             : self->options_.handshake_timeout_ms);
-      self->ArmTimer();
-      self->Read();
-    });
+    // With a token the Auth must come within the handshake timeout; else idle rules apply.
+    deadline_ =
+        SteadyClock::now() + std::chrono::milliseconds(authed_ ? options_.idle_timeout_ms
+                                                               : options_.handshake_timeout_ms);
+    ArmTimer();
+    Read();
   }
 
-  void Deliver(std::string message) override {
-    asio::dispatch(strand_, [self = Self(), message = std::move(message)]() mutable {
-      self->inflight_.fetch_sub(1, std::memory_order_acq_rel);
-      self->Queue(message);
-      self->MaybeResume();
-    });
+  void QueueReply(std::string_view message) override {
+    if (closed()) return;
+    // The limit is on replies left unread behind the write in progress, counted before this
+    // one: a single reply larger than --max-output-bytes still goes to a client that reads.
+    if (pending_.size() > options_.max_output_bytes) {
+      std::fprintf(stderr, "sundiald: dropping a TCP client: %zu reply bytes unread\n",
+                   pending_.size());
+      return DoClose();
+    }
+    p::AppendFrame(message, &pending_);
   }
 
-  void Close() override {
-    asio::dispatch(strand_, [self = Self()] { self->DoClose(); });
+  void Flush() override {
+    if (writing_ || closed()) return;
+    if (pending_.empty()) {
+      if (close_after_write_) DoClose();
+      return MaybeFinish();
+    }
+    writing_ = true;
+    std::swap(pending_, writing_buffer_);
+    written_ = 0;
+    WriteSome();
   }
 
-  void CloseWhenDone() override {
-    asio::dispatch(strand_, [self = Self()] {
-      self->stop_reading_ = true;
-      self->close_when_done_ = true;
-      self->MaybeResume();
-    });
+ protected:
+  void DoCloseWhenDone() override {
+    stop_reading_ = true;
+    close_when_done_ = true;
+    MaybeResume();
+  }
+
+  void RequestEnded() override {
+    if (inflight() < static_cast<int64_t>(options_.max_inflight)) MaybeResume();
+  }
+
+  void DoClose() override {
+    if (closed_.exchange(true)) return;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+    stall_.Cancel();
+    core_->Forget(this);
+    core_->registry().Remove(this);
+    core_->metrics()->AddConnection(Transport::kTcp, -1);
   }
 
  private:
@@ -82,7 +104,7 @@ class TcpSession final : public Connection {
 
   void Read() {
     if (reading_ || closed() || stop_reading_ || close_after_write_) return;
-    if (inflight_.load() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
+    if (inflight() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
     if (OutputHigh()) return;  // paused until the client reads its replies
     // Room for the rest of the next frame, at least 64 KiB, but at most as much again as has
     // arrived: a declared length costs memory only as its bytes come (doubling), so a header
@@ -93,25 +115,26 @@ class TcpSession final : public Connection {
     }
     if (in_.size() < in_len_ + want) in_.resize(in_len_ + want);
     reading_ = true;
-    socket_.async_read_some(
-        asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t n) {
-          self->reading_ = false;
-          if (ec) return self->DoClose();
-          if (self->stop_reading_) return self->MaybeResume();  // draining: no new requests
-          self->in_len_ += n;
-          self->ProcessFrames();
-          self->Read();
-        }));
+    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+                            [self = Self()](boost::system::error_code ec, size_t n) {
+                              self->reading_ = false;
+                              if (ec) return self->DoClose();
+                              // Draining: no new requests.
+                              if (self->stop_reading_) return self->MaybeResume();
+                              self->in_len_ += n;
+                              self->ProcessFrames();
+                              self->Read();
+                            });
   }
 
   void ProcessFrames() {
     size_t begin = 0;
-    batching_ = true;
+    processing_ = true;
     // Frames stay in the buffer while the replies waiting to be written exceed half of
     // --max-output-bytes (backpressure): a client that pipelines many large replies and reads
     // them is slowed, not dropped.
-    while (!closed() && !close_after_write_ && !stop_reading_ && !OutputHigh()) {
+    while (!closed() && !close_after_write_ && !stop_reading_ && !OutputHigh() &&
+           inflight() < static_cast<int64_t>(options_.max_inflight)) {
       std::string_view frame;
       size_t consumed = 0;
       const auto status = p::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
@@ -145,8 +168,8 @@ class TcpSession final : public Connection {
       in_.resize(64u << 10);
       in_.shrink_to_fit();
     }
-    batching_ = false;
-    Flush();
+    processing_ = false;
+    if (!pending_.empty() || close_after_write_) loop_->MarkDirty(this);
   }
 
   void HandleFrame(std::string_view frame) {
@@ -175,47 +198,14 @@ class TcpSession final : public Connection {
       authed_ = true;
     }
     deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
-    inflight_.fetch_add(1, std::memory_order_acq_rel);
     core_->Submit(shared_from_this(), aligned);
   }
 
   // A typed error (request_id 0), then the connection closes once it is written.
   void Refuse(Code code, const char* message) {
-    Queue(ErrorResponse(0, code, message));
+    QueueReply(ErrorResponse(0, code, message));
     close_after_write_ = true;
-    Flush();
-  }
-
-  void Queue(std::string_view message) {
-    if (closed()) return;
-    // The limit is on replies left unread behind the write in progress, counted before this
-    // one: a single reply larger than --max-output-bytes still goes to a client that reads.
-    if (pending_.size() > options_.max_output_bytes) {
-      std::fprintf(stderr, "sundiald: dropping a TCP client: %zu reply bytes unread\n",
-                   pending_.size());
-      return DoClose();
-    }
-    p::AppendFrame(message, &pending_);
-    if (!batching_ && !flush_posted_) {
-      // Let the replies already posted to this strand join this write.
-      flush_posted_ = true;
-      asio::post(strand_, [self = Self()] {
-        self->flush_posted_ = false;
-        self->Flush();
-      });
-    }
-  }
-
-  void Flush() {
-    if (writing_ || closed()) return;
-    if (pending_.empty()) {
-      if (close_after_write_) DoClose();
-      return;
-    }
-    writing_ = true;
-    std::swap(pending_, writing_buffer_);
-    written_ = 0;
-    WriteSome();
+    loop_->MarkDirty(this);
   }
 
   // Writes the rest of writing_buffer_; each piece the kernel takes counts as progress for
@@ -224,7 +214,7 @@ class TcpSession final : public Connection {
     ArmStallGuard();
     socket_.async_write_some(
         asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_),
-        asio::bind_executor(strand_, [self = Self()](boost::system::error_code ec, size_t n) {
+        [self = Self()](boost::system::error_code ec, size_t n) {
           if (ec) {
             self->writing_ = false;
             return self->DoClose();
@@ -237,7 +227,7 @@ class TcpSession final : public Connection {
           self->written_ = 0;
           self->Flush();
           self->MaybeResume();
-        }));
+        });
   }
 
   void ArmStallGuard() {
@@ -258,11 +248,15 @@ class TcpSession final : public Connection {
 
   void MaybeResume() {
     // Never while ProcessFrames walks in_, nor while a read fills it.
-    if (!batching_ && !reading_ && !OutputHigh()) {
-      if (in_len_ > 0) ProcessFrames();  // frames held back by backpressure
+    if (!processing_ && !reading_ && !OutputHigh() && !closed()) {
+      if (in_len_ > 0 && !stop_reading_) ProcessFrames();  // frames held back by backpressure
       Read();
     }
-    if (close_when_done_ && inflight_.load() == 0 && pending_.empty() && !writing_) DoClose();
+    MaybeFinish();
+  }
+
+  void MaybeFinish() {
+    if (close_when_done_ && inflight() == 0 && pending_.empty() && !writing_) DoClose();
   }
 
   void ArmTimer() {
@@ -270,7 +264,7 @@ class TcpSession final : public Connection {
     timer_.async_wait([self = Self()](boost::system::error_code ec) {
       if (ec || self->closed()) return;
       if (SteadyClock::now() < self->deadline_) return self->ArmTimer();
-      if (!self->authed_ || self->inflight_.load() == 0) {
+      if (!self->authed_ || self->inflight() == 0) {
         // Slow or silent: no complete (authenticated) frame by the deadline.
         return self->DoClose();
       }
@@ -280,26 +274,11 @@ class TcpSession final : public Connection {
     });
   }
 
-  void DoClose() {
-    if (closed_.exchange(true)) return;
-    boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
-    timer_.cancel();
-    stall_.Cancel();
-    core_->Forget(this);
-    core_->registry().Remove(this);
-    core_->metrics()->AddConnection(Transport::kTcp, -1);
-  }
-
   tcp::socket socket_;
-  asio::any_io_executor strand_;
   asio::steady_timer timer_;
   StallGuard stall_;
-  Core* const core_;
   const Options& options_;
 
-  // All below: on the strand only.
   std::string in_;  // received bytes [0, in_len_)
   size_t in_len_ = 0;
   size_t next_frame_bytes_ = 0;  // size of the partial frame at the front, once its header is in
@@ -309,8 +288,7 @@ class TcpSession final : public Connection {
   size_t written_ = 0;           // of writing_buffer_
   bool reading_ = false;
   bool writing_ = false;
-  bool batching_ = false;
-  bool flush_posted_ = false;
+  bool processing_ = false;
   bool stop_reading_ = false;
   bool close_after_write_ = false;
   bool close_when_done_ = false;  // draining: close once every reply is written
@@ -320,7 +298,7 @@ class TcpSession final : public Connection {
 
 class TcpListener final : public Listener {
  public:
-  TcpListener(asio::io_context* io, Core* core) : io_(io), core_(core), acceptor_(*io) {}
+  TcpListener(Loop* loop, Core* core) : core_(core), acceptor_(loop->io()) {}
 
   Status Start(const std::string& address, uint16_t port) override {
     boost::system::error_code ec;
@@ -331,17 +309,13 @@ class TcpListener final : public Listener {
     if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor_.bind(endpoint, ec);
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      error_ = ec.message();
-      return Unavailable("--port: cannot listen");
-    }
+    if (ec) return Unavailable("--port: cannot listen");
     port_ = acceptor_.local_endpoint().port();
     Accept();
     return Status::Ok();
   }
 
   uint16_t port() const override { return port_; }
-  const std::string& error() const { return error_; }
 
   void Stop() override {
     asio::post(acceptor_.get_executor(), [this] {
@@ -352,8 +326,11 @@ class TcpListener final : public Listener {
 
  private:
   void Accept() {
+    // The connection belongs to the next loop for life: its socket is made on that loop's
+    // io_context, and it starts there.
+    Loop* loop = core_->NextLoop();
     acceptor_.async_accept(
-        asio::make_strand(*io_), [this](boost::system::error_code ec, tcp::socket socket) {
+        loop->io(), [this, loop](boost::system::error_code ec, tcp::socket socket) {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
           if (!ec) {
             if (core_->metrics()->connections() >=
@@ -368,24 +345,25 @@ class TcpListener final : public Listener {
               socket.close(ignored);
             } else {
               socket.set_option(tcp::no_delay(true), ec);
-              std::make_shared<TcpSession>(std::move(socket), core_)->Start();
+              // Made and started on its loop: nothing of it is touched from this thread again.
+              loop->Post([loop, core = core_, socket = std::move(socket)]() mutable {
+                std::make_shared<TcpSession>(std::move(socket), loop, core)->Start();
+              });
             }
           }
           Accept();
         });
   }
 
-  asio::io_context* io_;
   Core* core_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
-  std::string error_;
 };
 
 }  // namespace
 
-std::unique_ptr<Listener> NewTcpListener(asio::io_context* io, Core* core) {
-  return std::make_unique<TcpListener>(io, core);
+std::unique_ptr<Listener> NewTcpListener(Loop* loop, Core* core) {
+  return std::make_unique<TcpListener>(loop, core);
 }
 
 }  // namespace sundial::server

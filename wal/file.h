@@ -13,7 +13,7 @@
 //   kInternal (any other I/O error). Details are static strings naming the operation.
 //
 // Thread safety: a FileSystem may be used from any thread; one file object must be used by one
-// thread at a time.
+// thread at a time, except SyncFlushed (see there).
 #pragma once
 
 #include <cstddef>
@@ -35,6 +35,10 @@ class WritableFile {
   virtual Status Flush() = 0;
   // Flush, then fdatasync.
   virtual Status Sync() = 0;
+  // fdatasync of the bytes already handed to the OS (by Flush, or by an Append that did not
+  // fit the buffer), without touching the buffer: the one call that may run on another thread
+  // concurrently with Append and Flush (the kInterval syncer), never with Close.
+  virtual Status SyncFlushed() = 0;
   // Flush and close; further calls fail. The destructor closes without reporting.
   virtual Status Close() = 0;
   // Asks the file to keep `chunk_bytes` of zeroes written and synced ahead of its end, so that

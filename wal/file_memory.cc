@@ -31,6 +31,7 @@ class MemoryWritableFile final : public WritableFile {
   Status Sync() override {
     return file_ ? Status::Ok() : FailedPrecondition("wal: sync of a closed file");
   }
+  Status SyncFlushed() override { return Sync(); }
   Status Close() override {
     if (!file_) return FailedPrecondition("wal: file already closed");
     file_.reset();

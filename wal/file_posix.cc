@@ -76,6 +76,12 @@ class PosixWritableFile final : public WritableFile {
     return Status::Ok();
   }
 
+  Status SyncFlushed() override {
+    if (fd_ < 0) return FailedPrecondition("wal: sync of a closed file");
+    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "wal: fdatasync failed");
+    return Status::Ok();
+  }
+
   Status Close() override {
     if (fd_ < 0) return FailedPrecondition("wal: file already closed");
     Status s = Flush();

@@ -2,17 +2,22 @@
 //
 // Layout of the work: OnEffect encodes an effect into a thread-local scratch buffer behind a
 // 13-byte record header whose length and type are filled and whose checksum is left zero (the
-// checksum covers the segment number, which only the log thread knows when it writes), then
-// appends it to `pending` under `mu` and takes the next LSN. The log thread swaps `pending` out,
-// fills the checksums for the active segment, writes the records in chunks of at most
-// max_group_bytes (one Append each, whole records only), rotates when a segment is full, syncs
-// per policy and completes every waiter the group made durable.
+// checksum covers the segment number, which only the writer knows when it writes), then
+// appends it to `pending` under `mu` and takes the next LSN. A writer (one thread at a time:
+// `writing`) swaps `pending` out, fills the checksums for the active segment, writes the
+// records in chunks of at most max_group_bytes (one Append each, whole records only), rotates
+// when a segment is full, hands the bytes to the OS and publishes written_end. A sync (SyncNow:
+// an inline committer, a blocking caller or the sync thread) captures written_end, fdatasyncs
+// what was handed to the OS, publishes synced_end (and under kAlways durable_end), and wakes
+// the registered committers that are now durable (WakeDurable).
 //
-// State split: fields marked GUARDED_BY(mu) are shared; fields marked "log thread" are touched
-// only by the log thread (and by Open before the thread starts).
+// State split: fields marked GUARDED_BY(mu) are shared; fields marked "writer" are touched only
+// by the thread that set `writing` (and by Open before anyone else can). `file` is also read by
+// syncs, under `sync_mu`, which the writer takes to replace or close it; a sync runs
+// concurrently with the writer's appends (WritableFile::SyncFlushed).
 //
 // An effect that cannot be logged (the log failed or was closed, or the record is too large)
-// sets this thread's end LSN to kNotLogged, which no waiter ever reaches: waiting on it reports
+// sets this thread's end LSN to kNotLogged, which no commit ever reaches: committing it reports
 // UNAVAILABLE, so nothing unlogged is acknowledged.
 #include "wal/group_commit_log.h"
 
@@ -23,7 +28,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <limits>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -57,6 +61,10 @@ constexpr const char* kRecordTooLarge =
 constexpr const char* kClosed = "wal: the log is closed";
 constexpr const char* kNeverAppended = "wal: waited for an effect that was not logged";
 
+uint64_t NanosBetween(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
 }  // namespace
 
 struct GroupCommitLog::Impl {
@@ -65,60 +73,77 @@ struct GroupCommitLog::Impl {
   std::string dir;
   LogOptions options;
 
-  std::mutex file_mu;  // the leader's state below: the log thread, or a WriteNow (before mu)
   std::mutex mu;
   std::atomic<bool> failed{false};        // failure is not OK
   std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
-  std::condition_variable work_cv;        // wakes the log thread
-  std::condition_variable state_cv;       // wakes Flush / Rotate callers after each group
+  std::atomic<uint64_t> durable_end_atomic{0};
+  std::condition_variable writer_cv;  // the writer role was given back
+  std::condition_variable synced_cv;  // a sync finished (blocking committers wait for one)
+  std::condition_variable sync_cv;    // wakes the sync thread
 
   // GUARDED_BY(mu)
   std::string pending;  // framed records with zero checksums, LSNs [written_end, next_lsn)
   uint64_t next_lsn = 0;
-  uint64_t written_end = 0;               // records below this were handed to the file
-  uint64_t synced_end = 0;                // records below this were fdatasynced
-  uint64_t durable_end = 0;               // records below this are durable under the policy
-  std::multimap<uint64_t, Done> waiters;  // by end_lsn
+  uint64_t written_end = 0;  // records below this were handed to the file (and the OS)
+  uint64_t synced_end = 0;   // records below this were fdatasynced
+  uint64_t durable_end = 0;  // records below this are durable under the policy
+  uint64_t syncing_end = 0;  // the largest target of a sync in flight (0: none)
+  int syncs_in_flight = 0;
   Status failure;
-  bool closing = false;
-  bool stopped = false;             // the log thread has finished
-  uint64_t sync_requested_end = 0;  // Flush: sync at least up to here
-  uint64_t rotations_requested = 0;
-  uint64_t rotations_done = 0;
-  uint64_t rotated_at_lsn = 0;   // first LSN of the segment the last rotation opened
-  uint64_t rotated_segment = 0;  // and its number
+  bool writing = false;       // a thread holds the writer role and owns the writer state below
+  bool closing = false;       // Close was called: appends are refused
+  bool closed = false;        // the last records were written and synced and the file closed
+  Committer* head = nullptr;  // registered committers, oldest first
+  Committer* tail = nullptr;
+  Clock::time_point last_sync = Clock::now();
+  bool sync_stop = false;
   LogStats stats;
 
-  // GUARDED_BY(file_mu): the log thread, or an appender in WriteNow.
+  // Writer state (see the file comment). `file` is replaced and closed under sync_mu too.
   std::unique_ptr<WritableFile> file;
   uint64_t segment_number = 0;
-  uint64_t segment_bytes = 0;         // bytes appended to the active segment
-  uint64_t segment_synced_bytes = 0;  // of which fdatasynced
-  uint64_t leader_written_end = 0;
-  uint64_t leader_synced_end = 0;
-  Clock::time_point last_sync = Clock::now();
+  uint64_t segment_bytes = 0;  // bytes appended to the active segment
+  uint64_t writer_written_end = 0;
   std::string batch;  // the swapped-out pending buffer (its capacity is reused)
 
-  std::mutex close_mu;  // serialises Close
-  std::thread thread;
+  std::mutex sync_mu;       // a sync's fdatasync vs the writer replacing or closing `file`
+  Status sync_failure;      // GUARDED_BY(sync_mu): the first failed sync
+  std::mutex close_mu;      // serialises Close
+  std::thread sync_thread;  // kAlways and kInterval
 
-  void Run();
-  // Writes `batch` (records from LSN leader_written_end on), rotating full segments, and
+  // REQUIRES: mu held, `writing` false. Takes the writer role, writes everything pending, gives
+  // the role back; mu is released while writing and held again on return.
+  void WritePending(std::unique_lock<std::mutex>& lock);
+  // REQUIRES: mu held. Makes everything written so far durable with one fdatasync on this
+  // thread; mu is released during it.
+  void SyncNow(std::unique_lock<std::mutex>& lock);
+  // Writes `batch` (records from LSN writer_written_end on), rotating full segments, and
   // empties it. On error returns the detail the log fails with and sets *cause.
   const char* WriteBatch(Status* cause);
   const char* AppendBatch(Status* cause);  // WriteBatch without emptying `batch`
   // Hands the file's buffered bytes to the OS (no sync); on error as WriteBatch.
   const char* FlushFile(Status* cause);
-  const char* Sync(Status* cause);
-  // Seals the active segment (synced) and opens the next one at leader_written_end.
+  // Seals the active segment (synced and closed) and opens the next one at
+  // writer_written_end. Writer only.
   const char* StartNextSegment(Status* cause);
   const char* OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause);
-  // Puts the log into the failed state and fails every waiter. REQUIRES: lock holds mu.
-  void Fail(std::unique_lock<std::mutex>& lock, const char* detail, Status cause);
-  // Completes every waiter with end_lsn <= durable_end. REQUIRES: lock holds mu; releases it
-  // while running callbacks.
-  void CompleteDurable(std::unique_lock<std::mutex>& lock);
-  bool HasWork(Clock::time_point now) const;  // REQUIRES: mu held
+  void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync);
+  // Puts the log into the failed state and wakes every committer. REQUIRES: mu held.
+  void Fail(const char* detail, Status cause);
+  // Wakes the registered committers now durable (everyone once the log failed or closed).
+  // REQUIRES: mu held (Wake is called under it, so an Unregister that returns has seen its
+  // last Wake).
+  void WakeDurable();
+  void Register(Committer* c, uint64_t end);   // REQUIRES: mu held
+  void Unlink(Committer* c, Committer* prev);  // REQUIRES: mu held
+  void Remove(Committer* c);                   // if registered; REQUIRES: mu held
+  void RunSyncThread();
+  void PublishDurable(uint64_t end) {
+    durable_end = end;
+    durable_end_atomic.store(end, std::memory_order_release);
+  }
+  // The commit loop of Commit and WaitDurable (`self` null: blocking only).
+  Status CommitUntil(Committer* self, uint64_t end, bool may_block, uint64_t wake_at);
 };
 
 const char* GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause) {
@@ -148,48 +173,56 @@ const char* GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_ls
     *cause = s;
     return kSegmentFailed;
   }
-  file = std::move(created).value();
+  {
+    std::lock_guard sync_lock(sync_mu);
+    file = std::move(created).value();
+  }
   segment_number = number;
   segment_bytes = bytes.size();
-  segment_synced_bytes = 0;
   return nullptr;
 }
 
-const char* GroupCommitLog::Impl::Sync(Status* cause) {
-  const auto start = Clock::now();
-  Status s = file->Sync();
-  const auto end = Clock::now();
+// REQUIRES: mu not held.
+void GroupCommitLog::Impl::CountSync(Clock::time_point start, Clock::time_point end,
+                                     bool inline_sync) {
   {
     std::lock_guard lock(mu);
     ++stats.syncs;
-    stats.sync_nanos += static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+    if (inline_sync) ++stats.inline_syncs;
+    stats.sync_nanos += NanosBetween(start, end);
+    last_sync = end;
   }
-  if (options.on_sync) {
-    options.on_sync(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count()));
-  }
-  if (!s.ok()) {
-    *cause = s;
-    return kSyncFailed;
-  }
-  last_sync = end;
-  segment_synced_bytes = segment_bytes;
-  leader_synced_end = leader_written_end;
-  return nullptr;
+  if (options.on_sync) options.on_sync(NanosBetween(start, end));
 }
 
 const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
-  if (segment_synced_bytes < segment_bytes) {
-    if (const char* failed = Sync(cause)) return failed;
+  // Sealed: every record in it synced (Close syncs, and cuts the preallocated zeroes).
+  const auto start = Clock::now();
+  Status s;
+  {
+    std::lock_guard sync_lock(sync_mu);
+    s = sync_failure.ok() ? file->Sync() : sync_failure;
+    if (!s.ok()) sync_failure = s;
+    if (s.ok()) s = file->Close();
+    file.reset();
   }
-  Status s = file->Close();
-  file.reset();
+  CountSync(start, Clock::now(), false);
   if (!s.ok()) {
     *cause = s;
     return kSegmentFailed;
   }
-  if (const char* failed = OpenSegment(segment_number + 1, leader_written_end, cause)) {
+  {
+    std::lock_guard lock(mu);
+    if (failure.ok()) {
+      synced_end = std::max(synced_end, writer_written_end);
+      if (options.policy == FsyncPolicy::kAlways) {
+        PublishDurable(std::max(durable_end, synced_end));
+      }
+      synced_cv.notify_all();
+      WakeDurable();  // the seal's sync may be the one a registered committer waits for
+    }
+  }
+  if (const char* failed = OpenSegment(segment_number + 1, writer_written_end, cause)) {
     return failed;
   }
   std::lock_guard lock(mu);
@@ -238,7 +271,7 @@ const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
       return kWriteFailed;
     }
     segment_bytes += chunk.size();
-    leader_written_end += records;
+    writer_written_end += records;
     {
       std::lock_guard lock(mu);
       ++stats.writes;
@@ -251,8 +284,7 @@ const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
   return nullptr;
 }
 
-void GroupCommitLog::Impl::Fail(std::unique_lock<std::mutex>& lock, const char* detail,
-                                Status cause) {
+void GroupCommitLog::Impl::Fail(const char* detail, Status cause) {
   if (!failure.ok()) return;
   failure = Unavailable(detail);
   failed.store(true, std::memory_order_release);
@@ -264,128 +296,178 @@ void GroupCommitLog::Impl::Fail(std::unique_lock<std::mutex>& lock, const char* 
                cause.detail().data(), detail);
   std::fflush(stderr);
   pending.clear();
-  std::multimap<uint64_t, Done> failed;
-  failed.swap(waiters);
-  state_cv.notify_all();
-  lock.unlock();
-  for (auto& [end, done] : failed) done(failure);
-  lock.lock();
+  writer_cv.notify_all();
+  synced_cv.notify_all();
+  sync_cv.notify_all();
+  WakeDurable();
 }
 
-void GroupCommitLog::Impl::CompleteDurable(std::unique_lock<std::mutex>& lock) {
-  std::vector<Done> ready;
-  auto last = waiters.upper_bound(durable_end);
-  for (auto it = waiters.begin(); it != last; ++it) ready.push_back(std::move(it->second));
-  waiters.erase(waiters.begin(), last);
-  state_cv.notify_all();
-  if (ready.empty()) return;
-  lock.unlock();
-  for (auto& done : ready) done(Status::Ok());
-  lock.lock();
-}
-
-bool GroupCommitLog::Impl::HasWork(Clock::time_point now) const {
-  if (closing || (!options.inline_writes && !pending.empty()) ||
-      rotations_requested > rotations_done || sync_requested_end > synced_end) {
-    return true;
+void GroupCommitLog::Impl::Register(Committer* c, uint64_t end) {
+  if (c->registered_) {
+    c->want_ = std::max(c->want_, end);
+    return;
   }
-  return options.policy == FsyncPolicy::kInterval && synced_end < written_end &&
-         now >= last_sync + std::chrono::milliseconds(options.interval_ms);
+  c->want_ = end;
+  c->registered_ = true;
+  c->next_ = nullptr;
+  if (tail != nullptr) {
+    tail->next_ = c;
+  } else {
+    head = c;
+  }
+  tail = c;
 }
 
-void GroupCommitLog::Impl::Run() {
+void GroupCommitLog::Impl::Unlink(Committer* c, Committer* prev) {
+  if (prev != nullptr) {
+    prev->next_ = c->next_;
+  } else {
+    head = c->next_;
+  }
+  if (tail == c) tail = prev;
+  c->next_ = nullptr;
+  c->registered_ = false;
+}
+
+void GroupCommitLog::Impl::Remove(Committer* c) {
+  if (!c->registered_) return;
+  Committer* prev = nullptr;
+  for (Committer* it = head; it != nullptr; prev = it, it = it->next_) {
+    if (it == c) return Unlink(c, prev);
+  }
+}
+
+void GroupCommitLog::Impl::WakeDurable() {
+  const bool everyone = !failure.ok() || closed;
+  Committer* prev = nullptr;
+  Committer* c = head;
+  while (c != nullptr) {
+    Committer* next = c->next_;
+    if (everyone || c->want_ <= durable_end) {
+      Unlink(c, prev);
+      ++stats.wakes;
+      c->Wake();
+    } else {
+      prev = c;
+    }
+    c = next;
+  }
+}
+
+void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
+  writing = true;
+  batch.swap(pending);
+  lock.unlock();
+  Status cause;
+  const char* failed = WriteBatch(&cause);
+  if (!failed) failed = FlushFile(&cause);  // handed to the OS before anyone counts on it
+  if (failed) {
+    std::lock_guard sync_lock(sync_mu);
+    file.reset();  // still the writer: nobody else touches it
+  }
+  lock.lock();
+  writing = false;
+  writer_cv.notify_all();
+  if (failed) return Fail(failed, cause);
+  if (!failure.ok()) return;  // a sync failed meanwhile
+  written_end = writer_written_end;
+  if (options.policy != FsyncPolicy::kAlways) {
+    PublishDurable(written_end);
+    WakeDurable();
+    if (options.policy == FsyncPolicy::kInterval) sync_cv.notify_one();
+  }
+}
+
+void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
+  const uint64_t target = written_end;
+  const bool sync_thread = std::this_thread::get_id() == this->sync_thread.get_id();
+  syncing_end = std::max(syncing_end, target);
+  ++syncs_in_flight;
+  lock.unlock();
+  // Everything below `target` was handed to the OS: one fdatasync makes it durable, while a
+  // writer goes on appending (a sync does not hold the writer role).
+  Status s;
+  const auto start = Clock::now();
+  {
+    std::lock_guard sync_lock(sync_mu);
+    if (!sync_failure.ok()) {
+      // An earlier sync failed: whatever this one says, what the failed one covered may be
+      // gone (a later fdatasync can succeed after the kernel dropped pages: fsyncgate).
+      s = sync_failure;
+    } else if (file) {
+      s = file->SyncFlushed();
+      if (!s.ok()) sync_failure = s;  // before sync_mu is released: no later sync counts
+    }                                 // no file: closed, everything was synced
+  }
+  CountSync(start, Clock::now(), !sync_thread);
+  lock.lock();
+  if (--syncs_in_flight == 0) syncing_end = 0;
+  if (!s.ok()) return Fail(kSyncFailed, s);
+  if (!failure.ok()) return;  // a write failed meanwhile
+  synced_end = std::max(synced_end, target);
+  if (options.policy == FsyncPolicy::kAlways) PublishDurable(std::max(durable_end, synced_end));
+  synced_cv.notify_all();
+  WakeDurable();
+}
+
+void GroupCommitLog::Impl::RunSyncThread() {
+  std::unique_lock lock(mu);
+  while (!sync_stop && failure.ok()) {
+    // Under kAlways it syncs only when asked (a committer registered): a lone committer syncs
+    // on its own thread, and the thread stays asleep.
+    const bool unsynced = synced_end < written_end && !closed;
+    const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
+    if (!unsynced || !wanted || syncing_end >= written_end) {
+      sync_cv.wait(lock);
+      continue;
+    }
+    if (options.policy == FsyncPolicy::kInterval) {
+      const auto due = last_sync + std::chrono::milliseconds(options.interval_ms);
+      if (Clock::now() < due) {
+        sync_cv.wait_until(lock, due);
+        continue;
+      }
+    }
+    SyncNow(lock);
+  }
+}
+
+Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may_block,
+                                         uint64_t wake_at) {
   std::unique_lock lock(mu);
   for (;;) {
-    // Wait for work: appends, a Flush or Rotate, Close, or a due interval sync. With inline
-    // writes, appends are the appenders' to write: pending records wait for a round every 5 ms.
-    while (failure.ok() && !HasWork(Clock::now())) {
-      auto deadline = Clock::time_point::max();
-      if (options.policy == FsyncPolicy::kInterval && synced_end < written_end) {
-        deadline = last_sync + std::chrono::milliseconds(options.interval_ms);
-      }
-      if (options.inline_writes) {
-        deadline = std::min(deadline, Clock::now() + std::chrono::milliseconds(5));
-        if (work_cv.wait_until(lock, deadline) == std::cv_status::timeout) break;
-      } else if (deadline != Clock::time_point::max()) {
-        work_cv.wait_until(lock, deadline);
+    if (!failure.ok()) return failure;
+    if (end <= durable_end) return Status::Ok();
+    if (end > next_lsn) return Unavailable(kNeverAppended);
+    if (closed) return Unavailable(kClosed);
+    if (written_end < end) {
+      // Not written yet: write everything pending (ours and others'), or wait for the write in
+      // progress (short), which may not cover ours.
+      if (writing) {
+        writer_cv.wait(lock);
       } else {
-        work_cv.wait(lock);
+        WritePending(lock);
       }
+      continue;
     }
-    if (!failure.ok()) {
-      // Nothing more is ever written or synced; wait for Close.
-      work_cv.wait(lock, [this] { return closing; });
-      break;
-    }
-    // The leader's state is shared with WriteNow: take it in the order file_mu, then mu.
-    lock.unlock();
-    std::unique_lock file_lock(file_mu);
-    lock.lock();
-    if (!failure.ok()) continue;  // a WriteNow failed meanwhile
-    batch.swap(pending);
-    const uint64_t batch_end = next_lsn;
-    const bool rotate = rotations_requested > rotations_done;
-    const uint64_t rotation_ticket = rotations_requested;
-    const bool stop = closing;
-    const uint64_t sync_target = std::max(sync_requested_end, stop ? batch_end : 0);
-    lock.unlock();
-
-    Status cause;
-    const char* failed = WriteBatch(&cause);
-    if (!failed && leader_written_end > leader_synced_end) {
-      const bool due = options.policy == FsyncPolicy::kAlways || sync_target > leader_synced_end ||
-                       (options.policy == FsyncPolicy::kInterval &&
-                        Clock::now() >= last_sync + std::chrono::milliseconds(options.interval_ms));
-      // Completed after the write without a sync: the bytes must reach the OS first.
-      failed = due ? Sync(&cause) : FlushFile(&cause);
-    }
-    if (!failed && stop && segment_synced_bytes < segment_bytes) failed = Sync(&cause);
-    uint64_t rotated_at = 0;
-    if (!failed && rotate) {
-      failed = StartNextSegment(&cause);
-      rotated_at = leader_written_end;
-    }
-    if (!failed && stop) {
-      Status s = file->Close();
-      if (!s.ok()) {
-        cause = s;
-        failed = kWriteFailed;
+    // Written; under kAlways it needs an fdatasync.
+    if (syncing_end >= end) {
+      // A sync in flight covers it: wait for that one rather than start another.
+      if (may_block) {
+        synced_cv.wait(lock);
+        continue;
       }
+    } else if (may_block) {
+      SyncNow(lock);
+      continue;
     }
-
-    lock.lock();
-    if (failed) {
-      file.reset();
-      file_lock.unlock();
-      Fail(lock, failed, cause);
-      continue;  // waits for Close above
-    }
-    written_end = leader_written_end;
-    synced_end = leader_synced_end;
-    durable_end = options.policy == FsyncPolicy::kAlways ? synced_end : written_end;
-    if (rotate) {
-      rotations_done = rotation_ticket;
-      rotated_at_lsn = rotated_at;
-      rotated_segment = segment_number;
-    }
-    file_lock.unlock();
-    CompleteDurable(lock);
-    if (stop && pending.empty()) break;
+    // Woken at `wake_at` if that is still to come, else at `end` (which is: see above); never
+    // left unregistered with records still to be made durable.
+    const bool early = wake_at != 0 && wake_at < end && wake_at > durable_end;
+    Register(self, early ? wake_at : end);
+    sync_cv.notify_one();
+    return Status::Ok();
   }
-  {
-    lock.unlock();
-    std::lock_guard file_lock(file_mu);
-    file.reset();
-    lock.lock();
-  }
-  stopped = true;
-  // Anything still waiting (only possible after a failure) learns the outcome now.
-  std::multimap<uint64_t, Done> rest;
-  rest.swap(waiters);
-  const Status final_status = failure.ok() ? Unavailable(kClosed) : failure;
-  state_cv.notify_all();
-  lock.unlock();
-  for (auto& [end, done] : rest) done(final_status);
 }
 
 GroupCommitLog::GroupCommitLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -410,19 +492,18 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->fs = fs;
   impl->dir = std::move(dir);
   impl->options = options;
-  // Under kAlways a reply waits for the group's fdatasync: the log thread writes everything.
-  if (options.policy == FsyncPolicy::kAlways) impl->options.inline_writes = false;
-  impl->next_lsn = impl->written_end = impl->synced_end = impl->durable_end = next_lsn;
+  impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
+  impl->PublishDurable(next_lsn);
   impl->appended_end.store(next_lsn, std::memory_order_release);
-  impl->leader_written_end = impl->leader_synced_end = next_lsn;
-  impl->rotated_at_lsn = next_lsn;
-  impl->rotated_segment = next_segment_number;
+  impl->writer_written_end = next_lsn;
   Status cause;
   if (impl->OpenSegment(next_segment_number, next_lsn, &cause)) return cause;
   impl->stats.segment_number = next_segment_number;
   impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
-  Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->Run(); });
+  if (options.policy != FsyncPolicy::kNever) {
+    Impl* raw = impl.get();
+    impl->sync_thread = std::thread([raw] { raw->RunSyncThread(); });
+  }
   return std::unique_ptr<GroupCommitLog>(new GroupCommitLog(std::move(impl)));
 }
 
@@ -438,19 +519,16 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     t_end.end_lsn = kNotLogged;
   } else if (length > kMaxRecordBytes) {
     t_end.end_lsn = kNotLogged;
-    d.Fail(lock, kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"));
+    d.Fail(kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"));
   } else {
     for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     scratch[4] = static_cast<char>(RecordType::kEffect);
-    // With inline writes the appender writes (WriteNow); the log thread needs no wake-up.
-    const bool wake = d.pending.empty() && !d.options.inline_writes;
     d.pending.append(scratch);
     t_end.end_lsn = ++d.next_lsn;
     d.appended_end.store(d.next_lsn, std::memory_order_release);
     ++d.stats.records;
-    lock.unlock();
-    if (wake) d.work_cv.notify_one();
   }
+  lock.unlock();
   if (scratch.capacity() > (1u << 20)) std::string().swap(scratch);
 }
 
@@ -462,106 +540,115 @@ uint64_t GroupCommitLog::AppendedEndLsn() const {
   return impl_->appended_end.load(std::memory_order_acquire);
 }
 
-void GroupCommitLog::WhenDurable(uint64_t end_lsn, Done done) {
-  Impl& d = *impl_;
-  std::unique_lock lock(d.mu);
-  Status now;
-  if (!d.failure.ok()) {
-    now = d.failure;
-  } else if (end_lsn <= d.durable_end) {
-    now = Status::Ok();
-  } else if (end_lsn > d.next_lsn) {
-    now = Unavailable(kNeverAppended);
-  } else if (d.stopped) {
-    now = Unavailable(kClosed);
-  } else {
-    d.waiters.emplace(end_lsn, std::move(done));
-    return;
-  }
-  lock.unlock();
-  done(now);
+uint64_t GroupCommitLog::DurableEnd() const {
+  return impl_->durable_end_atomic.load(std::memory_order_acquire);
 }
 
-Status GroupCommitLog::WriteNow() {
+Status GroupCommitLog::Commit(Committer* self, uint64_t end, bool may_block, uint64_t wake_at) {
+  return impl_->CommitUntil(self, end, may_block, wake_at);
+}
+
+void GroupCommitLog::Unregister(Committer* self) {
   Impl& d = *impl_;
-  if (!d.options.inline_writes) return Status::Ok();  // kAlways, or not asked for
-  std::unique_lock file_lock(d.file_mu);
-  std::unique_lock lock(d.mu);
-  if (!d.failure.ok()) return d.failure;
-  if (d.pending.empty() || d.closing || d.stopped) return Status::Ok();  // Close writes the rest
-  d.batch.swap(d.pending);
-  lock.unlock();
-  Status cause;
-  const char* failed = d.WriteBatch(&cause);
-  if (!failed) failed = d.FlushFile(&cause);  // the bytes reach the OS before anyone is answered
-  lock.lock();
-  if (failed) {
-    d.file.reset();
-    file_lock.unlock();
-    d.Fail(lock, failed, cause);
-    return d.failure;
-  }
-  const bool was_synced = d.synced_end == d.written_end;
-  d.written_end = d.leader_written_end;
-  d.durable_end = d.written_end;
-  file_lock.unlock();
-  // The log thread sleeps without a deadline when everything was synced: the interval starts.
-  if (was_synced && d.options.policy == FsyncPolicy::kInterval) d.work_cv.notify_one();
-  d.CompleteDurable(lock);
-  return Status::Ok();
+  std::lock_guard lock(d.mu);
+  d.Remove(self);
 }
 
 Status GroupCommitLog::WaitDurable(uint64_t end_lsn) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool finished = false;
-  Status result;
-  WhenDurable(end_lsn, [&](Status s) {
-    std::lock_guard lock(mu);
-    result = s;
-    finished = true;
-    cv.notify_one();  // under the lock: the waiter cannot return (and destroy cv) before this
-  });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return finished; });
-  return result;
+  return impl_->CommitUntil(nullptr, end_lsn, /*may_block=*/true, 0);
 }
 
 Status GroupCommitLog::Flush() {
   Impl& d = *impl_;
   std::unique_lock lock(d.mu);
   const uint64_t target = d.next_lsn;
-  if (d.synced_end >= target || !d.failure.ok()) return d.failure;
-  if (d.stopped) return Unavailable(kClosed);
-  d.sync_requested_end = std::max(d.sync_requested_end, target);
-  d.work_cv.notify_one();
-  d.state_cv.wait(lock, [&] { return d.synced_end >= target || !d.failure.ok() || d.stopped; });
-  if (!d.failure.ok()) return d.failure;
-  return d.synced_end >= target ? Status::Ok() : Unavailable(kClosed);
+  for (;;) {
+    if (!d.failure.ok()) return d.failure;
+    if (d.synced_end >= target) return Status::Ok();
+    if (d.closed) return Unavailable(kClosed);
+    if (d.written_end < target) {
+      if (d.writing) {
+        d.writer_cv.wait(lock);
+      } else {
+        d.WritePending(lock);
+      }
+    } else if (d.syncing_end >= target) {
+      d.synced_cv.wait(lock);
+    } else {
+      d.SyncNow(lock);
+    }
+  }
 }
 
 Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   Impl& d = *impl_;
   std::unique_lock lock(d.mu);
+  for (;;) {
+    if (!d.failure.ok()) return d.failure;
+    if (d.closing || d.closed) return Unavailable(kClosed);
+    if (!d.writing) break;
+    d.writer_cv.wait(lock);
+  }
+  d.WritePending(lock);  // what was appended before the call goes into the sealed segment
   if (!d.failure.ok()) return d.failure;
-  if (d.closing || d.stopped) return Unavailable(kClosed);
-  const uint64_t ticket = ++d.rotations_requested;
-  d.work_cv.notify_one();
-  d.state_cv.wait(lock, [&] { return d.rotations_done >= ticket || !d.failure.ok() || d.stopped; });
-  if (!d.failure.ok()) return d.failure;
-  if (d.rotations_done < ticket) return Unavailable(kClosed);
-  return RotatePoint{d.rotated_at_lsn, d.rotated_segment};
+  d.writing = true;  // mu was held since WritePending gave the role back: nobody took it
+  lock.unlock();
+  Status cause;
+  const char* failed = d.StartNextSegment(&cause);
+  lock.lock();
+  d.writing = false;
+  d.writer_cv.notify_all();
+  if (failed) {
+    d.Fail(failed, cause);
+    return d.failure;
+  }
+  return RotatePoint{d.writer_written_end, d.segment_number};
 }
 
 Status GroupCommitLog::Close() {
   Impl& d = *impl_;
   std::lock_guard close_lock(d.close_mu);
   {
-    std::lock_guard lock(d.mu);
+    std::unique_lock lock(d.mu);
     d.closing = true;
+    while (d.writing) d.writer_cv.wait(lock);
+    if (!d.closed && d.failure.ok()) {
+      d.WritePending(lock);
+      if (d.failure.ok() && !d.writing) {
+        d.writing = true;
+        lock.unlock();
+        Status s;
+        const auto start = Clock::now();
+        {
+          std::lock_guard sync_lock(d.sync_mu);
+          s = d.sync_failure.ok() ? d.file->Sync() : d.sync_failure;
+          if (!s.ok()) d.sync_failure = s;
+          if (s.ok()) s = d.file->Close();
+          d.file.reset();
+        }
+        d.CountSync(start, Clock::now(), false);
+        lock.lock();
+        d.writing = false;
+        d.writer_cv.notify_all();
+        if (!s.ok()) {
+          d.Fail(kWriteFailed, s);
+        } else {
+          d.synced_end = d.written_end;
+          d.PublishDurable(d.written_end);
+        }
+      }
+    }
+    d.closed = true;
+    d.sync_stop = true;
+    d.sync_cv.notify_all();
+    d.synced_cv.notify_all();
+    d.WakeDurable();  // closed or failed: nobody waits for anything any more
   }
-  d.work_cv.notify_one();
-  if (d.thread.joinable()) d.thread.join();
+  if (d.sync_thread.joinable()) d.sync_thread.join();
+  {
+    std::lock_guard sync_lock(d.sync_mu);
+    d.file.reset();
+  }
   std::lock_guard lock(d.mu);
   return d.failure;
 }

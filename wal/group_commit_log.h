@@ -1,21 +1,32 @@
 // GroupCommitLog: the write-ahead log's writer. It is the engine's EffectSink: every effect is
 // encoded and appended, in the order the engine reports it (so a queue's records never
-// reorder), and gets the next LSN. A dedicated log thread is the group-commit leader: it takes
-// everything appended since its last write, writes it with one write, syncs once according to
-// the policy, and completes every waiter of that group with the shared status (LevelDB's
-// DBImpl::Write, with the leader on its own thread so no caller ever blocks on fdatasync).
+// reorder), and gets the next LSN. Appending never does I/O; Commit does.
 //
-// Policies (SPEC §4): kAlways — a waiter is completed only after the fdatasync that covers its
-// LSN; kInterval — completed after the write, with an fdatasync at least every interval_ms;
-// kNever — completed after the write, never synced (the OS decides).
+// Group commit without a log thread in the request path (LevelDB's DBImpl::Write is the
+// model): the thread that commits writes every record appended so far — its own and other
+// threads' — with one write, so records appended while a write is in progress form the next
+// group. What remains is the fdatasync under kAlways, and who waits for it:
+// - a committer whose thread has nothing else to do (a single client's io thread, a blocking
+//   caller) syncs itself and returns durable: no hand-off at all;
+// - a committer whose thread has other connections to serve registers and returns at once; the
+//   sync thread fdatasyncs back to back while anything written is unsynced, and after each
+//   sync wakes, once, every registered committer it made durable. Its sync overlaps the
+//   requests that form the next group.
+// A sync in flight that already covers a committer's records is never repeated: a blocking
+// committer waits for it.
+//
+// Policies (SPEC §4): kAlways — DurableEnd() passes a record only after an fdatasync that
+// covers it; kInterval — after the write (handed to the OS), and the sync thread fdatasyncs at
+// least every interval_ms without holding up writers; kNever — after the write, never synced
+// (the OS decides).
 //
 // Segments: the log is a directory of segment files (docs/wal-format.md). When the active
-// segment exceeds segment_bytes the leader starts a new one (header with first LSN, fsync of the
-// directory). Rotate() does so on demand, for checkpoints.
+// segment exceeds segment_bytes the writer starts a new one (the old one synced and closed,
+// header with first LSN, fsync of the directory). Rotate() does so on demand, for checkpoints.
 //
 // Failure (STYLE: a failed fsync poisons the log): the first failed write or sync puts the log
-// into a failed state for good: the waiters of that group and every later append/waiter get
-// UNAVAILABLE; nothing is retried. Reads of the engine go on; writes are refused by the server.
+// into a failed state for good: every committer is woken, and every later append and commit
+// gets UNAVAILABLE; nothing is retried. Reads of the engine go on; writes are refused.
 //
 // Thread safety: every method may be called from any thread. OnEffect is called under engine
 // shard locks: it only encodes into a buffer under the log's mutex and never does I/O.
@@ -38,16 +49,12 @@ struct LogOptions {
   FsyncPolicy policy = FsyncPolicy::kAlways;
   int64_t interval_ms = 1000;            // kInterval
   uint64_t segment_bytes = 64ull << 20;  // rotate the active segment past this size
-  size_t max_group_bytes = 4u << 20;     // cap of one group's write
+  size_t max_group_bytes = 4u << 20;     // cap of one write
   // Zeroes kept written ahead of each segment's end (WritableFile::SetPreallocation), so an
   // fdatasync writes data only; cut off when the segment is closed. 0: off.
   uint64_t preallocate_bytes = 1u << 20;
-  // kInterval / kNever: the threads that append write their own records (WriteNow), as Redis
-  // writes its AOF in the event loop before it replies, instead of waking the log thread and
-  // waiting for it; the log thread then only syncs when due, writes what no one wrote within
-  // 5 ms (effects of timers), rotates and closes. Ignored under kAlways.
-  bool inline_writes = false;
-  // Called on the log thread after each fdatasync with its duration (metrics); must be quick.
+  // Called after each fdatasync, on the thread that made it, with its duration (metrics); must
+  // be quick.
   std::function<void(uint64_t nanos)> on_sync;
 };
 
@@ -55,46 +62,72 @@ struct LogOptions {
 struct LogStats {
   uint64_t records = 0;          // effects appended
   uint64_t bytes = 0;            // bytes written to segments
-  uint64_t writes = 0;           // group writes
+  uint64_t writes = 0;           // writes (one per group, more when a group exceeds the cap)
   uint64_t syncs = 0;            // fdatasync calls
   uint64_t sync_nanos = 0;       // total time spent in fdatasync
   uint64_t durable_end_lsn = 0;  // every LSN below this is durable under the policy
   uint64_t next_lsn = 0;
   uint64_t segment_number = 0;  // of the active segment
+  uint64_t inline_syncs = 0;    // fdatasyncs made by a committer on its own thread
+  uint64_t wakes = 0;           // Wake() calls: registered committers made durable
 };
 
 class GroupCommitLog final : public EffectSink {
  public:
-  using Done = std::function<void(Status)>;
+  // A thread that commits without blocking on a sync (an io thread). The log calls Wake() —
+  // from any thread, with the log's mutex held — when DurableEnd() reached what the committer
+  // asked for, or when the log failed or closed. Wake is called once per registration; it must
+  // be quick (post to the committer's thread) and must not call into the log. A committer is
+  // registered from a Commit that returned before its records were durable until it is woken;
+  // it calls Unregister before it is destroyed.
+  class Committer {
+   public:
+    virtual void Wake() = 0;
+
+   protected:
+    ~Committer() = default;
+
+   private:
+    friend class GroupCommitLog;
+    uint64_t want_ = 0;          // GUARDED_BY(log mu): the end LSN it waits for
+    bool registered_ = false;    // GUARDED_BY(log mu)
+    Committer* next_ = nullptr;  // GUARDED_BY(log mu): registered committers, oldest first
+  };
 
   // Opens `dir` for appending: creates a new segment numbered `next_segment_number` whose first
-  // LSN is `next_lsn` (recovery says both), fsyncs the directory, starts the log thread.
+  // LSN is `next_lsn` (recovery says both), fsyncs the directory; under kAlways and kInterval
+  // starts the sync thread.
   static Result<std::unique_ptr<GroupCommitLog>> Open(FileSystem* fs, std::string dir,
                                                       LogOptions options, uint64_t next_lsn,
                                                       uint64_t next_segment_number);
   ~GroupCommitLog() override;  // Close()
 
-  // EffectSink: encodes and queues the effect with the next LSN. After failure, effects are
-  // dropped (the failure is reported to every waiter).
+  // EffectSink: encodes and queues the effect with the next LSN. After failure or Close,
+  // effects are dropped (committing them reports UNAVAILABLE).
   void OnEffect(const Effect& effect) override;
-  // One past the LSN of the last effect this thread appended to this log (0 if none yet): the
-  // `end_lsn` to wait for. The server reads it after an engine operation.
+  // One past the LSN of the last effect this thread appended to this log (0 if none yet).
   uint64_t EndLsnOfThisThread() const;
   // One past the LSN of the last effect any thread appended (lock-free). A reply that depends
   // on state others wrote (a duplicate enqueue, a repeated complete) waits for this: the state
   // it saw is in the log below it.
   uint64_t AppendedEndLsn() const;
+  // Every record below this is durable under the policy (lock-free).
+  uint64_t DurableEnd() const;
 
-  // With LogOptions::inline_writes (kInterval, kNever): writes every appended record now, on
-  // this thread, and completes the waiters it covers, so a WhenDurable for anything appended
-  // before the call completes at once. Returns the log's failure, if any. Elsewhere: a no-op.
-  Status WriteNow();
+  // Makes every record below `end` durable under the policy. Writes what is appended and not
+  // written yet (waiting for a write in progress, which is short). Then, under kAlways, if the
+  // records still need an fdatasync: with `may_block`, this thread syncs (or waits for a sync
+  // in flight that covers them) and returns with them durable; without it, `self` is
+  // registered and woken once every record below `wake_at` (≤ end; 0: end) is durable (see
+  // Committer), and Commit returns at once; the sync thread goes on while anyone is
+  // registered. Returns OK, or the failure of the log (then nothing more becomes durable). A
+  // record that was never appended (end > AppendedEndLsn) is UNAVAILABLE at once.
+  Status Commit(Committer* self, uint64_t end, bool may_block, uint64_t wake_at = 0);
+  // Forgets `self`'s registration, if any: after it returns, Wake is never called on `self`
+  // again. A committer calls it before it is destroyed.
+  void Unregister(Committer* self);
 
-  // Calls `done` when every record with LSN < end_lsn is durable under the policy, or with
-  // UNAVAILABLE if the log failed first: on the log thread, or at once on the caller's thread
-  // if that is already known. `done` must be quick (post to an io thread).
-  void WhenDurable(uint64_t end_lsn, Done done);
-  // Blocking form of WhenDurable, for tools and tests.
+  // Commit(nullptr, end_lsn, /*may_block=*/true): for tools, tests and background threads.
   Status WaitDurable(uint64_t end_lsn);
   // Writes and syncs everything appended so far (whatever the policy); returns its status.
   Status Flush();
@@ -108,7 +141,8 @@ class GroupCommitLog final : public EffectSink {
   };
   Result<RotatePoint> Rotate();
 
-  // Flushes, syncs and stops the log thread. Further appends fail. Idempotent.
+  // Writes, syncs and closes; wakes every registered committer; stops the sync thread.
+  // Further appends fail. Idempotent.
   Status Close();
 
   Status failure() const;  // OK, or the error that failed the log

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -159,10 +160,17 @@ TEST(AsyncClient, CloseFailsWhatIsInFlightAndLaterSendsAnswerAtOnce) {
 }
 
 TEST(AsyncClient, RequestIdInFlightTwiceAndBadBytesAreRefused) {
-  FakeServer server([](FakeConnection& conn) {
+  // The server answers the first request only after both sends are queued on the I/O thread,
+  // so the second finds the first still in flight. (Answered at once, the reply could arrive
+  // before the second send was looked at: then nothing is in flight twice and the fake server,
+  // which reads one request, never answers the second.)
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  FakeServer server([released](FakeConnection& conn) {
     const p::Request* r = conn.ReadRequest();
     ASSERT_NE(r, nullptr);
     const uint64_t id = r->request_id();
+    ASSERT_EQ(released.wait_for(std::chrono::seconds(20)), std::future_status::ready);
     conn.SendMessage(testing::HealthResponse(id));
     conn.WaitForClose();
   });
@@ -173,6 +181,7 @@ TEST(AsyncClient, RequestIdInFlightTwiceAndBadBytesAreRefused) {
   client.Send(BuildHealth({5}), collected.Slot(5));
   client.Send(BuildHealth({5}), collected.Slot(5));
   client.Send("not a request", collected.Slot(0));
+  release.set_value();
   ASSERT_TRUE(collected.Wait(3));
   auto results = collected.results();
   auto [begin, end] = results.equal_range(5);

@@ -364,8 +364,10 @@ TEST_F(Security, MaxConnectionsRefusesTheSixth) {
   auto refused = (*seventh)->Health();
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().code, Code::kResourceExhausted) << refused.error().ToString();
-  // HTTP counts too: it is closed without an answer.
-  EXPECT_EQ(HttpGet(server_->http_port(), "/healthz").status, 0);
+  // HTTP counts too, and is refused with the reason (503), as TCP is with a typed error.
+  const auto http = HttpGet(server_->http_port(), "/healthz");
+  EXPECT_EQ(http.status, 503);
+  EXPECT_NE(http.body.find("max-connections"), std::string::npos) << http.body;
   // The five still work.
   ASSERT_NO_FATAL_FAILURE(ExpectWorks(*clients[0], "while-full"));
   // One leaves; a newcomer gets its place (once the server has seen the close).

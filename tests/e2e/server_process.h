@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <chrono>
 #include <cstdlib>
@@ -49,9 +50,12 @@ class ServerProcess {
     ready_file_ = data_dir_ + ".ready";
     log_file_ = data_dir_ + ".log";
     std::filesystem::remove(ready_file_);
-    std::vector<std::string> args = {SUNDIALD_BIN, "--data-dir",   data_dir_, "--port",
-                                     "0",          "--http-port",  "0",       "--ready-file",
-                                     ready_file_,  "--io-threads", "2"};
+    std::vector<std::string> args = {SUNDIALD_BIN,  "--data-dir", data_dir_,      "--port",   "0",
+                                     "--http-port", "0",          "--ready-file", ready_file_};
+    // Two io threads unless the test asks otherwise: connections then land on different loops.
+    if (std::find(flags_.begin(), flags_.end(), "--io-threads") == flags_.end()) {
+      args.insert(args.end(), {"--io-threads", "2"});
+    }
     args.insert(args.end(), flags_.begin(), flags_.end());
     pid_ = ::fork();
     if (pid_ == 0) {

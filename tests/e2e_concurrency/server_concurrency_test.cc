@@ -2,14 +2,19 @@
 // and ASan builds run it too): blocking workers enqueue, dequeue and complete on one queue,
 // pipelined long polls wait on another while a producer feeds it, a WebSocket subscriber
 // receives every event, /metrics is scraped throughout, and a SIGTERM with long polls still
-// waiting ends it. The server inherits TSAN_OPTIONS (halt_on_error=1), so a data race in
-// sundiald makes it exit non-zero with the report in its log.
+// waiting ends it. Three io threads, so connections sit on different loops: commits hand off
+// between them (leader and followers), a long poll is served by the producer's loop and
+// answered on its own, events cross to the subscriber's loop. Under --fsync=always and
+// interval (the syncer thread). The server inherits TSAN_OPTIONS (halt_on_error=1), so a data
+// race in sundiald makes it exit non-zero with the report in its log.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "tests/e2e/net_helpers.h"
@@ -29,12 +34,12 @@ client::EnqueueItem Item(std::string id) {
   return item;
 }
 
-TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
+void WorkersLongPollsSubscriberAndScrapesThenDrain(std::vector<std::string> flags) {
   constexpr int kWorkers = 3;
   constexpr int kPerWorker = 60;
   constexpr int kPolled = 60;
   TempDir dir;
-  ServerProcess server(dir.path() + "/data");
+  ServerProcess server(dir.path() + "/data", flags);
   ASSERT_TRUE(server.Start()) << server.log();
 
   // The subscriber: every event of every queue.
@@ -181,6 +186,14 @@ TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
   EXPECT_EQ(drained.load(), 2);
 }
 
+TEST(ServerConcurrency, WorkersLongPollsSubscriberAndScrapesThenDrain) {
+  WorkersLongPollsSubscriberAndScrapesThenDrain({"--io-threads", "3"});
+}
+
+TEST(ServerConcurrency, TheSameUnderIntervalFsync) {
+  WorkersLongPollsSubscriberAndScrapesThenDrain({"--io-threads", "3", "--fsync", "interval:5"});
+}
+
 // Dashboards while workers run (docs/dashboard.md): JSON WebSocket pages with the per-queue
 // tick (totals counted on every shard's thread, the tick's JSON printed once and shared across
 // io threads), sampled and id subscriptions, until every page's tick shows the work done.
@@ -188,7 +201,8 @@ TEST(ServerConcurrency, DashboardsSeeEveryQueueWhileWorkersRun) {
   constexpr int kWorkers = 3;
   constexpr int kPerWorker = 40;
   TempDir dir;
-  ServerProcess server(dir.path() + "/data");
+  // Three loops: the pages, the workers and the timer thread's ticks on different threads.
+  ServerProcess server(dir.path() + "/data", {"--io-threads", "3"});
   ASSERT_TRUE(server.Start()) << server.log();
   std::vector<std::unique_ptr<WsClient>> pages;
   for (int i = 0; i < 3; ++i) {

@@ -1,13 +1,19 @@
 // Dispatch: requests written in the protocol's JSON form (the same schema) go through the
-// dispatcher to a real engine; the responses carry the engine's answers, typed errors and, for
-// mutations logged to a WAL, the LSN to wait for.
+// operation table to a real engine; the responses carry the engine's answers, typed errors and,
+// for mutations logged to a WAL, the LSN to wait for. A test walks every row of the table: what
+// appends to the log must be a mutation, and a mutation's reply must wait for what it appended.
 #include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
 #include "protocol/json.h"
 #include "protocol/sundial_generated.h"
 #include "server/dispatch.h"
+#include "wal/fault_injection_file_system.h"
 #include "wal/file.h"
 #include "wal/group_commit_log.h"
 
@@ -24,17 +30,19 @@ class DispatchTest : public ::testing::Test {
     EXPECT_TRUE(requests_.FromJson(json, &bytes, &error)) << error;
     flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     EXPECT_TRUE(p::VerifyRequestBuffer(verifier));
-    outcome_ = dispatcher_.Handle(*p::GetRequest(bytes.data()));
-    flatbuffers::Verifier check(reinterpret_cast<const uint8_t*>(outcome_.response.data()),
-                                outcome_.response.size());
+    outcome_ =
+        dispatcher_.Handle(*p::GetRequest(bytes.data()), Transport::kTcp, nullptr, &builder_);
+    response_.assign(outcome_.response);
+    flatbuffers::Verifier check(reinterpret_cast<const uint8_t*>(response_.data()),
+                                response_.size());
     EXPECT_TRUE(check.VerifyBuffer<p::ServerMessage>(nullptr));
-    const auto* message = flatbuffers::GetRoot<p::ServerMessage>(outcome_.response.data());
+    const auto* message = flatbuffers::GetRoot<p::ServerMessage>(response_.data());
     EXPECT_EQ(message->body_type(), p::ServerBody::Response);
     return message->body_as_Response();
   }
   std::string Json() {
     std::string json, error;
-    EXPECT_TRUE(responses_.ToJson(outcome_.response, &json, &error)) << error;
+    EXPECT_TRUE(responses_.ToJson(response_, &json, &error)) << error;
     return json;
   }
 
@@ -43,7 +51,9 @@ class DispatchTest : public ::testing::Test {
   Dispatcher dispatcher_{&engine_, nullptr};
   p::JsonCodec requests_{"Request"};
   p::JsonCodec responses_{"ServerMessage"};
+  flatbuffers::FlatBufferBuilder builder_;
   Dispatcher::Outcome outcome_;
+  std::string response_;
 };
 
 TEST_F(DispatchTest, EnqueueDequeueCompleteThroughTheProtocol) {
@@ -133,31 +143,209 @@ TEST_F(DispatchTest, BulkFormsAndExplain) {
   EXPECT_EQ(listed->result_as_QueueList()->queues()->size(), 1u);
 }
 
-TEST(DispatchWal, MutationsCarryTheLsnToWaitForAndReadsDoNot) {
-  auto fs = wal::NewMemoryFileSystem();
-  ManualClock clock(1'700'000'000'000);
-  auto log = wal::GroupCommitLog::Open(fs.get(), "data", {}, 0, 1);
-  ASSERT_TRUE(log.ok());
-  Engine engine(Engine::Options{.shards = 2, .seed = 1}, &clock, log->get());
-  Dispatcher dispatcher(&engine, log->get());
+// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, in an engine whose
+// effects go to a log in memory.
+struct LoggedEngine {
+  LoggedEngine() {
+    auto opened = wal::GroupCommitLog::Open(&faulty, "data", {}, 0, 1);
+    EXPECT_TRUE(opened.ok());
+    log = std::move(opened).value();
+    engine = std::make_unique<Engine>(Engine::Options{.shards = 2, .seed = 1}, &clock, log.get());
+    QueueSettings settings;
+    settings.lease_ms = 5000;
+    EXPECT_TRUE(engine->CreateQueue("q", settings).ok());
+    std::vector<EnqueueItem> items(2);
+    items[0].id = "a";
+    items[1].id = "b";
+    items[1].priority = 1;
+    for (const auto& r : engine->Enqueue("q", std::move(items))) EXPECT_TRUE(r.ok());
+    auto leased = engine->Dequeue("q", DequeueRequest{});
+    EXPECT_TRUE(leased.ok() && leased->size() == 1);
+    token = leased.ok() && !leased->empty() ? (*leased)[0].lease_token : 0;
+  }
+  ~LoggedEngine() { (void)log->Close(); }
+
+  std::unique_ptr<wal::FileSystem> fs = wal::NewMemoryFileSystem();
+  wal::FaultInjectionFileSystem faulty{fs.get()};
+  ManualClock clock{1'700'000'000'000};
+  std::unique_ptr<wal::GroupCommitLog> log;
+  std::unique_ptr<Engine> engine;
+  uint64_t token = 0;
+};
+
+// A request of each operation that does what it says on LoggedEngine's state. A new operation
+// fails OperationTable.* until it has one here.
+std::string RequestFor(std::string_view name, uint64_t token) {
+  const std::string t = std::to_string(token);
+  const std::map<std::string_view, std::string> ops = {
+      {"Auth", R"({"token": "x"})"},
+      {"CreateQueue", R"({"name": "new"})"},
+      {"UpdateQueue", R"({"name": "q", "update": {"lease_ms": 1000}})"},
+      {"GetQueue", R"({"name": "q"})"},
+      {"ListQueues", R"({})"},
+      {"DeleteQueue", R"({"name": "q"})"},
+      {"PurgeQueue", R"({"name": "q", "states": ["pending"]})"},
+      {"Enqueue", R"({"queue": "q", "items": [{"id": "c"}]})"},
+      {"Dequeue", R"({"queue": "q", "max": 1})"},
+      {"Complete", R"({"queue": "q", "items": [{"id": "a", "lease_token": )" + t + "}]}"},
+      {"Fail", R"({"queue": "q", "id": "a", "error": "x", "lease_token": )" + t + "}"},
+      {"Extend", R"({"queue": "q", "id": "a", "lease_ms": 9000, "lease_token": )" + t + "}"},
+      {"Cancel", R"({"queue": "q", "ids": ["b"]})"},
+      {"Reprioritize", R"({"queue": "q", "id": "b", "priority": 7})"},
+      {"Redrive", R"({"queue": "q", "all": true})"},
+      {"Get", R"({"queue": "q", "id": "b"})"},
+      {"Browse", R"({"queue": "q", "state": "pending"})"},
+      {"Count", R"({"queue": "q"})"},
+      {"Explain", R"({"queue": "q", "id": "b"})"},
+      {"Subscribe", R"({"queue": "q"})"},
+      {"Unsubscribe", R"({"queue": "q"})"},
+      {"Stats", R"({})"},
+      {"Health", R"({})"},
+  };
+  auto it = ops.find(name);
+  if (it == ops.end()) return "";
+  return R"({"request_id": 5, "op_type": ")" + std::string(name) + R"(", "op": )" + it->second +
+         "}";
+}
+
+TEST(OperationTable, EveryOperationHasOneRowNamedAfterItsUnionMember) {
+  const auto table = OperationTable();
+  ASSERT_EQ(table.size(), static_cast<size_t>(p::Operation::MAX));
+  for (size_t i = 0; i < table.size(); ++i) {
+    const auto op = static_cast<p::Operation>(i + 1);
+    EXPECT_EQ(table[i].op, op);
+    EXPECT_EQ(table[i].name, p::EnumNameOperation(op));
+    EXPECT_EQ(FindOperation(op), &table[i]);
+    EXPECT_NE(table[i].run, nullptr);
+    EXPECT_NE(table[i].transports, 0);
+  }
+  EXPECT_EQ(FindOperation(p::Operation::NONE), nullptr);
+  EXPECT_EQ(FindOperation(static_cast<p::Operation>(200)), nullptr);
+}
+
+// The property that makes an early acknowledgement impossible by construction: whatever a row
+// appends to the log, the row is a mutation, and a mutation's reply carries — and Handle makes
+// it wait for — an LSN covering every record appended when it was answered.
+TEST(OperationTable, WhatAppendsIsAMutationAndItsReplyWaitsForWhatItAppended) {
   p::JsonCodec codec("Request");
-  auto handle = [&](const std::string& json) {
+  for (const OperationRow& row : OperationTable()) {
+    SCOPED_TRACE(std::string(row.name));
+    LoggedEngine e;
+    const std::string json = RequestFor(row.name, e.token);
+    ASSERT_FALSE(json.empty()) << "add a request for this operation to RequestFor";
+    std::string bytes, error;
+    ASSERT_TRUE(codec.FromJson(json, &bytes, &error)) << error;
+    Dispatcher dispatcher(e.engine.get(), e.log.get());
+    flatbuffers::FlatBufferBuilder builder;
+    const uint64_t before = e.log->AppendedEndLsn();
+    const Transport transport =
+        (row.transports & kOverTcp) != 0 ? Transport::kTcp : Transport::kWebSocket;
+    const auto outcome =
+        dispatcher.Handle(*p::GetRequest(bytes.data()), transport, nullptr, &builder);
+    const uint64_t after = e.log->AppendedEndLsn();
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    ASSERT_EQ(outcome.row, &row);
+    if (after > before) {
+      EXPECT_EQ(row.kind, OpKind::kMutation) << "appended but not a mutation";
+    }
+    if (row.kind == OpKind::kMutation) {
+      EXPECT_EQ(response->error(), nullptr) << response->error()->message()->str();
+      EXPECT_GE(outcome.wait_lsn, after);
+      EXPECT_EQ(response->lsn(), outcome.wait_lsn);
+    } else {
+      EXPECT_EQ(outcome.wait_lsn, 0u);
+      EXPECT_EQ(response->lsn(), 0u);
+    }
+    if (row.kind == OpKind::kSession) {
+      // Without a server behind the dispatcher, session operations are refused, not faked.
+      ASSERT_NE(response->error(), nullptr);
+      EXPECT_EQ(response->error()->code(), p::Code::FAILED_PRECONDITION);
+    }
+  }
+}
+
+// --dashboard read-only (docs/dashboard.md): a read-only connection is refused exactly the
+// mutation rows, before they run (nothing appended), and everything else runs as usual.
+TEST(OperationTable, AReadOnlyConnectionIsRefusedEveryMutationAndNothingElse) {
+  p::JsonCodec codec("Request");
+  for (const OperationRow& row : OperationTable()) {
+    SCOPED_TRACE(std::string(row.name));
+    LoggedEngine e;
+    std::string bytes, error;
+    ASSERT_TRUE(codec.FromJson(RequestFor(row.name, e.token), &bytes, &error)) << error;
+    Dispatcher dispatcher(e.engine.get(), e.log.get());
+    flatbuffers::FlatBufferBuilder builder;
+    const uint64_t before = e.log->AppendedEndLsn();
+    const Transport transport =
+        (row.transports & kOverTcp) != 0 ? Transport::kTcp : Transport::kWebSocket;
+    const auto outcome = dispatcher.Handle(*p::GetRequest(bytes.data()), transport, nullptr,
+                                           &builder, Access::kReadOnly);
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    const std::string message = response->error() ? response->error()->message()->str() : "";
+    if (row.kind == OpKind::kMutation) {
+      ASSERT_NE(response->error(), nullptr);
+      EXPECT_EQ(response->error()->code(), p::Code::FAILED_PRECONDITION);
+      EXPECT_NE(message.find("read-only"), std::string::npos) << message;
+      EXPECT_EQ(e.log->AppendedEndLsn(), before);
+      EXPECT_EQ(outcome.wait_lsn, 0u);
+    } else {
+      EXPECT_EQ(outcome.row, &row);
+      EXPECT_EQ(message.find("read-only"), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(OperationTable, RelaxedMutationsCarryTheirLsnButDoNotWait) {
+  LoggedEngine e;
+  Dispatcher dispatcher(e.engine.get(), e.log.get());
+  flatbuffers::FlatBufferBuilder builder;
+  p::JsonCodec codec("Request");
+  std::string bytes, error;
+  ASSERT_TRUE(codec.FromJson(R"({"request_id": 1, "durability": "relaxed", "op_type": "Enqueue",
+      "op": {"queue": "q", "items": [{"id": "x"}]}})",
+                             &bytes, &error))
+      << error;
+  const auto outcome =
+      dispatcher.Handle(*p::GetRequest(bytes.data()), Transport::kTcp, nullptr, &builder);
+  EXPECT_EQ(outcome.wait_lsn, 0u);
+  const auto* response =
+      flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+  EXPECT_EQ(response->lsn(), e.log->AppendedEndLsn());
+  EXPECT_GT(response->lsn(), 0u);
+}
+
+TEST(OperationTable, WebSocketOnlyOperationsAreRefusedOverTcpAndAFailedLogRefusesMutations) {
+  LoggedEngine e;
+  Dispatcher dispatcher(e.engine.get(), e.log.get());
+  flatbuffers::FlatBufferBuilder builder;
+  p::JsonCodec codec("Request");
+  auto handle = [&](const std::string& json, Transport transport) {
     std::string bytes, error;
     EXPECT_TRUE(codec.FromJson(json, &bytes, &error)) << error;
-    return dispatcher.Handle(*p::GetRequest(bytes.data()));
+    const auto outcome =
+        dispatcher.Handle(*p::GetRequest(bytes.data()), transport, nullptr, &builder);
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    return std::make_pair(response->error() ? response->error()->code() : p::Code::OK,
+                          response->error() ? response->error()->message()->str() : "");
   };
-  auto enqueued = handle(R"({"request_id": 1, "durability": "relaxed", "op_type": "Enqueue",
-      "op": {"queue": "q", "items": [{"id": "a"}]}})");
-  EXPECT_GT(enqueued.wait_lsn, 0u);  // queue created + message enqueued
-  EXPECT_TRUE(enqueued.relaxed);
-  const auto* response =
-      flatbuffers::GetRoot<p::ServerMessage>(enqueued.response.data())->body_as_Response();
-  EXPECT_EQ(response->lsn(), enqueued.wait_lsn);
-  EXPECT_TRUE((*log)->WaitDurable(enqueued.wait_lsn).ok());
-  auto read = handle(R"({"request_id": 2, "op_type": "Get", "op": {"queue": "q", "id": "a"}})");
-  EXPECT_EQ(read.wait_lsn, 0u);
-  EXPECT_FALSE(read.relaxed);
-  ASSERT_TRUE((*log)->Close().ok());
+  auto [code, message] =
+      handle(R"({"request_id": 1, "op_type": "Subscribe", "op": {"queue": "q"}})", Transport::kTcp);
+  EXPECT_EQ(code, p::Code::INVALID_ARGUMENT);
+  EXPECT_EQ(message, "subscribe: WebSocket connections only (the HTTP port's /ws)");
+
+  e.faulty.FailNextSyncWithIoError();
+  ASSERT_EQ(e.log->WaitDurable(e.log->AppendedEndLsn()).code(), Code::kUnavailable);
+  std::tie(code, message) =
+      handle(R"({"request_id": 2, "op_type": "Enqueue", "op": {"queue": "q", "items": [{}]}})",
+             Transport::kTcp);
+  EXPECT_EQ(code, p::Code::UNAVAILABLE);
+  EXPECT_NE(message.find("write-ahead log has failed"), std::string::npos);
+  std::tie(code, message) = handle(
+      R"({"request_id": 3, "op_type": "Get", "op": {"queue": "q", "id": "b"}})", Transport::kTcp);
+  EXPECT_EQ(code, p::Code::OK) << message;  // reads go on
 }
 
 }  // namespace

@@ -1,17 +1,23 @@
-// GroupCommitLog: records read back in order with consecutive LSNs, acknowledgement only after
-// the covering sync (checked by simulating a crash), group commit, the three fsync policies,
-// segment rotation, and the failed state after an EIO, ENOSPC or short write. No sleeps: tests
-// synchronise through WaitDurable/Flush and a file system whose Sync can be held at a gate.
+// GroupCommitLog: records read back in order with consecutive LSNs, durability only after the
+// covering sync (checked by simulating a crash), group commit (a commit writes every thread's
+// pending records; a committer that may block syncs on its own thread, one that may not is
+// registered and woken once by the sync thread; a sync in flight is waited for, not repeated),
+// the three fsync policies, segment rotation, and the failed state after an EIO, ENOSPC or
+// short write. No sleeps: tests synchronise through WaitDurable/Flush, committers' wake-ups and
+// a file system whose Sync can be held at a gate.
 #include "wal/group_commit_log.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "tests/wal/test_committer.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/fault_injection_file_system.h"
 
@@ -41,6 +47,13 @@ class ObservedFileSystem final : public FileSystem {
   void OpenSyncGate() {
     std::lock_guard lock(mu_);
     gate_open_ = true;
+    cv_.notify_all();
+  }
+  // With the gate closed, lets the first `n` Sync calls since the log opened through, in the
+  // order they reached the gate; later ones stay held.
+  void LetSyncsThrough(int n) {
+    std::lock_guard lock(mu_);
+    let_through_ = n;
     cv_.notify_all();
   }
   // Waits until `n` Sync calls have started (they may be held at the gate).
@@ -93,17 +106,23 @@ class ObservedFileSystem final : public FileSystem {
     }
     Status Flush() override { return base_->Flush(); }
     Status Sync() override {
-      {
-        std::unique_lock lock(fs_->mu_);
-        ++fs_->syncs_;
-        fs_->cv_.notify_all();
-        fs_->cv_.wait(lock, [&] { return fs_->gate_open_; });
-      }
+      Gate();
       return base_->Sync();
+    }
+    Status SyncFlushed() override {
+      Gate();
+      return base_->SyncFlushed();
     }
     Status Close() override { return base_->Close(); }
 
    private:
+    void Gate() {
+      std::unique_lock lock(fs_->mu_);
+      const int ticket = fs_->syncs_++;
+      fs_->cv_.notify_all();
+      fs_->cv_.wait(lock, [&] { return fs_->gate_open_ || ticket < fs_->let_through_; });
+    }
+
     ObservedFileSystem* const fs_;
     std::unique_ptr<WritableFile> base_;
   };
@@ -114,6 +133,7 @@ class ObservedFileSystem final : public FileSystem {
   int syncs_ = 0;  // GUARDED_BY(mu_)
   size_t largest_append_ = 0;
   bool gate_open_ = true;
+  int let_through_ = 0;
 };
 
 // A message effect of about 100 bytes, unique per (queue, seq).
@@ -260,7 +280,7 @@ TEST(GroupCommitLogTest, RecordsReadBackInOrderWithConsecutiveLsns) {
   EXPECT_EQ(stats.segment_number, 7u);
 }
 
-TEST(GroupCommitLogTest, WhenDurableFiresOnlyAfterTheCoveringSyncUnderAlways) {
+TEST(GroupCommitLogTest, ACommitThatMayBlockWritesAndSyncsOnTheCallersThread) {
   auto memory = NewMemoryFileSystem();
   FaultInjectionFileSystem faulty(memory.get());
   auto log = OpenLog(&faulty, Policy(FsyncPolicy::kAlways));
@@ -270,27 +290,21 @@ TEST(GroupCommitLogTest, WhenDurableFiresOnlyAfterTheCoveringSyncUnderAlways) {
   const uint64_t record_end = kFileHeaderBytes + kRecordHeaderBytes + Encoding(effect).size();
 
   Append(log.get(), effect);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool called = false;
-  Status status(Code::kInternal, "not called");
-  uint64_t synced_at_callback = 0;
-  log->WhenDurable(log->EndLsnOfThisThread(), [&](Status s) {
-    const uint64_t synced = faulty.SyncedBytes(path);
-    std::lock_guard lock(mu);
-    status = s;
-    synced_at_callback = synced;
-    called = true;
-    cv.notify_one();
-  });
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, kEventTimeout, [&] { return called; }));
-  }
-  EXPECT_TRUE(status.ok());
-  EXPECT_GE(synced_at_callback, record_end);
+  const uint64_t end = log->EndLsnOfThisThread();
+  EXPECT_EQ(log->DurableEnd(), 0u);
+  EXPECT_EQ(faulty.SyncedBytes(path), 0u);  // appending does no I/O
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/true).ok());
+  // Written and synced before Commit returned, on this thread: no hand-off, no wake-up.
+  EXPECT_EQ(log->DurableEnd(), end);
+  EXPECT_GE(faulty.SyncedBytes(path), record_end);
+  EXPECT_EQ(committer.wakes(), 0);
+  LogStats stats = log->stats();
+  EXPECT_EQ(stats.syncs, 1u);
+  EXPECT_EQ(stats.inline_syncs, 1u);
+  EXPECT_EQ(stats.wakes, 0u);
 
-  // A crash right after the acknowledgement keeps the record.
+  // A crash right after the commit keeps the record.
   ASSERT_TRUE(faulty.SimulateCrash().ok());
   auto segments = ReadSegments(memory.get(), "data");
   ASSERT_EQ(segments.size(), 1u);
@@ -300,23 +314,88 @@ TEST(GroupCommitLogTest, WhenDurableFiresOnlyAfterTheCoveringSyncUnderAlways) {
   (void)log->Close();  // the files died in the crash; the outcome does not matter here
 }
 
-TEST(GroupCommitLogTest, WhenDurableForAnAlreadyDurableLsnCompletesOnTheCallersThread) {
+TEST(GroupCommitLogTest, ACommitWritesEveryThreadsPendingRecords) {
   auto fs = NewMemoryFileSystem();
   auto log = OpenLog(fs.get());
   ASSERT_NE(log, nullptr);
-  Append(log.get(), MakeEffect(1, 1));
-  const uint64_t end = log->EndLsnOfThisThread();
-  ASSERT_TRUE(log->WaitDurable(end).ok());
-  bool called = false;
-  log->WhenDurable(end, [&](Status s) {
-    EXPECT_TRUE(s.ok());
-    called = true;
-  });
-  EXPECT_TRUE(called);
-  bool zero_called = false;
-  log->WhenDurable(0, [&](Status s) { zero_called = s.ok(); });
-  EXPECT_TRUE(zero_called);
+  std::thread other([&] { Append(log.get(), MakeEffect(2, 0)); });
+  other.join();
+  Append(log.get(), MakeEffect(1, 0));
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, log->EndLsnOfThisThread(), true).ok());
+  EXPECT_EQ(log->DurableEnd(), 2u);  // the other thread's record too, in the same write and sync
+  LogStats stats = log->stats();
+  EXPECT_EQ(stats.syncs, 1u);
+  EXPECT_EQ(stats.writes, 1u);
+  // Nothing left to write or sync: committing again is free.
+  ASSERT_TRUE(log->Commit(&committer, 2, true).ok());
+  EXPECT_EQ(log->stats().syncs, 1u);
   EXPECT_TRUE(log->Close().ok());
+}
+
+// An io thread with other connections to serve does not block: it is registered, the sync
+// thread syncs, and the io thread is woken once, with its records durable.
+TEST(GroupCommitLogTest, ACommitThatMayNotBlockIsWokenOnceTheSyncThreadMadeItDurable) {
+  auto memory = NewMemoryFileSystem();
+  ObservedFileSystem observed(memory.get());
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  observed.CloseSyncGate();
+  Append(log.get(), MakeEffect(1, 0));
+  const uint64_t end = log->EndLsnOfThisThread();
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/false).ok());  // returns at once
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // the sync thread's, held at the gate
+  EXPECT_EQ(log->DurableEnd(), 0u);              // nothing is durable before its sync
+  EXPECT_EQ(committer.wakes(), 0);
+  observed.OpenSyncGate();
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), end);
+  ASSERT_TRUE(log->Commit(&committer, end, false).ok());  // durable: nothing to do
+  EXPECT_EQ(committer.wakes(), 1);
+  LogStats stats = log->stats();
+  EXPECT_EQ(stats.syncs, 1u);
+  EXPECT_EQ(stats.inline_syncs, 0u);
+  EXPECT_EQ(stats.wakes, 1u);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+// A sync in flight that covers a committer's records is waited for, never repeated: by a
+// registered committer (woken by it) and by a blocking one (it waits instead of syncing).
+TEST(GroupCommitLogTest, ASyncInFlightThatCoversTheRecordsIsNotRepeated) {
+  auto memory = NewMemoryFileSystem();
+  ObservedFileSystem observed(memory.get());
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  // Three threads append before anyone commits: the first commit writes all three records.
+  std::vector<uint64_t> ends;
+  for (int i = 0; i < 3; ++i) {
+    std::thread t([&] {
+      Append(log.get(), MakeEffect(i, 0));
+      ends.push_back(log->EndLsnOfThisThread());
+    });
+    t.join();
+  }
+  observed.CloseSyncGate();
+  TestCommitter first(log.get());
+  std::thread syncing([&] { EXPECT_TRUE(log->Commit(&first, ends[0], true).ok()); });
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // its inline sync, covering all three
+  TestCommitter second(log.get());
+  ASSERT_TRUE(log->Commit(&second, ends[1], false).ok());  // registered
+  std::thread blocking([&] { EXPECT_TRUE(log->WaitDurable(ends[2]).ok()); });
+  EXPECT_EQ(second.wakes(), 0);
+  observed.OpenSyncGate();
+  syncing.join();
+  blocking.join();
+  ASSERT_TRUE(second.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), 3u);
+  LogStats stats = log->stats();
+  EXPECT_EQ(stats.syncs, 1u);  // one write and one sync for the three
+  EXPECT_EQ(stats.writes, 1u);
+  EXPECT_EQ(stats.wakes, 1u);
+  EXPECT_EQ(first.wakes(), 0);
+  EXPECT_TRUE(log->Close().ok());
+  EXPECT_EQ(second.wakes(), 1);  // Close found nobody registered
 }
 
 TEST(GroupCommitLogTest, AppendsDuringASyncShareTheNextSync) {
@@ -325,37 +404,151 @@ TEST(GroupCommitLogTest, AppendsDuringASyncShareTheNextSync) {
   auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
   ASSERT_NE(log, nullptr);
   observed.CloseSyncGate();
-
-  std::mutex mu;
-  int completed = 0;
-  auto count = [&](Status s) {
-    EXPECT_TRUE(s.ok());
-    std::lock_guard lock(mu);
-    ++completed;
-  };
-  Append(log.get(), MakeEffect(1, 0));
-  log->WhenDurable(log->EndLsnOfThisThread(), count);
-  ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // the leader holds the first group at Sync
-  for (uint64_t i = 1; i < 16; ++i) {
-    Append(log.get(), MakeEffect(1, i));
-    log->WhenDurable(log->EndLsnOfThisThread(), count);
+  std::thread leader([&] {
+    Append(log.get(), MakeEffect(1, 0));
+    EXPECT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
+  });
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // the first record's sync is held at the gate
+  // Four io threads append and commit while it syncs: they write, register and wait.
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<TestCommitter>> committers;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    committers.push_back(std::make_unique<TestCommitter>(log.get()));
   }
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(completed, 0);  // nothing is acknowledged before its sync
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      uint64_t end = 0;
+      for (uint64_t i = 0; i < 4; ++i) {
+        Append(log.get(), MakeEffect(10 + t, i));
+        end = log->EndLsnOfThisThread();
+      }
+      if (!committers[t]->CommitUntilDurable(end).ok()) failures.fetch_add(1);
+    });
   }
+  // Every thread appended (bounded wait); nothing can be durable while the first sync is held.
+  const auto deadline = std::chrono::steady_clock::now() + kEventTimeout;
+  while (log->stats().records < 17 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(log->stats().records, 17u);
+  EXPECT_EQ(log->DurableEnd(), 0u);
   observed.OpenSyncGate();
-  ASSERT_TRUE(log->WaitDurable(16).ok());
-  {
-    std::lock_guard lock(mu);
-    EXPECT_EQ(completed, 16);
-  }
+  leader.join();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(log->DurableEnd(), 17u);
   LogStats stats = log->stats();
-  EXPECT_EQ(stats.records, 16u);
-  EXPECT_EQ(stats.syncs, 2u);  // the first record alone, then the other fifteen together
-  EXPECT_EQ(stats.writes, 2u);
-  EXPECT_EQ(observed.syncs(), 2);
+  EXPECT_EQ(stats.records, 17u);
+  // The first record alone, then the sixteen appended during its sync in as few syncs as the
+  // committers' timing allows: never one per record.
+  EXPECT_LE(stats.syncs, 1u + kThreads);
+  EXPECT_EQ(observed.syncs(), static_cast<int>(stats.syncs));
+  for (auto& c : committers) EXPECT_LE(c->wakes(), 1) << "one wake-up, when durable";
   EXPECT_TRUE(log->Close().ok());
+}
+
+TEST(GroupCommitLogTest, ACommitterIsWokenAtWakeAtBeforeTheRestIsDurable) {
+  auto memory = NewMemoryFileSystem();
+  ObservedFileSystem observed(memory.get());
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  observed.CloseSyncGate();
+  // Record 1's sync is in flight (held) when the committer appends record 2 and commits both,
+  // asking to be woken at 1: the loop holding record 1's reply sends it after that sync rather
+  // than after the sync that covers 2.
+  std::thread first([&] {
+    Append(log.get(), MakeEffect(1, 0));
+    EXPECT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
+  });
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));
+  Append(log.get(), MakeEffect(2, 0));
+  ASSERT_EQ(log->EndLsnOfThisThread(), 2u);
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, 2, /*may_block=*/false, /*wake_at=*/1).ok());
+  // The sync thread's sync, covering record 2, waits behind it (syncs are serialized) and
+  // then at the gate: only record 1's sync completes.
+  observed.LetSyncsThrough(1);
+  first.join();
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), 1u) << "woken while record 2's sync is still held";
+  observed.OpenSyncGate();
+  EXPECT_TRUE(committer.CommitUntilDurable(2).ok());
+  EXPECT_EQ(log->DurableEnd(), 2u);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+TEST(GroupCommitLogTest, AWakeAtAlreadyDurableRegistersForTheEnd) {
+  auto memory = NewMemoryFileSystem();
+  ObservedFileSystem observed(memory.get());
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  Append(log.get(), MakeEffect(1, 0));
+  ASSERT_TRUE(log->WaitDurable(1).ok());
+  observed.CloseSyncGate();
+  Append(log.get(), MakeEffect(2, 0));
+  TestCommitter committer(log.get());
+  // Its first held reply became durable meanwhile: it must still be woken for the rest.
+  ASSERT_TRUE(log->Commit(&committer, 2, /*may_block=*/false, /*wake_at=*/1).ok());
+  EXPECT_EQ(committer.wakes(), 0);
+  observed.OpenSyncGate();
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), 2u);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+TEST(GroupCommitLogTest, CommitOfARecordNeverAppendedIsUnavailable) {
+  auto fs = NewMemoryFileSystem();
+  auto log = OpenLog(fs.get());
+  ASSERT_NE(log, nullptr);
+  TestCommitter committer(log.get());
+  EXPECT_TRUE(log->Commit(&committer, 0, false).ok());
+  EXPECT_EQ(log->Commit(&committer, 1, false).code(), Code::kUnavailable);
+  EXPECT_EQ(log->WaitDurable(1).code(), Code::kUnavailable);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+TEST(GroupCommitLogTest, AFailedSyncWakesEveryRegisteredCommitter) {
+  auto memory = NewMemoryFileSystem();
+  FaultInjectionFileSystem faulty(memory.get());
+  ObservedFileSystem observed(&faulty);
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  observed.CloseSyncGate();
+  faulty.FailNextSyncWithIoError();
+  std::thread leader([&] {
+    Append(log.get(), MakeEffect(1, 0));
+    EXPECT_EQ(log->WaitDurable(log->EndLsnOfThisThread()).code(), Code::kUnavailable);
+  });
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));
+  Append(log.get(), MakeEffect(2, 0));
+  TestCommitter waiting(log.get());
+  ASSERT_TRUE(log->Commit(&waiting, log->EndLsnOfThisThread(), false).ok());
+  observed.OpenSyncGate();
+  leader.join();
+  ASSERT_TRUE(waiting.WaitForWakes(1));
+  EXPECT_EQ(log->Commit(&waiting, log->EndLsnOfThisThread(), false).code(), Code::kUnavailable);
+  EXPECT_EQ(log->DurableEnd(), 0u);
+  EXPECT_EQ(log->Close().code(), Code::kUnavailable);
+}
+
+TEST(GroupCommitLogTest, AnUnregisteredCommitterIsNeverWoken) {
+  auto memory = NewMemoryFileSystem();
+  ObservedFileSystem observed(memory.get());
+  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  observed.CloseSyncGate();
+  Append(log.get(), MakeEffect(1, 0));
+  const uint64_t end = log->EndLsnOfThisThread();
+  TestCommitter gone(log.get());
+  ASSERT_TRUE(log->Commit(&gone, end, false).ok());
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));
+  log->Unregister(&gone);
+  observed.OpenSyncGate();
+  ASSERT_TRUE(log->WaitDurable(end).ok());
+  ASSERT_TRUE(log->Close().ok());
+  EXPECT_EQ(gone.wakes(), 0);
 }
 
 TEST(GroupCommitLogTest, GroupWritesAreCappedAtMaxGroupBytes) {
@@ -366,13 +559,17 @@ TEST(GroupCommitLogTest, GroupWritesAreCappedAtMaxGroupBytes) {
   auto log = OpenLog(&observed, options);
   ASSERT_NE(log, nullptr);
   observed.CloseSyncGate();
-  Append(log.get(), MakeEffect(1, 0));
+  std::thread leader([&] {
+    Append(log.get(), MakeEffect(1, 0));
+    EXPECT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
+  });
   ASSERT_TRUE(observed.WaitForSyncsStarted(1));
   const size_t record_bytes = kRecordHeaderBytes + Encoding(MakeEffect(1, 1)).size();
   for (uint64_t i = 1; i <= 50; ++i) Append(log.get(), MakeEffect(1, i));
   // One record larger than the cap is written alone, never split.
   Append(log.get(), MakeEffect(1, 51, 2000));
   observed.OpenSyncGate();
+  leader.join();
   ASSERT_TRUE(log->Flush().ok());
   EXPECT_LE(observed.largest_append(),
             kRecordHeaderBytes + Encoding(MakeEffect(1, 51, 2000)).size());
@@ -425,8 +622,9 @@ TEST(GroupCommitLogTest, IntervalPolicySyncsOnceTheIntervalHasPassed) {
   ASSERT_NE(log, nullptr);
   Append(log.get(), MakeEffect(1, 0));
   ASSERT_TRUE(log->WaitDurable(1).ok());
-  // The log thread syncs by itself (after the write, or at its timed wake-up).
+  // The syncer thread syncs by itself once the interval has passed after the write.
   ASSERT_TRUE(observed.WaitForSyncsStarted(1));
+  ASSERT_TRUE(log->Flush().ok());
   EXPECT_TRUE(log->Close().ok());
 }
 
@@ -601,39 +799,28 @@ TEST(GroupCommitLogTest, CloseSyncsEverythingAndLaterAppendsAreRefused) {
   EXPECT_EQ(ReadSegments(memory.get(), "data")[0].payloads.size(), 20u);
 }
 
-TEST(GroupCommitLogTest, InlineWritesCompleteOnTheWritersThreadAndTheLogThreadWritesLeftovers) {
-  auto fs = NewMemoryFileSystem();
-  LogOptions options = Policy(FsyncPolicy::kInterval);
-  options.interval_ms = 60000;
-  options.inline_writes = true;
-  auto log = OpenLog(fs.get(), options);
-  ASSERT_NE(log, nullptr);
-  const std::vector<Effect> samples = SampleEffects();
-  log->OnEffect(samples[0]);
-  const uint64_t first = log->EndLsnOfThisThread();
-  ASSERT_TRUE(log->WriteNow().ok());
-  EXPECT_EQ(log->stats().durable_end_lsn, first);  // written here, not by the log thread
-  bool completed = false;
-  log->WhenDurable(first, [&](Status s) { completed = s.ok(); });
-  EXPECT_TRUE(completed);
-  // A record no one writes (a timer's effect) is written by the log thread within 5 ms.
-  log->OnEffect(samples[1]);
-  EXPECT_TRUE(log->WaitDurable(log->EndLsnOfThisThread()).ok());
-  ASSERT_TRUE(log->Close().ok());
-  auto segments = ReadSegments(fs.get(), "data");
-  ASSERT_EQ(segments.size(), 1u);
-  EXPECT_EQ(segments[0].payloads.size(), 2u);
-
-  // Under kAlways, WriteNow does nothing: the reply waits for the group's fdatasync.
-  auto fs2 = NewMemoryFileSystem();
-  LogOptions always = Policy(FsyncPolicy::kAlways);
-  always.inline_writes = true;
-  auto log2 = OpenLog(fs2.get(), always);
-  ASSERT_NE(log2, nullptr);
-  EXPECT_TRUE(log2->WriteNow().ok());
-  log2->OnEffect(samples[0]);
-  EXPECT_TRUE(log2->WaitDurable(log2->EndLsnOfThisThread()).ok());
-  ASSERT_TRUE(log2->Close().ok());
+// Under kInterval and kNever a commit writes on the caller's thread and returns: the record is
+// durable under the policy once handed to the OS, with no sync and no other thread involved.
+TEST(GroupCommitLogTest, IntervalAndNeverCommitsWriteOnTheCallersThreadWithoutSyncing) {
+  for (FsyncPolicy policy : {FsyncPolicy::kInterval, FsyncPolicy::kNever}) {
+    auto memory = NewMemoryFileSystem();
+    ObservedFileSystem observed(memory.get());
+    LogOptions options = Policy(policy);
+    options.interval_ms = 60'000;
+    auto log = OpenLog(&observed, options);
+    ASSERT_NE(log, nullptr);
+    const std::vector<Effect> samples = SampleEffects();
+    log->OnEffect(samples[0]);
+    const uint64_t end = log->EndLsnOfThisThread();
+    TestCommitter committer(log.get());
+    ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/false).ok());
+    EXPECT_EQ(log->DurableEnd(), end);
+    EXPECT_EQ(observed.syncs(), 0);
+    EXPECT_EQ(ReadSegments(memory.get(), "data")[0].payloads.size(), 1u);
+    EXPECT_EQ(committer.wakes(), 0);
+    ASSERT_TRUE(log->Close().ok());
+    EXPECT_EQ(observed.syncs(), 1);  // Close syncs
+  }
 }
 
 TEST(GroupCommitLogTest, ParseFsyncPolicyAcceptsTheThreeForms) {

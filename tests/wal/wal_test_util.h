@@ -222,6 +222,7 @@ class StringWritableFile final : public WritableFile {
   }
   Status Flush() override { return Status::Ok(); }
   Status Sync() override { return Status::Ok(); }
+  Status SyncFlushed() override { return Status::Ok(); }
   Status Close() override { return Status::Ok(); }
 
  private:

@@ -1,0 +1,163 @@
+"""The methods Client and AsyncClient share: SPEC §3's operations, named as in SPEC §6.
+
+Each method checks its arguments, makes the request (codec.py) and hands it to
+``self._execute``: Client's sends it and returns the value; AsyncClient wraps every method
+into a coroutine (aio.py). So the two clients cannot drift: a method is written once.
+
+Every method takes ``timeout`` (seconds; default: the client's) — its deadline, to which a
+long-poll dequeue adds its ``wait_ms``. Mutating methods take ``durability``: ``"durable"``
+(acknowledged after the server's fsync, the default) or ``"relaxed"`` (acknowledged before it;
+for messages that can be lost).
+"""
+
+from . import codec
+
+
+class Operations:
+    __slots__ = ()
+
+    def _execute(self, request, timeout, durability=None):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- Queues --------------------------------------------------------------------------
+
+    def create_queue(self, name, *, timeout=None, durability=None, **settings):
+        """Creates a queue; returns it (``Queue``). Settings are SPEC §1's: ``type``
+        ("simple" or "exclusive"), ``exclusivity_key``, ``lease_ms``, ``invisibility_ms``,
+        ``max_attempts``, ``retry_backoff_ms``, ``retry_backoff_max_ms``,
+        ``dead_letter_queue``, ``retention_ms``, ``max_depth``, ``enqueue_paused``,
+        ``dequeue_paused``. Repeating it with identical settings succeeds; different ones are
+        ALREADY_EXISTS."""
+        return self._execute(codec.create_queue(name, settings), timeout, durability)
+
+    def update_queue(self, name, *, timeout=None, durability=None, **settings):
+        """Changes the given settings (not ``type`` or ``exclusivity_key``, fixed at creation;
+        ``dead_letter_queue=""`` removes it); returns the queue."""
+        return self._execute(codec.update_queue(name, settings), timeout, durability)
+
+    def get_queue(self, name, *, timeout=None):
+        """The queue's settings, per-state counts and oldest pending age (``Queue``)."""
+        return self._execute(codec.get_queue(name), timeout)
+
+    def list_queues(self, *, timeout=None):
+        """Every queue, sorted by name (``[Queue]``)."""
+        return self._execute(codec.list_queues(), timeout)
+
+    def delete_queue(self, name, *, timeout=None, durability=None):
+        """Removes the queue and all its messages."""
+        return self._execute(codec.delete_queue(name), timeout, durability)
+
+    def purge_queue(self, name, states, *, timeout=None, durability=None):
+        """Removes the messages in the given states (a state name or a list); returns how
+        many."""
+        return self._execute(codec.purge_queue(name, states), timeout, durability)
+
+    # ---- Messages ------------------------------------------------------------------------
+
+    def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
+                max_attempts=None, *, visible_at=None, timeout=None, durability=None):
+        """Puts one message; returns ``EnqueueResult`` (``id``, ``version``, ``duplicate``).
+
+        ``payload``: bytes (a str is sent as UTF-8). ``priority``: lower runs first (by
+        convention a deadline in ms since the epoch). ``metadata``: dict of str to str.
+        ``id``: yours, or one the server generates. ``delay_ms`` or ``visible_at`` (absolute,
+        ms): invisible until then (neither: the queue's ``invisibility_ms``). The queue is
+        created with the defaults if it does not exist. Raises the item's error."""
+        item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
+                                  max_attempts)
+        return self._execute(codec.enqueue(queue, item), timeout, durability)
+
+    def enqueue_batch(self, queue, items, *, timeout=None, durability=None):
+        """Puts many messages: ``items`` are dicts of enqueue's arguments (``payload``,
+        ``priority``, ``metadata``, ``id``, ``delay_ms``, ``visible_at``, ``max_attempts``).
+        Sent 1000 to a request, the requests pipelined. Returns one ``EnqueueResult`` per
+        item, in order; an item the server refused has its SundialError in ``.error`` (the
+        others are enqueued)."""
+        return self._execute(codec.enqueue_batch(queue, items), timeout, durability)
+
+    def dequeue(self, queue, max=1, lease_ms=None, filter=None, wait_ms=0, *, timeout=None,
+                durability=None):
+        """Leases up to ``max`` (1–1000) pending messages, earliest priority first, for
+        ``lease_ms`` (default: the queue's). ``filter``: a dict that the metadata must hold
+        (up to 4 pairs). ``wait_ms`` (up to 60000): a long poll, answered as soon as a message
+        is dequeueable, or empty when it runs out. Returns ``[Message]``, each ``running``
+        with its ``lease_token``."""
+        return self._execute(codec.dequeue(queue, max, lease_ms, filter, wait_ms), timeout,
+                             durability)
+
+    def complete(self, queue, id, lease_token, *, timeout=None, durability=None):
+        """Marks a leased message completed. A stale or expired token is
+        FAILED_PRECONDITION; repeating a complete that succeeded succeeds."""
+        return self._execute(codec.complete(queue, id, lease_token), timeout, durability)
+
+    def complete_batch(self, queue, items, *, timeout=None, durability=None):
+        """Completes many: ``items`` are ``(id, lease_token)`` pairs. Returns, per item,
+        None (done) or its SundialError."""
+        return self._execute(codec.complete_batch(queue, items), timeout, durability)
+
+    def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,
+             durability=None):
+        """Gives a leased message back after a failed attempt: ``error`` becomes its
+        ``last_error``; it is retried after ``retry_delay_ms`` or the queue's backoff, or is
+        errored (or dead-lettered) when its attempts are spent. Returns ``FailResult``."""
+        return self._execute(codec.fail(queue, id, lease_token, error, retry_delay_ms), timeout,
+                             durability)
+
+    def extend(self, queue, id, lease_token, lease_ms, *, timeout=None, durability=None):
+        """The lease now ends ``lease_ms`` from now; returns the new ``lease_expires_at``."""
+        return self._execute(codec.extend(queue, id, lease_token, lease_ms), timeout, durability)
+
+    def cancel(self, queue, ids=None, *, filter=None, timeout=None, durability=None):
+        """Cancels invisible, pending or running messages. ``ids``: a list (returns, per id,
+        None or its SundialError) or one id (raises its error). ``filter`` instead of ids:
+        every match; returns the count."""
+        return self._execute(codec.cancel(queue, ids, filter), timeout, durability)
+
+    def reprioritize(self, queue, id=None, priority=None, visible_at=None, *, filter=None,
+                     timeout=None, durability=None):
+        """Changes an invisible or pending message's ``priority`` and/or ``visible_at``;
+        returns its new version. With ``filter`` instead of ``id``: every match, returns the
+        count."""
+        return self._execute(codec.reprioritize(queue, id, priority, visible_at, filter),
+                             timeout, durability)
+
+    def redrive(self, queue, ids=None, *, all=False, filter=None, timeout=None,
+                durability=None):
+        """Moves errored messages back to pending with attempts 0: by ``ids`` (a list: per id
+        None or SundialError; one id: raises), ``all=True`` or ``filter`` (returns the
+        count)."""
+        return self._execute(codec.redrive(queue, ids, all, filter), timeout, durability)
+
+    def get(self, queue, id, *, timeout=None):
+        """The whole message, in any state until retention removes it (``Message``)."""
+        return self._execute(codec.get(queue, id), timeout)
+
+    def browse(self, queue, state="pending", filter=None, cursor=None, limit=100, *,
+               timeout=None):
+        """Messages in one state, in dequeue order, ``limit`` (1–1000) at a time: a
+        ``BrowsePage`` with ``messages`` (``MessageSummary``) and ``next_cursor`` (pass it
+        back for the next page; "" at the end)."""
+        return self._execute(codec.browse(queue, state, filter, cursor, limit), timeout)
+
+    def count(self, queue, filter=None, *, timeout=None):
+        """Messages per state, and ``blocked`` (``Counts``); with a filter, matches only."""
+        return self._execute(codec.count(queue, filter), timeout)
+
+    def explain(self, queue, id=None, *, filter=None, timeout=None):
+        """Why a message (or a dequeue with ``filter``) is or is not dequeueable now
+        (``Explanation``)."""
+        return self._execute(codec.explain(queue, id, filter), timeout)
+
+    # ---- Server --------------------------------------------------------------------------
+
+    def stats(self, *, timeout=None):
+        """The server's counters (``Stats``)."""
+        return self._execute(codec.stats(), timeout)
+
+    def health(self, *, timeout=None):
+        """``Health``: live, ready, and why not ready."""
+        return self._execute(codec.health(), timeout)
+
+
+OPERATION_NAMES = tuple(name for name in vars(Operations)
+                        if not name.startswith("_") and callable(getattr(Operations, name)))

@@ -1,0 +1,174 @@
+"""The values the client returns: plain objects with SPEC's field names (snake_case).
+
+Every one has ``as_dict()``, equality by value and a readable ``repr``. Times are ms since the
+Unix epoch; states are strings (``"pending"``, ``"running"``, ...).
+"""
+
+STATES = ("invisible", "pending", "running", "completed", "canceled", "errored")
+QUEUE_TYPES = ("simple", "exclusive")
+EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
+                   "attempts_spent", "running", "terminal")
+
+
+class Record:
+    """Fields in FIELDS, set by keyword; missing ones are None.
+
+    A record read from a reply is lazy: it keeps the reply's FlatBuffers table and decodes a
+    field the first time it is read (``_decoders``, set by codec.py), then keeps the value.
+    FlatBuffers is made for reading in place, and the generated Python accessors cost a few
+    microseconds each, so a worker that reads three fields of a message does not pay for
+    fifteen.
+    """
+
+    __slots__ = ("_source",)
+    FIELDS = ()
+    _decoders = {}
+
+    def __init__(self, **fields):
+        for name in self.FIELDS:
+            object.__setattr__(self, name, fields.pop(name, None))
+        self._source = None
+        if fields:
+            raise TypeError(f"{type(self).__name__}: unknown fields {sorted(fields)}")
+
+    @classmethod
+    def _lazy(cls, source):
+        """A record whose fields are decoded from `source` (a generated table) on first use."""
+        record = cls.__new__(cls)
+        record._source = source
+        return record
+
+    def __getattr__(self, name):
+        # Only reached for a field not read yet (a set slot is found without calling this).
+        if name == "_source" or name not in self._decoders:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        value = self._decoders[name](self._source)
+        object.__setattr__(self, name, value)
+        return value
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.as_dict() == other.as_dict()
+
+    __hash__ = None
+
+    def __reduce__(self):  # picklable: every field decoded, the reply buffer left behind
+        return (_rebuild, (type(self), self.as_dict()))
+
+    def __repr__(self):
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items() if v is not None)
+        return f"{type(self).__name__}({shown})"
+
+
+def _rebuild(cls, fields):
+    return cls(**fields)
+
+
+class Message(Record):
+    """A message as dequeue and get return it.
+
+    ``payload`` is bytes, ``metadata`` a dict of str to str. While ``running``,
+    ``lease_token`` and ``lease_expires_at`` describe the lease that complete, fail and extend
+    must present.
+    """
+
+    __slots__ = ("queue", "id", "priority", "payload", "metadata", "state", "attempts",
+                 "max_attempts", "visible_at", "lease_token", "lease_expires_at", "version",
+                 "enqueued_at", "updated_at", "last_error")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class EnqueueResult(Record):
+    """One enqueued message: its ``id`` (generated when none was given), ``version``, and
+    ``duplicate`` (True when the same id with identical content existed: nothing changed).
+    In ``enqueue_batch`` results, ``error`` is the item's SundialError (else None)."""
+
+    __slots__ = ("id", "version", "duplicate", "error")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Counts(Record):
+    """Messages per state, and ``blocked``: pending ones whose exclusivity value is leased."""
+
+    __slots__ = STATES + ("blocked",)
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Queue(Record):
+    """A queue: its settings (SPEC §1's names), per-state ``counts``, the age of the oldest
+    pending message and the memory it holds."""
+
+    __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
+                 "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
+                 "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
+                 "dequeue_paused", "counts", "oldest_pending_age_ms", "memory_bytes")
+    FIELDS = __slots__
+    _decoders = {}
+
+    SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
+                "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
+                "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused")
+
+    @property
+    def settings(self):
+        """The settings alone, as keyword arguments for create_queue."""
+        return {name: getattr(self, name) for name in self.SETTINGS}
+
+
+class FailResult(Record):
+    """What fail did: the message's new ``state`` (``invisible``, ``pending`` or ``errored``),
+    ``visible_at`` when invisible, and ``dead_letter_queue`` when it moved there."""
+
+    __slots__ = ("state", "visible_at", "dead_letter_queue")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class MessageSummary(Record):
+    """A message as browse lists it (no payload or metadata)."""
+
+    __slots__ = ("id", "priority", "state", "attempts", "version", "visible_at",
+                 "lease_expires_at", "enqueued_at", "updated_at")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class BrowsePage(Record):
+    """One page of browse: ``messages`` (MessageSummary) and ``next_cursor`` ("" at the end)."""
+
+    __slots__ = ("messages", "next_cursor")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Explanation(Record):
+    """Why a message (or a filter) is or is not dequeueable now; see docs/protocol.md#explain.
+    ``reason`` is one of EXPLAIN_REASONS."""
+
+    __slots__ = ("reason", "id", "state", "until", "lease_token", "exclusivity_value",
+                 "attempts")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Stats(Record):
+    """The server's figures (docs/protocol.md#stats)."""
+
+    __slots__ = ("uptime_ms", "queues", "messages", "memory_bytes", "memory_budget_bytes",
+                 "connections", "wal_next_lsn", "wal_durable_lsn", "wal_fsyncs",
+                 "wal_fsync_mean_us", "wal_bytes", "wal_failed")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Health(Record):
+    """``live``, ``ready`` and the ``reason`` when not ready."""
+
+    __slots__ = ("live", "ready", "reason")
+    FIELDS = __slots__
+    _decoders = {}

@@ -1,0 +1,90 @@
+// Timers (internal.h): the thread that runs Engine::Advance when a timer is due, and the stats
+// tick. It sleeps until the earliest due time (Engine::NextDueTime) or, while someone
+// subscribes, the next tick, whichever comes first, and is woken sooner only by an effect whose
+// due time is earlier than its sleep (beanstalkd's prottick returns the next due time the same
+// way) or by a first subscription: no fixed-period polling, and no wake-up at all when nothing
+// is due.
+#include "server/internal.h"
+
+namespace sundial::server {
+
+void Timers::Start() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = false;
+  }
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Timers::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Timers::Notify() {
+  std::lock_guard lock(mu_);
+  earlier_ = true;
+  cv_.notify_one();
+}
+
+void Timers::OnEffect(const Effect& e) {
+  if (e.due_at <= 0 || e.due_at >= sleeping_until_.load(std::memory_order_relaxed)) return;
+  std::lock_guard lock(mu_);
+  earlier_ = true;
+  sleeping_until_.store(e.due_at, std::memory_order_relaxed);
+  cv_.notify_one();
+}
+
+void Timers::Run() {
+  Engine* engine = core_->engine();
+  wal::GroupCommitLog* log = core_->log();
+  auto next_tick = SteadyClock::now() + std::chrono::seconds(1);
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    earlier_ = false;
+    // Published before NextDueTime is read: an effect from now on that is due sooner than
+    // what NextDueTime returns wakes the wait below.
+    sleeping_until_.store(INT64_MAX, std::memory_order_relaxed);
+    lock.unlock();
+    const TimeMs due = engine->NextDueTime();
+    const TimeMs now = engine->clock().NowMs();
+    if (due <= now) {
+      // Never early: Advance takes only what is due at `now`.
+      engine->Advance(now);
+      if (log != nullptr) (void)log->WaitDurable(log->EndLsnOfThisThread());
+      lock.lock();
+      continue;
+    }
+    // The stats tick: only while someone subscribes (Notify wakes this thread for the first).
+    const bool ticking = core_->subscriptions().any();
+    if (ticking && SteadyClock::now() >= next_tick) {
+      next_tick = std::max(next_tick + std::chrono::seconds(1),
+                           SteadyClock::now() + std::chrono::milliseconds(500));
+      // Built once for every subscriber: the per-queue figures only if someone asked.
+      Subscriptions& subs = core_->subscriptions();
+      const Core::StatsTicks ticks = core_->BuildStatsTicks(subs.any_queue_stats());
+      subs.PublishTick(ticks.plain, ticks.with_queues);
+    }
+    lock.lock();
+    if (stop_) break;
+    auto wake = ticking ? next_tick : SteadyClock::time_point::max();
+    if (due != INT64_MAX) {
+      wake = std::min(wake, SteadyClock::now() + std::chrono::milliseconds(due - now));
+      TimeMs current = sleeping_until_.load(std::memory_order_relaxed);
+      while (due < current &&
+             !sleeping_until_.compare_exchange_weak(current, due, std::memory_order_relaxed)) {
+      }
+    }
+    if (wake == SteadyClock::time_point::max()) {
+      cv_.wait(lock, [&] { return stop_ || earlier_; });
+    } else {
+      cv_.wait_until(lock, wake, [&] { return stop_ || earlier_; });
+    }
+  }
+}
+
+}  // namespace sundial::server
