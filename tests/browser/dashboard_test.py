@@ -369,11 +369,17 @@ def test_actions(ctx):
     ctx.shot("confirm-delete")
     ctx.css("#confirm-typed").send_keys("acts")
     ctx.confirm(["Delete queue acts"])
-    try:
-        ws.call("GetQueue", {"name": "acts"})
-        raise AssertionError("the queue still exists")
-    except WsError as e:
-        assert e.code == "NOT_FOUND", e
+
+    # The page's DeleteQueue and this connection's GetQueue may be served by different io
+    # threads, in either order: poll until the server says NOT_FOUND.
+    def queue_gone():
+        try:
+            ws.call("GetQueue", {"name": "acts"})
+            return False
+        except WsError as e:
+            assert e.code == "NOT_FOUND", e
+            return True
+    wait_for(queue_gone, 30, "the queue deleted on the server")
     wait_for(lambda: ctx.all("#overview"), 30, "back on the overview")
     wait_for(lambda: not ctx.all('tr[data-queue="acts"]'), 30, "the row gone")
     ctx.no_script_errors()

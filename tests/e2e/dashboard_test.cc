@@ -66,9 +66,12 @@ class Dashboard : public ::testing::Test {
   bool ReadUntil(WsClient& ws, const std::function<bool()>& done) {
     const auto deadline = Clock::now() + Millis(10'000);
     while (!done()) {
-      if (Clock::now() >= deadline) return false;
-      auto m = ws.Read(1'000);
-      if (!m.has_value()) continue;
+      const auto left = std::chrono::duration_cast<Millis>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      // One read for the time left: a read that times out closes the connection (WsClient),
+      // so a shorter one would lose every later message, such as a tick due a moment after.
+      auto m = ws.Read(static_cast<int>(left));
+      if (!m.has_value()) return false;
       json::object msg = json::parse(m->data).as_object();
       if (msg["body_type"] == "EventMessage") events_.push_back(msg["body"].as_object());
     }
