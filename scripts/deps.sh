@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
+  chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
 )
 
 missing=()

@@ -37,8 +37,8 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   if (may_wait)
     generation = long_polls_.Generation(dequeue->queue() ? dequeue->queue()->string_view() : "");
 
-  const Dispatcher::Outcome outcome =
-      dispatcher_.Handle(*request, session->transport(), session.get(), &loop->builder());
+  const Dispatcher::Outcome outcome = dispatcher_.Handle(
+      *request, session->transport(), session.get(), &loop->builder(), session->access());
   if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
   if (outcome.messages > 0) metrics_->CountMessages(static_cast<uint8_t>(op), outcome.messages);
   // A queue that does not exist yet is waited on like an empty one: the first enqueue creates
@@ -55,6 +55,7 @@ void Core::Forget(const Session* session) {
 }
 
 void Core::OnEffect(const Effect& e) {
+  activity_.Count(e);  // every effect, subscribed or not: the totals run from the start
   long_polls_.OnEffect(e);
   timers_.OnEffect(e);
   if (e.type == EffectType::kMessageChanged && e.cause == ChangeCause::kLeaseExpired) {

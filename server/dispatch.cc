@@ -460,7 +460,8 @@ const OperationRow* FindOperation(p::Operation op) {
 }
 
 Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport transport,
-                                       Session* session, fb::FlatBufferBuilder* builder) const {
+                                       Session* session, fb::FlatBufferBuilder* builder,
+                                       Access access) const {
   Outcome out;
   Reply r(builder, request.request_id());
   const OperationRow* row = FindOperation(request.op_type());
@@ -480,6 +481,10 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                   SnakeName(row->name) + ": WebSocket connections only (the HTTP port's /ws)");
   }
   const bool mutation = row->kind == OpKind::kMutation;
+  if (mutation && access == Access::kReadOnly) {
+    return refuse(Code::kFailedPrecondition,
+                  "dashboard: read-only (--dashboard read-only); actions are refused");
+  }
   if (mutation && log_ != nullptr && log_->failed()) {
     return refuse(Code::kUnavailable, "wal: the write-ahead log has failed; writes are refused");
   }

@@ -8,6 +8,8 @@
 // relaxed). A run function cannot forget it, and a test walks every row and checks that what
 // changes state is a mutation.
 //
+// A read-only connection (Access::kReadOnly) is refused every kMutation row, by the same kind.
+//
 // Session operations (Auth, Subscribe, Unsubscribe, Stats, Health) need the connection or the
 // server's figures: their rows call the SessionOperations the server passes in. The waiting
 // part of a long-poll Dequeue is the server's too: Handle answers at once, and says whether
@@ -47,6 +49,11 @@ enum class OpKind : uint8_t {
   kMutation,  // changes state: logged, and the reply waits for the log
   kSession,   // about the connection or the server: auth, subscriptions, stats, health
 };
+
+// What a connection may do. kReadOnly: a dashboard page under `--dashboard read-only`
+// (docs/dashboard.md) reads and subscribes, and every kMutation row is refused for it with
+// FAILED_PRECONDITION, by the row's kind, before its run function.
+enum class Access : uint8_t { kFull, kReadOnly };
 
 // Builds one ServerMessage{Response} for one request in a caller's builder (reused, so a
 // reply costs no allocation once the builder has grown).
@@ -139,7 +146,7 @@ class Dispatcher {
     const OperationRow* row = nullptr;  // null: the operation was unknown or refused before it
   };
   Outcome Handle(const protocol::Request& request, Transport transport, Session* session,
-                 flatbuffers::FlatBufferBuilder* builder) const;
+                 flatbuffers::FlatBufferBuilder* builder, Access access = Access::kFull) const;
 
  private:
   Engine* engine_;

@@ -3,14 +3,17 @@
 //   GET /readyz   200 once recovery is done; 503 with the reason while draining or after the
 //                 WAL failed
 //   GET /metrics  Prometheus text (server/metrics.h)
-//   GET /         a placeholder page (the dashboard issue replaces it)
+//   GET /         the dashboard (server/dashboard.h): the page, its assets, sign-in/out
 //   /ws           WebSocket: binary frames carry the TCP protocol's FlatBuffers, text frames
 //                 their JSON form (protocol/json.h); `subscribe` works here only.
 // The request line and headers must arrive within --handshake-timeout-ms (slow loris), bodies
 // are limited to 64 KiB, WebSocket messages to --max-frame-bytes. With --auth-token-file an
-// upgrade needs `Authorization: Bearer TOKEN`; `Origin` must be one of --allowed-origins, or
-// (without that flag) absent or the server's own host.
+// upgrade needs `Authorization: Bearer TOKEN` or a dashboard session cookie; `Origin` must be
+// one of --allowed-origins, or (without that flag) absent or the server's own host. Under
+// --dashboard read-only a browser page's connection is read-only (Access::kReadOnly: the
+// operation table refuses its mutations).
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -21,6 +24,7 @@
 
 #include "protocol/json.h"
 #include "protocol/sundial_generated.h"
+#include "server/dashboard.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -35,15 +39,6 @@ using tcp = asio::ip::tcp;
 
 constexpr size_t kMaxEventBacklog = 10'000;  // events queued for one subscriber before it is cut
 
-constexpr std::string_view kIndexPage = R"(<!doctype html>
-<html><head><meta charset="utf-8"><title>Sundial</title></head>
-<body><h1>Sundial</h1>
-<p>The dashboard arrives with its own issue. Meanwhile: <a href="/metrics">/metrics</a>,
-<a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>, and WebSocket at <code>/ws</code>
-(binary: FlatBuffers; text: JSON, see docs/protocol.md).</p>
-</body></html>
-)";
-
 bool VerifyRequest(std::string_view bytes) {
   fb::Verifier::Options vo;
   vo.max_depth = 32;
@@ -54,11 +49,13 @@ bool VerifyRequest(std::string_view bytes) {
 
 class WsSession final : public Session {
  public:
-  WsSession(tcp::socket socket, Loop* loop, Core* core)
-      : Session(loop, core, Transport::kWebSocket),
+  // `tick_json`: the JSON of the shared stats ticks, printed once for every session.
+  WsSession(tcp::socket socket, Loop* loop, Core* core, Access access, SharedTickJson* tick_json)
+      : Session(loop, core, Transport::kWebSocket, access),
         ws_(std::move(socket)),
         stall_(loop->io(), core->options().write_timeout_ms),
-        options_(core->options()) {}
+        options_(core->options()),
+        tick_json_(tick_json) {}
 
   // On the loop.
   void Accept(http::request<http::string_body> request) {
@@ -205,7 +202,12 @@ class WsSession final : public Session {
     ArmStallGuard();
     auto on_write = [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); };
     const Outgoing& next = out_.front();
-    if (json_) {
+    if (json_ && next.is_event && (shared_text_ = tick_json_->Get(next.message))) {
+      // A stats tick (with every queue: ~170 KB of JSON for 1,000 queues) is printed once for
+      // all the JSON connections it goes to, not once each.
+      ws_.text(true);
+      ws_.async_write(asio::buffer(*shared_text_), std::move(on_write));
+    } else if (json_) {
       if (!json_out_) json_out_ = std::make_unique<p::JsonCodec>("ServerMessage");
       std::string error;
       if (!json_out_->ToJson(*next.message, &text_, &error)) text_ = R"({"error":"encoding"})";
@@ -246,9 +248,11 @@ class WsSession final : public Session {
   websocket::stream<beast::tcp_stream> ws_;
   StallGuard stall_;
   const Options& options_;
+  SharedTickJson* const tick_json_;
   beast::flat_buffer buffer_;
   std::string scratch_;
   std::string text_;
+  std::shared_ptr<const std::string> shared_text_;  // the shared tick's JSON being written
   std::deque<Outgoing> out_;
   size_t queued_bytes_ = 0;
   size_t queued_events_ = 0;
@@ -265,8 +269,13 @@ class WsSession final : public Session {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Loop* loop, Core* core)
-      : stream_(std::move(socket)), loop_(loop), core_(core) {}
+  HttpSession(tcp::socket socket, Loop* loop, Core* core, Dashboard* dashboard,
+              SharedTickJson* tick_json)
+      : stream_(std::move(socket)),
+        loop_(loop),
+        core_(core),
+        dashboard_(dashboard),
+        tick_json_(tick_json) {}
 
   // On the loop.
   void Start() {
@@ -291,6 +300,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void OnRequest(http::request<http::string_body> req) {
     if (websocket::is_upgrade(req)) return Upgrade(std::move(req));
+    // The dashboard's paths first: the page, its assets, sign-in and sign-out.
+    if (auto reply = dashboard_->Handle(DashboardRequestOf(req))) {
+      return SendDashboard(req, std::move(*reply));
+    }
     http::response<http::string_body> res;
     res.version(req.version());
     res.keep_alive(req.keep_alive());
@@ -311,8 +324,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     } else if (path == "/metrics") {
       Reply(res, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
             core_->RenderMetrics());
-    } else if (path == "/" || path == "/index.html") {
-      Reply(res, http::status::ok, "text/html; charset=utf-8", std::string(kIndexPage));
     } else if (path == "/ws") {
       Reply(res, http::status::bad_request, "text/plain", "/ws: a WebSocket upgrade is needed\n");
     } else {
@@ -339,6 +350,41 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                       });
   }
 
+  static std::string_view Field(const http::request<http::string_body>& req, http::field f) {
+    const auto v = req[f];
+    return {v.data(), v.size()};
+  }
+
+  static DashboardRequest DashboardRequestOf(const http::request<http::string_body>& req) {
+    const std::string_view target(req.target().data(), req.target().size());
+    const auto method = req.method_string();
+    return {.method = {method.data(), method.size()},
+            .path = target.substr(0, target.find('?')),
+            .host = Field(req, http::field::host),
+            .origin = Field(req, http::field::origin),
+            .cookie = Field(req, http::field::cookie),
+            .accept_encoding = Field(req, http::field::accept_encoding),
+            .if_none_match = Field(req, http::field::if_none_match),
+            .content_type = Field(req, http::field::content_type),
+            .body = req.body()};
+  }
+
+  void SendDashboard(const http::request<http::string_body>& req, DashboardReply reply) {
+    http::response<http::string_body> res;
+    res.version(req.version());
+    res.keep_alive(req.keep_alive() && !reply.close);
+    res.set(http::field::server, "sundiald");
+    res.result(static_cast<http::status>(reply.status));
+    for (auto& [name, value] : reply.headers) res.set(name, value);
+    if (req.method() != http::verb::head) res.body() = std::move(reply.body);
+    if (reply.delay.count() == 0) return Send(std::move(res));
+    // A wrong sign-in token: answered after the delay (the connection waits, then closes).
+    auto timer = std::make_shared<asio::steady_timer>(stream_.get_executor(), reply.delay);
+    stream_.expires_after(reply.delay + std::chrono::seconds(5));
+    timer->async_wait([self = shared_from_this(), timer, res = std::move(res)](
+                          beast::error_code) mutable { self->Send(std::move(res)); });
+  }
+
   void Upgrade(http::request<http::string_body> req) {
     http::response<http::string_body> res;
     res.version(req.version());
@@ -353,17 +399,26 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return Send(std::move(res));
     }
     const std::string& token = core_->auth_token();
+    // A browser page presents its session cookie instead of the header it cannot set.
+    bool by_cookie = false;
     if (!token.empty()) {
       const auto auth = req[http::field::authorization];
-      if (std::string_view(auth.data(), auth.size()) != "Bearer " + token) {
+      const bool bearer = std::string_view(auth.data(), auth.size()) == "Bearer " + token;
+      by_cookie = !bearer && dashboard_->HasSession(Field(req, http::field::cookie));
+      if (!bearer && !by_cookie) {
         Reply(res, http::status::unauthorized, "text/plain",
-              "auth: the upgrade needs Authorization: Bearer TOKEN\n");
+              "auth: the upgrade needs Authorization: Bearer TOKEN or a dashboard session\n");
         res.set(http::field::www_authenticate, "Bearer");
         return Send(std::move(res));
       }
     }
+    const Access access =
+        dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie)
+            ? Access::kReadOnly
+            : Access::kFull;
     stream_.expires_never();  // the WebSocket stream's own timeouts take over
-    std::make_shared<WsSession>(stream_.release_socket(), loop_, core_)->Accept(std::move(req));
+    std::make_shared<WsSession>(stream_.release_socket(), loop_, core_, access, tick_json_)
+        ->Accept(std::move(req));
   }
 
   bool OriginAllowed(const http::request<http::string_body>& req) const {
@@ -388,13 +443,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::tcp_stream stream_;
   Loop* const loop_;
   Core* const core_;
+  Dashboard* const dashboard_;
+  SharedTickJson* const tick_json_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
 
+Dashboard::Config DashboardConfig(const Core& core) {
+  Dashboard::Config c;
+  c.mode = core.options().dashboard;
+  c.token = core.auth_token();
+  c.allowed_origins = core.options().allowed_origins;
+  return c;
+}
+
 class HttpListener final : public Listener {
  public:
-  HttpListener(Loop* loop, Core* core) : core_(core), acceptor_(loop->io()) {}
+  HttpListener(Loop* loop, Core* core)
+      : core_(core), dashboard_(DashboardConfig(*core)), acceptor_(loop->io()) {}
 
   Status Start(const std::string& address, uint16_t port) override {
     boost::system::error_code ec;
@@ -439,8 +505,10 @@ class HttpListener final : public Listener {
               asio::write(socket, asio::buffer(kBusy), ignored);
               socket.close(ignored);
             } else {
-              loop->Post([loop, core = core_, socket = std::move(socket)]() mutable {
-                std::make_shared<HttpSession>(std::move(socket), loop, core)->Start();
+              loop->Post([loop, core = core_, dashboard = &dashboard_, tick_json = &tick_json_,
+                          socket = std::move(socket)]() mutable {
+                std::make_shared<HttpSession>(std::move(socket), loop, core, dashboard, tick_json)
+                    ->Start();
               });
             }
           }
@@ -449,6 +517,11 @@ class HttpListener final : public Listener {
   }
 
   Core* core_;
+  // Shared by every HTTP and WebSocket session of every loop (both are thread-safe). Sessions
+  // use them only on their loop's thread, and the server joins the loops before it destroys
+  // the listener.
+  Dashboard dashboard_;
+  SharedTickJson tick_json_;
   tcp::acceptor acceptor_;
   uint16_t port_ = 0;
 };

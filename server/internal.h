@@ -37,6 +37,7 @@
 
 #include "engine/engine.h"
 #include "server/dispatch.h"
+#include "server/live_feed.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "wal/group_commit_log.h"
@@ -196,12 +197,14 @@ class Loop final : public wal::GroupCommitLog::Committer {
 // Everything not marked "any thread" runs on that loop's thread.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(Loop* loop, Core* core, Transport transport)
-      : loop_(loop), core_(core), transport_(transport) {}
+  // `access`: Access::kReadOnly for a dashboard page under --dashboard read-only.
+  Session(Loop* loop, Core* core, Transport transport, Access access = Access::kFull)
+      : loop_(loop), core_(core), transport_(transport), access_(access) {}
   virtual ~Session() = default;
 
   Loop* loop() const { return loop_; }
   Transport transport() const { return transport_; }
+  Access access() const { return access_; }
   bool closed() const { return closed_.load(std::memory_order_acquire); }         // any thread
   int64_t inflight() const { return inflight_.load(std::memory_order_acquire); }  // any thread
 
@@ -237,6 +240,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // A request began (+1; on the loop thread: its loop counts who sends) or ended (-1).
   void AddInflight(int64_t delta);
   const Transport transport_;
+  const Access access_;
   std::atomic<int64_t> inflight_{0};
   bool dirty_ = false;  // in its loop's dirty list
 };
@@ -338,8 +342,9 @@ class LongPolls {
   mutable std::array<std::atomic<uint64_t>, 64> generations_{};
 };
 
-// Subscriptions (SPEC §3 subscribe, WebSocket only): per queue or "*", with a metadata filter;
-// one event per connection per change, however many of its subscriptions match.
+// Subscriptions (SPEC §3 subscribe, WebSocket only): per queue or "*", with a metadata filter
+// and the dashboard's options (server/live_feed.h: the per-queue tick, a per-second sample,
+// ids); one event per connection per change, however many of its subscriptions match.
 class Subscriptions {
  public:
   explicit Subscriptions(Core* core) : core_(core) {}
@@ -348,10 +353,14 @@ class Subscriptions {
   void Unsubscribe(const protocol::Request& request, Session* session, Reply& reply);
   // Under a shard lock (any thread): builds the event once and posts it to each subscriber.
   void Publish(const Effect& e);
-  // The stats tick (any thread): to every connection with a subscription.
-  void PublishToAll(const std::shared_ptr<const std::string>& message);
+  // The stats tick (any thread): to every connection with a subscription, `with_queues` to
+  // those of them that asked for queue_stats (when it is not null), `plain` to the others.
+  void PublishTick(const std::shared_ptr<const std::string>& plain,
+                   const std::shared_ptr<const std::string>& with_queues);
   void Forget(const Session* s);
   bool any() const { return count_.load(std::memory_order_relaxed) > 0; }
+  // Whether some subscription asked for queue_stats (the tick then carries every queue).
+  bool any_queue_stats() const { return queue_stats_count_.load(std::memory_order_relaxed) > 0; }
 
  private:
   struct Subscription {
@@ -359,12 +368,17 @@ class Subscriptions {
     const Session* key;
     std::string queue;  // "*": every queue
     Metadata filter;
+    SubscriptionOptions options;  // queue_stats, the per-second sample, ids
   };
+  // REQUIRES: mu_ held. Removes the subscriptions `remove` selects; returns how many.
+  template <typename Pred>
+  size_t EraseLocked(Pred remove);
 
   Core* const core_;
   std::mutex mu_;
   std::vector<Subscription> subs_;  // GUARDED_BY(mu_); sorted by key (connection)
   std::atomic<int64_t> count_{0};
+  std::atomic<int64_t> queue_stats_count_{0};  // subscriptions with options.queue_stats()
 };
 
 // The timer thread: Engine::Advance when the earliest timer is due (never early, within a few
@@ -406,7 +420,7 @@ class Core final : public EffectSink, public SessionOperations {
   std::string RenderMetrics() const { return metrics_->Render(*engine_, log_); }
 
   // EffectSink (under a shard lock, any thread): long-poll wake-ups, subscribers, timers,
-  // lease-expiry metrics. Must stay quick.
+  // lease-expiry metrics, the per-queue transition totals. Must stay quick.
   void OnEffect(const Effect& effect) override;
 
   // SessionOperations (dispatch.h), on the session's loop.
@@ -416,10 +430,19 @@ class Core final : public EffectSink, public SessionOperations {
   void Stats(Reply& reply) override;
   void Health(Reply& reply) override;
 
-  // A StatsResult table built into `b` (its offset), for a Stats reply or a StatsTick.
+  // A StatsResult table built into `b` (its offset), for a Stats reply or a StatsTick
+  // (`queues`: the engine's ListQueues, when the caller has it already).
   uint32_t BuildStatsResult(flatbuffers::FlatBufferBuilder& b) const;
-  // A finished ServerMessage{EventMessage{StatsTick}}.
-  std::shared_ptr<const std::string> StatsTick() const;
+  uint32_t BuildStatsResult(flatbuffers::FlatBufferBuilder& b,
+                            const std::vector<QueueInfo>& queues) const;
+  // The StatsTick events of one second (finished ServerMessage{EventMessage{StatsTick}}s):
+  // `plain` always; `with_queues` (every queue's figures and totals, Subscribe.queue_stats)
+  // only when asked, from the same ListQueues.
+  struct StatsTicks {
+    std::shared_ptr<const std::string> plain;
+    std::shared_ptr<const std::string> with_queues;
+  };
+  StatsTicks BuildStatsTicks(bool with_queues) const;
 
   void SetLoops(std::vector<Loop*> loops) { loops_ = std::move(loops); }
   Loop* NextLoop();  // round robin, for a new connection
@@ -462,6 +485,7 @@ class Core final : public EffectSink, public SessionOperations {
   LongPolls long_polls_{this};
   Subscriptions subscriptions_{this};
   Timers timers_{this};
+  QueueActivity activity_;  // per-queue transition totals, for the queue_stats tick
 };
 
 // The TCP listener (server/tcp.cc) and the HTTP/WebSocket listener (server/http.cc). Both bind

@@ -140,8 +140,8 @@ void LongPolls::Drain(Loop* loop, const std::string& queue) {
       continue;
     }
     const auto* request = fb::GetRoot<p::Request>(w->request.data());
-    const Dispatcher::Outcome outcome =
-        core_->dispatcher().Handle(*request, session->transport(), session, &loop->builder());
+    const Dispatcher::Outcome outcome = core_->dispatcher().Handle(
+        *request, session->transport(), session, &loop->builder(), session->access());
     if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
     if (outcome.messages > 0) {
       core_->metrics()->CountMessages(static_cast<uint8_t>(p::Operation::Dequeue),

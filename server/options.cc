@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 
 namespace sundial::server {
 namespace {
@@ -136,6 +137,14 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   app.add_option("--allowed-origins", o.allowed_origins, "WebSocket Origin values accepted")
       ->delimiter(',');
   app.add_flag("--insecure-bind", o.insecure_bind, "allow --bind beyond loopback without a token");
+  app.add_option("--dashboard", o.dashboard,
+                 "on | read-only (no actions) | off (GET / serves no page)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, DashboardMode>{{"on", DashboardMode::kOn},
+                                               {"read-only", DashboardMode::kReadOnly},
+                                               {"off", DashboardMode::kOff}},
+          CLI::ignore_case))
+      ->default_str("on");
   app.add_option("--ready-file", o.ready_file,
                  "write {\"pid\",\"port\",\"http_port\"} JSON here once listening");
 

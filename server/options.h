@@ -17,6 +17,10 @@
 
 namespace sundial::server {
 
+// --dashboard: what GET / serves (docs/dashboard.md). kReadOnly hides the page's actions and
+// refuses mutations on the WebSocket connections of browser pages.
+enum class DashboardMode : uint8_t { kOn, kReadOnly, kOff };
+
 struct Options {
   std::string data_dir = "./data";
   std::string bind = "127.0.0.1";
@@ -51,6 +55,7 @@ struct Options {
   std::string auth_token_file;
   std::vector<std::string> allowed_origins;
   bool insecure_bind = false;
+  DashboardMode dashboard = DashboardMode::kOn;
 
   // Written (atomically) once both ports listen: {"pid":N,"port":P,"http_port":H}. For tests
   // and supervisors that start sundiald on ephemeral ports (--port 0).

@@ -8,8 +8,12 @@ namespace fb = flatbuffers;
 namespace p = protocol;
 
 uint32_t Core::BuildStatsResult(fb::FlatBufferBuilder& b) const {
+  return BuildStatsResult(b, engine_->ListQueues());
+}
+
+uint32_t Core::BuildStatsResult(fb::FlatBufferBuilder& b,
+                                const std::vector<QueueInfo>& queues) const {
   StateCounts total;
-  const auto queues = engine_->ListQueues();
   for (const QueueInfo& q : queues) {
     for (size_t s = 0; s < total.by_state.size(); ++s) total.by_state[s] += q.counts.by_state[s];
     total.blocked += q.counts.blocked;
@@ -31,13 +35,35 @@ uint32_t Core::BuildStatsResult(fb::FlatBufferBuilder& b) const {
       .o;
 }
 
-std::shared_ptr<const std::string> Core::StatsTick() const {
-  fb::FlatBufferBuilder b(512);
-  auto tick = p::CreateStatsTick(b, fb::Offset<p::StatsResult>(BuildStatsResult(b)));
+namespace {
+
+// `queues`: the per-queue part (Subscribe.queue_stats), or 0 for none.
+std::shared_ptr<const std::string> FinishTick(
+    fb::FlatBufferBuilder& b, uint32_t stats, TimeMs now,
+    fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> queues) {
+  auto tick = p::CreateStatsTick(b, fb::Offset<p::StatsResult>(stats), now, queues);
   auto body = p::CreateEventMessage(b, p::Event::StatsTick, tick.Union());
   b.Finish(p::CreateServerMessage(b, p::ServerBody::EventMessage, body.Union()));
   return std::make_shared<const std::string>(reinterpret_cast<const char*>(b.GetBufferPointer()),
                                              b.GetSize());
+}
+
+}  // namespace
+
+Core::StatsTicks Core::BuildStatsTicks(bool with_queues) const {
+  // One ListQueues and one clock reading for both: the two ticks of a second say the same.
+  const std::vector<QueueInfo> queues = engine_->ListQueues();
+  const TimeMs now = engine_->clock().NowMs();
+  StatsTicks ticks;
+  fb::FlatBufferBuilder b(512);
+  ticks.plain = FinishTick(b, BuildStatsResult(b, queues), now, 0);
+  if (with_queues) {
+    // About 170 bytes a queue: sized once for the whole vector.
+    fb::FlatBufferBuilder rich(1024 + 200 * queues.size());
+    const uint32_t stats = BuildStatsResult(rich, queues);
+    ticks.with_queues = FinishTick(rich, stats, now, EncodeQueueStats(rich, queues, activity_));
+  }
+  return ticks;
 }
 
 }  // namespace sundial::server

@@ -61,6 +61,19 @@ std::shared_ptr<const std::string> EventMessage(const Effect& e) {
 
 }  // namespace
 
+template <typename Pred>
+size_t Subscriptions::EraseLocked(Pred remove) {
+  int64_t queue_stats = 0;
+  const size_t removed = std::erase_if(subs_, [&](const Subscription& s) {
+    if (!remove(s)) return false;
+    queue_stats += s.options.queue_stats();
+    return true;
+  });
+  count_.fetch_sub(static_cast<int64_t>(removed));
+  queue_stats_count_.fetch_sub(queue_stats);
+  return removed;
+}
+
 void Subscriptions::Subscribe(const p::Request& request, Session* session, Reply& reply) {
   const p::Subscribe* sub = request.op_as_Subscribe();
   std::string queue = sub->queue() ? sub->queue()->str() : "";
@@ -69,6 +82,8 @@ void Subscriptions::Subscribe(const p::Request& request, Session* session, Reply
   }
   Metadata filter = PairsOf(sub->filter());
   if (filter.size() > 4) return reply.Error(InvalidArgument("filter: at most 4 pairs"));
+  Result<SubscriptionOptions> options = SubscriptionOptions::Of(*sub);
+  if (!options.ok()) return reply.Error(options.status());
   bool first = false;
   {
     std::lock_guard lock(mu_);
@@ -79,7 +94,9 @@ void Subscriptions::Subscribe(const p::Request& request, Session* session, Reply
     const auto at = std::upper_bound(
         subs_.begin(), subs_.end(), session,
         [](const Session* key, const Subscription& s) { return std::less<>{}(key, s.key); });
-    subs_.insert(at, {session->weak_from_this(), session, std::move(queue), std::move(filter)});
+    if (options->queue_stats()) queue_stats_count_.fetch_add(1);
+    subs_.insert(at, {session->weak_from_this(), session, std::move(queue), std::move(filter),
+                      std::move(*options)});
     first = count_.fetch_add(1) == 0;
   }
   if (first) core_->timers().Notify();  // the stats tick starts
@@ -92,12 +109,9 @@ void Subscriptions::Unsubscribe(const p::Request& request, Session* session, Rep
   size_t removed = 0;
   {
     std::lock_guard lock(mu_);
-    const size_t before = subs_.size();
-    std::erase_if(subs_, [&](const Subscription& s) {
+    removed = EraseLocked([&](const Subscription& s) {
       return s.key == session && (queue.empty() || s.queue == queue);
     });
-    removed = before - subs_.size();
-    count_.fetch_sub(static_cast<int64_t>(removed));
   }
   if (removed == 0) {
     return reply.Error(NotFound("queue: no subscription to it on this connection"));
@@ -110,10 +124,13 @@ void Subscriptions::Publish(const Effect& e) {
   std::shared_ptr<const std::string> message;
   const Session* delivered = nullptr;  // one event per connection: subs_ is grouped by it
   std::lock_guard lock(mu_);
-  for (const Subscription& s : subs_) {
+  for (Subscription& s : subs_) {
     if (s.key == delivered) continue;
     if (s.queue != "*" && s.queue != e.queue && s.queue != e.dead_letter_queue) continue;
     if (!s.filter.empty() && !MatchesFilter(e.packed_metadata, s.filter)) continue;
+    // Its ids and its per-second sample (counted here, under mu_); another subscription of the
+    // same connection may still admit the event.
+    if (!s.options.Admit(e.id, e.time)) continue;
     delivered = s.key;
     auto session = s.session.lock();
     if (!session) continue;
@@ -122,21 +139,28 @@ void Subscriptions::Publish(const Effect& e) {
   }
 }
 
-void Subscriptions::PublishToAll(const std::shared_ptr<const std::string>& message) {
-  const Session* delivered = nullptr;
+void Subscriptions::PublishTick(const std::shared_ptr<const std::string>& plain,
+                                const std::shared_ptr<const std::string>& with_queues) {
   std::lock_guard lock(mu_);
-  for (const Subscription& s : subs_) {
-    if (s.key == delivered) continue;
-    delivered = s.key;
-    if (auto session = s.session.lock()) session->loop()->PostEvent(s.session, message);
+  // subs_ is grouped by connection: one tick each, with the queues if any of its
+  // subscriptions asked for them.
+  for (size_t i = 0; i < subs_.size();) {
+    bool wants_queues = false;
+    size_t end = i;
+    for (; end < subs_.size() && subs_[end].key == subs_[i].key; ++end) {
+      wants_queues |= subs_[end].options.queue_stats();
+    }
+    if (auto session = subs_[i].session.lock()) {
+      session->loop()->PostEvent(subs_[i].session,
+                                 wants_queues && with_queues ? with_queues : plain);
+    }
+    i = end;
   }
 }
 
 void Subscriptions::Forget(const Session* session) {
   std::lock_guard lock(mu_);
-  const size_t before = subs_.size();
-  std::erase_if(subs_, [&](const Subscription& s) { return s.key == session; });
-  count_.fetch_sub(static_cast<int64_t>(before - subs_.size()));
+  EraseLocked([&](const Subscription& s) { return s.key == session; });
 }
 
 }  // namespace sundial::server

@@ -64,7 +64,10 @@ void Timers::Run() {
     if (ticking && SteadyClock::now() >= next_tick) {
       next_tick = std::max(next_tick + std::chrono::seconds(1),
                            SteadyClock::now() + std::chrono::milliseconds(500));
-      core_->subscriptions().PublishToAll(core_->StatsTick());
+      // Built once for every subscriber: the per-queue figures only if someone asked.
+      Subscriptions& subs = core_->subscriptions();
+      const Core::StatsTicks ticks = core_->BuildStatsTicks(subs.any_queue_stats());
+      subs.PublishTick(ticks.plain, ticks.with_queues);
     }
     lock.lock();
     if (stop_) break;

@@ -194,5 +194,66 @@ TEST(ServerConcurrency, TheSameUnderIntervalFsync) {
   WorkersLongPollsSubscriberAndScrapesThenDrain({"--io-threads", "3", "--fsync", "interval:5"});
 }
 
+// Dashboards while workers run (docs/dashboard.md): JSON WebSocket pages with the per-queue
+// tick (totals counted on every shard's thread, the tick's JSON printed once and shared across
+// io threads), sampled and id subscriptions, until every page's tick shows the work done.
+TEST(ServerConcurrency, DashboardsSeeEveryQueueWhileWorkersRun) {
+  constexpr int kWorkers = 3;
+  constexpr int kPerWorker = 40;
+  TempDir dir;
+  // Three loops: the pages, the workers and the timer thread's ticks on different threads.
+  ServerProcess server(dir.path() + "/data", {"--io-threads", "3"});
+  ASSERT_TRUE(server.Start()) << server.log();
+  std::vector<std::unique_ptr<WsClient>> pages;
+  for (int i = 0; i < 3; ++i) {
+    auto ws = std::make_unique<WsClient>();
+    ASSERT_FALSE(ws->Connect(server.http_port())) << server.log();
+    ASSERT_FALSE(ws->SendText(
+        R"({"request_id":1,"op_type":"Subscribe","op":{"queue":"*","queue_stats":true,)"
+        R"("max_events_per_sec":0}})"));
+    ASSERT_FALSE(ws->SendText(
+        R"({"request_id":2,"op_type":"Subscribe","op":{"queue":"w0","max_events_per_sec":5}})"));
+    ASSERT_FALSE(ws->SendText(
+        R"({"request_id":3,"op_type":"Subscribe","op":{"queue":"w1","ids":["1-3"]}})"));
+    pages.push_back(std::move(ws));
+  }
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w) {
+    workers.emplace_back([&, w] {
+      auto c = Client::Connect({"127.0.0.1", server.port()});
+      ASSERT_TRUE(c.ok());
+      const std::string queue = "w" + std::to_string(w);
+      for (int i = 0; i < kPerWorker; ++i) {
+        ASSERT_TRUE((*c)->Enqueue(queue, {Item(std::to_string(w) + "-" + std::to_string(i))}).ok());
+        auto got = (*c)->Dequeue(queue, {});
+        ASSERT_TRUE(got.ok());
+        const auto* m = got->result<p::DequeueResult>()->messages()->Get(0);
+        ASSERT_TRUE((*c)->Complete(queue, {{m->id()->str(), m->lease_token()}}).ok());
+      }
+    });
+  }
+  for (auto& t : workers) t.join();
+  // Each page reads until a tick says every worker's queue completed all its messages: in each
+  // queue's figures, its count of completed messages and its total of completes.
+  const std::string done = "\"completed\": " + std::to_string(kPerWorker);
+  for (auto& ws : pages) {
+    const auto deadline = Clock::now() + Millis(30'000);
+    size_t n = 0;
+    while (n != 2 * kWorkers) {
+      ASSERT_LT(Clock::now(), deadline) << "no tick showed the work done\n" << server.log();
+      auto m = ws->Read(10'000);
+      ASSERT_TRUE(m.has_value()) << server.log();
+      if (m->data.find("\"StatsTick\"") == std::string::npos) continue;
+      n = 0;
+      for (size_t at = m->data.find(done); at != std::string::npos;
+           at = m->data.find(done, at + 1)) {
+        n += !std::isdigit(static_cast<unsigned char>(m->data[at + done.size()]));
+      }
+    }
+  }
+  EXPECT_EQ(server.Terminate(), 0) << server.log();
+  EXPECT_EQ(server.log().find("ThreadSanitizer"), std::string::npos) << server.log();
+}
+
 }  // namespace
 }  // namespace sundial::e2e

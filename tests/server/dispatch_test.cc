@@ -265,6 +265,38 @@ TEST(OperationTable, WhatAppendsIsAMutationAndItsReplyWaitsForWhatItAppended) {
   }
 }
 
+// --dashboard read-only (docs/dashboard.md): a read-only connection is refused exactly the
+// mutation rows, before they run (nothing appended), and everything else runs as usual.
+TEST(OperationTable, AReadOnlyConnectionIsRefusedEveryMutationAndNothingElse) {
+  p::JsonCodec codec("Request");
+  for (const OperationRow& row : OperationTable()) {
+    SCOPED_TRACE(std::string(row.name));
+    LoggedEngine e;
+    std::string bytes, error;
+    ASSERT_TRUE(codec.FromJson(RequestFor(row.name, e.token), &bytes, &error)) << error;
+    Dispatcher dispatcher(e.engine.get(), e.log.get());
+    flatbuffers::FlatBufferBuilder builder;
+    const uint64_t before = e.log->AppendedEndLsn();
+    const Transport transport =
+        (row.transports & kOverTcp) != 0 ? Transport::kTcp : Transport::kWebSocket;
+    const auto outcome = dispatcher.Handle(*p::GetRequest(bytes.data()), transport, nullptr,
+                                           &builder, Access::kReadOnly);
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    const std::string message = response->error() ? response->error()->message()->str() : "";
+    if (row.kind == OpKind::kMutation) {
+      ASSERT_NE(response->error(), nullptr);
+      EXPECT_EQ(response->error()->code(), p::Code::FAILED_PRECONDITION);
+      EXPECT_NE(message.find("read-only"), std::string::npos) << message;
+      EXPECT_EQ(e.log->AppendedEndLsn(), before);
+      EXPECT_EQ(outcome.wait_lsn, 0u);
+    } else {
+      EXPECT_EQ(outcome.row, &row);
+      EXPECT_EQ(message.find("read-only"), std::string::npos) << message;
+    }
+  }
+}
+
 TEST(OperationTable, RelaxedMutationsCarryTheirLsnButDoNotWait) {
   LoggedEngine e;
   Dispatcher dispatcher(e.engine.get(), e.log.get());

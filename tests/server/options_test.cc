@@ -127,12 +127,26 @@ TEST_F(OptionsTest, BadValuesAreUsageErrorsNamingTheSetting) {
   EXPECT_EQ(Parse({}).exit_code, 2);
 }
 
+TEST_F(OptionsTest, DashboardIsOnUnlessSetToReadOnlyOrOff) {
+  EXPECT_EQ(Parse({}).options.dashboard, DashboardMode::kOn);
+  EXPECT_EQ(Parse({"--dashboard", "read-only"}).options.dashboard, DashboardMode::kReadOnly);
+  EXPECT_EQ(Parse({"--dashboard=off"}).options.dashboard, DashboardMode::kOff);
+  EXPECT_EQ(Parse({"--dashboard", "ON"}).options.dashboard, DashboardMode::kOn);
+  setenv("SUNDIAL_DASHBOARD", "read-only", 1);
+  EXPECT_EQ(Parse({}).options.dashboard, DashboardMode::kReadOnly);
+  unsetenv("SUNDIAL_DASHBOARD");
+  ParseResult bad = Parse({"--dashboard", "readonly"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.message.find("dashboard"), std::string::npos) << bad.message;
+}
+
 TEST_F(OptionsTest, HelpExitsZeroWithEveryFlag) {
   ParseResult r = Parse({"--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* flag : {"--data-dir", "--port", "--http-port", "--bind", "--fsync",
-                           "--wal-repair", "--checkpoint-bytes", "--auth-token-file",
-                           "--allowed-origins", "--insecure-bind", "--max-frame-bytes"}) {
+  for (const char* flag :
+       {"--data-dir", "--port", "--http-port", "--bind", "--fsync", "--wal-repair",
+        "--checkpoint-bytes", "--auth-token-file", "--allowed-origins", "--insecure-bind",
+        "--max-frame-bytes", "--dashboard"}) {
     EXPECT_NE(r.message.find(flag), std::string::npos) << flag;
   }
 }

@@ -1,0 +1,545 @@
+#!/usr/bin/python3
+"""The dashboard in a real browser (docs/dashboard.md): Debian's chromium, headless, driven by
+python3-selenium against real sundiald processes with known queues.
+
+  overview      the counts on screen equal the server's; an enqueue from the CLI changes them
+                with no reload and no HTTP request (the browser's network log); sort and filter
+  queue page    search a known id, a metadata filter, page through 2,500 messages in priority
+                order, the message detail with explain
+  actions       each through its confirmation, the server's state checked after
+  read-only     no action on screen, and the server refuses the page's own attempt
+  sign-in       a wrong token refused after a delay with no hint, the right one works, the
+                /ws upgrade without the cookie is refused, sign-out ends it
+  off           no page
+  reconnect     the page says it lost the server and comes back by itself
+and no uncaught script error on any page. Screenshots go to --out.
+
+Run by ctest (tests/CMakeLists.txt); alone:
+  /usr/bin/python3 tests/browser/dashboard_test.py --sundiald build/release/server/sundiald \
+      --cli build/release/tools/sundial --out /tmp/shots [--only NAME]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sundial_harness import (Server, UpgradeRefused, Ws, WsError, http_requests,  # noqa: E402
+                             start_chromium, wait_for)
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select  # noqa: E402
+
+STATES = ["invisible", "pending", "running", "completed", "canceled", "errored"]
+
+
+class Context:
+    def __init__(self, args, driver):
+        self.args = args
+        self.driver = driver
+        self.servers = []
+
+    def server(self, flags=(), **kw):
+        s = Server(self.args.sundiald, flags, **kw).start()
+        self.servers.append(s)
+        return s
+
+    def cli(self, server, *argv):
+        out = subprocess.run([self.args.cli, "--addr", f"127.0.0.1:{server.port}", *argv],
+                             capture_output=True, text=True, timeout=30)
+        assert out.returncode == 0, f"sundial {' '.join(argv)}: {out.returncode} {out.stderr}"
+        return out.stdout
+
+    def shot(self, name):
+        os.makedirs(self.args.out, exist_ok=True)
+        self.driver.save_screenshot(os.path.join(self.args.out, name + ".png"))
+
+    # ---- the page -------------------------------------------------------------------------
+
+    def css(self, selector):
+        return self.driver.find_element(By.CSS_SELECTOR, selector)
+
+    def all(self, selector):
+        return self.driver.find_elements(By.CSS_SELECTOR, selector)
+
+    def text(self, selector):
+        return self.css(selector).text
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def open(self, url):
+        self.driver.get(url)
+        self.wait_live()
+
+    def wait_live(self):
+        wait_for(lambda: self.css("#conn").get_attribute("data-state") == "open", 30,
+                 "the page's WebSocket to open")
+
+    def wait_text(self, selector, expected, timeout=30):
+        wait_for(lambda: self.text(selector) == expected, timeout,
+                 f"{selector} to read {expected!r} (it reads {self._safe_text(selector)!r})")
+
+    def _safe_text(self, selector):
+        try:
+            return self.text(selector)
+        except Exception as e:  # noqa: BLE001
+            return f"<{type(e).__name__}>"
+
+    def click(self, selector):
+        el = wait_for(lambda: (lambda e: e if e.is_enabled() and e.is_displayed() else None)(
+            self.css(selector)), 30, f"{selector} to be clickable")
+        self.js("arguments[0].scrollIntoView({block: 'center'})", el)
+        el.click()
+
+    def confirm(self, must_mention=()):
+        """Confirms the open dialog after checking that it names what it touches."""
+        dialog = wait_for(lambda: self.css("#confirm[open]"), 30, "the confirmation dialog")
+        text = dialog.text
+        for needle in must_mention:
+            assert needle in text, f"the confirmation does not say {needle!r}: {text!r}"
+        self.click("#confirm-ok")
+        wait_for(lambda: not self.all("#confirm[open]"), 30, "the dialog to close")
+        return text
+
+    def no_script_errors(self):
+        errors = self.js("return window.sundialErrors || []")
+        assert errors == [], f"uncaught script errors: {errors}"
+        severe = [e for e in self.driver.get_log("browser")
+                  if e["level"] == "SEVERE" and ("Uncaught" in e["message"] or
+                                                 e.get("source") == "javascript")]
+        assert severe == [], f"script errors in the console: {severe}"
+
+    def go(self, hash_route):
+        self.js("location.hash = arguments[0]", hash_route)
+
+
+def row_counts(ctx, queue):
+    """The overview's cells of one queue, by column key (one round trip to the browser)."""
+    return ctx.js("const r = document.querySelector(`tr[data-queue=\"${arguments[0]}\"]`);"
+                  "return r ? Object.fromEntries([...r.querySelectorAll('td[data-key]')]"
+                  ".map(c => [c.dataset.key, c.textContent])) : {};", queue)
+
+
+def fmt(n):
+    return f"{n:,}"
+
+
+# ---- the tests --------------------------------------------------------------------------------
+
+
+def test_overview(ctx):
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "emails"})
+    ws.call("CreateQueue", {"name": "builds", "settings": {"type": "exclusive",
+                                                           "exclusivity_key": "repo"}})
+    ws.call("CreateQueue", {"name": "reports", "settings": {"max_attempts": 1}})
+    ws.enqueue("emails", [{"id": f"e{i}", "priority": i} for i in range(30)])
+    ws.enqueue("emails", [{"id": f"later{i}", "priority": i, "delay_ms": 3_600_000}
+                          for i in range(5)])
+    ws.enqueue("builds", [{"id": f"b{i}", "priority": i,
+                           "metadata": [{"key": "repo", "value": "web" if i < 2 else f"r{i}"}]}
+                          for i in range(4)])
+    ws.call("Dequeue", {"queue": "builds", "max": 1})  # b0 runs, b1 (same repo) is blocked
+    ws.enqueue("reports", [{"id": f"r{i}", "priority": i} for i in range(3)])
+    for m in ws.call("Dequeue", {"queue": "reports", "max": 3})["messages"]:
+        ws.call("Fail", {"queue": "reports", "id": m["id"], "lease_token": m["lease_token"],
+                         "error": "report template missing"})
+    ws.call("UpdateQueue", {"name": "reports", "update": {"dequeue_paused": True}})
+
+    ctx.open(s.url + "/")
+    wait_for(lambda: len(ctx.all("#queue-rows tr[data-queue]")) == 3, 30, "three queue rows")
+    for name in ("emails", "builds", "reports"):
+        server = ws.counts(name)
+        wait_for(lambda: all(row_counts(ctx, name).get(k) == fmt(server[k]) for k in server), 30,
+                 f"{name}'s counts on screen to equal the server's {server}")
+    assert row_counts(ctx, "builds")["blocked"] == "1"
+    assert row_counts(ctx, "builds")["type"] == "exclusive (repo)"
+    assert row_counts(ctx, "reports")["status"] == "dequeue paused"
+    ctx.wait_text("#overview-summary", "3 queues · 42 messages")
+    ctx.no_script_errors()
+
+    # Live: an enqueue from the CLI reaches the screen with no reload and no HTTP request. (A
+    # rate needs two ticks: the enqueue comes after the page's first one.)
+    wait_for(lambda: ctx.js("return window.sundial.store.ticks.length") >= 1, 30, "a first tick")
+    ctx.js("window.sundialMarker = 1")
+    ctx.driver.get_log("performance")  # everything so far
+    before = ws.counts("emails")["pending"]
+    ctx.cli(s, "enqueue", "emails", "--id", "from-cli-1", "--payload", "hi")
+    ctx.cli(s, "enqueue", "emails", "--id", "from-cli-2", "--payload", "hi")
+    wait_for(lambda: row_counts(ctx, "emails")["pending"] == fmt(before + 2), 30,
+             "the CLI's enqueues on screen")
+    wait_for(lambda: row_counts(ctx, "emails")["enqueued"] != "0", 30,
+             lambda: f"a rate on screen: {row_counts(ctx, 'emails')} " +
+             ctx.js("return JSON.stringify(window.sundial.store.queues.get('emails').recent)"))
+    assert ctx.js("return window.sundialMarker") == 1, "the page was reloaded"
+    requests = http_requests(ctx.driver.get_log("performance"))
+    assert requests == [], f"the page made HTTP requests after loading: {requests}"
+    ctx.shot("overview")
+
+    # Sorting and the name filter.
+    ctx.click('th[data-key="pending"] button')
+    wait_for(lambda: ctx.all("#queue-rows tr[data-queue]")[0].get_attribute("data-queue") == "emails", 30,
+             "the busiest queue first")
+    ctx.css("#queue-filter").send_keys("rep")
+    wait_for(lambda: [r.get_attribute("data-queue")
+                      for r in ctx.all("#queue-rows tr[data-queue]")] == ["reports"], 30,
+             "only 'reports' shown")
+    ctx.css("#queue-filter").clear()
+    ctx.js("document.getElementById('queue-filter').dispatchEvent(new Event('input'))")
+    ctx.no_script_errors()
+    ws.close()
+    ctx.overview_server = s
+
+
+def test_queue_page(ctx):
+    s = ctx.overview_server
+    ws = Ws(s.http_port)
+    ws.enqueue("bulk", [{"id": f"b{i:04d}", "priority": 10_000 + i,
+                         "payload": list(f"payload of b{i:04d}".encode()),
+                         "metadata": [{"key": "tenant", "value": f"t{i % 5}"},
+                                      {"key": "batch", "value": str(i // 1000)}]}
+                        for i in range(2500)])
+    ctx.go("#/q/bulk")
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 100, 30, "the first page of 100")
+    ctx.wait_text("#count-pending", "2,500")
+
+    # Page through all 2,500 in priority order, 500 at a time.
+    Select(ctx.css("#page-size")).select_by_value("500")
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 500, 30, "a page of 500")
+    seen = []
+    for page in range(5):
+        ids = ctx.js("return [...document.querySelectorAll('#browse-rows tr')]"
+                     ".map(r => r.dataset.id)")
+        assert len(ids) == 500, f"page {page + 1}: {len(ids)} rows"
+        seen += ids
+        if page < 4:
+            loaded = ctx.css("#queue-view").get_attribute("data-loaded")
+            ctx.click("#page-next")
+            wait_for(lambda: ctx.css("#queue-view").get_attribute("data-loaded") != loaded, 30,
+                     f"page {page + 2}")
+    assert seen == [f"b{i:04d}" for i in range(2500)], "every message once, in priority order"
+    assert not ctx.css("#page-next").is_enabled(), "no page after the last"
+    assert "2,001–2,500 of 2,500 pending" in ctx.text("#page-info"), ctx.text("#page-info")
+    ctx.click("#page-prev")
+    wait_for(lambda: ctx.all("#browse-rows tr")[0].get_attribute("data-id") == "b1500", 30,
+             "the previous page")
+
+    # A metadata filter.
+    ctx.css("#filter-input").send_keys("tenant=t3 batch=1")
+    ctx.click("#filter-apply")
+    ctx.wait_text("#filter-note", "200 messages match")
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 200, 30, "the 200 matches")
+    ids = ctx.js("return [...document.querySelectorAll('#browse-rows tr')].map(r => r.dataset.id)")
+    assert ids == [f"b{i:04d}" for i in range(1000, 2000) if i % 5 == 3], ids[:5]
+    ctx.shot("queue-filter")
+    ctx.click("#filter-clear")
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 500, 30, "the filter cleared")
+
+    # Search by id: the detail.
+    ctx.css("#id-search").send_keys("b1234")
+    ctx.click("#id-search-go")
+    wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "b1234", 30,
+             "the detail of b1234")
+    ctx.wait_text("#detail-field-state", "pending")
+    ctx.wait_text("#detail-payload", "payload of b1234")
+    assert ctx.css("#detail-explain").get_attribute("data-reason") == "dequeueable"
+    meta = ctx.text("#detail-metadata")
+    assert "tenant t4" in meta and "batch 1" in meta, meta
+    ctx.click("#payload-hex")
+    wait_for(lambda: ctx.text("#detail-payload").startswith("00000000  70 61 79"), 30, "hex")
+
+    # A message that is not dequeueable: explain says why; its transitions are watched.
+    leased = ws.call("Dequeue", {"queue": "bulk", "max": 1})["messages"][0]
+    assert leased["id"] == "b0000"
+    ctx.go("#/q/bulk/m/b0000")
+    ctx.wait_text("#detail-field-state", "running")
+    assert ctx.css("#detail-explain").get_attribute("data-reason") == "running"
+    assert "leased by token" in ctx.text("#detail-explain")
+    ctx.wait_text("#detail-lease-token", str(leased["lease_token"]))
+    ws.call("Fail", {"queue": "bulk", "id": "b0000", "lease_token": leased["lease_token"],
+                     "error": "upstream timeout", "retry_delay_ms": 3_600_000})
+    ctx.wait_text("#detail-field-state", "invisible")
+    wait_for(lambda: ctx.css("#detail-explain").get_attribute("data-reason") == "invisible", 30,
+             "explain: invisible")
+    wait_for(lambda: "running → invisible (failed)" in ctx.text("#detail-transitions"), 30,
+             "the failure among the transitions seen")
+    assert "upstream timeout" in ctx.text("#detail-last-error")
+    ctx.shot("message-detail")
+    ctx.go("#/q/bulk")
+    wait_for(lambda: not ctx.all("#message-detail"), 30, "the detail closed")
+    ctx.js("window.scrollTo(0, 0)")
+    ctx.shot("queue")
+    ctx.no_script_errors()
+    ws.close()
+
+
+def test_actions(ctx):
+    s = ctx.overview_server
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "acts", "settings": {"max_attempts": 1}})
+    ws.enqueue("acts", [{"id": f"p{i}", "priority": i,
+                         "metadata": [{"key": "group", "value": "a" if i < 4 else "b"}]}
+                        for i in range(10)])
+    ws.enqueue("acts", [{"id": f"x{i}", "priority": 100 + i,
+                         "metadata": [{"key": "group", "value": "x" if i < 2 else "y"}]}
+                        for i in range(6)])
+    for m in ws.call("Dequeue", {"queue": "acts", "max": 6,
+                                 "filter": [{"key": "group", "value": "x"}]})["messages"] + \
+            ws.call("Dequeue", {"queue": "acts", "max": 6,
+                                "filter": [{"key": "group", "value": "y"}]})["messages"]:
+        ws.call("Fail", {"queue": "acts", "id": m["id"], "lease_token": m["lease_token"],
+                         "error": "bad input"})
+    assert ws.counts("acts")["errored"] == 6 and ws.counts("acts")["pending"] == 10
+    ctx.go("#/q/acts")
+    ctx.wait_text("#count-errored", "6")
+
+    # Pause and resume enqueue, then dequeue.
+    for which in ("enqueue", "dequeue"):
+        ctx.click(f"#act-pause-{which}")
+        ctx.confirm([f"Pause {which}", "acts"])
+        wait_for(lambda: ws.settings("acts").get(f"{which}_paused") is True, 30, f"{which} paused")
+        ctx.wait_text(f"#act-pause-{which}", f"Resume {which}")
+        ctx.click(f"#act-pause-{which}")
+        ctx.confirm([f"Resume {which}"])
+        wait_for(lambda: not ws.settings("acts").get(f"{which}_paused"), 30, f"{which} resumed")
+        ctx.wait_text(f"#act-pause-{which}", f"Pause {which}")
+
+    # Redrive two selected errored messages.
+    ctx.click('#state-tabs button[data-state="errored"]')
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 6, 30, "the 6 errored")
+    for mid in ("x2", "x3"):
+        ctx.css(f'#browse-rows tr[data-id="{mid}"] input[type=checkbox]').click()
+    ctx.click("#act-redrive-selected")
+    ctx.confirm(["Redrive 2 messages", "x2", "x3"])
+    wait_for(lambda: ws.counts("acts")["errored"] == 4, 30, "2 redriven")
+    assert ws.call("Get", {"queue": "acts", "id": "x2"})["message"]["state"] == "pending"
+
+    # Redrive by filter (the 2 errored of group x), after a confirmation with the count.
+    ctx.css("#filter-input").send_keys("group=x")
+    ctx.click("#filter-apply")
+    ctx.wait_text("#filter-note", "2 messages match")
+    ctx.click("#act-redrive-filter")
+    ctx.shot("confirm-redrive")
+    ctx.confirm(["2 errored messages", "group=x"])
+    wait_for(lambda: ws.counts("acts")["errored"] == 2, 30, "the filter's 2 redriven")
+    ctx.click("#filter-clear")
+
+    # Redrive all errored (the last 2).
+    wait_for(lambda: ctx.text("#act-redrive-all") == "Redrive all errored (2)", 30, "2 errored left")
+    ctx.click("#act-redrive-all")
+    ctx.confirm(["2 errored messages"])
+    wait_for(lambda: ws.counts("acts")["errored"] == 0, 30, "all redriven")
+
+    # Cancel three selected pending messages.
+    ctx.click('#state-tabs button[data-state="pending"]')
+    wait_for(lambda: len(ctx.all("#browse-rows tr")) == 16, 30, "16 pending")
+    for mid in ("p0", "p1", "p2"):
+        ctx.css(f'#browse-rows tr[data-id="{mid}"] input[type=checkbox]').click()
+    ctx.click("#act-cancel-selected")
+    ctx.confirm(["Cancel 3 messages", "p0"])
+    wait_for(lambda: ws.counts("acts")["canceled"] == 3, 30, "3 canceled")
+
+    # Cancel by filter: group=b (6 pending).
+    ctx.css("#filter-input").send_keys("group=b")
+    ctx.click("#filter-apply")
+    ctx.wait_text("#filter-note", "6 messages match")
+    ctx.click("#act-cancel-filter")
+    ctx.confirm(["6 messages will be canceled", "group=b"])
+    wait_for(lambda: ws.counts("acts")["canceled"] == 9, 30, "the filter's 6 canceled")
+    ctx.click("#filter-clear")
+
+    # Purge the canceled ones (the dialog's default states: completed and canceled).
+    ctx.click("#act-purge")
+    ctx.confirm(["9 messages will be removed"])
+    wait_for(lambda: ws.counts("acts")["canceled"] == 0, 30, "canceled purged")
+    assert ws.counts("acts")["pending"] == 7
+
+    # Delete the queue: the confirmation asks for its name.
+    ctx.click("#act-delete")
+    wait_for(lambda: ctx.css("#confirm[open]"), 30, "the delete confirmation")
+    assert not ctx.css("#confirm-ok").is_enabled(), "enabled before the name is typed"
+    assert "all its 7 messages" in ctx.text("#confirm")
+    ctx.shot("confirm-delete")
+    ctx.css("#confirm-typed").send_keys("acts")
+    ctx.confirm(["Delete queue acts"])
+
+    # The page's DeleteQueue and this connection's GetQueue may be served by different io
+    # threads, in either order: poll until the server says NOT_FOUND.
+    def queue_gone():
+        try:
+            ws.call("GetQueue", {"name": "acts"})
+            return False
+        except WsError as e:
+            assert e.code == "NOT_FOUND", e
+            return True
+    wait_for(queue_gone, 30, "the queue deleted on the server")
+    wait_for(lambda: ctx.all("#overview"), 30, "back on the overview")
+    wait_for(lambda: not ctx.all('tr[data-queue="acts"]'), 30, "the row gone")
+    ctx.no_script_errors()
+    ws.close()
+
+
+def test_reconnect(ctx):
+    s = ctx.overview_server
+    ctx.go("#/")
+    ctx.wait_live()
+    port = s.http_port
+    s.stop()
+    wait_for(lambda: ctx.css("#conn").get_attribute("data-state") != "open", 30, "the drop seen")
+    wait_for(lambda: "retrying in" in ctx.text("#conn"), 30, "the countdown on screen")
+    ctx.shot("reconnecting")
+    s2 = ctx.server(["--fsync", "never"], data_dir=s.dir, http_port=port)
+    ctx.wait_live()
+    wait_for(lambda: ctx.all('tr[data-queue="bulk"]'), 30, "the queues back")
+    ws = Ws(s2.http_port)
+    ws.enqueue("emails", [{"id": "after-restart", "priority": 1}])
+    pending = ws.counts("emails")["pending"]
+    wait_for(lambda: row_counts(ctx, "emails")["pending"] == fmt(pending), 30,
+             "live again after the restart")
+    ctx.no_script_errors()
+    ws.close()
+    s2.stop()
+
+
+def test_read_only(ctx):
+    s = ctx.server(["--dashboard", "read-only", "--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.enqueue("ro", [{"id": f"m{i}", "priority": i} for i in range(5)])
+    ctx.open(s.url + "/#/q/ro")
+    ctx.wait_text("#count-pending", "5")
+    wait_for(lambda: ctx.css("#mode").is_displayed(), 30, "the read-only badge")
+    assert not ctx.all("#queue-actions"), "actions shown in read-only mode"
+    assert not ctx.all("#bulk-actions"), "bulk actions shown in read-only mode"
+    ctx.go("#/q/ro/m/m1")
+    ctx.wait_text("#detail-field-state", "pending")
+    assert not ctx.all("#detail-cancel"), "a cancel button in read-only mode"
+    ctx.shot("read-only")
+    # The page's own connection is refused an action by the server.
+    code = ctx.driver.execute_async_script(
+        "const done = arguments[0];"
+        "window.sundial.conn.request('Cancel', {queue: 'ro', ids: ['m1']})"
+        ".then(() => done('ok'), (e) => done(e.code));")
+    assert code == "FAILED_PRECONDITION", code
+    assert ws.counts("ro")["pending"] == 5, "nothing changed"
+    ctx.no_script_errors()
+    ws.close()
+
+
+def test_sign_in(ctx):
+    token_file = os.path.join(tempfile.mkdtemp(prefix="sundial-token-"), "token")
+    with open(token_file, "w") as f:
+        f.write("a-long-random-token-7f3c9d\n")
+    s = ctx.server(["--auth-token-file", token_file, "--fsync", "never"])
+    ws = Ws(s.http_port, headers={"Authorization": "Bearer a-long-random-token-7f3c9d"})
+    ws.enqueue("secure", [{"id": "m1", "priority": 1}])
+
+    ctx.driver.get(s.url + "/")
+    ctx.driver.delete_all_cookies()
+    ctx.driver.get(s.url + "/")
+    wait_for(lambda: ctx.css("#signin-form"), 30, "the sign-in page")
+    ctx.shot("sign-in")
+    ctx.css("#token").send_keys("a-long-random-token-7f3c9e")
+    started = time.monotonic()
+    ctx.click("#signin-submit")
+    error = wait_for(lambda: ctx.css("#signin-error"), 30, "the sign-in error")
+    assert time.monotonic() - started >= 0.9, "a wrong token is answered after a delay"
+    assert "Sign-in failed" in error.text, error.text
+    assert "7f3c9" not in ctx.driver.page_source and "a-long" not in ctx.driver.page_source
+    ctx.shot("sign-in-failed")
+    assert ctx.driver.get_cookie("sundial_session") is None
+    try:
+        Ws(s.http_port, headers={"Origin": s.url})
+        raise AssertionError("/ws upgraded without a cookie")
+    except UpgradeRefused as e:
+        assert e.status == 401, e
+
+    ctx.css("#token").send_keys("a-long-random-token-7f3c9d")
+    ctx.click("#signin-submit")
+    ctx.wait_live()
+    wait_for(lambda: ctx.all('tr[data-queue="secure"]'), 30, "the queues after signing in")
+    cookie = ctx.driver.get_cookie("sundial_session")
+    assert cookie and cookie["httpOnly"] and cookie.get("sameSite") == "Strict", cookie
+    assert ctx.js("return document.cookie") == "", "the session cookie is readable by scripts"
+    with_cookie = Ws(s.http_port, headers={"Origin": s.url,
+                                           "Cookie": f"sundial_session={cookie['value']}"})
+    with_cookie.call("Stats")
+    with_cookie.close()
+    ctx.no_script_errors()
+
+    ctx.click("#signout button")
+    wait_for(lambda: ctx.all("#signin-form"), 30, "the sign-in page after signing out")
+    try:
+        Ws(s.http_port, headers={"Origin": s.url, "Cookie": f"sundial_session={cookie['value']}"})
+        raise AssertionError("the signed-out cookie still opens /ws")
+    except UpgradeRefused as e:
+        assert e.status == 401, e
+    ws.close()
+
+
+def test_off(ctx):
+    s = ctx.server(["--dashboard", "off", "--fsync", "never"])
+    try:
+        urllib.request.urlopen(s.url + "/", timeout=10)
+        raise AssertionError("--dashboard off served a page")
+    except urllib.error.HTTPError as e:
+        assert e.code == 404, e.code
+    Ws(s.http_port).call("Stats")  # the protocol stays
+
+
+TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
+         test_sign_in, test_off]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sundiald", required=True)
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--out", required=True, help="screenshots go here")
+    parser.add_argument("--only", help="run this test (and the ones it needs) only")
+    args = parser.parse_args()
+    started = time.monotonic()
+    os.makedirs(args.out, exist_ok=True)
+    for name in os.listdir(args.out):
+        if name.startswith("FAILED-"):
+            os.remove(os.path.join(args.out, name))
+    driver = start_chromium()
+    ctx = Context(args, driver)
+    passed = failed = 0
+    needs_overview = {"test_queue_page", "test_actions", "test_reconnect"}
+    try:
+        for test in TESTS:
+            if args.only and test.__name__ != args.only and not (
+                    test is test_overview and args.only in needs_overview):
+                continue
+            t0 = time.monotonic()
+            try:
+                test(ctx)
+                passed += 1
+                print(f"ok    {test.__name__} ({time.monotonic() - t0:.1f} s)", flush=True)
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print(f"FAIL  {test.__name__} ({time.monotonic() - t0:.1f} s)", flush=True)
+                traceback.print_exc()
+                ctx.shot("FAILED-" + test.__name__)
+                for s in ctx.servers:
+                    print(f"--- sundiald {s.dir} log tail:\n{s.log()}")
+                if test is test_overview:
+                    break  # the others build on its server
+    finally:
+        driver.quit()
+        for s in ctx.servers:
+            s.cleanup()
+    print(f"browser tests: {time.monotonic() - started:.1f} s; screenshots in {args.out}")
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
