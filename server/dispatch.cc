@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "protocol/sundial_generated.h"
+#include "server/metrics.h"
 
 namespace sundial::server {
 namespace {
@@ -396,19 +397,6 @@ constexpr std::array kTable = {
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 
-std::string SnakeName(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    if (c >= 'A' && c <= 'Z') {
-      if (!out.empty()) out += '_';
-      out += static_cast<char>(c - 'A' + 'a');
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string FinishedResponse(fb::FlatBufferBuilder& b, fb::Offset<p::Response> response) {
   b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));
   return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
@@ -477,8 +465,8 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
     return refuse(Code::kInvalidArgument, "op: the operation's table is missing");
   }
   if ((row->transports & (1u << static_cast<uint8_t>(transport))) == 0) {
-    return refuse(Code::kInvalidArgument,
-                  SnakeName(row->name) + ": WebSocket connections only (the HTTP port's /ws)");
+    return refuse(Code::kInvalidArgument, OpName(static_cast<size_t>(row->op)) +
+                                              ": WebSocket connections only (the HTTP port's /ws)");
   }
   const bool mutation = row->kind == OpKind::kMutation;
   if (mutation && access == Access::kReadOnly) {

@@ -24,12 +24,6 @@ std::string SnakeCase(std::string_view name) {
   return out;
 }
 
-std::string OpName(size_t op) {
-  if (op > static_cast<size_t>(protocol::Operation::MAX)) return "unknown";
-  if (op == 0) return "none";
-  return SnakeCase(protocol::EnumNameOperation(static_cast<protocol::Operation>(op)));
-}
-
 // Prometheus label values escape backslash, double quote and newline.
 std::string Escape(std::string_view v) {
   std::string out;
@@ -49,6 +43,12 @@ void Header(std::string* out, std::string_view name, std::string_view type, std:
 }
 
 }  // namespace
+
+std::string OpName(size_t op) {
+  if (op > static_cast<size_t>(protocol::Operation::MAX)) return "unknown";
+  if (op == 0) return "none";
+  return SnakeCase(protocol::EnumNameOperation(static_cast<protocol::Operation>(op)));
+}
 
 void Histogram::Observe(uint64_t nanos) {
   const double seconds = static_cast<double>(nanos) / 1e9;

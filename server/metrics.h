@@ -20,6 +20,10 @@
 
 namespace sundial::server {
 
+// An operation's name as metrics label it and messages name it: protocol::Operation's number
+// (0: "none"; beyond the last: "unknown") in snake case, "create_queue".
+std::string OpName(size_t op);
+
 // A histogram with fixed bounds in seconds (50 µs .. 10 s, then +Inf).
 class Histogram {
  public:
