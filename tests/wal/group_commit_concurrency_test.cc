@@ -90,9 +90,8 @@ TEST(GroupCommitConcurrencyTest, ConcurrentWritersAreLoggedOnceInOrderAndShareSy
   LogOptions options;
   options.policy = FsyncPolicy::kAlways;
   options.segment_bytes = 64 << 10;  // several rotations while writers run
-  auto opened = GroupCommitLog::Open(fs.get(), "data", options, 0, 1);
-  ASSERT_TRUE(opened.ok());
-  auto log = std::move(opened).value();
+  auto log = OpenLog(fs.get(), options);
+  ASSERT_NE(log, nullptr);
 
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
@@ -137,9 +136,8 @@ TEST(GroupCommitConcurrencyTest, CommittersSyncOrAreWokenWhileRotateAndFlushRace
     LogOptions options;
     options.policy = policy;
     options.segment_bytes = 32 << 10;
-    auto opened = GroupCommitLog::Open(fs.get(), "data", options, 0, 1);
-    ASSERT_TRUE(opened.ok());
-    auto log = std::move(opened).value();
+    auto log = OpenLog(fs.get(), options);
+    ASSERT_NE(log, nullptr);
 
     std::atomic<bool> writing{true};
     std::atomic<int> failures{0};
@@ -204,9 +202,8 @@ TEST(GroupCommitConcurrencyTest, IntervalWritersRacingWithRotationAndTheSyncer) 
   options.policy = FsyncPolicy::kInterval;
   options.interval_ms = 1;
   options.segment_bytes = 32 << 10;
-  auto opened = GroupCommitLog::Open(fs.get(), "data", options, 0, 1);
-  ASSERT_TRUE(opened.ok());
-  auto log = std::move(opened).value();
+  auto log = OpenLog(fs.get(), options);
+  ASSERT_NE(log, nullptr);
 
   std::atomic<bool> writing{true};
   std::atomic<int> failures{0};

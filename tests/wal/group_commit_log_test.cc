@@ -219,18 +219,16 @@ std::vector<SegmentContents> ReadSegments(FileSystem* fs, const std::string& dir
   return out;
 }
 
-LogOptions Policy(FsyncPolicy policy) {
-  LogOptions options;
-  options.policy = policy;
-  return options;
-}
+// A log under kAlways on a memory file system whose syncs can be held at a gate: the tests of
+// who writes, who syncs and who is woken.
+class GatedLogTest : public testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(log, nullptr); }
 
-std::unique_ptr<GroupCommitLog> OpenLog(FileSystem* fs, LogOptions options = {},
-                                        uint64_t next_lsn = 0, uint64_t segment = 1) {
-  auto log = GroupCommitLog::Open(fs, "data", options, next_lsn, segment);
-  EXPECT_TRUE(log.ok()) << CodeName(log.status().code()) << " " << log.status().detail();
-  return log.ok() ? std::move(log).value() : nullptr;
-}
+  std::unique_ptr<FileSystem> memory = NewMemoryFileSystem();
+  ObservedFileSystem observed{memory.get()};
+  std::unique_ptr<GroupCommitLog> log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
+};
 
 TEST(GroupCommitLogTest, EndLsnOfThisThreadBelongsToOneLog) {
   auto fs = NewMemoryFileSystem();
@@ -335,11 +333,7 @@ TEST(GroupCommitLogTest, ACommitWritesEveryThreadsPendingRecords) {
 
 // An io thread with other connections to serve does not block: it is registered, the sync
 // thread syncs, and the io thread is woken once, with its records durable.
-TEST(GroupCommitLogTest, ACommitThatMayNotBlockIsWokenOnceTheSyncThreadMadeItDurable) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, ACommitThatMayNotBlockIsWokenOnceTheSyncThreadMadeItDurable) {
   observed.CloseSyncGate();
   Append(log.get(), MakeEffect(1, 0));
   const uint64_t end = log->EndLsnOfThisThread();
@@ -362,11 +356,7 @@ TEST(GroupCommitLogTest, ACommitThatMayNotBlockIsWokenOnceTheSyncThreadMadeItDur
 
 // A sync in flight that covers a committer's records is waited for, never repeated: by a
 // registered committer (woken by it) and by a blocking one (it waits instead of syncing).
-TEST(GroupCommitLogTest, ASyncInFlightThatCoversTheRecordsIsNotRepeated) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, ASyncInFlightThatCoversTheRecordsIsNotRepeated) {
   // Three threads append before anyone commits: the first commit writes all three records.
   std::vector<uint64_t> ends;
   for (int i = 0; i < 3; ++i) {
@@ -398,11 +388,7 @@ TEST(GroupCommitLogTest, ASyncInFlightThatCoversTheRecordsIsNotRepeated) {
   EXPECT_EQ(second.wakes(), 1);  // Close found nobody registered
 }
 
-TEST(GroupCommitLogTest, AppendsDuringASyncShareTheNextSync) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, AppendsDuringASyncShareTheNextSync) {
   observed.CloseSyncGate();
   std::thread leader([&] {
     Append(log.get(), MakeEffect(1, 0));
@@ -449,11 +435,7 @@ TEST(GroupCommitLogTest, AppendsDuringASyncShareTheNextSync) {
   EXPECT_TRUE(log->Close().ok());
 }
 
-TEST(GroupCommitLogTest, ACommitterIsWokenAtWakeAtBeforeTheRestIsDurable) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, ACommitterIsWokenAtWakeAtBeforeTheRestIsDurable) {
   observed.CloseSyncGate();
   // Record 1's sync is in flight (held) when the committer appends record 2 and commits both,
   // asking to be woken at 1: the loop holding record 1's reply sends it after that sync rather
@@ -479,11 +461,7 @@ TEST(GroupCommitLogTest, ACommitterIsWokenAtWakeAtBeforeTheRestIsDurable) {
   EXPECT_TRUE(log->Close().ok());
 }
 
-TEST(GroupCommitLogTest, AWakeAtAlreadyDurableRegistersForTheEnd) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, AWakeAtAlreadyDurableRegistersForTheEnd) {
   Append(log.get(), MakeEffect(1, 0));
   ASSERT_TRUE(log->WaitDurable(1).ok());
   observed.CloseSyncGate();
@@ -533,11 +511,7 @@ TEST(GroupCommitLogTest, AFailedSyncWakesEveryRegisteredCommitter) {
   EXPECT_EQ(log->Close().code(), Code::kUnavailable);
 }
 
-TEST(GroupCommitLogTest, AnUnregisteredCommitterIsNeverWoken) {
-  auto memory = NewMemoryFileSystem();
-  ObservedFileSystem observed(memory.get());
-  auto log = OpenLog(&observed, Policy(FsyncPolicy::kAlways));
-  ASSERT_NE(log, nullptr);
+TEST_F(GatedLogTest, AnUnregisteredCommitterIsNeverWoken) {
   observed.CloseSyncGate();
   Append(log.get(), MakeEffect(1, 0));
   const uint64_t end = log->EndLsnOfThisThread();

@@ -21,6 +21,7 @@
 #include "engine/types.h"
 #include "wal/effect_codec.h"
 #include "wal/file.h"
+#include "wal/group_commit_log.h"
 #include "wal/log_format.h"
 #include "wal/log_reader.h"
 #include "wal/log_writer.h"
@@ -289,6 +290,21 @@ inline void FixRecordChecksum(std::string* bytes, uint64_t offset, uint64_t file
   std::string sum;
   PutFixed64(&sum, RecordChecksum(type, file_number, payload));
   bytes->replace(offset + 5, 8, sum);
+}
+
+// Options with `policy` and every other setting at its default.
+inline LogOptions Policy(FsyncPolicy policy) {
+  LogOptions options;
+  options.policy = policy;
+  return options;
+}
+
+// A log in `fs`'s directory "data"; null (and a test failure naming why) if it cannot open.
+inline std::unique_ptr<GroupCommitLog> OpenLog(FileSystem* fs, LogOptions options = {},
+                                               uint64_t next_lsn = 0, uint64_t segment = 1) {
+  auto log = GroupCommitLog::Open(fs, "data", options, next_lsn, segment);
+  EXPECT_TRUE(log.ok()) << CodeName(log.status().code()) << " " << log.status().detail();
+  return log.ok() ? std::move(log).value() : nullptr;
 }
 
 }  // namespace sundial::wal::test
