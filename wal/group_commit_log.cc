@@ -127,7 +127,13 @@ struct GroupCommitLog::Impl {
   // writer_written_end. Writer only.
   const char* StartNextSegment(Status* cause);
   const char* OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause);
+  // Syncs and closes the active segment file, and forgets it. Writer only; mu not held. A sync
+  // after a failed one reports that failure (see SyncNow).
+  Status SealFile();
   void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync);
+  // Everything below `end` was fdatasynced: under kAlways it is durable; wakes whoever waits
+  // for it. REQUIRES: mu held.
+  void MarkSynced(uint64_t end);
   // Puts the log into the failed state and wakes every committer. REQUIRES: mu held.
   void Fail(const char* detail, Status cause);
   // Wakes the registered committers now durable (everyone once the log failed or closed).
@@ -195,32 +201,38 @@ void GroupCommitLog::Impl::CountSync(Clock::time_point start, Clock::time_point 
   if (options.on_sync) options.on_sync(NanosBetween(start, end));
 }
 
-const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
-  // Sealed: every record in it synced (Close syncs, and cuts the preallocated zeroes).
+Status GroupCommitLog::Impl::SealFile() {
   const auto start = Clock::now();
   Status s;
   {
     std::lock_guard sync_lock(sync_mu);
     s = sync_failure.ok() ? file->Sync() : sync_failure;
     if (!s.ok()) sync_failure = s;
-    if (s.ok()) s = file->Close();
+    if (s.ok()) s = file->Close();  // Close also cuts the preallocated zeroes
     file.reset();
   }
   CountSync(start, Clock::now(), false);
+  return s;
+}
+
+void GroupCommitLog::Impl::MarkSynced(uint64_t end) {
+  synced_end = std::max(synced_end, end);
+  if (options.policy == FsyncPolicy::kAlways) PublishDurable(std::max(durable_end, synced_end));
+  synced_cv.notify_all();
+  WakeDurable();
+}
+
+const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
+  // Sealed: every record in it synced.
+  Status s = SealFile();
   if (!s.ok()) {
     *cause = s;
     return kSegmentFailed;
   }
   {
     std::lock_guard lock(mu);
-    if (failure.ok()) {
-      synced_end = std::max(synced_end, writer_written_end);
-      if (options.policy == FsyncPolicy::kAlways) {
-        PublishDurable(std::max(durable_end, synced_end));
-      }
-      synced_cv.notify_all();
-      WakeDurable();  // the seal's sync may be the one a registered committer waits for
-    }
+    // The seal's sync may be the one a registered committer waits for.
+    if (failure.ok()) MarkSynced(writer_written_end);
   }
   if (const char* failed = OpenSegment(segment_number + 1, writer_written_end, cause)) {
     return failed;
@@ -404,10 +416,7 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   if (--syncs_in_flight == 0) syncing_end = 0;
   if (!s.ok()) return Fail(kSyncFailed, s);
   if (!failure.ok()) return;  // a write failed meanwhile
-  synced_end = std::max(synced_end, target);
-  if (options.policy == FsyncPolicy::kAlways) PublishDurable(std::max(durable_end, synced_end));
-  synced_cv.notify_all();
-  WakeDurable();
+  MarkSynced(target);
 }
 
 void GroupCommitLog::Impl::RunSyncThread() {
@@ -617,16 +626,7 @@ Status GroupCommitLog::Close() {
       if (d.failure.ok() && !d.writing) {
         d.writing = true;
         lock.unlock();
-        Status s;
-        const auto start = Clock::now();
-        {
-          std::lock_guard sync_lock(d.sync_mu);
-          s = d.sync_failure.ok() ? d.file->Sync() : d.sync_failure;
-          if (!s.ok()) d.sync_failure = s;
-          if (s.ok()) s = d.file->Close();
-          d.file.reset();
-        }
-        d.CountSync(start, Clock::now(), false);
+        const Status s = d.SealFile();
         lock.lock();
         d.writing = false;
         d.writer_cv.notify_all();
