@@ -19,9 +19,9 @@ import socket
 import time
 
 from . import codec
-from .address import format_address, parse_address
-from .client import DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S, peer_closed
-from .errors import SundialError, invalid_argument, unavailable
+from .client import (DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S, client_settings,
+                     peer_closed)
+from .errors import SundialError, unavailable
 from .operations import OPERATION_NAMES, Operations
 
 
@@ -126,13 +126,8 @@ class AsyncClient(Operations):
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable"):
-        self._host, self._port = parse_address(addr)
-        self._address = format_address(self._host, self._port)
-        if token is not None and not isinstance(token, str):
-            raise invalid_argument("token: must be a str")
-        self._token = token
-        self._timeout = float(timeout)
-        self._durability = codec._durability(durability)
+        (self._host, self._port, self._address, self._token, self._timeout,
+         self._durability) = client_settings(addr, token, timeout, durability)
         self._ids = itertools.count(1)
         self._connect_lock = None  # made on first use, inside the loop
         self._lock_loop = None

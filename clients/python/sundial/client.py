@@ -37,6 +37,16 @@ RECONNECT_INITIAL_S = 0.05
 RECONNECT_MAX_S = 2.0
 
 
+def client_settings(addr, token, timeout, durability):
+    """What Client and AsyncClient are given, checked: (host, port, address, token, timeout,
+    durability)."""
+    host, port = parse_address(addr)
+    if token is not None and not isinstance(token, str):
+        raise invalid_argument("token: must be a str")
+    return (host, port, format_address(host, port), token, float(timeout),
+            codec._durability(durability))
+
+
 def peer_closed(sock):
     """True when the peer has closed `sock` (EOF or an error is waiting on it). A write to
     such a socket still succeeds locally, so without this check a request sent on an idle
@@ -205,13 +215,8 @@ class Client(Operations):
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable"):
-        self._host, self._port = parse_address(addr)
-        self._address = format_address(self._host, self._port)
-        if token is not None and not isinstance(token, str):
-            raise invalid_argument("token: must be a str")
-        self._token = token
-        self._timeout = float(timeout)
-        self._durability = codec._durability(durability)
+        (self._host, self._port, self._address, self._token, self._timeout,
+         self._durability) = client_settings(addr, token, timeout, durability)
         self._ids = itertools.count(1)  # next() is atomic under the GIL; ids never repeat
         self._connect_lock = threading.Lock()
         self._conn = None
