@@ -74,6 +74,14 @@ class DispatchHarness {
     flatbuffers::Verifier check(reinterpret_cast<const uint8_t*>(outcome.response.data()),
                                 outcome.response.size());
     if (!check.VerifyBuffer<protocol::ServerMessage>(nullptr)) Fail("reply does not verify");
+    const auto* response =
+        flatbuffers::GetRoot<protocol::ServerMessage>(outcome.response.data())->body_as_Response();
+    if (response == nullptr || response->request_id() != request->request_id()) {
+      Fail("the reply is not a Response to this request");
+    }
+    if (response->error() != nullptr && response->error()->message() == nullptr) {
+      Fail("an error without a message");
+    }
     if (outcome.wait_lsn > log_->AppendedEndLsn()) Fail("reply waits for an LSN never appended");
     // Time moves on between requests: leases expire, invisible messages appear, retention runs.
     clock_.Advance(1'000);

@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
     std::string frames, texts, id = "a", token = "0";
     int n = 0;
     for (std::string json : scenario.requests) {
+      const bool leased_before = json.find("$TOKEN") != std::string::npos;
       Replace(&json, "$ID", id);
       Replace(&json, "$TOKEN", token);
       std::string bytes, error;
@@ -159,6 +160,10 @@ int main(int argc, char** argv) {
       const auto* response =
           flatbuffers::GetRoot<p::ServerMessage>(reply.data())->body_as_Response();
       if (response == nullptr) fuzz::Fail("no response");
+      // The seeds must reach what a lease allows, not stop at a wrong token.
+      if (leased_before && response->error() != nullptr) {
+        fuzz::Fail("a seed's lease operation failed:", response->error()->message()->string_view());
+      }
       if (const auto* leased = response->result_as_DequeueResult();
           leased != nullptr && leased->messages() != nullptr && leased->messages()->size() > 0) {
         id = leased->messages()->Get(0)->id()->str();
