@@ -41,5 +41,8 @@ for t in $targets; do
     tail -40 "build/fuzz/$t.log"
     status=1
   fi
+  # Each run's log kept, for the figures docs/testing.md quotes (seconds, execs/s, edges).
+  mkdir -p build/fuzz/logs
+  cp "build/fuzz/$t.log" "build/fuzz/logs/$t-$(date -u +%Y%m%dT%H%M%SZ)-${seconds}s.log"
 done
 exit $status
