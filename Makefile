@@ -5,9 +5,10 @@
 #   make run    deps + build, then start sundiald with data in ./data (ARGS='--fsync=never' adds flags)
 #   make bench  engine and WAL microbenchmarks (release build)
 #   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
+#   make fuzz   every libFuzzer target (tests/fuzz) for FUZZ_SECONDS (default 60) each (clang)
 #   make format clang-format every source file
 
-.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery format clean
+.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery fuzz format clean
 
 all: build
 
@@ -49,6 +50,11 @@ bench: build
 
 bench-recovery: build
 	@build/release/bench/recovery_bench
+
+fuzz: deps
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz
+	@scripts/fuzz.sh
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

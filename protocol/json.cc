@@ -3,6 +3,7 @@
 #include <flatbuffers/idl.h>
 
 #include <cstdlib>
+#include <string>
 
 #include "protocol/schema_text.h"
 
@@ -31,7 +32,12 @@ JsonCodec::JsonCodec(std::string_view root_type) {
 JsonCodec::~JsonCodec() = default;
 
 bool JsonCodec::FromJson(std::string_view json, std::string* flatbuffer, std::string* error) {
-  const std::string text(json);  // the parser needs a terminating NUL
+  // The parser reads up to a terminating NUL: one inside would cut the text short there.
+  if (const size_t nul = json.find('\0'); nul != std::string_view::npos) {
+    *error = "a NUL byte at offset " + std::to_string(nul) + " (never valid in JSON text)";
+    return false;
+  }
+  const std::string text(json);
   if (!impl_->parser.ParseJson(text.c_str())) {
     *error = impl_->parser.error_;
     return false;

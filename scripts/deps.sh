@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
+  clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
 )
 
 missing=()

@@ -214,7 +214,9 @@ class Recovery {
       if (!opened.ok()) return opened.status();
       LogReader& reader = **opened;
       auto damaged = [&](uint64_t offset, std::string reason) {
-        return SegmentDamaged(i, Corruption{name, offset, DamageKind::kCorruption, reason});
+        // segments_[i] rather than `name`: clang 14 cannot capture a structured binding.
+        return SegmentDamaged(
+            i, Corruption{segments_[i].second, offset, DamageKind::kCorruption, reason});
       };
 
       if (!reader.ReadHeader()) {

@@ -156,6 +156,19 @@ TEST(Json, BadJsonIsRefusedWithAMessage) {
   }
 }
 
+// The parser reads a NUL-terminated string: whatever followed a NUL byte was ignored, so a
+// text frame of a request, a NUL and garbage was accepted as the request (found by the ws_json
+// fuzz target's check). A NUL is never valid JSON text.
+TEST(Json, ANulByteIsRefusedNotACutOffPoint) {
+  JsonCodec codec("Request");
+  std::string bytes, error;
+  const std::string text =
+      std::string(R"({"request_id": 1, "op_type": "Stats", "op": {}})") + '\0' + "garbage";
+  EXPECT_FALSE(codec.FromJson(text, &bytes, &error));
+  EXPECT_NE(error.find("NUL"), std::string::npos) << error;
+  EXPECT_FALSE(codec.FromJson(std::string_view("\0", 1), &bytes, &error));
+}
+
 TEST(Json, ServerMessagesPrintAsJson) {
   flatbuffers::FlatBufferBuilder b;
   auto err = CreateErrorDirect(b, Code::NOT_FOUND, "queue: no such queue");

@@ -1,0 +1,195 @@
+// Writes the seed corpora of the fuzz targets from the real code paths: requests in the
+// protocol's JSON form are encoded by the JSON codec (as the WebSocket session decodes them),
+// framed by protocol::AppendFrame (as clients frame them) and run through the dispatch harness
+// the targets use, whose engine logs to a real GroupCommitLog; its segments and a snapshot
+// written by wal::WriteSnapshot of the same engine are the WAL and snapshot seeds.
+//
+//   build/fuzz/tests/fuzz/make_seeds tests/fuzz
+//
+// Requests that need a lease token (complete, fail, extend) say "$TOKEN": it is replaced by
+// the token of the last message leased, which is the same on every run (the harness's engine
+// has a fixed seed and a manual clock), so a seed replays exactly.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "protocol/framing.h"
+#include "protocol/json.h"
+#include "tests/fuzz/dispatch_harness.h"
+#include "wal/log_format.h"
+#include "wal/snapshot.h"
+
+namespace {
+
+using namespace sundial;
+namespace p = protocol;
+
+struct Scenario {
+  const char* name;
+  std::vector<std::string> requests;  // JSON
+};
+
+std::vector<Scenario> Scenarios() {
+  const std::string create =
+      R"({"request_id": 1, "op_type": "CreateQueue", "op": {"name": "emails",
+          "settings": {"lease_ms": 5000, "max_attempts": 2, "dead_letter_queue": "dlq",
+                       "retry_backoff_ms": 10}}})";
+  const std::string create_dlq =
+      R"({"request_id": 2, "op_type": "CreateQueue", "op": {"name": "dlq"}})";
+  const std::string enqueue =
+      R"({"request_id": 3, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
+          {"id": "a", "priority": 2, "payload": [104, 105],
+           "metadata": [{"key": "tenant", "value": "acme"}]},
+          {"id": "b", "priority": 1, "delay_ms": 1500},
+          {"priority": 7, "visible_at": 1700000000000, "max_attempts": 1}]}})";
+  const std::string dequeue =
+      R"({"request_id": 4, "op_type": "Dequeue", "op": {"queue": "emails", "max": 1,
+          "lease_ms": 3000}})";
+  return {
+      {"lifecycle",
+       {create, create_dlq, enqueue, dequeue,
+        R"({"request_id": 5, "op_type": "Extend", "op": {"queue": "emails", "id": "$ID",
+            "lease_token": $TOKEN, "lease_ms": 9000}})",
+        R"({"request_id": 6, "op_type": "Complete", "op": {"queue": "emails",
+            "items": [{"id": "$ID", "lease_token": $TOKEN}]}})",
+        R"({"request_id": 7, "op_type": "Get", "op": {"queue": "emails", "id": "a"}})",
+        R"({"request_id": 8, "op_type": "Browse", "op": {"queue": "emails", "state": "completed",
+            "limit": 10}})"}},
+      {"fail_to_dead_letter",
+       {create, create_dlq, enqueue, dequeue,
+        R"({"request_id": 5, "op_type": "Fail", "op": {"queue": "emails", "id": "$ID",
+            "lease_token": $TOKEN, "error": "boom", "retry_delay_ms": 0}})",
+        dequeue,
+        R"({"request_id": 7, "op_type": "Fail", "op": {"queue": "emails", "id": "$ID",
+            "lease_token": $TOKEN, "error": "boom again"}})",
+        R"({"request_id": 8, "op_type": "Redrive", "op": {"queue": "dlq", "all": true}})",
+        R"({"request_id": 9, "op_type": "Redrive", "op": {"queue": "dlq", "ids": ["a"],
+            "filter": [{"key": "tenant", "value": "acme"}]}})"}},
+      {"exclusive",
+       {R"({"request_id": 1, "op_type": "CreateQueue", "op": {"name": "jobs", "settings":
+            {"type": "exclusive", "exclusivity_key": "tenant", "invisibility_ms": 10}}})",
+        R"({"request_id": 2, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
+            {"id": "x", "metadata": [{"key": "tenant", "value": "t1"}]},
+            {"id": "y", "metadata": [{"key": "tenant", "value": "t1"}]},
+            {"id": "z", "metadata": [{"key": "tenant", "value": "t2"}]}]}})",
+        R"({"request_id": 3, "op_type": "Dequeue", "op": {"queue": "jobs", "max": 3,
+            "filter": [{"key": "tenant", "value": "t1"}], "wait_ms": 0}})",
+        R"({"request_id": 4, "op_type": "Explain", "op": {"queue": "jobs", "id": "y"}})",
+        R"({"request_id": 5, "op_type": "Explain", "op": {"queue": "jobs",
+            "filter": [{"key": "tenant", "value": "t2"}]}})",
+        R"({"request_id": 6, "op_type": "Count", "op": {"queue": "jobs",
+            "filter": [{"key": "tenant", "value": "t1"}]}})"}},
+      {"bulk",
+       {create, enqueue,
+        R"({"request_id": 4, "op_type": "Reprioritize", "op": {"queue": "emails", "id": "a",
+            "priority": 9}})",
+        R"({"request_id": 5, "op_type": "Reprioritize", "op": {"queue": "emails",
+            "filter": [{"key": "tenant", "value": "acme"}], "visible_at": 1700000009000}})",
+        R"({"request_id": 6, "op_type": "Cancel", "op": {"queue": "emails", "ids": ["b", "c"]}})",
+        R"({"request_id": 7, "op_type": "Cancel", "op": {"queue": "emails",
+            "filter": [{"key": "tenant", "value": "acme"}]}})",
+        R"({"request_id": 8, "op_type": "PurgeQueue", "op": {"name": "emails",
+            "states": ["canceled", "completed"]}})",
+        R"({"request_id": 9, "op_type": "DeleteQueue", "op": {"name": "emails"}})"}},
+      {"settings",
+       {create,
+        R"({"request_id": 2, "op_type": "UpdateQueue", "op": {"name": "emails", "update": {
+            "lease_ms": 1000, "invisibility_ms": 5, "max_attempts": 3, "retry_backoff_ms": 1,
+            "retry_backoff_max_ms": 100, "dead_letter_queue": "", "retention_ms": 1,
+            "max_depth": 2, "enqueue_paused": false, "dequeue_paused": true}}})",
+        enqueue, dequeue, R"({"request_id": 5, "op_type": "GetQueue", "op": {"name": "emails"}})",
+        R"({"request_id": 6, "op_type": "ListQueues", "op": {}})",
+        R"({"request_id": 7, "durability": "relaxed", "op_type": "Enqueue", "op":
+            {"queue": "auto", "items": [{"id": "q"}]}})"}},
+      {"session_ops",
+       {R"({"request_id": 1, "op_type": "Auth", "op": {"token": "secret"}})",
+        R"({"request_id": 2, "op_type": "Subscribe", "op": {"queue": "emails",
+            "filter": [{"key": "k", "value": "v"}], "queue_stats": true,
+            "max_events_per_sec": 10, "ids": ["a"]}})",
+        R"({"request_id": 3, "op_type": "Unsubscribe", "op": {"queue": "emails"}})",
+        R"({"request_id": 4, "op_type": "Stats", "op": {}})",
+        R"({"request_id": 5, "op_type": "Health", "op": {}})"}},
+  };
+}
+
+void Write(const std::filesystem::path& file, std::string_view bytes) {
+  std::filesystem::create_directories(file.parent_path());
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!out) fuzz::Fail("cannot write", file.string());
+}
+
+void Replace(std::string* s, std::string_view what, std::string_view with) {
+  for (size_t at; (at = s->find(what)) != std::string::npos;) s->replace(at, what.size(), with);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds TESTS_FUZZ_DIR\n");
+    return 2;
+  }
+  const std::filesystem::path out(argv[1]);
+  p::JsonCodec codec("Request");
+  for (const Scenario& scenario : Scenarios()) {
+    fuzz::DispatchHarness harness;
+    std::string frames, texts, id = "a", token = "0";
+    int n = 0;
+    for (std::string json : scenario.requests) {
+      const bool leased_before = json.find("$TOKEN") != std::string::npos;
+      Replace(&json, "$ID", id);
+      Replace(&json, "$TOKEN", token);
+      std::string bytes, error;
+      if (!codec.FromJson(json, &bytes, &error)) fuzz::Fail("seed does not decode:", error);
+      if (!fuzz::VerifyRequest(bytes)) fuzz::Fail("seed does not verify:", json);
+      p::AppendFrame(bytes, &frames);
+      if (!texts.empty()) texts += '\x1e';
+      texts += json;
+      // Each request alone too: a short seed the fuzzer mutates cheaply.
+      std::string frame;
+      p::AppendFrame(bytes, &frame);
+      const std::string single = std::string(scenario.name) + "_" + std::to_string(n++);
+      Write(out / "tcp_frame/corpus" / single, frame);
+      Write(out / "ws_json/corpus" / single, json);
+
+      const std::string_view reply = harness.Handle(bytes, server::Transport::kTcp);
+      const auto* response =
+          flatbuffers::GetRoot<p::ServerMessage>(reply.data())->body_as_Response();
+      if (response == nullptr) fuzz::Fail("no response");
+      // The seeds must reach what a lease allows, not stop at a wrong token.
+      if (leased_before && response->error() != nullptr) {
+        fuzz::Fail("a seed's lease operation failed:", response->error()->message()->string_view());
+      }
+      if (const auto* leased = response->result_as_DequeueResult();
+          leased != nullptr && leased->messages() != nullptr && leased->messages()->size() > 0) {
+        id = leased->messages()->Get(0)->id()->str();
+        token = std::to_string(leased->messages()->Get(0)->lease_token());
+      }
+    }
+    Write(out / "tcp_frame/corpus" / scenario.name, frames);
+    Write(out / "ws_json/corpus" / scenario.name, texts);
+
+    // The snapshot of the state the scenario left, and the segment its log holds.
+    // (In a directory of its own: recovery of "data" below must not see it.)
+    if (!harness.fs()->CreateDir("snap").ok()) fuzz::Fail("mkdir");
+    auto snap = wal::WriteSnapshot(harness.fs(), "snap", harness.engine(), 1'000);
+    if (!snap.ok()) fuzz::Fail("snapshot:", snap.status().detail());
+    auto snap_bytes = wal::ReadFileToString(harness.fs(), wal::JoinPath("snap", snap->file));
+    if (!snap_bytes.ok()) fuzz::Fail("reading the snapshot");
+    Write(out / "snapshot/corpus" / scenario.name, std::string(1, '\0') + *snap_bytes);
+    harness.CheckRecovery();  // closes the log: the segment is sealed
+    auto segment =
+        wal::ReadFileToString(harness.fs(), wal::JoinPath("data", wal::SegmentFileName(1)));
+    if (!segment.ok()) fuzz::Fail("reading the segment");
+    Write(out / "wal_segment/corpus" / scenario.name, std::string(1, '\0') + *segment);
+    // The same segment cut mid-record: a torn tail, and with repair (mode bit 1).
+    Write(out / "wal_segment/corpus" / (std::string(scenario.name) + "_torn"),
+          std::string(1, '\2') + segment->substr(0, segment->size() - 5));
+  }
+  std::printf("seeds written under %s\n", out.c_str());
+  return 0;
+}
