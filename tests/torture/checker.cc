@@ -23,6 +23,7 @@ struct Message {
   std::string queue, id;
   std::vector<const Op*> ops;  // enqueue, complete, fail, extend, cancel, reprioritize of it
   std::vector<const Op*> dequeued_by;  // acknowledged dequeues that leased it
+  std::vector<bool> expiring;          // leases meant to expire (dequeue-short)
   std::vector<uint64_t> tokens;        // their tokens, in the same order
   const std::string* exclusivity_value = nullptr;
 };
@@ -67,13 +68,14 @@ class Checker {
     for (const Op& op : h_.ops) {
       ++report_.ops;
       if (op.outcome == Outcome::kOk) ++report_.acknowledged;
-      if (op.kind == "dequeue") {
+      if (op.kind == "dequeue" || op.kind == "dequeue-short") {
         if (op.outcome == Outcome::kNone) unknown_dequeues_[op.queue].push_back(&op);
         if (op.outcome != Outcome::kOk) continue;
         for (const auto& [id, token] : op.leased) {
           Message& m = MessageOf(op.queue, id);
           m.dequeued_by.push_back(&op);
           m.tokens.push_back(token);
+          m.expiring.push_back(op.kind == "dequeue-short");
         }
         continue;
       }
@@ -91,6 +93,7 @@ class Checker {
   static std::set<std::string> StatesAfter(const std::string& kind) {
     if (kind == "enqueue" || kind == "fail") return {"pending", "invisible"};
     if (kind == "dequeue") return {"running"};
+    if (kind == "dequeue-short") return {"running", "pending"};  // expired or not yet
     if (kind == "complete") return {"completed"};
     if (kind == "cancel") return {"canceled"};
     return {};
@@ -235,7 +238,9 @@ class Checker {
 
   // True when some request that may have happened, sent before `until`, could have ended
   // the lease `token` of message `m` (complete or fail with that token, or a cancel).
-  bool MayHaveEnded(const Message& m, uint64_t token, int64_t until) const {
+  bool MayHaveEnded(const Message& m, size_t grant, int64_t until) const {
+    if (m.expiring[grant]) return true;  // a short lease ends by itself
+    const uint64_t token = m.tokens[grant];
     for (const Op* op : m.ops) {
       if (!MayHaveHappened(*op) || op->t0 >= until) continue;
       if (op->kind == "cancel") return true;
@@ -255,7 +260,7 @@ class Checker {
     const Op* a = m1.dequeued_by[i1];
     const Op* b = m2.dequeued_by[i2];
     if (!(a->t1 < b->t0)) return false;
-    return !MayHaveEnded(m1, m1.tokens[i1], b->t1);
+    return !MayHaveEnded(m1, i1, b->t1);
   }
 
   void CheckLeases() {

@@ -3,7 +3,8 @@
 // clients were told against what the server held afterwards).
 //
 // The torture's settings make the model small: leases of one hour (none expires during a
-// run: a lease ends only by complete, fail or cancel), max_attempts high enough that nothing
+// run: a lease ends only by complete, fail or cancel) except those of `dequeue-short`, which
+// are meant to expire (20 ms) and may end at any moment, max_attempts high enough that nothing
 // is ever errored, retention of a day (terminal messages stay readable), client-chosen ids that
 // are never reused. A request whose outcome is `none` may or may not have happened; one that
 // got an error did not happen.

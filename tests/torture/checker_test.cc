@@ -110,6 +110,20 @@ TEST(TortureChecker, ALeaseEndedByFailOrCancelMayBeGrantedAgain) {
   EXPECT_EQ(r.Count("double_lease"), 0u) << r.Summary();
 }
 
+TEST(TortureChecker, ALeaseLeftToExpireMayEndAtAnyMoment) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue-short q ok - 1 m1:77\n"
+      "op 50 60 c1 dequeue q ok - 1 m1:78\n"
+      "op 70 80 c0 enqueue q ok m2 5\n"
+      "op 90 95 c0 dequeue-short q ok - 1 m2:79\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 running 5\n"
+      "inventory 1000 1 q m2 pending 5\n"  // expired
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
 TEST(TortureChecker, ConcurrentDequeuesAreNotJudged) {
   // The second was sent before the first was answered: the server may have ordered them
   // either way, and only one of them can be wrong, which this rule cannot tell.

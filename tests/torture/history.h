@@ -5,9 +5,9 @@
 //
 //   op  T0 T1 CLIENT KIND QUEUE OUTCOME ID ARG [ID:TOKEN ...]
 //     T0: just before the request was sent; T1: when its outcome was known (both steady ns).
-//     KIND: enqueue (ARG = priority), dequeue (ID = the filter "k=v" or "-", ARG = count of
-//     leased ID:TOKEN that follow), complete / fail / extend (ARG = lease token), cancel
-//     (ARG = 0), reprioritize (ARG = the new priority).
+//     KIND: enqueue (ARG = priority), dequeue and dequeue-short (a 20 ms lease, left to
+//     expire; ID = the filter "k=v" or "-", ARG = count of leased ID:TOKEN that follow), complete /
+//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority).
 //     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
 //     have happened) or the error code's name (it did not happen).
 //   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)

@@ -44,7 +44,8 @@ int CheckDirectory(const std::string& dir);
 
 namespace {
 
-constexpr int64_t kLeaseMs = 3'600'000;       // no lease expires during a run
+constexpr int64_t kLeaseMs = 3'600'000;       // no lease expires during a run, unless...
+constexpr int64_t kShortLeaseMs = 20;         // ...a dequeue asks for this to let it expire
 constexpr uint32_t kMaxAttempts = 1'000'000;  // nothing is ever errored
 constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
 constexpr int kRoundsPerEpoch = 5;            // queues are replaced every 5 rounds
@@ -165,20 +166,23 @@ class TortureClient {
     const std::string& q = queues_[which];
     client::DequeueOptions o;
     o.max = 1 + Pick(3);
-    o.lease_ms = kLeaseMs;
+    // One dequeue in ten lets its lease expire (the timer's transition, logged like any other,
+    // is what crosses the kill then); the others hold theirs until they use it.
+    const bool short_lease = Pick(10) == 0;
+    o.lease_ms = short_lease ? kShortLeaseMs : kLeaseMs;
     std::string filter = "-";
     if (which == 1 && Pick(2)) {
       o.filter = {{"color", "red"}};
       filter = "color=red";
     }
-    Op op = Start("dequeue", q, filter, 0);
+    Op op = Start(short_lease ? "dequeue-short" : "dequeue", q, filter, 0);
     auto r = client_->Dequeue(q, o);
     return Record(op, r, [&](const client::Reply& reply, Op& d) {
       const auto* messages = reply.result<p::DequeueResult>()->messages();
       if (messages == nullptr) return;
       for (const p::Message* m : *messages) {
         d.leased.emplace_back(m->id()->str(), m->lease_token());
-        held_.push_back({q, m->id()->str(), m->lease_token()});
+        if (!short_lease) held_.push_back({q, m->id()->str(), m->lease_token()});
       }
       d.arg = static_cast<int64_t>(d.leased.size());
     });
