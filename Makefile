@@ -6,8 +6,10 @@
 #   make bench  engine and WAL microbenchmarks (release build)
 #   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
 #   make format clang-format every source file
+#   make torture  crash torture: TORTURE_ROUNDS (1000) rounds of SIGKILLs of a real sundiald under
+#                 client processes, at random and at every failpoint, then the checker (~3 min)
 
-.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery format clean
+.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery format clean torture
 
 all: build
 
@@ -49,6 +51,16 @@ bench: build
 
 bench-recovery: build
 	@build/release/bench/recovery_bench
+
+TORTURE_ROUNDS ?= 1000
+TORTURE_CLIENTS ?= 4
+TORTURE_SEED ?= $(shell date +%s)
+torture: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release --target torture sundiald-failpoints
+	@nice -n 10 build/release/tests/torture/torture run \
+	  --server build/release/tests/torture/sundiald-failpoints --dir build/release/torture-run \
+	  --rounds $(TORTURE_ROUNDS) --clients $(TORTURE_CLIENTS) --seed $(TORTURE_SEED)
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

@@ -283,8 +283,9 @@ class Torture {
     std::fclose(history_);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("torture: %d rounds in %.1f s, %d clients per round\n", o_.rounds, seconds,
-                o_.clients);
+    std::printf("torture: %d rounds in %.1f s, %d clients per round, seed %llu, history in %s\n",
+                o_.rounds, seconds, o_.clients, static_cast<unsigned long long>(o_.seed),
+                HistoryDir().c_str());
     for (const auto& [how, n] : kills_) std::printf("  kills at %-28s %d\n", how.c_str(), n);
     for (const auto& [how, n] : missed_) {
       std::printf("  failpoint %s not reached within the round (killed at random): %d\n",
