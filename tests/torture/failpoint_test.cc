@@ -188,7 +188,7 @@ TEST(PlantedBug, AckBeforeSyncIsCaughtAsLostAcknowledgedWrites) {
   const std::string run = dir.path() + "/run";
   const std::string command = std::string(TORTURE_BIN) + " run --server " +
                               SUNDIALD_FAILPOINTS_BIN + " --dir " + run +
-                              " --rounds 6 --clients 3 --seed 7 --bug ack_before_sync" +
+                              " --rounds 10 --clients 3 --seed 7 --bug ack_before_sync" +
                               " --only wal.before_write > " + dir.path() + "/out.txt 2>&1";
   const int status = std::system(command.c_str());
   ASSERT_TRUE(WIFEXITED(status));

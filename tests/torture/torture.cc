@@ -342,7 +342,7 @@ class Torture {
                   r.error().code == Code::kNotFound) {
                 break;  // not created yet
               }
-              return false;
+              return Refused(r.error());
             }
             const auto* result = r->result<p::BrowseResult>();
             if (result->messages() != nullptr) {
@@ -373,11 +373,20 @@ class Torture {
         s.exclusivity_key = "k";
       }
       auto r = client.CreateQueue(QueueName(kind, epoch), s);
-      if (!r.ok()) return false;
+      if (!r.ok()) return Refused(r.error());
       // Two epochs back is checked for good: its messages leave the server.
       if (epoch >= 2) (void)client.DeleteQueue(QueueName(kind, epoch - 2));
     }
     return true;
+  }
+
+  // False; a refusal by a live server is the harness's own bug and stops the run.
+  bool Refused(const client::Error& e) {
+    if (e.origin == client::Error::Origin::kServer) {
+      refused_ = true;
+      Harness("setup refused: " + e.ToString());
+    }
+    return false;
   }
 
   bool RunRound(Server& server, int round) {
@@ -393,8 +402,13 @@ class Torture {
       return false;
     }
     if (!Setup(server, round)) {
-      if (!server.Exited(5000)) server.Kill();
-      Record(round, armed.empty() ? "random" : how);
+      if (refused_) return false;
+      if (!armed.empty() && server.Exited(5000)) {
+        Record(round, how);  // reached while the queues were set up
+      } else {
+        server.Kill();
+        Record(round, "random");
+      }
       return true;
     }
     std::vector<pid_t> children;
@@ -441,6 +455,7 @@ class Torture {
   FILE* history_ = nullptr;
   std::map<std::string, int> kills_;
   std::map<std::string, int> missed_;
+  bool refused_ = false;
 };
 
 }  // namespace
