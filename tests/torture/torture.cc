@@ -315,22 +315,15 @@ class Torture {
     return how + ":" + std::to_string(per_write ? Pick(1, 40) : Pick(1, 2));
   }
 
-  // Creates this epoch's queues, reads the inventory of this and the previous epoch, deletes
-  // the one before. False when the server died meanwhile.
-  bool Setup(Server& server, int round) {
-    auto c = Client::Connect(server.address(), {}, 5000);
-    if (!c.ok()) return false;
-    Client& client = *c.value();
-    const int epoch = round / kRoundsPerEpoch;
-    // The inventory first: it must see the state the previous round's kill left.
-    const int64_t t = NowNs();
+  // One read of every message of this and the previous epoch's queues, as history lines.
+  bool ReadInventory(Client& client, int epoch, int64_t t, int round, std::string* out) {
     std::ostringstream block;
     for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
       for (const char* kind : {"plain", "filter", "excl"}) {
         const std::string q = QueueName(kind, e);
         block << "inventory-queue " << t << ' ' << round << ' ' << q << '\n';
         for (p::MessageState state :
-             {p::MessageState::invisible, p::MessageState::pending, p::MessageState::running,
+             {p::MessageState::invisible, p::MessageState::running, p::MessageState::pending,
               p::MessageState::completed, p::MessageState::canceled, p::MessageState::errored}) {
           client::BrowseOptions b;
           b.state = state;
@@ -357,6 +350,33 @@ class Torture {
         }
       }
     }
+    *out = block.str();
+    return true;
+  }
+
+  // Creates this epoch's queues, reads the inventory of this and the previous epoch, deletes
+  // the one before. False when the server died meanwhile.
+  bool Setup(Server& server, int round) {
+    auto c = Client::Connect(server.address(), {}, 5000);
+    if (!c.ok()) return false;
+    Client& client = *c.value();
+    const int epoch = round / kRoundsPerEpoch;
+    // The inventory first: it must see the state the previous round's kill left. Timers run
+    // while it is read (a recovered lease that expired, a retry delay ending) and move messages
+    // to pending: pending is read after the states they leave, so none is missed, and the
+    // whole read is repeated until two in a row agree (a page boundary in pending could
+    // otherwise hide a message that arrived before the cursor).
+    const int64_t t = NowNs();
+    std::string rows, again;
+    if (!ReadInventory(client, epoch, t, round, &rows)) return false;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      again.clear();
+      if (!ReadInventory(client, epoch, t, round, &again)) return false;
+      if (again == rows) break;
+      rows.swap(again);
+    }
+    std::ostringstream block;
+    block << rows;
     block << "inventory-end " << t << ' ' << round << '\n';
     std::fputs(block.str().c_str(), history_);
     std::fflush(history_);
