@@ -13,7 +13,7 @@
 //   Before dying it writes "failpoint NAME reached (hit N): SIGKILL" to stderr.
 //   SUNDIAL_BUG=name            turns on a planted bug (the torture's proof that its checker
 //                               can fail); the only one is `ack_before_sync`.
-// Names (docs/wal-format.md lists where each one is):
+// Names (docs/testing.md, "Failpoints", says where each one is):
 //   wal.before_write, wal.after_write_before_sync, wal.after_sync_before_reply,
 //   checkpoint.before_rename, checkpoint.after_rename, wal.mid_rotation.
 //
