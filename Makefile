@@ -6,9 +6,11 @@
 #   make bench  engine and WAL microbenchmarks (release build)
 #   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
 #   make fuzz   every libFuzzer target (tests/fuzz) for FUZZ_SECONDS (default 60) each (clang)
+#   make torture  crash torture: TORTURE_ROUNDS (1000) rounds of SIGKILLs of a real sundiald under
+#                 client processes, at random and at every failpoint, then the checker (~3 min)
 #   make format clang-format every source file
 
-.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery fuzz format clean
+.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery fuzz torture format clean
 
 all: build
 
@@ -55,6 +57,16 @@ fuzz: deps
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz
 	@scripts/fuzz.sh
+
+TORTURE_ROUNDS ?= 1000
+TORTURE_CLIENTS ?= 4
+TORTURE_SEED ?= $(shell date +%s)
+torture: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release --target torture sundiald-failpoints
+	@nice -n 10 build/release/tests/torture/torture run \
+	  --server build/release/tests/torture/sundiald-failpoints --dir build/release/torture-run \
+	  --rounds $(TORTURE_ROUNDS) --clients $(TORTURE_CLIENTS) --seed $(TORTURE_SEED)
 
 format:
 	@git ls-files '*.h' '*.cc' | xargs clang-format -i

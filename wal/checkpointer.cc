@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "wal/failpoint.h"
 #include "wal/log_format.h"
 #include "wal/recovery.h"
 #include "wal/snapshot.h"
@@ -83,6 +84,8 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
   // 3. The snapshot.
   auto snapshot =
       WriteSnapshot(fs_, dir_, *recovered.engine, rotated->lsn, [&](SnapshotStep step) -> Status {
+        if (step == SnapshotStep::kTempSynced) SUNDIAL_FAILPOINT("checkpoint.before_rename");
+        if (step == SnapshotStep::kRenamed) SUNDIAL_FAILPOINT("checkpoint.after_rename");
         if (!hook) return Status::Ok();
         return hook(step == SnapshotStep::kTempSynced ? CheckpointStep::kSnapshotTempSynced
                                                       : CheckpointStep::kSnapshotRenamed);

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "wal/effect_codec.h"
+#include "wal/failpoint.h"
 #include "wal/log_format.h"
 
 namespace sundial::wal {
@@ -234,6 +235,7 @@ const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
     // The seal's sync may be the one a registered committer waits for.
     if (failure.ok()) MarkSynced(writer_written_end);
   }
+  SUNDIAL_FAILPOINT("wal.mid_rotation");  // the old segment sealed, the next not created
   if (const char* failed = OpenSegment(segment_number + 1, writer_written_end, cause)) {
     return failed;
   }
@@ -370,9 +372,12 @@ void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
   writing = true;
   batch.swap(pending);
   lock.unlock();
+  const bool records = !batch.empty();
+  if (records) SUNDIAL_FAILPOINT("wal.before_write");
   Status cause;
   const char* failed = WriteBatch(&cause);
   if (!failed) failed = FlushFile(&cause);  // handed to the OS before anyone counts on it
+  if (!failed && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
   if (failed) {
     std::lock_guard sync_lock(sync_mu);
     file.reset();  // still the writer: nobody else touches it
@@ -411,6 +416,7 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
       if (!s.ok()) sync_failure = s;  // before sync_mu is released: no later sync counts
     }                                 // no file: closed, everything was synced
   }
+  if (s.ok()) SUNDIAL_FAILPOINT("wal.after_sync_before_reply");
   CountSync(start, Clock::now(), !sync_thread);
   lock.lock();
   if (--syncs_in_flight == 0) syncing_end = 0;
@@ -546,6 +552,9 @@ uint64_t GroupCommitLog::EndLsnOfThisThread() const {
 }
 
 uint64_t GroupCommitLog::AppendedEndLsn() const {
+  // The planted bug of the torture's proof (test build only, wal/failpoint.h): a reply that
+  // waits for this waits for nothing, so it leaves before its record is written and synced.
+  if (SUNDIAL_BUG("ack_before_sync")) return DurableEnd();
   return impl_->appended_end.load(std::memory_order_acquire);
 }
 

@@ -77,8 +77,11 @@ class Recovery {
         report_.removed_files.push_back(name);
       }
       // Records replayed from the page cache (written, never synced before a kill -9) and a cut
-      // tail become durable before the log acknowledges anything on top of them.
-      if (last_kept_) {
+      // tail become durable before the log acknowledges anything on top of them. Unless the
+      // last segment kept was just removed as covered by the snapshot (the one after it was
+      // torn, and removed too): its records are in the snapshot, and opening it for append
+      // would create it again, empty, which the next start refuses as damage.
+      if (last_kept_ && fs_->FileExists(Path(SegmentFileName(*last_kept_)))) {
         auto file = fs_->NewAppendableFile(Path(SegmentFileName(*last_kept_)));
         if (!file.ok()) return file.status();
         if (Status s = (*file)->Sync(); !s.ok()) return s;

@@ -583,6 +583,48 @@ TEST_F(SnapshotRecoveryTest, RepairOfDamageBelowTheSnapshotLosesNothing) {
   EXPECT_FALSE(after.damage);
 }
 
+TEST_F(SnapshotRecoveryTest, ACheckpointKilledBeforeItsNewSegmentHadAHeaderRestartsTwice) {
+  // Found by the crash torture (tests/torture, failpoint checkpoint.after_rename): the
+  // checkpoint rotated to an empty segment, renamed its snapshot and was killed before deleting
+  // the segments the snapshot covers. The first start removed the empty (torn) segment and
+  // the covered ones, then made "the last segment kept" durable by opening it for append,
+  // which created it again, empty; the second start refused an empty segment that is not the
+  // last as damage.
+  LoggedEngine e;
+  LogOptions options;
+  options.segment_bytes = 8 << 10;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+  RandomOps workload(11);
+  workload.Setup(*e.engine);
+  workload.Run(*e.engine, e.clock, 1'000);
+  ASSERT_TRUE(e.Sync().ok());
+  CheckpointOptions checkpoint;
+  checkpoint.engine_options = TestEngineOptions();
+  Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+  auto crashed = checkpointer.RunOnce([](CheckpointStep step) {
+    return step == CheckpointStep::kSnapshotRenamed ? Status(Code::kInternal, "test: crash")
+                                                    : Status::Ok();
+  });
+  ASSERT_FALSE(crashed.ok());
+  const uint64_t digest = e.engine->Digest();
+  e.log.reset();
+  const auto names = SegmentNames(fs_.get(), kDir);
+  ASSERT_GE(names.size(), 2u);
+  const std::string newest = JoinPath(kDir, names.back());
+  const std::string covered = JoinPath(kDir, names[names.size() - 2]);
+  Overwrite(newest, "");  // the kill came before its header reached the file
+
+  {
+    LoggedEngine first;
+    ASSERT_TRUE(first.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(first.engine->Digest(), digest);
+    EXPECT_FALSE(fs_->FileExists(covered));  // deleted, not created again
+  }
+  RecoveryReport second;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &second), digest);
+  EXPECT_FALSE(second.damage);
+}
+
 TEST(RecoverySyncTest, RecordsReplayedFromThePageCacheAreMadeDurable) {
   // A kill -9 after the write and before the fdatasync: the bytes are in the file (the page
   // cache) but not durable. Recovery replays them, so it must make them durable before the

@@ -1,0 +1,74 @@
+// The torture's history: every request a client sent with its acknowledgement, every kill and
+// every inventory read after a restart, as text lines (one event each) that the checker
+// (tests/torture/checker.h) reads back. Clients append to their own files; the checker merges
+// them by time (CLOCK_MONOTONIC nanoseconds, one clock for every process on the machine).
+//
+//   op  T0 T1 CLIENT KIND QUEUE OUTCOME ID ARG [ID:TOKEN ...]
+//     T0: just before the request was sent; T1: when its outcome was known (both steady ns).
+//     KIND: enqueue (ARG = priority), dequeue and dequeue-short (a 20 ms lease, left to
+//     expire; ID = the filter "k=v" or "-", ARG = count of leased ID:TOKEN that follow), complete /
+//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority).
+//     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
+//     have happened) or the error code's name (it did not happen).
+//   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)
+//   kill T ROUND HOW              the server died: HOW is a failpoint name or "random"
+//   inventory-queue T ROUND QUEUE   a queue the inventory read (only those queues are checked)
+//   inventory T ROUND QUEUE ID STATE PRIORITY
+//     one per message present after a restart; a block of them ends with
+//   inventory-end T ROUND         (a block without its end is ignored: the server died in it)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace sundial::torture {
+
+enum class Outcome { kOk, kNone, kError };
+
+struct Op {
+  int64_t t0 = 0, t1 = 0;
+  std::string client;
+  std::string kind;
+  std::string queue;
+  Outcome outcome = Outcome::kNone;
+  std::string error;  // the code's name when kError
+  std::string id;     // the message (dequeue: the filter)
+  int64_t arg = 0;
+  std::vector<std::pair<std::string, uint64_t>> leased;  // dequeue: (id, lease token)
+};
+
+struct InventoryRow {
+  std::string queue, id, state;
+  int64_t priority = 0;
+};
+
+struct Inventory {
+  int64_t t = 0;
+  int round = 0;
+  std::vector<std::string> queues;
+  std::vector<InventoryRow> rows;
+};
+
+struct Kill {
+  int64_t t = 0;
+  int round = 0;
+  std::string how;
+};
+
+struct History {
+  std::vector<Op> ops;
+  std::vector<Inventory> inventories;  // complete blocks only
+  std::vector<Kill> kills;
+  // (queue, id) -> exclusivity value
+  std::vector<std::tuple<std::string, std::string, std::string>> meta;
+};
+
+// Line forms of the events above.
+std::string FormatOp(const Op& op);
+// Parses every line of `text` into `h` (appending). False and `error` on a malformed line.
+bool ParseHistory(const std::string& text, History* h, std::string* error);
+
+}  // namespace sundial::torture

@@ -1,0 +1,539 @@
+// The crash torture (docs/testing.md, "Torture"): rounds of client processes driving a real
+// sundiald while it is SIGKILLed, at random moments or at a named failpoint (wal/failpoint.h,
+// in the sundiald-failpoints build), then restarted on the same data directory; after every
+// restart an inventory of the queues goes into the history, and the checker
+// (tests/torture/checker.h) judges the whole history at the end.
+//
+//   torture run --server BIN --dir DIR [--rounds N] [--clients K] [--seed S] [--bug NAME]
+//               [--only FAILPOINT|random]
+//   torture check DIR
+// Exit status: 0 no violation, 1 violations found, 2 the harness itself failed.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "tests/torture/checker.h"
+#include "tests/torture/history.h"
+#include "tests/torture/server.h"
+
+namespace fs = std::filesystem;
+namespace p = sundial::protocol;
+using sundial::client::Client;
+
+namespace sundial::torture {
+
+// Reads every history file under DIR/history and prints the checker's report; the exit status.
+int CheckDirectory(const std::string& dir);
+
+namespace {
+
+constexpr int64_t kLeaseMs = 3'600'000;       // no lease expires during a run, unless...
+constexpr int64_t kShortLeaseMs = 20;         // ...a dequeue asks for this to let it expire
+constexpr uint32_t kMaxAttempts = 1'000'000;  // nothing is ever errored
+constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
+constexpr int kRoundsPerEpoch = 5;            // queues are replaced every 5 rounds
+constexpr const char* kFailpoints[] = {
+    "wal.before_write",         "wal.after_write_before_sync", "wal.after_sync_before_reply",
+    "checkpoint.before_rename", "checkpoint.after_rename",     "wal.mid_rotation"};
+
+int64_t NowNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+std::string QueueName(const char* kind, int epoch) {
+  return std::string(kind) + ".e" + std::to_string(epoch);
+}
+
+// ---- The client process ------------------------------------------------------------------
+
+struct Lease {
+  std::string queue, id;
+  uint64_t token;
+};
+
+class TortureClient {
+ public:
+  TortureClient(std::string name, int round, uint64_t seed, FILE* out)
+      : name_(std::move(name)), round_(round), rng_(seed), out_(out) {}
+
+  void Run(const client::Address& address) {
+    auto c = Client::Connect(address, {}, 2000);
+    if (!c.ok()) return;
+    client_ = std::move(c).value();
+    const int epoch = round_ / kRoundsPerEpoch;
+    queues_ = {QueueName("plain", epoch), QueueName("filter", epoch), QueueName("excl", epoch)};
+    while (Step()) {
+    }
+  }
+
+ private:
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+
+  // Records `op` with the outcome of `r`; false when the server is gone.
+  template <typename F>
+  bool Record(Op& op, const client::Result<client::Reply>& r, F on_ok) {
+    op.t1 = NowNs();
+    bool alive = true;
+    if (r.ok()) {
+      op.outcome = Outcome::kOk;
+      on_ok(r.value(), op);
+    } else if (r.error().origin == client::Error::Origin::kServer &&
+               r.error().code != Code::kUnavailable) {
+      op.outcome = Outcome::kError;
+      op.error = std::string(CodeName(r.error().code));
+    } else {
+      op.outcome = Outcome::kNone;  // may or may not have happened
+      alive = false;
+    }
+    std::fprintf(out_, "%s\n", FormatOp(op).c_str());
+    return alive;
+  }
+
+  static void ItemOutcome(const client::Reply& reply, Op& op) {
+    const auto* items = reply.result<p::ItemResults>()->items();
+    if (items == nullptr || items->size() != 1) {
+      op.outcome = Outcome::kError;
+      op.error = "BAD_REPLY";
+      return;
+    }
+    const p::Code code = items->Get(0)->code();
+    if (code == p::Code::OK) return;
+    op.outcome = code == p::Code::UNAVAILABLE ? Outcome::kNone : Outcome::kError;
+    op.error = p::EnumNameCode(code);
+  }
+
+  Op Start(const char* kind, const std::string& queue, const std::string& id, int64_t arg) {
+    Op op;
+    op.client = name_;
+    op.kind = kind;
+    op.queue = queue;
+    op.id = id;
+    op.arg = arg;
+    op.t0 = NowNs();
+    return op;
+  }
+
+  bool Enqueue() {
+    const int which = Pick(3);
+    const std::string& q = queues_[which];
+    client::EnqueueItem item;
+    item.id = name_ + "-" + std::to_string(seq_++);
+    item.priority = Pick(1000);
+    item.payload = "payload of " + item.id;
+    if (which == 1) item.metadata = {{"color", Pick(2) ? "red" : "blue"}};
+    if (which == 2) {
+      const std::string value = "r" + std::to_string(round_) + "-" + std::to_string(Pick(3));
+      item.metadata = {{"k", value}};
+      std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), value.c_str());
+    }
+    Op op = Start("enqueue", q, item.id, item.priority);
+    auto r = client_->Enqueue(q, {item});
+    const bool alive = Record(op, r, [](const client::Reply& reply, Op& o) {
+      const auto* items = reply.result<p::EnqueueResults>()->items();
+      if (items == nullptr || items->size() != 1) {
+        o.outcome = Outcome::kError;
+        o.error = "BAD_REPLY";
+      } else if (const auto* e = items->Get(0)->error()) {
+        o.outcome = Outcome::kError;
+        o.error = p::EnumNameCode(e->code());
+      }
+    });
+    mine_.push_back({q, item.id, 0});
+    return alive;
+  }
+
+  bool Dequeue() {
+    const int which = Pick(3);
+    const std::string& q = queues_[which];
+    client::DequeueOptions o;
+    o.max = 1 + Pick(3);
+    // One dequeue in ten lets its lease expire (the timer's transition, logged like any other,
+    // is what crosses the kill then); the others hold theirs until they use it.
+    const bool short_lease = Pick(10) == 0;
+    o.lease_ms = short_lease ? kShortLeaseMs : kLeaseMs;
+    std::string filter = "-";
+    if (which == 1 && Pick(2)) {
+      o.filter = {{"color", "red"}};
+      filter = "color=red";
+    }
+    Op op = Start(short_lease ? "dequeue-short" : "dequeue", q, filter, 0);
+    auto r = client_->Dequeue(q, o);
+    return Record(op, r, [&](const client::Reply& reply, Op& d) {
+      const auto* messages = reply.result<p::DequeueResult>()->messages();
+      if (messages == nullptr) return;
+      for (const p::Message* m : *messages) {
+        d.leased.emplace_back(m->id()->str(), m->lease_token());
+        if (!short_lease) held_.push_back({q, m->id()->str(), m->lease_token()});
+      }
+      d.arg = static_cast<int64_t>(d.leased.size());
+    });
+  }
+
+  bool UseLease() {
+    const size_t i = static_cast<size_t>(Pick(static_cast<int>(held_.size())));
+    const Lease lease = held_[i];
+    const int action = Pick(10);
+    if (action < 6) {
+      held_.erase(held_.begin() + static_cast<ptrdiff_t>(i));
+      Op op = Start("complete", lease.queue, lease.id, static_cast<int64_t>(lease.token));
+      auto r = client_->Complete(lease.queue, {{lease.id, lease.token}});
+      return Record(op, r, ItemOutcome);
+    }
+    if (action < 8) {
+      held_.erase(held_.begin() + static_cast<ptrdiff_t>(i));
+      client::FailOptions f;
+      f.error = "torture";
+      f.retry_delay_ms = Pick(30);
+      Op op = Start("fail", lease.queue, lease.id, static_cast<int64_t>(lease.token));
+      auto r = client_->Fail(lease.queue, lease.id, lease.token, f);
+      return Record(op, r, [](const client::Reply&, Op&) {});
+    }
+    Op op = Start("extend", lease.queue, lease.id, static_cast<int64_t>(lease.token));
+    auto r = client_->Extend(lease.queue, lease.id, lease.token, kLeaseMs);
+    return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  bool Cancel() {
+    const Lease& m = mine_[static_cast<size_t>(Pick(static_cast<int>(mine_.size())))];
+    Op op = Start("cancel", m.queue, m.id, 0);
+    auto r = client_->Cancel(m.queue, {m.id});
+    return Record(op, r, ItemOutcome);
+  }
+
+  bool Reprioritize() {
+    const Lease& m = mine_[static_cast<size_t>(Pick(static_cast<int>(mine_.size())))];
+    const int64_t priority = Pick(1000);
+    Op op = Start("reprioritize", m.queue, m.id, priority);
+    client::ReprioritizeChange change;
+    change.priority = priority;
+    auto r = client_->Reprioritize(m.queue, m.id, change);
+    return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  bool Step() {
+    const int roll = Pick(100);
+    if (roll < 30 || mine_.empty()) return Enqueue();
+    if (roll < 58) return Dequeue();
+    if (roll < 88) return held_.empty() ? Dequeue() : UseLease();
+    if (roll < 94) return Cancel();
+    return Reprioritize();
+  }
+
+  std::string name_;
+  int round_;
+  std::mt19937_64 rng_;
+  FILE* out_;
+  std::unique_ptr<Client> client_;
+  std::vector<std::string> queues_;
+  std::vector<Lease> mine_;  // enqueued by this client (token unused)
+  std::vector<Lease> held_;
+  uint64_t seq_ = 0;
+};
+
+// ---- The orchestrator --------------------------------------------------------------------
+
+struct Options {
+  std::string server;
+  std::string dir;
+  int rounds = 20;
+  int clients = 4;
+  uint64_t seed = 1;
+  std::string bug;
+  std::string only;  // one failpoint, or "random"
+};
+
+class Torture {
+ public:
+  explicit Torture(Options o) : o_(std::move(o)), rng_(o_.seed) {}
+
+  int Run() {
+    fs::remove_all(o_.dir);
+    fs::create_directories(HistoryDir());
+    const std::string data = o_.dir + "/data";
+    fs::create_directories(data);
+    history_ = std::fopen((HistoryDir() + "/torture.hist").c_str(), "w");
+    const auto start = std::chrono::steady_clock::now();
+    Server server(o_.server, data, o_.dir + "/server.log");
+    for (int round = 0; round < o_.rounds; ++round) {
+      if (!RunRound(server, round)) return 2;
+    }
+    // A last restart, without failpoints, to read what the last kill left.
+    if (!server.Start("", "")) return Harness("the final restart failed");
+    if (!Setup(server, o_.rounds)) return Harness("the final inventory failed");
+    server.Kill();
+    std::fclose(history_);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("torture: %d rounds in %.1f s, %d clients per round, seed %llu, history in %s\n",
+                o_.rounds, seconds, o_.clients, static_cast<unsigned long long>(o_.seed),
+                HistoryDir().c_str());
+    for (const auto& [how, n] : kills_) std::printf("  kills at %-28s %d\n", how.c_str(), n);
+    for (const auto& [how, n] : missed_) {
+      std::printf("  failpoint %s not reached within the round (killed at random): %d\n",
+                  how.c_str(), n);
+    }
+    return CheckDirectory(o_.dir);
+  }
+
+ private:
+  std::string HistoryDir() const { return o_.dir + "/history"; }
+  int Harness(const std::string& why) {
+    std::fprintf(stderr, "torture: %s (see %s/server.log)\n", why.c_str(), o_.dir.c_str());
+    return 2;
+  }
+  int Pick(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+
+  std::string ChooseKill(int round) {
+    if (!o_.only.empty()) return o_.only;
+    const int n = static_cast<int>(std::size(kFailpoints));
+    const int slot = round % (n + 1);
+    return slot == n ? "random" : kFailpoints[slot];
+  }
+
+  std::string Armed(const std::string& how) {
+    if (how == "random") return "";
+    const bool per_write = how.rfind("wal.", 0) == 0 && how != "wal.mid_rotation";
+    return how + ":" + std::to_string(per_write ? Pick(1, 40) : Pick(1, 2));
+  }
+
+  // One read of every message of this and the previous epoch's queues, as history lines.
+  bool ReadInventory(Client& client, int epoch, int64_t t, int round, std::string* out) {
+    std::ostringstream block;
+    for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
+      for (const char* kind : {"plain", "filter", "excl"}) {
+        const std::string q = QueueName(kind, e);
+        block << "inventory-queue " << t << ' ' << round << ' ' << q << '\n';
+        for (p::MessageState state :
+             {p::MessageState::invisible, p::MessageState::running, p::MessageState::pending,
+              p::MessageState::completed, p::MessageState::canceled, p::MessageState::errored}) {
+          client::BrowseOptions b;
+          b.state = state;
+          b.limit = 1000;
+          for (;;) {
+            auto r = client.Browse(q, b);
+            if (!r.ok()) {
+              if (r.error().origin == client::Error::Origin::kServer &&
+                  r.error().code == Code::kNotFound) {
+                break;  // not created yet
+              }
+              return Refused(r.error());
+            }
+            const auto* result = r->result<p::BrowseResult>();
+            if (result->messages() != nullptr) {
+              for (const p::MessageSummary* m : *result->messages()) {
+                block << "inventory " << t << ' ' << round << ' ' << q << ' ' << m->id()->str()
+                      << ' ' << p::EnumNameMessageState(m->state()) << ' ' << m->priority() << '\n';
+              }
+            }
+            if (result->next_cursor() == nullptr || result->next_cursor()->size() == 0) break;
+            b.cursor = result->next_cursor()->str();
+          }
+        }
+      }
+    }
+    *out = block.str();
+    return true;
+  }
+
+  // Creates this epoch's queues, reads the inventory of this and the previous epoch, deletes
+  // the one before. False when the server died meanwhile.
+  bool Setup(Server& server, int round) {
+    auto c = Client::Connect(server.address(), {}, 5000);
+    if (!c.ok()) return false;
+    Client& client = *c.value();
+    const int epoch = round / kRoundsPerEpoch;
+    // The inventory first: it must see the state the previous round's kill left. Timers run
+    // while it is read (a recovered lease that expired, a retry delay ending) and move messages
+    // to pending: pending is read after the states they leave, so none is missed, and the
+    // whole read is repeated until two in a row agree (a page boundary in pending could
+    // otherwise hide a message that arrived before the cursor).
+    const int64_t t = NowNs();
+    std::string rows, again;
+    if (!ReadInventory(client, epoch, t, round, &rows)) return false;
+    for (int attempt = 0; attempt < 5; ++attempt) {
+      again.clear();
+      if (!ReadInventory(client, epoch, t, round, &again)) return false;
+      if (again == rows) break;
+      rows.swap(again);
+    }
+    std::ostringstream block;
+    block << rows;
+    block << "inventory-end " << t << ' ' << round << '\n';
+    std::fputs(block.str().c_str(), history_);
+    std::fflush(history_);
+    if (round >= o_.rounds) return true;
+    for (const char* kind : {"plain", "filter", "excl"}) {
+      client::QueueSettings s;
+      s.lease_ms = kLeaseMs;
+      s.max_attempts = kMaxAttempts;
+      s.retention_ms = kRetentionMs;
+      s.retry_backoff_ms = 10;
+      s.retry_backoff_max_ms = 100;
+      if (std::string(kind) == "excl") {
+        s.type = p::QueueType::exclusive;
+        s.exclusivity_key = "k";
+      }
+      auto r = client.CreateQueue(QueueName(kind, epoch), s);
+      if (!r.ok()) return Refused(r.error());
+      // Two epochs back is checked for good: its messages leave the server.
+      if (epoch >= 2) (void)client.DeleteQueue(QueueName(kind, epoch - 2));
+    }
+    return true;
+  }
+
+  // False; a refusal by a live server is the harness's own bug and stops the run.
+  bool Refused(const client::Error& e) {
+    if (e.origin == client::Error::Origin::kServer) {
+      refused_ = true;
+      Harness("setup refused: " + e.ToString());
+    }
+    return false;
+  }
+
+  bool RunRound(Server& server, int round) {
+    const std::string how = ChooseKill(round);
+    const std::string armed = Armed(how);
+    if (!server.Start(armed, o_.bug)) {
+      // A failpoint reached during recovery or start-up is a kill like any other.
+      if (!armed.empty() && server.killed_by_signal() == SIGKILL) {
+        Record(round, how);
+        return true;
+      }
+      Harness("round " + std::to_string(round) + ": the server did not start");
+      return false;
+    }
+    if (!Setup(server, round)) {
+      if (refused_) return false;
+      if (!armed.empty() && server.Exited(5000)) {
+        Record(round, how);  // reached while the queues were set up
+      } else {
+        server.Kill();
+        Record(round, "random");
+      }
+      return true;
+    }
+    std::vector<pid_t> children;
+    for (int k = 0; k < o_.clients; ++k) {
+      const uint64_t seed = rng_();
+      const pid_t pid = ::fork();
+      if (pid == 0) {
+        const std::string name = "c" + std::to_string(round) + "." + std::to_string(k);
+        FILE* out = std::fopen((HistoryDir() + "/" + name + ".hist").c_str(), "w");
+        if (out == nullptr) ::_exit(2);
+        TortureClient(name, round, seed, out).Run(server.address());
+        std::fclose(out);
+        ::_exit(0);
+      }
+      children.push_back(pid);
+    }
+    if (armed.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(Pick(10, 400)));
+      server.Kill();
+      Record(round, "random");
+    } else if (server.Exited(10'000)) {
+      Record(round, how);
+    } else {
+      server.Kill();  // the failpoint was not reached in time: a random kill after all
+      ++missed_[how];
+      Record(round, "random");
+    }
+    for (pid_t child : children) {
+      int status = 0;
+      ::waitpid(child, &status, 0);
+    }
+    return true;
+  }
+
+  void Record(int round, const std::string& how) {
+    ++kills_[how];
+    std::fprintf(history_, "kill %lld %d %s\n", static_cast<long long>(NowNs()), round,
+                 how.c_str());
+    std::fflush(history_);
+  }
+
+  Options o_;
+  std::mt19937_64 rng_;
+  FILE* history_ = nullptr;
+  std::map<std::string, int> kills_;
+  std::map<std::string, int> missed_;
+  bool refused_ = false;
+};
+
+}  // namespace
+
+int CheckDirectory(const std::string& dir) {
+  History h;
+  for (const auto& entry : fs::directory_iterator(dir + "/history")) {
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string error;
+    if (!ParseHistory(text.str(), &h, &error)) {
+      std::fprintf(stderr, "torture: %s: %s\n", entry.path().c_str(), error.c_str());
+      return 2;
+    }
+  }
+  const Report report = Check(h);
+  std::printf("checker: %s", report.Summary().c_str());
+  return report.violations.empty() ? 0 : 1;
+}
+
+}  // namespace sundial::torture
+
+int main(int argc, char** argv) {
+  using sundial::torture::Options;
+  if (argc >= 3 && std::string(argv[1]) == "check")
+    return sundial::torture::CheckDirectory(argv[2]);
+  if (argc < 2 || std::string(argv[1]) != "run") {
+    std::fprintf(stderr,
+                 "usage: torture run --server BIN --dir DIR [--rounds N] [--clients K] "
+                 "[--seed S] [--bug NAME] [--only FAILPOINT|random]\n       torture check DIR\n");
+    return 2;
+  }
+  Options o;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--server")
+      o.server = value;
+    else if (flag == "--dir")
+      o.dir = value;
+    else if (flag == "--rounds")
+      o.rounds = std::atoi(value.c_str());
+    else if (flag == "--clients")
+      o.clients = std::atoi(value.c_str());
+    else if (flag == "--seed")
+      o.seed = std::strtoull(value.c_str(), nullptr, 10);
+    else if (flag == "--bug")
+      o.bug = value;
+    else if (flag == "--only")
+      o.only = value;
+    else {
+      std::fprintf(stderr, "torture: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (o.server.empty() || o.dir.empty()) {
+    std::fprintf(stderr, "torture: --server and --dir are required\n");
+    return 2;
+  }
+  return sundial::torture::Torture(std::move(o)).Run();
+}
