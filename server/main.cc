@@ -172,9 +172,7 @@ int Run(int argc, char** argv) {
   wal::OpenedLog opened;
   Status s = wal::RecoverAndOpenLog(fs.get(), options.data_dir, make_engine, recovery, options.log,
                                     &deferred, &opened);
-  std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
-               opened.report.Summary().c_str());
-  if (!s.ok()) {
+  if (!s.ok()) {  // the lines below say what was found; "recovered ..." would mislead
     if (opened.report.damage && !opened.report.repaired) {
       PrintDamageAdvice(opened.report, options.data_dir, argc, argv);
     } else {
@@ -186,6 +184,8 @@ int Run(int argc, char** argv) {
     }
     return 1;
   }
+  std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
+               opened.report.Summary().c_str());
 
   wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint);
   checkpointer.Start();

@@ -142,6 +142,7 @@ TEST_P(DiskFaultTest, RefusesWritesKeepsReadsAndLosesNothingAcknowledged) {
   const std::string log = server.log();
   const auto lines = LinesWith(log, "WRITE-AHEAD LOG FAILED");
   ASSERT_EQ(lines.size(), 1u) << log;
+  std::printf("%s\n/readyz: %s", lines[0].c_str(), ready.body.c_str());
   EXPECT_NE(lines[0].find(fault.errno_text), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("(" + fault.errno_name + ")"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find(data() + "/wal-"), std::string::npos) << "names the file: " << lines[0];

@@ -111,6 +111,7 @@ TEST(RefusedStart, AFlippedByteMidLogNamesFileOffsetAndTheRepairCommandThatWorks
   const size_t log_before = server.log().size();
   ASSERT_FALSE(server.Start());
   const std::string log = server.log().substr(log_before);
+  std::printf("the refused start:\n%s", log.c_str());
   EXPECT_EQ(log.find("REPAIRED"), std::string::npos) << log;
   EXPECT_NE(log.find("cannot start"), std::string::npos) << log;
   EXPECT_NE(log.find(damaged + " at offset " + std::to_string(offset)), std::string::npos) << log;
