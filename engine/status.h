@@ -2,14 +2,17 @@
 //
 // Codes follow SPEC §3 and are chosen by what the client should do next (Abseil's status.h):
 // UNAVAILABLE means retry the call, FAILED_PRECONDITION means fix state first.
-// A Status carries a code and a static detail string (a literal naming the offending field or
-// limit), so building an error never allocates on the hot path. The server turns code + detail
-// into the message text at the edge.
+// A Status carries a code, a static detail string (a literal naming the offending field or
+// limit) and, for errors from the operating system, the errno (0 otherwise), so building an
+// error never allocates on the hot path: the errno sits in what would be padding. The server
+// turns code + detail (+ the errno's text, ToString) into the message text at the edge, so an
+// EIO and an EROFS read differently ("Input/output error" vs "Read-only file system").
 //
 // Thread safety: value types, no shared state.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -36,19 +39,32 @@ class [[nodiscard]] Status {
   constexpr Status() = default;
   // `detail` must be a string with static storage duration (a literal).
   constexpr Status(Code code, const char* detail) : code_(code), detail_(detail) {}
+  // An error from a system call: `sys_errno` is the errno it left (non-zero).
+  constexpr Status(Code code, const char* detail, int sys_errno)
+      : code_(code), sys_errno_(sys_errno), detail_(detail) {}
 
   static constexpr Status Ok() { return Status(); }
 
   constexpr bool ok() const { return code_ == Code::kOk; }
   constexpr Code code() const { return code_; }
   constexpr std::string_view detail() const { return detail_ ? detail_ : ""; }
+  // The errno of a failed system call, or 0.
+  constexpr int sys_errno() const { return sys_errno_; }
+  // Built only when needed (on failure, at the edge): "detail", or with an errno
+  // "detail: Input/output error (EIO)". "OK" for OK.
+  std::string Message() const;
+  // "CODE: " + Message().
+  std::string ToString() const;
 
   friend constexpr bool operator==(const Status& a, const Status& b) { return a.code_ == b.code_; }
 
  private:
   Code code_ = Code::kOk;
+  int32_t sys_errno_ = 0;
   const char* detail_ = nullptr;
 };
+
+static_assert(sizeof(Status) == 16, "the errno fits the padding: a Status stays two words");
 
 inline Status InvalidArgument(const char* detail) { return {Code::kInvalidArgument, detail}; }
 inline Status NotFound(const char* detail) { return {Code::kNotFound, detail}; }

@@ -93,9 +93,12 @@ void Core::Health(Reply& reply) {
            p::CreateHealthResult(b, true, is_ready, b.CreateString(not_ready_reason())));
 }
 
-const char* Core::not_ready_reason() const {
+std::string Core::not_ready_reason() const {
   if (draining_.load()) return "draining: the server is shutting down";
-  if (log_ != nullptr && log_->failed()) return "wal: the write-ahead log has failed";
+  if (log_ != nullptr && log_->failed()) {
+    return "wal: the write-ahead log has failed (" + log_->failure_message() +
+           "); writes are refused until restart";
+  }
   if (!ready_.load()) return "starting: recovery is not finished";
   return "";
 }

@@ -474,7 +474,10 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                   "dashboard: read-only (--dashboard read-only); actions are refused");
   }
   if (mutation && log_ != nullptr && log_->failed()) {
-    return refuse(Code::kUnavailable, "wal: the write-ahead log has failed; writes are refused");
+    // Rare (the log failed for good): the cause is worth a string per refusal.
+    return refuse(Code::kUnavailable, "wal: the write-ahead log has failed (" +
+                                          log_->failure_message() +
+                                          "); writes are refused until restart");
   }
   if (mutation) r.lsn_from_ = log_;
   OpContext ctx{engine_, server_, session};

@@ -319,7 +319,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         Reply(res, http::status::ok, "text/plain", "ready\n");
       } else {
         Reply(res, http::status::service_unavailable, "text/plain",
-              std::string(core_->not_ready_reason()) + "\n");
+              core_->not_ready_reason() + "\n");
       }
     } else if (path == "/metrics") {
       Reply(res, http::status::ok, "text/plain; version=0.0.4; charset=utf-8",

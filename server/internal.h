@@ -454,7 +454,8 @@ class Core final : public EffectSink, public SessionOperations {
   void set_ready(bool r) { ready_.store(r); }
   void set_draining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }
-  const char* not_ready_reason() const;
+  // Empty when ready; a failed WAL's reason names the operation, the file and the errno's text.
+  std::string not_ready_reason() const;
 
   Engine* engine() const { return engine_; }
   wal::GroupCommitLog* log() const { return log_; }

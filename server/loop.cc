@@ -182,11 +182,13 @@ void Loop::CountRequestFrom(const Session* s) {
 }
 
 void Loop::FailHeld(const Status&) {
+  // Once per failed round (the log failed for good): the cause is worth a string.
+  const std::string message = "wal: the write-ahead log failed (" + log_->failure_message() +
+                              "); the change may not be durable: retry after a restart";
   while (!held_.empty()) {
     Held& h = held_.front();
     const std::string failed =
-        ErrorResponse(h.completion.request_id(), Code::kUnavailable,
-                      "wal: the write-ahead log failed; the change is not durable");
+        ErrorResponse(h.completion.request_id(), Code::kUnavailable, message);
     Send(h.completion, failed, Code::kUnavailable);
     h.response.clear();
     held_.PopFront();

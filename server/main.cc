@@ -43,6 +43,78 @@ bool LockDataDir(const std::string& dir) {
   return true;  // the descriptor stays open (and locked) until the process exits
 }
 
+// `arg` as one shell word: as is when it is plain, else in single quotes.
+std::string ShellWord(const std::string& arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of(
+                                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                         "0123456789_-./:=,@%+") == std::string::npos;
+  if (plain) return arg;
+  std::string quoted = "'";
+  for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// This process's own command line with --wal-repair added: the executable and the data
+// directory as absolute paths, so the operator can paste it from anywhere.
+std::string RepairCommand(int argc, char** argv, const std::string& data_dir) {
+  std::error_code ec;
+  std::string exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  if (ec || exe.empty()) exe = argv[0];
+  const std::string abs_dir = std::filesystem::absolute(data_dir, ec).lexically_normal().string();
+  std::string cmd = ShellWord(exe);
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--wal-repair") continue;
+    if (arg.starts_with("--data-dir=")) arg = "--data-dir=" + abs_dir;
+    const bool dir_value = i > 1 && std::string_view(argv[i - 1]) == "--data-dir";
+    cmd += " " + ShellWord(dir_value && !ec ? abs_dir : arg);
+  }
+  return cmd + " --wal-repair";
+}
+
+// What to do about a start refused by an I/O error, by errno.
+const char* AdviceFor(int error) {
+  switch (error) {
+    case EROFS:
+      return "the file system is read-only: find out why it was remounted (dmesg), fix it, "
+             "remount it read-write and start again";
+    case ENOSPC:
+    case EDQUOT:
+      return "the disk is full: free space (or grow the volume) and start again; recovery needs "
+             "room for a new segment";
+    case EIO:
+      return "the disk reported an I/O error: check the device (dmesg, smartctl); if it "
+             "persists, move the data directory to a healthy disk or restore a backup";
+    case EACCES:
+    case EPERM:
+      return "permission denied: give the server's user access to the data directory";
+    default:
+      return nullptr;
+  }
+}
+
+// A start refused by damage in the log: what was found, where, what a repair would drop, and
+// the commands to inspect and to repair.
+void PrintDamageAdvice(const wal::RecoveryReport& report, const std::string& data_dir, int argc,
+                       char** argv) {
+  const wal::Corruption& damage = *report.damage;
+  std::fprintf(stderr, "sundiald: cannot start: damage in the write-ahead log in %s: %s\n",
+               data_dir.c_str(), wal::ToString(damage).c_str());
+  std::string dropped = std::to_string(report.dropped_bytes) + " bytes";
+  for (const std::string& f : report.dropped_files) dropped += ", " + f;
+  std::fprintf(stderr,
+               "sundiald: nothing was changed. Everything before offset %llu of %s is intact; a "
+               "repair cuts the log there and drops what follows (%s), which may include "
+               "acknowledged writes\n",
+               static_cast<unsigned long long>(damage.offset), damage.file.c_str(),
+               dropped.c_str());
+  std::fprintf(stderr, "sundiald: to inspect (changes nothing): sundial-wal verify %s\n",
+               ShellWord(data_dir).c_str());
+  std::fprintf(stderr,
+               "sundiald: to repair (copy the directory first to keep the damaged part): %s\n",
+               RepairCommand(argc, argv, data_dir).c_str());
+}
+
 bool WriteReadyFile(const std::string& path, uint16_t port, uint16_t http_port) {
   const std::string tmp = path + ".tmp";
   {
@@ -100,15 +172,20 @@ int Run(int argc, char** argv) {
   wal::OpenedLog opened;
   Status s = wal::RecoverAndOpenLog(fs.get(), options.data_dir, make_engine, recovery, options.log,
                                     &deferred, &opened);
-  std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
-               opened.report.Summary().c_str());
-  if (!s.ok()) {
-    std::fprintf(stderr, "sundiald: cannot start: %s: %.*s%s\n",
-                 std::string(CodeName(s.code())).c_str(), static_cast<int>(s.detail().size()),
-                 s.detail().data(),
-                 opened.report.damage ? " (see above; --wal-repair cuts the log there)" : "");
+  if (!s.ok()) {  // the lines below say what was found; "recovered ..." would mislead
+    if (opened.report.damage && !opened.report.repaired) {
+      PrintDamageAdvice(opened.report, options.data_dir, argc, argv);
+    } else {
+      std::fprintf(stderr, "sundiald: cannot start: recovery of %s failed: %s\n",
+                   options.data_dir.c_str(), s.ToString().c_str());
+      if (const char* advice = AdviceFor(s.sys_errno())) {
+        std::fprintf(stderr, "sundiald: %s\n", advice);
+      }
+    }
     return 1;
   }
+  std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
+               opened.report.Summary().c_str());
 
   wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint);
   checkpointer.Start();
@@ -137,8 +214,8 @@ int Run(int argc, char** argv) {
   }
   checkpointer.Stop();
   if (Status closed = opened.log->Close(); !closed.ok()) {
-    std::fprintf(stderr, "sundiald: the WAL did not close cleanly: %.*s\n",
-                 static_cast<int>(closed.detail().size()), closed.detail().data());
+    std::fprintf(stderr, "sundiald: the WAL did not close cleanly: %s\n",
+                 closed.ToString().c_str());
     code = 1;
   }
   std::fprintf(stderr, "sundiald: stopped\n");

@@ -33,9 +33,8 @@ constexpr int kExitIoError = 3;
 constexpr size_t kEffectTypeSlots = static_cast<size_t>(EffectType::kMessageDeadLettered) + 1;
 
 int IoError(const std::string& dir, Status s) {
-  std::fprintf(stderr, "sundial-wal: cannot read %s: %s %.*s\n", dir.c_str(),
-               std::string(CodeName(s.code())).c_str(), static_cast<int>(s.detail().size()),
-               s.detail().data());
+  // With the errno's text: "No such file or directory", "Permission denied", "Input/output error".
+  std::fprintf(stderr, "sundial-wal: cannot read %s: %s\n", dir.c_str(), s.ToString().c_str());
   return kExitIoError;
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "wal/failpoint.h"
 #include "wal/log_format.h"
@@ -146,13 +147,31 @@ void Checkpointer::Loop() {
   // that keeps failing (ENOSPC, a damaged segment) must not rotate and rebuild 10 times a second.
   constexpr int64_t kMaxBackoffMs = 60'000;
   int64_t wait_ms = options_.poll_ms;
+  bool failing = false;  // the last attempt failed and said so
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return stop_; });
     if (stop_) break;
     lock.unlock();
     auto due = Due();
-    bool failed = !due.ok();
-    if (due.ok() && *due) failed = !RunOnce().ok();  // counted in stats_
+    Status error = due.status();
+    bool ran = false;
+    if (due.ok() && *due) {
+      error = RunOnce().status();  // counted in stats_
+      ran = true;
+    }
+    const bool failed = !error.ok();
+    // One line when checkpoints start failing and one when they work again, not one per retry.
+    // A failed log has said why in its own line (and every checkpoint fails after it).
+    if (failed && !failing && !log_->failed()) {
+      std::fprintf(stderr,
+                   "sundiald: checkpoint of %s failed: %s; the log keeps growing until one "
+                   "succeeds (retried with backoff up to a minute)\n",
+                   dir_.c_str(), error.ToString().c_str());
+      failing = true;
+    } else if (!failed && ran && failing) {
+      std::fprintf(stderr, "sundiald: checkpoint of %s succeeded again\n", dir_.c_str());
+      failing = false;
+    }
     lock.lock();
     if (!due.ok()) {
       ++stats_.failures;

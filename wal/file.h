@@ -10,7 +10,9 @@
 //   fsyncs the parent directory after creating or renaming. RemoveFile is made durable by a
 //   later SyncDir.
 // - Errors: kNotFound (no such file), kAlreadyExists, kResourceExhausted (ENOSPC, EDQUOT),
-//   kInternal (any other I/O error). Details are static strings naming the operation.
+//   kInternal (any other I/O error). Details are static strings naming the operation; errors
+//   of the POSIX file system keep the errno (Status::sys_errno, PosixError), so Message() tells
+//   an EIO from an EROFS. Which file failed is for the caller to say: it knows the path.
 //
 // Thread safety: a FileSystem may be used from any thread; one file object must be used by one
 // thread at a time, except SyncFlushed (see there).
@@ -82,6 +84,11 @@ class FileSystem {
   // fsync of the directory itself (durability of creates, renames and removes in it).
   virtual Status SyncDir(const std::string& dir) = 0;
 };
+
+// The Status for a failed system call: code by what the caller should do (ENOENT kNotFound,
+// EEXIST kAlreadyExists, ENOSPC and EDQUOT kResourceExhausted, else kInternal), `detail` (a
+// literal naming the operation) and the errno.
+Status PosixError(const char* detail, int error);
 
 // The real file system (open/write/fdatasync/rename). Stateless; one instance may be shared.
 std::unique_ptr<FileSystem> NewPosixFileSystem();

@@ -11,21 +11,25 @@
 #include "wal/file.h"
 
 namespace sundial::wal {
-namespace {
 
-Status ErrnoStatus(int error, const char* detail) {
+Status PosixError(const char* detail, int error) {
   switch (error) {
     case ENOENT:
-      return NotFound(detail);
+      return {Code::kNotFound, detail, error};
     case EEXIST:
-      return AlreadyExists(detail);
+      return {Code::kAlreadyExists, detail, error};
     case ENOSPC:
     case EDQUOT:
-      return ResourceExhausted(detail);
+      return {Code::kResourceExhausted, detail, error};
     default:
-      return Status(Code::kInternal, detail);
+      return {Code::kInternal, detail, error};
   }
 }
+
+namespace {
+
+// The errno is kept (Status::sys_errno): EIO and EROFS need different operator actions.
+Status ErrnoStatus(int error, const char* detail) { return PosixError(detail, error); }
 
 Status SyncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -91,10 +91,11 @@ struct GroupCommitLog::Impl {
   uint64_t syncing_end = 0;  // the largest target of a sync in flight (0: none)
   int syncs_in_flight = 0;
   Status failure;
-  bool writing = false;       // a thread holds the writer role and owns the writer state below
-  bool closing = false;       // Close was called: appends are refused
-  bool closed = false;        // the last records were written and synced and the file closed
-  Committer* head = nullptr;  // registered committers, oldest first
+  std::string failure_message;  // what failed, where, and the errno's text (Fail)
+  bool writing = false;         // a thread holds the writer role and owns the writer state below
+  bool closing = false;         // Close was called: appends are refused
+  bool closed = false;          // the last records were written and synced and the file closed
+  Committer* head = nullptr;    // registered committers, oldest first
   Committer* tail = nullptr;
   Clock::time_point last_sync = Clock::now();
   bool sync_stop = false;
@@ -108,6 +109,7 @@ struct GroupCommitLog::Impl {
   std::string batch;  // the swapped-out pending buffer (its capacity is reused)
 
   std::mutex sync_mu;       // a sync's fdatasync vs the writer replacing or closing `file`
+  std::string file_path;    // GUARDED_BY(sync_mu): of the segment last opened (or being opened)
   Status sync_failure;      // GUARDED_BY(sync_mu): the first failed sync
   std::mutex close_mu;      // serialises Close
   std::thread sync_thread;  // kAlways and kInterval
@@ -135,8 +137,14 @@ struct GroupCommitLog::Impl {
   // Everything below `end` was fdatasynced: under kAlways it is durable; wakes whoever waits
   // for it. REQUIRES: mu held.
   void MarkSynced(uint64_t end);
-  // Puts the log into the failed state and wakes every committer. REQUIRES: mu held.
-  void Fail(const char* detail, Status cause);
+  // Puts the log into the failed state, logs one line (what failed, on which file, the errno's
+  // text) and wakes every committer. `path`: the file the failed operation was on, or empty.
+  // REQUIRES: mu held.
+  void Fail(const char* detail, Status cause, const std::string& path);
+  std::string FilePath() {
+    std::lock_guard sync_lock(sync_mu);
+    return file_path;
+  }
   // Wakes the registered committers now durable (everyone once the log failed or closed).
   // REQUIRES: mu held (Wake is called under it, so an Unregister that returns has seen its
   // last Wake).
@@ -155,6 +163,10 @@ struct GroupCommitLog::Impl {
 
 const char* GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause) {
   const std::string path = JoinPath(dir, SegmentFileName(number));
+  {
+    std::lock_guard sync_lock(sync_mu);
+    file_path = path;  // a failure from here on is this file's
+  }
   if (fs->FileExists(path)) {
     *cause = AlreadyExists("wal: segment file already exists");
     return kSegmentFailed;
@@ -298,16 +310,20 @@ const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
   return nullptr;
 }
 
-void GroupCommitLog::Impl::Fail(const char* detail, Status cause) {
+void GroupCommitLog::Impl::Fail(const char* detail, Status cause, const std::string& path) {
   if (!failure.ok()) return;
-  failure = Unavailable(detail);
+  // The errno travels on: failure().Message() says "Input/output error", not just "failed".
+  failure = Status(Code::kUnavailable, detail, cause.sys_errno());
+  failure_message = cause.Message();
+  if (!path.empty()) failure_message += " on " + path;
   failed.store(true, std::memory_order_release);
+  // One line, whatever follows (later syncs and writes report this failure, not their own): the
+  // operator greps for it (docs/operations.md, "Disk faults").
   std::fprintf(stderr,
-               "\n*** sundial: WRITE-AHEAD LOG FAILED in %s (segment %llu): %s: %.*s\n"
-               "*** %s. Writes are refused; reads go on. Nothing is retried.\n\n",
-               dir.c_str(), static_cast<unsigned long long>(stats.segment_number),
-               std::string(CodeName(cause.code())).c_str(), static_cast<int>(cause.detail().size()),
-               cause.detail().data(), detail);
+               "sundiald: WRITE-AHEAD LOG FAILED: %s (%s); the log is read-only until restart: "
+               "writes are refused with UNAVAILABLE, reads go on, nothing is retried "
+               "(docs/operations.md, \"Disk faults\")\n",
+               failure_message.c_str(), std::string(CodeName(cause.code())).c_str());
   std::fflush(stderr);
   pending.clear();
   writer_cv.notify_all();
@@ -378,14 +394,16 @@ void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
   const char* failed = WriteBatch(&cause);
   if (!failed) failed = FlushFile(&cause);  // handed to the OS before anyone counts on it
   if (!failed && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
+  std::string path;
   if (failed) {
     std::lock_guard sync_lock(sync_mu);
     file.reset();  // still the writer: nobody else touches it
+    path = file_path;
   }
   lock.lock();
   writing = false;
   writer_cv.notify_all();
-  if (failed) return Fail(failed, cause);
+  if (failed) return Fail(failed, cause, path);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
   if (options.policy != FsyncPolicy::kAlways) {
@@ -404,9 +422,11 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   // Everything below `target` was handed to the OS: one fdatasync makes it durable, while a
   // writer goes on appending (a sync does not hold the writer role).
   Status s;
+  std::string path;
   const auto start = Clock::now();
   {
     std::lock_guard sync_lock(sync_mu);
+    path = file_path;
     if (!sync_failure.ok()) {
       // An earlier sync failed: whatever this one says, what the failed one covered may be
       // gone (a later fdatasync can succeed after the kernel dropped pages: fsyncgate).
@@ -420,7 +440,7 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   CountSync(start, Clock::now(), !sync_thread);
   lock.lock();
   if (--syncs_in_flight == 0) syncing_end = 0;
-  if (!s.ok()) return Fail(kSyncFailed, s);
+  if (!s.ok()) return Fail(kSyncFailed, s, path);
   if (!failure.ok()) return;  // a write failed meanwhile
   MarkSynced(target);
 }
@@ -534,7 +554,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     t_end.end_lsn = kNotLogged;
   } else if (length > kMaxRecordBytes) {
     t_end.end_lsn = kNotLogged;
-    d.Fail(kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"));
+    d.Fail(kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"), "");
   } else {
     for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
     scratch[4] = static_cast<char>(RecordType::kEffect);
@@ -613,11 +633,12 @@ Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   lock.unlock();
   Status cause;
   const char* failed = d.StartNextSegment(&cause);
+  const std::string path = failed ? d.FilePath() : std::string();  // sync_mu before mu, never in
   lock.lock();
   d.writing = false;
   d.writer_cv.notify_all();
   if (failed) {
-    d.Fail(failed, cause);
+    d.Fail(failed, cause, path);
     return d.failure;
   }
   return RotatePoint{d.writer_written_end, d.segment_number};
@@ -636,11 +657,12 @@ Status GroupCommitLog::Close() {
         d.writing = true;
         lock.unlock();
         const Status s = d.SealFile();
+        const std::string path = s.ok() ? std::string() : d.FilePath();
         lock.lock();
         d.writing = false;
         d.writer_cv.notify_all();
         if (!s.ok()) {
-          d.Fail(kWriteFailed, s);
+          d.Fail(kWriteFailed, s, path);
         } else {
           d.synced_end = d.written_end;
           d.PublishDurable(d.written_end);
@@ -665,6 +687,11 @@ Status GroupCommitLog::Close() {
 Status GroupCommitLog::failure() const {
   std::lock_guard lock(impl_->mu);
   return impl_->failure;
+}
+
+std::string GroupCommitLog::failure_message() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->failure_message;
 }
 
 bool GroupCommitLog::failed() const { return impl_->failed.load(std::memory_order_acquire); }

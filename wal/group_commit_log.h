@@ -26,7 +26,8 @@
 //
 // Failure (STYLE: a failed fsync poisons the log): the first failed write or sync puts the log
 // into a failed state for good: every committer is woken, and every later append and commit
-// gets UNAVAILABLE; nothing is retried. Reads of the engine go on; writes are refused.
+// gets UNAVAILABLE; nothing is retried. Reads of the engine go on; writes are refused. The
+// failure is logged once, as one line naming the operation, the file and the errno's text.
 //
 // Thread safety: every method may be called from any thread. OnEffect is called under engine
 // shard locks: it only encodes into a buffer under the log's mutex and never does I/O.
@@ -145,8 +146,12 @@ class GroupCommitLog final : public EffectSink {
   // Further appends fail. Idempotent.
   Status Close();
 
-  Status failure() const;  // OK, or the error that failed the log
-  bool failed() const;     // failure() is not OK; lock-free, for a check per request
+  Status failure() const;  // OK, or the error that failed the log (UNAVAILABLE, with the errno)
+  // What failed, on which file, with the errno's text ("wal: fdatasync failed: Input/output
+  // error (EIO) on DIR/wal-….log"); empty while the log has not failed. For /readyz, refusals
+  // and the one log line Fail writes.
+  std::string failure_message() const;
+  bool failed() const;  // failure() is not OK; lock-free, for a check per request
   LogStats stats() const;
   const std::string& dir() const;
 

@@ -143,11 +143,12 @@ class Recovery {
       out_->engine.reset();
       if (!damage) return info.status();  // I/O error
       report_.damage = damage;
-      if (read_only_ || !options_.repair) return Damaged();
-      // Repair: give this snapshot up (kept as *.damaged for inspection) and try an older one.
+      // Given up by a repair (kept as *.damaged for inspection), which then tries an older one.
       auto size = fs_->FileSize(Path(name));
       report_.dropped_bytes += size.ok() ? *size : 0;
       report_.dropped_files.push_back(name);
+      if (read_only_ || !options_.repair) return Damaged();
+      report_.repaired = true;
       changed_dir_ = true;
       if (Status s = fs_->RenameFile(Path(name), Path(name + std::string(kDamagedSuffix)));
           !s.ok()) {
@@ -163,9 +164,13 @@ class Recovery {
   // Damage in segments_[i] at `damage`: refuse, or (repair) cut the log there.
   Status SegmentDamaged(size_t i, Corruption damage) {
     report_.damage = std::move(damage);
-    if (read_only_ || !options_.repair) return Damaged();
     const uint64_t offset = report_.damage->offset;
     const std::string& name = segments_[i].second;
+    if (read_only_ || !options_.repair) {
+      if (!read_only_) CountWhatRepairDrops(i, offset);
+      return Damaged();
+    }
+    report_.repaired = true;
     if (offset < kFileHeaderBytes) {
       if (Status s = Drop(name); !s.ok()) return s;
     } else {
@@ -182,6 +187,27 @@ class Recovery {
     return Status::Ok();
   }
 
+  // Without repair: what a repair of damage at `offset` of segments_[i] would drop, for the
+  // operator deciding whether to run it. Changes nothing.
+  void CountWhatRepairDrops(size_t i, uint64_t offset) {
+    auto bytes_of = [&](const std::string& name) -> uint64_t {
+      auto size = fs_->FileSize(Path(name));
+      return size.ok() ? *size : 0;
+    };
+    const std::string& name = segments_[i].second;
+    const uint64_t size = bytes_of(name);
+    if (offset < kFileHeaderBytes) {
+      report_.dropped_bytes += size;
+      report_.dropped_files.push_back(name);
+    } else {
+      report_.dropped_bytes += size - std::min(size, offset);
+    }
+    for (size_t j = i + 1; j < segments_.size(); ++j) {
+      report_.dropped_bytes += bytes_of(segments_[j].second);
+      report_.dropped_files.push_back(segments_[j].second);
+    }
+  }
+
   // True when segments_[i] holds only records below `lsn`: the next segment starts at or
   // below it.
   bool WhollyCovered(size_t i, uint64_t lsn) {
@@ -193,6 +219,7 @@ class Recovery {
   // Repair of damage in segments_[i] below the snapshot: removes it and the earlier segments.
   Status DropCovered(size_t i, const Corruption& damage) {
     report_.damage = damage;
+    report_.repaired = true;
     report_.damage->reason += " (in records the snapshot holds: nothing lost)";
     for (size_t j = 0; j <= i; ++j) {
       const std::string& name = segments_[j].second;
@@ -354,10 +381,12 @@ std::string RecoveryReport::Summary() const {
     s += "; cut a torn tail of " + std::to_string(torn_bytes) + " bytes (" + ToString(*torn_tail) +
          ")";
   }
-  if (damage) {
+  if (damage && repaired) {
     s +=
         "; REPAIRED " + ToString(*damage) + ": dropped " + std::to_string(dropped_bytes) + " bytes";
     for (const auto& f : dropped_files) s += ", " + f;
+  } else if (damage) {
+    s += "; found damage, not repaired: " + ToString(*damage);
   }
   if (!removed_files.empty()) {
     s += "; removed";

@@ -56,15 +56,21 @@ struct RecoveryReport {
   // A torn tail that was cut off: where, and how many bytes.
   std::optional<Corruption> torn_tail;
   uint64_t torn_bytes = 0;
-  // Damage. Without repair, recovery failed because of it; with repair, the log was cut there.
+  // Damage. Without repair, recovery failed because of it (`repaired` false); with repair, the
+  // log was cut there (`repaired` true).
   std::optional<Corruption> damage;
-  uint64_t dropped_bytes = 0;  // repair: bytes cut off from the damaged file and later segments
-  std::vector<std::string> dropped_files;  // repair: segments and snapshots given up
+  bool repaired = false;
+  // Repaired: bytes cut off from the damaged file and later segments, and the files given up.
+  // Not repaired: what a repair would drop (nothing was changed).
+  uint64_t dropped_bytes = 0;
+  std::vector<std::string> dropped_files;
   std::vector<std::string> removed_files;  // unfinished snapshots, obsolete segments
   uint64_t next_lsn = 0;
   uint64_t next_segment_number = 1;
 
-  // One line for the server log: what was loaded, replayed, cut, dropped.
+  // One line for the server log: what was loaded, replayed, cut, dropped. Says REPAIRED only
+  // when something was repaired; unrepaired damage is "found damage", with what a repair would
+  // drop.
   std::string Summary() const;
 };
 

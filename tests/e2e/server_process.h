@@ -44,6 +44,11 @@ class ServerProcess {
       : data_dir_(std::move(data_dir)), flags_(std::move(flags)) {}
   ~ServerProcess() { Kill(); }
 
+  // "NAME=value" entries added to the server's environment from the next Start on (e.g.
+  // LD_PRELOAD of the disk fault shim, tests/faults).
+  void set_env(std::vector<std::string> env) { env_ = std::move(env); }
+  void set_flags(std::vector<std::string> flags) { flags_ = std::move(flags); }
+
   // Starts sundiald and waits (up to 30 s) for its ready file. False if it exited or timed out;
   // log() then says why.
   bool Start() {
@@ -57,6 +62,10 @@ class ServerProcess {
       args.insert(args.end(), {"--io-threads", "2"});
     }
     args.insert(args.end(), flags_.begin(), flags_.end());
+    std::vector<char*> envp;                        // built before fork: the child only execs
+    for (auto& e : env_) envp.push_back(e.data());  // first: getenv takes the first match
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    envp.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log_file_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -64,7 +73,7 @@ class ServerProcess {
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       ::_exit(127);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -142,6 +151,7 @@ class ServerProcess {
 
   std::string data_dir_;
   std::vector<std::string> flags_;
+  std::vector<std::string> env_;
   std::string ready_file_;
   std::string log_file_;
   pid_t pid_ = -1;

@@ -541,6 +541,7 @@ TEST_F(SundialWalToolTest, AMissingDirectoryExitsThree) {
   ToolRun run = Run({"verify", root_ + "/no-such-dir"});
   EXPECT_EQ(run.exit_code, 3);
   EXPECT_NE(run.err.find("cannot read " + root_ + "/no-such-dir"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("No such file or directory (ENOENT)"), std::string::npos) << run.err;
 }
 
 // --- record JSON helpers ------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -229,6 +230,38 @@ INSTANTIATE_TEST_SUITE_P(OverPosixAndMemory, FaultInjection, ::testing::Bool(),
 
 // Preallocation (WritableFile::SetPreallocation): zeroes are written ahead of the end in whole
 // chunks, so a Sync does not change the file's size; Close cuts them off.
+// Issue 14: file errors kept no errno, so EIO and EROFS read the same ("wal: fdatasync failed").
+TEST(PosixErrors, KeepTheErrnoSoEioAndErofsReadDifferently) {
+  const Status eio = PosixError("wal: fdatasync failed", EIO);
+  const Status erofs = PosixError("wal: fdatasync failed", EROFS);
+  EXPECT_EQ(eio.sys_errno(), EIO);
+  EXPECT_EQ(erofs.sys_errno(), EROFS);
+  EXPECT_EQ(eio.Message(), "wal: fdatasync failed: Input/output error (EIO)");
+  EXPECT_EQ(erofs.Message(), "wal: fdatasync failed: Read-only file system (EROFS)");
+  EXPECT_EQ(erofs.ToString(), "INTERNAL: " + erofs.Message());
+  EXPECT_EQ(PosixError("wal: write failed", ENOSPC).code(), Code::kResourceExhausted);
+  EXPECT_EQ(PosixError("wal: stat failed", ENOENT).code(), Code::kNotFound);
+  // Errors that are not from a system call read as before.
+  EXPECT_EQ(Status(Code::kUnavailable, "wal: the log is closed").Message(),
+            "wal: the log is closed");
+  EXPECT_EQ(Status::Ok().ToString(), "OK");
+}
+
+TEST(PosixErrors, TheRealFileSystemReportsTheErrnoOfTheFailedCall) {
+  TempDir dir;
+  auto fs = NewPosixFileSystem();
+  auto missing = fs->NewSequentialFile(dir.path() + "/missing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().sys_errno(), ENOENT);
+  EXPECT_NE(missing.status().Message().find("No such file or directory"), std::string::npos);
+  // A directory cannot be opened for writing, even by root.
+  auto directory = fs->NewWritableFile(dir.path());
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.status().sys_errno(), EISDIR);
+  EXPECT_NE(directory.status().Message().find("Is a directory (EISDIR)"), std::string::npos)
+      << directory.status().Message();
+}
+
 TEST(PosixPreallocation, ZeroesAheadInWholeChunksAreCutOffOnClose) {
   TempDir temp;
   auto fs = NewPosixFileSystem();

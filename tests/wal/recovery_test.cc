@@ -303,10 +303,25 @@ TEST_F(RecoveryTest, RepairCutsAtTheFirstBadRecordAndReportsWhatWasDropped) {
   uint64_t dropped = bytes.size() - offset;
   for (size_t i = 2; i < names.size(); ++i) dropped += Contents(JoinPath(kDir, names[i])).size();
 
+  // Without repair nothing is changed, nothing is called REPAIRED, and the report says what a
+  // repair would drop (issue 14: the log said "REPAIRED ... dropped 0 bytes", then "cannot
+  // start").
+  {
+    RecoveryReport refused;
+    EXPECT_EQ(TryRecover(&refused).code(), Code::kInternal);
+    EXPECT_FALSE(refused.repaired);
+    EXPECT_EQ(refused.Summary().find("REPAIRED"), std::string::npos) << refused.Summary();
+    EXPECT_NE(refused.Summary().find("found damage, not repaired"), std::string::npos);
+    EXPECT_EQ(refused.dropped_bytes, dropped);
+    EXPECT_EQ(refused.dropped_files.size(), names.size() - 2);
+    EXPECT_EQ(Contents(second), bytes);
+  }
+
   RecoveryReport report;
   RecoveryOptions repair;
   repair.repair = true;
   EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report, repair), expected);
+  EXPECT_TRUE(report.repaired);
   ASSERT_TRUE(report.damage);
   EXPECT_EQ(report.damage->offset, offset);
   EXPECT_EQ(report.dropped_files.size(), names.size() - 2);

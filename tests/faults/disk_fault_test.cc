@@ -1,0 +1,198 @@
+// Disk faults reaching a running sundiald (issue 14, item 4): the real binary, with the
+// LD_PRELOAD shim (disk_fault_shim.cc) aimed at its data directory. Each test lets the server
+// acknowledge work, then breaks the disk in one way, and checks what an operator and a client
+// must see:
+// - no false acknowledgement: after the fault, no mutation is answered OK; what was answered OK
+//   before it is there after a restart without the fault (with `sync EIO lose-unsynced` the
+//   shim zeroes every byte not covered by a good fdatasync, so a reply sent before its sync
+//   would show as a lost id);
+// - mutations are refused with UNAVAILABLE, reads go on;
+// - /readyz answers 503 naming the error; /metrics has sundial_wal_failed 1;
+// - exactly one log line, with the errno's text and the file.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "tests/e2e/net_helpers.h"
+#include "tests/e2e/server_process.h"
+#include "tests/faults/fault_test_util.h"
+
+namespace sundial::faults {
+namespace {
+
+namespace p = protocol;
+using client::Client;
+using e2e::HttpGet;
+using e2e::MetricValue;
+using e2e::ServerProcess;
+using e2e::TempDir;
+
+struct FaultCase {
+  std::string name;
+  std::string control;     // the control file's line
+  std::string errno_text;  // strerror's text, expected in the log line and /readyz
+  std::string errno_name;
+  // The first mutation after the fault is armed must be refused (every mutation writes and
+  // syncs); false when the fault only hits a later step (a new segment, a new chunk of
+  // preallocated space) and some mutations still succeed before it.
+  bool first_is_refused = true;
+  std::vector<std::string> flags;
+};
+
+std::ostream& operator<<(std::ostream& out, const FaultCase& c) { return out << c.name; }
+
+class DiskFaultTest : public ::testing::TestWithParam<FaultCase> {
+ protected:
+  std::string data() const { return dir_.path() + "/data"; }
+  std::string control() const { return dir_.path() + "/faults.control"; }
+  std::string fault_log() const { return dir_.path() + "/faults.log"; }
+
+  std::unique_ptr<Client> Connect(const ServerProcess& server) {
+    auto c = Client::Connect({"127.0.0.1", server.port()});
+    EXPECT_TRUE(c.ok()) << c.error().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }
+
+  static client::Result<client::Reply> Enqueue(Client& c, const std::string& id) {
+    client::EnqueueItem item;
+    item.id = id;
+    item.payload = "payload of " + id + std::string(1000, '.');
+    return c.Enqueue("q", {item});
+  }
+
+  static bool EnqueuedOk(const client::Result<client::Reply>& r) {
+    return r.ok() && r->result<p::EnqueueResults>()->items()->Get(0)->error() == nullptr;
+  }
+
+  TempDir dir_;
+};
+
+TEST_P(DiskFaultTest, RefusesWritesKeepsReadsAndLosesNothingAcknowledged) {
+  const FaultCase& fault = GetParam();
+  ServerProcess server(data(), fault.flags);
+  server.set_env(ShimEnv(data(), control(), fault_log()));
+  ASSERT_TRUE(ArmFaults(control(), ""));
+  ASSERT_TRUE(server.Start()) << server.log();
+  auto c = Connect(server);
+  ASSERT_NE(c, nullptr);
+
+  // Acknowledged before the fault: enqueues, and a cancel of one of them.
+  std::vector<std::string> acked;
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = "before-" + std::to_string(i);
+    ASSERT_TRUE(EnqueuedOk(Enqueue(*c, id))) << id;
+    acked.push_back(id);
+  }
+  ASSERT_TRUE(c->Cancel("q", {"before-0"}).ok());
+  acked.erase(acked.begin());
+
+  ASSERT_TRUE(ArmFaults(control(), fault.control + "\n"));
+  // Mutations until the first refusal; every one answered OK before it was durable then.
+  int refused_at = -1;
+  constexpr int kMaxAttempts = 3000;  // the slowest case needs a new segment: ~64 enqueues
+  for (int i = 0; i < kMaxAttempts; ++i) {
+    const std::string id = "after-" + std::to_string(i);
+    auto r = Enqueue(*c, id);
+    if (EnqueuedOk(r)) {
+      acked.push_back(id);
+      continue;
+    }
+    ASSERT_FALSE(r.ok()) << id << ": a per-item error, not a refusal";
+    EXPECT_EQ(r.error().code, Code::kUnavailable) << r.error().ToString();
+    EXPECT_NE(r.error().message.find(fault.errno_text), std::string::npos) << r.error().ToString();
+    refused_at = i;
+    break;
+  }
+  ASSERT_GE(refused_at, 0) << "the fault never reached the server: " << ReadFile(fault_log());
+  if (fault.first_is_refused) {
+    EXPECT_EQ(refused_at, 0);
+  }
+  EXPECT_FALSE(ReadFile(fault_log()).empty()) << "the shim injected nothing";
+
+  // From now on every mutation is refused with UNAVAILABLE; none is answered OK.
+  for (int i = 0; i < 3; ++i) {
+    auto r = Enqueue(*c, "refused-" + std::to_string(i));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, Code::kUnavailable) << r.error().ToString();
+  }
+  client::DequeueOptions dequeue;
+  dequeue.lease_ms = 30'000;
+  auto leased = c->Dequeue("q", dequeue);
+  ASSERT_FALSE(leased.ok()) << "a dequeue leases: a mutation";
+  EXPECT_EQ(leased.error().code, Code::kUnavailable);
+  auto cancelled = c->Cancel("q", {acked.front()});
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.error().code, Code::kUnavailable);
+
+  // Reads go on.
+  auto got = c->Get("q", acked.front());
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  EXPECT_EQ(got->result<p::GetResult>()->message()->state(), p::MessageState::pending);
+  EXPECT_TRUE(c->Count("q").ok());
+  EXPECT_TRUE(c->Stats().ok());
+
+  // What the operator sees.
+  const e2e::HttpReply ready = HttpGet(server.http_port(), "/readyz");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_NE(ready.body.find(fault.errno_text), std::string::npos) << ready.body;
+  EXPECT_EQ(HttpGet(server.http_port(), "/healthz").status, 200) << "alive: reads are served";
+  EXPECT_EQ(MetricValue(HttpGet(server.http_port(), "/metrics").body, "sundial_wal_failed"), 1.0);
+  const std::string log = server.log();
+  const auto lines = LinesWith(log, "WRITE-AHEAD LOG FAILED");
+  ASSERT_EQ(lines.size(), 1u) << log;
+  std::printf("%s\n/readyz: %s", lines[0].c_str(), ready.body.c_str());
+  EXPECT_NE(lines[0].find(fault.errno_text), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("(" + fault.errno_name + ")"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(data() + "/wal-"), std::string::npos) << "names the file: " << lines[0];
+
+  // A drain cannot flush a failed log: the exit code says so.
+  EXPECT_EQ(server.Terminate(), 1) << server.log();
+  EXPECT_EQ(LinesWith(server.log(), "WRITE-AHEAD LOG FAILED").size(), 1u) << server.log();
+
+  // The disk is fixed (no shim): everything acknowledged is there.
+  server.set_env({});
+  ASSERT_TRUE(server.Start()) << server.log();
+  c = Connect(server);
+  ASSERT_NE(c, nullptr);
+  for (const std::string& id : acked) {
+    auto found = c->Get("q", id);
+    ASSERT_TRUE(found.ok()) << id << " was acknowledged and is gone: " << found.error().ToString();
+    EXPECT_EQ(found->result<p::GetResult>()->message()->state(), p::MessageState::pending) << id;
+  }
+  auto gone = c->Get("q", "before-0");
+  EXPECT_TRUE(!gone.ok() ||
+              gone->result<p::GetResult>()->message()->state() == p::MessageState::canceled)
+      << "an acknowledged cancel stuck";
+  // And it takes writes again.
+  EXPECT_TRUE(EnqueuedOk(Enqueue(*c, "after-restart")));
+  std::printf("%s: %zu acknowledged (%d after the fault was armed), all present after restart\n",
+              fault.name.c_str(), acked.size(), refused_at);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, DiskFaultTest,
+    ::testing::Values(
+        // fsyncgate: the sync fails and the unsynced bytes are gone.
+        FaultCase{
+            "EioOnFdatasync", "sync EIO lose-unsynced", "Input/output error", "EIO", true, {}},
+        FaultCase{"EnospcOnWrite", "write ENOSPC", "No space left on device", "ENOSPC", true, {}},
+        // Preallocation: each new segment (every 64 KiB here) writes a chunk of zeroes ahead.
+        FaultCase{"EnospcOnPreallocation",
+                  "prealloc ENOSPC",
+                  "No space left on device",
+                  "ENOSPC",
+                  false,
+                  {"--segment-bytes", "65536"}},
+        // A read-only file system: the next segment cannot be created (rotation every 64 KiB).
+        FaultCase{"ErofsAtSegmentRotation",
+                  "open EROFS",
+                  "Read-only file system",
+                  "EROFS",
+                  false,
+                  {"--segment-bytes", "65536"}}),
+    [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace sundial::faults
