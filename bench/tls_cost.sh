@@ -61,7 +61,12 @@ run() {
   "$bin" --data-dir "$WORK/data" --port 0 --http-port 0 --io-threads 2 --fsync always \
     --ready-file "$WORK/ready" "${server_flags[@]}" 2>"$WORK/server.log" &
   server_pid=$!
-  for _ in $(seq 1 600); do [[ -s $WORK/ready ]] && break; sleep 0.05; done
+  for _ in $(seq 1 1200); do
+    [[ -s $WORK/ready ]] && break
+    kill -0 "$server_pid" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
+    sleep 0.05
+  done
+  [[ -s $WORK/ready ]] || { echo "tls_cost.sh: $bin did not start" >&2; exit 1; }
   local port
   port=$(sed -E 's/.*"port":([0-9]+).*/\1/' "$WORK/ready")
   local json

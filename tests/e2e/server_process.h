@@ -113,8 +113,6 @@ class ServerProcess {
   }
 
   bool running() const { return pid_ > 0; }
-  // After Start() returned false because the process exited: its exit code (-1: killed).
-  int exit_code() const { return WIFEXITED(exit_status_) ? WEXITSTATUS(exit_status_) : -1; }
   pid_t pid() const { return pid_; }
   uint16_t port() const { return port_; }
   uint16_t http_port() const { return http_port_; }
