@@ -2,6 +2,8 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
@@ -101,13 +103,25 @@ bool TlsContexts::Reload(std::string* error) {
              ": not a PEM certificate chain (or one OpenSSL refuses): " + OpenSslReason(ec);
     return false;
   }
-  ctx->use_private_key_file(key_file_, ssl::context::pem, ec);
-  if (ec) {
+  // The key is read on its own first, so that "not a key" and "not this certificate's key"
+  // get different messages. A key with a passphrase is refused (no prompt: a daemon has no
+  // terminal).
+  EVP_PKEY* key = nullptr;
+  if (std::FILE* f = std::fopen(key_file_.c_str(), "rb")) {
+    key = PEM_read_PrivateKey(
+        f, nullptr, [](char*, int, int, void*) { return 0; }, nullptr);
+    std::fclose(f);
+  }
+  if (key == nullptr) {
     *error = "--tls-key " + key_file_ +
-             ": not a PEM private key (or one OpenSSL refuses): " + OpenSslReason(ec);
+             ": not a PEM private key (or one with a passphrase, which is not supported): " +
+             OpenSslReason(ec);
     return false;
   }
-  if (SSL_CTX_check_private_key(native) != 1) {
+  const bool matches =
+      SSL_CTX_use_PrivateKey(native, key) == 1 && SSL_CTX_check_private_key(native) == 1;
+  EVP_PKEY_free(key);
+  if (!matches) {
     *error = "--tls-key " + key_file_ + ": does not match the certificate in --tls-cert " +
              cert_file_ + ": " + OpenSslReason(ec);
     return false;

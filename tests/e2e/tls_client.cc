@@ -195,6 +195,7 @@ TlsProbe WssRoundTrip(unsigned short port, const std::string& ca_file, const std
           if (!e4) probe.reply = beast::buffers_to_string(buffer.data());
           error_code ignored;
           lowest.socket().close(ignored);
+          io.stop();  // the WebSocket's own timers would keep the run going
         });
       });
     });
