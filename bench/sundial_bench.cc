@@ -30,9 +30,11 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 
 #include "bench/histogram.h"
 #include "bench/protocols.h"
+#include "client/tls_client.h"
 
 namespace sundial::bench {
 namespace {
@@ -63,6 +65,8 @@ struct Config {
   uint32_t keys = 4096;
   int64_t lease_ms = 30000;
   bool relaxed = false;
+  bool tls = false;     // Sundial: TLS to a server with --tls-cert
+  std::string ca_file;  // PEM CAs to verify it with (empty: the system's)
   std::string queue;
   bool json = false;
   bool keep = false;             // skip the teardown: the messages stay (bench/scale.sh)
@@ -197,6 +201,28 @@ class Connection final : public ReplySink {
   }
 
   tcp::socket& socket() { return socket_; }
+  // TLS over the connected socket: the handshake runs on `io` within `deadline`.
+  std::string StartTls(asio::ssl::context& context, const std::string& host, asio::io_context& io,
+                       Clock::time_point deadline) {
+    tls_ = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket_, context);
+    client::tls::PrepareConnection(tls_->native_handle(), host);
+    bool done = false;
+    boost::system::error_code ec = asio::error::timed_out;
+    tls_->async_handshake(asio::ssl::stream_base::client, [&](boost::system::error_code e) {
+      ec = e;
+      done = true;
+    });
+    io.restart();
+    while (!done && Clock::now() < deadline) io.run_one_until(deadline);
+    if (!done) {
+      Close();
+      io.restart();
+      io.run();
+      return "TLS handshake timed out";
+    }
+    if (ec) return client::tls::HandshakeFailure(tls_->native_handle(), ec, host);
+    return "";
+  }
   Protocol& protocol() { return *proto_; }
   uint32_t index() const { return index_; }
   const std::string& tenant() const { return tenant_; }
@@ -246,24 +272,28 @@ class Connection final : public ReplySink {
   std::string& out() { return out_; }
 
   void StartReading() {
-    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-                            [this](boost::system::error_code ec, size_t n) { OnRead(ec, n); });
+    WithStream([this](auto& stream) {
+      stream.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+                             [this](boost::system::error_code ec, size_t n) { OnRead(ec, n); });
+    });
   }
 
   void Flush() {
     if (writing_ || out_.empty() || broken_) return;
     writing_ = true;
     std::swap(out_, sending_);
-    asio::async_write(socket_, asio::buffer(sending_),
-                      [this](boost::system::error_code ec, size_t) {
-                        writing_ = false;
-                        sending_.clear();
-                        if (ec) {
-                          Break("write: " + ec.message());
-                          return;
-                        }
-                        Flush();
-                      });
+    WithStream([this](auto& stream) {
+      asio::async_write(stream, asio::buffer(sending_),
+                        [this](boost::system::error_code ec, size_t) {
+                          writing_ = false;
+                          sending_.clear();
+                          if (ec) {
+                            Break("write: " + ec.message());
+                            return;
+                          }
+                          Flush();
+                        });
+    });
   }
 
   bool broken() const { return broken_; }
@@ -279,10 +309,20 @@ class Connection final : public ReplySink {
  private:
   void OnRead(boost::system::error_code ec, size_t n);
   void Break(std::string why);
+  // `f` gets the stream to read and write: TLS over the socket, or the socket itself.
+  template <typename F>
+  void WithStream(F&& f) {
+    if (tls_) {
+      f(*tls_);
+    } else {
+      f(socket_);
+    }
+  }
 
   Worker* worker_;
   uint32_t index_;
   tcp::socket socket_;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls_;
   std::unique_ptr<Protocol> proto_;
   std::string tenant_;
   uint32_t lane_ = 0;
@@ -728,6 +768,16 @@ int Run(Config& config) {
   const uint32_t tenants = std::min(config.tenants, config.connections);
   const uint32_t lanes = config.workload == Workload::kFilter ? tenants : 1;
 
+  std::shared_ptr<asio::ssl::context> tls_context;
+  if (config.tls) {
+    auto made = client::tls::MakeContext(config.ca_file);
+    if (!made.ok()) {
+      fmt::print(stderr, "sundial-bench: {}\n", made.error().message);
+      return 2;
+    }
+    tls_context = *made;
+  }
+
   // Connect.
   const uint32_t nthreads = std::max<uint32_t>(1, std::min(config.threads, config.connections));
   std::vector<std::unique_ptr<Worker>> workers;
@@ -760,6 +810,14 @@ int Run(Config& config) {
       return 3;
     }
     c->socket().set_option(tcp::no_delay(true));
+    if (tls_context) {
+      const std::string failed =
+          c->StartTls(*tls_context, config.host, w.io(), Clock::now() + std::chrono::seconds(10));
+      if (!failed.empty()) {
+        fmt::print(stderr, "sundial-bench: {}: {}\n", config.target_text, failed);
+        return 3;
+      }
+    }
     c->StartReading();
     all.push_back(c.get());
     w.connections().push_back(std::move(c));
@@ -932,6 +990,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
   app.add_flag("--relaxed", config.relaxed, "Sundial: durability relaxed on every request");
+  app.add_flag("--tls", config.tls, "Sundial: TLS (the server runs with --tls-cert)");
+  app.add_option(
+      "--ca-file", config.ca_file,
+      "Sundial: PEM CAs to verify the server with (default: the system's); implies --tls");
   app.add_option("--queue", config.queue, "queue / key / tube name (default: a fresh one)");
   app.add_flag("--json", config.json, "print one JSON object");
   app.add_flag("--keep", config.keep, "leave the queue and its messages (no teardown)");
@@ -948,6 +1010,11 @@ int main(int argc, char** argv) {
                "sundial-bench: --target '{}': expected sundial://, redis:// or beanstalk:// "
                "followed by HOST[:PORT]\n",
                config.target_text);
+    return 2;
+  }
+  if (!config.ca_file.empty()) config.tls = true;
+  if (config.tls && config.target != Target::kSundial) {
+    fmt::print(stderr, "sundial-bench: --tls: for sundial:// targets only\n");
     return 2;
   }
   const std::pair<const char*, Workload> workloads[] = {

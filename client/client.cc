@@ -11,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "client/tls_client.h"
 #include "protocol/framing.h"
 
 namespace sundial::client {
@@ -31,7 +33,8 @@ using boost::system::error_code;
 constexpr size_t kReadChunkBytes = 64 * 1024;
 
 Error ReadFailure(const error_code& ec) {
-  if (ec == asio::error::eof || ec == asio::error::connection_reset) {
+  if (ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::ssl::error::stream_truncated) {
     return Error::Connection(Code::kUnavailable, "connection closed by the server");
   }
   return Error::Connection(Code::kUnavailable, "read: " + ec.message());
@@ -107,11 +110,24 @@ class ResponseReader {
 struct Client::Impl {
   asio::io_context io;
   tcp::socket socket{io};
+  // With TLS: the stream over `socket` that reads and writes go through.
+  std::shared_ptr<asio::ssl::context> tls_context;
+  std::unique_ptr<asio::ssl::stream<tcp::socket&>> tls;
   ResponseReader reader;
   std::array<char, kReadChunkBytes> chunk;
   int timeout_ms = kDefaultTimeoutMs;
   bool open = false;
   std::string closed_reason = "not connected";
+
+  // Calls `f` with the stream to read and write: the TLS stream or the plain socket.
+  template <typename F>
+  void WithStream(F&& f) {
+    if (tls) {
+      f(*tls);
+    } else {
+      f(socket);
+    }
+  }
 
   void CloseSocket(std::string reason) {
     if (open) closed_reason = std::move(reason);
@@ -136,7 +152,7 @@ struct Client::Impl {
     return false;
   }
 
-  Result<void> Open(const Address& address) {
+  Result<void> Open(const Address& address, const ConnectOptions& options) {
     const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     const std::string where = address.ToString();
     const std::string timed_out =
@@ -178,7 +194,41 @@ struct Client::Impl {
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    if (options.tls) {
+      if (Result<void> shook = Handshake(address, options, deadline, timed_out); !shook.ok()) {
+        socket.close(ignored);
+        return shook;
+      }
+    }
     open = true;
+    return {};
+  }
+
+  Result<void> Handshake(const Address& address, const ConnectOptions& options,
+                         Clock::time_point deadline, const std::string& timed_out) {
+    auto context = tls::MakeContext(options.ca_file);
+    if (!context.ok()) return context.error();
+    tls_context = std::move(*context);
+    tls = std::make_unique<asio::ssl::stream<tcp::socket&>>(socket, *tls_context);
+    tls::PrepareConnection(tls->native_handle(),
+                           options.server_name.empty() ? address.host : options.server_name);
+    bool done = false;
+    error_code ec;
+    tls->async_handshake(asio::ssl::stream_base::client, [&](const error_code& e) {
+      done = true;
+      ec = e;
+    });
+    if (!RunUntil([&] { return done; }, deadline,
+                  [&] {
+                    error_code ignored;
+                    socket.close(ignored);
+                  })) {
+      return Error::Connection(Code::kUnavailable, timed_out + " (TLS handshake)");
+    }
+    if (ec) {
+      return Error::Connection(Code::kUnavailable,
+                               tls::HandshakeFailure(tls->native_handle(), ec, address.ToString()));
+    }
     return {};
   }
 
@@ -204,19 +254,25 @@ struct Client::Impl {
 
     std::function<void()> read = [&] {
       ++outstanding;
-      socket.async_read_some(asio::buffer(chunk), [&](const error_code& ec, size_t n) {
-        --outstanding;
-        if (ec) return fail(ReadFailure(ec));
-        if (std::optional<Error> e = reader.Feed(chunk.data(), n, deliver)) return fail(*e);
-        if (remaining > 0) read();
+      WithStream([&](auto& stream) {
+        stream.async_read_some(asio::buffer(chunk), [&](const error_code& ec, size_t n) {
+          --outstanding;
+          if (ec) return fail(ReadFailure(ec));
+          if (std::optional<Error> e = reader.Feed(chunk.data(), n, deliver)) return fail(*e);
+          if (remaining > 0) read();
+        });
       });
     };
     // A failed write leaves the socket open: the server may have answered and closed (an error
     // for the first request, then a close), and that answer is still to be read.
     ++outstanding;
-    asio::async_write(socket, asio::buffer(frames), [&](const error_code& ec, size_t) {
-      --outstanding;
-      if (ec && !failure) failure = Error::Connection(Code::kUnavailable, "write: " + ec.message());
+    WithStream([&](auto& stream) {
+      asio::async_write(stream, asio::buffer(frames), [&](const error_code& ec, size_t) {
+        --outstanding;
+        if (ec && !failure) {
+          failure = Error::Connection(Code::kUnavailable, "write: " + ec.message());
+        }
+      });
     });
     read();
 
@@ -243,12 +299,20 @@ Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const Address& address, std::string token,
                                                 int timeout_ms) {
+  ConnectOptions options;
+  options.token = std::move(token);
+  options.timeout_ms = timeout_ms;
+  return Connect(address, options);
+}
+
+Result<std::unique_ptr<Client>> Client::Connect(const Address& address,
+                                                const ConnectOptions& options) {
   auto impl = std::make_unique<Impl>();
-  impl->timeout_ms = timeout_ms;
-  if (Result<void> opened = impl->Open(address); !opened.ok()) return opened.error();
+  impl->timeout_ms = options.timeout_ms;
+  if (Result<void> opened = impl->Open(address, options); !opened.ok()) return opened.error();
   std::unique_ptr<Client> client(new Client(address, std::move(impl)));
-  if (!token.empty()) {
-    Result<Reply> auth = client->Call(BuildAuth({client->NextRequestId()}, token));
+  if (!options.token.empty()) {
+    Result<Reply> auth = client->Call(BuildAuth({client->NextRequestId()}, options.token));
     if (!auth.ok()) {
       if (auth.error().origin != Error::Origin::kServer) return auth.error();
       return Error::Server(Code::kUnauthenticated, auth.error().message);
@@ -443,18 +507,27 @@ struct AsyncClient::Impl {
     write_in_progress = true;
     writing.swap(outbound);
     outbound.clear();
-    asio::async_write(conn->socket, asio::buffer(writing), [this](const error_code& ec, size_t) {
-      write_in_progress = false;
-      if (ec) {
-        if (conn->open) Shutdown(Error::Connection(Code::kUnavailable, "write: " + ec.message()));
-        return;
-      }
-      if (!outbound.empty() && conn->open) StartWrite();
+    conn->WithStream([this](auto& stream) {
+      asio::async_write(stream, asio::buffer(writing), [this](const error_code& ec, size_t) {
+        write_in_progress = false;
+        if (ec) {
+          if (conn->open) {
+            Shutdown(Error::Connection(Code::kUnavailable, "write: " + ec.message()));
+          }
+          return;
+        }
+        if (!outbound.empty() && conn->open) StartWrite();
+      });
     });
   }
 
   void StartRead() {
-    conn->socket.async_read_some(asio::buffer(conn->chunk), [this](const error_code& ec, size_t n) {
+    conn->WithStream([this](auto& stream) { ReadFrom(stream); });
+  }
+
+  template <typename Stream>
+  void ReadFrom(Stream& stream) {
+    stream.async_read_some(asio::buffer(conn->chunk), [this](const error_code& ec, size_t n) {
       if (ec) {
         if (conn->open) Shutdown(ReadFailure(ec));
         return;
@@ -480,7 +553,15 @@ AsyncClient::~AsyncClient() { Close(); }
 
 Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const Address& address, std::string token,
                                                           int timeout_ms) {
-  Result<std::unique_ptr<Client>> client = Client::Connect(address, std::move(token), timeout_ms);
+  ConnectOptions options;
+  options.token = std::move(token);
+  options.timeout_ms = timeout_ms;
+  return Connect(address, options);
+}
+
+Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const Address& address,
+                                                          const ConnectOptions& options) {
+  Result<std::unique_ptr<Client>> client = Client::Connect(address, options);
   if (!client.ok()) return client.error();
   auto impl = std::make_unique<Impl>(std::move((*client)->impl_), (*client)->next_request_id_);
   Impl* raw = impl.get();

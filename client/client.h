@@ -24,6 +24,11 @@
 //     thread; Send may be called from any thread with many requests in flight; each
 //     callback runs exactly once, on the I/O thread.
 //
+// TLS (ConnectOptions::tls): the connection is TLS 1.2 or later; the server's certificate must
+// chain to ConnectOptions::ca_file (or, without one, to the system's CAs) and name the host
+// connected to (a DNS name, or an IP address in its subjectAltName). A refused certificate is
+// UNAVAILABLE (kConnection) saying why (unknown CA, wrong host, expired).
+//
 // Boost.Asio stays inside client/*.cc: this header only needs FlatBuffers.
 #pragma once
 
@@ -60,6 +65,15 @@ struct Address {
 // what is wrong: a port that is not a number in 1..65535, an unclosed bracket, an IPv6
 // address without brackets.
 Result<Address> ParseAddress(std::string_view text, uint16_t default_port = kDefaultPort);
+
+// How to connect, beyond the address.
+struct ConnectOptions {
+  std::string token;                   // empty: no Auth request
+  int timeout_ms = kDefaultTimeoutMs;  // connect + TLS handshake + Auth; then each call
+  bool tls = false;                    // TLS (the server runs with --tls-cert/--tls-key)
+  std::string ca_file;                 // PEM CAs for the server's certificate; empty: the system's
+  std::string server_name;             // name the certificate must show; empty: the address's host
+};
 
 // True when `bytes` is a valid ServerMessage FlatBuffer (FlatBuffers' Verifier).
 bool VerifyServerMessage(std::string_view bytes);
@@ -100,6 +114,9 @@ class Client {
   // a token, sends Auth first: a refusal is UNAUTHENTICATED with the server's message.
   static Result<std::unique_ptr<Client>> Connect(const Address& address, std::string token = {},
                                                  int timeout_ms = kDefaultTimeoutMs);
+  // The same, with TLS when options.tls (handshake and verification within timeout_ms).
+  static Result<std::unique_ptr<Client>> Connect(const Address& address,
+                                                 const ConnectOptions& options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -186,6 +203,8 @@ class AsyncClient {
   static Result<std::unique_ptr<AsyncClient>> Connect(const Address& address,
                                                       std::string token = {},
                                                       int timeout_ms = kDefaultTimeoutMs);
+  static Result<std::unique_ptr<AsyncClient>> Connect(const Address& address,
+                                                      const ConnectOptions& options);
   ~AsyncClient();  // Close()
   AsyncClient(const AsyncClient&) = delete;
   AsyncClient& operator=(const AsyncClient&) = delete;

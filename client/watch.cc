@@ -8,10 +8,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <optional>
+#include <type_traits>
 
+#include "client/tls_client.h"
 #include "protocol/json.h"
 
 namespace sundial::client {
@@ -23,17 +26,23 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr uint64_t kSubscribeRequestId = 1;
 constexpr size_t kMaxEventFrameBytes = 16u << 20;
 
+template <class Stream>  // beast::tcp_stream, or TlsStream (wss)
 class WatchSession {
  public:
-  WatchSession(const WatchOptions& options, const EventHandler& on_event)
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  // `tls_context`: for TlsStream only.
+  WatchSession(const WatchOptions& options, const EventHandler& on_event,
+               boost::asio::ssl::context* tls_context = nullptr)
       : options_(options),
         on_event_(on_event),
         resolver_(io_),
-        ws_(io_),
+        ws_(MakeStream(io_, tls_context)),
         answer_timer_(io_),
         codec_("ServerMessage") {}
 
@@ -48,6 +57,15 @@ class WatchSession {
   }
 
  private:
+  static websocket::stream<Stream> MakeStream(asio::io_context& io,
+                                              boost::asio::ssl::context* tls_context) {
+    if constexpr (kTls) {
+      return websocket::stream<Stream>(io, *tls_context);
+    } else {
+      return websocket::stream<Stream>(io);
+    }
+  }
+
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(options_.timeout_ms);
   }
@@ -82,6 +100,24 @@ class WatchSession {
                                 std::to_string(options_.timeout_ms) + " ms"));
     }
     if (ec) return Finish(Unreachable("cannot connect: " + ec.message()));
+    if constexpr (kTls) {
+      SSL* ssl = ws_.next_layer().native_handle();
+      tls::PrepareConnection(ssl, options_.http.host);
+      ws_.next_layer().async_handshake(
+          asio::ssl::stream_base::client, [this, ssl](const error_code& e) {
+            if (e == beast::error::timeout) return Finish(Unreachable("TLS handshake timed out"));
+            if (e) {
+              return Finish(Error::Connection(
+                  Code::kUnavailable, tls::HandshakeFailure(ssl, e, options_.http.ToString())));
+            }
+            Upgrade();
+          });
+    } else {
+      Upgrade();
+    }
+  }
+
+  void Upgrade() {
     // From here the WebSocket stream's own timeouts apply.
     beast::get_lowest_layer(ws_).expires_never();
     websocket::stream_base::timeout timeouts;
@@ -178,7 +214,7 @@ class WatchSession {
   const EventHandler& on_event_;
   asio::io_context io_;
   tcp::resolver resolver_;
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
   asio::steady_timer answer_timer_;
   websocket::response_type upgrade_response_;
   beast::flat_buffer buffer_;
@@ -190,8 +226,10 @@ class WatchSession {
 }  // namespace
 
 Result<void> Watch(const WatchOptions& options, const EventHandler& on_event) {
-  WatchSession session(options, on_event);
-  return session.Run();
+  if (!options.tls) return WatchSession<beast::tcp_stream>(options, on_event).Run();
+  auto context = tls::MakeContext(options.ca_file);
+  if (!context.ok()) return context.error();
+  return WatchSession<TlsStream>(options, on_event, context->get()).Run();
 }
 
 }  // namespace sundial::client

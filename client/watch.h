@@ -34,6 +34,8 @@ struct WatchOptions {
   std::string queue = "*";                      // a queue name, or "*" for every queue
   Pairs filter;                                 // events of matching messages only
   int timeout_ms = kDefaultTimeoutMs;           // connect, upgrade, Subscribe answer, idle
+  bool tls = false;                             // wss: verified as ConnectOptions (client.h)
+  std::string ca_file;                          // PEM CAs; empty: the system's
 };
 
 // Called with each event; returns false to stop watching.

@@ -8,6 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
+  libssl-dev openssl  # TLS (server/tls.h, the clients); tests/e2e/tls_test.cc makes certificates with openssl
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer

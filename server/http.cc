@@ -12,14 +12,21 @@
 // one of --allowed-origins, or (without that flag) absent or the server's own host. Under
 // --dashboard read-only a browser page's connection is read-only (Access::kReadOnly: the
 // operation table refuses its mutations).
+//
+// TLS (--tls-cert/--tls-key, server/tls.h): HTTPS and wss on the same port, the sessions being
+// templates on their stream (beast::tcp_stream or an ssl_stream over one), as in Beast's
+// advanced_server_flex. The TLS handshake must finish within --handshake-timeout-ms.
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 #include <cstdio>
 #include <deque>
+#include <type_traits>
 #include <utility>
 
 #include "protocol/json.h"
@@ -36,6 +43,7 @@ namespace websocket = beast::websocket;
 namespace fb = flatbuffers;
 namespace p = protocol;
 using tcp = asio::ip::tcp;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr size_t kMaxEventBacklog = 10'000;  // events queued for one subscriber before it is cut
 
@@ -47,12 +55,17 @@ bool VerifyRequest(std::string_view bytes) {
   return p::VerifyRequestBuffer(verifier);
 }
 
+template <class Stream>  // beast::tcp_stream or TlsStream
 class WsSession final : public Session {
  public:
+  // `stream`: the HTTP connection being upgraded (TLS already established).
+  // `tls_context`: what a TLS stream was made with, kept alive for the connection (else null).
   // `tick_json`: the JSON of the shared stats ticks, printed once for every session.
-  WsSession(tcp::socket socket, Loop* loop, Core* core, Access access, SharedTickJson* tick_json)
+  WsSession(Stream stream, std::shared_ptr<asio::ssl::context> tls_context, Loop* loop, Core* core,
+            Access access, SharedTickJson* tick_json)
       : Session(loop, core, Transport::kWebSocket, access),
-        ws_(std::move(socket)),
+        ws_(std::move(stream)),
+        tls_context_(std::move(tls_context)),
         stall_(loop->io(), core->options().write_timeout_ms),
         options_(core->options()),
         tick_json_(tick_json) {}
@@ -245,7 +258,8 @@ class WsSession final : public Session {
     bool is_event;
   };
 
-  websocket::stream<beast::tcp_stream> ws_;
+  websocket::stream<Stream> ws_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
   StallGuard stall_;
   const Options& options_;
   SharedTickJson* const tick_json_;
@@ -267,11 +281,15 @@ class WsSession final : public Session {
   std::unique_ptr<p::JsonCodec> json_out_;
 };
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+template <class Stream>  // beast::tcp_stream or TlsStream
+class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
  public:
-  HttpSession(tcp::socket socket, Loop* loop, Core* core, Dashboard* dashboard,
-              SharedTickJson* tick_json)
-      : stream_(std::move(socket)),
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  HttpSession(Stream stream, std::shared_ptr<asio::ssl::context> tls_context, Loop* loop,
+              Core* core, Dashboard* dashboard, SharedTickJson* tick_json)
+      : stream_(std::move(stream)),
+        tls_context_(std::move(tls_context)),
         loop_(loop),
         core_(core),
         dashboard_(dashboard),
@@ -280,7 +298,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // On the loop.
   void Start() {
     core_->metrics()->AddConnection(Transport::kHttp, 1);
-    Read();
+    if constexpr (kTls) {
+      beast::get_lowest_layer(stream_).expires_after(
+          std::chrono::milliseconds(core_->options().handshake_timeout_ms));
+      stream_.async_handshake(asio::ssl::stream_base::server,
+                              [self = this->shared_from_this()](beast::error_code ec) {
+                                if (ec) return self->Close();
+                                self->Read();
+                              });
+    } else {
+      Read();
+    }
   }
   ~HttpSession() { core_->metrics()->AddConnection(Transport::kHttp, -1); }
 
@@ -290,9 +318,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->header_limit(8 * 1024);
     parser_->body_limit(64 * 1024);
     // The whole request (line, headers, body) within the handshake timeout: slow loris.
-    stream_.expires_after(std::chrono::milliseconds(core_->options().handshake_timeout_ms));
+    beast::get_lowest_layer(stream_).expires_after(
+        std::chrono::milliseconds(core_->options().handshake_timeout_ms));
     http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
                        if (ec) return self->Close();
                        self->OnRequest(self->parser_->release());
                      });
@@ -344,7 +373,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res.prepare_payload();
     auto shared = std::make_shared<http::response<http::string_body>>(std::move(res));
     http::async_write(stream_, *shared,
-                      [self = shared_from_this(), shared](beast::error_code ec, size_t) {
+                      [self = this->shared_from_this(), shared](beast::error_code ec, size_t) {
                         if (ec || !shared->keep_alive()) return self->Close();
                         self->Read();
                       });
@@ -380,8 +409,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (reply.delay.count() == 0) return Send(std::move(res));
     // A wrong sign-in token: answered after the delay (the connection waits, then closes).
     auto timer = std::make_shared<asio::steady_timer>(stream_.get_executor(), reply.delay);
-    stream_.expires_after(reply.delay + std::chrono::seconds(5));
-    timer->async_wait([self = shared_from_this(), timer, res = std::move(res)](
+    beast::get_lowest_layer(stream_).expires_after(reply.delay + std::chrono::seconds(5));
+    timer->async_wait([self = this->shared_from_this(), timer, res = std::move(res)](
                           beast::error_code) mutable { self->Send(std::move(res)); });
   }
 
@@ -416,8 +445,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         dashboard_->RefusesActions(!Field(req, http::field::origin).empty(), by_cookie)
             ? Access::kReadOnly
             : Access::kFull;
-    stream_.expires_never();  // the WebSocket stream's own timeouts take over
-    std::make_shared<WsSession>(stream_.release_socket(), loop_, core_, access, tick_json_)
+    beast::get_lowest_layer(stream_).expires_never();  // the WebSocket's own timeouts take over
+    std::make_shared<WsSession<Stream>>(std::move(stream_), std::move(tls_context_), loop_, core_,
+                                        access, tick_json_)
         ->Accept(std::move(req));
   }
 
@@ -436,11 +466,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void Close() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-    stream_.close();
+    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream_).close();
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
   Loop* const loop_;
   Core* const core_;
   Dashboard* const dashboard_;
@@ -448,6 +479,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
+
+// On `loop`: a plain or an HTTPS session, by the server's settings (a TLS session keeps the
+// context current now across reloads).
+void StartSession(tcp::socket socket, Loop* loop, Core* core, Dashboard* dashboard,
+                  SharedTickJson* tick_json) {
+  if (core->tls() == nullptr) {
+    std::make_shared<HttpSession<beast::tcp_stream>>(beast::tcp_stream(std::move(socket)), nullptr,
+                                                     loop, core, dashboard, tick_json)
+        ->Start();
+    return;
+  }
+  std::shared_ptr<asio::ssl::context> context = core->tls()->Current();
+  TlsStream stream(beast::tcp_stream(std::move(socket)), *context);
+  std::make_shared<HttpSession<TlsStream>>(std::move(stream), std::move(context), loop, core,
+                                           dashboard, tick_json)
+      ->Start();
+}
 
 Dashboard::Config DashboardConfig(const Core& core) {
   Dashboard::Config c;
@@ -495,7 +543,13 @@ class HttpListener final : public Listener {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
           if (!ec) {
             if (core_->metrics()->connections() >=
-                static_cast<int64_t>(core_->options().max_connections)) {
+                    static_cast<int64_t>(core_->options().max_connections) &&
+                core_->tls() != nullptr) {
+              // Under TLS a plain 503 would read as garbage: closed before the handshake.
+              boost::system::error_code ignored;
+              socket.close(ignored);
+            } else if (core_->metrics()->connections() >=
+                       static_cast<int64_t>(core_->options().max_connections)) {
               // Refused with a reason (as TCP refuses with a typed error), then closed.
               static constexpr std::string_view kBusy =
                   "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
@@ -507,8 +561,7 @@ class HttpListener final : public Listener {
             } else {
               loop->Post([loop, core = core_, dashboard = &dashboard_, tick_json = &tick_json_,
                           socket = std::move(socket)]() mutable {
-                std::make_shared<HttpSession>(std::move(socket), loop, core, dashboard, tick_json)
-                    ->Start();
+                StartSession(std::move(socket), loop, core, dashboard, tick_json);
               });
             }
           }

@@ -40,6 +40,7 @@
 #include "server/live_feed.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/tls.h"
 #include "wal/group_commit_log.h"
 
 namespace sundial::server {
@@ -469,6 +470,9 @@ class Core final : public EffectSink, public SessionOperations {
   void set_auth_token(std::string token) { auth_token_ = std::move(token); }
   const Options& options() const { return options_; }
   ConnectionRegistry& registry() { return registry_; }
+  // TLS on both ports (--tls-cert/--tls-key), or null: plain TCP.
+  TlsContexts* tls() const { return tls_; }
+  void set_tls(TlsContexts* tls) { tls_ = tls; }
 
  private:
   const Options& options_;
@@ -479,6 +483,7 @@ class Core final : public EffectSink, public SessionOperations {
   const SteadyClock::time_point started_ = SteadyClock::now();
   ConnectionRegistry registry_;
   std::string auth_token_;
+  TlsContexts* tls_ = nullptr;
   std::atomic<bool> ready_{false};
   std::atomic<bool> draining_{false};
   std::vector<Loop*> loops_;

@@ -18,6 +18,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/server.h"
+#include "server/tls.h"
 #include "wal/checkpointer.h"
 #include "wal/file.h"
 #include "wal/recovery.h"
@@ -143,6 +144,16 @@ int Run(int argc, char** argv) {
                  "--insecure-bind)\n",
                  options.bind.c_str());
     return 2;
+  }
+
+  if (!options.tls_cert.empty()) {
+    // Before recovery, which can take minutes on a large log: a wrong file fails at once.
+    server::TlsContexts probe(options.tls_cert, options.tls_key);
+    std::string error;
+    if (!probe.Reload(&error)) {
+      std::fprintf(stderr, "sundiald: cannot start: %s\n", error.c_str());
+      return 2;
+    }
   }
 
   std::error_code ec;

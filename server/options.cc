@@ -145,6 +145,9 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
                                                {"off", DashboardMode::kOff}},
           CLI::ignore_case))
       ->default_str("on");
+  app.add_option("--tls-cert", o.tls_cert,
+                 "PEM certificate chain: TLS on both ports (with --tls-key; SIGHUP reloads)");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
   app.add_option("--ready-file", o.ready_file,
                  "write {\"pid\",\"port\",\"http_port\"} JSON here once listening");
 
@@ -168,6 +171,12 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   } catch (const CLI::ParseError& e) {
     result.exit_code = e.get_exit_code() == 0 ? 0 : 2;
     result.message = e.get_exit_code() == 0 ? app.help() : std::string(e.what());
+    return result;
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    result.exit_code = 2;
+    result.message = o.tls_cert.empty() ? "--tls-key needs --tls-cert (give both, or neither)"
+                                        : "--tls-cert needs --tls-key (give both, or neither)";
     return result;
   }
   o.bind_given = app.count("--bind") > 0 || GivenOnCommandLine(args, "bind");

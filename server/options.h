@@ -56,6 +56,9 @@ struct Options {
   std::vector<std::string> allowed_origins;
   bool insecure_bind = false;
   DashboardMode dashboard = DashboardMode::kOn;
+  // TLS on both ports (server/tls.h): both files or neither. SIGHUP reads them again.
+  std::string tls_cert;
+  std::string tls_key;
 
   // Written (atomically) once both ports listen: {"pid":N,"port":P,"http_port":H}. For tests
   // and supervisors that start sundiald on ephemeral ports (--port 0).

@@ -31,6 +31,27 @@ struct Server::Impl {
   std::unique_ptr<Listener> tcp;
   std::unique_ptr<Listener> http;
   std::unique_ptr<asio::signal_set> signals;
+  std::unique_ptr<TlsContexts> tls;
+  std::unique_ptr<asio::signal_set> reload_signals;  // SIGHUP, with TLS only
+
+  // SIGHUP: read the certificate and key again. New handshakes use them; open connections keep
+  // theirs; a failure keeps the old ones and says why.
+  void WaitForReload() {
+    reload_signals->async_wait([this](boost::system::error_code ec, int) {
+      if (ec) return;
+      std::string error;
+      if (tls->Reload(&error)) {
+        std::fprintf(stderr, "sundiald: SIGHUP: TLS certificate reloaded: %s\n",
+                     tls->Describe().c_str());
+      } else {
+        std::fprintf(stderr,
+                     "sundiald: SIGHUP: TLS reload failed, still serving the previous "
+                     "certificate: %s\n",
+                     error.c_str());
+      }
+      WaitForReload();
+    });
+  }
 
   std::mutex mu;
   std::condition_variable cv;
@@ -83,6 +104,13 @@ Status Server::Start(std::string* error) {
              ": listening beyond loopback needs --auth-token-file (or --insecure-bind)";
     return InvalidArgument("--bind");
   }
+  if (!o.tls_cert.empty()) {
+    d.tls = std::make_unique<TlsContexts>(o.tls_cert, o.tls_key);
+    if (!d.tls->Reload(error)) return InvalidArgument("--tls-cert");
+    d.core.set_tls(d.tls.get());
+    std::fprintf(stderr, "sundiald: TLS on both ports (1.2 and 1.3): %s\n",
+                 d.tls->Describe().c_str());
+  }
   const unsigned n =
       o.io_threads ? o.io_threads : std::max(1u, std::thread::hardware_concurrency());
   std::vector<Loop*> loops;
@@ -109,6 +137,10 @@ Status Server::Start(std::string* error) {
     std::fprintf(stderr, "sundiald: signal %d: draining\n", signal);
     d.Stop();
   });
+  if (d.tls) {
+    d.reload_signals = std::make_unique<asio::signal_set>(loops[0]->io(), SIGHUP);
+    d.WaitForReload();
+  }
   for (auto& loop : d.loops) loop->Start();
   d.core.StartTimers();
   d.core.set_ready(true);
@@ -136,7 +168,10 @@ void Server::Run(int drain_timeout_ms) {
   for (const auto& c : d.core.registry().All()) c->Close();
   d.core.StopTimers();
   if (d.signals) {
-    asio::post(d.loops[0]->io(), [&d] { d.signals->cancel(); });
+    asio::post(d.loops[0]->io(), [&d] {
+      d.signals->cancel();
+      if (d.reload_signals) d.reload_signals->cancel();
+    });
   }
   d.StopLoops();
 }

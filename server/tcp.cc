@@ -10,10 +10,17 @@
 // client that does not read is dropped), --handshake-timeout-ms (with a token, the Auth
 // must arrive by then), --idle-timeout-ms (nothing in flight and no frame for that long; without
 // a token, the first frame too), --max-connections.
+//
+// TLS (--tls-cert/--tls-key, server/tls.h): the session is a template on its stream, a plain
+// socket or an ssl::stream over one, so the plain path calls the socket directly (no virtual
+// call or branch per read or write). A TLS session shakes hands first, within
+// --handshake-timeout-ms; a client that does not speak TLS fails the handshake and is closed.
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/write.hpp>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "protocol/framing.h"
@@ -28,11 +35,19 @@ namespace fb = flatbuffers;
 namespace p = protocol;
 using tcp = asio::ip::tcp;
 
+using TlsStream = asio::ssl::stream<tcp::socket>;
+
+template <class Stream>  // tcp::socket or TlsStream
 class TcpSession final : public Session {
  public:
-  TcpSession(tcp::socket socket, Loop* loop, Core* core)
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+
+  // `tls_context`: the context the TLS stream was made with (kept alive for the connection's
+  // life across reloads); null for a plain socket.
+  TcpSession(Stream stream, std::shared_ptr<asio::ssl::context> tls_context, Loop* loop, Core* core)
       : Session(loop, core, Transport::kTcp),
-        socket_(std::move(socket)),
+        socket_(std::move(stream)),
+        tls_context_(std::move(tls_context)),
         timer_(loop->io()),
         stall_(loop->io(), core->options().write_timeout_ms),
         options_(core->options()),
@@ -42,11 +57,26 @@ class TcpSession final : public Session {
   void Start() {
     core_->registry().Add(shared_from_this());
     core_->metrics()->AddConnection(Transport::kTcp, 1);
-    // With a token the Auth must come within the handshake timeout; else idle rules apply.
+    if constexpr (kTls) {
+      // The TLS handshake within the handshake timeout (nothing is in flight: the timer closes).
+      deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
+      ArmTimer();
+      socket_.async_handshake(asio::ssl::stream_base::server,
+                              [self = Self()](boost::system::error_code ec) {
+                                if (ec || self->closed()) return self->DoClose();
+                                self->StartProtocol();
+                              });
+    } else {
+      StartProtocol();
+      ArmTimer();
+    }
+  }
+
+  // With a token the Auth must come within the handshake timeout; else idle rules apply.
+  void StartProtocol() {
     deadline_ =
         SteadyClock::now() + std::chrono::milliseconds(authed_ ? options_.idle_timeout_ms
                                                                : options_.handshake_timeout_ms);
-    ArmTimer();
     Read();
   }
 
@@ -87,9 +117,11 @@ class TcpSession final : public Session {
 
   void DoClose() override {
     if (closed_.exchange(true)) return;
+    // TLS: no close_notify; the client reads the end of the TCP stream (its replies were
+    // written before a drain closes it).
     boost::system::error_code ignored;
-    socket_.shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.close(ignored);
+    socket_.lowest_layer().shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.lowest_layer().close(ignored);
     timer_.cancel();
     stall_.Cancel();
     core_->Forget(this);
@@ -274,7 +306,8 @@ class TcpSession final : public Session {
     });
   }
 
-  tcp::socket socket_;
+  Stream socket_;
+  std::shared_ptr<asio::ssl::context> tls_context_;
   asio::steady_timer timer_;
   StallGuard stall_;
   const Options& options_;
@@ -295,6 +328,19 @@ class TcpSession final : public Session {
   bool authed_;
   SteadyClock::time_point deadline_;
 };
+
+// On `loop`: a plain or a TLS session, by the server's settings. A TLS session takes the
+// context current now: a reload later does not touch it.
+void StartSession(tcp::socket socket, Loop* loop, Core* core) {
+  if (core->tls() == nullptr) {
+    std::make_shared<TcpSession<tcp::socket>>(std::move(socket), nullptr, loop, core)->Start();
+    return;
+  }
+  std::shared_ptr<asio::ssl::context> context = core->tls()->Current();
+  TlsStream stream(std::move(socket), *context);
+  std::make_shared<TcpSession<TlsStream>>(std::move(stream), std::move(context), loop, core)
+      ->Start();
+}
 
 class TcpListener final : public Listener {
  public:
@@ -334,7 +380,14 @@ class TcpListener final : public Listener {
           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
           if (!ec) {
             if (core_->metrics()->connections() >=
-                static_cast<int64_t>(core_->options().max_connections)) {
+                    static_cast<int64_t>(core_->options().max_connections) &&
+                core_->tls() != nullptr) {
+              // Under TLS a plain error frame would read as garbage: closed before the
+              // handshake, as the client sees a full server that does not answer.
+              boost::system::error_code ignored;
+              socket.close(ignored);
+            } else if (core_->metrics()->connections() >=
+                       static_cast<int64_t>(core_->options().max_connections)) {
               // Refused with a typed error, then closed.
               std::string frame;
               p::AppendFrame(ErrorResponse(0, Code::kResourceExhausted,
@@ -347,7 +400,7 @@ class TcpListener final : public Listener {
               socket.set_option(tcp::no_delay(true), ec);
               // Made and started on its loop: nothing of it is touched from this thread again.
               loop->Post([loop, core = core_, socket = std::move(socket)]() mutable {
-                std::make_shared<TcpSession>(std::move(socket), loop, core)->Start();
+                StartSession(std::move(socket), loop, core);
               });
             }
           }

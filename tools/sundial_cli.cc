@@ -1,6 +1,6 @@
 // sundial: the command-line client of sundiald (SPEC §5; docs/cli.md).
 //
-//   sundial [--addr host:port] [--token-file F] SUBCOMMAND ARGS... [--addr ...] [--token-file ...]
+//   sundial [--addr host:port] [--token-file F] [--tls [--ca-file F]] SUBCOMMAND ARGS...
 //
 // One JSON object per line on stdout (tools/reply_json.h). Exit codes: 0 success, 1 an error
 // from the server ({"code","message"} on stderr), 2 bad usage (CLI11's message), 3 the server
@@ -228,6 +228,8 @@ struct Args {
   std::string addr = "127.0.0.1:7400";
   std::string http_addr;
   std::string token_file;
+  bool tls = false;
+  std::string ca_file;
   std::string durability = "durable";
   int timeout_ms = client::kDefaultTimeoutMs;
 
@@ -655,6 +657,13 @@ int Main(int argc, char** argv) {
   app.add_option("--token-file", a.token_file, "file holding the auth token")
       ->envname("SUNDIAL_TOKEN_FILE")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("--tls", a.tls, "TLS to both ports (the server runs with --tls-cert)")
+      ->envname("SUNDIAL_TLS");
+  app.add_option("--ca-file", a.ca_file,
+                 "PEM CA certificates to verify the server with (default: the system's); implies "
+                 "--tls")
+      ->envname("SUNDIAL_CA_FILE")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--durability", a.durability, "durable (reply after fsync) or relaxed")
       ->check(CLI::IsMember({"durable", "relaxed"}))
       ->capture_default_str();
@@ -687,6 +696,7 @@ int Main(int argc, char** argv) {
     return UsageError("--token-file: cannot read a token from " + a.token_file);
   }
 
+  const bool tls = a.tls || !a.ca_file.empty();
   if (!a.payload_file.empty() && !ReadFile(a.payload_file, &a.payload)) {
     return UsageError("--payload-file: cannot read " + a.payload_file);
   }
@@ -702,6 +712,8 @@ int Main(int argc, char** argv) {
     o.token = token;
     o.queue = a.queue;
     o.timeout_ms = a.timeout_ms;
+    o.tls = tls;
+    o.ca_file = a.ca_file;
     client::Result<void> watched = client::Watch(o, [](const p::EventMessage& event) {
       Print(EventToJson(event));
       std::fflush(stdout);
@@ -712,7 +724,12 @@ int Main(int argc, char** argv) {
 
   for (const Subcommand& s : subcommands) {
     if (!s.app->parsed()) continue;
-    auto connected = client::Client::Connect(address, token, a.timeout_ms);
+    client::ConnectOptions options;
+    options.token = token;
+    options.timeout_ms = a.timeout_ms;
+    options.tls = tls;
+    options.ca_file = a.ca_file;
+    auto connected = client::Client::Connect(address, options);
     if (!connected.ok()) return Failed(connected.error());
     client::Client& c = **connected;
     c.set_durability(a.durability == "relaxed" ? p::Durability::relaxed : p::Durability::durable);
