@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Soak: a durable sundiald under a mixed workload at half its measured maximum, sampled every chunk.
 #
-#   bash bench/soak.sh [--minutes N] [--rate OPS] [--out DIR] [--smoke]
+#   bash bench/soak.sh [--minutes N] [--rate OPS] [--connections N] [--out DIR] [--smoke]
 #   bash bench/soak.sh --report CSV                     (plot and verdict of an earlier run only)
 #
 # SOAK_MINUTES (env) is the default of --minutes (60). Steps (docs/testing.md "Soak"):
 #  1. Starts sundiald from build/release (`make build` when missing): --fsync=always and the
 #     checkpoint defaults, a temp data dir, free ports.
 #  2. Measures the maximum: sundial-bench --workload mixed, closed loop, MAX_RUNS runs of MAX_S s
-#     (16 connections, batch 1); the median of the runs' msg/s is "the maximum". Each of those runs
+#     (--connections, default 64; batch 1); the median of the runs' msg/s is "the maximum". Each of those runs
 #     deletes its own queue.
 #  3. Runs the mixed workload open loop at RATE = maximum / 2 (or --rate) on the queue "soak" in
 #     consecutive chunks of CHUNK_S s (one sundial-bench each, with --keep: a chunk's end neither
@@ -32,7 +32,7 @@ MINUTES=${SOAK_MINUTES:-60}
 CHUNK_S=60          # one sample per chunk
 MAX_RUNS=3          # closed-loop runs measuring the maximum
 MAX_S=10            # seconds each
-CONNECTIONS=16
+CONNECTIONS=${SOAK_CONNECTIONS:-64}  # compare.sh's best: group commit needs requests in flight
 RATE=
 OUT=
 REPORT_FROM=
@@ -47,6 +47,7 @@ while (($#)); do
   case $1 in
     --minutes) (($# >= 2)) || usage; MINUTES=$2; shift ;;
     --rate) (($# >= 2)) || usage; RATE=$2; shift ;;
+    --connections) (($# >= 2)) || usage; CONNECTIONS=$2; shift ;;
     --out) (($# >= 2)) || usage; OUT=$2; shift ;;
     --report) (($# >= 2)) || usage; REPORT_FROM=$2; shift ;;
     --smoke) SMOKE=true ;;

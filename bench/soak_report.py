@@ -125,6 +125,12 @@ def smoke_checks(rows):
             problems.append(f"sample {r['minute']:.0f}: no messages moved")
         if r["rss_kb"] <= 0 or r["fds"] <= 0 or r["disk_bytes"] <= 0 or r["wal_segments"] < 1:
             problems.append(f"sample {r['minute']:.0f}: RSS, fds, disk or WAL segments not read")
+    # The chunks run on one kept queue: each enqueues as much as it dequeues (give or take the
+    # one enqueue an io thread's last operation may add), so the depth stays where the first
+    # chunk's standing messages put it.
+    drift = rows[-1]["depth"] - rows[0]["depth"]
+    if abs(drift) > 4 * len(rows) + 10:
+        problems.append(f"queue depth moved by {drift:.0f} between the first and last samples")
     for p in problems:
         print(f"  FAIL {p}")
     print(f"SMOKE: {'ok' if not problems else 'FAILED'}")
