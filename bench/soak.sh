@@ -17,7 +17,7 @@
 #     with a 1 s lease and abandons them (the lease expires, the message is delivered again) and
 #     leases a few more and fails them (retried after 200 ms).
 #  4. After each chunk, one CSV row: that chunk's latency (p50, p99, p99.9, max) and msg/s, the
-#     server's VmRSS, open fds, data-dir bytes, WAL segments, snapshots, the queue's depth, the
+#     server's VmRSS and its own memory account (stats memory_bytes), open fds, data-dir bytes, WAL segments, snapshots, the queue's depth, the
 #     machine's load average.
 #  5. At the end: a plot (SVG, bench/soak_report.py) and the verdict (flat or not), both in DIR.
 # The CSV, plot and verdict stay in DIR (default build/soak/<UTC time>); the data dir is removed.
@@ -168,7 +168,7 @@ chaos_loop() {
   echo "# soak.sh $(date -u '+%Y-%m-%d %H:%M UTC') commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "# machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r)"
   echo "# max_msg_per_s=${MAX:-given} rate=$RATE chunk_s=$CHUNK_S connections=$CONNECTIONS minutes=$MINUTES"
-  echo "minute,elapsed_s,utc,rate,msg_per_s,p50_us,p99_us,p999_us,max_us,errors,empty,rss_kb,fds,disk_bytes,wal_segments,snapshots,snapshot,depth,errored,load1,server_cpu_s,abandoned,failed"
+  echo "minute,elapsed_s,utc,rate,msg_per_s,p50_us,p99_us,p999_us,max_us,errors,empty,rss_kb,fds,disk_bytes,wal_segments,snapshots,snapshot,depth,errored,load1,server_cpu_s,abandoned,failed,engine_bytes"
 } >"$CSV"
 
 # The queue exists before the side loop starts (a second create by the bench is not an error).
@@ -187,22 +187,23 @@ for ((m = 1; m <= MINUTES; m++)); do
   printf '%s\n' "$line" >>"$OUT/chunks.jsonl"
   alive "$PID" || die "sundiald exited during chunk $m; see $SERVER_LOG"
   counts=$("$CLI" --addr "$ADDR" count "$QUEUE")
+  stats=$("$CLI" --addr "$ADDR" stats)
   read -r abandoned failed <"$CHAOS_COUNTS"
-  row=$("$PYTHON" - "$line" "$counts" <<'PY'
+  row=$("$PYTHON" - "$line" "$counts" "$stats" <<'PY'
 import json, sys
-b, c = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+b, c, s = (json.loads(a) for a in sys.argv[1:4])
 depth = c["pending"] + c["invisible"] + c["running"]
 print(",".join(str(x) for x in [b["ops_per_sec"], b["p50_us"], b["p99_us"], b["p999_us"], b["max_us"],
                                 b["errors"], b["empty"]]), depth, c["errored"], b["server_cpu_s"],
-      sep=" ")
+      s["memory_bytes"], sep=" ")
 PY
 )
-  read -r bench_fields depth errored cpu <<<"$row"
-  printf '%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$m" $((SECONDS - START)) \
+  read -r bench_fields depth errored cpu engine_bytes <<<"$row"
+  printf '%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$m" $((SECONDS - START)) \
     "$(date -u +%H:%M:%S)" "$RATE" "$bench_fields" "$(rss_kb "$PID")" "$(fds "$PID")" \
     "$(disk_bytes)" "$(count_files 'wal-*.log')" "$(count_files 'snapshot-*.snap')" \
     "$(newest_snapshot)" "$depth" "$errored" "$(cut -d' ' -f1 /proc/loadavg)" "$cpu" \
-    "$abandoned" "$failed" >>"$CSV"
+    "$abandoned" "$failed" "$engine_bytes" >>"$CSV"
   log "chunk $m/$MINUTES: $(tail -n 1 "$CSV")"
 done
 

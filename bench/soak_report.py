@@ -143,7 +143,8 @@ def smoke_checks(rows):
 PANELS = [
     ("throughput (msg/s)", [("msg_per_s", "#1f77b4", 1), ("rate", "#999999", 1)], False),
     ("latency (ms, log)", [("p50_us", "#2ca02c", 1e-3), ("p99_us", "#d62728", 1e-3)], True),
-    ("RSS (MiB)", [("rss_kb", "#9467bd", 1 / 1024)], False),
+    ("memory (MiB): RSS, the engine's own account",
+     [("rss_kb", "#9467bd", 1 / 1024), ("engine_bytes", "#2ca02c", 1 / MIB)], False),
     ("data dir (MiB)", [("disk_bytes", "#8c564b", 1 / MIB)], False),
     ("WAL segments, snapshots", [("wal_segments", "#e377c2", 1), ("snapshots", "#7f7f7f", 1)], False),
     ("open fds", [("fds", "#17becf", 1)], False),
@@ -190,6 +191,7 @@ def svg(rows, comments, path):
         parts.append(f'<text x="{W / 2}" y="{38 + 14 * i}" text-anchor="middle" fill="#555">'
                      f'{esc(c)}</text>')
     for p, (name, series, logy) in enumerate(PANELS):
+        series = [s for s in series if s[0] in rows[0]]  # older CSVs lack engine_bytes
         px = ML + (p % cols) * (PW + 80)
         py = MT + (p // cols) * (PH + GAP)
         vals = [r[k] * s for k, _, s in series for r in rows]
@@ -243,6 +245,7 @@ def svg(rows, comments, path):
                     cx, cy = pt.split(",")
                     parts.append(f'<circle cx="{cx}" cy="{cy}" r="1.8" fill="{color}"/>')
             label = key.replace("_us", "").replace("_kb", "").replace("_bytes", "")
+            label = "engine" if key == "engine_bytes" else label
             parts.append(f'<text x="{px + PW - 4}" y="{py + 14 + 13 * j}" text-anchor="end" '
                          f'fill="{color}">{esc(label)}</text>')
     parts.append("</svg>")
