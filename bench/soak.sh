@@ -80,6 +80,7 @@ CHAOS_PID=
 soak_cleanup() {
   local rc=$?
   if [[ -n $CHAOS_PID ]]; then kill "$CHAOS_PID" 2>/dev/null || true; wait "$CHAOS_PID" 2>/dev/null || true; fi
+  set +e  # under errexit, the (exit) below would end this trap before cleanup
   (exit "$rc")  # cleanup (lib.sh) exits with $?
   cleanup
 }
