@@ -58,7 +58,7 @@ while (($#)); do
 done
 # --smoke: the whole path in seconds (ctest soak_smoke): 2 chunks of 4 s, a 2 s maximum.
 if $SMOKE; then MINUTES=2 CHUNK_S=4 MAX_RUNS=1 MAX_S=2 CHAOS_EVERY_S=0.5; fi
-[[ $MINUTES =~ ^[0-9]+$ ]] && ((MINUTES >= 1)) || { log "--minutes wants a whole number ≥ 1"; exit 2; }
+if ! [[ $MINUTES =~ ^[0-9]+$ ]] || ((MINUTES < 1)); then log "--minutes wants a whole number ≥ 1"; exit 2; fi
 [[ -z $RATE || $RATE =~ ^[0-9]+([.][0-9]+)?$ ]] || { log "--rate wants a number of ops/s"; exit 2; }
 [[ -n $PYTHON ]] || die "python3 is needed (Debian: apt-get install python3)"
 OUT=$(absolute "$OUT") REPORT_FROM=$(absolute "$REPORT_FROM") CLI=$(absolute "$CLI")
