@@ -17,8 +17,9 @@
 #     with a 1 s lease and abandons them (the lease expires, the message is delivered again) and
 #     leases a few more and fails them (retried after 200 ms).
 #  4. After each chunk, one CSV row: that chunk's latency (p50, p99, p99.9, max) and msg/s, the
-#     server's VmRSS and its own memory account (stats memory_bytes), open fds, data-dir bytes, WAL segments, snapshots, the queue's depth, the
-#     machine's load average.
+#     server's VmRSS and its own memory account (stats memory_bytes), open fds, data-dir bytes
+#     and WAL segments (at the sample, and the most seen every 2 s during the chunk),
+#     snapshots, the queue's depth, the machine's load average.
 #  5. At the end: a plot (SVG, bench/soak_report.py) and the verdict (flat or not), both in DIR.
 # The CSV, plot and verdict stay in DIR (default build/soak/<UTC time>); the data dir is removed.
 set -euo pipefail
@@ -77,8 +78,10 @@ mkdir -p "$OUT"
 CSV=$OUT/soak.csv
 
 CHAOS_PID=
+SAMPLER_PID=
 soak_cleanup() {
   local rc=$?
+  if [[ -n $SAMPLER_PID ]]; then kill "$SAMPLER_PID" 2>/dev/null || true; wait "$SAMPLER_PID" 2>/dev/null || true; fi
   if [[ -n $CHAOS_PID ]]; then kill "$CHAOS_PID" 2>/dev/null || true; wait "$CHAOS_PID" 2>/dev/null || true; fi
   set +e  # under errexit, the (exit) below would end this trap before cleanup
   (exit "$rc")  # cleanup (lib.sh) exits with $?
@@ -107,6 +110,20 @@ log "sundiald pid $PID on $ADDR (http $HTTP_PORT), data dir $DATA, --fsync=alway
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
 fds() { find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l; }
 disk_bytes() { du -sb "$DATA" | awk '{ print $1 }'; }
+# The data dir's largest size and segment count within a chunk, sampled every DISK_EVERY_S: a
+# checkpoint cycle can be shorter than a chunk, and one sample a minute would miss its peak.
+DISK_EVERY_S=2
+disk_sampler() {  # OUT_FILE: rewritten with "MAX_BYTES MAX_SEGMENTS" after each sample
+  local most=0 segs=0 b n
+  trap 'exit 0' TERM
+  while :; do
+    b=$(disk_bytes 2>/dev/null || echo 0) n=$(count_files 'wal-*.log' 2>/dev/null || echo 0)
+    ((b > most)) && most=$b
+    ((n > segs)) && segs=$n
+    echo "$most $segs" >"$1.tmp" && mv "$1.tmp" "$1"
+    sleep "$DISK_EVERY_S"
+  done
+}
 count_files() { find "$DATA" -maxdepth 1 -name "$1" | wc -l; }
 newest_snapshot() { find "$DATA" -maxdepth 1 -name 'snapshot-*.snap' -printf '%f\n' | sort | tail -n 1; }
 
@@ -169,7 +186,7 @@ chaos_loop() {
   echo "# soak.sh $(date -u '+%Y-%m-%d %H:%M UTC') commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "# machine: $(nproc) cores, $(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo), $(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r)"
   echo "# max_msg_per_s=${MAX:-given} rate=$RATE chunk_s=$CHUNK_S connections=$CONNECTIONS minutes=$MINUTES"
-  echo "minute,elapsed_s,utc,rate,msg_per_s,p50_us,p99_us,p999_us,max_us,errors,empty,rss_kb,fds,disk_bytes,wal_segments,snapshots,snapshot,depth,errored,load1,server_cpu_s,abandoned,failed,engine_bytes"
+  echo "minute,elapsed_s,utc,rate,msg_per_s,p50_us,p99_us,p999_us,max_us,errors,empty,rss_kb,fds,disk_bytes,wal_segments,snapshots,snapshot,depth,errored,load1,server_cpu_s,abandoned,failed,engine_bytes,disk_max_bytes,wal_segments_max"
 } >"$CSV"
 
 # The queue exists before the side loop starts (a second create by the bench is not an error).
@@ -185,8 +202,18 @@ for ((m = 1; m <= MINUTES; m++)); do
   # A chunk whose requests failed exits 1 but still reports: its errors go into the CSV (and
   # first_error into chunks.jsonl) and the soak goes on; no report at all ends it.
   rc=0
+  echo "0 0" >"$WORK/disk.max"
+  disk_sampler "$WORK/disk.max" &
+  SAMPLER_PID=$!
   line=$(bench --duration "$CHUNK_S" --rate "$RATE" --queue "$QUEUE" --keep \
     --prefill $((m == 1 ? STANDING : 0)) --sequence-start $((m * 1000000000))) || rc=$?
+  kill "$SAMPLER_PID" 2>/dev/null || true
+  wait "$SAMPLER_PID" 2>/dev/null || true
+  SAMPLER_PID=
+  read -r disk_max segs_max <"$WORK/disk.max"
+  disk_now=$(disk_bytes) segs_now=$(count_files 'wal-*.log')
+  ((disk_now > disk_max)) && disk_max=$disk_now
+  ((segs_now > segs_max)) && segs_max=$segs_now
   [[ $line == "{"* ]] || die "chunk $m: sundial-bench exited $rc without a report"
   ((rc == 0)) || log "chunk $m: sundial-bench exited $rc: $line"
   printf '%s\n' "$line" >>"$OUT/chunks.jsonl"
@@ -204,11 +231,11 @@ print(",".join(str(x) for x in [b["ops_per_sec"], b["p50_us"], b["p99_us"], b["p
 PY
 )
   read -r bench_fields depth errored cpu engine_bytes <<<"$row"
-  printf '%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$m" $((SECONDS - START)) \
+  printf '%d,%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$m" $((SECONDS - START)) \
     "$(date -u +%H:%M:%S)" "$RATE" "$bench_fields" "$(rss_kb "$PID")" "$(fds "$PID")" \
-    "$(disk_bytes)" "$(count_files 'wal-*.log')" "$(count_files 'snapshot-*.snap')" \
+    "$disk_now" "$segs_now" "$(count_files 'snapshot-*.snap')" \
     "$(newest_snapshot)" "$depth" "$errored" "$(cut -d' ' -f1 /proc/loadavg)" "$cpu" \
-    "$abandoned" "$failed" "$engine_bytes" >>"$CSV"
+    "$abandoned" "$failed" "$engine_bytes" "$disk_max" "$segs_max" >>"$CSV"
   log "chunk $m/$MINUTES: $(tail -n 1 "$CSV")"
 done
 
