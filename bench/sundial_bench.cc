@@ -9,7 +9,8 @@
 // of the server shows up as latency instead of as fewer requests (coordinated omission).
 //
 // Phases: connect; prepare (the first connection creates the queue); setup (each connection);
-// prefill (untimed, dequeue-type workloads); the measured run; teardown (the queue is deleted).
+// prefill (untimed, dequeue-type workloads); the measured run; teardown (the queue is deleted,
+// unless --keep).
 // Every phase is bounded in time; the measured run stops at --duration or --messages.
 #include <algorithm>
 #include <atomic>
@@ -61,6 +62,10 @@ struct Config {
   double duration_s = 10;
   double rate = 0;  // operations per second; 0: closed loop
   uint64_t prefill = 0;
+  // The first message's sequence number (its id m<connection>-<sequence> and its priority):
+  // runs against one kept queue (bench/soak.sh's chunks) start each past the last, so no id
+  // is reused and the older messages keep coming first.
+  uint64_t sequence_start = 0;
   uint32_t tenants = 16;
   uint32_t keys = 4096;
   int64_t lease_ms = 30000;
@@ -846,6 +851,7 @@ int Run(Config& config) {
     fill.batch = std::min<uint64_t>(100, config.prefill);
     fill.pipeline = 4;
     fill.SetLimit(config.prefill, lanes);
+    fill.enqueue_sequence = config.sequence_start;
     fill.start = now;
     // At least 20,000 messages/s, whatever the server (beanstalkd -f 0 does ~6,000 puts/s).
     fill.end = now + Seconds(std::max(config.phase_timeout_s,
@@ -873,7 +879,7 @@ int Run(Config& config) {
   run.start = Clock::now();
   run.end = run.start + Seconds(config.duration_s);
   run.hard_end = run.end + Seconds(std::min(30.0, config.phase_timeout_s));
-  run.enqueue_sequence = config.prefill;
+  run.enqueue_sequence = config.sequence_start + config.prefill;
   const double cpu_before = config.cpu_pid > 0 ? ProcessCpuSeconds(config.cpu_pid) : -1;
   const Counters t = RunPhase(workers, &run);
   const double cpu_after = config.cpu_pid > 0 ? ProcessCpuSeconds(config.cpu_pid) : -1;
@@ -976,8 +982,12 @@ int main(int argc, char** argv) {
   app.add_option("--rate", config.rate, "open loop: operations per second (0: closed loop)")
       ->check(CLI::Range(0.0, 1e8))
       ->capture_default_str();
-  app.add_option("--prefill", config.prefill,
-                 "messages enqueued (untimed) before a dequeue-type workload")
+  CLI::Option* prefill_option =
+      app.add_option("--prefill", config.prefill,
+                     "messages enqueued (untimed) before a dequeue-type workload (default: "
+                     "--messages, else 100000; 0: none)");
+  app.add_option("--sequence-start", config.sequence_start,
+                 "first message sequence number (ids m<connection>-<n>, priority n)")
       ->capture_default_str();
   app.add_option("--tenants", config.tenants,
                  "filter: tenants (connection i serves tenant i mod N; at most one per connection)")
@@ -1049,10 +1059,9 @@ int main(int argc, char** argv) {
                "policy instead\n");
     return 2;
   }
-  if (config.workload != Workload::kEnqueue && config.prefill == 0 && config.messages == 0) {
-    config.prefill = 100000;
-  } else if (config.workload != Workload::kEnqueue && config.prefill == 0) {
-    config.prefill = config.messages;
+  // An explicit --prefill 0 is none (a run on a kept queue that already holds messages).
+  if (prefill_option->count() == 0 && config.workload != Workload::kEnqueue) {
+    config.prefill = config.messages == 0 ? 100000 : config.messages;
   }
   if (config.queue.empty()) {
     config.queue = fmt::format("bench-{}-{}", getpid(),

@@ -215,6 +215,27 @@ TEST_F(BenchEndToEnd, BatchesCountMessagesAndOpenLoopKeepsItsRate) {
   EXPECT_EQ(JsonNumber(o.output, "ops"), 100u) << o.output;
 }
 
+// bench/soak.sh runs one kept queue through consecutive runs: --keep leaves the messages,
+// --sequence-start keeps a later run's ids from repeating an earlier one's (a repeated id is a
+// duplicate enqueue: no new message), and an explicit --prefill 0 enqueues nothing first.
+TEST_F(BenchEndToEnd, AKeptQueueCarriesOverWithoutPrefillOrReusedIds) {
+  const std::string common = Target() + " --queue kept --keep --connections 2 --json";
+  Outcome o = RunBench(common + " --workload enqueue --messages 100");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  o = RunBench(common + " --workload enqueue --messages 100 --sequence-start 1000000");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  // Both runs' 200 messages are there: taken with nothing prefilled and no dequeue empty.
+  o = RunBench(common + " --workload dequeue-complete --prefill 0 --messages 200 --duration 30");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(JsonNumber(o.output, "ops"), 200u) << o.output;
+  EXPECT_EQ(JsonNumber(o.output, "empty"), 0u) << o.output;
+  // And nothing more: the queue is empty.
+  o = RunBench(common + " --workload dequeue-complete --prefill 0 --messages 1 --duration 1");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_EQ(JsonNumber(o.output, "ops"), 0u) << o.output;
+  EXPECT_GT(JsonNumber(o.output, "empty"), 0u) << o.output;
+}
+
 TEST(BenchUsage, BadFlagsExit2AndNoServerExits3) {
   EXPECT_EQ(RunBench("--workload nosuch").exit_code, 2);
   EXPECT_EQ(RunBench("--target http://127.0.0.1:1").exit_code, 2);
