@@ -7,8 +7,9 @@
 //                          (its inode, size or mtime: write a new file and rename it over)
 //   SUNDIAL_FAULT_LOG      optional: one line "OP ERRNO PATH" appended per injected fault
 //
-// The control file holds one fault per line, "OP ERRNO [lose-unsynced]"; '#' starts a comment,
-// an empty file arms nothing:
+// The control file holds one fault per line, "OP ERRNO [lose-unsynced] [match=TEXT]"; '#' starts
+// a comment, an empty file arms nothing; with match=TEXT the fault hits only paths containing TEXT
+// (e.g. match=.snap: snapshots, not segments):
 //   sync EIO lose-unsynced  fdatasync, fsync and sync_file_range fail; with lose-unsynced the
 //                           bytes written since the file's last good sync are first overwritten
 //                           with zeroes, as when the kernel drops the dirty pages after a failed
@@ -52,7 +53,13 @@ enum Op { kSync = 0, kWrite = 1, kPrealloc = 2, kOpen = 3, kOps = 4 };
 struct Rule {
   int error = 0;  // 0: not armed
   bool lose_unsynced = false;
+  char match[128] = {};  // empty: every path
 };
+
+// Whether `rule` is armed for `path`.
+bool Hits(const Rule& rule, const char* path) {
+  return rule.error != 0 && (rule.match[0] == '\0' || strstr(path, rule.match) != nullptr);
+}
 
 constexpr int kMaxFd = 65536;
 
@@ -165,8 +172,8 @@ void Reload() {
   for (char* line = strtok_r(text, "\n", &save); line != nullptr;
        line = strtok_r(nullptr, "\n", &save)) {
     if (char* hash = strchr(line, '#')) *hash = '\0';
-    char op[32], err[32], flag[32];
-    const int fields = sscanf(line, "%31s %31s %31s", op, err, flag);
+    char op[32], err[32], flags[2][160];
+    const int fields = sscanf(line, "%31s %31s %159s %159s", op, err, flags[0], flags[1]);
     if (fields < 2) continue;
     const int o = OpByName(op);
     const int e = ErrnoByName(err);
@@ -174,8 +181,15 @@ void Reload() {
       fprintf(stderr, "disk_fault_shim: ignoring control line \"%s\"\n", line);
       continue;
     }
-    g_rules[o].error = e;
-    g_rules[o].lose_unsynced = fields >= 3 && strcmp(flag, "lose-unsynced") == 0;
+    Rule& rule = g_rules[o];
+    rule.error = e;
+    for (int i = 0; i + 2 < fields; ++i) {
+      if (strcmp(flags[i], "lose-unsynced") == 0) {
+        rule.lose_unsynced = true;
+      } else if (strncmp(flags[i], "match=", 6) == 0) {
+        snprintf(rule.match, sizeof rule.match, "%s", flags[i] + 6);
+      }
+    }
   }
 }
 
@@ -215,7 +229,7 @@ int PathFault(Op op, const char* path, const char* what) {
     Reload();
     char buffer[512];
     const char* abs = Absolute(path, buffer, sizeof buffer);
-    if (g_rules[op].error != 0 && Below(abs)) {
+    if (Hits(g_rules[op], abs) && Below(abs)) {
       error = g_rules[op].error;
       LogFault(what, error, abs);
     }
@@ -264,10 +278,10 @@ int WriteFault(int fd, off_t offset, size_t n, bool zeroes) {
     const off_t at = offset >= 0 ? offset : lseek(fd, 0, SEEK_CUR);
     struct stat st;
     const bool extends = fstat(fd, &st) == 0 && at + static_cast<off_t>(n) > st.st_size;
-    if (g_rules[kWrite].error != 0) {
+    if (Hits(g_rules[kWrite], w.path)) {
       error = g_rules[kWrite].error;
       LogFault("write", error, w.path);
-    } else if (g_rules[kPrealloc].error != 0 && zeroes && extends) {
+    } else if (Hits(g_rules[kPrealloc], w.path) && zeroes && extends) {
       error = g_rules[kPrealloc].error;
       LogFault("prealloc", error, w.path);
     } else if (!zeroes && at >= 0) {
@@ -290,7 +304,7 @@ int SyncFault(int fd) {
   if (g_dir[0] != '\0' && g_fds[fd].watched) {
     Reload();
     Watched& w = g_fds[fd];
-    if (g_rules[kSync].error != 0) {
+    if (Hits(g_rules[kSync], w.path)) {
       error = g_rules[kSync].error;
       if (g_rules[kSync].lose_unsynced && w.dirty_from >= 0) {
         static PwriteFn real_pwrite = Real<PwriteFn>("pwrite");
@@ -331,7 +345,7 @@ int FallocateFault(int fd) {
   int error = 0;
   if (g_dir[0] != '\0' && g_fds[fd].watched) {
     Reload();
-    if (g_rules[kPrealloc].error != 0) {
+    if (Hits(g_rules[kPrealloc], g_fds[fd].path)) {
       error = g_rules[kPrealloc].error;
       LogFault("prealloc", error, g_fds[fd].path);
     }

@@ -43,7 +43,7 @@ struct FaultCase {
 
 std::ostream& operator<<(std::ostream& out, const FaultCase& c) { return out << c.name; }
 
-class DiskFaultTest : public ::testing::TestWithParam<FaultCase> {
+class DiskFaultFixture : public ::testing::Test {
  protected:
   std::string data() const { return dir_.path() + "/data"; }
   std::string control() const { return dir_.path() + "/faults.control"; }
@@ -68,6 +68,9 @@ class DiskFaultTest : public ::testing::TestWithParam<FaultCase> {
 
   TempDir dir_;
 };
+
+class DiskFaultTest : public DiskFaultFixture, public ::testing::WithParamInterface<FaultCase> {};
+using CheckpointFault = DiskFaultFixture;
 
 TEST_P(DiskFaultTest, RefusesWritesKeepsReadsAndLosesNothingAcknowledged) {
   const FaultCase& fault = GetParam();
@@ -193,6 +196,55 @@ INSTANTIATE_TEST_SUITE_P(
                   false,
                   {"--segment-bytes", "65536"}}),
     [](const ::testing::TestParamInfo<FaultCase>& info) { return info.param.name; });
+
+// A checkpoint that cannot write its snapshot (a read-only file system that spares the segments,
+// here: only *.snap* files fail) is not a WAL failure: writes go on and stay durable, /readyz
+// stays 200, and the log says once that checkpoints fail and once that they work again.
+TEST_F(CheckpointFault, ACheckpointThatCannotWriteItsSnapshotKeepsTheServerWritable) {
+  ServerProcess server(
+      data(), {"--segment-bytes", "65536", "--checkpoint-bytes", "1", "--checkpoint-growth", "0"});
+  server.set_env(ShimEnv(data(), control(), fault_log()));
+  ASSERT_TRUE(ArmFaults(control(), "open EROFS match=.snap\n"));
+  ASSERT_TRUE(server.Start()) << server.log();
+  auto c = Connect(server);
+  ASSERT_NE(c, nullptr);
+  std::vector<std::string> acked;
+  int i = 0;
+  auto enqueue_some = [&](int n) {
+    for (int k = 0; k < n; ++k, ++i) {
+      const std::string id = "m-" + std::to_string(i);
+      ASSERT_TRUE(EnqueuedOk(Enqueue(*c, id))) << id << "\n" << server.log();
+      acked.push_back(id);
+    }
+  };
+  enqueue_some(100);
+  const std::string failed_line = "sundiald: checkpoint of " + data() + " failed";
+  ASSERT_TRUE(e2e::Eventually([&] { return !LinesWith(server.log(), failed_line).empty(); }))
+      << server.log();
+  enqueue_some(100);  // writes go on while checkpoints fail
+  EXPECT_EQ(HttpGet(server.http_port(), "/readyz").status, 200);
+  EXPECT_EQ(MetricValue(HttpGet(server.http_port(), "/metrics").body, "sundial_wal_failed"), 0.0);
+  const auto failed = LinesWith(server.log(), failed_line);
+  ASSERT_EQ(failed.size(), 1u) << "once, not per retry:\n" << server.log();
+  EXPECT_NE(failed[0].find("Read-only file system (EROFS)"), std::string::npos) << failed[0];
+  EXPECT_TRUE(LinesWith(server.log(), "WRITE-AHEAD LOG FAILED").empty()) << server.log();
+
+  ASSERT_TRUE(ArmFaults(control(), ""));
+  const std::string again = "sundiald: checkpoint of " + data() + " succeeded again";
+  ASSERT_TRUE(e2e::Eventually([&] { return !LinesWith(server.log(), again).empty(); }, 30'000))
+      << server.log();
+  EXPECT_EQ(server.Terminate(), 0) << server.log();
+
+  server.set_env({});
+  ASSERT_TRUE(server.Start()) << server.log();
+  c = Connect(server);
+  ASSERT_NE(c, nullptr);
+  for (const std::string& id : acked) {
+    auto found = c->Get("q", id);
+    ASSERT_TRUE(found.ok()) << id << " was acknowledged and is gone: " << found.error().ToString();
+  }
+  std::printf("%s\n%s\n", failed[0].c_str(), LinesWith(server.log(), again)[0].c_str());
+}
 
 }  // namespace
 }  // namespace sundial::faults
