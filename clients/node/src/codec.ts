@@ -11,6 +11,7 @@
 // identifier "SUND"; replies are ServerMessages.
 
 import * as flatbuffers from "flatbuffers";
+import { TextDecoder } from "util";
 
 import { SundialError, codeName, invalidArgument } from "./errors";
 import * as P from "./generated";
@@ -56,8 +57,6 @@ export interface Call<T> {
   readonly mutates: boolean;
   /** How long the server may hold it on purpose (a long poll), added to the deadline. */
   readonly waitMs: number;
-  /** The builder's first buffer: enough for the request, so that it never grows. */
-  readonly size: number;
   build(b: flatbuffers.Builder): flatbuffers.Offset;
   decode(response: P.Response): T;
 }
@@ -68,9 +67,15 @@ export interface Batch<V, T> {
   combine(values: V[]): T;
 }
 
+// One builder for every request: encode() runs to completion without yielding, so it is never
+// shared by two at once, and reusing it saves allocating a buffer (and the runtime's text
+// encoder and decoder) per request; the finished frame is copied out of it.
+const builder = new flatbuffers.Builder(1024);
+
 /** The whole frame (length prefix included) of `call` under `requestId`. */
 export function encode(call: Call<unknown>, requestId: number, durability: Durability): Uint8Array {
-  const b = new flatbuffers.Builder(call.size + 8);
+  const b = builder;
+  b.clear();
   const op = call.build(b);
   P.Request.startRequest(b);
   P.Request.addRequestId(b, BigInt(requestId));
@@ -80,25 +85,21 @@ export function encode(call: Call<unknown>, requestId: number, durability: Durab
   P.Request.addOpType(b, call.opType);
   P.Request.addOp(b, op);
   // Not FlatBuffers' own size prefix: that aligns the buffer with the prefix included, so the
-  // FlatBuffer after it would be misaligned by 4 and fail the server's Verifier. The length goes
-  // in the builder's free space in front of the finished buffer instead (a copy if none is left).
+  // FlatBuffer after it would be misaligned by 4 and fail the server's Verifier.
   b.finish(P.Request.endRequest(b), FILE_IDENTIFIER);
-  const bb = b.dataBuffer();
-  const bytes = bb.bytes();
-  const start = bb.position();
-  const length = bytes.length - start;
-  let frame: Uint8Array;
-  if (start >= 4) {
-    frame = bytes.subarray(start - 4);
-  } else {
-    frame = new Uint8Array(length + 4);
-    frame.set(bytes.subarray(start), 4);
-  }
-  frame[0] = length & 0xff;
-  frame[1] = (length >>> 8) & 0xff;
-  frame[2] = (length >>> 16) & 0xff;
-  frame[3] = (length >>> 24) & 0xff;
+  const flatbuffer = b.asUint8Array();
+  // allocUnsafe takes small frames from Node's pool: no allocation of its own per request.
+  const frame = Buffer.allocUnsafe(flatbuffer.length + 4);
+  frame.writeUInt32LE(flatbuffer.length, 0);
+  frame.set(flatbuffer, 4);
+  if (b.dataBuffer().capacity() > MAX_KEPT_BUILDER_BYTES) reset();
   return frame;
+}
+
+/** A builder grown by a large request (a batch of big payloads) is not kept. */
+const MAX_KEPT_BUILDER_BYTES = 1 << 20;
+function reset(): void {
+  (builder as unknown as BuilderInternals).bb = flatbuffers.ByteBuffer.allocate(1024);
 }
 
 export function checkDurability(value: unknown): Durability {
@@ -115,9 +116,24 @@ export function checkDurability(value: unknown): Durability {
  * connection; deeper damage inside a well-formed frame is not caught (the server is trusted; the
  * C++ client verifies every frame).
  */
+const TEXT_DECODER = new TextDecoder();
+
+/**
+ * A ByteBuffer over `frame` that shares one TextDecoder: the runtime's constructor makes one per
+ * buffer, a cost paid for every reply.
+ */
+function byteBuffer(frame: Uint8Array): flatbuffers.ByteBuffer {
+  // The fields the runtime's constructor sets (flatbuffers 2.0.7's ByteBuffer), in its order.
+  const bb = Object.create(flatbuffers.ByteBuffer.prototype) as { bytes_: Uint8Array; position_: number; text_decoder_: unknown };
+  bb.bytes_ = frame;
+  bb.position_ = 0;
+  bb.text_decoder_ = TEXT_DECODER;
+  return bb as unknown as flatbuffers.ByteBuffer;
+}
+
 export function readReply(frame: Uint8Array): P.Response | null {
   const body = checkServerMessage(frame);
-  const message = P.ServerMessage.getRootAsServerMessage(new flatbuffers.ByteBuffer(frame));
+  const message = P.ServerMessage.getRootAsServerMessage(byteBuffer(frame));
   if (message.bodyType() !== P.ServerBody.Response) return null;
   checkResponse(frame, body);
   return message.body(new P.Response()) as P.Response;
@@ -486,10 +502,31 @@ export function byteVector(b: flatbuffers.Builder, data: Uint8Array): flatbuffer
   return b.endVector();
 }
 
+/**
+ * A string written as the runtime's createString writes it, without its TextEncoder for ASCII
+ * (the common case: names, ids, metadata), where TextEncoder's call into C++ costs more than the
+ * rest of a small request; other strings go through Buffer's UTF-8 encoder. test/codec.test.js
+ * checks both write the runtime's bytes.
+ */
+export function createString(b: flatbuffers.Builder, s: string): flatbuffers.Offset {
+  const n = s.length;
+  for (let i = 0; i < n; i++) {
+    if (s.charCodeAt(i) > 0x7f) return b.createString(Buffer.from(s, "utf8"));
+  }
+  b.addInt8(0);
+  b.startVector(1, n, 1);
+  const inner = b as unknown as BuilderInternals;
+  inner.space -= n;
+  inner.bb.setPosition(inner.space);
+  const bytes = inner.bb.bytes();
+  for (let i = 0, o = inner.space; i < n; i++, o++) bytes[o] = s.charCodeAt(i);
+  return b.endVector();
+}
+
 function pairVector(b: flatbuffers.Builder, list: [string, string][]): flatbuffers.Offset {
   const offsets = list.map(([k, v]) => {
-    const ko = b.createString(k);
-    const vo = b.createString(v);
+    const ko = createString(b, k);
+    const vo = createString(b, v);
     P.MetadataPair.startMetadataPair(b);
     P.MetadataPair.addKey(b, ko);
     P.MetadataPair.addValue(b, vo);
@@ -505,7 +542,7 @@ function offsetVector(b: flatbuffers.Builder, offsets: flatbuffers.Offset[]): fl
 }
 
 function stringVector(b: flatbuffers.Builder, strings: string[]): flatbuffers.Offset {
-  return offsetVector(b, strings.map((s) => b.createString(s)));
+  return offsetVector(b, strings.map((s) => createString(b, s)));
 }
 
 function call<T>(
@@ -514,9 +551,9 @@ function call<T>(
   mutates: boolean,
   build: (b: flatbuffers.Builder) => flatbuffers.Offset,
   decode: (response: P.Response) => T,
-  options: { waitMs?: number; size?: number } = {},
+  options: { waitMs?: number } = {},
 ): Call<T> {
-  return { name, opType, mutates, waitMs: options.waitMs ?? 0, size: options.size ?? 256, build, decode };
+  return { name, opType, mutates, waitMs: options.waitMs ?? 0, build, decode };
 }
 
 // ---- Queues ------------------------------------------------------------------------------------
@@ -593,8 +630,8 @@ function checkSettings(settings: unknown, update: boolean) {
 }
 
 function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSettings>, update: boolean): flatbuffers.Offset {
-  const key = s.exclusivity_key !== undefined ? b.createString(s.exclusivity_key) : 0;
-  const dlq = s.dead_letter_queue !== undefined ? b.createString(s.dead_letter_queue) : 0;
+  const key = s.exclusivity_key !== undefined ? createString(b, s.exclusivity_key) : 0;
+  const dlq = s.dead_letter_queue !== undefined ? createString(b, s.dead_letter_queue) : 0;
   // In an update every given field is written, zero and false included (absent: unchanged).
   const table: SettingsTable = update ? P.QueueSettingsUpdate : P.QueueSettings;
   const add = update ? (f: () => void) => addPresent(b, f) : (f: () => void) => f();
@@ -615,7 +652,7 @@ export function createQueue(name: unknown, settings: QueueSettings | undefined):
   const n = str("name", name);
   const s = checkSettings(settings, false);
   return call("createQueue", P.Operation.CreateQueue, true, (b) => {
-    const no = b.createString(n);
+    const no = createString(b, n);
     const so = buildSettings(b, s, false);
     P.CreateQueue.startCreateQueue(b);
     P.CreateQueue.addName(b, no);
@@ -628,7 +665,7 @@ export function updateQueue(name: unknown, settings: QueueSettingsUpdate | undef
   const n = str("name", name);
   const s = checkSettings(settings, true);
   return call("updateQueue", P.Operation.UpdateQueue, true, (b) => {
-    const no = b.createString(n);
+    const no = createString(b, n);
     const uo = buildSettings(b, s, true);
     P.UpdateQueue.startUpdateQueue(b);
     P.UpdateQueue.addName(b, no);
@@ -640,7 +677,7 @@ export function updateQueue(name: unknown, settings: QueueSettingsUpdate | undef
 export function getQueue(name: unknown): Call<Queue> {
   const n = str("name", name);
   return call("getQueue", P.Operation.GetQueue, false, (b) => {
-    const no = b.createString(n);
+    const no = createString(b, n);
     P.GetQueue.startGetQueue(b);
     P.GetQueue.addName(b, no);
     return P.GetQueue.endGetQueue(b);
@@ -662,7 +699,7 @@ export function listQueues(): Call<Queue[]> {
 export function deleteQueue(name: unknown): Call<void> {
   const n = str("name", name);
   return call("deleteQueue", P.Operation.DeleteQueue, true, (b) => {
-    const no = b.createString(n);
+    const no = createString(b, n);
     P.DeleteQueue.startDeleteQueue(b);
     P.DeleteQueue.addName(b, no);
     return P.DeleteQueue.endDeleteQueue(b);
@@ -676,7 +713,7 @@ export function purgeQueue(name: unknown, states: unknown): Call<number> {
   const list = Array.isArray(states) ? states : [states];
   const values = list.map((s) => stateValue("states", s));
   return call("purgeQueue", P.Operation.PurgeQueue, true, (b) => {
-    const no = b.createString(n);
+    const no = createString(b, n);
     const vo = P.PurgeQueue.createStatesVector(b, values);
     P.PurgeQueue.startPurgeQueue(b);
     P.PurgeQueue.addName(b, no);
@@ -728,7 +765,7 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
 
 function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.Offset {
   const offsets = items.map((item) => {
-    const id = item.id ? b.createString(item.id) : 0;
+    const id = item.id ? createString(b, item.id) : 0;
     const payload = item.payload.length ? byteVector(b, item.payload) : 0;
     const metadata = item.metadata.length ? pairVector(b, item.metadata) : 0;
     P.EnqueueItem.startEnqueueItem(b);
@@ -762,16 +799,14 @@ function decodeEnqueueResults(response: P.Response): EnqueueResult[] {
 
 /** One Enqueue request of up to MAX_BATCH checked items. */
 function enqueueChunk(queue: string, items: CheckedItem[]): Call<EnqueueResult[]> {
-  let size = 128;
-  for (const item of items) size += 64 + item.payload.length + 48 * item.metadata.length + (item.id?.length ?? 0) * 3;
   return call("enqueue", P.Operation.Enqueue, true, (b) => {
     const vector = buildItems(b, items);
-    const q = b.createString(queue);
+    const q = createString(b, queue);
     P.Enqueue.startEnqueue(b);
     P.Enqueue.addQueue(b, q);
     P.Enqueue.addItems(b, vector);
     return P.Enqueue.endEnqueue(b);
-  }, decodeEnqueueResults, { size });
+  }, decodeEnqueueResults);
 }
 
 export function enqueue(queue: unknown, item: Record<string, unknown>): Call<EnqueueResult> {
@@ -803,7 +838,7 @@ export function dequeue(queue: unknown, max: unknown, leaseMs: unknown, filter: 
   const f = pairs("filter", filter);
   const wait = waitMs === undefined ? 0 : uint32("wait_ms", waitMs);
   return call("dequeue", P.Operation.Dequeue, true, (b) => {
-    const qo = b.createString(q);
+    const qo = createString(b, q);
     const fo = f.length ? pairVector(b, f) : 0;
     P.Dequeue.startDequeue(b);
     P.Dequeue.addQueue(b, qo);
@@ -846,19 +881,19 @@ export function completeBatch(queue: unknown, items: unknown): Batch<(SundialErr
     const chunk = checked.slice(i, i + MAX_BATCH);
     calls.push(call("complete", P.Operation.Complete, true, (b) => {
       const offsets = chunk.map((item) => {
-        const id = b.createString(item.id);
+        const id = createString(b, item.id);
         P.CompleteItem.startCompleteItem(b);
         P.CompleteItem.addId(b, id);
         P.CompleteItem.addLeaseToken(b, item.token);
         return P.CompleteItem.endCompleteItem(b);
       });
       const vector = offsetVector(b, offsets);
-      const qo = b.createString(q);
+      const qo = createString(b, q);
       P.Complete.startComplete(b);
       P.Complete.addQueue(b, qo);
       P.Complete.addItems(b, vector);
       return P.Complete.endComplete(b);
-    }, (response) => decodeItemResults(response, "complete"), { size: 128 + 64 * chunk.length }));
+    }, (response) => decodeItemResults(response, "complete")));
   }
   return { calls, combine: (chunks) => chunks.flat() };
 }
@@ -881,9 +916,9 @@ export function fail(queue: unknown, id: unknown, leaseToken: unknown, error: un
   const e = error === undefined || error === null ? "" : str("error", error);
   const delay = optional(retryDelayMs, (x) => int64("retry_delay_ms", x));
   return call("fail", P.Operation.Fail, true, (b) => {
-    const qo = b.createString(q);
-    const io = b.createString(i);
-    const eo = e ? b.createString(e) : 0;
+    const qo = createString(b, q);
+    const io = createString(b, i);
+    const eo = e ? createString(b, e) : 0;
     P.Fail.startFail(b);
     P.Fail.addQueue(b, qo);
     P.Fail.addId(b, io);
@@ -894,7 +929,7 @@ export function fail(queue: unknown, id: unknown, leaseToken: unknown, error: un
   }, (response) => {
     const r = expect(response, P.Result.FailResult, new P.FailResult(), "fail");
     return { state: stateName(r.state()), visible_at: Number(r.visibleAt()), dead_letter_queue: r.deadLetterQueue() || null };
-  }, { size: 256 + e.length * 3 });
+  });
 }
 
 export function extend(queue: unknown, id: unknown, leaseToken: unknown, leaseMs: unknown): Call<number> {
@@ -903,8 +938,8 @@ export function extend(queue: unknown, id: unknown, leaseToken: unknown, leaseMs
   const token = int64("lease_token", leaseToken, "uint64");
   const lease = int64("lease_ms", leaseMs);
   return call("extend", P.Operation.Extend, true, (b) => {
-    const qo = b.createString(q);
-    const io = b.createString(i);
+    const qo = createString(b, q);
+    const io = createString(b, i);
     P.Extend.startExtend(b);
     P.Extend.addQueue(b, qo);
     P.Extend.addId(b, io);
@@ -942,7 +977,7 @@ function idsOrFilter(
   }
   const table = name === "cancel" ? P.Cancel : P.Redrive;
   return call(name, name === "cancel" ? P.Operation.Cancel : P.Operation.Redrive, true, (b) => {
-    const qo = b.createString(q);
+    const qo = createString(b, q);
     const io = ids.length ? stringVector(b, ids) : 0;
     const fo = filter.length ? pairVector(b, filter) : 0;
     if (name === "cancel") P.Cancel.startCancel(b);
@@ -960,7 +995,7 @@ function idsOrFilter(
       return undefined;
     }
     return errors;
-  }, { size: 128 + ids.reduce((n, id) => n + 8 + id.length * 3, 0) });
+  });
 }
 
 export function cancel(queue: unknown, selector: unknown): Call<unknown> {
@@ -984,8 +1019,8 @@ export function reprioritize(queue: unknown, selector: unknown, priority: unknow
   const p = optional(priority, (x) => int64("priority", x));
   const v = optional(visibleAt, (x) => int64("visible_at", x));
   return call("reprioritize", P.Operation.Reprioritize, true, (b) => {
-    const qo = b.createString(q);
-    const io = id !== undefined ? b.createString(id) : 0;
+    const qo = createString(b, q);
+    const io = id !== undefined ? createString(b, id) : 0;
     const fo = filter.length ? pairVector(b, filter) : 0;
     P.Reprioritize.startReprioritize(b);
     P.Reprioritize.addQueue(b, qo);
@@ -1004,8 +1039,8 @@ export function get(queue: unknown, id: unknown): Call<Message> {
   const q = str("queue", queue);
   const i = str("id", id);
   return call("get", P.Operation.Get, false, (b) => {
-    const qo = b.createString(q);
-    const io = b.createString(i);
+    const qo = createString(b, q);
+    const io = createString(b, i);
     P.Get.startGet(b);
     P.Get.addQueue(b, qo);
     P.Get.addId(b, io);
@@ -1024,9 +1059,9 @@ export function browse(queue: unknown, state: unknown, filter: unknown, cursor: 
   const c = optional(cursor, (x) => str("cursor", x));
   const l = limit === undefined ? 100 : uint32("limit", limit);
   return call("browse", P.Operation.Browse, false, (b) => {
-    const qo = b.createString(q);
+    const qo = createString(b, q);
     const fo = f.length ? pairVector(b, f) : 0;
-    const co = c ? b.createString(c) : 0;
+    const co = c ? createString(b, c) : 0;
     P.Browse.startBrowse(b);
     P.Browse.addQueue(b, qo);
     P.Browse.addState(b, s);
@@ -1060,7 +1095,7 @@ export function count(queue: unknown, filter: unknown): Call<Counts> {
   const q = str("queue", queue);
   const f = pairs("filter", filter);
   return call("count", P.Operation.Count, false, (b) => {
-    const qo = b.createString(q);
+    const qo = createString(b, q);
     const fo = f.length ? pairVector(b, f) : 0;
     P.Count.startCount(b);
     P.Count.addQueue(b, qo);
@@ -1080,8 +1115,8 @@ export function explain(queue: unknown, selector: unknown): Call<Explanation> {
     if (filter.length === 0) throw invalidArgument("explain: give an id or {filter}");
   }
   return call("explain", P.Operation.Explain, false, (b) => {
-    const qo = b.createString(q);
-    const io = id !== undefined ? b.createString(id) : 0;
+    const qo = createString(b, q);
+    const io = id !== undefined ? createString(b, id) : 0;
     const fo = filter.length ? pairVector(b, filter) : 0;
     P.Explain.startExplain(b);
     P.Explain.addQueue(b, qo);
@@ -1122,7 +1157,7 @@ export function health(): Call<Health> {
 export function auth(token: unknown): Call<void> {
   const t = str("token", token);
   return call("auth", P.Operation.Auth, false, (b) => {
-    const to = b.createString(t);
+    const to = createString(b, t);
     P.Auth.startAuth(b);
     P.Auth.addToken(b, to);
     return P.Auth.endAuth(b);
@@ -1149,7 +1184,7 @@ export function subscribe(queue: unknown, options: SubscribeOptions): Call<void>
   const stats = options.queue_stats === undefined ? false : bool("queue_stats", options.queue_stats);
   const rate = optional(options.max_events_per_sec, (x) => uint32("max_events_per_sec", x));
   return call("subscribe", P.Operation.Subscribe, false, (b) => {
-    const qo = b.createString(q);
+    const qo = createString(b, q);
     const fo = f.length ? pairVector(b, f) : 0;
     const io = ids.length ? stringVector(b, ids) : 0;
     P.Subscribe.startSubscribe(b);
@@ -1172,7 +1207,7 @@ export type ServerFrame =
 
 export function readServerFrame(frame: Uint8Array): ServerFrame | null {
   const bodyTable = checkServerMessage(frame);
-  const message = P.ServerMessage.getRootAsServerMessage(new flatbuffers.ByteBuffer(frame));
+  const message = P.ServerMessage.getRootAsServerMessage(byteBuffer(frame));
   const body = message.bodyType();
   if (body === P.ServerBody.Response) {
     checkResponse(frame, bodyTable);
