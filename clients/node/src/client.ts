@@ -388,7 +388,7 @@ export class Client {
     return body();
   }
 
-  /** Sends one Call (again on a new connection when that is safe) and decodes its reply. */
+  /** @internal Sends one Call (again on a new connection when that is safe) and decodes its reply (the Worker's path). */
   async execute<T>(call: Call<T>, timeoutMs?: unknown, durability?: unknown): Promise<T> {
     const timeout = timeoutMs === undefined ? this.timeoutMs : positive("timeout_ms", timeoutMs);
     const d = durability === undefined ? this.durability : codec.checkDurability(durability);

@@ -550,7 +550,6 @@ export class Worker {
     }
     this.running.clear();
     // 4. The outcomes of finished handlers are sent.
-    this.acker.closing = true;
     this.acker.pump();
     if (!(await this.waitUntil(() => this.acker.idle(), now() + ACK_GRACE_MS))) {
       this.log.warn(`outcomes of ${this.acker.pending()} messages not acknowledged by the server; they come back when their leases end`, {
@@ -660,7 +659,6 @@ class Acker {
   private backoff = BACKOFF_INITIAL_MS;
   private retryTimer: NodeJS.Timeout | null = null;
   private aborted = false;
-  closing = false;
 
   constructor(worker: Worker) {
     this.worker = worker;

@@ -88,3 +88,8 @@ test("a Worker over TLS with a token", async () => {
   assert.deepEqual(done.sort(), ["a", "b"]);
   await c.close();
 });
+
+test("a Worker with a wrong token stops at once with UNAUTHENTICATED", async () => {
+  const w = new Worker(tokenServer.addr, uniqueQueue("wrong-token"), () => undefined, { token: "wrong", handle_signals: false, logger: null });
+  await rejectsWith(w.run(), { code: "UNAUTHENTICATED", origin: "server" });
+});
