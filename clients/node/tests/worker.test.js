@@ -66,6 +66,28 @@ test("runs at most `concurrency` handlers and leases no more", async () => {
   assert.equal(m.sundial_worker_running, 0);
 });
 
+/** The server's count of answered Complete requests (GET /metrics). */
+async function completeRequests() {
+  const response = await fetch(`http://${server.httpAddr}/metrics`);
+  const text = await response.text();
+  let total = 0;
+  for (const [, n] of text.matchAll(/^sundial_operations_total\{op="complete",code="[A-Z_]+"\} (\d+)$/gm)) total += Number(n);
+  return total;
+}
+
+test("completes are batched: fewer complete requests than jobs", async () => {
+  const queue = uniqueQueue("batched");
+  await client.enqueueBatch(queue, Array.from({ length: 200 }, (_, i) => ({ payload: String(i) })));
+  const before = await completeRequests();
+  const w = startWorker(server.addr, queue, () => undefined, { concurrency: 8 });
+  await waitFor(async () => (await client.count(queue)).completed === 200, { message: "200 completed" });
+  await stop(w);
+  const requests = (await completeRequests()) - before;
+  assert.equal(w.metrics().sundial_worker_completed_total, 200);
+  // The first dequeue brings 8: two completes go alone, the other six in one request.
+  assert.ok(requests < 200, `${requests} complete requests for 200 jobs`);
+});
+
 test("a handler that throws fails the message with the error's text; the server's backoff brings it back", async () => {
   const queue = uniqueQueue("throws");
   await client.createQueue(queue, { retry_backoff_ms: 200, max_attempts: 5 });
