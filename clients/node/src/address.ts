@@ -45,8 +45,9 @@ export function parseAddress(text: unknown, defaultPort: number = DEFAULT_PORT):
 
 /**
  * A list of addresses: one (a string or {host, port}), a list, or a comma-separated string as
- * the CLI's `--addr a:7400,b:7400`. The list is kept in order; SPEC §10's primary-following
- * (the `cluster` request) will pick among them once the server has replication.
+ * the CLI's `--addr a:7400,b:7400`. The list is kept in order; following the primary of a
+ * replicated cluster (the `cluster` request) will pick among them once the server has
+ * replication (docs/clients/typescript.md#client).
  */
 export function parseAddresses(value: unknown, defaultPort: number = DEFAULT_PORT): Address[] {
   let list: unknown[];
