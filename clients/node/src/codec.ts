@@ -276,35 +276,30 @@ function decodeCounts(c: P.StateCounts | null): Counts {
   };
 }
 
-let emptySettings: P.QueueSettings | null = null;
 
-/** A QueueSettings table with no field set: every setting reads as its schema default. */
-function defaultSettings(): P.QueueSettings {
-  if (emptySettings === null) {
-    const b = new flatbuffers.Builder(16);
-    P.QueueSettings.startQueueSettings(b);
-    b.finish(P.QueueSettings.endQueueSettings(b));
-    emptySettings = P.QueueSettings.getRootAsQueueSettings(new flatbuffers.ByteBuffer(b.asUint8Array()));
-  }
-  return emptySettings;
+/** A setting the server left out of a queue it describes: it sends every one. */
+function setting<T>(name: string, value: T | null): T {
+  if (value === null) throw replyProblem("queue", `the reply has no ${name}`);
+  return value;
 }
 
 export function decodeQueue(q: P.QueueInfo): Queue {
-  const s = q.settings() ?? defaultSettings();
+  const s = q.settings();
+  if (s === null) throw replyProblem("queue", "the reply has no settings");
   return {
     name: text(q.name()),
-    type: enumName(QUEUE_TYPES, s.type()),
+    type: enumName(QUEUE_TYPES, setting("type", s.type())),
     exclusivity_key: s.exclusivityKey() || null,
-    lease_ms: Number(s.leaseMs()),
-    invisibility_ms: Number(s.invisibilityMs()),
-    max_attempts: s.maxAttempts(),
-    retry_backoff_ms: Number(s.retryBackoffMs()),
-    retry_backoff_max_ms: Number(s.retryBackoffMaxMs()),
+    lease_ms: Number(setting("lease_ms", s.leaseMs())),
+    invisibility_ms: Number(setting("invisibility_ms", s.invisibilityMs())),
+    max_attempts: setting("max_attempts", s.maxAttempts()),
+    retry_backoff_ms: Number(setting("retry_backoff_ms", s.retryBackoffMs())),
+    retry_backoff_max_ms: Number(setting("retry_backoff_max_ms", s.retryBackoffMaxMs())),
     dead_letter_queue: s.deadLetterQueue() || null,
-    retention_ms: Number(s.retentionMs()),
-    max_depth: Number(s.maxDepth()),
-    enqueue_paused: s.enqueuePaused(),
-    dequeue_paused: s.dequeuePaused(),
+    retention_ms: Number(setting("retention_ms", s.retentionMs())),
+    max_depth: Number(setting("max_depth", s.maxDepth())),
+    enqueue_paused: setting("enqueue_paused", s.enqueuePaused()),
+    dequeue_paused: setting("dequeue_paused", s.dequeuePaused()),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -632,12 +627,13 @@ function checkSettings(settings: unknown, update: boolean) {
 function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSettings>, update: boolean): flatbuffers.Offset {
   const key = s.exclusivity_key !== undefined ? createString(b, s.exclusivity_key) : 0;
   const dlq = s.dead_letter_queue !== undefined ? createString(b, s.dead_letter_queue) : 0;
-  // In an update every given field is written, zero and false included (absent: unchanged).
+  // Every given field is written, zero and false included: both tables' settings are optional
+  // (absent: the server's default on create, unchanged on update).
   const table: SettingsTable = update ? P.QueueSettingsUpdate : P.QueueSettings;
-  const add = update ? (f: () => void) => addPresent(b, f) : (f: () => void) => f();
+  const add = (f: () => void) => addPresent(b, f);
   if (update) P.QueueSettingsUpdate.startQueueSettingsUpdate(b);
   else P.QueueSettings.startQueueSettings(b);
-  if (!update && s.type !== undefined) P.QueueSettings.addType(b, s.type);
+  if (!update && s.type !== undefined) add(() => P.QueueSettings.addType(b, s.type!));
   if (!update && key) P.QueueSettings.addExclusivityKey(b, key);
   for (const [adder, value] of s.ints) add(() => (table[adder] as (b: flatbuffers.Builder, v: bigint) => void)(b, value));
   if (s.max_attempts !== undefined) add(() => table.addMaxAttempts(b, s.max_attempts!));
