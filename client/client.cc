@@ -448,6 +448,10 @@ Result<Reply> Client::ExplainFilter(std::string_view queue, const Pairs& filter)
 }
 Result<Reply> Client::Stats() { return Call(BuildStats(NextHeader())); }
 Result<Reply> Client::Health() { return Call(BuildHealth(NextHeader())); }
+Result<Reply> Client::Cluster() { return Call(BuildCluster(NextHeader())); }
+Result<Reply> Client::Switchover(std::string_view to) {
+  return Call(BuildSwitchover(NextHeader(), to));
+}
 
 // ---- AsyncClient -------------------------------------------------------------------------
 

@@ -176,6 +176,8 @@ class Client {
   Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);    // ExplainResult
   Result<Reply> Stats();                                                       // StatsResult
   Result<Reply> Health();                                                      // HealthResult
+  Result<Reply> Cluster();                                                     // ClusterResult
+  Result<Reply> Switchover(std::string_view to = {});                          // Done
 
  private:
   friend class AsyncClient;

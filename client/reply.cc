@@ -26,9 +26,11 @@ Result<Reply> Reply::FromVerified(std::string server_message) {
   if (const protocol::Error* error = response->error()) {
     // Codes outside docs/protocol.md's list (and OK, which is no error) read as INTERNAL.
     const auto code = static_cast<uint8_t>(error->code());
-    const bool known = code > 0 && code <= static_cast<uint8_t>(Code::kInternal);
-    return Error::Server(known ? static_cast<Code>(code) : Code::kInternal,
-                         error->message() ? error->message()->str() : std::string());
+    const bool known = code > 0 && code <= static_cast<uint8_t>(Code::kNotPrimary);
+    Error e = Error::Server(known ? static_cast<Code>(code) : Code::kInternal,
+                            error->message() ? error->message()->str() : std::string());
+    if (error->primary() != nullptr) e.primary = error->primary()->str();
+    return e;
   }
   return Reply(std::move(server_message));
 }

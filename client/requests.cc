@@ -255,6 +255,17 @@ std::string BuildHealth(RequestHeader h) {
   return Finish(b, h, p::Operation::Health, p::CreateHealth(b));
 }
 
+std::string BuildCluster(RequestHeader h) {
+  fb::FlatBufferBuilder b;
+  return Finish(b, h, p::Operation::Cluster, p::CreateCluster(b));
+}
+
+std::string BuildSwitchover(RequestHeader h, std::string_view to) {
+  fb::FlatBufferBuilder b;
+  auto target = to.empty() ? 0 : b.CreateString(to);
+  return Finish(b, h, p::Operation::Switchover, p::CreateSwitchover(b, target));
+}
+
 std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {
   fb::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!p::VerifyRequestBuffer(verifier)) return std::nullopt;

@@ -148,6 +148,8 @@ std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pa
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);
 std::string BuildStats(RequestHeader h);
 std::string BuildHealth(RequestHeader h);
+std::string BuildCluster(RequestHeader h);
+std::string BuildSwitchover(RequestHeader h, std::string_view to);  // to: empty = sync standby
 
 // The finished Request in a builder (for requests built by hand): its bytes.
 std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b);

@@ -35,15 +35,16 @@ struct Error {
   Code code = Code::kInternal;
   std::string message;
   Origin origin = Origin::kServer;
+  std::string primary;  // NOT_PRIMARY: the primary's address, when the server named it
 
   static Error Server(Code code, std::string message) {
-    return {code, std::move(message), Origin::kServer};
+    return {code, std::move(message), Origin::kServer, {}};
   }
   static Error Connection(Code code, std::string message) {
-    return {code, std::move(message), Origin::kConnection};
+    return {code, std::move(message), Origin::kConnection, {}};
   }
   static Error Local(Code code, std::string message) {
-    return {code, std::move(message), Origin::kLocal};
+    return {code, std::move(message), Origin::kLocal, {}};
   }
 
   // The server was never reached, or stopped answering (not a protocol violation).

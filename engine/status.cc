@@ -24,6 +24,8 @@ std::string_view CodeName(Code code) {
       return "UNAUTHENTICATED";
     case Code::kInternal:
       return "INTERNAL";
+    case Code::kNotPrimary:
+      return "NOT_PRIMARY";
   }
   return "UNKNOWN";
 }

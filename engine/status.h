@@ -29,6 +29,8 @@ enum class Code : uint8_t {
   kUnavailable = 6,
   kUnauthenticated = 7,
   kInternal = 8,
+  // The server's, never the engine's: a mutation sent to a node that is not its cluster's primary.
+  kNotPrimary = 9,
 };
 
 // "INVALID_ARGUMENT", "NOT_FOUND", ... as written in SPEC §3.

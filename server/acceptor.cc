@@ -40,23 +40,23 @@ void Acceptor::Stop() {
 void Acceptor::Accept() {
   // The socket is made on the io_context of the loop that will own it.
   Loop* loop = core_->NextLoop();
-  acceptor_.async_accept(loop->io(), [this, loop](boost::system::error_code ec,
-                                                  tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) {
-      if (core_->metrics()->connections() >=
-          static_cast<int64_t>(core_->options().max_connections)) {
-        Refuse(socket);
-      } else {
-        // The server joins the loops before it destroys the acceptors, so `this` outlives the
-        // posted start.
-        loop->Post([this, loop, socket = std::move(socket)]() mutable {
-          start_session_(std::move(socket), loop);
-        });
-      }
-    }
-    Accept();
-  });
+  acceptor_.async_accept(loop->io(),
+                         [this, loop](boost::system::error_code ec, tcp::socket socket) {
+                           if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+                           if (!ec) {
+                             if (core_->metrics()->connections() >=
+                                 static_cast<int64_t>(core_->options().max_connections)) {
+                               Refuse(socket);
+                             } else {
+                               // The server joins the loops before it destroys the acceptors, so
+                               // `this` outlives the posted start.
+                               loop->Post([this, loop, socket = std::move(socket)]() mutable {
+                                 start_session_(std::move(socket), loop);
+                               });
+                             }
+                           }
+                           Accept();
+                         });
 }
 
 void Acceptor::Refuse(tcp::socket& socket) {

@@ -15,7 +15,7 @@ Core::Core(const Options& options, Engine* engine, wal::GroupCommitLog* log, Met
       engine_(engine),
       log_(log),
       metrics_(metrics),
-      dispatcher_(engine, log, this) {}
+      dispatcher_(engine, log, this, &role_) {}
 
 Core::~Core() { timers_.Stop(); }
 
@@ -85,6 +85,39 @@ void Core::Unsubscribe(const p::Request& request, Session* session, Reply& reply
 }
 
 void Core::Stats(Reply& reply) { reply.Ok(p::Result::StatsResult, BuildStatsResult(reply.b())); }
+
+void Core::Cluster(Reply& reply) {
+  ClusterInfo info = role_.cluster();
+  auto& b = reply.b();
+  std::vector<fb::Offset<p::ClusterMember>> members;
+  for (MemberInfo& m : info.members) {
+    if (m.node == info.node && log_ != nullptr) {
+      // Its own log position, as of now rather than as of the coordinator's last look.
+      m.end_lsn = log_->AppendedEndLsn();
+      if (m.role != RoleKind::kStandby) m.flushed_lsn = log_->DurableEnd();
+    }
+    members.push_back(p::CreateClusterMemberDirect(
+        b, m.node.c_str(), static_cast<p::NodeRole>(m.role), m.addr.c_str(), m.http_addr.c_str(),
+        m.replication_addr.c_str(), m.epoch, m.end_lsn, m.flushed_lsn, m.lag_records, m.lag_ms,
+        m.sync));
+  }
+  reply.Ok(
+      p::Result::ClusterResult,
+      p::CreateClusterResultDirect(b, info.cluster.c_str(), info.node.c_str(), info.epoch,
+                                   info.primary.c_str(), info.primary_addr.c_str(),
+                                   info.sync_standby.c_str(), info.replication.c_str(), &members));
+}
+
+void Core::Switchover(const p::Request& request, Reply& reply) {
+  if (!switchover_) {
+    return reply.Error(Code::kFailedPrecondition,
+                       "switchover: this node is not in a cluster (sundiald --cluster)");
+  }
+  const p::Switchover* s = request.op_as_Switchover();
+  const Status status = switchover_(s->to() ? s->to()->string_view() : std::string_view());
+  if (!status.ok()) return reply.Error(status);
+  reply.Ok(p::Result::Done, p::CreateDone(reply.b()));
+}
 
 void Core::Health(Reply& reply) {
   const bool is_ready = ready();

@@ -364,6 +364,16 @@ void RunHealth(const p::Request&, OpContext& ctx, Reply& r) {
   ctx.server->Health(r);
 }
 
+void RunCluster(const p::Request&, OpContext& ctx, Reply& r) {
+  if (ctx.server == nullptr) return r.Error(kNoServer);
+  ctx.server->Cluster(r);
+}
+
+void RunSwitchover(const p::Request& request, OpContext& ctx, Reply& r) {
+  if (ctx.server == nullptr) return r.Error(kNoServer);
+  ctx.server->Switchover(request, r);
+}
+
 constexpr uint8_t kAny = kOverTcp | kOverWebSocket;
 using O = p::Operation;
 constexpr OpKind kRead = OpKind::kRead;
@@ -395,6 +405,8 @@ constexpr std::array kTable = {
     OperationRow{O::Unsubscribe, "Unsubscribe", kSession, kOverWebSocket, RunUnsubscribe},
     OperationRow{O::Stats, "Stats", kSession, kAny, RunStats},
     OperationRow{O::Health, "Health", kSession, kAny, RunHealth},
+    OperationRow{O::Cluster, "Cluster", kSession, kAny, RunCluster},
+    OperationRow{O::Switchover, "Switchover", kSession, kAny, RunSwitchover},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 
@@ -420,12 +432,21 @@ void Reply::Error(Code code, std::string_view message) {
   code_ = code;
   if (lsn_from_ != nullptr) lsn_ = lsn_from_->AppendedEndLsn();
   auto error = p::CreateError(*b_, static_cast<p::Code>(code), b_->CreateString(message));
-  Finish(p::CreateResponse(*b_, request_id_, error, lsn_).o);
+  Finish(p::CreateResponse(*b_, request_id_, error, lsn_, p::Result::NONE, 0, epoch_).o);
+}
+
+void Reply::NotPrimary(std::string_view message, std::string_view primary_addr) {
+  code_ = Code::kNotPrimary;
+  auto text = b_->CreateString(message);
+  auto primary = primary_addr.empty() ? 0 : b_->CreateString(primary_addr);
+  auto error = p::CreateError(*b_, p::Code::NOT_PRIMARY, text, primary);
+  Finish(p::CreateResponse(*b_, request_id_, error, 0, p::Result::NONE, 0, epoch_).o);
 }
 
 void Reply::Ok(p::Result type, uint32_t result_offset) {
   if (lsn_from_ != nullptr) lsn_ = lsn_from_->AppendedEndLsn();
-  Finish(p::CreateResponse(*b_, request_id_, 0, lsn_, type, fb::Offset<void>(result_offset)).o);
+  Finish(p::CreateResponse(*b_, request_id_, 0, lsn_, type, fb::Offset<void>(result_offset), epoch_)
+             .o);
 }
 
 void Reply::Finish(uint32_t response_offset) {
@@ -453,6 +474,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                                        Access access) const {
   Outcome out;
   Reply r(builder, request.request_id());
+  if (role_ != nullptr) r.epoch_ = role_->epoch();
   const OperationRow* row = FindOperation(request.op_type());
   auto refuse = [&](Code code, std::string_view message) {
     r.Error(code, message);
@@ -473,6 +495,13 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   if (mutation && access == Access::kReadOnly) {
     return refuse(Code::kFailedPrecondition,
                   "dashboard: read-only (--dashboard read-only); actions are refused");
+  }
+  if (mutation && role_ != nullptr && !role_->MayWrite(NodeRole::SteadyClock::now())) {
+    const NodeRole::Refusal why = role_->WhyNotWritable();
+    r.NotPrimary(why.message, why.primary_addr);
+    out.response = r.bytes();
+    out.code = r.code();
+    return out;
   }
   if (mutation && log_ != nullptr && log_->failed()) {
     // Rare (the log failed for good): the cause is worth a string per refusal.

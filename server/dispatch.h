@@ -8,7 +8,9 @@
 // relaxed). A run function cannot forget it, and a test walks every row and checks that what
 // changes state is a mutation.
 //
-// A read-only connection (Access::kReadOnly) is refused every kMutation row, by the same kind.
+// A read-only connection (Access::kReadOnly) is refused every kMutation row, by the same kind;
+// so is every connection of a node that may not write now (NodeRole: a standby, or a primary
+// past its leadership's deadline), with NOT_PRIMARY naming the primary.
 //
 // Session operations (Auth, Subscribe, Unsubscribe, Stats, Health) need the connection or the
 // server's figures: their rows call the SessionOperations the server passes in. The waiting
@@ -25,6 +27,7 @@
 #include <string_view>
 
 #include "engine/engine.h"
+#include "server/node_role.h"
 #include "server/transport.h"
 #include "wal/group_commit_log.h"
 
@@ -66,6 +69,8 @@ class Reply {
   // Finishes the reply with an error for the whole request.
   void Error(const Status& status) { Error(status.code(), status.detail()); }
   void Error(Code code, std::string_view message);
+  // NOT_PRIMARY, naming the primary's client address when it is known.
+  void NotPrimary(std::string_view message, std::string_view primary_addr);
   // Finishes the reply with a result (`result` built in b()).
   void Ok(protocol::Result type, uint32_t result_offset);
   template <typename T>
@@ -86,6 +91,7 @@ class Reply {
   const uint64_t request_id_;
   const wal::GroupCommitLog* lsn_from_ = nullptr;  // mutation rows: the LSN goes in the reply
   uint64_t lsn_ = 0;
+  uint64_t epoch_ = 0;  // the node's epoch (NodeRole), in every reply
   Code code_ = Code::kOk;
   bool finished_ = false;
 };
@@ -98,6 +104,8 @@ class SessionOperations {
   virtual void Unsubscribe(const protocol::Request& request, Session* session, Reply& reply) = 0;
   virtual void Stats(Reply& reply) = 0;
   virtual void Health(Reply& reply) = 0;
+  virtual void Cluster(Reply& reply) = 0;
+  virtual void Switchover(const protocol::Request& request, Reply& reply) = 0;
 
  protected:
   ~SessionOperations() = default;
@@ -133,9 +141,11 @@ const OperationRow* FindOperation(protocol::Operation op);
 class Dispatcher {
  public:
   // `log` may be null (no durability to wait for: tests, --fsync=never without a log).
-  // `server` may be null (tests): session operations are then refused.
-  Dispatcher(Engine* engine, const wal::GroupCommitLog* log, SessionOperations* server = nullptr)
-      : engine_(engine), log_(log), server_(server) {}
+  // `server` may be null (tests): session operations are then refused. `role` may be null: a
+  // standalone node.
+  Dispatcher(Engine* engine, const wal::GroupCommitLog* log, SessionOperations* server = nullptr,
+             const NodeRole* role = nullptr)
+      : engine_(engine), log_(log), server_(server), role_(role) {}
 
   struct Outcome {
     std::string_view response;   // a finished ServerMessage in the builder given to Handle
@@ -152,6 +162,7 @@ class Dispatcher {
   Engine* engine_;
   const wal::GroupCommitLog* log_;
   SessionOperations* server_;
+  const NodeRole* role_;
 };
 
 // A finished ServerMessage{Response} with only `request_id` and an error.

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -431,6 +432,8 @@ class Core final : public EffectSink, public SessionOperations {
   void Unsubscribe(const protocol::Request& request, Session* session, Reply& reply) override;
   void Stats(Reply& reply) override;
   void Health(Reply& reply) override;
+  void Cluster(Reply& reply) override;
+  void Switchover(const protocol::Request& request, Reply& reply) override;
 
   // A StatsResult table built into `b` (its offset), for a Stats reply or a StatsTick
   // (`queues`: the engine's ListQueues, when the caller has it already).
@@ -460,6 +463,12 @@ class Core final : public EffectSink, public SessionOperations {
   std::string not_ready_reason() const;
 
   Engine* engine() const { return engine_; }
+  // This node's role in its cluster (standalone outside one): what mutations may run here.
+  NodeRole* role() { return &role_; }
+  const NodeRole* role() const { return &role_; }
+  // What a Switchover request does (set by the replication coordinator; unset: refused).
+  using SwitchoverHandler = std::function<Status(std::string_view to)>;
+  void set_switchover(SwitchoverHandler handler) { switchover_ = std::move(handler); }
   wal::GroupCommitLog* log() const { return log_; }
   Metrics* metrics() const { return metrics_; }
   const Dispatcher& dispatcher() const { return dispatcher_; }
@@ -480,6 +489,8 @@ class Core final : public EffectSink, public SessionOperations {
   Engine* const engine_;
   wal::GroupCommitLog* const log_;
   Metrics* const metrics_;
+  NodeRole role_;
+  SwitchoverHandler switchover_;
   const Dispatcher dispatcher_;
   const SteadyClock::time_point started_ = SteadyClock::now();
   ConnectionRegistry registry_;

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
@@ -117,6 +119,20 @@ Status Server::Start(std::string* error) {
   if (Status s = d.http->Start(address, o.http_port); !s.ok()) {
     *error = "--http-port " + std::to_string(o.http_port) + ": cannot listen on " + address;
     return s;
+  }
+  {
+    // Outside a cluster the node is its own primary: a Cluster request names it alone.
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+    ClusterInfo info;
+    info.node = host;
+    MemberInfo self;
+    self.node = host;
+    self.role = RoleKind::kStandalone;
+    self.addr = address + ":" + std::to_string(d.tcp->port());
+    self.http_addr = address + ":" + std::to_string(d.http->port());
+    info.members.push_back(std::move(self));
+    d.core.role()->Set(RoleKind::kStandalone, 0, std::move(info));
   }
   d.signals = std::make_unique<asio::signal_set>(loops[0]->io(), SIGINT, SIGTERM);
   d.signals->async_wait([&d](boost::system::error_code ec, int signal) {

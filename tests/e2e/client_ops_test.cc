@@ -57,6 +57,34 @@ class ClientOps : public ServerTest {
   }
 };
 
+// Outside a cluster a node answers Cluster with itself alone (clients given one address need
+// nothing more), refuses Switchover, and its replies carry epoch 0.
+TEST_F(ClientOps, AStandaloneNodeIsItsOwnPrimary) {
+  auto cluster = client_->Cluster();
+  ASSERT_TRUE(cluster.ok()) << cluster.error().ToString();
+  const auto* c = cluster->result<p::ClusterResult>();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->cluster()->str(), "");
+  EXPECT_EQ(c->epoch(), 0u);
+  ASSERT_EQ(c->members()->size(), 1u);
+  const p::ClusterMember* self = c->members()->Get(0);
+  EXPECT_EQ(self->role(), p::NodeRole::standalone);
+  EXPECT_EQ(self->node()->str(), c->node()->str());
+  EXPECT_EQ(self->addr()->str(), "127.0.0.1:" + std::to_string(server_->port()));
+  EXPECT_EQ(cluster->response().epoch(), 0u);
+
+  Put("q", "m1");
+  auto after = client_->Cluster();
+  ASSERT_TRUE(after.ok());
+  EXPECT_GE(after->result<p::ClusterResult>()->members()->Get(0)->end_lsn(), 2u)
+      << "the queue's creation and the enqueue are in its log";
+
+  auto switchover = client_->Switchover("other");
+  ASSERT_FALSE(switchover.ok());
+  EXPECT_EQ(switchover.error().code, Code::kFailedPrecondition);
+  EXPECT_NE(switchover.error().message.find("not in a cluster"), std::string::npos);
+}
+
 TEST_F(ClientOps, QueueLifecycle) {
   client::QueueSettings s;
   s.lease_ms = 5000;

@@ -227,6 +227,8 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"Unsubscribe", R"({"queue": "q"})"},
       {"Stats", R"({})"},
       {"Health", R"({})"},
+      {"Cluster", R"({})"},
+      {"Switchover", R"({"to": "b"})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";
@@ -321,6 +323,74 @@ TEST(OperationTable, AReadOnlyConnectionIsRefusedEveryMutationAndNothingElse) {
       EXPECT_EQ(message.find("read-only"), std::string::npos) << message;
     }
   }
+}
+
+// A node that may not write (a standby, a primary past its leadership's deadline, a node that
+// knows no primary) is refused every mutation row with NOT_PRIMARY before it runs, naming the
+// primary when it knows it; reads and session operations go on; every reply carries the epoch.
+TEST(OperationTable, ANodeThatMayNotWriteIsRefusedEveryMutationWithNotPrimary) {
+  NodeRole role;
+  ClusterInfo info;
+  info.cluster = "jobs";
+  info.node = "b";
+  info.epoch = 9;
+  info.primary = "a";
+  info.primary_addr = "10.0.0.1:7400";
+  role.Set(RoleKind::kStandby, 9, info);
+  p::JsonCodec codec("Request");
+  for (const OperationRow& row : OperationTable()) {
+    SCOPED_TRACE(std::string(row.name));
+    LoggedEngine e;
+    std::string bytes, error;
+    ASSERT_TRUE(codec.FromJson(RequestFor(row.name, e.token), &bytes, &error)) << error;
+    Dispatcher dispatcher(e.engine.get(), e.log.get(), nullptr, &role);
+    flatbuffers::FlatBufferBuilder builder;
+    const uint64_t before = e.log->AppendedEndLsn();
+    const Transport transport =
+        (row.transports & kOverTcp) != 0 ? Transport::kTcp : Transport::kWebSocket;
+    const auto outcome =
+        dispatcher.Handle(*p::GetRequest(bytes.data()), transport, nullptr, &builder);
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    EXPECT_EQ(response->epoch(), 9u);
+    if (row.kind == OpKind::kMutation) {
+      ASSERT_NE(response->error(), nullptr);
+      EXPECT_EQ(response->error()->code(), p::Code::NOT_PRIMARY);
+      EXPECT_EQ(response->error()->primary()->str(), "10.0.0.1:7400");
+      EXPECT_NE(response->error()->message()->str().find("the primary is a at 10.0.0.1:7400"),
+                std::string::npos)
+          << response->error()->message()->str();
+      EXPECT_EQ(e.log->AppendedEndLsn(), before);
+      EXPECT_EQ(outcome.wait_lsn, 0u);
+      EXPECT_EQ(outcome.code, Code::kNotPrimary);
+    } else {
+      EXPECT_EQ(outcome.row, &row);
+      if (response->error() != nullptr) {
+        EXPECT_NE(response->error()->code(), p::Code::NOT_PRIMARY);
+      }
+    }
+  }
+}
+
+TEST(OperationTable, APrimaryWritesUntilItsDeadlineAndNotAfter) {
+  NodeRole role;
+  ClusterInfo info;
+  info.node = "a";
+  info.epoch = 4;
+  role.Set(RoleKind::kPrimary, 4, info);
+  const auto now = NodeRole::SteadyClock::now();
+  role.SetWritableUntil(now + std::chrono::seconds(1));
+  EXPECT_TRUE(role.MayWrite(now));
+  EXPECT_TRUE(role.MayWrite(now + std::chrono::milliseconds(999)));
+  EXPECT_FALSE(role.MayWrite(now + std::chrono::seconds(1)));
+  EXPECT_NE(role.WhyNotWritable().message.find("could not renew its leadership"),
+            std::string::npos);
+  role.Set(RoleKind::kUnknown, 5, info);
+  EXPECT_FALSE(role.MayWrite(now)) << "no primary known: nobody writes";
+  EXPECT_TRUE(role.WhyNotWritable().primary_addr.empty());
+  NodeRole standalone;
+  EXPECT_TRUE(standalone.MayWrite(now)) << "outside a cluster a node always writes";
+  EXPECT_EQ(standalone.epoch(), 0u);
 }
 
 TEST(OperationTable, RelaxedMutationsCarryTheirLsnButDoNotWait) {

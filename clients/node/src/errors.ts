@@ -12,6 +12,7 @@ export const CODES = [
   "UNAVAILABLE",
   "UNAUTHENTICATED",
   "INTERNAL",
+  "NOT_PRIMARY",
 ] as const;
 
 /** A failure's code: what the caller should do follows from it (docs/clients/typescript.md). */

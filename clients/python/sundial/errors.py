@@ -12,6 +12,7 @@ CODES = (
     "UNAVAILABLE",
     "UNAUTHENTICATED",
     "INTERNAL",
+    "NOT_PRIMARY",
 )
 
 
