@@ -12,6 +12,7 @@ packages=(
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
+  etcd-server etcd-client  # HA coordination (docs/replication.md); tests start their own etcd
 )
 
 missing=()
