@@ -270,6 +270,15 @@ const EtcdEndpoint& EtcdClient::current_endpoint() const {
   return impl_->connections[impl_->current]->endpoint();
 }
 
+std::vector<EtcdEndpoint> EtcdClient::PreferredEndpoints() const {
+  std::vector<EtcdEndpoint> out;
+  const size_t n = impl_->connections.size();
+  for (size_t i = 0; i < n; ++i) {
+    out.push_back(impl_->connections[(impl_->current + i) % n]->endpoint());
+  }
+  return out;
+}
+
 EtcdResult<Lease> EtcdClient::GrantLease(int64_t ttl_seconds, Deadline deadline) {
   constexpr std::string_view kPath = "/v3/lease/grant";
   bj::object body;

@@ -293,6 +293,9 @@ class EtcdClient {
   const std::vector<EtcdEndpoint>& endpoints() const;
   // The endpoint the next call goes to first: the last one that answered.
   const EtcdEndpoint& current_endpoint() const;
+  // The endpoints, the current one first and then the others in order: what to give
+  // Watch::Start so that it does not spend its deadline on an endpoint known to be down.
+  std::vector<EtcdEndpoint> PreferredEndpoints() const;
 
  private:
   struct Impl;

@@ -30,6 +30,8 @@ TEST(EtcdFaults, RefusedFirstEndpointFallsThroughToTheNextWhichStaysCurrent) {
   auto put = client.Put("/k", "v");
   ASSERT_TRUE(put.ok()) << put.error().ToString();
   EXPECT_EQ(client.current_endpoint(), etcd.endpoint());
+  EXPECT_EQ(client.PreferredEndpoints(),
+            (std::vector<EtcdEndpoint>{etcd.endpoint(), Loopback(dead)}));
   auto got = client.Get("/k");
   ASSERT_TRUE(got.ok() && got->first());
   EXPECT_EQ(got->first()->value, "v");
