@@ -2,8 +2,10 @@
 // a temporary directory on two free loopback ports (client and peer), never the well-known
 // 2379/2380 that a system etcd may hold (docs/replication.md "Testing with etcd").
 //
-// Start() waits until the member answers GET /health with "true" (it has elected itself),
-// or until it exits, with a generous deadline: no test guesses how long a start takes. It
+// Start() waits until the member answers GET /health with "true" (it has elected itself) and
+// lists itself, by its unique name, on its client port (not another test's etcd that took the
+// port first), or until it exits, with a generous deadline: no test guesses how long a start
+// takes. It
 // runs with --heartbeat-interval 50 --election-timeout 500 (etcd's minimum lease TTL is then
 // 1 s), its own environment stripped of ETCD_* variables, and dies with the test process
 // (PR_SET_PDEATHSIG). Pause()/Resume() are the pause nemesis (SIGSTOP/SIGCONT, each waited
@@ -80,8 +82,10 @@ inline std::vector<uint16_t> FreeLoopbackPorts(int count) {
   return ports;
 }
 
-// One HTTP GET on loopback, every wait bounded by poll: the reply's bytes ("" on failure).
-inline std::string LoopbackHttpGet(uint16_t port, const std::string& path, Millis timeout) {
+// One HTTP request on loopback (a GET when `body` is empty, else a POST), every wait bounded
+// by poll: the reply's bytes ("" on failure).
+inline std::string LoopbackHttp(uint16_t port, const std::string& path, const std::string& body,
+                                Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return "";
@@ -107,7 +111,9 @@ inline std::string LoopbackHttpGet(uint16_t port, const std::string& path, Milli
     return "";
   }
   const std::string request =
-      "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+      (body.empty() ? "GET " : "POST ") + path +
+      " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
       static_cast<ssize_t>(request.size())) {
     ::close(fd);
@@ -131,6 +137,9 @@ class EtcdProcess {
       : extra_flags_(std::move(extra_flags)) {
     std::string pattern = (std::filesystem::temp_directory_path() / "sundial-etcd-XXXXXX").string();
     dir_ = ::mkdtemp(pattern.data());
+    // Unique across the test processes running at once (the directory name is): Start()
+    // checks that the member answering on its port is this one.
+    name_ = "sundial-test-" + std::filesystem::path(dir_).filename().string();
   }
   ~EtcdProcess() {
     Kill();
@@ -148,6 +157,8 @@ class EtcdProcess {
       const auto ports = FreeLoopbackPorts(2);
       client_port_ = ports[0];
       peer_port_ = ports[1];
+      std::error_code ec;
+      std::filesystem::remove_all(dir_ + "/data", ec);  // a fresh member each attempt
       if (Launch()) return true;
       if (log().find("address already in use") == std::string::npos) return false;
     }
@@ -226,13 +237,14 @@ class EtcdProcess {
     const std::string client = client_url();
     const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
     std::vector<std::string> args = {SUNDIAL_ETCD_BIN,
-                                     "--name=sundial-test",
+                                     "--name=" + name_,
                                      "--data-dir=" + dir_ + "/data",
                                      "--listen-client-urls=" + client,
                                      "--advertise-client-urls=" + client,
                                      "--listen-peer-urls=" + peer,
                                      "--initial-advertise-peer-urls=" + peer,
-                                     "--initial-cluster=sundial-test=" + peer,
+                                     "--initial-cluster=" + name_ + "=" + peer,
+                                     "--initial-cluster-token=" + name_,
                                      "--initial-cluster-state=new",
                                      "--heartbeat-interval=50",
                                      "--election-timeout=500",
@@ -265,8 +277,15 @@ class EtcdProcess {
     }
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (Clock::now() < deadline) {
-      const std::string health = LoopbackHttpGet(client_port_, "/health", Millis(1000));
-      if (health.find("\"health\":\"true\"") != std::string::npos) return true;
+      // Another test's etcd may hold the port we picked (it was free when we looked, and our
+      // etcd then failed to bind it): only our member's answer counts.
+      const std::string members =
+          LoopbackHttp(client_port_, "/v3/cluster/member/list", "{}", Millis(1000));
+      const std::string health = LoopbackHttp(client_port_, "/health", "", Millis(1000));
+      if (members.find("\"name\":\"" + name_ + "\"") != std::string::npos &&
+          health.find("\"health\":\"true\"") != std::string::npos) {
+        return true;
+      }
       int status = 0;
       if (::waitpid(pid_, &status, WNOHANG) == pid_) {
         pid_ = -1;
@@ -280,6 +299,7 @@ class EtcdProcess {
 
   std::vector<std::string> extra_flags_;
   std::string dir_;
+  std::string name_;
   pid_t pid_ = -1;
   bool paused_ = false;
   uint16_t client_port_ = 0;
