@@ -13,6 +13,7 @@ packages=(
   nodejs node-typescript  # the TypeScript client (clients/node): node and npm, Debian's tsc 4.8; npm packages from its package-lock.json
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
+  etcd-server etcd-client  # HA coordination (docs/replication.md); tests start their own etcd
 )
 
 missing=()
