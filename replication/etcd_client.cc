@@ -47,6 +47,8 @@ Status EtcdError::status() const {
       return {code, "etcd wants authentication"};
     case Code::kInternal:
       return {code, "etcd: malformed reply"};
+    case Code::kNotPrimary:  // never etcd's: a node's answer
+      return {Code::kInternal, "etcd: malformed reply"};
   }
   return {Code::kInternal, "etcd error"};
 }
