@@ -12,6 +12,9 @@ packages=(
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
+  python3-wsproto  # the Python client's watch (WebSocket subscribe)
+  prometheus python3-yaml  # promtool and YAML for tests/monitoring (contrib/monitoring)
+  lintian help2man  # the Debian package (`make package`): its check (tests/packaging), man pages
 )
 
 missing=()
