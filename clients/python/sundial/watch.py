@@ -327,7 +327,11 @@ class AsyncWatch:
         except asyncio.TimeoutError:
             return
         except OSError as e:
+            if self._closed:
+                return
             raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
+        if self._closed:  # close() from another task ended this read
+            return
         self._session.receive(data)
         out = self._session.take_output()
         if out and not self._writer.is_closing():

@@ -191,7 +191,12 @@ def test_async_watch(server, tls_server, pki, queue):
             async for e in w:
                 assert (e.id, e.cause) == ("t", "enqueued")
                 break
+            # close() from another task ends an iteration waiting for the next event.
+            waiting = asyncio.ensure_future(w.next())
+            await asyncio.sleep(0)
             await w.close()
+            with pytest.raises(StopAsyncIteration):
+                await asyncio.wait_for(waiting, EVENT_TIMEOUT_S)
             with pytest.raises(SundialError) as e:
                 await AsyncClient(tls_server.addr, TLS_TOKEN, ca_file=pki.other_ca,
                                   http_addr=tls_server.http_addr).watch(queue)
