@@ -26,7 +26,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
                             RejectConnection, RejectData, Request, TextMessage)
 
-from . import codec
+from . import codec, records
 from . import tls as tls_module
 from .errors import SundialError, unavailable
 
@@ -44,12 +44,12 @@ class _Session:
     refused upgrade or Subscribe, a SubscriptionClosed, the connection's end).
     """
 
-    def __init__(self, host_header, token, subscribe_call, stats, address_text):
+    def __init__(self, address_text, token, subscribe_call, stats):
         self.address = address_text
         self.stats = stats
         self.ws = WSConnection(ConnectionType.CLIENT)
         headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
-        self.output = bytearray(self.ws.send(Request(host=host_header, target="/ws",
+        self.output = bytearray(self.ws.send(Request(host=address_text, target="/ws",
                                                      extra_headers=headers)))
         self.subscribe_body = subscribe_call.encode(SUBSCRIBE_REQUEST_ID, None)[4:]
         self.state = "upgrading"
@@ -121,17 +121,12 @@ class _Session:
         elif kind == "closed":
             self._fail(SundialError("UNAVAILABLE", f"watch: {value}", origin="server"))
         elif self.state == "watching" and (self.stats or
-                                           type(value).__name__ == "MessageEvent"):
+                                           isinstance(value, records.MessageEvent)):
             self.events.append(value)
 
     def _fail(self, error):
         if self.error is None:
             self.error = error
-
-
-def _subscribe_call(queue, filter, ids, max_events_per_sec, queue_stats):
-    return codec.subscribe(queue, filter=filter, ids=ids, max_events_per_sec=max_events_per_sec,
-                           queue_stats=queue_stats)
 
 
 class Watch:
@@ -145,13 +140,14 @@ class Watch:
     Thread safety: one thread iterates; close() from any.
     """
 
-    def __init__(self, client_settings, queue="*", filter=None, *, ids=None,
+    def __init__(self, connection, queue="*", filter=None, *, ids=None,
                  max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
-        call = _subscribe_call(queue, filter, ids, max_events_per_sec, queue_stats)
-        (host, port, address), token, tls, default_timeout = client_settings
+        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+        # From the client: ((host, port, "host:port") of its HTTP port, token, TLS, timeout).
+        (host, port, address), token, tls, default_timeout = connection
         timeout = default_timeout if timeout is None else float(timeout)
         self._address = address
-        self._session = _Session(address, token, call, stats or queue_stats, address)
+        self._session = _Session(address, token, call, stats or queue_stats)
         self._lock = threading.Lock()
         self._closed = False
         self._reading = False
@@ -270,14 +266,12 @@ class AsyncWatch:
     ``await``, or the first ``async for`` step); then ``async for event in watch``, or
     ``await watch.next(timeout)``. ``await watch.close()`` ends it."""
 
-    def __init__(self, client_settings, queue="*", filter=None, *, ids=None,
+    def __init__(self, connection, queue="*", filter=None, *, ids=None,
                  max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
-        call = _subscribe_call(queue, filter, ids, max_events_per_sec, queue_stats)
-        (self._host, self._port, self._address), token, self._tls, default_timeout = (
-            client_settings)
+        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+        (self._host, self._port, self._address), token, self._tls, default_timeout = connection
         self._timeout = default_timeout if timeout is None else float(timeout)
-        self._session = _Session(self._address, token, call, stats or queue_stats,
-                                 self._address)
+        self._session = _Session(self._address, token, call, stats or queue_stats)
         self._reader = self._writer = None
         self._opening = None
         self._closed = False
