@@ -14,7 +14,7 @@ packages=(
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
   python3-wsproto  # the Python client's watch (WebSocket subscribe)
   prometheus python3-yaml  # promtool and YAML for tests/monitoring (contrib/monitoring)
-  lintian help2man  # the Debian package (`make package`): its check (tests/packaging), man pages
+  lintian help2man adduser  # the Debian package (`make package`): its check (tests/packaging), man pages, its Depends
 )
 
 missing=()
