@@ -34,6 +34,7 @@
 #include "engine/pages.h"
 #include "engine/status.h"
 #include "engine/types.h"
+#include "server/metrics.h"  // ResidentBytes: what /metrics reports as the process RSS
 
 namespace sundial {
 namespace {
@@ -432,15 +433,6 @@ uint64_t HeapBytesInUse() {
   return info.uordblks + info.hblkhd + pages::MappedBytes();
 }
 
-uint64_t ResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? resident * 4096 : 0;
-}
-
 void BM_MemoryPerMessage(benchmark::State& state) {
   ReleaseFixture();
   static const char* const kKinds[] = {"email", "sms", "push", "webhook", "report"};
@@ -453,7 +445,7 @@ void BM_MemoryPerMessage(benchmark::State& state) {
     }
     uint64_t content_bytes = 0;  // payload + metadata keys and values
     const uint64_t before = HeapBytesInUse();
-    const uint64_t rss_before = ResidentBytes();
+    const uint64_t rss_before = server::ResidentBytes();
     const char* e = Fill(*engine, kMemoryQueue, kMemoryMessages, [&content_bytes](uint64_t i) {
       char id[kIdBytes + 1];
       std::snprintf(id, sizeof id, "msg-%012llu", static_cast<unsigned long long>(i));
@@ -465,7 +457,7 @@ void BM_MemoryPerMessage(benchmark::State& state) {
                   std::move(metadata));
     });
     const uint64_t after = HeapBytesInUse();
-    const uint64_t rss_after = ResidentBytes();
+    const uint64_t rss_after = server::ResidentBytes();
     if (e != nullptr) {
       state.SkipWithError(e);
       break;
@@ -503,14 +495,14 @@ void BM_MemoryPerMessageScaleShape(benchmark::State& state) {
     }
     uint64_t content_bytes = 0;  // id + payload
     const uint64_t before = HeapBytesInUse();
-    const uint64_t rss_before = ResidentBytes();
+    const uint64_t rss_before = server::ResidentBytes();
     const char* e = Fill(*engine, kMemoryQueue, kMessages, [&content_bytes](uint64_t i) {
       std::string id = "m" + std::to_string(i % 8) + "-" + std::to_string(i);
       content_bytes += id.size() + kPayloadBytes;
       return Item(std::move(id), static_cast<int64_t>(i));
     });
     const uint64_t after = HeapBytesInUse();
-    const uint64_t rss_after = ResidentBytes();
+    const uint64_t rss_after = server::ResidentBytes();
     if (e != nullptr) {
       state.SkipWithError(e);
       break;

@@ -1,4 +1,4 @@
-// sundial-bench: the end-to-end load generator (SPEC §5, docs/BENCHMARKS.md). N connections
+// sundial-bench: the end-to-end load generator (docs/tools.md, docs/BENCHMARKS.md). N connections
 // spread over a few io threads (one io_context each, so a connection's handlers never race),
 // each keeping up to --pipeline operations in flight, framed by hand (bench/protocols.h) for
 // Sundial, Redis and beanstalkd alike.

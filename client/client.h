@@ -1,5 +1,5 @@
-// The Sundial client library: connects to sundiald's binary TCP port (SPEC §5) and calls the
-// operations of SPEC §3. docs/cli.md describes the `sundial` CLI built on it.
+// The Sundial client library: connects to sundiald's binary TCP port (docs/protocol.md) and calls
+// the operations of docs/protocol.md. docs/cli.md describes the `sundial` CLI built on it.
 //
 // Wire: frames of a u32le length and one FlatBuffer (protocol/framing.h). The client sends
 // Requests (client/requests.h builds them) and reads ServerMessages. Every incoming frame is

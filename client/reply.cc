@@ -24,7 +24,7 @@ Result<Reply> Reply::FromVerified(std::string server_message) {
     return Error::Connection(Code::kInternal, "protocol: expected a Response from the server");
   }
   if (const protocol::Error* error = response->error()) {
-    // Codes outside SPEC §3's list (and OK, which is no error) read as INTERNAL.
+    // Codes outside docs/protocol.md's list (and OK, which is no error) read as INTERNAL.
     const auto code = static_cast<uint8_t>(error->code());
     const bool known = code > 0 && code <= static_cast<uint8_t>(Code::kInternal);
     return Error::Server(known ? static_cast<Code>(code) : Code::kInternal,

@@ -1,6 +1,6 @@
-// Request builders: one function per SPEC §3 operation, each returning the finished FlatBuffer
-// of one protocol Request (protocol/sundial.fbs, file identifier "SUND"), ready to be framed.
-// The blocking Client's typed helpers and the AsyncClient's callers use the same builders.
+// Request builders: one function per operation of docs/protocol.md, each returning the finished
+// FlatBuffer of one protocol Request (protocol/sundial.fbs, file identifier "SUND"), ready to be
+// framed. The blocking Client's typed helpers and the AsyncClient's callers use the same builders.
 //
 // Every request carries a RequestHeader: a request_id (the server echoes it back; responses
 // may come out of order, so ids in flight on one connection must differ; 0 is reserved: the
@@ -37,20 +37,21 @@ struct RequestHeader {
   Durability durability = Durability::durable;
 };
 
-// create_queue: SPEC §1's settings with their defaults.
+// create_queue: a setting left unset is not sent, and the queue gets the server's default
+// (docs/semantics.md, "Queues"): the client keeps no copy of the defaults.
 struct QueueSettings {
-  QueueType type = QueueType::simple;
-  std::string exclusivity_key;
-  int64_t lease_ms = 30000;
-  int64_t invisibility_ms = 0;
-  uint32_t max_attempts = 5;
-  int64_t retry_backoff_ms = 1000;
-  int64_t retry_backoff_max_ms = 300000;
+  std::optional<QueueType> type;  // unset: simple
+  std::string exclusivity_key;    // required for exclusive queues
+  std::optional<int64_t> lease_ms;
+  std::optional<int64_t> invisibility_ms;
+  std::optional<uint32_t> max_attempts;
+  std::optional<int64_t> retry_backoff_ms;
+  std::optional<int64_t> retry_backoff_max_ms;
   std::string dead_letter_queue;  // empty: none
-  int64_t retention_ms = 3600000;
-  uint64_t max_depth = 0;  // 0: unlimited
-  bool enqueue_paused = false;
-  bool dequeue_paused = false;
+  std::optional<int64_t> retention_ms;
+  std::optional<uint64_t> max_depth;  // 0: unlimited
+  std::optional<bool> enqueue_paused;
+  std::optional<bool> dequeue_paused;
 };
 
 // update_queue: absent settings are left unchanged (type and exclusivity key are fixed).

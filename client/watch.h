@@ -1,5 +1,5 @@
-// Watch: the `subscribe` operation (SPEC §3), which the server offers on WebSocket only (`/ws`
-// on its HTTP port, default 7401; SPEC §5).
+// Watch: the `subscribe` operation (docs/protocol.md, "Subscriptions"), which the server offers on
+// WebSocket only (`/ws` on its HTTP port, default 7401).
 //
 // Watch connects, upgrades to WebSocket (with `Authorization: Bearer TOKEN` when a token is
 // given), sends one text frame with the Subscribe request in the protocol's JSON form

@@ -1,5 +1,6 @@
-// Framing of the binary TCP protocol (SPEC §5): every frame is a u32le length followed by that
-// many bytes of one FlatBuffer (a Request from a client, a ServerMessage from the server).
+// Framing of the binary TCP protocol (docs/protocol.md, "Binary TCP"): every frame is a u32le
+// length followed by that many bytes of one FlatBuffer (a Request from a client, a ServerMessage
+// from the server).
 //
 // NextFrame looks at the bytes received so far and splits off the first frame without copying.
 // A length of 0 is malformed (no FlatBuffer is empty); a length above max_frame_bytes

@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
   libssl-dev openssl  # TLS (server/tls.h, the clients); tests/e2e/tls_test.cc makes certificates with openssl
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
+  nodejs node-typescript  # the TypeScript client (clients/node): node and npm, Debian's tsc 4.8; npm packages from its package-lock.json
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
   python3-wsproto  # the Python client's watch (WebSocket subscribe)

@@ -1,4 +1,4 @@
-// The dashboard's HTTP side (SPEC §7, docs/dashboard.md): the embedded page, the browser
+// The dashboard's HTTP side (docs/dashboard.md): the embedded page, the browser
 // sign-in, and what the /ws upgrade asks of it. The page itself speaks the ordinary protocol
 // over /ws (JSON text frames); nothing here knows about queues.
 //

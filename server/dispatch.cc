@@ -37,20 +37,21 @@ std::vector<std::string> Strings(const fb::Vector<fb::Offset<fb::String>>* v) {
 bool HasFilter(const PairVector* v) { return v != nullptr && v->size() > 0; }
 
 QueueSettings Settings(const p::QueueSettings* s) {
+  // What the request leaves out keeps the engine's default: the one table of them.
   QueueSettings out;
   if (s == nullptr) return out;
-  out.type = static_cast<QueueType>(s->type());
+  if (s->type()) out.type = static_cast<QueueType>(*s->type());
   out.exclusivity_key = std::string(Str(s->exclusivity_key()));
-  out.lease_ms = s->lease_ms();
-  out.invisibility_ms = s->invisibility_ms();
-  out.max_attempts = s->max_attempts();
-  out.retry_backoff_ms = s->retry_backoff_ms();
-  out.retry_backoff_max_ms = s->retry_backoff_max_ms();
+  out.lease_ms = s->lease_ms().value_or(out.lease_ms);
+  out.invisibility_ms = s->invisibility_ms().value_or(out.invisibility_ms);
+  out.max_attempts = s->max_attempts().value_or(out.max_attempts);
+  out.retry_backoff_ms = s->retry_backoff_ms().value_or(out.retry_backoff_ms);
+  out.retry_backoff_max_ms = s->retry_backoff_max_ms().value_or(out.retry_backoff_max_ms);
   out.dead_letter_queue = std::string(Str(s->dead_letter_queue()));
-  out.retention_ms = s->retention_ms();
-  out.max_depth = s->max_depth();
-  out.enqueue_paused = s->enqueue_paused();
-  out.dequeue_paused = s->dequeue_paused();
+  out.retention_ms = s->retention_ms().value_or(out.retention_ms);
+  out.max_depth = s->max_depth().value_or(out.max_depth);
+  out.enqueue_paused = s->enqueue_paused().value_or(out.enqueue_paused);
+  out.dequeue_paused = s->dequeue_paused().value_or(out.dequeue_paused);
   return out;
 }
 

@@ -40,7 +40,7 @@ enum class Result : uint8_t;
 
 namespace sundial::server {
 
-inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue.wait_ms (SPEC §3)
+inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue.wait_ms (docs/protocol.md)
 
 class Session;  // the connection a request came on (server/internal.h)
 

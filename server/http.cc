@@ -1,4 +1,4 @@
-// The HTTP + WebSocket transport (SPEC §5), Boost.Beast on the second port:
+// The HTTP + WebSocket transport (docs/protocol.md, "WebSocket"), Boost.Beast on the second port:
 //   GET /healthz  200 while the process runs
 //   GET /readyz   200 once recovery is done; 503 with the reason while draining or after the
 //                 WAL failed
@@ -31,6 +31,9 @@
 
 #include "protocol/json.h"
 #include "protocol/sundial_generated.h"
+#include "protocol/verify.h"
+#include "server/acceptor.h"
+#include "server/connection.h"
 #include "server/dashboard.h"
 #include "server/internal.h"
 
@@ -47,31 +50,22 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 constexpr size_t kMaxEventBacklog = 10'000;  // events queued for one subscriber before it is cut
 
-bool VerifyRequest(std::string_view bytes) {
-  fb::Verifier::Options vo;
-  vo.max_depth = 32;
-  vo.max_tables = 1'000'000;
-  fb::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), vo);
-  return p::VerifyRequestBuffer(verifier);
-}
-
 template <class Stream>  // beast::tcp_stream or TlsStream
-class WsSession final : public Session {
+class WsSession final : public Connection {
  public:
   // `stream`: the HTTP connection being upgraded (TLS already established).
   // `tls_context`: what a TLS stream was made with, kept alive for the connection (else null).
   // `tick_json`: the JSON of the shared stats ticks, printed once for every session.
   WsSession(Stream stream, std::shared_ptr<asio::ssl::context> tls_context, Loop* loop, Core* core,
             Access access, SharedTickJson* tick_json)
-      : Session(loop, core, Transport::kWebSocket, access),
+      : Connection(loop, core, Transport::kWebSocket, access, "WebSocket", OnBadInput::kKeepOpen),
         ws_(std::move(stream)),
         tls_context_(std::move(tls_context)),
-        stall_(loop->io(), core->options().write_timeout_ms),
-        options_(core->options()),
         tick_json_(tick_json) {}
 
-  // On the loop.
+  // On the loop. Counted from here: the HTTP connection it was is no longer counted.
   void Accept(http::request<http::string_body> request) {
+    Open();
     websocket::stream_base::timeout timeouts;
     timeouts.handshake_timeout = std::chrono::milliseconds(options_.handshake_timeout_ms);
     timeouts.idle_timeout = std::chrono::milliseconds(options_.idle_timeout_ms);
@@ -80,10 +74,7 @@ class WsSession final : public Session {
     ws_.read_message_max(options_.max_frame_bytes);
     ws_.binary(true);
     ws_.async_accept(request, [self = Self()](beast::error_code ec) {
-      if (ec) return;
-      self->core_->registry().Add(self);
-      self->core_->metrics()->AddConnection(Transport::kWebSocket, 1);
-      self->counted_ = true;
+      if (ec) return self->DoClose();
       self->Read();
     });
   }
@@ -114,22 +105,21 @@ class WsSession final : public Session {
   void Flush() override { Write(); }
 
  protected:
-  void DoCloseWhenDone() override {
-    close_when_done_ = true;
-    MaybeFinish();
-  }
-
   void RequestEnded() override { Read(); }
 
   void DoClose() override {
-    if (closed_.exchange(true)) return;
+    if (!Shut()) return;
     beast::error_code ignored;
     beast::get_lowest_layer(ws_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(ws_).socket().close(ignored);
-    stall_.Cancel();
-    core_->Forget(this);
-    core_->registry().Remove(this);
-    if (counted_) core_->metrics()->AddConnection(Transport::kWebSocket, -1);
+  }
+
+  // A drained WebSocket says goodbye with a close frame.
+  void Finish() override {
+    if (closing_) return;
+    closing_ = true;
+    ws_.async_close(websocket::close_code::going_away,
+                    [self = Self()](beast::error_code) { self->DoClose(); });
   }
 
  private:
@@ -138,14 +128,12 @@ class WsSession final : public Session {
   }
 
   void Read() {
-    if (reading_ || closed() || close_when_done_ || closing_) return;
-    if (inflight() >= static_cast<int64_t>(options_.max_inflight)) return;  // paused
-    if (OutputHigh()) return;  // until the client reads
+    if (reading_ || closing_ || !MayRead()) return;  // paused, draining or closed
     reading_ = true;
     ws_.async_read(buffer_, [self = Self()](beast::error_code ec, size_t) {
       self->reading_ = false;
       if (ec) return self->DoClose();
-      if (self->close_when_done_) return self->MaybeFinish();  // draining
+      if (self->draining()) return self->MaybeFinish();
       self->OnMessage();
       self->Read();
     });
@@ -160,13 +148,15 @@ class WsSession final : public Session {
       std::string error;
       if (!json_in_->FromJson(bytes, &scratch_, &error)) {
         buffer_.consume(buffer_.size());
-        return Refuse("json: " + error);
+        return RefuseInput(Code::kInvalidArgument, "json: " + error);
       }
     } else {
       scratch_.assign(bytes);  // an aligned copy FlatBuffers can read in place
     }
     buffer_.consume(buffer_.size());
-    if (!VerifyRequest(scratch_)) return Refuse("frame: not a valid Request FlatBuffer");
+    if (!p::VerifyRequest(scratch_)) {
+      return RefuseInput(Code::kInvalidArgument, "frame: not a valid Request FlatBuffer");
+    }
     // Subscribing again after falling behind starts the events anew.
     if (fb::GetRoot<p::Request>(scratch_.data())->op_type() == p::Operation::Subscribe) {
       events_cut_ = false;
@@ -174,44 +164,16 @@ class WsSession final : public Session {
     core_->Submit(shared_from_this(), scratch_);
   }
 
-  // A bad message gets a typed error (request_id 0); the connection stays open (a browser page
-  // may send one malformed message among good ones).
-  void Refuse(const std::string& message) {
-    QueueReply(ErrorResponse(0, Code::kInvalidArgument, message));
-    loop_->MarkDirty(this);
-  }
-
   void Queue(std::shared_ptr<const std::string> message, bool is_event) {
-    if (closed()) return;
-    // The limit is on messages left unread behind the write in progress, counted before this
-    // one: a single reply larger than --max-output-bytes still goes to a client that reads.
-    const size_t waiting = queued_bytes_ - (writing_ ? out_.front().message->size() : 0);
-    if (waiting > options_.max_output_bytes) {
-      std::fprintf(stderr, "sundiald: dropping a WebSocket client: %zu bytes unread\n",
-                   queued_bytes_);
-      return DoClose();
-    }
-    queued_bytes_ += message->size();
+    if (!AdmitOutput()) return;
+    output_.Queued(message->size());
     if (is_event) ++queued_events_;
     out_.push_back({std::move(message), is_event});
   }
 
-  bool OutputHigh() const { return queued_bytes_ >= options_.max_output_bytes / 2; }
-
-  void ArmStallGuard() {
-    stall_.Arm([self = Self()] { return !self->closed() && self->writing_; },
-               [self = Self()] {
-                 std::fprintf(stderr,
-                              "sundiald: dropping a WebSocket client: %zu bytes unread, none "
-                              "taken for %u ms\n",
-                              self->queued_bytes_, self->options_.write_timeout_ms);
-                 self->DoClose();
-               });
-  }
-
   void Write() {
-    if (writing_ || out_.empty() || closed()) return MaybeFinish();
-    writing_ = true;
+    if (output_.writing() || out_.empty() || closed()) return MaybeFinish();
+    output_.WriteStarted(out_.front().message->size());
     ArmStallGuard();
     auto on_write = [self = Self()](beast::error_code ec, size_t) { self->OnWritten(ec); };
     const Outgoing& next = out_.front();
@@ -232,25 +194,19 @@ class WsSession final : public Session {
     }
   }
 
+  // A message is written whole: its bytes count as taken when the write ends.
   void OnWritten(beast::error_code ec) {
-    writing_ = false;
-    if (ec) return DoClose();
-    stall_.Progress();
+    if (ec) {
+      output_.WriteEnded();
+      return DoClose();
+    }
     const Outgoing& done = out_.front();
-    queued_bytes_ -= done.message->size();
+    Wrote(done.message->size());
+    output_.WriteEnded();
     if (done.is_event) --queued_events_;
     out_.pop_front();
     Write();
     Read();  // resumes a read paused by backpressure
-  }
-
-  void MaybeFinish() {
-    if (close_when_done_ && !closing_ && !closed() && inflight() == 0 && out_.empty() &&
-        !writing_) {
-      closing_ = true;
-      ws_.async_close(websocket::close_code::going_away,
-                      [self = Self()](beast::error_code) { self->DoClose(); });
-    }
   }
 
   struct Outgoing {
@@ -260,23 +216,17 @@ class WsSession final : public Session {
 
   websocket::stream<Stream> ws_;
   std::shared_ptr<asio::ssl::context> tls_context_;
-  StallGuard stall_;
-  const Options& options_;
   SharedTickJson* const tick_json_;
   beast::flat_buffer buffer_;
   std::string scratch_;
   std::string text_;
   std::shared_ptr<const std::string> shared_text_;  // the shared tick's JSON being written
   std::deque<Outgoing> out_;
-  size_t queued_bytes_ = 0;
   size_t queued_events_ = 0;
   bool reading_ = false;
-  bool writing_ = false;
   bool json_ = false;  // the client spoke JSON (text frames): everything it gets is JSON text
   bool events_cut_ = false;
-  bool close_when_done_ = false;
   bool closing_ = false;
-  bool counted_ = false;
   std::unique_ptr<p::JsonCodec> json_in_;
   std::unique_ptr<p::JsonCodec> json_out_;
 };
@@ -505,84 +455,32 @@ Dashboard::Config DashboardConfig(const Core& core) {
   return c;
 }
 
-class HttpListener final : public Listener {
- public:
-  HttpListener(Loop* loop, Core* core)
-      : core_(core), dashboard_(DashboardConfig(*core)), acceptor_(loop->io()) {}
+// What a plain connection past --max-connections reads before it is closed: the reason, as TCP
+// refuses with a typed error.
+constexpr std::string_view kBusy =
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+    "Content-Length: 39\r\nConnection: close\r\n\r\n"
+    "connections: --max-connections reached\n";
 
-  Status Start(const std::string& address, uint16_t port) override {
-    boost::system::error_code ec;
-    const auto ip = asio::ip::make_address(address, ec);
-    if (ec) return InvalidArgument("--bind: not an IP address");
-    const tcp::endpoint endpoint(ip, port);
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) return Unavailable("--http-port: cannot listen");
-    port_ = acceptor_.local_endpoint().port();
-    Accept();
-    return Status::Ok();
-  }
-
-  uint16_t port() const override { return port_; }
-
-  void Stop() override {
-    asio::post(acceptor_.get_executor(), [this] {
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-    });
-  }
-
- private:
-  void Accept() {
-    // As for TCP: the connection (and the WebSocket it may become) lives on the next loop.
-    Loop* loop = core_->NextLoop();
-    acceptor_.async_accept(
-        loop->io(), [this, loop](boost::system::error_code ec, tcp::socket socket) {
-          if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-          if (!ec) {
-            if (core_->metrics()->connections() >=
-                    static_cast<int64_t>(core_->options().max_connections) &&
-                core_->tls() != nullptr) {
-              // Under TLS a plain 503 would read as garbage: closed before the handshake.
-              boost::system::error_code ignored;
-              socket.close(ignored);
-            } else if (core_->metrics()->connections() >=
-                       static_cast<int64_t>(core_->options().max_connections)) {
-              // Refused with a reason (as TCP refuses with a typed error), then closed.
-              static constexpr std::string_view kBusy =
-                  "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                  "Content-Length: 39\r\nConnection: close\r\n\r\n"
-                  "connections: --max-connections reached\n";
-              boost::system::error_code ignored;
-              asio::write(socket, asio::buffer(kBusy), ignored);
-              socket.close(ignored);
-            } else {
-              loop->Post([loop, core = core_, dashboard = &dashboard_, tick_json = &tick_json_,
-                          socket = std::move(socket)]() mutable {
-                StartSession(std::move(socket), loop, core, dashboard, tick_json);
-              });
-            }
-          }
-          Accept();
-        });
-  }
-
-  Core* core_;
-  // Shared by every HTTP and WebSocket session of every loop (both are thread-safe). Sessions
-  // use them only on their loop's thread, and the server joins the loops before it destroys
-  // the listener.
-  Dashboard dashboard_;
-  SharedTickJson tick_json_;
-  tcp::acceptor acceptor_;
-  uint16_t port_ = 0;
+// Shared by every HTTP and WebSocket session of every loop (both are thread-safe). Sessions use
+// them only on their loop's thread; the acceptor's factory owns them, and the server joins the
+// loops before it destroys the acceptor.
+struct HttpShared {
+  explicit HttpShared(const Core& core) : dashboard(DashboardConfig(core)) {}
+  Dashboard dashboard;
+  SharedTickJson tick_json;
 };
 
 }  // namespace
 
 std::unique_ptr<Listener> NewHttpListener(Loop* loop, Core* core) {
-  return std::make_unique<HttpListener>(loop, core);
+  auto shared = std::make_shared<HttpShared>(*core);
+  // As for TCP: the connection (and the WebSocket it may become) lives on its loop.
+  return std::make_unique<Acceptor>(loop, core, "--http-port: cannot listen", std::string(kBusy),
+                                    [core, shared](tcp::socket socket, Loop* on) {
+                                      StartSession(std::move(socket), on, core, &shared->dashboard,
+                                                   &shared->tick_json);
+                                    });
 }
 
 }  // namespace sundial::server

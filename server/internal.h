@@ -303,9 +303,10 @@ class ConnectionRegistry {
   std::unordered_map<const Session*, std::weak_ptr<Session>> all_;
 };
 
-// Long-poll dequeues (SPEC §3 wait_ms): FIFO per queue, woken by the effects that can make a
-// message dequeueable. A wake-up schedules one drain of the queue, run on the loop of its first
-// waiter: it dequeues for the waiters in order and hands each result to its waiter's loop.
+// Long-poll dequeues (docs/protocol.md, "Long polling"): FIFO per queue, woken by the effects that
+// can make a message dequeueable. A wake-up schedules one drain of the queue, run on the loop of
+// its first waiter: it dequeues for the waiters in order and hands each result to its waiter's
+// loop.
 class LongPolls {
  public:
   explicit LongPolls(Core* core) : core_(core) {}
@@ -343,9 +344,9 @@ class LongPolls {
   mutable std::array<std::atomic<uint64_t>, 64> generations_{};
 };
 
-// Subscriptions (SPEC §3 subscribe, WebSocket only): per queue or "*", with a metadata filter
-// and the dashboard's options (server/live_feed.h: the per-queue tick, a per-second sample,
-// ids); one event per connection per change, however many of its subscriptions match.
+// Subscriptions (docs/protocol.md, "Subscriptions"; WebSocket only): per queue or "*", with a
+// metadata filter and the dashboard's options (server/live_feed.h: the per-queue tick, a per-second
+// sample, ids); one event per connection per change, however many of its subscriptions match.
 class Subscriptions {
  public:
   explicit Subscriptions(Core* core) : core_(core) {}

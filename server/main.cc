@@ -137,14 +137,6 @@ int Run(int argc, char** argv) {
     return parsed.exit_code;
   }
   server::Options options = parsed.options;
-  if (!server::IsLoopback(options.bind) && options.auth_token_file.empty() &&
-      !options.insecure_bind) {
-    std::fprintf(stderr,
-                 "sundiald: --bind %s: listening beyond loopback needs --auth-token-file (or "
-                 "--insecure-bind)\n",
-                 options.bind.c_str());
-    return 2;
-  }
 
   if (!options.tls_cert.empty()) {
     // Before recovery, which can take minutes on a large log: a wrong file fails at once.

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,14 @@ std::optional<uint64_t> ParseMemorySize(std::string_view text, uint64_t total_by
   }
   if (shift < 0 || (shift > 0 && n > (UINT64_MAX >> shift))) return std::nullopt;
   return n << shift;
+}
+
+bool IsLoopback(const std::string& address) {
+  if (address == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, address.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 uint64_t TotalMemoryBytes() {
@@ -180,6 +189,14 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
     return result;
   }
   o.bind_given = app.count("--bind") > 0 || GivenOnCommandLine(args, "bind");
+  // Decided here, before recovery (which can take minutes) and before anything touches the
+  // data directory: docs/operations.md, "Security".
+  if (!IsLoopback(o.bind) && o.auth_token_file.empty() && !o.insecure_bind) {
+    result.exit_code = 2;
+    result.message = "--bind " + o.bind +
+                     ": listening beyond loopback needs --auth-token-file (or --insecure-bind)";
+    return result;
+  }
   auto policy = wal::ParseFsyncPolicy(o.fsync, o.log);
   if (!policy.ok()) {
     result.exit_code = 2;

@@ -1,4 +1,4 @@
-// sundiald's settings (SPEC §5; the server issue's settings item): every setting is a flag, a
+// sundiald's settings (docs/operations.md): every setting is a flag, a
 // SUNDIAL_* environment variable and a key of an optional config file (TOML or INI, CLI11's
 // format, given with --config). Flags win over the environment, the environment over the file.
 // docs/operations.md lists every setting.
@@ -24,7 +24,8 @@ enum class DashboardMode : uint8_t { kOn, kReadOnly, kOff };
 struct Options {
   std::string data_dir = "./data";
   std::string bind = "127.0.0.1";
-  bool bind_given = false;  // --bind was set explicitly (SPEC §5: loopback only otherwise)
+  bool bind_given =
+      false;  // --bind was set explicitly (docs/operations.md, "Security": loopback only otherwise)
   uint16_t port = 7400;
   uint16_t http_port = 7401;
   unsigned io_threads = 0;  // 0: one per core
@@ -78,6 +79,9 @@ ParseResult ParseOptions(int argc, const char* const* argv);
 // A --max-memory value in bytes: "1073741824", "512M", "4G", "4GiB", "4GB" (powers of 1024),
 // "75%" of `total_bytes`. nullopt when malformed or out of range.
 std::optional<uint64_t> ParseMemorySize(std::string_view text, uint64_t total_bytes);
+// Loopback addresses: 127.0.0.0/8, ::1, "localhost". Beyond them, ParseOptions refuses to listen
+// without --auth-token-file (or --insecure-bind).
+bool IsLoopback(const std::string& address);
 // The machine's physical memory, or the memory limit of the process's cgroup when lower.
 uint64_t TotalMemoryBytes();
 

@@ -1,6 +1,5 @@
 #include "server/server.h"
 
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <cstdio>
@@ -10,13 +9,6 @@
 #include "server/internal.h"
 
 namespace sundial::server {
-
-bool IsLoopback(const std::string& address) {
-  if (address == "localhost") return true;
-  boost::system::error_code ec;
-  const auto ip = asio::ip::make_address(address, ec);
-  return !ec && ip.is_loopback();
-}
 
 struct Server::Impl {
   Impl(Options o, Engine* e, wal::GroupCommitLog* l, Metrics* m)
@@ -102,11 +94,6 @@ Status Server::Start(std::string* error) {
       return InvalidArgument("--auth-token-file");
     }
     d.core.set_auth_token(std::move(token));
-  }
-  if (!IsLoopback(o.bind) && d.core.auth_token().empty() && !o.insecure_bind) {
-    *error = "--bind " + o.bind +
-             ": listening beyond loopback needs --auth-token-file (or --insecure-bind)";
-    return InvalidArgument("--bind");
   }
   if (!o.tls_cert.empty()) {
     d.tls = std::make_unique<TlsContexts>(o.tls_cert, o.tls_key);

@@ -69,7 +69,4 @@ class Server {
   std::unique_ptr<Impl> impl_;
 };
 
-// Loopback addresses: 127.0.0.0/8, ::1, "localhost".
-bool IsLoopback(const std::string& address);
-
 }  // namespace sundial::server

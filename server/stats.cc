@@ -1,4 +1,5 @@
-// Stats: the server's figures for a Stats reply and the StatsTick event (SPEC §3 stats).
+// Stats: the server's figures for a Stats reply and the StatsTick event (docs/protocol.md,
+// "Stats").
 #include "protocol/sundial_generated.h"
 #include "server/internal.h"
 

@@ -86,18 +86,22 @@ json::object QueueToJson(const p::QueueInfo& queue) {
   PutText(&o, "name", queue.name());
   const p::QueueSettings* s = queue.settings();
   if (s != nullptr) {
-    o["type"] = p::EnumNameQueueType(s->type());
+    // The server sends every setting of a queue it describes; one it left out is not printed.
+    const auto put = [&o](const char* name, auto value) {
+      if (value) o[name] = *value;
+    };
+    if (s->type()) o["type"] = p::EnumNameQueueType(*s->type());
     PutText(&o, "exclusivity_key", s->exclusivity_key());
-    o["lease_ms"] = s->lease_ms();
-    o["invisibility_ms"] = s->invisibility_ms();
-    o["max_attempts"] = s->max_attempts();
-    o["retry_backoff_ms"] = s->retry_backoff_ms();
-    o["retry_backoff_max_ms"] = s->retry_backoff_max_ms();
+    put("lease_ms", s->lease_ms());
+    put("invisibility_ms", s->invisibility_ms());
+    put("max_attempts", s->max_attempts());
+    put("retry_backoff_ms", s->retry_backoff_ms());
+    put("retry_backoff_max_ms", s->retry_backoff_max_ms());
     PutText(&o, "dead_letter_queue", s->dead_letter_queue());
-    o["retention_ms"] = s->retention_ms();
-    o["max_depth"] = s->max_depth();
-    o["enqueue_paused"] = s->enqueue_paused();
-    o["dequeue_paused"] = s->dequeue_paused();
+    put("retention_ms", s->retention_ms());
+    put("max_depth", s->max_depth());
+    put("enqueue_paused", s->enqueue_paused());
+    put("dequeue_paused", s->dequeue_paused());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();

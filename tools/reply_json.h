@@ -1,9 +1,9 @@
 // Reply JSON: the JSON objects the `sundial` CLI prints for the protocol's result tables, one
 // object per line (docs/cli.md, "Output"). Built with Boost.JSON, which does the escaping.
 //
-// Field names are SPEC §1's, in snake_case; enum values are written by name (`state`:
-// "pending", `type`: "exclusive", `reason`: "exclusivity_held"). Every field of a table is
-// written, zero or empty ones too, so scripts can rely on them. Integers are exact (64-bit).
+// Field names are the protocol's (docs/protocol.md), in snake_case; enum values are written by name
+// (`state`: "pending", `type`: "exclusive", `reason`: "exclusivity_held"). Every field of a table
+// is written, zero or empty ones too, so scripts can rely on them. Integers are exact (64-bit).
 // Text is a JSON string when it is valid UTF-8, otherwise field `x` becomes `x_base64`
 // (RFC 4648 base64 of the raw bytes), as in `sundial-wal dump`: so `payload` is the payload as
 // text, or `payload_base64`. Metadata is an object of its pairs (`metadata_base64`, a list of

@@ -1,4 +1,4 @@
-// sundial: the command-line client of sundiald (SPEC §5; docs/cli.md).
+// sundial: the command-line client of sundiald (docs/cli.md).
 //
 //   sundial [--addr host:port] [--token-file F] [--tls [--ca-file F]] SUBCOMMAND ARGS...
 //
@@ -170,55 +170,64 @@ bool ReadFile(const std::string& path, std::string* out) {
   return !in.bad();
 }
 
-// The queue settings flags of create-queue and update-queue (SPEC §1's names with dashes).
+// The queue settings flags of create-queue and update-queue (the settings' names in
+// docs/semantics.md, with dashes). Only the flags given are sent: a queue created without one
+// gets the server's default, an update leaves the setting as it is.
 struct SettingFlags {
-  client::QueueSettings values;
-  CLI::Option* lease_ms = nullptr;
-  CLI::Option* invisibility_ms = nullptr;
-  CLI::Option* max_attempts = nullptr;
-  CLI::Option* retry_backoff_ms = nullptr;
-  CLI::Option* retry_backoff_max_ms = nullptr;
-  CLI::Option* dead_letter_queue = nullptr;
-  CLI::Option* retention_ms = nullptr;
-  CLI::Option* max_depth = nullptr;
-  CLI::Option* enqueue_paused = nullptr;
-  CLI::Option* dequeue_paused = nullptr;
+  int64_t lease_ms = 0;
+  int64_t invisibility_ms = 0;
+  uint32_t max_attempts = 0;
+  int64_t retry_backoff_ms = 0;
+  int64_t retry_backoff_max_ms = 0;
+  std::string dead_letter_queue;
+  int64_t retention_ms = 0;
+  uint64_t max_depth = 0;
+  bool enqueue_paused = false;
+  bool dequeue_paused = false;
+  CLI::Option* lease_ms_flag = nullptr;
+  CLI::Option* invisibility_ms_flag = nullptr;
+  CLI::Option* max_attempts_flag = nullptr;
+  CLI::Option* retry_backoff_ms_flag = nullptr;
+  CLI::Option* retry_backoff_max_ms_flag = nullptr;
+  CLI::Option* dead_letter_queue_flag = nullptr;
+  CLI::Option* retention_ms_flag = nullptr;
+  CLI::Option* max_depth_flag = nullptr;
+  CLI::Option* enqueue_paused_flag = nullptr;
+  CLI::Option* dequeue_paused_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
-    client::QueueSettings& v = values;
-    lease_ms = cmd->add_option("--lease-ms", v.lease_ms, "default lease length (ms)");
-    invisibility_ms =
-        cmd->add_option("--invisibility-ms", v.invisibility_ms, "default enqueue delay (ms)");
-    max_attempts = cmd->add_option("--max-attempts", v.max_attempts,
-                                   "dequeues a message may receive before it is errored");
-    retry_backoff_ms = cmd->add_option("--retry-backoff-ms", v.retry_backoff_ms,
-                                       "base delay after fail (ms), doubled per attempt");
-    retry_backoff_max_ms =
-        cmd->add_option("--retry-backoff-max-ms", v.retry_backoff_max_ms, "cap of that delay");
-    dead_letter_queue = cmd->add_option("--dead-letter-queue", v.dead_letter_queue,
-                                        "queue that receives errored messages ('' for none)");
-    retention_ms = cmd->add_option("--retention-ms", v.retention_ms,
-                                   "how long terminal messages stay readable (ms)");
-    max_depth =
-        cmd->add_option("--max-depth", v.max_depth, "non-terminal messages allowed (0: no limit)");
-    enqueue_paused = cmd->add_option("--enqueue-paused", v.enqueue_paused, "true|false");
-    dequeue_paused = cmd->add_option("--dequeue-paused", v.dequeue_paused, "true|false");
+    lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
+    invisibility_ms_flag =
+        cmd->add_option("--invisibility-ms", invisibility_ms, "default enqueue delay (ms)");
+    max_attempts_flag = cmd->add_option("--max-attempts", max_attempts,
+                                        "dequeues a message may receive before it is errored");
+    retry_backoff_ms_flag = cmd->add_option("--retry-backoff-ms", retry_backoff_ms,
+                                            "base delay after fail (ms), doubled per attempt");
+    retry_backoff_max_ms_flag =
+        cmd->add_option("--retry-backoff-max-ms", retry_backoff_max_ms, "cap of that delay");
+    dead_letter_queue_flag = cmd->add_option("--dead-letter-queue", dead_letter_queue,
+                                             "queue that receives errored messages ('' for none)");
+    retention_ms_flag = cmd->add_option("--retention-ms", retention_ms,
+                                        "how long terminal messages stay readable (ms)");
+    max_depth_flag =
+        cmd->add_option("--max-depth", max_depth, "non-terminal messages allowed (0: no limit)");
+    enqueue_paused_flag = cmd->add_option("--enqueue-paused", enqueue_paused, "true|false");
+    dequeue_paused_flag = cmd->add_option("--dequeue-paused", dequeue_paused, "true|false");
   }
 
-  client::QueueSettingsUpdate Update() const {
-    client::QueueSettingsUpdate u;
-    const client::QueueSettings& v = values;
-    if (lease_ms->count()) u.lease_ms = v.lease_ms;
-    if (invisibility_ms->count()) u.invisibility_ms = v.invisibility_ms;
-    if (max_attempts->count()) u.max_attempts = v.max_attempts;
-    if (retry_backoff_ms->count()) u.retry_backoff_ms = v.retry_backoff_ms;
-    if (retry_backoff_max_ms->count()) u.retry_backoff_max_ms = v.retry_backoff_max_ms;
-    if (dead_letter_queue->count()) u.dead_letter_queue = v.dead_letter_queue;
-    if (retention_ms->count()) u.retention_ms = v.retention_ms;
-    if (max_depth->count()) u.max_depth = v.max_depth;
-    if (enqueue_paused->count()) u.enqueue_paused = v.enqueue_paused;
-    if (dequeue_paused->count()) u.dequeue_paused = v.dequeue_paused;
-    return u;
+  // Sets in `out` each setting whose flag was given.
+  template <class Settings>
+  void Given(Settings& out) const {
+    if (lease_ms_flag->count()) out.lease_ms = lease_ms;
+    if (invisibility_ms_flag->count()) out.invisibility_ms = invisibility_ms;
+    if (max_attempts_flag->count()) out.max_attempts = max_attempts;
+    if (retry_backoff_ms_flag->count()) out.retry_backoff_ms = retry_backoff_ms;
+    if (retry_backoff_max_ms_flag->count()) out.retry_backoff_max_ms = retry_backoff_max_ms;
+    if (dead_letter_queue_flag->count()) out.dead_letter_queue = dead_letter_queue;
+    if (retention_ms_flag->count()) out.retention_ms = retention_ms;
+    if (max_depth_flag->count()) out.max_depth = max_depth;
+    if (enqueue_paused_flag->count()) out.enqueue_paused = enqueue_paused;
+    if (dequeue_paused_flag->count()) out.dequeue_paused = dequeue_paused;
   }
 };
 
@@ -242,7 +251,7 @@ struct Args {
   std::string state;
   bool all = false;
 
-  std::string type = "simple";
+  std::string type;  // empty: not sent (a simple queue)
   std::string exclusivity_key;
   SettingFlags create_settings;
   SettingFlags update_settings;
@@ -293,8 +302,12 @@ void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
                      "exclusive queues: the metadata key whose value is exclusive");
   a.create_settings.AddTo(create);
   out.push_back({create, [&a](client::Client& c) {
-                   client::QueueSettings s = a.create_settings.values;
-                   s.type = a.type == "exclusive" ? p::QueueType::exclusive : p::QueueType::simple;
+                   client::QueueSettings s;
+                   a.create_settings.Given(s);
+                   if (!a.type.empty()) {
+                     s.type =
+                         a.type == "exclusive" ? p::QueueType::exclusive : p::QueueType::simple;
+                   }
                    s.exclusivity_key = a.exclusivity_key;
                    return PrintQueue(c.CreateQueue(a.queue, s));
                  }});
@@ -303,7 +316,9 @@ void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
   update->add_option("queue", a.queue, "queue name")->required();
   a.update_settings.AddTo(update);
   out.push_back({update, [&a](client::Client& c) {
-                   return PrintQueue(c.UpdateQueue(a.queue, a.update_settings.Update()));
+                   client::QueueSettingsUpdate u;
+                   a.update_settings.Given(u);
+                   return PrintQueue(c.UpdateQueue(a.queue, u));
                  }});
 
   CLI::App* get = app.add_subcommand("get-queue", "A queue's settings and counts.");

@@ -1,4 +1,4 @@
-// sundial-wal: inspects a Sundial data directory without changing it (SPEC §5; docs/tools.md).
+// sundial-wal: inspects a Sundial data directory without changing it (docs/tools.md).
 //
 //   sundial-wal verify DIR         checks every snapshot and segment; names the first bad record
 //   sundial-wal dump DIR           every record as one JSON object per line

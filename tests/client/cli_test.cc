@@ -1,6 +1,7 @@
 // The `sundial` CLI, run as a process (SUNDIAL_CLI): usage errors exit 2 before anything is
 // sent; a port where nothing listens exits 3; against the fake server, the requests it sends
-// carry the flags, its JSON lines carry SPEC's field names, a server error exits 1 with
+// carry the flags, its JSON lines carry the protocol's field names (docs/cli.md), a server error
+// exits 1 with
 // {"code","message"} on stderr, a garbage reply exits 1 with INTERNAL, and a token file makes
 // Auth the first request. Global flags work before and after the subcommand and from the
 // environment.
@@ -415,7 +416,10 @@ TEST(Cli, BrowsePrintsSummariesThenTheNextCursor) {
 TEST(Cli, CreateAndUpdateQueueMapTheSettingFlags) {
   auto queue_reply = [](uint64_t request_id) {
     return OkResponse(request_id, [](flatbuffers::FlatBufferBuilder& b) {
-      auto settings = p::CreateQueueSettingsDirect(b, p::QueueType::exclusive, "tenant", 1000);
+      // As the server does: every setting of the queue it describes.
+      auto settings =
+          p::CreateQueueSettingsDirect(b, p::QueueType::exclusive, "tenant", 1000, 0, 5, 1000,
+                                       300000, "jobs.dlq", 3600000, 0, false, true);
       auto counts = p::CreateStateCounts(b, 0, 2, 1, 0, 0, 0, 1);
       return std::pair{
           p::Result::QueueResult,
@@ -432,7 +436,7 @@ TEST(Cli, CreateAndUpdateQueueMapTheSettingFlags) {
           EXPECT_EQ(s->type(), p::QueueType::exclusive);
           EXPECT_EQ(Text(s->exclusivity_key()), "tenant");
           EXPECT_EQ(s->lease_ms(), 1000);
-          EXPECT_EQ(s->max_attempts(), 5u);  // not given: SPEC's default
+          EXPECT_FALSE(s->max_attempts().has_value()) << "not given: the server's default";
           EXPECT_EQ(Text(s->dead_letter_queue()), "jobs.dlq");
           EXPECT_TRUE(s->dequeue_paused());
         } else {

@@ -75,7 +75,7 @@ TEST_F(Requests, HeaderIsCarried) {
   EXPECT_EQ(Parse(bytes)->durability(), p::Durability::durable);
 }
 
-TEST_F(Requests, CreateQueueCarriesEverySetting) {
+TEST_F(Requests, CreateQueueCarriesTheSettingsSetAndNoDefaults) {
   QueueSettings s;
   s.type = QueueType::exclusive;
   s.exclusivity_key = "tenant";
@@ -93,11 +93,11 @@ TEST_F(Requests, CreateQueueCarriesEverySetting) {
   EXPECT_EQ(got->exclusivity_key()->str(), "tenant");
   EXPECT_EQ(got->lease_ms(), 1234);
   EXPECT_EQ(got->max_attempts(), 9u);
-  EXPECT_EQ(got->retry_backoff_ms(), 1000);  // the default
+  EXPECT_FALSE(got->retry_backoff_ms().has_value()) << "not set: the server's default, not sent";
   EXPECT_EQ(got->dead_letter_queue()->str(), "dlq");
   EXPECT_EQ(got->max_depth(), 100u);
-  EXPECT_TRUE(got->dequeue_paused());
-  EXPECT_FALSE(got->enqueue_paused());
+  EXPECT_EQ(got->dequeue_paused(), true);
+  EXPECT_FALSE(got->enqueue_paused().has_value());
 }
 
 TEST_F(Requests, UpdateQueueLeavesAbsentSettingsAbsent) {

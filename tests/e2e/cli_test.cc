@@ -1,7 +1,7 @@
 // Every `sundial` subcommand against a real sundiald (tests/e2e/server_process.h), checking the
-// rules of SPEC §2 as a CLI user sees them: JSON lines with SPEC's field names, exit codes
-// (0 ok, 1 server error with {"code","message"} on stderr, 2 usage, 3 unreachable), priority
-// order and FIFO ties, leases and stale tokens, idempotent complete and enqueue, retries,
+// rules of docs/semantics.md as a CLI user sees them: JSON lines with the protocol's field names,
+// exit codes (0 ok, 1 server error with {"code","message"} on stderr, 2 usage, 3 unreachable),
+// priority order and FIFO ties, leases and stale tokens, idempotent complete and enqueue, retries,
 // dead letters and redrive, exclusivity, browse paging, auth, and watch over WebSocket.
 #include <gtest/gtest.h>
 
@@ -90,7 +90,7 @@ TEST_F(CliE2E, QueueLifecycle) {
   EXPECT_EQ(Str(created[0].at("type")), "simple");
   EXPECT_EQ(Int(created[0].at("lease_ms")), 5000);
   EXPECT_EQ(Int(created[0].at("max_attempts")), 3);
-  EXPECT_EQ(Int(created[0].at("retention_ms")), 3600000);                     // SPEC §1's default
+  EXPECT_EQ(Int(created[0].at("retention_ms")), 3600000);  // the default (docs/semantics.md)
   Ok({"create-queue", "jobs", "--lease-ms", "5000", "--max-attempts", "3"});  // identical
   ServerError({"create-queue", "jobs", "--lease-ms", "6000"}, "ALREADY_EXISTS");
 

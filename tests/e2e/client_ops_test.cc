@@ -1,6 +1,6 @@
-// Every SPEC §3 operation through the client library against a real sundiald, checking the
-// rules of SPEC §2 that a client can see: priority order, leases and their tokens, attempts,
-// retries and dead letters, exclusivity, per-item batch answers, typed errors.
+// Every operation of docs/protocol.md through the client library against a real sundiald, checking
+// the rules of docs/semantics.md that a client can see: priority order, leases and their tokens,
+// attempts, retries and dead letters, exclusivity, per-item batch answers, typed errors.
 #include <gtest/gtest.h>
 
 #include <set>

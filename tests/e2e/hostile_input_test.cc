@@ -1,9 +1,9 @@
-// Bad input against a real sundiald (SPEC §3 "Errors", §5 binary TCP): random bytes, truncated,
-// oversized and empty frames, an unknown union member, vectors past their limits, invalid
-// UTF-8 and 10,000 metadata pairs. Each gets a typed error or a close; in every case a second
-// client, connected before the attack, still enqueues and dequeues afterwards, and the server
-// process is still running. The last test checks that the server's memory stays bounded under
-// a flood of garbage.
+// Bad input against a real sundiald (docs/protocol.md, "Errors" and "Binary TCP"): random bytes,
+// truncated, oversized and empty frames, an unknown union member, vectors past their limits,
+// invalid UTF-8 and 10,000 metadata pairs. Each gets a typed error or a close; in every case a
+// second client, connected before the attack, still enqueues and dequeues afterwards, and the
+// server process is still running. The last test checks that the server's memory stays bounded
+// under a flood of garbage.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The HTTP side of a real sundiald (SPEC §5, the server issue's metrics item): /healthz,
+// The HTTP side of a real sundiald (docs/operations.md, the server issue's metrics item): /healthz,
 // /readyz, the index page, 404 and 405, and /metrics reflecting what the server did
 // (operations by op and code, messages per queue and state, request and fsync histograms,
 // connections by transport, lease expirations).

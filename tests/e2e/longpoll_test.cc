@@ -109,8 +109,9 @@ TEST_F(LongPoll, AMessageDueSoonerThanEveryOtherTimerWakesTheTimerThread) {
   ASSERT_NE(async, nullptr);
   const Answer a = WaitFor(async.get(), "q", 20'000).get();
   ASSERT_EQ(OnlyId(a), "soon");
-  // Never early (SPEC §2): leased no sooner than its visible_at, enqueued_at + 200, both read
-  // on the server's clock (its milliseconds: a steady clock here would differ by a rounding).
+  // Never early (docs/semantics.md, "Time and timers"): leased no sooner than its visible_at,
+  // enqueued_at + 200, both read on the server's clock (its milliseconds: a steady clock here would
+  // differ by a rounding).
   const p::Message* m = a.reply->result<p::DequeueResult>()->messages()->Get(0);
   EXPECT_GE(m->updated_at() - m->enqueued_at(), 200);
 }

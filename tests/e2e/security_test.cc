@@ -1,6 +1,7 @@
-// Security and resource limits against a real sundiald (SPEC §5 "Auth", the server issue's
-// security item): --auth-token-file on TCP and on the WebSocket upgrade, --allowed-origins,
-// the refusal to listen beyond loopback without a token, slow-loris connections closed at
+// Security and resource limits against a real sundiald (docs/protocol.md "Authentication",
+// docs/operations.md "Security", the server issue's security item): --auth-token-file on TCP and on
+// the WebSocket upgrade, --allowed-origins, the refusal to listen beyond loopback without a token,
+// slow-loris connections closed at
 // --handshake-timeout-ms, --max-connections, and a client that never reads dropped at
 // --max-output-bytes.
 #include <fcntl.h>

@@ -1,6 +1,6 @@
-// WebSocket at /ws on a real sundiald (SPEC §5): binary frames carry the TCP protocol's
-// FlatBuffers, text frames their JSON form (protocol/json.h), malformed JSON gets a JSON error
-// and leaves the connection usable; subscribe streams an event per transition (filtered by
+// WebSocket at /ws on a real sundiald (docs/protocol.md, "WebSocket"): binary frames carry the TCP
+// protocol's FlatBuffers, text frames their JSON form (protocol/json.h), malformed JSON gets a JSON
+// error and leaves the connection usable; subscribe streams an event per transition (filtered by
 // metadata when asked) and a stats tick every second, and is refused over plain TCP.
 #include <gtest/gtest.h>
 

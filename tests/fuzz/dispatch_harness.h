@@ -18,6 +18,7 @@
 #include "engine/clock.h"
 #include "engine/engine.h"
 #include "protocol/sundial_generated.h"
+#include "protocol/verify.h"
 #include "server/dispatch.h"
 #include "wal/file.h"
 #include "wal/group_commit_log.h"
@@ -38,15 +39,6 @@ inline Engine::Options FuzzEngineOptions() {
 [[noreturn]] inline void Fail(const char* what, std::string_view detail = {}) {
   std::fprintf(stderr, "fuzz: %s %.*s\n", what, static_cast<int>(detail.size()), detail.data());
   std::abort();
-}
-
-// The verification the TCP and WebSocket sessions make before a request reaches the core.
-inline bool VerifyRequest(std::string_view bytes) {
-  flatbuffers::Verifier::Options vo;
-  vo.max_depth = 32;
-  vo.max_tables = 1'000'000;
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), vo);
-  return protocol::VerifyRequestBuffer(verifier);
 }
 
 class DispatchHarness {

@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
       Replace(&json, "$TOKEN", token);
       std::string bytes, error;
       if (!codec.FromJson(json, &bytes, &error)) fuzz::Fail("seed does not decode:", error);
-      if (!fuzz::VerifyRequest(bytes)) fuzz::Fail("seed does not verify:", json);
+      if (!protocol::VerifyRequest(bytes)) fuzz::Fail("seed does not verify:", json);
       p::AppendFrame(bytes, &frames);
       if (!texts.empty()) texts += '\x1e';
       texts += json;

@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     in.remove_prefix(consumed);
     aligned.assign(frame);
-    if (!fuzz::VerifyRequest(aligned)) break;  // the session refuses it and closes
+    if (!protocol::VerifyRequest(aligned)) break;  // the session refuses it and closes
     harness.Handle(aligned, server::Transport::kTcp);
   }
   harness.CheckRecovery();

@@ -26,7 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!requests->FromJson(text, &bytes, &error)) continue;
     // The parser stops at a NUL: a text with one that decodes was cut short, not parsed.
     if (text.find('\0') != std::string_view::npos) fuzz::Fail("a JSON text with a NUL decoded");
-    if (!fuzz::VerifyRequest(bytes)) continue;
+    if (!protocol::VerifyRequest(bytes)) continue;
     const std::string_view reply = harness.Handle(bytes, server::Transport::kWebSocket);
     // A reply echoes strings of the request; one that is not UTF-8 cannot be printed (the
     // session then sends {"error":"encoding"}), which is not a finding.

@@ -10,6 +10,7 @@
 #include "protocol/framing.h"
 #include "protocol/json.h"
 #include "protocol/sundial_generated.h"
+#include "protocol/verify.h"
 
 namespace sundial::protocol {
 namespace {
@@ -26,11 +27,6 @@ std::string BuildEnqueueRequest(uint64_t request_id) {
   b.Finish(CreateRequest(b, request_id, Durability::relaxed, Operation::Enqueue, op.Union()),
            RequestIdentifier());
   return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};
-}
-
-bool VerifyRequest(std::string_view bytes) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  return VerifyRequestBuffer(verifier);
 }
 
 TEST(Framing, FramesSplitAtEveryByteBoundary) {
@@ -114,6 +110,24 @@ TEST(Schema, TheVerifierRefusesTruncatedAndRandomBytesWithoutCrashing) {
     (void)VerifyRequest(flipped);
   }
   EXPECT_LT(accepted, 20);
+}
+
+// A FlatBuffer may point many vector slots at one table: a small buffer that would make a
+// reader visit a table a million times is refused by the table limit, not walked.
+TEST(Schema, TheVerifierRefusesATableReferencedMoreThanAMillionTimes) {
+  const auto build = [](size_t references) {
+    flatbuffers::FlatBufferBuilder b;
+    auto item = CreateEnqueueItemDirect(b, "m1", 5);
+    std::vector<flatbuffers::Offset<EnqueueItem>> items(references, item);
+    auto op = CreateEnqueueDirect(b, "emails", &items);
+    b.Finish(CreateRequest(b, 1, Durability::durable, Operation::Enqueue, op.Union()),
+             RequestIdentifier());
+    return std::string(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  };
+  EXPECT_TRUE(VerifyRequest(build(1000)));
+  const std::string amplified = build(1'000'001);
+  EXPECT_LT(amplified.size(), 5u << 20);  // within the default --max-frame-bytes
+  EXPECT_FALSE(VerifyRequest(amplified));
 }
 
 TEST(Json, ARequestRoundTripsThroughTheSchema) {

@@ -56,6 +56,32 @@ class DispatchTest : public ::testing::Test {
   std::string response_;
 };
 
+// The queue defaults are written once, in the engine (engine/types.h): a CreateQueue that leaves
+// settings out gets the engine's, and the reply describes the queue with every setting.
+TEST_F(DispatchTest, SettingsLeftOutOfACreateQueueAreTheEnginesDefaults) {
+  const auto* created = Run(R"({"request_id": 1, "op_type": "CreateQueue",
+      "op": {"name": "plain", "settings": {"max_attempts": 2}}})");
+  ASSERT_EQ(created->error(), nullptr);
+  const p::QueueSettings* got = created->result_as_QueueResult()->queue()->settings();
+  const QueueSettings defaults;
+  EXPECT_EQ(got->type(), static_cast<p::QueueType>(defaults.type));
+  EXPECT_EQ(got->max_attempts(), 2u);
+  EXPECT_EQ(got->lease_ms(), defaults.lease_ms);
+  EXPECT_EQ(got->invisibility_ms(), defaults.invisibility_ms);
+  EXPECT_EQ(got->retry_backoff_ms(), defaults.retry_backoff_ms);
+  EXPECT_EQ(got->retry_backoff_max_ms(), defaults.retry_backoff_max_ms);
+  EXPECT_EQ(got->retention_ms(), defaults.retention_ms);
+  EXPECT_EQ(got->max_depth(), defaults.max_depth);
+  EXPECT_EQ(got->enqueue_paused(), defaults.enqueue_paused);
+  EXPECT_EQ(got->dequeue_paused(), defaults.dequeue_paused);
+  // Without a settings table at all: every default, the same as an auto-created queue.
+  const auto* bare = Run(R"({"request_id": 2, "op_type": "CreateQueue", "op": {"name": "bare"}})");
+  ASSERT_EQ(bare->error(), nullptr);
+  EXPECT_EQ(bare->result_as_QueueResult()->queue()->settings()->lease_ms(), defaults.lease_ms);
+  EXPECT_EQ(bare->result_as_QueueResult()->queue()->settings()->max_attempts(),
+            defaults.max_attempts);
+}
+
 TEST_F(DispatchTest, EnqueueDequeueCompleteThroughTheProtocol) {
   const auto* created = Run(R"({"request_id": 1, "op_type": "CreateQueue",
       "op": {"name": "emails", "settings": {"lease_ms": 5000}}})");

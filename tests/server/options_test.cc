@@ -84,8 +84,9 @@ TEST_F(OptionsTest, MaxMemorySetsTheEngineBudget) {
 }
 
 TEST_F(OptionsTest, FlagsAreParsed) {
-  ParseResult r = Parse({"--port", "9000", "--fsync=interval:50", "--wal-repair", "--bind",
-                         "0.0.0.0", "--allowed-origins", "https://a.example,https://b.example"});
+  ParseResult r =
+      Parse({"--port", "9000", "--fsync=interval:50", "--wal-repair", "--bind", "0.0.0.0",
+             "--insecure-bind", "--allowed-origins", "https://a.example,https://b.example"});
   ASSERT_EQ(r.exit_code, -1) << r.message;
   EXPECT_EQ(r.options.port, 9000);
   EXPECT_EQ(r.options.log.policy, wal::FsyncPolicy::kInterval);
@@ -94,6 +95,21 @@ TEST_F(OptionsTest, FlagsAreParsed) {
   EXPECT_TRUE(r.options.bind_given);
   EXPECT_EQ(r.options.allowed_origins,
             (std::vector<std::string>{"https://a.example", "https://b.example"}));
+}
+
+TEST_F(OptionsTest, ListeningBeyondLoopbackNeedsATokenFileOrInsecureBind) {
+  for (const char* address : {"127.0.0.1", "127.8.9.10", "::1", "localhost"}) {
+    EXPECT_EQ(Parse({"--bind", address}).exit_code, -1) << address;
+  }
+  for (const char* address : {"0.0.0.0", "10.1.2.3", "::", "128.0.0.1"}) {
+    ParseResult r = Parse({"--bind", address});
+    EXPECT_EQ(r.exit_code, 2) << address;
+    EXPECT_NE(r.message.find("--auth-token-file"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find(address), std::string::npos) << r.message;
+    EXPECT_EQ(Parse({"--bind", address, "--insecure-bind"}).exit_code, -1) << address;
+    EXPECT_EQ(Parse({"--bind", address, "--auth-token-file", "/some/file"}).exit_code, -1)
+        << address;
+  }
 }
 
 TEST_F(OptionsTest, FlagsWinOverTheEnvironmentWhichWinsOverTheFile) {

@@ -1,6 +1,6 @@
 // The torture's checker: reads a whole history (tests/torture/history.h) and reports every
-// way the server broke SPEC's promises across the crashes in it, Jepsen-style (what the
-// clients were told against what the server held afterwards).
+// way the server broke its promises (docs/semantics.md) across the crashes in it, Jepsen-style
+// (what the clients were told against what the server held afterwards).
 //
 // The torture's settings make the model small: leases of one hour (none expires during a
 // run: a lease ends only by complete, fail or cancel) except those of `dequeue-short`, which

@@ -68,20 +68,21 @@ export function total(c) {
   return t;
 }
 
-// A queue's settings with the schema's defaults filled in.
+// A queue's settings as the server describes them: it sends every setting (the defaults live in
+// one place, the engine's; docs/semantics.md, "Queues"), so nothing is filled in here.
 export function settings(s) {
   s = s || {};
   return {
     type: s.type || 'simple',
     exclusivity_key: s.exclusivity_key || '',
-    lease_ms: s.lease_ms ?? 30000,
-    invisibility_ms: s.invisibility_ms || 0,
-    max_attempts: s.max_attempts ?? 5,
-    retry_backoff_ms: s.retry_backoff_ms ?? 1000,
-    retry_backoff_max_ms: s.retry_backoff_max_ms ?? 300000,
+    lease_ms: s.lease_ms,
+    invisibility_ms: s.invisibility_ms,
+    max_attempts: s.max_attempts,
+    retry_backoff_ms: s.retry_backoff_ms,
+    retry_backoff_max_ms: s.retry_backoff_max_ms,
     dead_letter_queue: s.dead_letter_queue || '',
-    retention_ms: s.retention_ms ?? 3600000,
-    max_depth: s.max_depth || 0,
+    retention_ms: s.retention_ms,
+    max_depth: s.max_depth,
     enqueue_paused: !!s.enqueue_paused,
     dequeue_paused: !!s.dequeue_paused,
   };

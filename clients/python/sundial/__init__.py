@@ -1,4 +1,4 @@
-"""Sundial's Python client and worker (SPEC §6; docs/clients/python.md).
+"""Sundial's Python client and worker (docs/clients/python.md).
 
     from sundial import Client, AsyncClient, Worker, SundialError
 

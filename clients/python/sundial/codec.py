@@ -41,7 +41,7 @@ FILE_IDENTIFIER = b"SUND"
 HEADER = struct.Struct("<I")
 # Largest reply frame accepted (1000 messages of 1 MiB fit), as in the C++ client.
 MAX_REPLY_BYTES = 1 << 30
-MAX_BATCH = 1000  # items per Enqueue / Complete request (SPEC §3)
+MAX_BATCH = 1000  # items per Enqueue / Complete request (docs/protocol.md)
 
 DURABLE, RELAXED = 0, 1
 DURABILITIES = {"durable": DURABLE, "relaxed": RELAXED}

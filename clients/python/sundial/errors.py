@@ -1,4 +1,4 @@
-"""SundialError: every failure the client reports, typed by SPEC §3's code names."""
+"""SundialError: every failure the client reports, typed by the protocol's code names (docs/protocol.md)."""
 
 # The protocol's Code enum, by value (protocol/sundial.fbs). Kept as names here so that an
 # error can be raised before the generated module is imported (address parsing, arguments).
@@ -18,7 +18,7 @@ CODES = (
 class SundialError(Exception):
     """An error from the server, or one the client detected itself.
 
-    ``code`` is one of SPEC §3's names (``"NOT_FOUND"``, ``"FAILED_PRECONDITION"``, ...);
+    ``code`` is one of the protocol's code names (``"NOT_FOUND"``, ``"FAILED_PRECONDITION"``, ...);
     ``message`` is the text, which names the offending field or limit. ``origin`` says where it
     came from:
 

@@ -1,4 +1,4 @@
-"""The methods Client and AsyncClient share: SPEC §3's operations, named as in SPEC §6.
+"""The methods Client and AsyncClient share: the operations of docs/protocol.md, named as in docs/clients/python.md.
 
 Each method checks its arguments, makes the request (codec.py) and hands it to
 ``self._execute``: Client's sends it and returns the value; AsyncClient wraps every method
@@ -22,7 +22,7 @@ class Operations:
     # ---- Queues --------------------------------------------------------------------------
 
     def create_queue(self, name, *, timeout=None, durability=None, **settings):
-        """Creates a queue; returns it (``Queue``). Settings are SPEC §1's: ``type``
+        """Creates a queue; returns it (``Queue``). Settings are named as in docs/semantics.md: ``type``
         ("simple" or "exclusive"), ``exclusivity_key``, ``lease_ms``, ``invisibility_ms``,
         ``max_attempts``, ``retry_backoff_ms``, ``retry_backoff_max_ms``,
         ``dead_letter_queue``, ``retention_ms``, ``max_depth``, ``enqueue_paused``,

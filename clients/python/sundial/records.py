@@ -1,4 +1,4 @@
-"""The values the client returns: plain objects with SPEC's field names (snake_case).
+"""The values the client returns: plain objects with the protocol's field names (snake_case).
 
 Every one has ``as_dict()``, equality by value and a readable ``repr``. Times are ms since the
 Unix epoch; states are strings (``"pending"``, ``"running"``, ...).
@@ -100,7 +100,7 @@ class Counts(Record):
 
 
 class Queue(Record):
-    """A queue: its settings (SPEC §1's names), per-state ``counts``, the age of the oldest
+    """A queue: its settings (named as in docs/semantics.md), per-state ``counts``, the age of the oldest
     pending message and the memory it holds."""
 
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",

@@ -1,0 +1,552 @@
+// Client: the promise-based, pipelined client of sundiald's binary TCP protocol
+// (docs/clients/typescript.md has the user's view; docs/protocol.md the wire).
+//
+// One connection, shared by every call: each call writes its request and awaits its own reply,
+// matched by request_id, so any number are in flight and a long-poll dequeue holds back nobody.
+// enqueueBatch and completeBatch send their requests of 1000 items back to back.
+//
+// Connecting is lazy and repeated, with the Python client's rules: the first call connects;
+// after the connection is lost the next call connects again, retrying with backoff (50 ms
+// doubling to 2 s, jittered) until that call's deadline, trying the addresses in turn. Requests
+// that were never written, and reads, are sent again on the new connection; a mutation that was
+// written when the connection broke fails with UNAVAILABLE (origin "connection"): it may or may
+// not have been applied, and only the caller knows whether repeating it is safe. A refused token
+// or certificate fails at once (no retry fixes it).
+//
+// Deadlines: every call has one (timeout_ms, default the client's, plus a long poll's wait_ms).
+// When it passes the call fails with UNAVAILABLE; the connection stays open and a late reply is
+// dropped.
+
+import {
+  Address,
+  DEFAULT_HTTP_PORT,
+  formatAddress,
+  parseAddress,
+  parseAddresses,
+} from "./address";
+import * as codec from "./codec";
+import type { Batch, Call, CompleteItem, Durability, EnqueueItem, Payload, SubscribeOptions } from "./codec";
+import { Connection, ConnectError, TransportOptions, openSocket, readCaFile } from "./connection";
+import { SundialError, invalidArgument, unavailable } from "./errors";
+import type {
+  BrowsePage,
+  Counts,
+  EnqueueResult,
+  Explanation,
+  FailResult,
+  Health,
+  Message,
+  Metadata,
+  Queue,
+  QueueSettings,
+  QueueSettingsUpdate,
+  State,
+  Stats,
+} from "./records";
+import { Watch } from "./watch";
+
+export const DEFAULT_TIMEOUT_MS = 10_000;
+const RECONNECT_INITIAL_MS = 50;
+const RECONNECT_MAX_MS = 2_000;
+
+export interface ClientOptions {
+  /** The server's shared token (sundiald --auth-token-file), sent in an Auth request on every new connection. */
+  token?: string;
+  /** TLS on both ports (sundiald --tls-cert/--tls-key); the certificate must chain to ca_file. */
+  tls?: boolean;
+  /** PEM CA certificates for the server's certificate; absent: Node's bundled CAs. Implies nothing without `tls`. */
+  ca_file?: string;
+  /** The name the server's certificate must show; absent: the host of the address. */
+  server_name?: string;
+  /** The default deadline of a call, in ms (a long poll adds its wait_ms). */
+  timeout_ms?: number;
+  /** The default of mutating calls: "durable" (after the server's fsync) or "relaxed" (before it). */
+  durability?: Durability;
+  /** The HTTP/WebSocket port for watch(): "host:port"; absent: the first address's host, port 7401. */
+  http_addr?: string;
+}
+
+const CLIENT_KEYS = ["token", "tls", "ca_file", "server_name", "timeout_ms", "durability", "http_addr"] as const;
+
+/** Every method takes timeout_ms (ms; default: the client's). */
+export interface CallOptions {
+  timeout_ms?: number;
+}
+/** Mutating methods also take durability. */
+export interface MutationOptions extends CallOptions {
+  durability?: Durability;
+}
+export interface EnqueueOptions extends Omit<EnqueueItem, "payload">, MutationOptions {}
+export interface DequeueOptions extends MutationOptions {
+  /** 1–1000 messages (default 1). */
+  max?: number;
+  /** The lease length; absent: the queue's lease_ms. */
+  lease_ms?: number;
+  /** Metadata pairs every message must hold (up to 4). */
+  filter?: Metadata;
+  /** A long poll of up to 60000 ms: answered as soon as a message is dequeueable, else [] at the end. */
+  wait_ms?: number;
+}
+export interface CompleteOptions extends MutationOptions {
+  /**
+   * The message's result. The server does not store results yet: until the protocol's Complete
+   * carries one, a result is refused with INVALID_ARGUMENT (docs/clients/typescript.md#results).
+   */
+  result?: Payload;
+}
+export interface FailOptions extends MutationOptions {
+  /** The message's last_error (the server keeps 1 KiB). */
+  error?: string;
+  /** Retry after this long instead of the queue's backoff. */
+  retry_delay_ms?: number;
+}
+export interface ReprioritizeOptions extends MutationOptions {
+  priority?: number | bigint;
+  visible_at?: number | bigint;
+}
+export interface BrowseOptions extends CallOptions {
+  state?: State;
+  filter?: Metadata;
+  cursor?: string;
+  /** 1–1000 (default 100). */
+  limit?: number;
+}
+export interface CountOptions extends CallOptions {
+  filter?: Metadata;
+}
+export interface WatchOptions extends SubscribeOptions, CallOptions {}
+
+const CALL_KEYS = ["timeout_ms"] as const;
+const MUTATION_KEYS = ["timeout_ms", "durability"] as const;
+
+function now(): number {
+  return performance.now();
+}
+
+function positive(name: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw invalidArgument(`${name}: must be a number of ms above 0, not ${String(value)}`);
+  }
+  return value;
+}
+
+/** Errors after which the connect loop stops at once: retrying cannot fix them. */
+const fatalConnectErrors = new WeakSet<SundialError>();
+
+export class Client {
+  /** Every address given, in order. */
+  readonly addresses: readonly string[];
+  private readonly targets: Address[];
+  private current = 0; // the address connected to, or to try first
+  private readonly token: string | undefined;
+  private readonly transport: TransportOptions;
+  private readonly timeoutMs: number;
+  private readonly durability: Durability;
+  private readonly httpAddress: Address;
+  private nextId = 1;
+  private conn: Connection | null = null;
+  private connecting: Promise<Connection> | null = null;
+  private connectingDeadline = 0;
+  private lastConnectError = "";
+  private isClosed = false;
+  private wakeBackoff: (() => void) | null = null;
+
+  /**
+   * `addr`: "host:port" (or "host", ":port", "[v6]:port"), a list of them, or "a:7400,b:7400".
+   * Bad arguments throw INVALID_ARGUMENT at once; the network is not touched until a call.
+   */
+  constructor(addr: string | readonly string[] | Address = "127.0.0.1:7400", options: ClientOptions = {}) {
+    const o = codec.checkKeys("Client options", options, CLIENT_KEYS);
+    this.targets = parseAddresses(addr);
+    this.addresses = this.targets.map(formatAddress);
+    if (o.token !== undefined && typeof o.token !== "string") throw invalidArgument("token: must be a string");
+    this.token = o.token as string | undefined;
+    if (o.tls !== undefined && typeof o.tls !== "boolean") throw invalidArgument("tls: must be a boolean");
+    if (o.ca_file !== undefined && !o.tls) throw invalidArgument("ca_file: given without tls: true");
+    this.transport = {
+      tls: o.tls === true,
+      ca: o.ca_file === undefined ? undefined : readCaFile(o.ca_file),
+      servername: o.server_name === undefined ? undefined : codec.str("server_name", o.server_name),
+    };
+    this.timeoutMs = o.timeout_ms === undefined ? DEFAULT_TIMEOUT_MS : positive("timeout_ms", o.timeout_ms);
+    this.durability = o.durability === undefined ? "durable" : codec.checkDurability(o.durability);
+    this.httpAddress =
+      o.http_addr === undefined
+        ? { host: this.targets[0]!.host, port: DEFAULT_HTTP_PORT }
+        : parseAddress(o.http_addr, DEFAULT_HTTP_PORT);
+  }
+
+  /** The address in use (or to be tried first). */
+  get address(): string {
+    return this.addresses[this.current]!;
+  }
+
+  /** Whether a connection is open now. */
+  get connected(): boolean {
+    return this.conn !== null && !this.conn.closed;
+  }
+
+  /** Closes the connection; calls in flight and later calls fail with UNAVAILABLE. */
+  async close(): Promise<void> {
+    this.isClosed = true;
+    this.wakeBackoff?.();
+    const conn = this.conn;
+    this.conn = null;
+    conn?.close(unavailable(`${conn.address}: the client is closed`));
+  }
+
+  // ---- Queues ------------------------------------------------------------------------------
+
+  /** Creates a queue (docs/semantics.md's settings); again with identical settings: the queue; other ones: ALREADY_EXISTS. */
+  createQueue(name: string, settings?: QueueSettings, options?: MutationOptions): Promise<Queue> {
+    return this.run(() => codec.createQueue(name, settings), options, MUTATION_KEYS);
+  }
+
+  /** Changes the given settings (not type or exclusivity_key; dead_letter_queue "" removes it). */
+  updateQueue(name: string, settings: QueueSettingsUpdate, options?: MutationOptions): Promise<Queue> {
+    return this.run(() => codec.updateQueue(name, settings), options, MUTATION_KEYS);
+  }
+
+  getQueue(name: string, options?: CallOptions): Promise<Queue> {
+    return this.run(() => codec.getQueue(name), options, CALL_KEYS);
+  }
+
+  /** Every queue, sorted by name. */
+  listQueues(options?: CallOptions): Promise<Queue[]> {
+    return this.run(() => codec.listQueues(), options, CALL_KEYS);
+  }
+
+  /** Removes the queue and all its messages. */
+  deleteQueue(name: string, options?: MutationOptions): Promise<void> {
+    return this.run(() => codec.deleteQueue(name), options, MUTATION_KEYS);
+  }
+
+  /** Removes the messages in the given states; resolves with how many. */
+  purgeQueue(name: string, states: State | State[], options?: MutationOptions): Promise<number> {
+    return this.run(() => codec.purgeQueue(name, states), options, MUTATION_KEYS);
+  }
+
+  // ---- Messages ----------------------------------------------------------------------------
+
+  /**
+   * Puts one message (a missing queue is created with the defaults). `payload`: a Buffer,
+   * Uint8Array or string (sent as UTF-8). Rejects with the item's error.
+   */
+  enqueue(queue: string, payload?: Payload, options?: EnqueueOptions): Promise<EnqueueResult> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("enqueue options", options, [...codec.ITEM_KEYS.filter((k) => k !== "payload"), ...MUTATION_KEYS]);
+      const call = codec.enqueue(queue, { ...o, payload, timeout_ms: undefined, durability: undefined });
+      return this.execute(call, o.timeout_ms, o.durability);
+    });
+  }
+
+  /**
+   * Puts many messages, 1000 to a request, the requests pipelined. One EnqueueResult per item,
+   * in order; an item the server refused has its SundialError in `.error` (the others are enqueued).
+   */
+  enqueueBatch(queue: string, items: EnqueueItem[], options?: MutationOptions): Promise<EnqueueResult[]> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("enqueueBatch options", options, MUTATION_KEYS);
+      return this.executeBatch(codec.enqueueBatch(queue, items), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** Leases up to `max` pending messages, earliest priority first; each `running` with its lease_token. */
+  dequeue(queue: string, options?: DequeueOptions): Promise<Message[]> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", ...MUTATION_KEYS]);
+      return this.execute(codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** Marks a leased message completed. A stale or expired token: FAILED_PRECONDITION; a repeat that succeeded: succeeds. */
+  complete(queue: string, id: string, lease_token: number | bigint, options?: CompleteOptions): Promise<void> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("complete options", options, ["result", ...MUTATION_KEYS]);
+      return this.execute(codec.complete(queue, id, lease_token, o.result), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** Completes many ({id, lease_token}); per item null (done) or its SundialError. */
+  completeBatch(queue: string, items: CompleteItem[], options?: MutationOptions): Promise<(SundialError | null)[]> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("completeBatch options", options, MUTATION_KEYS);
+      for (const item of items ?? []) {
+        if (item && (item as CompleteItem).result !== undefined) {
+          throw invalidArgument("result: this server's protocol has no results yet (docs/clients/typescript.md#results)");
+        }
+      }
+      return this.executeBatch(codec.completeBatch(queue, items), o.timeout_ms, o.durability);
+    });
+  }
+
+  /**
+   * Gives a leased message back after a failed attempt: `error` becomes its last_error; it is
+   * retried after retry_delay_ms or the queue's backoff, or errored (or dead-lettered) when its
+   * attempts are spent.
+   */
+  fail(queue: string, id: string, lease_token: number | bigint, options?: FailOptions): Promise<FailResult> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("fail options", options, ["error", "retry_delay_ms", ...MUTATION_KEYS]);
+      return this.execute(codec.fail(queue, id, lease_token, o.error, o.retry_delay_ms), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** The lease now ends lease_ms from now; resolves with the new lease_expires_at. */
+  extend(queue: string, id: string, lease_token: number | bigint, lease_ms: number, options?: MutationOptions): Promise<number> {
+    return this.run(() => codec.extend(queue, id, lease_token, lease_ms), options, MUTATION_KEYS);
+  }
+
+  /** Cancels one message (rejects with its error), a list (per-id errors), or every match of a filter (the count). */
+  cancel(queue: string, id: string, options?: MutationOptions): Promise<void>;
+  cancel(queue: string, ids: string[], options?: MutationOptions): Promise<(SundialError | null)[]>;
+  cancel(queue: string, selector: { filter: Metadata }, options?: MutationOptions): Promise<number>;
+  cancel(queue: string, selector: string | string[] | { filter: Metadata }, options?: MutationOptions): Promise<unknown> {
+    return this.run(() => codec.cancel(queue, selector), options, MUTATION_KEYS);
+  }
+
+  /** Changes an invisible or pending message's priority and/or visible_at (its new version), or every match of a filter (the count). */
+  reprioritize(queue: string, id: string, options: ReprioritizeOptions): Promise<number>;
+  reprioritize(queue: string, selector: { filter: Metadata }, options: ReprioritizeOptions): Promise<number>;
+  reprioritize(queue: string, selector: string | { filter: Metadata }, options: ReprioritizeOptions): Promise<number> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("reprioritize options", options, ["priority", "visible_at", ...MUTATION_KEYS]);
+      return this.execute(codec.reprioritize(queue, selector, o.priority, o.visible_at), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** Moves errored messages back to pending (attempts 0): one id, a list, {all: true} or {filter} (the count). */
+  redrive(queue: string, id: string, options?: MutationOptions): Promise<void>;
+  redrive(queue: string, ids: string[], options?: MutationOptions): Promise<(SundialError | null)[]>;
+  redrive(queue: string, selector: { all: true } | { filter: Metadata }, options?: MutationOptions): Promise<number>;
+  redrive(
+    queue: string,
+    selector: string | string[] | { all: true } | { filter: Metadata },
+    options?: MutationOptions,
+  ): Promise<unknown> {
+    return this.run(() => codec.redrive(queue, selector), options, MUTATION_KEYS);
+  }
+
+  /** The whole message, in any state until retention removes it. */
+  get(queue: string, id: string, options?: CallOptions): Promise<Message> {
+    return this.run(() => codec.get(queue, id), options, CALL_KEYS);
+  }
+
+  /** Messages in one state (default pending), in dequeue order, a page at a time. */
+  browse(queue: string, options?: BrowseOptions): Promise<BrowsePage> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("browse options", options, ["state", "filter", "cursor", "limit", ...CALL_KEYS]);
+      return this.execute(codec.browse(queue, o.state, o.filter, o.cursor, o.limit), o.timeout_ms);
+    });
+  }
+
+  /** Messages per state, and blocked; with a filter, the matches only. */
+  count(queue: string, options?: CountOptions): Promise<Counts> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("count options", options, ["filter", ...CALL_KEYS]);
+      return this.execute(codec.count(queue, o.filter), o.timeout_ms);
+    });
+  }
+
+  /** Why a message (or a dequeue with {filter}) is or is not dequeueable now. */
+  explain(queue: string, selector: string | { filter: Metadata }, options?: CallOptions): Promise<Explanation> {
+    return this.run(() => codec.explain(queue, selector), options, CALL_KEYS);
+  }
+
+  // ---- Server ------------------------------------------------------------------------------
+
+  stats(options?: CallOptions): Promise<Stats> {
+    return this.run(() => codec.stats(), options, CALL_KEYS);
+  }
+
+  health(options?: CallOptions): Promise<Health> {
+    return this.run(() => codec.health(), options, CALL_KEYS);
+  }
+
+  /**
+   * Subscribes to a queue's events ("*": every queue) over WebSocket on the HTTP port
+   * (docs/protocol.md#subscriptions): an async iterable of MessageEvent and StatsTick.
+   */
+  watch(queue: string = "*", options: WatchOptions = {}): Watch {
+    const o = codec.checkKeys("watch options", options, [...codec.SUBSCRIBE_KEYS, ...CALL_KEYS]);
+    const subscribe = codec.subscribe(queue, o as SubscribeOptions);
+    const timeoutMs = o.timeout_ms === undefined ? this.timeoutMs : positive("timeout_ms", o.timeout_ms);
+    return new Watch(this.httpAddress, this.transport, this.token, subscribe, timeoutMs);
+  }
+
+  // ---- Calling -----------------------------------------------------------------------------
+
+  /** Checks the options and runs the Call that `make` builds; argument errors reject the promise. */
+  private run<T>(make: () => Call<T>, options: unknown, keys: readonly string[]): Promise<T> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("options", options, keys);
+      return this.execute(make(), o.timeout_ms, o.durability);
+    });
+  }
+
+  private async runWith<T>(body: () => Promise<T>): Promise<T> {
+    return body();
+  }
+
+  /** @internal Sends one Call (again on a new connection when that is safe) and decodes its reply (the Worker's path). */
+  async execute<T>(call: Call<T>, timeoutMs?: unknown, durability?: unknown): Promise<T> {
+    const timeout = timeoutMs === undefined ? this.timeoutMs : positive("timeout_ms", timeoutMs);
+    const d = durability === undefined ? this.durability : codec.checkDurability(durability);
+    const deadline = now() + timeout + call.waitMs;
+    for (;;) {
+      const conn = this.conn !== null && !this.conn.closed ? this.conn : await this.connection(deadline);
+      const id = this.nextId++;
+      const outcome = await conn.call(id, codec.encode(call, id, d), deadline - now(), call.name);
+      if (outcome.error !== null) {
+        const error = outcome.error;
+        if (outcome.timedOut) {
+          throw unavailable(`${call.name}: no reply from ${conn.address} within ${(timeout + call.waitMs) / 1000} s`);
+        }
+        const retry =
+          error.code === "UNAVAILABLE" && error.origin === "connection" && (!outcome.sent || !call.mutates) && !this.isClosed;
+        if (retry && now() < deadline) continue; // not applied, or harmless to repeat: on a new connection
+        throw error;
+      }
+      const refused = codec.replyError(outcome.response!);
+      if (refused !== null) throw refused;
+      return call.decode(outcome.response!);
+    }
+  }
+
+  /** Sends every Call of a batch at once on one connection; the first error rejects. */
+  private async executeBatch<V, T>(batch: Batch<V, T>, timeoutMs?: unknown, durability?: unknown): Promise<T> {
+    const timeout = timeoutMs === undefined ? this.timeoutMs : positive("timeout_ms", timeoutMs);
+    const d = durability === undefined ? this.durability : codec.checkDurability(durability);
+    if (batch.calls.length === 0) return batch.combine([]);
+    const deadline = now() + timeout;
+    const conn = this.conn !== null && !this.conn.closed ? this.conn : await this.connection(deadline);
+    const sent = batch.calls.map((call) => {
+      const id = this.nextId++;
+      return conn.call(id, codec.encode(call, id, d), deadline - now(), call.name);
+    });
+    const values: V[] = [];
+    for (let i = 0; i < sent.length; i++) {
+      const outcome = await sent[i]!;
+      if (outcome.error !== null) {
+        if (outcome.timedOut) {
+          throw unavailable(`${batch.calls[i]!.name}: no reply from ${conn.address} within ${timeout / 1000} s`);
+        }
+        throw outcome.error;
+      }
+      const refused = codec.replyError(outcome.response!);
+      if (refused !== null) throw refused;
+      values.push(batch.calls[i]!.decode(outcome.response!));
+    }
+    return batch.combine(values);
+  }
+
+  // ---- Connecting --------------------------------------------------------------------------
+
+  /** The live connection, made (with backoff) if there is none, by `deadline`. */
+  private async connection(deadline: number): Promise<Connection> {
+    for (;;) {
+      if (this.isClosed) throw unavailable(`${this.address}: the client is closed`);
+      if (this.conn !== null && !this.conn.closed) return this.conn;
+      if (this.connecting === null) {
+        const attempt = this.connectLoop(deadline);
+        this.connecting = attempt;
+        this.connectingDeadline = deadline;
+        const clear = () => {
+          if (this.connecting === attempt) this.connecting = null;
+        };
+        attempt.then(clear, clear);
+      }
+      try {
+        // The attempt ends by its own deadline; a call with an earlier one stops waiting sooner.
+        if (deadline >= this.connectingDeadline) return await this.connecting;
+        return await withDeadline(this.connecting, deadline, () =>
+          unavailable(`${this.address}: cannot connect: ${this.lastConnectError || "the deadline passed"}`),
+        );
+      } catch (e) {
+        // Another call's attempt may have ended at its own, earlier deadline: try again by ours.
+        if (fatalConnectErrors.has(e as SundialError) || now() >= deadline || this.isClosed) throw e;
+      }
+    }
+  }
+
+  private async connectLoop(deadline: number): Promise<Connection> {
+    let delay = RECONNECT_INITIAL_MS;
+    let last = "";
+    for (;;) {
+      for (let k = 0; k < this.targets.length; k++) {
+        if (this.isClosed) throw unavailable(`${this.address}: the client is closed`);
+        const index = (this.current + k) % this.targets.length;
+        const remaining = deadline - now();
+        if (remaining <= 0) throw unavailable(last || `${this.addresses[index]}: cannot connect: the deadline passed`);
+        try {
+          const conn = await this.connectTo(index, remaining);
+          if (this.isClosed) {
+            conn.close();
+            throw unavailable(`${this.address}: the client is closed`);
+          }
+          this.current = index;
+          this.conn = conn;
+          return conn;
+        } catch (e) {
+          if (e instanceof ConnectError) {
+            if (e.fatal) throw fatal(unavailable(e.message));
+            last = e.message;
+            this.lastConnectError = last;
+          } else {
+            throw e;
+          }
+        }
+      }
+      const remaining = deadline - now();
+      if (remaining <= 0) throw unavailable(last || `${this.address}: cannot connect: the deadline passed`);
+      // Backoff with jitter, bounded by the deadline; close() cuts it short.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, Math.min(delay * (0.5 + Math.random() / 2), remaining));
+        this.wakeBackoff = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeBackoff = null;
+      delay = Math.min(delay * 2, RECONNECT_MAX_MS);
+    }
+  }
+
+  /** One connection to targets[index], authenticated; ConnectError when it cannot be made. */
+  private async connectTo(index: number, timeoutMs: number): Promise<Connection> {
+    const start = now();
+    const socket = await openSocket(this.targets[index]!, this.transport, timeoutMs);
+    const conn = new Connection(socket, this.addresses[index]!);
+    if (this.token === undefined) return conn;
+    const id = this.nextId++;
+    const outcome = await conn.call(id, codec.encode(codec.auth(this.token), id, "durable"), timeoutMs - (now() - start), "auth");
+    const error = outcome.error ?? codec.replyError(outcome.response!);
+    if (error === null) return conn;
+    conn.close();
+    // A refused token is the server's word (with request_id 0 it closes the connection too).
+    if (error.code === "UNAUTHENTICATED") throw fatal(error);
+    throw new ConnectError(error.message, false);
+  }
+}
+
+function fatal(error: SundialError): SundialError {
+  fatalConnectErrors.add(error);
+  return error;
+}
+
+/** `promise`, or the error of `onTimeout()` once `deadline` (performance.now() ms) passes. */
+function withDeadline<T>(promise: Promise<T>, deadline: number, onTimeout: () => Error): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(onTimeout()), Math.max(deadline - now(), 0));
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

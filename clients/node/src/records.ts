@@ -1,0 +1,209 @@
+// The values the client returns: plain objects with the protocol's field names (snake_case, as
+// docs/protocol.md spells them). Times are ms since the Unix epoch (0 when unset); states are
+// strings. 64-bit integers are JavaScript numbers: lease tokens are below 2^53 by the server's
+// rule, and docs/protocol.md#the-json-form asks JavaScript users to keep priorities within
+// ±2^53 (a priority beyond that is read rounded).
+
+import type { SundialError } from "./errors";
+
+export const STATES = ["invisible", "pending", "running", "completed", "canceled", "errored"] as const;
+export type State = (typeof STATES)[number];
+
+export const QUEUE_TYPES = ["simple", "exclusive"] as const;
+export type QueueType = (typeof QUEUE_TYPES)[number];
+
+export const EXPLAIN_REASONS = [
+  "dequeueable",
+  "invisible",
+  "exclusivity_held",
+  "queue_paused",
+  "no_match",
+  "attempts_spent",
+  "running",
+  "terminal",
+] as const;
+export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
+
+/** Metadata, and filters: string keys to string values. */
+export type Metadata = Record<string, string>;
+
+/** A message as dequeue and get return it. */
+export interface Message {
+  queue: string;
+  id: string;
+  priority: number;
+  payload: Buffer;
+  metadata: Metadata;
+  state: State;
+  attempts: number;
+  max_attempts: number;
+  /** Invisible only: when it becomes pending. */
+  visible_at: number;
+  /** Running: the lease that complete, fail and extend must present (completed: the one that completed it). */
+  lease_token: number;
+  /** Running only. */
+  lease_expires_at: number;
+  version: number;
+  enqueued_at: number;
+  updated_at: number;
+  last_error: string;
+}
+
+/** One enqueued message. `duplicate`: the same id with identical content existed (nothing changed). */
+export interface EnqueueResult {
+  id: string;
+  version: number;
+  duplicate: boolean;
+  /** enqueueBatch only: this item's error (the others were enqueued); else null. */
+  error: SundialError | null;
+}
+
+/** Messages per state, and `blocked`: pending ones whose exclusivity value is leased. */
+export interface Counts {
+  invisible: number;
+  pending: number;
+  running: number;
+  completed: number;
+  canceled: number;
+  errored: number;
+  blocked: number;
+}
+
+/** A queue's settings (docs/semantics.md), as createQueue takes them. */
+export interface QueueSettings {
+  type?: QueueType;
+  exclusivity_key?: string;
+  lease_ms?: number;
+  invisibility_ms?: number;
+  max_attempts?: number;
+  retry_backoff_ms?: number;
+  retry_backoff_max_ms?: number;
+  dead_letter_queue?: string;
+  retention_ms?: number;
+  max_depth?: number;
+  enqueue_paused?: boolean;
+  dequeue_paused?: boolean;
+}
+
+/** What updateQueue may change: every setting but `type` and `exclusivity_key`. */
+export type QueueSettingsUpdate = Omit<QueueSettings, "type" | "exclusivity_key">;
+
+/** A queue: its settings, per-state counts, the age of its oldest pending message, its memory. */
+export interface Queue {
+  name: string;
+  type: QueueType;
+  /** null unless exclusive. */
+  exclusivity_key: string | null;
+  lease_ms: number;
+  invisibility_ms: number;
+  max_attempts: number;
+  retry_backoff_ms: number;
+  retry_backoff_max_ms: number;
+  /** null when it has none. */
+  dead_letter_queue: string | null;
+  retention_ms: number;
+  max_depth: number;
+  enqueue_paused: boolean;
+  dequeue_paused: boolean;
+  counts: Counts;
+  oldest_pending_age_ms: number;
+  memory_bytes: number;
+}
+
+/** What fail did: the new state, visible_at when invisible, the dead-letter queue if it moved there. */
+export interface FailResult {
+  state: State;
+  visible_at: number;
+  dead_letter_queue: string | null;
+}
+
+/** A message as browse lists it (no payload or metadata). */
+export interface MessageSummary {
+  id: string;
+  priority: number;
+  state: State;
+  attempts: number;
+  version: number;
+  visible_at: number;
+  lease_expires_at: number;
+  enqueued_at: number;
+  updated_at: number;
+}
+
+/** One page of browse; `next_cursor` is "" at the end. */
+export interface BrowsePage {
+  messages: MessageSummary[];
+  next_cursor: string;
+}
+
+/** Why a message (or a dequeue with a filter) is or is not dequeueable now (docs/protocol.md#explain). */
+export interface Explanation {
+  reason: ExplainReason;
+  id: string;
+  state: State;
+  until: number;
+  lease_token: number;
+  exclusivity_value: string;
+  attempts: number;
+}
+
+/** The server's figures (docs/protocol.md#stats). */
+export interface Stats {
+  uptime_ms: number;
+  queues: number;
+  messages: Counts;
+  memory_bytes: number;
+  memory_budget_bytes: number;
+  connections: number;
+  wal_next_lsn: number;
+  wal_durable_lsn: number;
+  wal_fsyncs: number;
+  wal_fsync_mean_us: number;
+  wal_bytes: number;
+  wal_failed: boolean;
+}
+
+/** live, ready, and why not ready. */
+export interface Health {
+  live: boolean;
+  ready: boolean;
+  reason: string;
+}
+
+// ---- Subscription events (watch) --------------------------------------------------------------
+
+/** A change of one message (docs/protocol.md#subscriptions lists the causes). */
+export interface MessageEvent {
+  type: "message";
+  queue: string;
+  id: string;
+  from: State;
+  to: State;
+  version: number;
+  time: number;
+  cause: string;
+}
+
+/** One queue's figures and transition totals in a stats tick (watch with `queue_stats`). */
+export interface QueueStats {
+  queue: Queue;
+  enqueued: number;
+  dequeued: number;
+  completed: number;
+  failed: number;
+  lease_expired: number;
+  canceled: number;
+  errored: number;
+  redriven: number;
+  dead_lettered: number;
+}
+
+/** Every second: the server's figures, and with `queue_stats` every queue's. */
+export interface StatsTick {
+  type: "stats";
+  time: number;
+  stats: Stats;
+  queues: QueueStats[];
+}
+
+export type WatchEvent = MessageEvent | StatsTick;
