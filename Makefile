@@ -3,6 +3,7 @@
 #   make build  release build (build/release)
 #   make test   deps + release, asan and tsan builds, and every test suite
 #   make run    deps + build, then start sundiald with data in ./data (ARGS='--fsync=never' adds flags)
+#   make package  the Debian package: build/release/package/sundial_<version>_amd64.deb (docs/packaging.md)
 #   make bench  engine and WAL microbenchmarks (release build)
 #   make bench-recovery  recovery/checkpoint benchmarks at 1M and 10M messages (~6 min, ~6 GB disk)
 #   make fuzz   every libFuzzer target (tests/fuzz) for FUZZ_SECONDS (default 60) each (clang)
@@ -10,7 +11,7 @@
 #                 client processes, at random and at every failpoint, then the checker (~3 min)
 #   make format clang-format every source file
 
-.PHONY: all deps build test test-release test-asan test-tsan run bench bench-recovery fuzz torture format clean
+.PHONY: all deps build test test-release test-asan test-tsan run package bench bench-recovery fuzz torture format clean
 
 all: build
 
@@ -45,6 +46,12 @@ run: build
 	@echo "  build/release/tools/sundial complete emails ID LEASE_TOKEN"
 	@echo "  curl -s 127.0.0.1:7401/metrics | grep sundial_messages"
 	@exec build/release/server/sundiald --data-dir ./data $(ARGS)
+
+package: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release --target sundiald sundial sundial-wal sundial-bench sundial_deb_files
+	@cd build/release && cpack -G DEB
+	@ls build/release/package/sundial_*_amd64.deb
 
 bench: build
 	@build/release/bench/engine_bench

@@ -14,6 +14,9 @@ packages=(
   chromium chromium-driver python3-selenium  # the dashboard's browser tests (tests/browser)
   clang libclang-rt-14-dev  # the fuzz targets (tests/fuzz, `make fuzz`): libFuzzer
   etcd-server etcd-client  # HA coordination (docs/replication.md); tests start their own etcd
+  python3-wsproto  # the Python client's watch (WebSocket subscribe)
+  prometheus python3-yaml  # promtool and YAML for tests/monitoring (contrib/monitoring)
+  lintian help2man adduser  # the Debian package (`make package`): its check (tests/packaging), man pages, its Depends
 )
 
 missing=()

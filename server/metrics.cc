@@ -133,6 +133,14 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
                      q.counts[s]);
     }
   }
+  // Blocked messages are pending ones too (docs/semantics.md, count), so they get a series of
+  // their own: a state label would make sum(sundial_messages) count them twice.
+  Header(&out, "sundial_messages_blocked", "gauge",
+         "Pending messages whose exclusivity value is leased, per queue.");
+  for (const QueueInfo& q : queues) {
+    fmt::format_to(it, "sundial_messages_blocked{{queue=\"{}\"}} {}\n", Escape(q.name),
+                   q.counts.blocked);
+  }
   Header(&out, "sundial_oldest_pending_age_seconds", "gauge",
          "Age of the queue's head pending message.");
   for (const QueueInfo& q : queues) {

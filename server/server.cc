@@ -26,15 +26,19 @@ struct Server::Impl {
   std::unique_ptr<Listener> http;
   std::unique_ptr<asio::signal_set> signals;
   std::unique_ptr<TlsContexts> tls;
-  std::unique_ptr<asio::signal_set> reload_signals;  // SIGHUP, with TLS only
+  std::unique_ptr<asio::signal_set> reload_signals;  // SIGHUP
 
   // SIGHUP: read the certificate and key again. New handshakes use them; open connections keep
-  // theirs; a failure keeps the old ones and says why.
+  // theirs; a failure keeps the old ones and says why. Without TLS there is nothing to reload,
+  // but the signal is still caught: `systemctl reload` sends it to whatever the unit runs
+  // (docs/packaging.md), and it must not end a server that has no certificate.
   void WaitForReload() {
     reload_signals->async_wait([this](boost::system::error_code ec, int) {
       if (ec) return;
       std::string error;
-      if (tls->Reload(&error)) {
+      if (!tls) {
+        std::fprintf(stderr, "sundiald: SIGHUP: nothing to reload (TLS is off)\n");
+      } else if (tls->Reload(&error)) {
         std::fprintf(stderr, "sundiald: SIGHUP: TLS certificate reloaded: %s\n",
                      tls->Describe().c_str());
       } else {
@@ -140,10 +144,8 @@ Status Server::Start(std::string* error) {
     std::fprintf(stderr, "sundiald: signal %d: draining\n", signal);
     d.Stop();
   });
-  if (d.tls) {
-    d.reload_signals = std::make_unique<asio::signal_set>(loops[0]->io(), SIGHUP);
-    d.WaitForReload();
-  }
+  d.reload_signals = std::make_unique<asio::signal_set>(loops[0]->io(), SIGHUP);
+  d.WaitForReload();
   for (auto& loop : d.loops) loop->Start();
   d.core.StartTimers();
   d.core.set_ready(true);

@@ -2,7 +2,8 @@
 // with certificates made at test time (tests/e2e/tls_certs.h): the client library, the CLI,
 // HTTPS and wss with the right CA; refusals of a wrong CA, a wrong host, an expired
 // certificate, a TLS 1.1 client and a plain client (the server stays up); start errors; SIGHUP
-// reloads that keep open connections, and a broken reload that keeps the old certificate.
+// reloads that keep open connections, a broken reload that keeps the old certificate, and a
+// SIGHUP without TLS that changes nothing.
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 #include <signal.h>
@@ -313,6 +314,19 @@ TEST_F(Tls, SighupWithABrokenCertificateKeepsTheOldOne) {
                              std::filesystem::copy_options::overwrite_existing);
   Reload("does not match the certificate");
   EXPECT_EQ(TlsHandshake(server_->port(), pki_.Cert("ca")).peer_cn, "server-a");
+}
+
+// Without TLS there is nothing to reload, but SIGHUP is caught: `systemctl reload` of the Debian
+// package's unit (docs/packaging.md) must not end a plain server.
+TEST_F(Tls, SighupWithoutTlsChangesNothingAndTheServerStaysUp) {
+  server_ = std::make_unique<ServerProcess>(dir_.path() + "/data", std::vector<std::string>{});
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  Reload("SIGHUP: nothing to reload (TLS is off)");
+  Reload("SIGHUP: nothing to reload (TLS is off)");
+  auto c = client::Client::Connect({"127.0.0.1", server_->port()}, {}, 5'000);
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  ASSERT_TRUE((*c)->CreateQueue("jobs", {}).ok());
+  ExpectEnqueue(**c, "after-sighup");
 }
 
 // Start errors: exit code 2 and a line that names the file and the reason.

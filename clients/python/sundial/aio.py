@@ -19,8 +19,9 @@ import socket
 import time
 
 from . import codec
+from . import tls as tls_module
 from .client import (DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S, client_settings,
-                     peer_closed)
+                     http_address, peer_closed)
 from .errors import SundialError, unavailable
 from .operations import OPERATION_NAMES, Operations
 
@@ -117,17 +118,21 @@ class _Connection:
 
 
 class AsyncClient(Operations):
-    """``AsyncClient("127.0.0.1:7400", token=None, timeout=10.0, durability="durable")``:
-    Client's methods as coroutines. Calls run on the event loop that makes them; used from a
-    new loop, the client makes a new connection there."""
+    """``AsyncClient("127.0.0.1:7400", token=None, timeout=10.0, durability="durable",
+    tls=False, ca_file=None, server_hostname=None, http_addr=None)``: Client's methods as
+    coroutines, and the same settings. Calls run on the event loop that makes them; used from
+    a new loop, the client makes a new connection there."""
 
-    __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_ids",
-                 "_connect_lock", "_lock_loop", "_conn", "_closed")
+    __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_tls",
+                 "_http", "_ids", "_connect_lock", "_lock_loop", "_conn", "_closed")
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
-                 durability="durable"):
+                 durability="durable", tls=False, ca_file=None, server_hostname=None,
+                 http_addr=None):
         (self._host, self._port, self._address, self._token, self._timeout,
          self._durability) = client_settings(addr, token, timeout, durability)
+        self._tls = tls_module.tls_settings(tls, ca_file, server_hostname)
+        self._http = http_address(self._host, http_addr)
         self._ids = itertools.count(1)
         self._connect_lock = None  # made on first use, inside the loop
         self._lock_loop = None
@@ -162,6 +167,16 @@ class AsyncClient(Operations):
 
     def __repr__(self):
         return f"AsyncClient({self._address!r})"
+
+    def watch(self, queue="*", filter=None, *, ids=None, max_events_per_sec=None, stats=False,
+              queue_stats=False, timeout=None):
+        """Client.watch for asyncio: an AsyncWatch, subscribed by ``async with`` (or
+        ``await``): ``async with client.watch("emails") as events: async for e in events``."""
+        from .watch import AsyncWatch  # wsproto is needed only here
+
+        return AsyncWatch((self._http, self._token, self._tls, self._timeout), queue, filter,
+                          ids=ids, max_events_per_sec=max_events_per_sec, stats=stats,
+                          queue_stats=queue_stats, timeout=timeout)
 
     async def _connection(self, deadline):
         conn = self._conn
@@ -219,7 +234,11 @@ class AsyncClient(Operations):
         else:
             raise last
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader, writer = await asyncio.open_connection(sock=sock)
+        if self._tls is None:
+            reader, writer = await asyncio.open_connection(sock=sock)
+        else:
+            reader, writer = await tls_module.open_async(sock, self._tls, self._host,
+                                                         self._address, deadline)
         conn = _Connection(sock, reader, writer, self._address)
         if self._token is not None:
             request_id = next(self._ids)

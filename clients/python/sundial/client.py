@@ -14,6 +14,10 @@ UNAVAILABLE (origin "connection"): it may or may not have been applied, and only
 knows whether repeating it is safe (an enqueue with your own id, a complete: yes; a dequeue:
 it would lease again).
 
+Over TLS (``tls=True``) the connection is a TlsConnection: callers still write their own
+requests, under a lock that keeps OpenSSL on one thread at a time, and an I/O thread reads
+(tls.py says why).
+
 Deadlines: every call has one (``timeout`` seconds, default the client's, plus a long poll's
 ``wait_ms``). When it passes the call raises UNAVAILABLE; the connection stays open and a
 late reply is dropped.
@@ -22,19 +26,26 @@ late reply is dropped.
 import itertools
 import os
 import random
+import select
+import selectors
 import socket
+import ssl
 import threading
 import time
 from _thread import allocate_lock
 
 from . import codec
+from . import tls as tls_module
 from .address import format_address, parse_address
 from .errors import SundialError, invalid_argument, unavailable
 from .operations import Operations
 
 DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_HTTP_PORT = 7401
 RECONNECT_INITIAL_S = 0.05
 RECONNECT_MAX_S = 2.0
+TLS_READ_CHUNK = 256 * 1024
+TLS_WRITE_CHUNK = 256 * 1024  # per SSL_write: several 16 KiB records
 
 
 def client_settings(addr, token, timeout, durability):
@@ -47,6 +58,15 @@ def client_settings(addr, token, timeout, durability):
             codec._durability(durability))
 
 
+def http_address(host, http_addr):
+    """(host, port, text) of the HTTP/WebSocket port: `http_addr`, else `host` port 7401."""
+    if http_addr is not None:
+        host, port = parse_address(http_addr, default_port=DEFAULT_HTTP_PORT)
+    else:
+        port = DEFAULT_HTTP_PORT
+    return host, port, format_address(host, port)
+
+
 def peer_closed(sock):
     """True when the peer has closed `sock` (EOF or an error is waiting on it). A write to
     such a socket still succeeds locally, so without this check a request sent on an idle
@@ -57,6 +77,15 @@ def peer_closed(sock):
         return False
     except OSError:
         return True
+
+
+def peer_hung_up(sock):
+    """peer_closed for a socket that must not be read here (TLS: the bytes belong to the
+    SSL object): whether the peer has shut down or reset the connection, from poll(2)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLRDHUP)
+    return any(mask & (select.POLLRDHUP | select.POLLHUP | select.POLLERR)
+               for _, mask in poller.poll(0))
 
 
 class Pending:
@@ -86,8 +115,88 @@ class Pending:
         return self._lock.acquire(timeout=max(timeout, 0))
 
 
-class Connection:
-    """One TCP connection: the send lock, the requests in flight, and the reader thread.
+class Replies:
+    """The requests in flight on one connection, matched to their replies by ``request_id``,
+    and the error that closed it. Connection (plain TCP) and tls.TlsConnection add the socket.
+
+    Thread safety: every method may be called from any thread; ``_lock`` guards ``_pending``
+    and ``_closed``. Once closed, every request in flight has been resolved with the close's
+    error and later submits fail without sending.
+    """
+
+    def __init__(self, address_text):
+        self.pid = os.getpid()  # a forked child must not use its parent's connection
+        self._address = address_text
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._closed = None  # the SundialError it closed with
+
+    @property
+    def closed(self):
+        return self._closed is not None
+
+    def forget(self, request_id):
+        """Stops waiting for `request_id` (its deadline passed); a late reply is dropped."""
+        with self._lock:
+            self._pending.pop(request_id, None)
+
+    def _register(self, request_id, pending):
+        """Adds `pending`. Returns whether nothing else was in flight, or None when the
+        connection is closed (`pending` is then resolved with the close's error)."""
+        with self._lock:
+            if self._closed is None:
+                idle = not self._pending
+                self._pending[request_id] = pending
+                return idle
+            error = self._closed
+        pending.resolve(None, error)
+        return None
+
+    def _close_pending(self, error):
+        """Marks the connection closed; the requests that were in flight, or None if it was
+        closed already. The caller resolves them after closing its socket."""
+        with self._lock:
+            if self._closed is not None:
+                return None
+            self._closed = error
+            pending, self._pending = self._pending, {}
+        return pending
+
+    def _deliver(self, frame):
+        """Hands one reply frame to its request. Returns the error that must close the
+        connection (a frame that cannot be read, the server's answer to a frame it could not
+        use), else None."""
+        try:
+            reply = codec.read_reply(frame)
+        except Exception as e:  # the runtime has no Verifier: a bad frame raises
+            return SundialError("INTERNAL", f"{self._address}: unreadable reply frame "
+                                f"({type(e).__name__}: {e})", origin="connection")
+        if reply is None:  # an event: TCP carries none, and nobody asked for one
+            return None
+        request_id, response = reply
+        if request_id == 0:
+            # The server's answer to a frame it could not use; it closes the connection after
+            # it, failing everything in flight.
+            return codec.reply_error(response) or SundialError(
+                "INTERNAL", "reply with request_id 0", origin="connection")
+        with self._lock:
+            pending = self._pending.pop(request_id, None)
+        if pending is not None:
+            pending.resolve(response, None)
+        return None
+
+
+def frame_length_error(address_text, length):
+    """The error for a reply frame's length prefix, or None when it is acceptable."""
+    if length == 0 or length > codec.MAX_REPLY_BYTES:
+        return SundialError("INTERNAL", f"{address_text}: reply frame of {length} bytes",
+                            origin="connection")
+    return None
+
+
+class Connection(Replies):
+    """One plain TCP connection: callers write their requests themselves (under the send lock),
+    a reader thread reads the replies.
 
     Thread safety: submit may be called from any thread. Once closed (by close(), or by the
     reader on EOF, an I/O error or a frame it cannot read), every request in flight is resolved
@@ -95,35 +204,20 @@ class Connection:
     """
 
     def __init__(self, sock, address_text):
-        self.pid = os.getpid()  # a forked child must not use its parent's connection
+        super().__init__(address_text)
         self._sock = sock
         self._file = sock.makefile("rb")
-        self._address = address_text
         self._send_lock = threading.Lock()
-        self._lock = threading.Lock()  # guards _pending and _closed
-        self._pending = {}
-        self._closed = None  # the SundialError it closed with
         self._reader = threading.Thread(target=self._read_loop, daemon=True,
                                         name=f"sundial-reader {address_text}")
         self._reader.start()
-
-    @property
-    def closed(self):
-        return self._closed is not None
 
     def submit(self, request_id, frame, pending):
         """Registers `pending` under `request_id` and writes `frame`. If the connection is
         closed (before or while writing), `pending` is resolved with the error; its ``sent``
         says whether the frame may have reached the server."""
-        with self._lock:
-            if self._closed is None:
-                idle = not self._pending
-                self._pending[request_id] = pending
-                error = None
-            else:
-                error = self._closed
-        if error is not None:
-            pending.resolve(None, error)
+        idle = self._register(request_id, pending)
+        if idle is None:
             return
         if idle and peer_closed(self._sock):
             # The server went away while the connection was idle and the reader has not seen
@@ -137,18 +231,11 @@ class Connection:
         except OSError as e:
             self.close(unavailable(f"{self._address}: connection lost while sending: {e}"))
 
-    def forget(self, request_id):
-        """Stops waiting for `request_id` (its deadline passed); a late reply is dropped."""
-        with self._lock:
-            self._pending.pop(request_id, None)
-
     def close(self, error=None):
         error = error or unavailable(f"{self._address}: connection closed by the client")
-        with self._lock:
-            if self._closed is not None:
-                return
-            self._closed = error
-            pending, self._pending = self._pending, {}
+        pending = self._close_pending(error)
+        if pending is None:
+            return
         try:
             self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -168,38 +255,231 @@ class Connection:
                     error = unavailable(f"{self._address}: the server closed the connection")
                     break
                 (length,) = header.unpack(head)
-                if length == 0 or length > codec.MAX_REPLY_BYTES:
-                    error = SundialError("INTERNAL", f"{self._address}: reply frame of {length} "
-                                         "bytes", origin="connection")
+                error = frame_length_error(self._address, length)
+                if error is not None:
                     break
                 frame = read(length)
                 if len(frame) < length:
                     error = unavailable(f"{self._address}: the server closed the connection "
                                         "mid-frame")
                     break
-                try:
-                    reply = codec.read_reply(frame)
-                except Exception as e:  # the runtime has no Verifier: a bad frame raises
-                    error = SundialError("INTERNAL", f"{self._address}: unreadable reply frame "
-                                         f"({type(e).__name__}: {e})", origin="connection")
+                error = self._deliver(frame)
+                if error is not None:
                     break
-                if reply is None:  # an event: TCP carries none, and nobody asked for one
-                    continue
-                request_id, response = reply
-                if request_id == 0:
-                    # The server's answer to a frame it could not use; it closes the
-                    # connection after it, failing everything in flight.
-                    error = codec.reply_error(response) or SundialError(
-                        "INTERNAL", "reply with request_id 0", origin="connection")
-                    break
-                with self._lock:
-                    pending = self._pending.pop(request_id, None)
-                if pending is not None:
-                    pending.resolve(response, None)
         except (OSError, ValueError) as e:  # ValueError: the file was closed under us
             error = unavailable(f"{self._address}: connection lost: {e}")
         self.close(error)
         self._file.close()  # with the socket closed too, this releases the descriptor
+
+
+class TlsConnection(Replies):
+    """One TLS connection of the blocking client (tls.py says why it differs from Connection).
+
+    Every call into the SSL object (a read or a write) is made under ``_ssl_lock``, so OpenSSL
+    never runs on two threads at once; the socket is non-blocking, so nobody holds that lock
+    while waiting. A caller appends its frame to ``_out`` and writes what it can itself (no
+    hand-off on the common path); what the socket does not take is left in ``_out`` for the
+    I/O thread, which it then wakes. The I/O thread waits in a selector on the socket (for
+    reading, and for writing while ``_out`` holds bytes the socket refused) and on a wake-up
+    socketpair; it reads replies (under the lock), and hands each to its caller (outside it:
+    a callback may submit).
+
+    A request counts as sent (``Pending.sent``: a mutation may have been applied) once its
+    first byte has gone to the socket: ``_written`` is the stream offset written so far, and
+    each request remembers where its frame starts.
+    """
+
+    def __init__(self, sock, address_text):
+        super().__init__(address_text)
+        self._sock = sock
+        self._sock.setblocking(False)
+        self._ssl_lock = threading.Lock()  # held for each non-blocking call into the SSL object
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._out = bytearray()  # guarded by _lock; consumed under _ssl_lock
+        self._queued = 0  # stream offset after the last frame queued; guarded by _lock
+        self._written = 0  # stream offset written to the socket; guarded by _lock
+        self._starts = {}  # request_id -> its frame's start offset; guarded by _lock
+        self._blocked = False  # the socket refused bytes: the I/O thread waits to write them
+        self._stop = None  # the error close() was given, for the I/O thread; guarded by _lock
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"sundial-tls {address_text}")
+        self._thread.start()
+
+    @property
+    def closed(self):
+        return self._closed is not None or self._stop is not None
+
+    def submit(self, request_id, frame, pending):
+        """Registers `pending` and writes `frame` (what the socket does not take now, the I/O
+        thread writes). If the connection is closed, `pending` is resolved with the error."""
+        with self._lock:
+            if self._closed is not None:
+                error = self._closed
+            else:
+                error = None
+                idle = not self._pending
+                self._pending[request_id] = pending
+                self._starts[request_id] = self._queued
+                self._queued += len(frame)
+                self._out += frame
+        if error is not None:
+            pending.resolve(None, error)
+            return
+        if idle and peer_hung_up(self._sock):
+            # As Connection.submit: gone while idle, so the request is not written and may be
+            # sent again on a new connection (_finish resolves it with `sent` false).
+            self._fail(unavailable(f"{self._address}: the server closed the connection"))
+            return
+        with self._ssl_lock:
+            if self._closed is not None or self._stop is not None:
+                return  # closing: _finish resolves `pending`
+            try:
+                self._flush()
+            except OSError as e:
+                self._fail(unavailable(f"{self._address}: connection lost while sending: {e}"))
+                return
+        if self._blocked:
+            self._wake()
+
+    def forget(self, request_id):
+        with self._lock:
+            self._pending.pop(request_id, None)
+            self._starts.pop(request_id, None)
+
+    def close(self, error=None):
+        """Closes from any thread; the I/O thread closes the socket and resolves what is in
+        flight (or this thread, when it is the I/O thread)."""
+        self._fail(error or unavailable(f"{self._address}: connection closed by the client"))
+
+    def _fail(self, error):
+        with self._lock:
+            if self._closed is not None or self._stop is not None:
+                return
+            self._stop = error
+        if threading.current_thread() is self._thread:
+            self._finish(error)
+        else:
+            self._wake()
+
+    def _wake(self):
+        try:
+            self._wake_w.send(b"\0")
+        except OSError:
+            pass  # woken already (the pair's buffer is full), or closed with the connection
+
+    def _flush(self):
+        """Writes `_out` until it is empty or the socket refuses more (then `_blocked`).
+        REQUIRES: _ssl_lock held."""
+        while True:
+            with self._lock:
+                data = bytes(self._out[:TLS_WRITE_CHUNK])
+            if not data:
+                self._blocked = False
+                return
+            try:
+                n = self._sock.send(data)
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                self._blocked = True
+                return
+            with self._lock:
+                del self._out[:n]
+                self._written += n
+
+    def _read_available(self, chunk, inbound):
+        """Reads what the socket and OpenSSL hold into `inbound`; False at EOF.
+        REQUIRES: _ssl_lock held."""
+        while True:
+            try:
+                n = self._sock.recv_into(chunk)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return True
+            if n == 0:
+                return False
+            inbound += memoryview(chunk)[:n]
+
+    def _deliver_from(self, buffer):
+        """Delivers every whole frame at the front of `buffer`; the error that must close the
+        connection, else None."""
+        view = memoryview(buffer)
+        pos = 0
+        try:
+            while len(buffer) - pos >= 4:
+                (length,) = codec.HEADER.unpack_from(view, pos)
+                error = frame_length_error(self._address, length)
+                if error is not None:
+                    return error
+                if len(buffer) - pos - 4 < length:
+                    break
+                frame = bytes(view[pos + 4:pos + 4 + length])
+                pos += 4 + length
+                error = self._deliver(frame)
+                if error is not None:
+                    return error
+        finally:
+            view.release()
+            del buffer[:pos]
+        return None
+
+    def _run(self):
+        selector = selectors.DefaultSelector()
+        selector.register(self._wake_r, selectors.EVENT_READ)
+        selector.register(self._sock, selectors.EVENT_READ)
+        events = selectors.EVENT_READ
+        inbound = bytearray()
+        chunk = bytearray(TLS_READ_CHUNK)
+        error = None
+        try:
+            while error is None:
+                with self._lock:
+                    error = self._stop
+                if error is not None:
+                    break
+                wanted = selectors.EVENT_READ | (selectors.EVENT_WRITE if self._blocked else 0)
+                if wanted != events:
+                    selector.modify(self._sock, wanted)
+                    events = wanted
+                selector.select()
+                try:
+                    while self._wake_r.recv(4096):
+                        pass
+                except BlockingIOError:
+                    pass
+                with self._ssl_lock:
+                    if self._closed is not None:
+                        break
+                    alive = self._read_available(chunk, inbound)
+                    if self._blocked:
+                        self._flush()
+                error = self._deliver_from(inbound)
+                if error is None and not alive:
+                    error = unavailable(f"{self._address}: the server closed the connection")
+        except (OSError, ValueError) as e:
+            error = unavailable(f"{self._address}: connection lost: {e}")
+        selector.close()
+        self._finish(error)
+
+    def _finish(self, error):
+        with self._ssl_lock:  # no call into the SSL object is under way, and none follows
+            with self._lock:
+                if self._closed is not None:
+                    return
+                self._closed = error
+                pending, self._pending = self._pending, {}
+                for request_id, p in pending.items():
+                    p.sent = self._starts.get(request_id, 0) < self._written
+                self._starts.clear()
+                self._out.clear()
+            try:
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)  # no close_notify wait
+            except OSError:
+                pass
+            self._sock.close()
+            self._wake_r.close()
+            self._wake_w.close()
+        for p in pending.values():
+            p.resolve(None, error)
 
 
 class Client(Operations):
@@ -207,16 +487,22 @@ class Client(Operations):
 
     ``Client("127.0.0.1:7400", token=None, timeout=10.0, durability="durable")``: ``token``
     is sent in an Auth request on every new connection; ``timeout`` is the default deadline of
-    a call in seconds; ``durability`` the default of mutating calls.
+    a call in seconds; ``durability`` the default of mutating calls. ``tls=True`` (implied by
+    ``ca_file`` or ``server_hostname``): TLS, the server's certificate verified against
+    ``ca_file`` (else the system's CAs) for ``server_hostname`` (else the address's host).
+    ``http_addr``: the HTTP/WebSocket port ``watch`` uses (default: the host, port 7401).
     """
 
-    __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_ids",
-                 "_connect_lock", "_conn", "_closed", "__weakref__")
+    __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_tls",
+                 "_http", "_ids", "_connect_lock", "_conn", "_closed", "__weakref__")
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
-                 durability="durable"):
+                 durability="durable", tls=False, ca_file=None, server_hostname=None,
+                 http_addr=None):
         (self._host, self._port, self._address, self._token, self._timeout,
          self._durability) = client_settings(addr, token, timeout, durability)
+        self._tls = tls_module.tls_settings(tls, ca_file, server_hostname)
+        self._http = http_address(self._host, http_addr)
         self._ids = itertools.count(1)  # next() is atomic under the GIL; ids never repeat
         self._connect_lock = threading.Lock()
         self._conn = None
@@ -247,6 +533,18 @@ class Client(Operations):
 
     def __repr__(self):
         return f"Client({self._address!r})"
+
+    def watch(self, queue="*", filter=None, *, ids=None, max_events_per_sec=None, stats=False,
+              queue_stats=False, timeout=None):
+        """Subscribes to the changes of `queue` (a name, or "*" for every queue) over the
+        server's WebSocket port (``http_addr``) and returns a Watch once the server has
+        answered: iterate it for MessageEvents (and StatsTicks with ``stats=True``). See
+        watch.py and docs/clients/python.md, "Watching"."""
+        from .watch import Watch  # wsproto is needed only here
+
+        return Watch((self._http, self._token, self._tls, self._timeout), queue, filter,
+                     ids=ids, max_events_per_sec=max_events_per_sec, stats=stats,
+                     queue_stats=queue_stats, timeout=timeout)
 
     # ---- Connecting ----------------------------------------------------------------------
 
@@ -294,9 +592,14 @@ class Client(Operations):
     def _connect(self, deadline):
         sock = socket.create_connection((self._host, self._port),
                                         timeout=max(deadline - time.monotonic(), 0.001))
-        sock.settimeout(None)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = Connection(sock, self._address)
+        if self._tls is not None:
+            sock = tls_module.wrap(sock, self._tls, self._host, self._address,
+                                   deadline - time.monotonic())
+            conn = TlsConnection(sock, self._address)
+        else:
+            sock.settimeout(None)
+            conn = Connection(sock, self._address)
         if self._token is not None:
             call = codec.auth(self._token)
             pending = Pending()

@@ -17,12 +17,13 @@ import flatbuffers
 try:
     from .protocol import (Auth, Browse, BrowseResult, Cancel, Code, Complete, CompleteItem,
                            Count, Counted, CountResult, CreateQueue, DeleteQueue, Dequeue,
-                           DequeueResult, Enqueue, EnqueueItem, EnqueueResults, Explain,
-                           ExplainResult, Extend, ExtendResult, Fail, FailResult, Get,
-                           GetQueue, GetResult, Health, HealthResult, ItemResults, ListQueues,
-                           MetadataPair, Operation, PurgeQueue, QueueList, QueueResult,
-                           QueueSettings, QueueSettingsUpdate, Redrive, Reprioritize, Request,
-                           Response, Result, ServerBody, ServerMessage, Stats, StatsResult,
+                           DequeueResult, Enqueue, EnqueueItem, EnqueueResults, Event,
+                           EventMessage, MessageEvent, Explain, ExplainResult, Extend, ExtendResult, Fail,
+                           FailResult, Get, GetQueue, GetResult, Health, HealthResult,
+                           ItemResults, ListQueues, MetadataPair, Operation, PurgeQueue,
+                           QueueList, QueueResult, QueueSettings, QueueSettingsUpdate, Redrive,
+                           Reprioritize, Request, Response, Result, ServerBody, ServerMessage,
+                           Stats, StatsResult, StatsTick, Subscribe, SubscriptionClosed,
                            UpdateQueue, VersionResult)
 except ImportError as e:  # pragma: no cover - an install or build step was skipped
     raise ImportError(
@@ -911,15 +912,19 @@ def stats():
         return Stats.StatsEnd(b)
 
     def decode(response):
-        r = _expect(response, Result.Result.StatsResult, StatsResult, "stats")
-        return records.Stats(uptime_ms=r.UptimeMs(), queues=r.Queues(),
-                     messages=_decode_counts(r.Messages()), memory_bytes=r.MemoryBytes(),
-                     memory_budget_bytes=r.MemoryBudgetBytes(), connections=r.Connections(),
-                     wal_next_lsn=r.WalNextLsn(), wal_durable_lsn=r.WalDurableLsn(),
-                     wal_fsyncs=r.WalFsyncs(), wal_fsync_mean_us=r.WalFsyncMeanUs(),
-                     wal_bytes=r.WalBytes(), wal_failed=bool(r.WalFailed()))
+        return _decode_stats(_expect(response, Result.Result.StatsResult, StatsResult, "stats"))
 
     return Call("stats", Operation.Operation.Stats, build, decode, False)
+
+
+def _decode_stats(r):
+    return records.Stats(uptime_ms=r.UptimeMs(), queues=r.Queues(),
+                         messages=_decode_counts(r.Messages()), memory_bytes=r.MemoryBytes(),
+                         memory_budget_bytes=r.MemoryBudgetBytes(),
+                         connections=r.Connections(), wal_next_lsn=r.WalNextLsn(),
+                         wal_durable_lsn=r.WalDurableLsn(), wal_fsyncs=r.WalFsyncs(),
+                         wal_fsync_mean_us=r.WalFsyncMeanUs(), wal_bytes=r.WalBytes(),
+                         wal_failed=bool(r.WalFailed()))
 
 
 def health():
@@ -944,3 +949,87 @@ def auth(token):
         return Auth.AuthEnd(b)
 
     return Call("auth", Operation.Operation.Auth, build, lambda response: None, False)
+
+
+# ---- Subscriptions (WebSocket only: watch.py) ------------------------------------------------
+
+MAX_SUBSCRIBE_IDS = 100
+MAX_EVENTS_PER_SEC = 1_000_000
+
+
+def subscribe(queue, filter=None, ids=None, max_events_per_sec=None, queue_stats=False):
+    """The Subscribe request (docs/protocol.md, Subscriptions); its answer has no value."""
+    queue = _str("queue", queue)
+    pairs = _pairs("filter", filter)
+    if ids is not None:
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise invalid_argument("ids: must be a list of message ids")
+        ids = [_str("ids", i) for i in ids]
+        if not 1 <= len(ids) <= MAX_SUBSCRIBE_IDS:
+            raise invalid_argument(f"ids: 1 to {MAX_SUBSCRIBE_IDS} ids")
+    if max_events_per_sec is not None:
+        max_events_per_sec = _int("max_events_per_sec", max_events_per_sec,
+                                  (0, MAX_EVENTS_PER_SEC))
+    queue_stats = bool(queue_stats)
+
+    def build(b):
+        q = b.CreateString(queue)
+        f = _pair_vector(b, Subscribe.SubscribeStartFilterVector, pairs) if pairs else 0
+        i = _string_vector(b, Subscribe.SubscribeStartIdsVector, ids) if ids else 0
+        Subscribe.SubscribeStart(b)
+        Subscribe.SubscribeAddQueue(b, q)
+        if f:
+            Subscribe.SubscribeAddFilter(b, f)
+        if i:
+            Subscribe.SubscribeAddIds(b, i)
+        if queue_stats:
+            Subscribe.SubscribeAddQueueStats(b, True)
+        if max_events_per_sec is not None:
+            Subscribe.SubscribeAddMaxEventsPerSec(b, max_events_per_sec)
+        return Subscribe.SubscribeEnd(b)
+
+    return Call("subscribe", Operation.Operation.Subscribe, build, lambda response: None, False)
+
+
+def read_server_message(frame):
+    """One ServerMessage frame body (a WebSocket binary message) as ``("response",
+    (request_id, Response))``, ``("event", MessageEvent or StatsTick record)`` or
+    ``("closed", reason)`` for SubscriptionClosed. Raises on a frame that does not parse."""
+    message = ServerMessage.ServerMessage.GetRootAs(frame, 0)
+    body = message.Body()
+    if message.BodyType() == ServerBody.ServerBody.Response:
+        response = Response.Response()
+        response.Init(body.Bytes, body.Pos)
+        return "response", (response.RequestId(), response)
+    if message.BodyType() != ServerBody.ServerBody.EventMessage:
+        raise ValueError(f"unknown ServerMessage body {message.BodyType()}")
+    event_message = EventMessage.EventMessage()
+    event_message.Init(body.Bytes, body.Pos)
+    table = event_message.Event()
+    kind = event_message.EventType()
+    if kind == Event.Event.MessageEvent:
+        e = MessageEvent.MessageEvent()
+        e.Init(table.Bytes, table.Pos)
+        return "event", records.MessageEvent(
+            queue=_text(e.Queue()), id=_text(e.Id()), from_state=_state(e.From_()),
+            to_state=_state(e.To()), version=e.Version(), time=e.Time(), cause=_text(e.Cause()))
+    if kind == Event.Event.StatsTick:
+        t = StatsTick.StatsTick()
+        t.Init(table.Bytes, table.Pos)
+        queues = []
+        for j in range(t.QueuesLength()):
+            q = t.Queues(j)
+            queues.append(records.QueueStats(
+                queue=_decode_queue(q.Queue()), enqueued=q.Enqueued(), dequeued=q.Dequeued(),
+                completed=q.Completed(), failed=q.Failed(), lease_expired=q.LeaseExpired(),
+                canceled=q.Canceled(), errored=q.Errored(), redriven=q.Redriven(),
+                dead_lettered=q.DeadLettered()))
+        stats = t.Stats()
+        return "event", records.StatsTick(
+            stats=_decode_stats(stats) if stats is not None else None, time=t.Time(),
+            queues=queues)
+    if kind == Event.Event.SubscriptionClosed:
+        c = SubscriptionClosed.SubscriptionClosed()
+        c.Init(table.Bytes, table.Pos)
+        return "closed", _text(c.Reason())
+    raise ValueError(f"unknown event type {kind}")

@@ -172,3 +172,32 @@ class Health(Record):
     __slots__ = ("live", "ready", "reason")
     FIELDS = __slots__
     _decoders = {}
+
+
+class MessageEvent(Record):
+    """One change of a watched message (docs/protocol.md, MessageEvent): ``queue``, ``id``,
+    ``from_state`` and ``to_state`` (the protocol's ``from`` and ``to``), ``version`` after the
+    change, ``time`` (ms) and ``cause`` (``enqueued``, ``leased``, ``completed``, ...)."""
+
+    __slots__ = ("queue", "id", "from_state", "to_state", "version", "time", "cause")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class QueueStats(Record):
+    """One queue in a StatsTick (``watch(..., queue_stats=True)``): ``queue`` (a Queue) and
+    totals of its transitions since the server started or the queue was created."""
+
+    __slots__ = ("queue", "enqueued", "dequeued", "completed", "failed", "lease_expired",
+                 "canceled", "errored", "redriven", "dead_lettered")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class StatsTick(Record):
+    """The server's figures, once a second on a watch that asked for them: ``stats`` (Stats),
+    ``time`` (ms), and ``queues`` ([QueueStats], with ``queue_stats=True``; else [])."""
+
+    __slots__ = ("stats", "time", "queues")
+    FIELDS = __slots__
+    _decoders = {}

@@ -118,12 +118,14 @@ class Worker:
     (long-poll length, default 20000),
     ``on_error(message, exception)`` (called on the handler's thread after it raised),
     ``on_lease_lost(message)``, ``handle_signals`` (default True: SIGTERM and SIGINT stop the
-    worker while run() runs on the main thread), ``logger``.
+    worker while run() runs on the main thread), ``logger``; ``tls``, ``ca_file`` and
+    ``server_hostname`` as for Client.
     """
 
     def __init__(self, addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
                  shutdown_timeout_s=25, *, prefetch=0, token=None, poll_ms=20000,
-                 on_error=None, on_lease_lost=None, handle_signals=True, logger=None):
+                 on_error=None, on_lease_lost=None, handle_signals=True, logger=None,
+                 tls=False, ca_file=None, server_hostname=None):
         if not callable(handler):
             raise invalid_argument("handler: must be callable (it receives a Message)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or \
@@ -151,8 +153,9 @@ class Worker:
         self.on_lease_lost = on_lease_lost
         self.handle_signals = handle_signals
         self.log = logger or LOG
-        self._fetch_client = Client(addr, token)
-        self._control = Client(addr, token)
+        connect = {"tls": tls, "ca_file": ca_file, "server_hostname": server_hostname}
+        self._fetch_client = Client(addr, token, **connect)
+        self._control = Client(addr, token, **connect)
         self._address = self._control.address
 
         self._lock = threading.Lock()

@@ -75,6 +75,10 @@ class Server:
     def addr(self):
         return f"127.0.0.1:{self.port}"
 
+    @property
+    def http_addr(self):
+        return f"127.0.0.1:{self.http_port}"
+
     def start(self):
         if self.port is None and self.fixed_port:
             self._start_on_some_fixed_port()
@@ -202,3 +206,74 @@ def python_env():
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
+
+
+class TestPki:
+    """Certificates made at test time with Debian's openssl CLI, as tests/e2e/tls_certs.h
+    makes them: a CA, a server certificate it signs for 127.0.0.1 and localhost, and a second
+    CA that signs nothing the server shows. EC P-256 keys: quick to make."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.make_ca("ca")
+        self.make_ca("other-ca")
+        self.make_server("server", "ca")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def _openssl(self, *args):
+        r = subprocess.run(["openssl", *args], capture_output=True, text=True)
+        assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+    def make_ca(self, name):
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                      "-nodes", "-keyout", self.path(f"{name}.key"), "-out",
+                      self.path(f"{name}.pem"), "-days", "2", "-subj", f"/CN={name}",
+                      "-addext", "basicConstraints=critical,CA:TRUE",
+                      "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+
+    def make_server(self, name, ca, alt_names="DNS:localhost,IP:127.0.0.1"):
+        with open(self.path(f"{name}.ext"), "w") as f:
+            f.write(f"subjectAltName={alt_names}\nbasicConstraints=CA:FALSE\n"
+                    "extendedKeyUsage=serverAuth\n")
+        self._openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                      "-nodes", "-keyout", self.path(f"{name}.key"), "-out",
+                      self.path(f"{name}.csr"), "-subj", f"/CN={name}")
+        self._openssl("x509", "-req", "-in", self.path(f"{name}.csr"), "-CA",
+                      self.path(f"{ca}.pem"), "-CAkey", self.path(f"{ca}.key"),
+                      "-CAcreateserial", "-out", self.path(f"{name}.pem"), "-days", "2",
+                      "-extfile", self.path(f"{name}.ext"))
+
+    @property
+    def ca(self):
+        return self.path("ca.pem")
+
+    @property
+    def other_ca(self):
+        return self.path("other-ca.pem")
+
+    def server_flags(self):
+        return ["--tls-cert", self.path("server.pem"), "--tls-key", self.path("server.key")]
+
+
+TLS_TOKEN = "tls-test-token"
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_root):
+    directory = os.path.join(tmp_root, "pki")
+    os.mkdir(directory)
+    return TestPki(directory)
+
+
+@pytest.fixture(scope="session")
+def tls_server(tmp_root, pki):
+    """A server with TLS on both ports and a token (TLS_TOKEN), for the session."""
+    token_file = os.path.join(tmp_root, "tls-token")
+    with open(token_file, "w") as f:
+        f.write(TLS_TOKEN + "\n")
+    s = Server(os.path.join(tmp_root, "tls"),
+               pki.server_flags() + ["--auth-token-file", token_file]).start()
+    yield s
+    s.kill()

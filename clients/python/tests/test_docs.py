@@ -19,16 +19,20 @@ DOC = os.path.join(ROOT, "docs", "clients", "python.md")
 def examples():
     text = open(DOC, encoding="utf-8").read()
     found = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
-    assert set(found) == {"worker", "enqueue", "async", "exclusive"}, sorted(found)
+    assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch"}, \
+        sorted(found)
     return found
 
 
 class Script:
     """An example running in a child process; its stdout lines collected."""
 
-    def __init__(self, code, addr, tmp_path, name):
+    def __init__(self, code, addr, tmp_path, name, replace=()):
         path = tmp_path / f"{name}.py"
-        path.write_text(code.replace("127.0.0.1:7400", addr))
+        code = code.replace("127.0.0.1:7400", addr)
+        for old, new in replace:
+            code = code.replace(old, new)
+        path.write_text(code)
         self.proc = subprocess.Popen([sys.executable, str(path)], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=python_env(), text=True)
         self.lines, self.errors = [], []
@@ -57,8 +61,9 @@ def run_example(make_server, tmp_path):
     server = make_server(fixed_port=False)
     scripts = []
 
-    def run(name):
-        s = Script(examples()[name], server.addr, tmp_path, name)
+    def run(name, server=server, replace=()):
+        s = Script(examples()[name], server.addr, tmp_path, name,
+                   replace=[("127.0.0.1:7401", server.http_addr)] + list(replace))
         scripts.append(s)
         return s
 
@@ -107,3 +112,17 @@ def test_the_exclusive_queue_and_filter_example(run_example):
     built = sorted(line.split(":")[-1] for line in script.errors if ":building " in line)
     assert built == ["building api c3", "building web a1", "building web b2"]
     assert c.count("builds").pending == 1  # d4, x86_64: not this worker's
+
+
+def test_the_tls_example(run_example, make_server, pki):
+    server = make_server(pki.server_flags(), fixed_port=False)
+    script = run_example("tls", server=server, replace=[('"ca.pem"', repr(pki.ca))])
+    assert script.finish(60) == 0, script.errors
+    assert "ready=True" in script.lines[-1]
+    assert Client(server.addr, ca_file=pki.ca).count("emails").pending == 1
+
+
+def test_the_watch_example(run_example):
+    script = run_example("watch")
+    assert script.finish(60) == 0, script.errors
+    assert script.lines == ["emails welcome-1 enqueued pending -> pending"]

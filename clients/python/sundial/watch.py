@@ -1,0 +1,379 @@
+"""watch: the Subscribe operation, over the server's WebSocket port (docs/protocol.md,
+Subscriptions; docs/clients/python.md, "Watching").
+
+The server offers Subscribe on WebSocket only (``/ws`` on its HTTP port, 7401 by default), so a
+watch has a connection of its own beside the client's TCP one: it connects, upgrades (with
+``Authorization: Bearer TOKEN`` when the client has a token, over TLS when the client uses TLS),
+sends one binary message holding the Subscribe request (the same FlatBuffer as on TCP, without
+the length prefix), waits for its answer, and then yields events in the order the server sent
+them. Nothing is replayed: a watch sees the changes after its Subscribe was answered.
+
+The WebSocket protocol is wsproto's (Debian's python3-wsproto): it parses and writes frames
+and the upgrade without doing any I/O, so one implementation serves the blocking Watch (a
+socket, TLS or not) and AsyncWatch (asyncio streams). A watch does not reconnect: when its
+connection ends it raises UNAVAILABLE, and a new watch starts from the changes after its own
+Subscribe (read the state with count/browse if the gap matters).
+"""
+
+import asyncio
+import collections
+import socket
+import ssl
+import threading
+import time
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
+                            RejectConnection, RejectData, Request, TextMessage)
+
+from . import codec, records
+from . import tls as tls_module
+from .errors import SundialError, unavailable
+
+SUBSCRIBE_REQUEST_ID = 1
+READ_CHUNK = 65536
+HTTP_CODES = {401: "UNAUTHENTICATED", 403: "UNAUTHENTICATED", 404: "NOT_FOUND",
+              503: "UNAVAILABLE"}
+
+
+class _Session:
+    """The protocol of one watch, without I/O: feed it what the socket read
+    (``receive``), write what it has for the socket (``take_output``), and take its events.
+
+    States: upgrading → subscribing → watching; ``error`` is set when it cannot go on (a
+    refused upgrade or Subscribe, a SubscriptionClosed, the connection's end).
+    """
+
+    def __init__(self, address_text, token, subscribe_call, stats):
+        self.address = address_text
+        self.stats = stats
+        self.ws = WSConnection(ConnectionType.CLIENT)
+        headers = [(b"authorization", b"Bearer " + token.encode())] if token else []
+        self.output = bytearray(self.ws.send(Request(host=address_text, target="/ws",
+                                                     extra_headers=headers)))
+        self.subscribe_body = subscribe_call.encode(SUBSCRIBE_REQUEST_ID, None)[4:]
+        self.state = "upgrading"
+        self.events = collections.deque()
+        self.error = None
+        self._message = bytearray()  # a binary message arriving in fragments
+        self._reject_status = None
+
+    def take_output(self):
+        data, self.output = bytes(self.output), bytearray()
+        return data
+
+    def receive(self, data):
+        """Feeds bytes read from the socket; b"" is the end of the connection."""
+        self.ws.receive_data(data if data else None)
+        for event in self.ws.events():
+            if self.error is not None:
+                break
+            if isinstance(event, AcceptConnection):
+                self.state = "subscribing"
+                self.output += self.ws.send(BytesMessage(data=self.subscribe_body))
+            elif isinstance(event, RejectConnection):
+                self._reject_status = event.status_code
+                if not event.has_body:
+                    self._refused(b"")
+            elif isinstance(event, RejectData):
+                if event.body_finished:
+                    self._refused(event.data)
+            elif isinstance(event, BytesMessage):
+                self._message += event.data
+                if event.message_finished:
+                    frame, self._message = bytes(self._message), bytearray()
+                    self._frame(frame)
+            elif isinstance(event, TextMessage):
+                self._fail(SundialError("INTERNAL", f"{self.address}: a text message on a "
+                                        "binary watch", origin="connection"))
+            elif isinstance(event, Ping):
+                self.output += self.ws.send(event.response())
+            elif isinstance(event, CloseConnection):
+                if self.ws.state.name == "REMOTE_CLOSING":
+                    self.output += self.ws.send(event.response())
+                self._fail(unavailable(f"{self.address}: the server closed the watch "
+                                       f"(WebSocket close {event.code}"
+                                       f"{': ' + event.reason if event.reason else ''})"))
+        if not data and self.error is None:
+            self._fail(unavailable(f"{self.address}: the server closed the connection"))
+
+    def _refused(self, body):
+        status = self._reject_status
+        text = body.decode("utf-8", "replace").strip()
+        self._fail(SundialError(HTTP_CODES.get(status, "UNAVAILABLE"),
+                                f"watch: {self.address} refused the WebSocket upgrade: HTTP "
+                                f"{status}{': ' + text if text else ''}", origin="server"))
+
+    def _frame(self, frame):
+        try:
+            kind, value = codec.read_server_message(frame)
+        except Exception as e:  # no Verifier in the Python runtime: a bad frame raises
+            self._fail(SundialError("INTERNAL", f"{self.address}: unreadable message "
+                                    f"({type(e).__name__}: {e})", origin="connection"))
+            return
+        if kind == "response":
+            request_id, response = value
+            error = codec.reply_error(response)
+            if error is not None:
+                self._fail(error)
+            elif request_id == SUBSCRIBE_REQUEST_ID and self.state == "subscribing":
+                self.state = "watching"
+        elif kind == "closed":
+            self._fail(SundialError("UNAVAILABLE", f"watch: {value}", origin="server"))
+        elif self.state == "watching" and (self.stats or
+                                           isinstance(value, records.MessageEvent)):
+            self.events.append(value)
+
+    def _fail(self, error):
+        if self.error is None:
+            self.error = error
+
+
+class Watch:
+    """A blocking watch; made by ``Client.watch`` (subscribed when it returns).
+
+    Iterate it for events (MessageEvent, and StatsTick when asked for), or call
+    ``next(timeout)``. ``close()`` may be called from any thread: an iteration waiting in
+    another thread then ends (StopIteration), as does every later one. The connection's end,
+    or the server ending the subscription (it fell behind), raises UNAVAILABLE.
+
+    Thread safety: one thread iterates; close() from any.
+    """
+
+    def __init__(self, connection, queue="*", filter=None, *, ids=None,
+                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
+        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+        # From the client: ((host, port, "host:port") of its HTTP port, token, TLS, timeout).
+        (host, port, address), token, tls, default_timeout = connection
+        timeout = default_timeout if timeout is None else float(timeout)
+        self._address = address
+        self._session = _Session(address, token, call, stats or queue_stats)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._reading = False
+        deadline = time.monotonic() + timeout
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is not None:
+                sock = tls_module.wrap(sock, tls, host, address, deadline - time.monotonic())
+        except OSError as e:
+            raise unavailable(f"watch: cannot connect to {address}: {e}") from None
+        self._sock = sock
+        try:
+            while self._session.state != "watching":
+                self._step(deadline)
+                if time.monotonic() >= deadline and self._session.state != "watching":
+                    raise unavailable(f"watch: {address}: not subscribed within {timeout:g} s")
+        except BaseException:
+            self._sock.close()
+            raise
+
+    def _step(self, deadline):
+        """Writes what the session has, reads once (until `deadline`), feeds the session;
+        raises its error."""
+        if self._session.error is not None:
+            raise self._session.error
+        out = self._session.take_output()
+        if out:
+            self._sock.sendall(out)
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return
+        self._sock.settimeout(remaining)
+        try:
+            data = self._sock.recv(READ_CHUNK)
+        except socket.timeout:
+            return
+        except OSError as e:
+            if self._closed:
+                return
+            raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
+        if self._closed:  # close() shut the socket down under this read
+            return
+        self._session.receive(data)
+        out = self._session.take_output()
+        if out:
+            try:
+                self._sock.sendall(out)
+            except OSError:
+                pass  # the error, if any, is the session's
+        if self._session.error is not None:
+            # Ended (the close handshake answered, if the server started one): close the
+            # socket now, for a server draining on SIGTERM waits for the client's end of it.
+            self._sock.close()
+        if self._session.error is not None and not self._session.events:
+            raise self._session.error
+
+    def next(self, timeout=None):
+        """The next event, or None if `timeout` seconds pass first (None: wait for one).
+        Raises StopIteration once closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            if self._closed:
+                raise StopIteration
+            self._reading = True
+        try:
+            while not self._session.events:
+                if self._closed:
+                    raise StopIteration
+                if deadline is not None and time.monotonic() >= deadline:
+                    return None
+                self._step(deadline)
+                if self._closed:
+                    raise StopIteration
+            return self._session.events.popleft()
+        finally:
+            with self._lock:
+                self._reading = False
+                if self._closed:
+                    self._sock.close()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.next()
+
+    def close(self):
+        """Ends the watch (the server drops its subscriptions with the connection)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            reading = self._reading
+        try:
+            # The plain socket call: SSLSocket.shutdown would tear down its SSL object under a
+            # thread that may be reading it. The reader sees the end and closes the socket.
+            socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if not reading:
+            self._sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"Watch({self._address!r})"
+
+
+class AsyncWatch:
+    """A watch for asyncio; made by ``AsyncClient.watch``. Subscribed by ``async with`` (or
+    ``await``, or the first ``async for`` step); then ``async for event in watch``, or
+    ``await watch.next(timeout)``. ``await watch.close()`` ends it."""
+
+    def __init__(self, connection, queue="*", filter=None, *, ids=None,
+                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
+        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+        (self._host, self._port, self._address), token, self._tls, default_timeout = connection
+        self._timeout = default_timeout if timeout is None else float(timeout)
+        self._session = _Session(self._address, token, call, stats or queue_stats)
+        self._reader = self._writer = None
+        self._opening = None
+        self._closed = False
+
+    async def _open(self):
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._connect())
+        await self._opening
+        return self
+
+    async def _connect(self):
+        deadline = time.monotonic() + self._timeout
+        try:
+            if self._tls is not None:
+                self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(
+                    self._host, self._port, ssl=self._tls.context,
+                    server_hostname=self._tls.hostname_for(self._host)), self._timeout)
+            else:
+                self._reader, self._writer = await asyncio.wait_for(
+                    asyncio.open_connection(self._host, self._port), self._timeout)
+        except (ssl.SSLError, ssl.CertificateError) as e:
+            if tls_module.permanent(e):
+                raise tls_module.handshake_error(self._address, e) from None
+            raise unavailable(f"watch: cannot connect to {self._address}: {e}") from None
+        except (OSError, asyncio.TimeoutError) as e:
+            raise unavailable(f"watch: cannot connect to {self._address}: "
+                              f"{e or 'timed out'}") from None
+        try:
+            while self._session.state != "watching":
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise unavailable(f"watch: {self._address}: not subscribed within "
+                                      f"{self._timeout:g} s")
+                await self._step(remaining)
+        except BaseException:
+            self._writer.close()
+            raise
+
+    async def _step(self, timeout):
+        out = self._session.take_output()
+        if out:
+            self._writer.write(out)
+        if self._session.error is not None:
+            raise self._session.error
+        try:
+            data = await asyncio.wait_for(self._reader.read(READ_CHUNK), timeout)
+        except asyncio.TimeoutError:
+            return
+        except OSError as e:
+            if self._closed:
+                return
+            raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
+        if self._closed:  # close() from another task ended this read
+            return
+        self._session.receive(data)
+        out = self._session.take_output()
+        if out and not self._writer.is_closing():
+            self._writer.write(out)
+        if self._session.error is not None:
+            self._writer.close()  # as Watch._step: a draining server waits for it
+        if self._session.error is not None and not self._session.events:
+            raise self._session.error
+
+    async def next(self, timeout=None):
+        """The next event, or None if `timeout` seconds pass first. Raises
+        StopAsyncIteration once closed."""
+        if self._closed:
+            raise StopAsyncIteration
+        await self._open()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._session.events:
+            if self._closed:
+                raise StopAsyncIteration
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return None
+            await self._step(remaining)
+        return self._session.events.popleft()
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        return await self.next()
+
+    def __await__(self):
+        return self._open().__await__()
+
+    async def __aenter__(self):
+        return await self._open()
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    async def close(self):
+        self._closed = True
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except (OSError, asyncio.CancelledError):
+                pass
+
+    def __repr__(self):
+        return f"AsyncWatch({self._address!r})"
