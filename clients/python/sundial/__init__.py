@@ -16,11 +16,11 @@ from .aio import AsyncClient  # noqa: E402
 from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
 from .records import (BrowsePage, Counts, EnqueueResult, Explanation, FailResult,  # noqa: E402
-                      Health, Message, MessageSummary, Queue, Stats)
+                      Health, Message, MessageSummary, Outcome, Queue, Stats)
 from .worker import Worker  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "BrowsePage", "Client", "Counts", "EnqueueResult", "Explanation",
-           "FailResult", "Health", "Message", "MessageSummary", "Queue", "Stats",
+           "FailResult", "Health", "Message", "MessageSummary", "Outcome", "Queue", "Stats",
            "SundialError", "Worker"]

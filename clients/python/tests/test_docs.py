@@ -19,7 +19,7 @@ DOC = os.path.join(ROOT, "docs", "clients", "python.md")
 def examples():
     text = open(DOC, encoding="utf-8").read()
     found = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
-    assert set(found) == {"worker", "enqueue", "async", "exclusive"}, sorted(found)
+    assert set(found) == {"worker", "enqueue", "async", "exclusive", "call"}, sorted(found)
     return found
 
 
@@ -107,3 +107,9 @@ def test_the_exclusive_queue_and_filter_example(run_example):
     built = sorted(line.split(":")[-1] for line in script.errors if ":building " in line)
     assert built == ["building api c3", "building web a1", "building web b2"]
     assert c.count("builds").pending == 1  # d4, x86_64: not this worker's
+
+
+def test_the_request_and_response_example(run_example):
+    script = run_example("call")
+    assert script.finish(60) == 0, script.errors
+    assert script.lines[-1] == "completed b'thumb:cat.png'", script.lines
