@@ -391,8 +391,9 @@ Result<Reply> Client::DeleteQueue(std::string_view name) {
 Result<Reply> Client::PurgeQueue(std::string_view name, const std::vector<MessageState>& states) {
   return Call(BuildPurgeQueue(NextHeader(), name, states));
 }
-Result<Reply> Client::Enqueue(std::string_view queue, const std::vector<EnqueueItem>& items) {
-  return Call(BuildEnqueue(NextHeader(), queue, items));
+Result<Reply> Client::Enqueue(std::string_view queue, const std::vector<EnqueueItem>& items,
+                              uint32_t wait_ms) {
+  return Call(BuildEnqueue(NextHeader(), queue, items, wait_ms));
 }
 Result<Reply> Client::Dequeue(std::string_view queue, const DequeueOptions& o) {
   return Call(BuildDequeue(NextHeader(), queue, o));
@@ -445,6 +446,10 @@ Result<Reply> Client::Explain(std::string_view queue, std::string_view id) {
 }
 Result<Reply> Client::ExplainFilter(std::string_view queue, const Pairs& filter) {
   return Call(BuildExplainFilter(NextHeader(), queue, filter));
+}
+Result<Reply> Client::Wait(std::string_view queue, const std::vector<std::string>& ids,
+                           uint32_t wait_ms) {
+  return Call(BuildWait(NextHeader(), queue, ids, wait_ms));
 }
 Result<Reply> Client::Stats() { return Call(BuildStats(NextHeader())); }
 Result<Reply> Client::Health() { return Call(BuildHealth(NextHeader())); }

@@ -149,8 +149,8 @@ class Client {
   Result<Reply> DeleteQueue(std::string_view name);                                // Done
   Result<Reply> PurgeQueue(std::string_view name,
                            const std::vector<MessageState>& states);  // Counted
-  Result<Reply> Enqueue(std::string_view queue,
-                        const std::vector<EnqueueItem>& items);            // EnqueueResults
+  Result<Reply> Enqueue(std::string_view queue, const std::vector<EnqueueItem>& items,
+                        uint32_t wait_ms = 0);                             // EnqueueResults
   Result<Reply> Dequeue(std::string_view queue, const DequeueOptions& o);  // DequeueResult
   Result<Reply> Complete(std::string_view queue,
                          const std::vector<CompleteItem>& items);  // ItemResults
@@ -174,8 +174,10 @@ class Client {
   Result<Reply> Count(std::string_view queue, const Pairs& filter = {});       // CountResult
   Result<Reply> Explain(std::string_view queue, std::string_view id);          // ExplainResult
   Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);    // ExplainResult
-  Result<Reply> Stats();                                                       // StatsResult
-  Result<Reply> Health();                                                      // HealthResult
+  Result<Reply> Wait(std::string_view queue, const std::vector<std::string>& ids,
+                     uint32_t wait_ms);  // WaitResult
+  Result<Reply> Stats();                 // StatsResult
+  Result<Reply> Health();                // HealthResult
   Result<Reply> Cluster();                                                     // ClusterResult
   Result<Reply> Switchover(std::string_view to = {});                          // Done
 

@@ -94,7 +94,7 @@ std::string BuildPurgeQueue(RequestHeader h, std::string_view name,
 }
 
 std::string BuildEnqueue(RequestHeader h, std::string_view queue,
-                         const std::vector<EnqueueItem>& items) {
+                         const std::vector<EnqueueItem>& items, uint32_t wait_ms) {
   fb::FlatBufferBuilder b(1024 + items.size() * 128);
   std::vector<fb::Offset<p::EnqueueItem>> out;
   out.reserve(items.size());
@@ -107,7 +107,7 @@ std::string BuildEnqueue(RequestHeader h, std::string_view queue,
                                        item.visible_at, item.max_attempts));
   }
   auto q = StringOf(b, queue);
-  return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out)));
+  return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out), wait_ms));
 }
 
 std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o) {
@@ -124,7 +124,12 @@ std::string BuildComplete(RequestHeader h, std::string_view queue,
   std::vector<fb::Offset<p::CompleteItem>> out;
   out.reserve(items.size());
   for (const CompleteItem& item : items) {
-    out.push_back(p::CreateCompleteItem(b, b.CreateString(item.id), item.lease_token));
+    auto id = b.CreateString(item.id);
+    auto result = item.result.empty()
+                      ? 0
+                      : b.CreateVector(reinterpret_cast<const uint8_t*>(item.result.data()),
+                                       item.result.size());
+    out.push_back(p::CreateCompleteItem(b, id, item.lease_token, result));
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, b.CreateVector(out)));
@@ -266,6 +271,16 @@ std::string BuildSwitchover(RequestHeader h, std::string_view to) {
   return Finish(b, h, p::Operation::Switchover, p::CreateSwitchover(b, target));
 }
 
+std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector<std::string>& ids,
+                      uint32_t wait_ms) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  std::vector<fb::Offset<fb::String>> out;
+  out.reserve(ids.size());
+  for (const std::string& id : ids) out.push_back(b.CreateString(id));
+  return Finish(b, h, p::Operation::Wait, p::CreateWait(b, q, b.CreateVector(out), wait_ms));
+}
+
 std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {
   fb::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   if (!p::VerifyRequestBuffer(verifier)) return std::nullopt;
@@ -273,6 +288,8 @@ std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {
   RequestSummary out;
   out.request_id = request->request_id();
   if (const p::Dequeue* d = request->op_as_Dequeue()) out.wait_ms = d->wait_ms();
+  if (const p::Wait* w = request->op_as_Wait()) out.wait_ms = w->wait_ms();
+  if (const p::Enqueue* e = request->op_as_Enqueue()) out.wait_ms = e->wait_ms();
   return out;
 }
 

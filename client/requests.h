@@ -88,6 +88,7 @@ struct DequeueOptions {
 struct CompleteItem {
   std::string id;
   uint64_t lease_token = 0;
+  std::string result = {};  // bytes stored with the message (empty: none)
 };
 
 struct FailOptions {
@@ -118,8 +119,10 @@ std::string BuildPurgeQueue(RequestHeader h, std::string_view name,
                             const std::vector<MessageState>& states);
 
 // Messages.
+// wait_ms > 0: answered once every item is terminal (or wait_ms ran out), each EnqueueResult
+// with its `outcome`.
 std::string BuildEnqueue(RequestHeader h, std::string_view queue,
-                         const std::vector<EnqueueItem>& items);
+                         const std::vector<EnqueueItem>& items, uint32_t wait_ms = 0);
 std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o);
 std::string BuildComplete(RequestHeader h, std::string_view queue,
                           const std::vector<CompleteItem>& items);
@@ -143,6 +146,9 @@ std::string BuildBrowse(RequestHeader h, std::string_view queue, const BrowseOpt
 std::string BuildCount(RequestHeader h, std::string_view queue, const Pairs& filter);
 std::string BuildExplain(RequestHeader h, std::string_view queue, std::string_view id);
 std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pairs& filter);
+// Answered when every message is terminal, or at wait_ms (0..60000) with what is so far.
+std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector<std::string>& ids,
+                      uint32_t wait_ms);
 
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);
@@ -158,7 +164,7 @@ std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b);
 // when the bytes are not a valid Request.
 struct RequestSummary {
   uint64_t request_id = 0;
-  uint32_t wait_ms = 0;  // a long-poll Dequeue's wait, else 0
+  uint32_t wait_ms = 0;  // a long-poll Dequeue's, a Wait's or an Enqueue's wait, else 0
 };
 std::optional<RequestSummary> SummarizeRequest(std::string_view bytes);
 

@@ -68,9 +68,12 @@ struct Effect {
   TimeMs due_at = 0;
   uint64_t lease_token = 0;
   TimeMs enqueued_at = 0;
-  std::string_view payload;            // all message effects (the WAL logs it for kMessageEnqueued)
-  std::string_view packed_metadata;    // all message effects; metadata.h format
-  std::string_view error;              // kMessageChanged: the message's last_error after the change
+  std::string_view payload;          // all message effects (the WAL logs it for kMessageEnqueued)
+  std::string_view packed_metadata;  // all message effects; metadata.h format
+  std::string_view error;            // kMessageChanged: the message's last_error after the change
+  // kMessageChanged to completed, and kMessageEnqueued (ExportState) of a completed message:
+  // the result its complete carried (empty: none).
+  std::string_view result = {};
   std::string_view dead_letter_queue;  // kMessageDeadLettered
 };
 

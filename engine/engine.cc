@@ -55,6 +55,8 @@ namespace {
 
 const Status kQueueNotFound = NotFound("queue: no such queue");
 const Status kBadQueueName = InvalidArgument("queue: name must be 1-128 bytes of [A-Za-z0-9._:-]");
+const Status kResultTooLarge =
+    InvalidArgument("result: larger than the server's max_result_bytes (--max-result-bytes)");
 
 template <typename T>
 std::vector<T> Repeat(size_t n, const T& value) {
@@ -346,7 +348,13 @@ std::vector<Status> Engine::Complete(std::string_view queue,
         std::vector<Status> out;
         out.reserve(items.size());
         for (const auto& item : items) {
-          out.push_back(IsValidId(item.id) ? q.Complete(item, now) : kBadId);
+          if (!IsValidId(item.id)) {
+            out.push_back(kBadId);
+          } else if (item.result.size() > options_.max_result_bytes) {
+            out.push_back(kResultTooLarge);
+          } else {
+            out.push_back(q.Complete(item, now));
+          }
         }
         return out;
       });
@@ -478,6 +486,23 @@ Result<MessageRecord> Engine::Get(std::string_view queue, std::string_view id) c
   return WithQueue<Result<MessageRecord>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<MessageRecord> { return q.Get(id); });
+}
+
+std::vector<Result<MessageOutcome>> Engine::Outcomes(std::string_view queue,
+                                                     const std::vector<std::string>& ids) const {
+  using R = Result<MessageOutcome>;
+  if (ids.empty() || ids.size() > kMaxBatchItems) {
+    return Repeat<R>(ids.size(), InvalidArgument("ids: 1-1000 per request"));
+  }
+  if (!IsValidQueueName(queue)) return Repeat<R>(ids.size(), kBadQueueName);
+  return WithQueue<std::vector<R>>(
+      queue, [&] { return Repeat<R>(ids.size(), kQueueNotFound); },
+      [&](Queue& q, TimeMs, Shard&) -> std::vector<R> {
+        std::vector<R> out;
+        out.reserve(ids.size());
+        for (const auto& id : ids) out.push_back(IsValidId(id) ? q.Outcome(id) : R(kBadId));
+        return out;
+      });
 }
 
 Result<BrowsePage> Engine::Browse(std::string_view queue, const BrowseRequest& request) const {

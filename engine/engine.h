@@ -47,6 +47,7 @@ class Engine {
     size_t shards = 16;
     uint64_t memory_budget_bytes = 0;  // 0: unlimited
     size_t max_payload_bytes = 1 << 20;
+    size_t max_result_bytes = kDefaultMaxResultBytes;  // a complete's result (--max-result-bytes)
     bool auto_create_queues = true;
     uint64_t seed = 0;  // lease tokens and generated ids; 0: seeded from the clock
   };
@@ -73,6 +74,8 @@ class Engine {
                                              std::vector<EnqueueItem> items);
   // Up to request.max messages, now leased; empty when none is dequeueable or dequeue is paused.
   Result<std::vector<MessageRecord>> Dequeue(std::string_view queue, const DequeueRequest& request);
+  // Each item's result (at most max_result_bytes, else INVALID_ARGUMENT) is stored with the
+  // message until GC and counted in the memory budget; a complete is never refused for memory.
   std::vector<Status> Complete(std::string_view queue, const std::vector<CompleteItem>& items);
   Result<FailResult> Fail(std::string_view queue, const FailRequest& request);
   // Returns the new lease_expires_at.
@@ -93,6 +96,10 @@ class Engine {
   Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
 
   Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  // `wait`'s read: per id (1..1000) its state, result and last_error, or NOT_FOUND. The server
+  // waits for them to be terminal (docs/semantics.md, "Results and waiting").
+  std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
+                                               const std::vector<std::string>& ids) const;
   Result<BrowsePage> Browse(std::string_view queue, const BrowseRequest& request) const;
   Result<StateCounts> Count(std::string_view queue, const Filter& filter) const;
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;

@@ -46,8 +46,9 @@ struct Message {
   uint32_t version32;      // the version, unless wide
   uint32_t updated_delta;  // updated_at - enqueued_at, unless wide
   uint32_t slot;
-  uint32_t counts;  // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1
-  uint32_t limits;  // max_attempts:20 | pair_count:5 | id_len-1:7
+  // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1 | has_result:1
+  uint32_t counts;
+  uint32_t limits;   // max_attempts:20 | pair_count:5 | id_len-1:7
   uint32_t lengths;  // payload_len:19 (inline) | metadata_len:13
 
   // State value marking a free record in the store (MessageStore::ForEach skips it).
@@ -68,6 +69,9 @@ struct Message {
   bool has_group_slot() const { return (counts & kGroupSlot) != 0; }
   bool wide() const { return (counts & kWide) != 0; }
   void set_wide(bool on) { counts = on ? (counts | kWide) : (counts & ~kWide); }
+  // A completed message's `result` is in its queue's results table (MessageTexts).
+  bool has_result() const { return (counts & kHasResult) != 0; }
+  void set_has_result(bool on) { counts = on ? (counts | kHasResult) : (counts & ~kHasResult); }
 
   uint32_t max_attempts() const { return limits & kAttemptsMask; }
   void set_max_attempts(uint32_t a) { limits = (limits & ~kAttemptsMask) | a; }
@@ -120,6 +124,7 @@ struct Message {
   static constexpr uint32_t kLarge = 1u << 24;
   static constexpr uint32_t kGroupSlot = 1u << 25;
   static constexpr uint32_t kWide = 1u << 26;
+  static constexpr uint32_t kHasResult = 1u << 27;
   static constexpr uint32_t kPayloadMask = (1u << 19) - 1;
   static constexpr size_t kLargeRefBytes = 12;
   static constexpr char kNoMetadata[1] = {0};

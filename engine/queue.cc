@@ -27,10 +27,6 @@ TimeMs SaturatingAdd(TimeMs a, int64_t b) {
   return out;
 }
 
-uint64_t AccountedBytes(const Message* m) {
-  return kMessageOverheadBytes + m->id().size() + m->payload().size() + m->packed_metadata().size();
-}
-
 // A fresh lease token in [1, 2^53).
 uint64_t NewToken(Random* rng) {
   uint64_t t = rng->Next() >> 11;
@@ -139,7 +135,8 @@ void Queue::Clear() {
   timers_.Clear();
   groups_.clear();
   filters_.clear();
-  errors_.clear();
+  errors_.Clear();
+  results_.Clear();
   wide_.clear();
   if (large_bytes_ > 0) {
     store_.ForEach([](MessageRef, const Message* m) {
@@ -165,7 +162,7 @@ uint64_t Queue::allocated_bytes() const {
     total += index.pending.capacity_bytes() + sizeof(PairIndex) + pair.key.size() +
              pair.value.size() + 96;
   }
-  for (const auto& [ref, error] : errors_) total += sizeof(ref) + sizeof(error) + error.capacity();
+  total += errors_.allocated_bytes() + results_.allocated_bytes();
   total += wide_.size() * (sizeof(MessageRef) + sizeof(WideFields));
   return total;
 }
@@ -202,7 +199,7 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
       Message::RecordBytes(id.size(), metadata_len, payload.size(), pair_count, group_slot));
   Message* m = Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large);
   ids_.Insert(ref, hash);
-  uint64_t bytes = AccountedBytes(m);
+  uint64_t bytes = AccountedBytes(ref, m);
   memory_bytes_ += bytes;
   AddShardBytes(static_cast<int64_t>(bytes));
   return ref;
@@ -211,9 +208,10 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
 void Queue::Erase(MessageRef ref) {
   Message* m = At(ref);
   ids_.Erase(ref, m->id());
-  if (m->has_error()) errors_.erase(ref);
+  uint64_t bytes = AccountedBytes(ref, m);
+  if (m->has_error()) errors_.Erase(ref);
+  if (m->has_result()) results_.Erase(ref);
   if (m->wide()) wide_.erase(ref);
-  uint64_t bytes = AccountedBytes(m);
   memory_bytes_ -= bytes;
   AddShardBytes(-static_cast<int64_t>(bytes));
   if (char* block = m->large_block()) {
@@ -240,21 +238,25 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
   }
 }
 
-void Queue::SetError(MessageRef ref, std::string_view error) {
-  Message* m = At(ref);
-  if (error.empty()) {
-    if (m->has_error()) errors_.erase(ref);
-    m->set_has_error(false);
-  } else {
-    errors_[ref] = std::string(error);
-    m->set_has_error(true);
-  }
+uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
+  return kMessageOverheadBytes + m->id().size() + m->payload().size() +
+         m->packed_metadata().size() + ResultOf(m, ref).size();
 }
 
-std::string_view Queue::ErrorOf(const Message* m, MessageRef ref) const {
-  if (!m->has_error()) return {};
-  auto it = errors_.find(ref);
-  return it == errors_.end() ? std::string_view() : std::string_view(it->second);
+void Queue::SetError(MessageRef ref, std::string_view error) {
+  Message* m = At(ref);
+  if (error.empty() && !m->has_error()) return;
+  (void)errors_.Set(ref, error);
+  m->set_has_error(!error.empty());
+}
+
+void Queue::SetResult(MessageRef ref, std::string_view result) {
+  Message* m = At(ref);
+  if (result.empty() && !m->has_result()) return;
+  const int64_t delta = results_.Set(ref, result);
+  m->set_has_result(!result.empty());
+  memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
+  AddShardBytes(delta);
 }
 
 // ---- Structure maintenance --------------------------------------------------------------------
@@ -452,6 +454,7 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
   e.payload = m->payload();
   e.packed_metadata = m->packed_metadata();
   e.error = ErrorOf(m, ref);
+  e.result = ResultOf(m, ref);
   return e;
 }
 
@@ -591,6 +594,7 @@ MessageRecord Queue::Record(MessageRef ref) const {
   r.enqueued_at = m->enqueued_at;
   r.updated_at = UpdatedAtOf(ref, m);
   r.last_error = std::string(ErrorOf(m, ref));
+  r.result = std::string(ResultOf(m, ref));
   return r;
 }
 
@@ -690,8 +694,17 @@ Status Queue::Complete(const CompleteItem& item, TimeMs now) {
     return Status::Ok();  // a repeated complete with the same token
   }
   if (Status s = CheckLease(m, item.lease_token, now); !s.ok()) return s;
+  SetResult(ref, item.result);  // before the effect, which carries it
   MakeTerminal(ref, MessageState::kCompleted, now, ChangeCause::kCompleted);
   return Status::Ok();
+}
+
+Result<MessageOutcome> Queue::Outcome(std::string_view id) const {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  const Message* m = At(ref);
+  return MessageOutcome{std::string(m->id()), m->state(), std::string(ResultOf(m, ref)),
+                        std::string(ErrorOf(m, ref))};
 }
 
 bool Queue::CanEnter(const Message* m) const {
@@ -1125,6 +1138,7 @@ Status Queue::ApplyEnqueued(const Effect& e) {
   Stamp(ref, e.version, e.time);
   m->set_state(e.to);
   SetError(ref, e.error);
+  if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
   return Status::Ok();
 }
@@ -1145,6 +1159,7 @@ Status Queue::ApplyChanged(const Effect& e) {
   m->set_max_attempts(e.max_attempts);
   Stamp(ref, e.version, e.time);
   SetError(ref, e.error);
+  if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
   return Status::Ok();
 }
@@ -1221,6 +1236,11 @@ void Queue::HashInto(void* xxh3_state) const {
     uint64_t h = XXH3_64bits(fixed, sizeof(fixed));
     for (std::string_view field : {m->id(), m->payload(), m->packed_metadata(), ErrorOf(m, ref)}) {
       h = XXH3_64bits_withSeed(field.data(), field.size(), h ^ field.size());
+    }
+    // Fields added after format version 1 are hashed only when present, so a state without
+    // them keeps its version-1 digest (a version-1 snapshot's trailer still checks).
+    if (const std::string_view result = ResultOf(m, ref); !result.empty()) {
+      h = XXH3_64bits_withSeed(result.data(), result.size(), h ^ 0x5245535546ULL);
     }
     sum += h;
   });

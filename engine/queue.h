@@ -37,6 +37,7 @@
 #include "engine/indexed_heap.h"
 #include "engine/message.h"
 #include "engine/message_store.h"
+#include "engine/message_texts.h"
 #include "engine/types.h"
 
 namespace sundial {
@@ -222,6 +223,8 @@ class Queue {
                                 Status budget_exhausted);
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
   Status Complete(const CompleteItem& item, TimeMs now);
+  // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).
+  Result<MessageOutcome> Outcome(std::string_view id) const;
   Result<FailResult> Fail(const FailRequest& request, TimeMs now, Random* rng, Queue* dead_letter);
   Result<TimeMs> Extend(std::string_view id, uint64_t token, int64_t lease_ms, TimeMs now);
   Status Cancel(std::string_view id, TimeMs now);
@@ -348,7 +351,17 @@ class Queue {
                     std::string_view packed_metadata, uint32_t pair_count);
   void Erase(MessageRef ref);
   void SetError(MessageRef ref, std::string_view error);
-  std::string_view ErrorOf(const Message* m, MessageRef ref) const;
+  std::string_view ErrorOf(const Message* m, MessageRef ref) const {
+    return m->has_error() ? errors_.Get(ref) : std::string_view();
+  }
+  // A completed message's result, counted in memory_bytes_.
+  void SetResult(MessageRef ref, std::string_view result);
+  std::string_view ResultOf(const Message* m, MessageRef ref) const {
+    return m->has_result() ? results_.Get(ref) : std::string_view();
+  }
+  // Bytes the memory budget counts for the message (engine.h): its record's strings and its
+  // result.
+  uint64_t AccountedBytes(MessageRef ref, const Message* m) const;
   // An effect of `type` carrying the message's current fields (from = to = its state).
   Effect MessageEffect(EffectType type, MessageRef ref, TimeMs time) const;
   void Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
@@ -385,7 +398,8 @@ class Queue {
   TimerHeap timers_{TimerTraits{&store_}};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
-  boost::unordered_flat_map<MessageRef, std::string> errors_;
+  MessageTexts errors_;   // last_error (not counted in the memory budget)
+  MessageTexts results_;  // completed messages' results (counted)
   struct WideFields {
     uint64_t version;
     TimeMs updated_at;

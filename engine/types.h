@@ -26,6 +26,8 @@ inline constexpr size_t kMaxBatchItems = 1000;
 inline constexpr uint32_t kMaxDequeueCount = 1000;
 inline constexpr uint32_t kMaxBrowseLimit = 1000;
 inline constexpr uint64_t kMaxLeaseToken = (uint64_t{1} << 53) - 1;
+// Default of Engine::Options::max_result_bytes (--max-result-bytes): a complete's result.
+inline constexpr size_t kDefaultMaxResultBytes = size_t{64} << 10;
 // Metadata key under which a dead-lettered message records the queue it came from.
 inline constexpr std::string_view kOriginQueueKey = "x-origin-queue";
 
@@ -134,6 +136,7 @@ struct MessageRecord {
   TimeMs enqueued_at = 0;
   TimeMs updated_at = 0;
   std::string last_error;
+  std::string result = {};  // completed: the result its complete carried (may be empty)
 };
 
 struct DequeueRequest {
@@ -145,6 +148,15 @@ struct DequeueRequest {
 struct CompleteItem {
   std::string id;
   uint64_t lease_token = 0;
+  std::string result = {};  // bytes, at most Engine::Options::max_result_bytes; kept with it
+};
+
+// What `wait` reports of one message (docs/semantics.md, "Results and waiting").
+struct MessageOutcome {
+  std::string id;
+  MessageState state = MessageState::kPending;
+  std::string result;      // completed
+  std::string last_error;  // the last fail's text (errored, or retried)
 };
 
 struct FailRequest {

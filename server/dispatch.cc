@@ -103,14 +103,68 @@ fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& 
                                   q.memory_bytes);
 }
 
+fb::Offset<fb::Vector<uint8_t>> EncodeBytes(fb::FlatBufferBuilder& b, std::string_view bytes) {
+  return b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+}
+
 fb::Offset<p::Message> EncodeMessage(fb::FlatBufferBuilder& b, const MessageRecord& m) {
   auto metadata = EncodePairs(b, m.metadata);
-  auto payload =
-      b.CreateVector(reinterpret_cast<const uint8_t*>(m.payload.data()), m.payload.size());
+  auto payload = EncodeBytes(b, m.payload);
+  auto result = m.result.empty() ? 0 : EncodeBytes(b, m.result);
   return p::CreateMessage(b, b.CreateString(m.queue), b.CreateString(m.id), m.priority, payload,
                           metadata, static_cast<p::MessageState>(m.state), m.attempts,
                           m.max_attempts, m.visible_at, m.lease_token, m.lease_expires_at,
-                          m.version, m.enqueued_at, m.updated_at, b.CreateString(m.last_error));
+                          m.version, m.enqueued_at, m.updated_at, b.CreateString(m.last_error),
+                          result);
+}
+
+// `wait` (docs/semantics.md, "Results and waiting"): an item is settled when its message is
+// terminal or it has an error (no such message: nothing to wait for).
+bool Settled(const Result<MessageOutcome>& o) { return !o.ok() || IsTerminal(o->state); }
+
+fb::Offset<p::WaitItem> EncodeWaitItem(fb::FlatBufferBuilder& b, std::string_view id,
+                                       const Result<MessageOutcome>& o) {
+  if (!o.ok()) return p::CreateWaitItem(b, b.CreateString(id), {}, 0, 0, ItemError(b, o.status()));
+  auto result = o->result.empty() ? 0 : EncodeBytes(b, o->result);
+  auto last_error = o->last_error.empty() ? 0 : b.CreateString(o->last_error);
+  return p::CreateWaitItem(b, b.CreateString(id), static_cast<p::MessageState>(o->state), result,
+                           last_error);
+}
+
+// Enqueue with wait_ms: each accepted item's EnqueueResult with its message's outcome now.
+// `results` are (id, version, duplicate, error) per item; sets ctx.unfinished.
+struct EnqueueAnswer {
+  std::string id = {};
+  uint64_t version = 0;
+  bool duplicate = false;
+  Code code = Code::kOk;  // the item's error, if any
+  std::string message = {};
+};
+void EnqueueResultsWithOutcomes(std::string_view queue, const std::vector<EnqueueAnswer>& answers,
+                                OpContext& ctx, Reply& r) {
+  std::vector<std::string> ids;
+  for (const EnqueueAnswer& a : answers) {
+    if (a.code == Code::kOk) ids.push_back(a.id);
+  }
+  std::vector<Result<MessageOutcome>> outcomes;
+  if (!ids.empty()) outcomes = ctx.engine->Outcomes(queue, ids);
+  auto& b = r.b();
+  std::vector<fb::Offset<p::EnqueueResult>> out;
+  out.reserve(answers.size());
+  size_t next = 0;
+  for (const EnqueueAnswer& a : answers) {
+    if (a.code != Code::kOk) {
+      auto error = p::CreateError(b, static_cast<p::Code>(a.code), b.CreateString(a.message));
+      out.push_back(p::CreateEnqueueResult(b, 0, 0, false, error));
+      continue;
+    }
+    const Result<MessageOutcome>& o = outcomes[next++];
+    ctx.unfinished |= !Settled(o);
+    auto outcome = EncodeWaitItem(b, a.id, o);
+    out.push_back(
+        p::CreateEnqueueResult(b, b.CreateString(a.id), a.version, a.duplicate, 0, outcome));
+  }
+  r.Ok(p::Result::EnqueueResults, p::CreateEnqueueResults(b, b.CreateVector(out)));
 }
 
 void ItemResults(Reply& r, const std::vector<Status>& statuses) {
@@ -176,6 +230,7 @@ void RunPurgeQueue(const p::Request& request, OpContext& ctx, Reply& r) {
 
 void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Enqueue();
+  if (op->wait_ms() > kMaxWaitMs) return r.Error(InvalidArgument("wait_ms: at most 60000"));
   std::vector<EnqueueItem> items;
   if (op->items()) {
     if (op->items()->size() > kMaxBatchItems) return r.Error(TooManyItems());
@@ -193,6 +248,19 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
     }
   }
   const auto results = ctx.engine->Enqueue(Str(op->queue()), std::move(items));
+  if (op->wait_ms() > 0) {
+    std::vector<EnqueueAnswer> answers;
+    answers.reserve(results.size());
+    for (const auto& res : results) {
+      if (res.ok()) {
+        ++ctx.messages;
+        answers.push_back({res->id, res->version, res->duplicate});
+      } else {
+        answers.push_back({{}, 0, false, res.status().code(), std::string(res.status().detail())});
+      }
+    }
+    return EnqueueResultsWithOutcomes(Str(op->queue()), answers, ctx, r);
+  }
   auto& b = r.b();
   std::vector<fb::Offset<p::EnqueueResult>> out;
   out.reserve(results.size());
@@ -233,7 +301,9 @@ void RunComplete(const p::Request& request, OpContext& ctx, Reply& r) {
     if (op->items()->size() > kMaxBatchItems) return r.Error(TooManyItems());
     items.reserve(op->items()->size());
     for (const p::CompleteItem* in : *op->items()) {
-      items.push_back({std::string(Str(in->id())), in->lease_token()});
+      CompleteItem item{std::string(Str(in->id())), in->lease_token(), {}};
+      if (in->result()) item.result.assign(in->result()->begin(), in->result()->end());
+      items.push_back(std::move(item));
     }
   }
   const std::vector<Status> statuses = ctx.engine->Complete(Str(op->queue()), items);
@@ -335,6 +405,26 @@ void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
                               b.CreateString(x->exclusivity_value), x->attempts));
 }
 
+void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_Wait();
+  if (op->wait_ms() > kMaxWaitMs) return r.Error(InvalidArgument("wait_ms: at most 60000"));
+  const std::vector<std::string> ids = Strings(op->ids());
+  if (ids.empty() || ids.size() > kMaxBatchItems) {
+    return r.Error(InvalidArgument("ids: 1-1000 per request"));
+  }
+  const std::vector<Result<MessageOutcome>> outcomes = ctx.engine->Outcomes(Str(op->queue()), ids);
+  auto& b = r.b();
+  std::vector<fb::Offset<p::WaitItem>> items;
+  items.reserve(ids.size());
+  bool done = true;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    done &= Settled(outcomes[i]);
+    items.push_back(EncodeWaitItem(b, ids[i], outcomes[i]));
+  }
+  ctx.unfinished = !done;
+  r.Ok(p::Result::WaitResult, p::CreateWaitResult(b, b.CreateVector(items), done));
+}
+
 // Session operations: the server answers them (SessionOperations).
 constexpr Status kNoServer =
     Status(Code::kFailedPrecondition, "session operation: answered by the server only");
@@ -379,6 +469,7 @@ using O = p::Operation;
 constexpr OpKind kRead = OpKind::kRead;
 constexpr OpKind kMutation = OpKind::kMutation;
 constexpr OpKind kSession = OpKind::kSession;
+constexpr OpKind kDurableRead = OpKind::kDurableRead;
 
 // In the order of the Operation union.
 constexpr std::array kTable = {
@@ -407,6 +498,7 @@ constexpr std::array kTable = {
     OperationRow{O::Health, "Health", kSession, kAny, RunHealth},
     OperationRow{O::Cluster, "Cluster", kSession, kAny, RunCluster},
     OperationRow{O::Switchover, "Switchover", kSession, kAny, RunSwitchover},
+    OperationRow{O::Wait, "Wait", kDurableRead, kAny, RunWait},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 
@@ -509,7 +601,10 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                                           log_->failure_message() +
                                           "); writes are refused until restart");
   }
-  if (mutation) r.lsn_from_ = log_;
+  // A durable read's reply, like a mutation's, carries the log's appended end: it is sent once
+  // what it shows is durable.
+  const bool waits_for_log = mutation || row->kind == OpKind::kDurableRead;
+  if (waits_for_log) r.lsn_from_ = log_;
   OpContext ctx{engine_, server_, session};
   row->run(request, ctx, r);
   if (!r.finished()) return refuse(Code::kInternal, "dispatch: no reply was built");
@@ -517,9 +612,48 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.response = r.bytes();
   out.code = r.code();
   out.empty_dequeue = ctx.empty_dequeue;
+  out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
-  if (mutation && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
+  if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
+  return out;
+}
+
+Dispatcher::Outcome Dispatcher::Reanswer(const p::Request& request, std::string_view first,
+                                         Transport transport, Session* session,
+                                         fb::FlatBufferBuilder* builder, Access access) const {
+  if (request.op_type() != p::Operation::Enqueue) {
+    return Handle(request, transport, session, builder, access);
+  }
+  // The enqueue is done: its first answer's items, with their outcomes now.
+  Outcome out;
+  Reply r(builder, request.request_id());
+  r.lsn_from_ = log_;
+  std::vector<EnqueueAnswer> answers;
+  const auto* message = fb::GetRoot<p::ServerMessage>(first.data());
+  const auto* response = message->body_as_Response();
+  const auto* results = response != nullptr ? response->result_as_EnqueueResults() : nullptr;
+  if (results != nullptr && results->items() != nullptr) {
+    for (const p::EnqueueResult* item : *results->items()) {
+      if (item->error() != nullptr) {
+        answers.push_back({{},
+                           0,
+                           false,
+                           static_cast<Code>(item->error()->code()),
+                           std::string(Str(item->error()->message()))});
+        continue;
+      }
+      answers.push_back({std::string(Str(item->id())), item->version(), item->duplicate()});
+    }
+  }
+  OpContext ctx{engine_, server_, session};
+  const auto* op = request.op_as_Enqueue();
+  EnqueueResultsWithOutcomes(Str(op->queue()), answers, ctx, r);
+  out.row = FindOperation(request.op_type());
+  out.response = r.bytes();
+  out.code = r.code();
+  out.unfinished = ctx.unfinished;
+  if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;
 }
 

@@ -43,7 +43,7 @@ enum class Result : uint8_t;
 
 namespace sundial::server {
 
-inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue.wait_ms (docs/protocol.md)
+inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue, Wait and Enqueue wait_ms (docs/protocol.md)
 
 class Session;  // the connection a request came on (server/internal.h)
 
@@ -51,6 +51,10 @@ enum class OpKind : uint8_t {
   kRead,      // answered from the engine's state; appends nothing
   kMutation,  // changes state: logged, and the reply waits for the log
   kSession,   // about the connection or the server: auth, subscriptions, stats, health
+  // Answered from the engine's state like kRead, but the reply waits, as a mutation's does,
+  // until every record appended before it was built is durable: the outcomes it shows (a
+  // result, a terminal state) cannot then be undone by a crash. `wait`.
+  kDurableRead,
 };
 
 // What a connection may do. kReadOnly: a dashboard page under `--dashboard read-only`
@@ -116,6 +120,9 @@ struct OpContext {
   SessionOperations* server = nullptr;  // null: session operations answer FAILED_PRECONDITION
   Session* session = nullptr;
   bool empty_dequeue = false;  // set by Dequeue: it succeeded with no message
+  // Set by Wait, and by Enqueue with wait_ms: some message is not terminal yet (the server
+  // may hold the request until it is: server/result_waits.cc).
+  bool unfinished = false;
   // Messages the operation handled (sundial_messages_total): enqueue items accepted, messages
   // leased, complete items that succeeded.
   uint64_t messages = 0;
@@ -152,11 +159,18 @@ class Dispatcher {
     uint64_t wait_lsn = 0;       // send once every record below this is durable; 0: now
     Code code = Code::kOk;       // of the whole request (metrics); items of a batch may still fail
     bool empty_dequeue = false;  // a Dequeue that succeeded with no message (long-poll waits)
+    bool unfinished = false;     // OpContext::unfinished
     uint64_t messages = 0;       // OpContext::messages
     const OperationRow* row = nullptr;  // null: the operation was unknown or refused before it
   };
   Outcome Handle(const protocol::Request& request, Transport transport, Session* session,
                  flatbuffers::FlatBufferBuilder* builder, Access access = Access::kFull) const;
+  // Answers again a request that was unfinished (Outcome::unfinished): a Wait is run again; an
+  // Enqueue with wait_ms is not (it would be a duplicate): its `first` reply is answered again
+  // with each enqueued message's outcome now. The reply waits for the log like a kDurableRead.
+  Outcome Reanswer(const protocol::Request& request, std::string_view first, Transport transport,
+                   Session* session, flatbuffers::FlatBufferBuilder* builder,
+                   Access access = Access::kFull) const;
 
  private:
   Engine* engine_;

@@ -345,6 +345,47 @@ class LongPolls {
   mutable std::array<std::atomic<uint64_t>, 64> generations_{};
 };
 
+// Requests waiting for messages to be terminal (docs/protocol.md, "Wait"; `enqueue` with wait_ms;
+// docs/server.md, "Waiting for results"). A waiter is filed under each (queue, id) it waits for;
+// the effect that makes one of them terminal (or removes it, or its queue) posts one
+// re-evaluation to the waiter's loop, which answers once every message is settled or wait_ms
+// has run out. No polling: an effect costs one relaxed atomic load while nobody waits.
+// Everything about a waiter after it is filed runs on its session's loop.
+class ResultWaits {
+ public:
+  explicit ResultWaits(Core* core) : core_(core) {}
+
+  // Read before the first answer: a waiter filed after it looks again if an effect on its
+  // queue came in between.
+  uint64_t Generation(std::string_view queue) const;
+  // On the session's loop: `frame` is the request (Wait, or Enqueue with wait_ms) whose first
+  // answer `first` was unfinished; `ids` the messages it waits for.
+  void Wait(Completion c, std::string_view frame, std::string_view first, std::string queue,
+            std::vector<std::string> ids, uint32_t wait_ms, uint64_t generation,
+            SteadyClock::time_point start);
+  // Under a shard lock (any thread).
+  void OnEffect(const Effect& e);
+  void ExpireAll();  // shutdown: every waiter is answered with what is terminal now
+  void Forget(const Session* s);
+  void Clear();  // after the loops stopped
+  int64_t waiting() const { return waiting_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Waiter;
+  static std::string Key(std::string_view queue, std::string_view id);
+  std::atomic<uint64_t>& GenerationOf(std::string_view queue) const;
+  void Schedule(const std::shared_ptr<Waiter>& w, bool final);  // any thread
+  void Evaluate(const std::shared_ptr<Waiter>& w, bool final);  // on the waiter's loop
+  void Remove(const std::shared_ptr<Waiter>& w);
+
+  Core* const core_;
+  std::mutex mu_;
+  // "queue\0id" -> the waiters on that message. GUARDED_BY(mu_)
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> by_message_;
+  std::atomic<int64_t> waiting_{0};
+  mutable std::array<std::atomic<uint64_t>, 64> generations_{};
+};
+
 // Subscriptions (docs/protocol.md, "Subscriptions"; WebSocket only): per queue or "*", with a
 // metadata filter and the dashboard's options (server/live_feed.h: the per-queue tick, a per-second
 // sample, ids); one event per connection per change, however many of its subscriptions match.
@@ -453,7 +494,10 @@ class Core final : public EffectSink, public SessionOperations {
   Loop* NextLoop();  // round robin, for a new connection
   void StartTimers() { timers_.Start(); }
   void StopTimers() { timers_.Stop(); }
-  void ExpireAllWaiters() { long_polls_.ExpireAll(); }
+  void ExpireAllWaiters() {
+    long_polls_.ExpireAll();
+    result_waits_.ExpireAll();
+  }
 
   bool ready() const { return ready_.load() && !draining_.load() && !(log_ && log_->failed()); }
   void set_ready(bool r) { ready_.store(r); }
@@ -473,6 +517,7 @@ class Core final : public EffectSink, public SessionOperations {
   Metrics* metrics() const { return metrics_; }
   const Dispatcher& dispatcher() const { return dispatcher_; }
   LongPolls& long_polls() { return long_polls_; }
+  ResultWaits& result_waits() { return result_waits_; }
   Subscriptions& subscriptions() { return subscriptions_; }
   Timers& timers() { return timers_; }
   // The shared token (--auth-token-file), empty when none is needed.
@@ -501,6 +546,7 @@ class Core final : public EffectSink, public SessionOperations {
   std::vector<Loop*> loops_;
   std::atomic<size_t> next_loop_{0};
   LongPolls long_polls_{this};
+  ResultWaits result_waits_{this};
   Subscriptions subscriptions_{this};
   Timers timers_{this};
   QueueActivity activity_;  // per-queue transition totals, for the queue_stats tick

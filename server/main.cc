@@ -168,6 +168,7 @@ int Run(int argc, char** argv) {
     Engine::Options eo;
     eo.shards = options.shards;
     eo.memory_budget_bytes = options.memory_budget_bytes;
+    eo.max_result_bytes = options.max_result_bytes;
     return std::make_unique<Engine>(eo, &clock, &tee);
   };
   wal::RecoveryOptions recovery;

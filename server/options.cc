@@ -139,6 +139,10 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   app.add_option("--memory-budget-bytes", o.memory_budget_bytes,
                  "the budget in bytes (older name of --max-memory); 0: unlimited")
       ->capture_default_str();
+  app.add_option("--max-result-bytes", o.max_result_bytes,
+                 "largest result a complete may store with its message")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{16} << 20));
   app.add_option("--shards", o.shards, "engine lock shards")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1024}));

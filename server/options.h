@@ -51,6 +51,8 @@ struct Options {
   // name, kept).
   std::string max_memory;
   uint64_t memory_budget_bytes = 0;  // 0: unlimited
+  // --max-result-bytes: the largest result a complete may store (docs/semantics.md).
+  size_t max_result_bytes = 64 << 10;
   size_t shards = 16;
 
   std::string auth_token_file;

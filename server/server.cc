@@ -65,6 +65,7 @@ struct Server::Impl {
   void StopLoops() {
     for (auto& loop : loops) loop->Stop();
     core.long_polls().Clear();
+    core.result_waits().Clear();
   }
 };
 

@@ -105,10 +105,12 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutText(out, "payload", e.payload);
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
+      if (!e.result.empty()) PutText(out, "result", e.result);
       return;
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);
       PutText(out, "error", e.error);
+      if (!e.result.empty()) PutText(out, "result", e.result);
       return;
     case EffectType::kMessageRemoved:
       PutMessageFields(e, out);

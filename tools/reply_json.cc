@@ -55,6 +55,11 @@ void PutMetadata(json::object* out,
 
 std::string_view StateName(p::MessageState state) { return p::EnumNameMessageState(state); }
 
+std::string_view Bytes(const flatbuffers::Vector<uint8_t>* v) {
+  return v ? std::string_view(reinterpret_cast<const char*>(v->data()), v->size())
+           : std::string_view();
+}
+
 std::string Explanation(const p::ExplainResult& x) {
   const std::string until = std::to_string(x.until());
   switch (x.reason()) {
@@ -137,11 +142,22 @@ json::object MessageToJson(const p::Message& m) {
   o["updated_at"] = m.updated_at();
   PutText(&o, "last_error", m.last_error());
   PutMetadata(&o, m.metadata());
-  const auto* payload = m.payload();
-  PutText(&o, "payload",
-          payload
-              ? std::string_view(reinterpret_cast<const char*>(payload->data()), payload->size())
-              : std::string_view());
+  PutText(&o, "payload", Bytes(m.payload()));
+  PutText(&o, "result", Bytes(m.result()));
+  return o;
+}
+
+json::object WaitItemToJson(const p::WaitItem& item) {
+  json::object o;
+  PutText(&o, "id", item.id());
+  if (const p::Error* error = item.error()) {
+    o["code"] = CodeName(static_cast<Code>(error->code()));
+    PutText(&o, "message", error->message());
+    return o;
+  }
+  o["state"] = StateName(item.state());
+  PutText(&o, "result", Bytes(item.result()));
+  PutText(&o, "last_error", item.last_error());
   return o;
 }
 

@@ -26,6 +26,9 @@ boost::json::object QueueToJson(const protocol::QueueInfo& queue);
 boost::json::object CountsToJson(const protocol::StateCounts* counts);
 // A whole message (get, dequeue).
 boost::json::object MessageToJson(const protocol::Message& message);
+// One message's outcome (wait, enqueue --wait-ms): id, state, result, last_error; or, for an
+// id with an error, id, code and message.
+boost::json::object WaitItemToJson(const protocol::WaitItem& item);
 // A browse entry.
 boost::json::object SummaryToJson(const protocol::MessageSummary& summary);
 // explain: the reason's name, its fields, and `explanation`, one sentence for people.

@@ -270,6 +270,9 @@ struct Args {
   uint32_t max = 1;
   int64_t lease_ms = 0;
   uint32_t wait_ms = 0;
+  std::string result;
+  std::string result_file;
+
   CLI::Option* dequeue_lease = nullptr;
 
   std::string error;
@@ -374,6 +377,9 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
           ->excludes(a.enqueue_delay);
   a.enqueue_max_attempts =
       enqueue->add_option("--max-attempts", a.max_attempts, "instead of the queue's default");
+  enqueue->add_option("--wait-ms", a.wait_ms,
+                      "answer once the message is terminal (at most this long), with its "
+                      "state and result");
   out.push_back(
       {enqueue, [&a](client::Client& c) {
          client::EnqueueItem item;
@@ -385,7 +391,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
          if (a.enqueue_visible_at->count()) item.visible_at = a.visible_at;
          if (a.enqueue_max_attempts->count()) item.max_attempts = a.max_attempts;
          return Expect<p::EnqueueResults>(
-             c.Enqueue(a.queue, {item}), [](const p::EnqueueResults& r) {
+             c.Enqueue(a.queue, {item}, a.wait_ms), [](const p::EnqueueResults& r) {
                if (!r.items() || r.items()->size() != 1) {
                  return Failed(Error::Connection(Code::kInternal, "protocol: expected one item"));
                }
@@ -399,6 +405,11 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
                o["id"] = e->id() ? e->id()->string_view() : std::string_view();
                o["version"] = e->version();
                o["duplicate"] = e->duplicate();
+               if (const p::WaitItem* outcome = e->outcome()) {
+                 for (auto& [key, value] : WaitItemToJson(*outcome)) {
+                   if (key != "id") o[key] = value;
+                 }
+               }
                Print(o);
                return kExitOk;
              });
@@ -432,10 +443,39 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   complete->add_option("queue", a.queue, "queue name")->required();
   complete->add_option("id", a.id, "message id")->required();
   complete->add_option("token", a.lease_token, "lease token")->required();
-  out.push_back(
-      {complete, [&a](client::Client& c) {
-         return PrintItems(c.Complete(a.queue, {{a.id, a.lease_token}}), {a.id}, "completed");
-       }});
+  CLI::Option* result_text =
+      complete->add_option("--result", a.result, "result text, stored with the message");
+  complete->add_option("--result-file", a.result_file, "result bytes from a file ('-': stdin)")
+      ->excludes(result_text);
+  out.push_back({complete, [&a](client::Client& c) {
+                   client::CompleteItem item{a.id, a.lease_token, a.result};
+                   return PrintItems(c.Complete(a.queue, {item}), {a.id}, "completed");
+                 }});
+
+  CLI::App* wait = app.add_subcommand(
+      "wait", "Wait for messages to be terminal; one line per id with its state and result.");
+  wait->add_option("queue", a.queue, "queue name")->required();
+  wait->add_option("ids", a.ids, "message ids (1-1000)")->required();
+  wait->add_option("--wait-ms", a.wait_ms, "wait at most this long (0-60000; default 0)");
+  out.push_back({wait, [&a](client::Client& c) {
+                   return Expect<p::WaitResult>(
+                       c.Wait(a.queue, a.ids, a.wait_ms), [](const p::WaitResult& r) {
+                         int exit_code = kExitOk;
+                         if (r.items() != nullptr) {
+                           for (const p::WaitItem* item : *r.items()) {
+                             if (item->error() != nullptr) {
+                               std::fflush(stdout);
+                               PrintItemError(item->id() ? item->id()->string_view() : "",
+                                              item->error()->code(), item->error()->message());
+                               exit_code = kExitServerError;
+                               continue;
+                             }
+                             Print(WaitItemToJson(*item));
+                           }
+                         }
+                         return exit_code;
+                       });
+                 }});
 
   CLI::App* fail = app.add_subcommand("fail", "Fail a leased message (retry or error it).");
   fail->add_option("queue", a.queue, "queue name")->required();
@@ -714,6 +754,9 @@ int Main(int argc, char** argv) {
   const bool tls = a.tls || !a.ca_file.empty();
   if (!a.payload_file.empty() && !ReadFile(a.payload_file, &a.payload)) {
     return UsageError("--payload-file: cannot read " + a.payload_file);
+  }
+  if (!a.result_file.empty() && !ReadFile(a.result_file, &a.result)) {
+    return UsageError("--result-file: cannot read " + a.result_file);
   }
 
   if (watch->parsed()) {

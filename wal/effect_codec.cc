@@ -12,6 +12,8 @@ constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
 constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kErrored);
 constexpr uint8_t kMaxQueueType = static_cast<uint8_t>(QueueType::kExclusive);
 constexpr uint8_t kEnqueuePausedFlag = 1;
+// Extension tags of message effects (format version 2; docs/wal-format.md, "Extensions").
+constexpr uint8_t kResultTag = 1;
 constexpr uint8_t kDequeuePausedFlag = 2;
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
@@ -154,6 +156,32 @@ Status ReadMessage(FieldReader* r, Effect* e) {
   return Status::Ok();
 }
 
+// Optional fields after a message effect's body: written only when set, so an effect that has
+// none is encoded exactly as in version 1.
+void PutExtensions(std::string* out, const Effect& e) {
+  if (!e.result.empty()) {
+    PutU8(out, kResultTag);
+    PutString(out, e.result);
+  }
+}
+
+Status ReadExtensions(FieldReader* r, Effect* e) {
+  uint32_t seen = 0;
+  while (r->ok() && !r->at_end()) {
+    // Bytes after the body that do not start a known extension are trailing bytes.
+    const uint8_t tag = r->U8();
+    if (tag != kResultTag) return Malformed("wal: effect: trailing bytes");
+    if ((seen & (1u << tag)) != 0) return Malformed("wal: effect: repeated extension");
+    seen |= 1u << tag;
+    std::string_view value;
+    r->String(&value);
+    if (!r->ok()) return Malformed("wal: effect: truncated extension");
+    if (value.empty()) return Malformed("wal: effect: empty extension");
+    e->result = value;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void EncodeEffect(const Effect& e, std::string* out) {
@@ -175,10 +203,12 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutString(out, e.payload);
       PutString(out, e.packed_metadata);
       PutString(out, e.error);
+      PutExtensions(out, e);
       break;
     case EffectType::kMessageChanged:
       PutMessage(out, e);
       PutString(out, e.error);
+      PutExtensions(out, e);
       break;
     case EffectType::kMessageRemoved:
       PutMessage(out, e);
@@ -221,10 +251,12 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       r.String(&e.payload);
       r.String(&e.packed_metadata);
       r.String(&e.error);
+      if (s.ok()) s = ReadExtensions(&r, &e);
       break;
     case EffectType::kMessageChanged:
       s = ReadMessage(&r, &e);
       r.String(&e.error);
+      if (s.ok()) s = ReadExtensions(&r, &e);
       break;
     case EffectType::kMessageRemoved:
       s = ReadMessage(&r, &e);
@@ -254,6 +286,7 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   own(&e.packed_metadata, &out->packed_metadata_);
   own(&e.error, &out->error_);
   own(&e.dead_letter_queue, &out->dead_letter_queue_);
+  own(&e.result, &out->result_);
   return s;
 }
 

@@ -45,6 +45,7 @@ class DecodedEffect {
   std::string packed_metadata_;
   std::string error_;
   std::string dead_letter_queue_;
+  std::string result_;
 };
 
 // Decodes one effect. On error returns kInternal with a detail naming what was malformed and

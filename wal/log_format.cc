@@ -40,7 +40,9 @@ HeaderError ParseFileHeader(std::string_view bytes, std::string_view magic, File
     return HeaderError::kBadChecksum;
   }
   const uint32_t version = DecodeFixed32(bytes.data() + 8);
-  if (version != kFormatVersion) return HeaderError::kUnsupportedVersion;
+  if (version < kOldestReadableVersion || version > kFormatVersion) {
+    return HeaderError::kUnsupportedVersion;
+  }
   header->magic = magic;
   header->version = version;
   header->file_number = DecodeFixed64(bytes.data() + 12);

@@ -1,5 +1,6 @@
 // Log format: the constants and fixed layouts of WAL segments and snapshots. The grammar is
-// defined in docs/wal-format.md (version 1); this header must agree with it.
+// defined in docs/wal-format.md (version 2, and every older version it still reads); this
+// header must agree with it.
 //
 //   file    := file_header record*
 //   record  := length:u32le type:u8 checksum:u64le payload:byte{length}
@@ -16,7 +17,11 @@
 
 namespace sundial::wal {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// The version a writer writes. A reader accepts kOldestReadableVersion..kFormatVersion: each
+// version only adds to the one before (docs/wal-format.md, "Versions"), so one decoder reads
+// them all.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kOldestReadableVersion = 1;
 
 inline constexpr std::string_view kSegmentMagic{"SUNDWAL\0", 8};
 inline constexpr std::string_view kSnapshotMagic{"SUNDSNP\0", 8};

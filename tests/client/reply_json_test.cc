@@ -68,6 +68,19 @@ TEST(ReplyJson, TextThatIsNotUtf8IsWrittenAsBase64) {
   EXPECT_EQ(o.at("payload"), "");  // no payload: empty text
 }
 
+TEST(ReplyJson, WaitItemsShowStateResultOrTheirError) {
+  flatbuffers::FlatBufferBuilder b;
+  const std::vector<uint8_t> result{'4', '2'};
+  b.Finish(p::CreateWaitItemDirect(b, "m1", p::MessageState::completed, &result, ""));
+  EXPECT_EQ(json::serialize(WaitItemToJson(*Root<p::WaitItem>(b))),
+            R"({"id":"m1","state":"completed","result":"42","last_error":""})");
+  flatbuffers::FlatBufferBuilder e;
+  auto error = p::CreateErrorDirect(e, p::Code::NOT_FOUND, "id: no such message");
+  e.Finish(p::CreateWaitItemDirect(e, "m9", p::MessageState::invisible, nullptr, nullptr, error));
+  EXPECT_EQ(json::serialize(WaitItemToJson(*Root<p::WaitItem>(e))),
+            R"({"id":"m9","code":"NOT_FOUND","message":"id: no such message"})");
+}
+
 TEST(ReplyJson, ErrorIsCodeAndMessage) {
   EXPECT_EQ(json::serialize(ErrorToJson(
                 client::Error::Server(Code::kFailedPrecondition, "lease_token: stale"))),

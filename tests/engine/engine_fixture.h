@@ -64,6 +64,7 @@ struct RecordedEffect {
   std::string packed_metadata;
   std::string error;
   std::string dead_letter_queue;
+  std::string result;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -88,6 +89,7 @@ struct RecordedEffect {
     r.packed_metadata = std::string(e.packed_metadata);
     r.error = std::string(e.error);
     r.dead_letter_queue = std::string(e.dead_letter_queue);
+    r.result = std::string(e.result);
     return r;
   }
 
@@ -115,6 +117,7 @@ struct RecordedEffect {
     e.packed_metadata = packed_metadata;
     e.error = error;
     e.dead_letter_queue = dead_letter_queue;
+    e.result = result;
     return e;
   }
 

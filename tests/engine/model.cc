@@ -225,7 +225,7 @@ uint64_t Model::PackedMetadataBytes(const Metadata& metadata) {
 
 uint64_t Model::AccountedBytes(const MessageRecord& record) {
   return kModelMessageOverheadBytes + record.id.size() + record.payload.size() +
-         PackedMetadataBytes(record.metadata);
+         PackedMetadataBytes(record.metadata) + record.result.size();
 }
 
 std::pair<int64_t, int64_t> Model::BackoffRange(const QueueSettings& settings, uint32_t attempts) {
@@ -538,6 +538,10 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
       out.push_back(InvalidArgument("id"));
       continue;
     }
+    if (item.result.size() > options_.max_result_bytes) {
+      out.push_back(InvalidArgument("result"));
+      continue;
+    }
     size_t index = FindIndex(*queue, item.id);
     if (index == kNpos) {
       out.push_back(NotFound("id"));
@@ -545,6 +549,7 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     }
     Message& m = queue->messages[index];
     MessageRecord& r = m.record;
+    // A repeat of the complete that succeeded: success, and the first result stays.
     if (r.state == MessageState::kCompleted && r.lease_token == item.lease_token) {
       out.push_back(Status::Ok());
       continue;
@@ -555,6 +560,7 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     }
     r.version += 1;
     r.updated_at = now;
+    r.result = item.result;
     MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
     out.push_back(Status::Ok());
   }
@@ -841,6 +847,31 @@ Result<MessageRecord> Model::Get(std::string_view queue_name, std::string_view i
   size_t index = FindIndex(*queue, id);
   if (index == kNpos) return NotFound("id");
   return queue->messages[index].record;
+}
+
+std::vector<Result<MessageOutcome>> Model::Outcomes(std::string_view queue_name,
+                                                    const std::vector<std::string>& ids) const {
+  using R = Result<MessageOutcome>;
+  if (ids.empty() || ids.size() > kMaxBatchItems)
+    return Repeat<R>(ids.size(), InvalidArgument("ids"));
+  if (!IsValidQueueName(queue_name)) return Repeat<R>(ids.size(), InvalidArgument("queue"));
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return Repeat<R>(ids.size(), NotFound("queue"));
+  std::vector<R> out;
+  for (const std::string& id : ids) {
+    if (!ValidId(id)) {
+      out.push_back(InvalidArgument("id"));
+      continue;
+    }
+    size_t index = FindIndex(*queue, id);
+    if (index == kNpos) {
+      out.push_back(NotFound("id"));
+      continue;
+    }
+    const MessageRecord& r = queue->messages[index].record;
+    out.push_back(MessageOutcome{r.id, r.state, r.result, r.last_error});
+  }
+  return out;
 }
 
 Result<BrowsePage> Model::Browse(std::string_view queue_name, const BrowseRequest& request) const {

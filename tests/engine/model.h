@@ -50,6 +50,7 @@ class Model {
   struct Options {
     uint64_t memory_budget_bytes = 0;  // 0: unlimited
     size_t max_payload_bytes = 1 << 20;
+    size_t max_result_bytes = kDefaultMaxResultBytes;
     bool auto_create_queues = true;
   };
 
@@ -100,6 +101,8 @@ class Model {
   Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
 
   Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
+                                               const std::vector<std::string>& ids) const;
   Result<BrowsePage> Browse(std::string_view queue, const BrowseRequest& request) const;
   Result<StateCounts> Count(std::string_view queue, const Filter& filter) const;
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
@@ -113,7 +116,7 @@ class Model {
   const std::vector<Queue>& queues() const { return queues_; }
   const Queue* FindQueue(std::string_view name) const;
 
-  // Accounted bytes of one message: overhead + id + payload + packed metadata.
+  // Accounted bytes of one message: overhead + id + payload + packed metadata + result.
   static uint64_t AccountedBytes(const MessageRecord& record);
   static uint64_t PackedMetadataBytes(const Metadata& metadata);
   // The legal range [lo, hi] of a jittered backoff for a message failing after `attempts`.

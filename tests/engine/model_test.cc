@@ -203,6 +203,15 @@ void CompareRecord(Diff& d, const std::string& at, const MessageRecord& e, const
   d.Check(at + ".enqueued_at", e.enqueued_at, m.enqueued_at);
   d.Check(at + ".updated_at", e.updated_at, m.updated_at);
   d.Check(at + ".last_error", e.last_error, m.last_error);
+  d.Check(at + ".result", e.result, m.result);
+}
+
+void CompareOutcome(Diff& d, const std::string& at, const MessageOutcome& e,
+                    const MessageOutcome& m) {
+  d.Check(at + ".id", e.id, m.id);
+  d.Check(at + ".state", e.state, m.state);
+  d.Check(at + ".result", e.result, m.result);
+  d.Check(at + ".last_error", e.last_error, m.last_error);
 }
 
 void CompareSummary(Diff& d, const std::string& at, const MessageSummary& e,
@@ -289,7 +298,7 @@ std::string UlidProblem(std::string_view id, TimeMs now) {
 // An Effect with its own copies of the strings and settings it points to.
 struct OwnedEffect {
   Effect fields;
-  std::string queue, id, payload, packed_metadata, error, dead_letter_queue;
+  std::string queue, id, payload, packed_metadata, error, dead_letter_queue, result;
   std::optional<QueueSettings> settings;
 
   explicit OwnedEffect(const Effect& e)
@@ -299,7 +308,8 @@ struct OwnedEffect {
         payload(e.payload),
         packed_metadata(e.packed_metadata),
         error(e.error),
-        dead_letter_queue(e.dead_letter_queue) {
+        dead_letter_queue(e.dead_letter_queue),
+        result(e.result) {
     if (e.settings != nullptr) settings = *e.settings;
   }
 
@@ -312,6 +322,7 @@ struct OwnedEffect {
     e.packed_metadata = packed_metadata;
     e.error = error;
     e.dead_letter_queue = dead_letter_queue;
+    e.result = result;
     e.settings = settings ? &*settings : nullptr;
     return e;
   }
@@ -326,7 +337,8 @@ struct OwnedEffect {
            Show(f.max_attempts) + " due_at=" + Show(f.due_at) + " token=" + Show(f.lease_token) +
            " enqueued_at=" + Show(f.enqueued_at) + " payload=" + Quote(payload) +
            " packed_metadata=" + Quote(packed_metadata) + " error=" + Quote(error) +
-           " dlq=" + Quote(dead_letter_queue) + " purge_states=" + Show(f.purge_states) +
+           " dlq=" + Quote(dead_letter_queue) + " result=" + Quote(result) +
+           " purge_states=" + Show(f.purge_states) +
            (settings ? " settings=" + Show(*settings) : "");
   }
 };
@@ -365,36 +377,22 @@ enum class OpKind : uint8_t {
   kCount,
   kExplain,
   kExplainFilter,
+  kOutcomes,   // `wait`'s read
   kMoveClock,  // move the ManualClock by `delta`, then Advance if `advance_after`
   kAdvance,
   kInjectModelFault,  // test of the shrinker only: changes the model and not the engine
 };
 
-constexpr std::string_view kOpNames[] = {"CreateQueue",
-                                         "UpdateQueue",
-                                         "GetQueue",
-                                         "ListQueues",
-                                         "DeleteQueue",
-                                         "PurgeQueue",
-                                         "Enqueue",
-                                         "Dequeue",
-                                         "Complete",
-                                         "Fail",
-                                         "Extend",
-                                         "Cancel",
-                                         "CancelByFilter",
-                                         "Reprioritize",
-                                         "ReprioritizeByFilter",
-                                         "Redrive",
-                                         "RedriveByFilter",
-                                         "Get",
-                                         "Browse",
-                                         "Count",
-                                         "Explain",
-                                         "ExplainFilter",
-                                         "MoveClock",
-                                         "Advance",
-                                         "InjectModelFault"};
+constexpr std::string_view kOpNames[] = {
+    "CreateQueue",    "UpdateQueue",     "GetQueue",
+    "ListQueues",     "DeleteQueue",     "PurgeQueue",
+    "Enqueue",        "Dequeue",         "Complete",
+    "Fail",           "Extend",          "Cancel",
+    "CancelByFilter", "Reprioritize",    "ReprioritizeByFilter",
+    "Redrive",        "RedriveByFilter", "Get",
+    "Browse",         "Count",           "Explain",
+    "ExplainFilter",  "Outcomes",        "MoveClock",
+    "Advance",        "InjectModelFault"};
 
 // A lease token in an operation that stands for "the message's current token", resolved from the
 // model when the operation runs, so a minimised sequence keeps valid leases.
@@ -480,7 +478,8 @@ std::string Describe(const Op& op) {
     case OpKind::kComplete:
       s += " items(" + std::to_string(op.completes.size()) + ")=";
       for (size_t i = 0; i < op.completes.size() && i < 4; ++i) {
-        s += "(" + Quote(op.completes[i].id) + "," + ShowToken(op.completes[i].lease_token) + ")";
+        s += "(" + Quote(op.completes[i].id) + "," + ShowToken(op.completes[i].lease_token) +
+             (op.completes[i].result.empty() ? "" : "," + Quote(op.completes[i].result)) + ")";
       }
       break;
     case OpKind::kFail:
@@ -493,6 +492,7 @@ std::string Describe(const Op& op) {
       break;
     case OpKind::kCancel:
     case OpKind::kRedrive:
+    case OpKind::kOutcomes:
       s += " ids(" + std::to_string(op.ids.size()) + ")=";
       for (size_t i = 0; i < op.ids.size() && i < 4; ++i) s += Quote(op.ids[i]) + " ";
       break;
@@ -623,6 +623,9 @@ struct RunConfig {
   std::optional<size_t> inject_fault_at = std::nullopt;  // generate kInjectModelFault as this op
 };
 
+// A small max_result_bytes, so that results above it are generated cheaply.
+constexpr size_t kResultLimit = 40;
+
 // One engine and one model, driven in lock step.
 class Harness {
  public:
@@ -632,9 +635,12 @@ class Harness {
         clock_(kStartTime),
         engine_(Engine::Options{.shards = 4,
                                 .memory_budget_bytes = config.memory_budget_bytes,
+                                .max_result_bytes = kResultLimit,
                                 .seed = config.seed},
                 &clock_, config.sink),
-        model_(Model::Options{.memory_budget_bytes = config.memory_budget_bytes}, &clock_) {}
+        model_(Model::Options{.memory_budget_bytes = config.memory_budget_bytes,
+                              .max_result_bytes = kResultLimit},
+               &clock_) {}
 
   Op Generate();
   // Runs `op` on both sides and compares. False on a divergence (see report()).
@@ -1198,6 +1204,7 @@ Op Harness::Generate() {
       {OpKind::kCount, 20},
       {OpKind::kExplain, 30},
       {OpKind::kExplainFilter, 20},
+      {OpKind::kOutcomes, 20},
       {OpKind::kMoveClock, 60},
       {OpKind::kAdvance, 40},
   };
@@ -1276,7 +1283,12 @@ Op Harness::Generate() {
       if (allow_invalid && Chance(1)) n = Chance(50) ? 0 : kMaxBatchItems + 1;
       for (size_t i = 0; i < n; ++i) {
         auto [id, token] = PickLease(op.queue, allow_invalid);
-        op.completes.push_back({id, token});
+        std::string result;
+        if (Chance(50))
+          result = "r" + std::to_string(Uniform(0, 999)) + std::string(Uniform(0, 20), 'x');
+        if (Chance(3))
+          result = std::string(kResultLimit + Uniform(0, 1), 'y');  // the limit, or 1 past
+        op.completes.push_back({id, token, result});
       }
       break;
     }
@@ -1347,6 +1359,12 @@ Op Harness::Generate() {
     case OpKind::kExplain:
       op.id = PickId(op.queue, allow_invalid);
       break;
+    case OpKind::kOutcomes: {
+      size_t n = Uniform(1, 3);
+      if (allow_invalid && Chance(2)) n = Chance(50) ? 0 : kMaxBatchItems + 1;
+      for (size_t i = 0; i < n; ++i) op.ids.push_back(PickId(op.queue, allow_invalid));
+      break;
+    }
     case OpKind::kBrowse:
       if (session_.active && Chance(60)) {
         op.browse_continue = true;
@@ -1685,6 +1703,17 @@ bool Harness::Execute(const Op& op) {
       if (m.ok()) Count("explain_filter." + std::string(Name(m->reason)));
       break;
     }
+    case OpKind::kOutcomes: {
+      auto e = engine_.Outcomes(q, op.ids);
+      auto m = model_.Outcomes(q, op.ids);
+      d.Check("outcomes.size", e.size(), m.size());
+      for (size_t i = 0; i < e.size() && i < m.size(); ++i) {
+        CompareResult(d, "outcomes[" + std::to_string(i) + "]", e[i], m[i], CompareOutcome);
+        CountStatus(op.kind, e[i].status());
+        if (m[i].ok() && !m[i]->result.empty()) Count("outcomes.with_result");
+      }
+      break;
+    }
     case OpKind::kMoveClock:
     case OpKind::kAdvance: {
       if (op.kind == OpKind::kMoveClock) clock_.Advance(op.delta);
@@ -1894,6 +1923,8 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["fail.backoff"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["Complete.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["Complete.FAILED_PRECONDITION"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["Complete.INVALID_ARGUMENT"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["outcomes.with_result"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["Redrive.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["explain.exclusivity_held"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["browse.multi_page"], 0u) << "seed " << run.seed;
@@ -1949,7 +1980,8 @@ std::string ApplyEffects(Engine& replica, const std::vector<OwnedEffect>& effect
 }
 
 Engine::Options ReplicaOptions(uint64_t budget) {
-  return Engine::Options{.shards = 4, .memory_budget_bytes = budget, .seed = 7};
+  return Engine::Options{
+      .shards = 4, .memory_budget_bytes = budget, .max_result_bytes = kResultLimit, .seed = 7};
 }
 
 // Applies `effects` to a fresh engine: every Apply succeeds and the result has `original`'s

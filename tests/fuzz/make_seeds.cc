@@ -104,6 +104,19 @@ std::vector<Scenario> Scenarios() {
         R"({"request_id": 6, "op_type": "ListQueues", "op": {}})",
         R"({"request_id": 7, "durability": "relaxed", "op_type": "Enqueue", "op":
             {"queue": "auto", "items": [{"id": "q"}]}})"}},
+      {"results",
+       {create, create_dlq, enqueue, dequeue,
+        R"({"request_id": 5, "op_type": "Wait", "op": {"queue": "emails", "ids": ["$ID", "b",
+            "nope"], "wait_ms": 0}})",
+        R"({"request_id": 6, "op_type": "Complete", "op": {"queue": "emails",
+            "items": [{"id": "$ID", "lease_token": $TOKEN, "result": [111, 107, 0, 255]}]}})",
+        R"({"request_id": 7, "op_type": "Wait", "op": {"queue": "emails", "ids": ["$ID"],
+            "wait_ms": 1000}})",
+        R"({"request_id": 8, "op_type": "Get", "op": {"queue": "emails", "id": "$ID"}})",
+        R"({"request_id": 9, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
+            {"id": "$ID"}, {"id": "fresh"}], "wait_ms": 0}})",
+        R"({"request_id": 10, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
+            {"id": "later"}], "wait_ms": 60001}})"}},
       {"session_ops",
        {R"({"request_id": 1, "op_type": "Auth", "op": {"token": "secret"}})",
         R"({"request_id": 2, "op_type": "Subscribe", "op": {"queue": "emails",

@@ -229,6 +229,7 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"Health", R"({})"},
       {"Cluster", R"({})"},
       {"Switchover", R"({"to": "b"})"},
+      {"Wait", R"({"queue": "q", "ids": ["a"], "wait_ms": 0})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";
@@ -281,6 +282,12 @@ TEST(OperationTable, WhatAppendsIsAMutationAndItsReplyWaitsForWhatItAppended) {
       EXPECT_EQ(response->error(), nullptr) << response->error()->message()->str();
       EXPECT_GE(outcome.wait_lsn, after);
       EXPECT_EQ(response->lsn(), outcome.wait_lsn);
+    } else if (row.kind == OpKind::kDurableRead) {
+      // Appends nothing, but waits for everything appended before it answered.
+      EXPECT_EQ(response->error(), nullptr) << response->error()->message()->str();
+      EXPECT_EQ(outcome.wait_lsn, after);
+      EXPECT_EQ(response->lsn(), outcome.wait_lsn);
+      EXPECT_GT(outcome.wait_lsn, 0u);
     } else {
       EXPECT_EQ(outcome.wait_lsn, 0u);
       EXPECT_EQ(response->lsn(), 0u);
@@ -410,6 +417,107 @@ TEST(OperationTable, RelaxedMutationsCarryTheirLsnButDoNotWait) {
       flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
   EXPECT_EQ(response->lsn(), e.log->AppendedEndLsn());
   EXPECT_GT(response->lsn(), 0u);
+}
+
+// `wait` and `enqueue` with wait_ms (docs/semantics.md, "Results and waiting"): unfinished until
+// every message is terminal; an enqueue is answered again from its first reply, not run again.
+TEST(WaitRows, AWaitIsUnfinishedUntilEveryMessageIsSettled) {
+  LoggedEngine e;
+  Dispatcher dispatcher(e.engine.get(), e.log.get());
+  flatbuffers::FlatBufferBuilder builder;
+  p::JsonCodec codec("Request");
+  std::string bytes, error;
+  ASSERT_TRUE(codec.FromJson(R"({"request_id": 1, "op_type": "Wait",
+      "op": {"queue": "q", "ids": ["a", "gone"], "wait_ms": 1000}})",
+                             &bytes, &error))
+      << error;
+  const p::Request& request = *p::GetRequest(bytes.data());
+  auto outcome = dispatcher.Handle(request, Transport::kTcp, nullptr, &builder);
+  EXPECT_TRUE(outcome.unfinished);  // "a" runs; "gone" is settled (NOT_FOUND)
+  auto* wait = flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())
+                   ->body_as_Response()
+                   ->result_as_WaitResult();
+  ASSERT_NE(wait, nullptr);
+  EXPECT_FALSE(wait->done());
+  EXPECT_EQ(wait->items()->Get(0)->state(), p::MessageState::running);
+  EXPECT_EQ(wait->items()->Get(1)->error()->code(), p::Code::NOT_FOUND);
+
+  ASSERT_TRUE(e.engine->Complete("q", {{"a", e.token, "ok"}})[0].ok());
+  outcome = dispatcher.Reanswer(request, {}, Transport::kTcp, nullptr, &builder);
+  EXPECT_FALSE(outcome.unfinished);
+  wait = flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())
+             ->body_as_Response()
+             ->result_as_WaitResult();
+  EXPECT_TRUE(wait->done());
+  EXPECT_EQ(wait->items()->Get(0)->state(), p::MessageState::completed);
+  EXPECT_EQ(wait->items()->Get(0)->result()->size(), 2u);
+  EXPECT_EQ(outcome.wait_lsn, e.log->AppendedEndLsn());  // covers the complete's record
+}
+
+TEST(WaitRows, AnEnqueueWithWaitMsIsAnsweredAgainFromItsFirstReply) {
+  LoggedEngine e;
+  Dispatcher dispatcher(e.engine.get(), e.log.get());
+  flatbuffers::FlatBufferBuilder builder;
+  p::JsonCodec codec("Request");
+  std::string bytes, error;
+  ASSERT_TRUE(codec.FromJson(R"({"request_id": 1, "op_type": "Enqueue", "op": {"queue": "q",
+      "items": [{"id": "c"}, {"id": "a", "payload": [1]}], "wait_ms": 5000}})",
+                             &bytes, &error))
+      << error;
+  const p::Request& request = *p::GetRequest(bytes.data());
+  const auto first = dispatcher.Handle(request, Transport::kTcp, nullptr, &builder);
+  EXPECT_TRUE(first.unfinished);
+  const std::string first_reply(first.response);
+  const uint64_t appended = e.log->AppendedEndLsn();
+  // "c" runs and completes; the enqueue is not run again (no append, not a duplicate).
+  auto leased = e.engine->Dequeue("q", DequeueRequest{});  // "c": priority 0, before "b"
+  ASSERT_TRUE(leased.ok());
+  ASSERT_EQ(leased->size(), 1u);
+  ASSERT_EQ((*leased)[0].id, "c");
+  ASSERT_TRUE(e.engine->Complete("q", {{"c", (*leased)[0].lease_token, "42"}})[0].ok());
+  const uint64_t before = e.log->AppendedEndLsn();
+  const auto again = dispatcher.Reanswer(request, first_reply, Transport::kTcp, nullptr, &builder);
+  EXPECT_EQ(e.log->AppendedEndLsn(), before);
+  EXPECT_GT(before, appended);
+  EXPECT_FALSE(again.unfinished);
+  EXPECT_EQ(again.wait_lsn, before);
+  const auto* items = flatbuffers::GetRoot<p::ServerMessage>(again.response.data())
+                          ->body_as_Response()
+                          ->result_as_EnqueueResults()
+                          ->items();
+  ASSERT_EQ(items->size(), 2u);
+  EXPECT_EQ(items->Get(0)->id()->str(), "c");
+  EXPECT_FALSE(items->Get(0)->duplicate());
+  EXPECT_EQ(items->Get(0)->outcome()->state(), p::MessageState::completed);
+  EXPECT_EQ(items->Get(0)->outcome()->result()->size(), 2u);
+  // The refused item keeps its error, message included.
+  ASSERT_NE(items->Get(1)->error(), nullptr);
+  EXPECT_EQ(items->Get(1)->error()->code(), p::Code::ALREADY_EXISTS);
+  EXPECT_GT(items->Get(1)->error()->message()->size(), 0u);
+  EXPECT_EQ(items->Get(1)->outcome(), nullptr);
+}
+
+TEST(WaitRows, WaitMsAboveTheLimitIsRefused) {
+  LoggedEngine e;
+  Dispatcher dispatcher(e.engine.get(), e.log.get());
+  flatbuffers::FlatBufferBuilder builder;
+  p::JsonCodec codec("Request");
+  for (const char* json :
+       {R"({"request_id": 1, "op_type": "Wait", "op": {"queue": "q", "ids": ["a"],
+            "wait_ms": 60001}})",
+        R"({"request_id": 1, "op_type": "Wait", "op": {"queue": "q", "ids": []}})",
+        R"({"request_id": 1, "op_type": "Enqueue", "op": {"queue": "q", "items": [{"id": "z"}],
+            "wait_ms": 60001}})"}) {
+    std::string bytes, error;
+    ASSERT_TRUE(codec.FromJson(json, &bytes, &error)) << error;
+    const auto outcome =
+        dispatcher.Handle(*p::GetRequest(bytes.data()), Transport::kTcp, nullptr, &builder);
+    const auto* response =
+        flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+    ASSERT_NE(response->error(), nullptr) << json;
+    EXPECT_EQ(response->error()->code(), p::Code::INVALID_ARGUMENT);
+  }
+  EXPECT_EQ(e.engine->Get("q", "z").status().code(), Code::kNotFound);
 }
 
 TEST(OperationTable, WebSocketOnlyOperationsAreRefusedOverTcpAndAFailedLogRefusesMutations) {

@@ -180,6 +180,27 @@ class Checker {
     if (acked_cancel != nullptr && row->state != "canceled") {
       Add("not_stuck", where + ": acknowledged cancel, found " + row->state);
     }
+    // Results: an acknowledged complete's result is what every later read shows; any result
+    // shown is one a complete that may have happened would store.
+    if (row->state == "completed") {
+      ++report_.result_checks;
+      if (acked_complete != nullptr) {
+        const std::string want = ResultFor(m.id, static_cast<uint64_t>(acked_complete->arg));
+        if (row->result != want) {
+          Add("result", where + ": acknowledged complete (" + Describe(*acked_complete) +
+                            ") stored " + want + ", found '" + row->result + "'");
+        }
+      } else {
+        bool possible = false;
+        for (const Op* op : before) {
+          possible |= op->kind == "complete" && MayHaveHappened(*op) &&
+                      row->result == ResultFor(m.id, static_cast<uint64_t>(op->arg));
+        }
+        if (!possible) {
+          Add("result", where + ": result '" + row->result + "' that no complete sent stores");
+        }
+      }
+    }
     // States nothing sent could have caused.
     bool dequeue_sent = false;
     for (const Op* d : m.dequeued_by) dequeue_sent |= d->t0 < inv.t;
@@ -312,10 +333,10 @@ std::string Report::Summary(size_t max_lines) const {
   std::ostringstream s;
   s << "ops " << ops << " (acknowledged " << acknowledged << ", enqueues acknowledged "
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
-    << ", lease pairs " << lease_checks << "; lost " << lost << ", violations "
-    << violations.size();
+    << ", lease pairs " << lease_checks << ", results " << result_checks << "; lost " << lost
+    << ", violations " << violations.size();
   for (const char* kind :
-       {"lost", "not_stuck", "state", "double_lease", "exclusivity", "phantom"}) {
+       {"lost", "not_stuck", "state", "double_lease", "exclusivity", "phantom", "result"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

@@ -21,7 +21,10 @@
 //                 lease of it had begun and before any request that could end that lease;
 //   exclusivity   the same for two messages of one exclusivity value, or two running messages
 //                 of one value in an inventory;
-//   phantom       a message, a state or a priority that no request sent could have caused.
+//   phantom       a message, a state or a priority that no request sent could have caused;
+//   result        a completed message whose result is not the one its acknowledged complete
+//                 stored, or (phantom result) is none that a complete sent could store
+//                 (docs/semantics.md, "Results and waiting").
 #pragma once
 
 #include <cstdint>
@@ -33,7 +36,7 @@
 namespace sundial::torture {
 
 struct Violation {
-  std::string kind;  // lost, not_stuck, state, double_lease, exclusivity, phantom
+  std::string kind;  // lost, not_stuck, state, double_lease, exclusivity, phantom, result
   std::string text;
 };
 
@@ -44,6 +47,7 @@ struct Report {
   uint64_t inventories = 0;     // complete inventory blocks
   uint64_t message_checks = 0;  // (message, inventory) pairs compared
   uint64_t lease_checks = 0;    // pairs of acknowledged leases compared
+  uint64_t result_checks = 0;   // completed messages whose result was compared
   uint64_t lost = 0;            // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 

@@ -222,6 +222,43 @@ TEST(TortureChecker, FailedRequestsChangedNothing) {
   EXPECT_EQ(r.Count("phantom"), 1u) << r.Summary();
 }
 
+TEST(TortureChecker, AnAcknowledgedResultReadBackIsClean) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.result_checks, 1u);
+}
+
+TEST(TortureChecker, AnAcknowledgedResultLostOrChangedIsReported) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 30 40 c0 dequeue q ok - 2 m1:77 m2:78\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 51 61 c0 complete q ok m2 78\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 -\n"          // the result is gone
+      "inventory 1000 1 q m2 completed 5 res:m2:99\n"  // another lease's
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("result"), 2u) << r.Summary();
+}
+
+TEST(TortureChecker, AnUnansweredCompleteMayHaveStoredItsResult) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q none m1 77\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
 TEST(TortureChecker, MalformedLinesAreRefused) {
   History h;
   std::string error;

@@ -4,6 +4,10 @@
 
 namespace sundial::torture {
 
+std::string ResultFor(const std::string& id, uint64_t token) {
+  return "res:" + id + ":" + std::to_string(token);
+}
+
 std::string FormatOp(const Op& op) {
   std::ostringstream out;
   const char* outcome = op.outcome == Outcome::kOk     ? "ok"
@@ -81,6 +85,7 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
         InventoryRow row;
         if (!(in >> row.queue >> row.id >> row.state >> row.priority))
           return bad("short inventory");
+        if (in >> row.result && row.result == "-") row.result.clear();
         open.rows.push_back(std::move(row));
       } else {
         h->inventories.push_back(std::move(open));

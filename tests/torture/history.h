@@ -13,8 +13,9 @@
 //   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)
 //   kill T ROUND HOW              the server died: HOW is a failpoint name or "random"
 //   inventory-queue T ROUND QUEUE   a queue the inventory read (only those queues are checked)
-//   inventory T ROUND QUEUE ID STATE PRIORITY
-//     one per message present after a restart; a block of them ends with
+//   inventory T ROUND QUEUE ID STATE PRIORITY [RESULT]
+//     one per message present after a restart (RESULT: a completed message's result, "-" for
+//     none; absent in histories written before results); a block of them ends with
 //   inventory-end T ROUND         (a block without its end is ignored: the server died in it)
 #pragma once
 
@@ -43,7 +44,12 @@ struct Op {
 struct InventoryRow {
   std::string queue, id, state;
   int64_t priority = 0;
+  std::string result;  // completed: its result ("" none)
 };
+
+// The result a torture client's complete with `token` stores for message `id` (the checker
+// derives what to expect from the op alone).
+std::string ResultFor(const std::string& id, uint64_t token);
 
 struct Inventory {
   int64_t t = 0;

@@ -195,7 +195,9 @@ class TortureClient {
     if (action < 6) {
       held_.erase(held_.begin() + static_cast<ptrdiff_t>(i));
       Op op = Start("complete", lease.queue, lease.id, static_cast<int64_t>(lease.token));
-      auto r = client_->Complete(lease.queue, {{lease.id, lease.token}});
+      // Its result names the lease: the checker knows what every later read must show.
+      auto r = client_->Complete(lease.queue,
+                                 {{lease.id, lease.token, ResultFor(lease.id, lease.token)}});
       return Record(op, r, ItemOutcome);
     }
     if (action < 8) {
@@ -338,10 +340,26 @@ class Torture {
               return Refused(r.error());
             }
             const auto* result = r->result<p::BrowseResult>();
+            // Completed messages: their results too, read with one wait (0 ms) per page.
+            std::map<std::string, std::string> results;
+            if (state == p::MessageState::completed && result->messages() != nullptr &&
+                result->messages()->size() > 0) {
+              std::vector<std::string> ids;
+              for (const p::MessageSummary* m : *result->messages()) ids.push_back(m->id()->str());
+              auto w = client.Wait(q, ids, 0);
+              if (!w.ok()) return Refused(w.error());
+              for (const p::WaitItem* item : *w->result<p::WaitResult>()->items()) {
+                if (item->result() == nullptr || item->result()->size() == 0) continue;
+                results[item->id()->str()] = std::string(
+                    reinterpret_cast<const char*>(item->result()->data()), item->result()->size());
+              }
+            }
             if (result->messages() != nullptr) {
               for (const p::MessageSummary* m : *result->messages()) {
                 block << "inventory " << t << ' ' << round << ' ' << q << ' ' << m->id()->str()
-                      << ' ' << p::EnumNameMessageState(m->state()) << ' ' << m->priority() << '\n';
+                      << ' ' << p::EnumNameMessageState(m->state()) << ' ' << m->priority();
+                auto found = results.find(m->id()->str());
+                block << ' ' << (found == results.end() ? std::string("-") : found->second) << '\n';
               }
             }
             if (result->next_cursor() == nullptr || result->next_cursor()->size() == 0) break;

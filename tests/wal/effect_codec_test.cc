@@ -61,6 +61,69 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, EffectCodecRoundTrip,
                                .append(std::to_string(info.param));
                          });
 
+// Format version 2's extensions (docs/wal-format.md, "Extensions").
+TEST(EffectCodec, ResultExtensionRoundTripsOnCompletionAndExport) {
+  for (const Effect& original : SampleEffectsV2()) {
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(Encode(original), &decoded).ok());
+    ExpectSameLoggedFields(original, decoded.effect());
+    EXPECT_EQ(decoded.effect().result, original.result);
+    EXPECT_EQ(Encode(decoded.effect()), Encode(original));
+  }
+}
+
+TEST(EffectCodec, AnEffectWithoutExtensionsEncodesAsInVersionOne) {
+  for (Effect e : SampleEffectsV2()) {
+    const std::string with = Encode(e);
+    e.result = {};
+    const std::string without = Encode(e);
+    // The extension is appended: tag, length, bytes.
+    ASSERT_GT(with.size(), without.size());
+    EXPECT_EQ(with.substr(0, without.size()), without);
+    EXPECT_EQ(with.size() - without.size(), 1 + 4 + SampleEffectsV2()[0].result.size());
+  }
+}
+
+// An extension cut anywhere is refused; cut exactly at its start, what is left is the effect
+// without it (a record's checksum and length catch that cut: docs/wal-format.md).
+TEST(EffectCodec, AProperPrefixInsideAnExtensionIsRejected) {
+  for (const Effect& original : SampleEffectsV2()) {
+    Effect bare = original;
+    bare.result = {};
+    const size_t body = Encode(bare).size();
+    const std::string bytes = Encode(original);
+    for (size_t n = body + 1; n < bytes.size(); ++n) {
+      DecodedEffect decoded;
+      EXPECT_FALSE(DecodeEffect(std::string_view(bytes).substr(0, n), &decoded).ok()) << n;
+    }
+  }
+}
+
+TEST(EffectCodec, RepeatedEmptyOrUnknownExtensionsAreRejected) {
+  const Effect completed = SampleEffectsV2()[0];
+  const std::string bytes = Encode(completed);
+  Effect bare = completed;
+  bare.result = {};
+  const std::string body = Encode(bare);
+  const std::string extension = bytes.substr(body.size());
+  DecodedEffect decoded;
+  EXPECT_EQ(DecodeEffect(bytes + extension, &decoded).detail(), "wal: effect: repeated extension");
+  std::string empty = body;
+  empty.push_back(1);
+  PutFixed32(&empty, 0);
+  EXPECT_EQ(DecodeEffect(empty, &decoded).detail(), "wal: effect: empty extension");
+  std::string unknown = body;
+  unknown.push_back(9);
+  PutFixed32(&unknown, 1);
+  unknown.push_back('x');
+  EXPECT_EQ(DecodeEffect(unknown, &decoded).detail(), "wal: effect: trailing bytes");
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string damaged = bytes;
+    FlipByte(&damaged, i);
+    (void)DecodeEffect(damaged, &decoded);  // no crash, no sanitizer report
+  }
+}
+
 TEST(EffectCodec, SampleEffectsCoverEveryEffectType) {
   std::vector<Effect> samples = SampleEffects();
   ASSERT_EQ(samples.size(), 8u);

@@ -1,8 +1,8 @@
-// Golden files: a version-1 segment checked in under tests/data/wal/ must keep reading back as
-// the same effects, whatever the current format version is (docs/wal-format.md, "Changing a
-// format"). While version 1 is current, writing the samples again gives identical bytes.
-// A version-1 data directory (a snapshot and the segment after it, tests/data/wal/v1-dir) must
-// always recover to the same known digest.
+// Golden files: a segment of each format version checked in under tests/data/wal/ must keep
+// reading back as the same effects, whatever the current format version is
+// (docs/wal-format.md, "Changing a format"). While a version is current, writing its samples
+// again gives identical bytes. A version-1 data directory (a snapshot and the segment after it,
+// tests/data/wal/v1-dir) must always recover to the same known digest.
 //
 // To create a golden file for a new version: SUNDIAL_WRITE_GOLDEN=1 ./wal_tests
 // --gtest_filter='Golden.*', then add a reader test for it here. Never regenerate an old one.
@@ -20,6 +20,21 @@ namespace {
 
 const std::string kV1Segment =
     std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v1-wal-0000000000000001.log";
+const std::string kV2Segment =
+    std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v2-wal-0000000000000001.log";
+
+// Version 2: every version-1 sample, then the effects with the fields version 2 added.
+std::vector<Effect> SamplesV2() {
+  std::vector<Effect> all = SampleEffects();
+  for (const Effect& e : SampleEffectsV2()) all.push_back(e);
+  return all;
+}
+
+std::string WriteSamplesV2() {
+  std::vector<std::string> encodings;
+  for (const Effect& e : SamplesV2()) encodings.push_back(Encode(e));
+  return WriteLog(encodings, /*segment=*/1, /*lsn=*/0).bytes;
+}
 
 std::string WriteSamplesV1() { return WriteLog(SampleEncodings(), /*segment=*/1, /*lsn=*/0).bytes; }
 
@@ -42,12 +57,39 @@ TEST(Golden, VersionOneSegmentReadsBackAsTheSampleEffects) {
   }
 }
 
-TEST(Golden, CurrentWriterStillProducesTheVersionOneBytes) {
-  ASSERT_EQ(kFormatVersion, 1u) << "version bumped: keep the v1 reader test, drop this one";
+// Version 2 only adds: an effect without the new fields is encoded exactly as version 1 did.
+TEST(Golden, EffectsWithoutNewFieldsEncodeAsInVersionOne) {
   auto fs = NewPosixFileSystem();
   auto bytes = ReadFileToString(fs.get(), kV1Segment);
   ASSERT_TRUE(bytes.ok());
-  EXPECT_TRUE(*bytes == WriteSamplesV1());
+  ReadResult r = ReadLog(*bytes, /*last_file=*/true, /*expected_number=*/1);
+  EXPECT_EQ(r.payloads, SampleEncodings());
+}
+
+TEST(Golden, VersionTwoSegmentReadsBackAsTheSampleEffects) {
+  auto fs = NewPosixFileSystem();
+  if (std::getenv("SUNDIAL_WRITE_GOLDEN") != nullptr && !fs->FileExists(kV2Segment)) {
+    ASSERT_TRUE(WriteStringToFile(fs.get(), kV2Segment, WriteSamplesV2()).ok());
+  }
+  auto bytes = ReadFileToString(fs.get(), kV2Segment);
+  ASSERT_TRUE(bytes.ok()) << kV2Segment;
+  ReadResult r = ReadLog(*bytes, /*last_file=*/true, /*expected_number=*/1);
+  EXPECT_TRUE(r.reports.empty());
+  const std::vector<Effect> samples = SamplesV2();
+  ASSERT_EQ(r.payloads.size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(r.payloads[i], &decoded).ok()) << i;
+    ExpectSameLoggedFields(samples[i], decoded.effect());
+  }
+}
+
+TEST(Golden, CurrentWriterStillProducesTheVersionTwoBytes) {
+  ASSERT_EQ(kFormatVersion, 2u) << "version bumped: keep the v2 reader test, drop this one";
+  auto fs = NewPosixFileSystem();
+  auto bytes = ReadFileToString(fs.get(), kV2Segment);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_TRUE(*bytes == WriteSamplesV2());
 }
 
 const std::string kV1Dir = std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v1-dir";

@@ -122,7 +122,10 @@ class RandomOps {
         }
       } else if (op < 75 && !leases_.empty()) {
         Lease l = TakeLease();
-        (void)engine.Complete(l.queue, {{l.id, l.token}});
+        // Half of them with a result (format version 2's extension); chosen by the token, so
+        // that the workload's random sequence is the one it always was.
+        std::string result = l.token % 2 ? "result of " + l.id : std::string();
+        (void)engine.Complete(l.queue, {{l.id, l.token, std::move(result)}});
       } else if (op < 83 && !leases_.empty()) {
         Lease l = TakeLease();
         (void)engine.Fail(

@@ -128,6 +128,26 @@ inline std::vector<Effect> SampleEffects() {
   return out;
 }
 
+// Effects with the fields format version 2 added (docs/wal-format.md, "Extensions"): a
+// completion carrying a result, and the export of a completed message with its result.
+inline std::vector<Effect> SampleEffectsV2() {
+  static const std::string result("result\0bytes\xfe", 13);
+  std::vector<Effect> samples = SampleEffects();
+  std::vector<Effect> out;
+  Effect completed = samples[5];  // kMessageChanged
+  completed.cause = ChangeCause::kCompleted;
+  completed.from = MessageState::kRunning;
+  completed.to = MessageState::kCompleted;
+  completed.error = "";
+  completed.result = result;
+  out.push_back(completed);
+  Effect exported = samples[4];  // kMessageEnqueued
+  exported.from = exported.to = MessageState::kCompleted;
+  exported.result = result;
+  out.push_back(exported);
+  return out;
+}
+
 // Checks the fields docs/wal-format.md logs for a.type.
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
@@ -165,6 +185,7 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   }
   if (a.type == EffectType::kMessageEnqueued || a.type == EffectType::kMessageChanged) {
     EXPECT_EQ(a.error, b.error);
+    EXPECT_EQ(a.result, b.result);
   }
   if (a.type == EffectType::kMessageDeadLettered) {
     EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);

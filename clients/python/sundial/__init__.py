@@ -16,12 +16,12 @@ from .aio import AsyncClient  # noqa: E402
 from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
 from .records import (BrowsePage, Counts, EnqueueResult, Explanation, FailResult,  # noqa: E402
-                      Health, Message, MessageEvent, MessageSummary, Queue, QueueStats, Stats,
-                      StatsTick)
+                      Health, Message, MessageEvent, MessageSummary, Outcome, Queue,
+                      QueueStats, Stats, StatsTick)
 from .worker import Worker  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "BrowsePage", "Client", "Counts", "EnqueueResult", "Explanation",
-           "FailResult", "Health", "Message", "MessageEvent", "MessageSummary", "Queue",
-           "QueueStats", "Stats", "StatsTick", "SundialError", "Worker"]
+           "FailResult", "Health", "Message", "MessageEvent", "MessageSummary", "Outcome",
+           "Queue", "QueueStats", "Stats", "StatsTick", "SundialError", "Worker"]

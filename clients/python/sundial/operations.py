@@ -55,17 +55,44 @@ class Operations:
     # ---- Messages ------------------------------------------------------------------------
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
-                max_attempts=None, *, visible_at=None, timeout=None, durability=None):
+                max_attempts=None, *, visible_at=None, wait_ms=None, timeout=None,
+                durability=None):
         """Puts one message; returns ``EnqueueResult`` (``id``, ``version``, ``duplicate``).
 
         ``payload``: bytes (a str is sent as UTF-8). ``priority``: lower runs first (by
         convention a deadline in ms since the epoch). ``metadata``: dict of str to str.
         ``id``: yours, or one the server generates. ``delay_ms`` or ``visible_at`` (absolute,
         ms): invisible until then (neither: the queue's ``invisibility_ms``). The queue is
-        created with the defaults if it does not exist. Raises the item's error."""
+        created with the defaults if it does not exist. Raises the item's error.
+        ``wait_ms`` (up to 60000): the reply comes once the message is terminal (or the time
+        runs out), with its ``outcome`` (an ``Outcome``); see ``call``."""
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
                                   max_attempts)
-        return self._execute(codec.enqueue(queue, item), timeout, durability)
+        return self._execute(codec.enqueue(queue, item, wait_ms or 0), timeout, durability)
+
+    def call(self, queue, payload=b"", *, timeout=30.0, priority=0, metadata=None, id=None,
+             delay_ms=None, max_attempts=None, durability=None):
+        """Request and response in one round trip: enqueues one message and returns its
+        ``Outcome`` once a worker has finished it (``state`` "completed" with the ``result``
+        the worker's handler returned; "errored" or "canceled" with ``last_error``), or when
+        ``timeout`` seconds (at most 60) have passed: then ``outcome.done`` is False and the
+        message runs on; ``wait`` can wait for it again."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not 0 < timeout <= 60:
+            raise codec.invalid_argument("timeout: must be a number of seconds in (0, 60]")
+        item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, None, max_attempts)
+        request = codec.enqueue(queue, item, int(timeout * 1000))
+        enqueue_decode = request.decode
+        request.decode = lambda response: enqueue_decode(response).outcome
+        return self._execute(request, None, durability)
+
+    def wait(self, queue, ids, wait_ms=0, *, timeout=None):
+        """Each message's ``Outcome`` once every one is terminal (completed, canceled or
+        errored), or after ``wait_ms`` (up to 60000) with what is terminal so far: ``ids`` a
+        list (returns a list, in order) or one id (returns its Outcome). An id with no message
+        has its ``error`` (NOT_FOUND). Results are readable until retention removes the
+        message."""
+        return self._execute(codec.wait(queue, ids, wait_ms), timeout)
 
     def enqueue_batch(self, queue, items, *, timeout=None, durability=None):
         """Puts many messages: ``items`` are dicts of enqueue's arguments (``payload``,
@@ -85,14 +112,17 @@ class Operations:
         return self._execute(codec.dequeue(queue, max, lease_ms, filter, wait_ms), timeout,
                              durability)
 
-    def complete(self, queue, id, lease_token, *, timeout=None, durability=None):
+    def complete(self, queue, id, lease_token, result=None, *, timeout=None, durability=None):
         """Marks a leased message completed. A stale or expired token is
-        FAILED_PRECONDITION; repeating a complete that succeeded succeeds."""
-        return self._execute(codec.complete(queue, id, lease_token), timeout, durability)
+        FAILED_PRECONDITION; repeating a complete that succeeded succeeds (the first result
+        stays). ``result`` (bytes; a str as UTF-8; anything else as JSON) is stored with the
+        message, up to the server's ``--max-result-bytes`` (64 KiB by default), and read back
+        by ``get``, ``wait`` and ``call``."""
+        return self._execute(codec.complete(queue, id, lease_token, result), timeout, durability)
 
     def complete_batch(self, queue, items, *, timeout=None, durability=None):
-        """Completes many: ``items`` are ``(id, lease_token)`` pairs. Returns, per item,
-        None (done) or its SundialError."""
+        """Completes many: ``items`` are ``(id, lease_token)`` pairs or ``(id, lease_token,
+        result)`` triples. Returns, per item, None (done) or its SundialError."""
         return self._execute(codec.complete_batch(queue, items), timeout, durability)
 
     def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,

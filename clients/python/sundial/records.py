@@ -76,7 +76,7 @@ class Message(Record):
 
     __slots__ = ("queue", "id", "priority", "payload", "metadata", "state", "attempts",
                  "max_attempts", "visible_at", "lease_token", "lease_expires_at", "version",
-                 "enqueued_at", "updated_at", "last_error")
+                 "enqueued_at", "updated_at", "last_error", "result")
     FIELDS = __slots__
     _decoders = {}
 
@@ -86,9 +86,28 @@ class EnqueueResult(Record):
     ``duplicate`` (True when the same id with identical content existed: nothing changed).
     In ``enqueue_batch`` results, ``error`` is the item's SundialError (else None)."""
 
-    __slots__ = ("id", "version", "duplicate", "error")
+    __slots__ = ("id", "version", "duplicate", "error", "outcome")
     FIELDS = __slots__
     _decoders = {}
+
+
+TERMINAL_STATES = ("completed", "canceled", "errored")
+
+
+class Outcome(Record):
+    """What ``wait`` (and ``call``, and ``enqueue`` with ``wait_ms``) report of one message:
+    its ``state``, its ``result`` (bytes; completed), its ``last_error`` (the last fail's text),
+    or ``error``: a SundialError for an id that has none (NOT_FOUND: no such message, or it
+    was removed by retention or moved to a dead-letter queue). ``done``: terminal, or an
+    error (nothing more to wait for)."""
+
+    __slots__ = ("id", "state", "result", "last_error", "error")
+    FIELDS = __slots__
+    _decoders = {}
+
+    @property
+    def done(self):
+        return self.error is not None or self.state in TERMINAL_STATES
 
 
 class Counts(Record):

@@ -16,7 +16,10 @@ What it does (docs/clients/python.md has the user's view):
   free (from that thread: no hand-off), while no other dequeue is in flight or half of the
   capacity is free. A fetch connection of its own carries the long polls, so closing it at
   shutdown cancels a waiting poll on the server (nothing is leased for a closed connection).
-- **Outcome.** The handler returns: the message is completed. It raises: the message is failed
+- **Outcome.** The handler returns: the message is completed, and what it returned is the
+  message's result (bytes as they are, a str as UTF-8, None as no result, anything else as
+  JSON: ``Client.wait`` and ``Client.call`` read it back; a value that cannot be encoded fails
+  the message instead). It raises: the message is failed
   with the exception's text, and the server's retry backoff decides when it comes back (or
   errors it / moves it to the dead-letter queue when its attempts are spent). Completes and
   fails travel on a second connection, batched (a complete request carries every result that
@@ -96,7 +99,7 @@ def error_text(error):
 class Job:
     """One leased message on its way through the worker."""
 
-    __slots__ = ("message", "lease_s", "due", "extending", "lease_lost", "abandoned",
+    __slots__ = ("message", "lease_s", "due", "extending", "lease_lost", "abandoned", "result",
                  "__weakref__")
 
     def __init__(self, message, received):
@@ -107,6 +110,7 @@ class Job:
         self.extending = False
         self.lease_lost = False
         self.abandoned = False
+        self.result = b""  # what the handler returned, as the complete's result
 
 
 class Worker:
@@ -448,7 +452,7 @@ class Worker:
             current[slot] = job
             error = None
             try:
-                self.handler(job.message)
+                job.result = codec.result_bytes(self.handler(job.message))
             except BaseException as e:  # noqa: B902 - any exception fails the message
                 error = e
             self._keeper.remove(job)
@@ -663,7 +667,7 @@ class _Acker(threading.Thread):
         w = self._worker
         if completes:
             batch = codec.complete_batch(
-                w.queue, [(j.message.id, j.message.lease_token) for j in completes])
+                w.queue, [(j.message.id, j.message.lease_token, j.result) for j in completes])
             w._control._send(batch.calls[0], functools.partial(self._on_completed, completes))
         for job, text in fails:
             m = job.message
@@ -725,17 +729,25 @@ class _Acker(threading.Thread):
             self._done()
             return
         done = 0
+        refused_results = []
         for job, item_error in zip(jobs, results):
             if item_error is None:
                 done += 1
             elif item_error.code in LOST_LEASE_CODES:
                 w._lease_lost(job, item_error)
+            elif item_error.code == "INVALID_ARGUMENT" and job.result:
+                # The result was refused (larger than --max-result-bytes): the attempt failed.
+                refused_results.append((job, f"result refused: {item_error.message}"))
             else:
                 w._count("ack_errors")
                 w.log.error("complete of message %s refused: %s", job.message.id, item_error,
                             extra=w._job_extra(job))
         w._count("completed", done)
         self._done()
+        for job, text in refused_results:
+            w.log.warning("message %s: %s; failing it", job.message.id, text,
+                          extra=w._job_extra(job))
+            self.fail(job, text)
 
     def _on_released(self, job, result, error):
         w = self._worker

@@ -19,7 +19,7 @@ DOC = os.path.join(ROOT, "docs", "clients", "python.md")
 def examples():
     text = open(DOC, encoding="utf-8").read()
     found = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
-    assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch"}, \
+    assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch", "call"}, \
         sorted(found)
     return found
 
@@ -126,3 +126,9 @@ def test_the_watch_example(run_example):
     script = run_example("watch")
     assert script.finish(60) == 0, script.errors
     assert script.lines == ["emails welcome-1 enqueued pending -> pending"]
+
+
+def test_the_request_and_response_example(run_example):
+    script = run_example("call")
+    assert script.finish(60) == 0, script.errors
+    assert script.lines[-1] == "completed b'thumb:cat.png'", script.lines
