@@ -1,4 +1,4 @@
-// Message transitions of SPEC §2 as built in docs/semantics.md: enqueue, dequeue, complete, fail,
+// Message transitions as docs/semantics.md states them: enqueue, dequeue, complete, fail,
 // extend, lease expiry, cancel, reprioritize, redrive, retention, the timers that drive them, the
 // reads (get, browse, count, explain) and every limit of the Limits table.
 #include <gtest/gtest.h>
