@@ -127,6 +127,20 @@ struct GroupCommitLog::Impl {
   // Syncs and closes the active segment file, and forgets it. Writer only; mu not held. A sync
   // after a failed one reports that failure (see SyncNow).
   Status SealFile();
+  // REQUIRES: mu held by `lock`, `writing` false. Runs `step` (StartNextSegment, SealFile)
+  // holding the writer role with mu released, gives the role back, and fails the log if the
+  // step failed. Returns the step's status.
+  template <typename Step>
+  Status AsWriter(std::unique_lock<std::mutex>& lock, Step step) {
+    writing = true;
+    lock.unlock();
+    const Status s = step();
+    lock.lock();
+    writing = false;
+    writer_cv.notify_all();
+    if (!s.ok()) Fail(s);
+    return s;
+  }
   void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync);
   // Everything below `end` was fdatasynced: under kAlways it is durable; wakes whoever waits
   // for it. REQUIRES: mu held.
@@ -575,16 +589,8 @@ Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   }
   d.WritePending(lock);  // what was appended before the call goes into the sealed segment
   if (!d.failure.ok()) return d.failure;
-  d.writing = true;  // mu was held since WritePending gave the role back: nobody took it
-  lock.unlock();
-  const Status s = d.StartNextSegment();
-  lock.lock();
-  d.writing = false;
-  d.writer_cv.notify_all();
-  if (!s.ok()) {
-    d.Fail(s);
-    return d.failure;
-  }
+  // mu was held since WritePending gave the writer role back: nobody took it.
+  if (!d.AsWriter(lock, [&d] { return d.StartNextSegment(); }).ok()) return d.failure;
   return RotatePoint{d.writer_written_end, d.segment_number};
 }
 
@@ -597,19 +603,9 @@ Status GroupCommitLog::Close() {
     while (d.writing) d.writer_cv.wait(lock);
     if (!d.closed && d.failure.ok()) {
       d.WritePending(lock);
-      if (d.failure.ok() && !d.writing) {
-        d.writing = true;
-        lock.unlock();
-        const Status s = d.SealFile();
-        lock.lock();
-        d.writing = false;
-        d.writer_cv.notify_all();
-        if (!s.ok()) {
-          d.Fail(s);
-        } else {
-          d.synced_end = d.written_end;
-          d.PublishDurable(d.written_end);
-        }
+      if (d.failure.ok() && !d.writing && d.AsWriter(lock, [&d] { return d.SealFile(); }).ok()) {
+        d.synced_end = d.written_end;
+        d.PublishDurable(d.written_end);
       }
     }
     d.closed = true;
