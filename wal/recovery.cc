@@ -292,7 +292,9 @@ class Recovery {
   // missing before it, a first LSN other than the previous segment's end, or a gap after the
   // state recovered so far.
   std::optional<Corruption> BrokenChain(size_t i, const FileHeader& header) const {
-    const auto& [number, name] = segments_[i];
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const uint64_t number = segments_[i].first;
+    const std::string& name = segments_[i].second;
     auto broken = [&](std::string reason) {
       return Corruption{name, 0, DamageKind::kCorruption, std::move(reason)};
     };
