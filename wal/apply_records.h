@@ -1,10 +1,10 @@
 // ApplyRecords: the one step that turns the records of a log file into engine state — recovery
-// replaying a segment, LoadSnapshot loading a snapshot (and a standby applying the records a
-// primary ships, read through the same pipeline). It takes the records in file order from an
-// EffectPipeline (read, checksummed and decoded there), checks that each may stand where it is,
-// applies runs of effects with Engine::ApplyBatch and stops at the first bad record, reporting
-// it with its file and offset (docs/wal-format.md, "Reading: torn tail versus damage" and
-// "Recovery").
+// replaying a segment, LoadSnapshot loading a snapshot. Records a primary ships to a standby can
+// go through it too: framed bytes behind a segment header, read by a LogReader over an
+// in-memory SequentialFile. It takes the records in file order from an EffectPipeline (read,
+// checksummed and decoded there), checks that each may stand where it is, applies runs of
+// effects with Engine::ApplyBatch and stops at the first bad record, reporting it with its file
+// and offset (docs/wal-format.md, "Reading: torn tail versus damage" and "Recovery").
 //
 // Where a record may stand (docs/wal-format.md, "Records" and "Snapshots"): a kEffect record
 // anywhere, if it decodes; a kSnapshotTrailer record only in a snapshot, once, with a 16-byte
