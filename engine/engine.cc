@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <string>
 
@@ -63,27 +62,20 @@ std::vector<T> Repeat(size_t n, const T& value) {
   return std::vector<T>(n, value);
 }
 
-// The detail of the enqueue refusal for `budget`: a Status detail must outlive every Status
-// (details are literals), so the text of each budget in use is built once and kept for the
-// life of the process (a handful of budgets at most: one per engine configuration).
-const char* BudgetExhaustedDetail(uint64_t budget) {
-  static std::mutex mu;
-  static std::map<uint64_t, std::string>* texts = new std::map<uint64_t, std::string>;
-  std::lock_guard lock(mu);
-  auto [it, inserted] = texts->try_emplace(budget);
-  if (inserted) {
-    it->second = "memory: the memory budget of " + std::to_string(budget) +
-                 " bytes (--max-memory) is reached; enqueue is refused until dequeue, complete "
-                 "or delete frees room";
-  }
-  return it->second.c_str();
+// The enqueue refusal for `budget`, built once per engine: every refusal returns a copy, which
+// shares the text (status.h).
+Status BudgetExhausted(uint64_t budget) {
+  return Status(Code::kResourceExhausted,
+                "memory: the memory budget of " + std::to_string(budget) +
+                    " bytes (--max-memory) is reached; enqueue is refused until dequeue, complete "
+                    "or delete frees room");
 }
 
 }  // namespace
 
 Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
     : options_(options),
-      budget_exhausted_(ResourceExhausted(BudgetExhaustedDetail(options.memory_budget_bytes))),
+      budget_exhausted_(BudgetExhausted(options.memory_budget_bytes)),
       clock_(clock),
       sink_(sink),
       accounting_(new Accounting) {

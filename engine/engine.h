@@ -1,6 +1,6 @@
 // Engine: Sundial's state machine. Named queues of messages, dequeued earliest-deadline-first
 // under leases, with retries, dead-letter queues, exclusive keys and metadata filters
-// (SPEC §1-§3, docs/semantics.md). No I/O: time comes from an injected Clock, every change of
+// (the rules: docs/semantics.md). No I/O: time comes from an injected Clock, every change of
 // state is reported to an EffectSink (effect.h), and Apply replays those effects.
 //
 // Structure (docs/engine.md): queues live on `shards` shards chosen by xxHash of the name; each

@@ -36,7 +36,8 @@ namespace sundial {
 
 // Payloads up to this size are stored inside the record; larger ones apart (docs/engine.md).
 inline constexpr size_t kInlinePayloadBytes = size_t{16} << 10;
-// Attempts and max_attempts are stored in 20 bits (SPEC limit 1,000,000).
+// Attempts and max_attempts are stored in 20 bits (max_attempts is at most 1,000,000:
+// docs/semantics.md, "Limits").
 inline constexpr uint32_t kMaxStoredAttempts = (1u << 20) - 1;
 
 struct Message {

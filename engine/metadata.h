@@ -20,7 +20,7 @@ namespace sundial {
 // Bytes the packed form of `metadata` takes.
 size_t PackedMetadataSize(const Metadata& metadata);
 // Appends the packed form to `out`. REQUIRES: at most 255 pairs, keys <= 255 and values <= 65535
-// bytes (the engine validates the tighter SPEC limits first).
+// bytes (the engine validates the tighter limits of docs/semantics.md, "Limits", first).
 void AppendPackedMetadata(const Metadata& metadata, std::string* out);
 std::string PackMetadata(const Metadata& metadata);
 

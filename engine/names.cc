@@ -1,4 +1,5 @@
-// Names of enums as they appear in the protocol, the CLI and docs (SPEC's names, snake_case).
+// Names of enums as they appear in the protocol, the CLI and docs (snake_case, as
+// docs/protocol.md writes them).
 #include "engine/effect.h"
 #include "engine/types.h"
 

@@ -602,7 +602,7 @@ MessageRecord Queue::Record(MessageRef ref) const {
 
 Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
                                      uint64_t memory_budget, uint64_t memory_used,
-                                     Status budget_exhausted) {
+                                     const Status& budget_exhausted) {
   if (exclusive()) {
     bool has_key = false;
     for (const auto& p : item.metadata) has_key |= p.key == settings_.exclusivity_key;

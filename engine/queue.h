@@ -220,7 +220,7 @@ class Queue {
   // `budget_exhausted`: the status to return when the memory budget refuses the message.
   Result<EnqueueResult> Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
                                 uint64_t memory_budget, uint64_t memory_used,
-                                Status budget_exhausted);
+                                const Status& budget_exhausted);
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
   Status Complete(const CompleteItem& item, TimeMs now);
   // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).

@@ -1,8 +1,54 @@
 #include "engine/status.h"
 
+#include <atomic>
 #include <cstring>
+#include <new>
 
 namespace sundial {
+namespace {
+
+// The block behind an owned detail: the count of Statuses sharing it, then the text and a NUL.
+struct TextHeader {
+  std::atomic<uint32_t> refs;
+};
+constexpr size_t kTextOffset = sizeof(TextHeader);  // the block's start stays aligned
+
+TextHeader* HeaderOf(const char* text) {
+  return std::launder(reinterpret_cast<TextHeader*>(const_cast<char*>(text) - kTextOffset));
+}
+
+}  // namespace
+
+const char* Status::NewText(std::string_view text) {
+  char* block = static_cast<char*>(::operator new(kTextOffset + text.size() + 1));
+  new (block) TextHeader{1};
+  char* chars = block + kTextOffset;
+  std::memcpy(chars, text.data(), text.size());
+  chars[text.size()] = '\0';
+  return chars;
+}
+
+void Status::Ref(const char* text) noexcept {
+  HeaderOf(text)->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Status::Unref(const char* text) noexcept {
+  TextHeader* header = HeaderOf(text);
+  if (header->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    header->~TextHeader();
+    ::operator delete(header);
+  }
+}
+
+Status::Status(Code code, std::string_view detail, int sys_errno)
+    : code_(code), owned_(true), sys_errno_(sys_errno), text_(NewText(detail)) {}
+
+Status Status::WithContext(std::string_view context) const {
+  std::string text(detail());
+  text += ": ";
+  text += context;
+  return Status(code_, text, sys_errno_);
+}
 
 std::string_view CodeName(Code code) {
   switch (code) {

@@ -1,6 +1,6 @@
 // Domain types of the engine's public API: queue settings, messages as seen by callers, and the
-// requests and answers of every SPEC §3 operation. Plain value types; see engine.h for the
-// operations and docs/semantics.md for the rules.
+// requests and answers of every operation (docs/protocol.md, "Requests"). Plain value types; see
+// engine.h for the operations and docs/semantics.md for the rules.
 #pragma once
 
 #include <array>
@@ -14,7 +14,7 @@
 
 namespace sundial {
 
-// SPEC §1 limits.
+// Limits (docs/semantics.md, "Limits").
 inline constexpr size_t kMaxIdBytes = 128;
 inline constexpr size_t kMaxQueueNameBytes = 128;
 inline constexpr size_t kMaxMetadataPairs = 16;

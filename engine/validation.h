@@ -1,4 +1,4 @@
-// Input validation for the engine's public operations: SPEC §1 limits and docs/semantics.md's
+// Input validation for the engine's public operations: the limits of docs/semantics.md's
 // Limits table. Pure functions, run before any lock is taken. Internal to engine/,
 // except IsValidUtf8, which tools/ also uses.
 #pragma once

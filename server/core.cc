@@ -170,7 +170,7 @@ void Core::Health(Reply& reply) {
 std::string Core::not_ready_reason() const {
   if (draining_.load()) return "draining: the server is shutting down";
   if (log_ != nullptr && log_->failed()) {
-    return "wal: the write-ahead log has failed (" + log_->failure_message() +
+    return "wal: the write-ahead log has failed (" + log_->failure().Message() +
            "); writes are refused until restart";
   }
   if (!ready_.load()) return "starting: recovery is not finished";

@@ -598,7 +598,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   if (mutation && log_ != nullptr && log_->failed()) {
     // Rare (the log failed for good): the cause is worth a string per refusal.
     return refuse(Code::kUnavailable, "wal: the write-ahead log has failed (" +
-                                          log_->failure_message() +
+                                          log_->failure().Message() +
                                           "); writes are refused until restart");
   }
   // A durable read's reply, like a mutation's, carries the log's appended end: it is sent once

@@ -183,7 +183,7 @@ void Loop::CountRequestFrom(const Session* s) {
 
 void Loop::FailHeld(const Status&) {
   // Once per failed round (the log failed for good): the cause is worth a string.
-  const std::string message = "wal: the write-ahead log failed (" + log_->failure_message() +
+  const std::string message = "wal: the write-ahead log failed (" + log_->failure().Message() +
                               "); the change may not be durable: retry after a restart";
   while (!held_.empty()) {
     Held& h = held_.front();

@@ -1,7 +1,7 @@
-// Checkpointer: bounds disk use and recovery time (SPEC §4). In the background it writes a
-// snapshot of the state covering a prefix of the log, then deletes the segments and older
-// snapshots that prefix made obsolete. Requests go on meanwhile: the live engine is never locked
-// for a checkpoint.
+// Checkpointer: bounds disk use and recovery time (docs/wal-format.md, "Checkpoints"). In the
+// background it writes a snapshot of the state covering a prefix of the log, then deletes the
+// segments and older snapshots that prefix made obsolete. Requests go on meanwhile: the live engine
+// is never locked for a checkpoint.
 //
 // One checkpoint (RunOnce):
 //   1. Rotate the log: every record with LSN < X is now in sealed, synced segments.

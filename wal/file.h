@@ -10,9 +10,10 @@
 //   fsyncs the parent directory after creating or renaming. RemoveFile is made durable by a
 //   later SyncDir.
 // - Errors: kNotFound (no such file), kAlreadyExists, kResourceExhausted (ENOSPC, EDQUOT),
-//   kInternal (any other I/O error). Details are static strings naming the operation; errors
-//   of the POSIX file system keep the errno (Status::sys_errno, PosixError), so Message() tells
-//   an EIO from an EROFS. Which file failed is for the caller to say: it knows the path.
+//   kInternal (any other I/O error). Errors of the POSIX file system name the operation and the
+//   file ("wal: fdatasync failed on DIR/wal-….log", as LevelDB's PosixError names the file) and
+//   keep the errno (Status::sys_errno), so Message() tells an EIO from an EROFS. The memory and
+//   fault-injection file systems (tests) give literals naming the operation only.
 //
 // Thread safety: a FileSystem may be used from any thread; one file object must be used by one
 // thread at a time, except SyncFlushed (see there).
@@ -85,10 +86,11 @@ class FileSystem {
   virtual Status SyncDir(const std::string& dir) = 0;
 };
 
-// The Status for a failed system call: code by what the caller should do (ENOENT kNotFound,
-// EEXIST kAlreadyExists, ENOSPC and EDQUOT kResourceExhausted, else kInternal), `detail` (a
-// literal naming the operation) and the errno.
-Status PosixError(const char* detail, int error);
+// The Status for a failed system call (LevelDB's PosixError(context, errno)): code by what the
+// caller should do (ENOENT kNotFound, EEXIST kAlreadyExists, ENOSPC and EDQUOT
+// kResourceExhausted, else kInternal), `context` as the detail (the operation and the file:
+// "wal: fdatasync failed on DIR/wal-….log") and the errno.
+Status PosixError(std::string_view context, int error);
 
 // The real file system (open/write/fdatasync/rename). Stateless; one instance may be shared.
 std::unique_ptr<FileSystem> NewPosixFileSystem();

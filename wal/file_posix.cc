@@ -7,35 +7,43 @@
 #include <algorithm>
 #include <cerrno>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "wal/file.h"
 
 namespace sundial::wal {
 
-Status PosixError(const char* detail, int error) {
+Status PosixError(std::string_view context, int error) {
   switch (error) {
     case ENOENT:
-      return {Code::kNotFound, detail, error};
+      return {Code::kNotFound, context, error};
     case EEXIST:
-      return {Code::kAlreadyExists, detail, error};
+      return {Code::kAlreadyExists, context, error};
     case ENOSPC:
     case EDQUOT:
-      return {Code::kResourceExhausted, detail, error};
+      return {Code::kResourceExhausted, context, error};
     default:
-      return {Code::kInternal, detail, error};
+      return {Code::kInternal, context, error};
   }
 }
 
 namespace {
 
-// The errno is kept (Status::sys_errno): EIO and EROFS need different operator actions.
-Status ErrnoStatus(int error, const char* detail) { return PosixError(detail, error); }
+// "OPERATION on PATH" with the errno: the error names the file (as LevelDB's do) and keeps the
+// errno (Status::sys_errno): EIO and EROFS need different operator actions.
+Status FileError(const char* operation, std::string_view path, int error) {
+  std::string context(operation);
+  context += " on ";
+  context += path;
+  return PosixError(context, error);
+}
 
 Status SyncDirectory(const std::string& dir) {
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, "wal: open directory for fsync failed");
+  if (fd < 0) return FileError("wal: open directory for fsync failed", dir, errno);
   Status s;
-  if (::fsync(fd) != 0) s = ErrnoStatus(errno, "wal: fsync directory failed");
+  if (::fsync(fd) != 0) s = FileError("wal: fsync directory failed", dir, errno);
   ::close(fd);
   return s;
 }
@@ -44,7 +52,8 @@ class PosixWritableFile final : public WritableFile {
  public:
   static constexpr size_t kBufferBytes = 64 << 10;
 
-  PosixWritableFile(int fd, bool appending) : fd_(fd), appending_(appending) {
+  PosixWritableFile(int fd, std::string path, bool appending)
+      : fd_(fd), path_(std::move(path)), appending_(appending) {
     buffer_.reserve(kBufferBytes);
   }
   ~PosixWritableFile() override {
@@ -76,13 +85,13 @@ class PosixWritableFile final : public WritableFile {
   Status Sync() override {
     Status s = Flush();
     if (!s.ok()) return s;
-    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "wal: fdatasync failed");
+    if (::fdatasync(fd_) != 0) return FileError("wal: fdatasync failed", path_, errno);
     return Status::Ok();
   }
 
   Status SyncFlushed() override {
     if (fd_ < 0) return FailedPrecondition("wal: sync of a closed file");
-    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "wal: fdatasync failed");
+    if (::fdatasync(fd_) != 0) return FileError("wal: fdatasync failed", path_, errno);
     return Status::Ok();
   }
 
@@ -91,12 +100,12 @@ class PosixWritableFile final : public WritableFile {
     Status s = Flush();
     if (s.ok() && allocated_ > offset_) {  // cut the preallocated zeroes, durably
       if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) {
-        s = ErrnoStatus(errno, "wal: truncate of preallocated space failed");
+        s = FileError("wal: truncate of preallocated space failed", path_, errno);
       } else if (::fdatasync(fd_) != 0) {
-        s = ErrnoStatus(errno, "wal: fdatasync failed");
+        s = FileError("wal: fdatasync failed", path_, errno);
       }
     }
-    if (::close(fd_) != 0 && s.ok()) s = ErrnoStatus(errno, "wal: close failed");
+    if (::close(fd_) != 0 && s.ok()) s = FileError("wal: close failed", path_, errno);
     fd_ = -1;
     return s;
   }
@@ -117,7 +126,7 @@ class PosixWritableFile final : public WritableFile {
                              : ::write(fd_, data.data(), data.size());
       if (n < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus(errno, "wal: write failed");
+        return FileError("wal: write failed", path_, errno);
       }
       data.remove_prefix(static_cast<size_t>(n));
       offset_ += static_cast<uint64_t>(n);
@@ -138,16 +147,17 @@ class PosixWritableFile final : public WritableFile {
       const ssize_t w = ::pwrite(fd_, kZeroes.data(), n, static_cast<off_t>(at));
       if (w < 0) {
         if (errno == EINTR) continue;
-        return ErrnoStatus(errno, "wal: preallocating write failed");
+        return FileError("wal: preallocating write failed", path_, errno);
       }
       at += static_cast<uint64_t>(w);
     }
-    if (::fdatasync(fd_) != 0) return ErrnoStatus(errno, "wal: fdatasync failed");
+    if (::fdatasync(fd_) != 0) return FileError("wal: fdatasync failed", path_, errno);
     allocated_ = target;
     return Status::Ok();
   }
 
   int fd_;
+  const std::string path_;  // named in errors
   bool appending_;
   std::string buffer_;
   uint64_t chunk_ = 0;      // preallocation step; 0: off
@@ -161,7 +171,8 @@ class PosixSequentialFile final : public SequentialFile {
  public:
   static constexpr size_t kBufferBytes = 256 << 10;
 
-  explicit PosixSequentialFile(int fd) : fd_(fd), buffer_(new char[kBufferBytes]) {}
+  PosixSequentialFile(int fd, std::string path)
+      : fd_(fd), path_(std::move(path)), buffer_(new char[kBufferBytes]) {}
   ~PosixSequentialFile() override { ::close(fd_); }
 
   Status Read(size_t n, char* scratch, std::string_view* result) override {
@@ -176,13 +187,13 @@ class PosixSequentialFile final : public SequentialFile {
     while (got < n) {
       if (n - got >= kBufferBytes) {  // large: straight into the caller's scratch
         ssize_t r = ReadSome(scratch + got, n - got);
-        if (r < 0) return ErrnoStatus(errno, "wal: read failed");
+        if (r < 0) return FileError("wal: read failed", path_, errno);
         if (r == 0) break;
         got += static_cast<size_t>(r);
         continue;
       }
       ssize_t r = ReadSome(buffer_.get(), kBufferBytes);
-      if (r < 0) return ErrnoStatus(errno, "wal: read failed");
+      if (r < 0) return FileError("wal: read failed", path_, errno);
       if (r == 0) break;
       end_ = static_cast<size_t>(r);
       const size_t take = std::min(end_, n - got);
@@ -202,7 +213,7 @@ class PosixSequentialFile final : public SequentialFile {
     }
     pos_ = end_ = 0;
     if (::lseek(fd_, static_cast<off_t>(n - buffered), SEEK_CUR) < 0) {
-      return ErrnoStatus(errno, "wal: seek failed");
+      return FileError("wal: seek failed", path_, errno);
     }
     return Status::Ok();
   }
@@ -216,6 +227,7 @@ class PosixSequentialFile final : public SequentialFile {
   }
 
   int fd_;
+  const std::string path_;  // named in errors
   std::unique_ptr<char[]> buffer_;
   size_t pos_ = 0;  // next unread byte of buffer_
   size_t end_ = 0;  // bytes valid in buffer_
@@ -233,38 +245,39 @@ class PosixFileSystem final : public FileSystem {
 
   Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ErrnoStatus(errno, "wal: open for reading failed");
-    return std::unique_ptr<SequentialFile>(std::make_unique<PosixSequentialFile>(fd));
+    if (fd < 0) return FileError("wal: open for reading failed", path, errno);
+    return std::unique_ptr<SequentialFile>(std::make_unique<PosixSequentialFile>(fd, path));
   }
 
   Result<uint64_t> FileSize(const std::string& path) override {
     struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(errno, "wal: stat failed");
+    if (::stat(path.c_str(), &st) != 0) return FileError("wal: stat failed", path, errno);
     return static_cast<uint64_t>(st.st_size);
   }
 
   bool FileExists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
   Status RenameFile(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0) return ErrnoStatus(errno, "wal: rename failed");
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return FileError("wal: rename failed", from, errno);
     return SyncDirectory(DirName(to));
   }
 
   Status RemoveFile(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0) return ErrnoStatus(errno, "wal: unlink failed");
+    if (::unlink(path.c_str()) != 0) return FileError("wal: unlink failed", path, errno);
     return Status::Ok();
   }
 
   Status TruncateFile(const std::string& path, uint64_t size) override {
     if (::truncate(path.c_str(), static_cast<off_t>(size)) != 0) {
-      return ErrnoStatus(errno, "wal: truncate failed");
+      return FileError("wal: truncate failed", path, errno);
     }
     return Status::Ok();
   }
 
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
     DIR* d = ::opendir(dir.c_str());
-    if (d == nullptr) return ErrnoStatus(errno, "wal: opendir failed");
+    if (d == nullptr) return FileError("wal: opendir failed", dir, errno);
     std::vector<std::string> names;
     while (struct dirent* entry = ::readdir(d)) {
       std::string_view name = entry->d_name;
@@ -277,7 +290,7 @@ class PosixFileSystem final : public FileSystem {
 
   Status CreateDir(const std::string& dir) override {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoStatus(errno, "wal: mkdir failed");
+      return FileError("wal: mkdir failed", dir, errno);
     }
     return Status::Ok();
   }
@@ -288,7 +301,7 @@ class PosixFileSystem final : public FileSystem {
   Result<std::unique_ptr<WritableFile>> Open(const std::string& path, int mode) {
     bool existed = FileExists(path);
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | mode, 0644);
-    if (fd < 0) return ErrnoStatus(errno, "wal: open for writing failed");
+    if (fd < 0) return FileError("wal: open for writing failed", path, errno);
     if (!existed) {
       Status s = SyncDirectory(DirName(path));
       if (!s.ok()) {
@@ -296,7 +309,8 @@ class PosixFileSystem final : public FileSystem {
         return s;
       }
     }
-    return std::unique_ptr<WritableFile>(std::make_unique<PosixWritableFile>(fd, mode == O_APPEND));
+    return std::unique_ptr<WritableFile>(
+        std::make_unique<PosixWritableFile>(fd, path, mode == O_APPEND));
   }
 };
 

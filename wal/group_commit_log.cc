@@ -1,10 +1,10 @@
 // GroupCommitLog (contract in group_commit_log.h).
 //
-// Layout of the work: OnEffect encodes an effect into a thread-local scratch buffer behind a
-// 13-byte record header whose length and type are filled and whose checksum is left zero (the
-// checksum covers the segment number, which only the writer knows when it writes), then
+// Layout of the work: OnEffect frames an effect as a record in a thread-local scratch buffer
+// (the record encoder of log_format.h: BeginRecord, EncodeEffect, FrameRecord; the checksum is
+// left zero, as it covers the segment number, which only the writer knows when it writes), then
 // appends it to `pending` under `mu` and takes the next LSN. A writer (one thread at a time:
-// `writing`) swaps `pending` out, fills the checksums for the active segment, writes the
+// `writing`) swaps `pending` out, seals each record for the active segment (SealRecord), writes the
 // records in chunks of at most max_group_bytes (one Append each, whole records only), rotates
 // when a segment is full, hands the bytes to the OS and publishes written_end. A sync (SyncNow:
 // an inline committer, a blocking caller or the sync thread) captures written_end, fdatasyncs
@@ -19,6 +19,9 @@
 // An effect that cannot be logged (the log failed or was closed, or the record is too large)
 // sets this thread's end LSN to kNotLogged, which no commit ever reaches: committing it reports
 // UNAVAILABLE, so nothing unlogged is acknowledged.
+//
+// Errors: the first failure is kept as one Status (Fail), the file system's error under the code
+// UNAVAILABLE: its detail names the operation and the file, its errno is kept.
 #include "wal/group_commit_log.h"
 
 #include <algorithm>
@@ -53,12 +56,7 @@ struct ThreadEnd {
 thread_local ThreadEnd t_end;
 std::atomic<uint64_t> g_next_log_id{1};
 
-constexpr const char* kWriteFailed = "wal: write failed; the log is read-only until restart";
-constexpr const char* kSyncFailed = "wal: fdatasync failed; the log is read-only until restart";
-constexpr const char* kSegmentFailed =
-    "wal: could not start a new segment; the log is read-only until restart";
-constexpr const char* kRecordTooLarge =
-    "wal: an effect exceeds the 16 MiB record limit; the log is read-only until restart";
+constexpr const char* kRecordTooLarge = "wal: an effect exceeds the 16 MiB record limit";
 constexpr const char* kClosed = "wal: the log is closed";
 constexpr const char* kNeverAppended = "wal: waited for an effect that was not logged";
 
@@ -90,12 +88,11 @@ struct GroupCommitLog::Impl {
   uint64_t durable_end = 0;  // records below this are durable under the policy
   uint64_t syncing_end = 0;  // the largest target of a sync in flight (0: none)
   int syncs_in_flight = 0;
-  Status failure;
-  std::string failure_message;  // what failed, where, and the errno's text (Fail)
-  bool writing = false;         // a thread holds the writer role and owns the writer state below
-  bool closing = false;         // Close was called: appends are refused
-  bool closed = false;          // the last records were written and synced and the file closed
-  Committer* head = nullptr;    // registered committers, oldest first
+  Status failure;             // what failed, on which file, with the errno (Fail)
+  bool writing = false;       // a thread holds the writer role and owns the writer state below
+  bool closing = false;       // Close was called: appends are refused
+  bool closed = false;        // the last records were written and synced and the file closed
+  Committer* head = nullptr;  // registered committers, oldest first
   Committer* tail = nullptr;
   Clock::time_point last_sync = Clock::now();
   bool sync_stop = false;
@@ -109,7 +106,6 @@ struct GroupCommitLog::Impl {
   std::string batch;  // the swapped-out pending buffer (its capacity is reused)
 
   std::mutex sync_mu;       // a sync's fdatasync vs the writer replacing or closing `file`
-  std::string file_path;    // GUARDED_BY(sync_mu): of the segment last opened (or being opened)
   Status sync_failure;      // GUARDED_BY(sync_mu): the first failed sync
   std::mutex close_mu;      // serialises Close
   std::thread sync_thread;  // kAlways and kInterval
@@ -121,30 +117,38 @@ struct GroupCommitLog::Impl {
   // thread; mu is released during it.
   void SyncNow(std::unique_lock<std::mutex>& lock);
   // Writes `batch` (records from LSN writer_written_end on), rotating full segments, and
-  // empties it. On error returns the detail the log fails with and sets *cause.
-  const char* WriteBatch(Status* cause);
-  const char* AppendBatch(Status* cause);  // WriteBatch without emptying `batch`
-  // Hands the file's buffered bytes to the OS (no sync); on error as WriteBatch.
-  const char* FlushFile(Status* cause);
+  // empties it. Returns the error the log fails with, if any.
+  Status WriteBatch();
+  Status AppendBatch();  // WriteBatch without emptying `batch`
   // Seals the active segment (synced and closed) and opens the next one at
   // writer_written_end. Writer only.
-  const char* StartNextSegment(Status* cause);
-  const char* OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause);
+  Status StartNextSegment();
+  Status OpenSegment(uint64_t number, uint64_t first_lsn);
   // Syncs and closes the active segment file, and forgets it. Writer only; mu not held. A sync
   // after a failed one reports that failure (see SyncNow).
   Status SealFile();
+  // REQUIRES: mu held by `lock`, `writing` false. Runs `step` (StartNextSegment, SealFile)
+  // holding the writer role with mu released, gives the role back, and fails the log if the
+  // step failed. Returns the step's status.
+  template <typename Step>
+  Status AsWriter(std::unique_lock<std::mutex>& lock, Step step) {
+    writing = true;
+    lock.unlock();
+    const Status s = step();
+    lock.lock();
+    writing = false;
+    writer_cv.notify_all();
+    if (!s.ok()) Fail(s);
+    return s;
+  }
   void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync);
   // Everything below `end` was fdatasynced: under kAlways it is durable; wakes whoever waits
   // for it. REQUIRES: mu held.
   void MarkSynced(uint64_t end);
-  // Puts the log into the failed state, logs one line (what failed, on which file, the errno's
-  // text) and wakes every committer. `path`: the file the failed operation was on, or empty.
-  // REQUIRES: mu held.
-  void Fail(const char* detail, Status cause, const std::string& path);
-  std::string FilePath() {
-    std::lock_guard sync_lock(sync_mu);
-    return file_path;
-  }
+  // Puts the log into the failed state for good with `cause` (the file system's error, which
+  // names the operation, the file and the errno), logs it as one line and wakes every
+  // committer. REQUIRES: mu held.
+  void Fail(const Status& cause);
   // Wakes the registered committers now durable (everyone once the log failed or closed).
   // REQUIRES: mu held (Wake is called under it, so an Unregister that returns has seen its
   // last Wake).
@@ -161,44 +165,28 @@ struct GroupCommitLog::Impl {
   Status CommitUntil(Committer* self, uint64_t end, bool may_block, uint64_t wake_at);
 };
 
-const char* GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn, Status* cause) {
+Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
   const std::string path = JoinPath(dir, SegmentFileName(number));
-  {
-    std::lock_guard sync_lock(sync_mu);
-    file_path = path;  // a failure from here on is this file's
-  }
   if (fs->FileExists(path)) {
-    *cause = AlreadyExists("wal: segment file already exists");
-    return kSegmentFailed;
+    return AlreadyExists("wal: segment file already exists").WithContext(path);
   }
   auto created = fs->NewWritableFile(path);
-  if (!created.ok()) {
-    *cause = created.status();
-    return kSegmentFailed;
-  }
+  if (!created.ok()) return created.status();
   (*created)->SetPreallocation(options.preallocate_bytes);
   FileHeader header;
   header.file_number = number;
   header.lsn = first_lsn;
   std::string bytes;
   AppendFileHeader(header, &bytes);
-  Status s = (*created)->Append(bytes);
-  if (!s.ok()) {
-    *cause = s;
-    return kSegmentFailed;
-  }
-  s = fs->SyncDir(dir);
-  if (!s.ok()) {
-    *cause = s;
-    return kSegmentFailed;
-  }
+  if (Status s = (*created)->Append(bytes); !s.ok()) return s;
+  if (Status s = fs->SyncDir(dir); !s.ok()) return s;
   {
     std::lock_guard sync_lock(sync_mu);
     file = std::move(created).value();
   }
   segment_number = number;
   segment_bytes = bytes.size();
-  return nullptr;
+  return Status::Ok();
 }
 
 // REQUIRES: mu not held.
@@ -235,67 +223,47 @@ void GroupCommitLog::Impl::MarkSynced(uint64_t end) {
   WakeDurable();
 }
 
-const char* GroupCommitLog::Impl::StartNextSegment(Status* cause) {
+Status GroupCommitLog::Impl::StartNextSegment() {
   // Sealed: every record in it synced.
-  Status s = SealFile();
-  if (!s.ok()) {
-    *cause = s;
-    return kSegmentFailed;
-  }
+  if (Status s = SealFile(); !s.ok()) return s;
   {
     std::lock_guard lock(mu);
     // The seal's sync may be the one a registered committer waits for.
     if (failure.ok()) MarkSynced(writer_written_end);
   }
   SUNDIAL_FAILPOINT("wal.mid_rotation");  // the old segment sealed, the next not created
-  if (const char* failed = OpenSegment(segment_number + 1, writer_written_end, cause)) {
-    return failed;
-  }
+  if (Status s = OpenSegment(segment_number + 1, writer_written_end); !s.ok()) return s;
   std::lock_guard lock(mu);
   stats.segment_number = segment_number;
-  return nullptr;
+  return Status::Ok();
 }
 
-const char* GroupCommitLog::Impl::WriteBatch(Status* cause) {
-  const char* failed = AppendBatch(cause);
+Status GroupCommitLog::Impl::WriteBatch() {
+  Status s = AppendBatch();
   batch.clear();  // its capacity is reused by the next swap with `pending`, unless it grew huge
   if (batch.capacity() > 2 * options.max_group_bytes + kMaxRecordBytes) std::string().swap(batch);
-  return failed;
+  return s;
 }
 
-const char* GroupCommitLog::Impl::FlushFile(Status* cause) {
-  Status s = file->Flush();
-  if (s.ok()) return nullptr;
-  *cause = s;
-  return kWriteFailed;
-}
-
-const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
+Status GroupCommitLog::Impl::AppendBatch() {
   size_t pos = 0;
   while (pos < batch.size()) {
     const size_t start = pos;
     uint64_t records = 0;
     while (pos < batch.size()) {
-      const uint32_t length = DecodeFixed32(batch.data() + pos);
-      const size_t record_bytes = kRecordHeaderBytes + length;
+      char* record = batch.data() + pos;
+      const size_t record_bytes = FramedRecordBytes(record);
       const size_t chunk = pos - start;
       if (chunk > 0 && (chunk + record_bytes > options.max_group_bytes ||
                         segment_bytes + chunk >= options.segment_bytes)) {
         break;
       }
-      std::string_view payload(batch.data() + pos + kRecordHeaderBytes, length);
-      const uint64_t sum =
-          RecordChecksum(static_cast<uint8_t>(RecordType::kEffect), segment_number, payload);
-      for (int i = 0; i < 8; ++i) batch[pos + 5 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
+      SealRecord(segment_number, record);
       pos += record_bytes;
       ++records;
     }
     const std::string_view chunk(batch.data() + start, pos - start);
-    Status s = file->Append(chunk);
-    if (!s.ok()) {
-      *cause = s;
-      return kWriteFailed;
-    }
+    if (Status s = file->Append(chunk); !s.ok()) return s;
     segment_bytes += chunk.size();
     writer_written_end += records;
     {
@@ -304,18 +272,17 @@ const char* GroupCommitLog::Impl::AppendBatch(Status* cause) {
       stats.bytes += chunk.size();
     }
     if (segment_bytes >= options.segment_bytes) {
-      if (const char* failed = StartNextSegment(cause)) return failed;
+      if (Status s = StartNextSegment(); !s.ok()) return s;
     }
   }
-  return nullptr;
+  return Status::Ok();
 }
 
-void GroupCommitLog::Impl::Fail(const char* detail, Status cause, const std::string& path) {
+void GroupCommitLog::Impl::Fail(const Status& cause) {
   if (!failure.ok()) return;
-  // The errno travels on: failure().Message() says "Input/output error", not just "failed".
-  failure = Status(Code::kUnavailable, detail, cause.sys_errno());
-  failure_message = cause.Message();
-  if (!path.empty()) failure_message += " on " + path;
+  // Retry after a restart (UNAVAILABLE); the detail and the errno travel on, so
+  // failure().Message() names the operation and the file and says "Input/output error".
+  failure = cause.WithCode(Code::kUnavailable);
   failed.store(true, std::memory_order_release);
   // One line, whatever follows (later syncs and writes report this failure, not their own): the
   // operator greps for it (docs/operations.md, "Disk faults").
@@ -323,7 +290,7 @@ void GroupCommitLog::Impl::Fail(const char* detail, Status cause, const std::str
                "sundiald: WRITE-AHEAD LOG FAILED: %s (%s); the log is read-only until restart: "
                "writes are refused with UNAVAILABLE, reads go on, nothing is retried "
                "(docs/operations.md, \"Disk faults\")\n",
-               failure_message.c_str(), std::string(CodeName(cause.code())).c_str());
+               failure.Message().c_str(), std::string(CodeName(cause.code())).c_str());
   std::fflush(stderr);
   pending.clear();
   writer_cv.notify_all();
@@ -390,20 +357,17 @@ void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   const bool records = !batch.empty();
   if (records) SUNDIAL_FAILPOINT("wal.before_write");
-  Status cause;
-  const char* failed = WriteBatch(&cause);
-  if (!failed) failed = FlushFile(&cause);  // handed to the OS before anyone counts on it
-  if (!failed && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
-  std::string path;
-  if (failed) {
+  Status s = WriteBatch();
+  if (s.ok()) s = file->Flush();  // handed to the OS before anyone counts on it
+  if (s.ok() && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
+  if (!s.ok()) {
     std::lock_guard sync_lock(sync_mu);
     file.reset();  // still the writer: nobody else touches it
-    path = file_path;
   }
   lock.lock();
   writing = false;
   writer_cv.notify_all();
-  if (failed) return Fail(failed, cause, path);
+  if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
   if (options.policy != FsyncPolicy::kAlways) {
@@ -422,11 +386,9 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   // Everything below `target` was handed to the OS: one fdatasync makes it durable, while a
   // writer goes on appending (a sync does not hold the writer role).
   Status s;
-  std::string path;
   const auto start = Clock::now();
   {
     std::lock_guard sync_lock(sync_mu);
-    path = file_path;
     if (!sync_failure.ok()) {
       // An earlier sync failed: whatever this one says, what the failed one covered may be
       // gone (a later fdatasync can succeed after the kernel dropped pages: fsyncgate).
@@ -440,7 +402,7 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   CountSync(start, Clock::now(), !sync_thread);
   lock.lock();
   if (--syncs_in_flight == 0) syncing_end = 0;
-  if (!s.ok()) return Fail(kSyncFailed, s, path);
+  if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a write failed meanwhile
   MarkSynced(target);
 }
@@ -531,8 +493,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->PublishDurable(next_lsn);
   impl->appended_end.store(next_lsn, std::memory_order_release);
   impl->writer_written_end = next_lsn;
-  Status cause;
-  if (impl->OpenSegment(next_segment_number, next_lsn, &cause)) return cause;
+  if (Status s = impl->OpenSegment(next_segment_number, next_lsn); !s.ok()) return s;
   impl->stats.segment_number = next_segment_number;
   impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
   if (options.policy != FsyncPolicy::kNever) {
@@ -544,20 +505,19 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
 
 void GroupCommitLog::OnEffect(const Effect& effect) {
   thread_local std::string scratch;
-  scratch.assign(kRecordHeaderBytes, '\0');
+  scratch.clear();
+  const size_t start = BeginRecord(&scratch);
   EncodeEffect(effect, &scratch);
-  const size_t length = scratch.size() - kRecordHeaderBytes;
+  const bool framed = FrameRecord(RecordType::kEffect, start, &scratch);  // sealed when written
   Impl& d = *impl_;
   std::unique_lock lock(d.mu);
   t_end.log_id = d.id;
   if (!d.failure.ok() || d.closing) {
     t_end.end_lsn = kNotLogged;
-  } else if (length > kMaxRecordBytes) {
+  } else if (!framed) {
     t_end.end_lsn = kNotLogged;
-    d.Fail(kRecordTooLarge, InvalidArgument("wal: record exceeds 16 MiB"), "");
+    d.Fail(InvalidArgument(kRecordTooLarge));
   } else {
-    for (int i = 0; i < 4; ++i) scratch[i] = static_cast<char>((length >> (8 * i)) & 0xff);
-    scratch[4] = static_cast<char>(RecordType::kEffect);
     d.pending.append(scratch);
     t_end.end_lsn = ++d.next_lsn;
     d.appended_end.store(d.next_lsn, std::memory_order_release);
@@ -629,18 +589,8 @@ Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   }
   d.WritePending(lock);  // what was appended before the call goes into the sealed segment
   if (!d.failure.ok()) return d.failure;
-  d.writing = true;  // mu was held since WritePending gave the role back: nobody took it
-  lock.unlock();
-  Status cause;
-  const char* failed = d.StartNextSegment(&cause);
-  const std::string path = failed ? d.FilePath() : std::string();  // sync_mu before mu, never in
-  lock.lock();
-  d.writing = false;
-  d.writer_cv.notify_all();
-  if (failed) {
-    d.Fail(failed, cause, path);
-    return d.failure;
-  }
+  // mu was held since WritePending gave the writer role back: nobody took it.
+  if (!d.AsWriter(lock, [&d] { return d.StartNextSegment(); }).ok()) return d.failure;
   return RotatePoint{d.writer_written_end, d.segment_number};
 }
 
@@ -653,20 +603,9 @@ Status GroupCommitLog::Close() {
     while (d.writing) d.writer_cv.wait(lock);
     if (!d.closed && d.failure.ok()) {
       d.WritePending(lock);
-      if (d.failure.ok() && !d.writing) {
-        d.writing = true;
-        lock.unlock();
-        const Status s = d.SealFile();
-        const std::string path = s.ok() ? std::string() : d.FilePath();
-        lock.lock();
-        d.writing = false;
-        d.writer_cv.notify_all();
-        if (!s.ok()) {
-          d.Fail(kWriteFailed, s, path);
-        } else {
-          d.synced_end = d.written_end;
-          d.PublishDurable(d.written_end);
-        }
+      if (d.failure.ok() && !d.writing && d.AsWriter(lock, [&d] { return d.SealFile(); }).ok()) {
+        d.synced_end = d.written_end;
+        d.PublishDurable(d.written_end);
       }
     }
     d.closed = true;
@@ -687,11 +626,6 @@ Status GroupCommitLog::Close() {
 Status GroupCommitLog::failure() const {
   std::lock_guard lock(impl_->mu);
   return impl_->failure;
-}
-
-std::string GroupCommitLog::failure_message() const {
-  std::lock_guard lock(impl_->mu);
-  return impl_->failure_message;
 }
 
 bool GroupCommitLog::failed() const { return impl_->failed.load(std::memory_order_acquire); }

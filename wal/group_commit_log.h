@@ -15,19 +15,20 @@
 // A sync in flight that already covers a committer's records is never repeated: a blocking
 // committer waits for it.
 //
-// Policies (SPEC §4): kAlways — DurableEnd() passes a record only after an fdatasync that
-// covers it; kInterval — after the write (handed to the OS), and the sync thread fdatasyncs at
-// least every interval_ms without holding up writers; kNever — after the write, never synced
-// (the OS decides).
+// Policies (`--fsync`, docs/protocol.md "Durability and lsn"): kAlways — DurableEnd() passes a
+// record only after an fdatasync that covers it; kInterval — after the write (handed to the
+// OS), and the sync thread fdatasyncs at least every interval_ms without holding up writers;
+// kNever — after the write, never synced (the OS decides).
 //
 // Segments: the log is a directory of segment files (docs/wal-format.md). When the active
 // segment exceeds segment_bytes the writer starts a new one (the old one synced and closed,
 // header with first LSN, fsync of the directory). Rotate() does so on demand, for checkpoints.
 //
-// Failure (STYLE: a failed fsync poisons the log): the first failed write or sync puts the log
-// into a failed state for good: every committer is woken, and every later append and commit
-// gets UNAVAILABLE; nothing is retried. Reads of the engine go on; writes are refused. The
-// failure is logged once, as one line naming the operation, the file and the errno's text.
+// Failure (a failed fsync poisons the log: docs/operations.md, "Disk faults"): the first failed
+// write or sync puts the log into a failed state for good: every committer is woken, and every
+// later append and commit gets UNAVAILABLE; nothing is retried. Reads of the engine go on;
+// writes are refused. failure() is that error, naming the operation, the file and the errno; it
+// is logged once, as one line.
 //
 // Thread safety: every method may be called from any thread. OnEffect is called under engine
 // shard locks: it only encodes into a buffer under the log's mutex and never does I/O.
@@ -146,11 +147,10 @@ class GroupCommitLog final : public EffectSink {
   // Further appends fail. Idempotent.
   Status Close();
 
-  Status failure() const;  // OK, or the error that failed the log (UNAVAILABLE, with the errno)
-  // What failed, on which file, with the errno's text ("wal: fdatasync failed: Input/output
-  // error (EIO) on DIR/wal-….log"); empty while the log has not failed. For /readyz, refusals
-  // and the one log line Fail writes.
-  std::string failure_message() const;
+  // OK, or the error that failed the log: UNAVAILABLE, its detail naming the operation and the
+  // file, with the errno (Message(): "wal: fdatasync failed on DIR/wal-….log: Input/output
+  // error (EIO)"). For /readyz, refusals and the one log line the failure writes.
+  Status failure() const;
   bool failed() const;  // failure() is not OK; lock-free, for a check per request
   LogStats stats() const;
   const std::string& dir() const;

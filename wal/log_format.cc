@@ -61,6 +61,40 @@ uint64_t RecordChecksum(uint8_t type, uint64_t file_number, std::string_view pay
   return XXH3_64bits_digest(&state);
 }
 
+size_t BeginRecord(std::string* out) {
+  const size_t start = out->size();
+  out->append(kRecordHeaderBytes, '\0');
+  return start;
+}
+
+bool FrameRecord(RecordType type, size_t start, std::string* out) {
+  const size_t length = out->size() - start - kRecordHeaderBytes;
+  if (length > kMaxRecordBytes) {
+    out->resize(start);
+    return false;
+  }
+  char* header = out->data() + start;
+  for (int i = 0; i < 4; ++i) header[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+  header[4] = static_cast<char>(type);
+  return true;
+}
+
+void SealRecord(uint64_t file_number, char* record) {
+  const std::string_view payload(record + kRecordHeaderBytes, DecodeFixed32(record));
+  const uint64_t sum = RecordChecksum(static_cast<uint8_t>(record[4]), file_number, payload);
+  for (int i = 0; i < 8; ++i) record[5 + i] = static_cast<char>((sum >> (8 * i)) & 0xff);
+}
+
+bool AppendRecord(RecordType type, uint64_t file_number, std::string_view payload,
+                  std::string* out) {
+  if (payload.size() > kMaxRecordBytes) return false;
+  const size_t start = BeginRecord(out);
+  out->append(payload);
+  if (!FrameRecord(type, start, out)) return false;
+  SealRecord(file_number, out->data() + start);
+  return true;
+}
+
 namespace {
 
 std::string NumberedName(std::string_view prefix, uint64_t number, std::string_view suffix) {

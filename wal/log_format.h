@@ -39,6 +39,8 @@ enum class RecordType : uint8_t {
   kSnapshotTrailer = 2,  // payload: count:u64le digest:u64le (snapshots only)
 };
 inline constexpr uint8_t kMaxRecordType = 2;
+// The payload of a kSnapshotTrailer record: count:u64le digest:u64le.
+inline constexpr size_t kSnapshotTrailerBytes = 8 + 8;
 
 // The decoded form of a file header. For a segment, file_number is the segment number and lsn
 // the LSN of its first record; for a snapshot both are the covered LSN.
@@ -59,6 +61,31 @@ HeaderError ParseFileHeader(std::string_view bytes, std::string_view magic, File
 
 // checksum of a record: XXH3_64bits over type, file_number (u64le) and payload.
 uint64_t RecordChecksum(uint8_t type, uint64_t file_number, std::string_view payload);
+
+// The record encoder: the only code that writes the record framing (LevelDB's
+// log::Writer::EmitPhysicalRecord). Segments (GroupCommitLog) and snapshots (LogWriter) both
+// frame records with it, and the golden test pins its bytes. A record is framed in two steps, so
+// that a payload is encoded straight behind its header and a group of records can be framed
+// before the writer knows the segment — the file number the checksum covers — it will land in:
+//
+//   const size_t start = BeginRecord(&out);                 // a zeroed header
+//   EncodeEffect(effect, &out);                             // the payload: the rest of `out`
+//   if (!FrameRecord(RecordType::kEffect, start, &out)) …   // length and type
+//   SealRecord(file_number, out.data() + start);            // the checksum, when the file is known
+//
+// Reserves a record header at the end of *out (zeroes); returns the offset where it starts.
+size_t BeginRecord(std::string* out);
+// Fills the length and type of the record that starts at out[start], whose payload is the rest
+// of *out. False, with *out cut back to `start`, when the payload exceeds kMaxRecordBytes.
+bool FrameRecord(RecordType type, size_t start, std::string* out);
+// Fills the checksum of the framed record at `record` as written in file `file_number`.
+void SealRecord(uint64_t file_number, char* record);
+// The bytes of the framed record at `record`, header included.
+inline size_t FramedRecordBytes(const char* record);
+// All three steps: appends `payload` as one sealed record of file `file_number`. False (nothing
+// appended) when the payload exceeds kMaxRecordBytes.
+bool AppendRecord(RecordType type, uint64_t file_number, std::string_view payload,
+                  std::string* out);
 
 // "wal-000000000000002a.log" and back; nullopt for any other name.
 std::string SegmentFileName(uint64_t segment_number);
@@ -81,6 +108,10 @@ inline uint64_t DecodeFixed64(const char* p) {
   uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
   return v;
+}
+
+inline size_t FramedRecordBytes(const char* record) {
+  return kRecordHeaderBytes + DecodeFixed32(record);
 }
 
 }  // namespace sundial::wal

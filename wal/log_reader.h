@@ -52,6 +52,18 @@ class CorruptionReporter {
   virtual void Report(const Corruption& damage) = 0;
 };
 
+// Keeps the first damage reported: for a caller that acts on it (recovery, a repair).
+class FirstCorruption final : public CorruptionReporter {
+ public:
+  void Report(const Corruption& damage) override {
+    if (!first_) first_ = damage;
+  }
+  const std::optional<Corruption>& first() const { return first_; }
+
+ private:
+  std::optional<Corruption> first_;
+};
+
 class LogReader {
  public:
   struct Options {

@@ -24,28 +24,39 @@ Status LogWriter::WriteHeader() {
   return Status::Ok();
 }
 
-Status LogWriter::AddRecord(RecordType type, std::string_view payload) {
+Status LogWriter::CanAdd() const {
   if (!error_.ok()) return error_;
   if (!header_written_) return FailedPrecondition("wal: record before the file header");
-  if (payload.size() > kMaxRecordBytes) return InvalidArgument("wal: record exceeds 16 MiB");
-  const auto type_byte = static_cast<uint8_t>(type);
-  std::string header;
-  header.reserve(kRecordHeaderBytes);
-  PutFixed32(&header, static_cast<uint32_t>(payload.size()));
-  header.push_back(static_cast<char>(type_byte));
-  PutFixed64(&header, RecordChecksum(type_byte, header_.file_number, payload));
-  Status s = file_->Append(header);
-  if (s.ok()) s = file_->Append(payload);
-  if (!s.ok()) return Fail(s);
-  bytes_written_ += kRecordHeaderBytes + payload.size();
-  ++next_lsn_;
   return Status::Ok();
 }
 
-Status LogWriter::AddEffect(const Effect& effect) {
+Status LogWriter::AddRecord(RecordType type, std::string_view payload) {
+  if (Status s = CanAdd(); !s.ok()) return s;
   scratch_.clear();
+  if (!AppendRecord(type, header_.file_number, payload, &scratch_)) {
+    return InvalidArgument("wal: record exceeds 16 MiB");
+  }
+  return AppendFramed();
+}
+
+Status LogWriter::AddEffect(const Effect& effect) {
+  if (Status s = CanAdd(); !s.ok()) return s;
+  scratch_.clear();
+  const size_t start = BeginRecord(&scratch_);
   EncodeEffect(effect, &scratch_);
-  return AddRecord(RecordType::kEffect, scratch_);
+  if (!FrameRecord(RecordType::kEffect, start, &scratch_)) {
+    return InvalidArgument("wal: record exceeds 16 MiB");
+  }
+  SealRecord(header_.file_number, scratch_.data() + start);
+  return AppendFramed();
+}
+
+Status LogWriter::AppendFramed() {
+  Status s = file_->Append(scratch_);
+  if (!s.ok()) return Fail(s);
+  bytes_written_ += scratch_.size();
+  ++next_lsn_;
+  return Status::Ok();
 }
 
 Status LogWriter::Flush() {

@@ -1,15 +1,16 @@
-// LogWriter: appends a file header and then records (docs/wal-format.md) to one WritableFile —
-// one WAL segment or one snapshot.
+// LogWriter: writes one snapshot file (docs/wal-format.md, "Snapshots"): the file header, then
+// records framed by the record encoder of log_format.h, which the group-commit log uses for
+// segments too. Tests and tools also use it to write segments.
 //
-// The writer never syncs by itself: the caller (group commit, checkpoint) decides when to call
-// Sync. Once any Append or Sync fails the writer is poisoned: that call and every later one
-// return the first error, because the file may now end in a partial record or hold data the
-// kernel dropped (fsyncgate); the owner must start a new file.
+// The writer never syncs by itself: the caller (the checkpoint) decides when to call Sync. Once
+// any Append or Sync fails the writer is poisoned: that call and every later one return the
+// first error, because the file may now end in a partial record or hold data the kernel dropped
+// (fsyncgate); the owner must start a new file.
 //
 // Invariants: bytes_written() counts every byte handed to the file successfully; next_lsn() is
 // header.lsn + records added. AddRecord rejects payloads above kMaxRecordBytes before writing.
 //
-// Thread safety: none; one owner (the group-commit leader) at a time.
+// Thread safety: none; one owner at a time.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ class LogWriter {
 
  private:
   Status Fail(Status s);
+  // OK when a record may be added now.
+  Status CanAdd() const;
 
   std::unique_ptr<WritableFile> file_;
   const FileHeader header_;
@@ -56,7 +59,10 @@ class LogWriter {
   uint64_t bytes_written_ = 0;
   bool header_written_ = false;
   Status error_;
-  std::string scratch_;  // reused for record headers and effect encodings
+  // Appends scratch_, one sealed record.
+  Status AppendFramed();
+
+  std::string scratch_;  // the record being written: header and payload (its capacity is reused)
 };
 
 }  // namespace sundial::wal

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/pages.h"
+#include "wal/apply_records.h"
 #include "wal/effect_codec.h"
 #include "wal/effect_pipeline.h"
 #include "wal/log_format.h"
@@ -105,7 +106,10 @@ class Recovery {
     return fs_->RemoveFile(Path(name));
   }
 
-  Status Damaged() { return Status(Code::kInternal, "wal: damaged log"); }
+  // The error of a start refused by report_.damage, naming it.
+  Status Damaged() const {
+    return Status(Code::kInternal, "wal: damaged log").WithContext(ToString(*report_.damage));
+  }
 
   // Repair gives a whole file up: counted in the report, then removed.
   Status Drop(const std::string& name) {
@@ -130,7 +134,7 @@ class Recovery {
     for (const auto& [lsn, name] : snapshots) {
       out_->engine = make_engine_();
       out_->engine->BeginBulkLoad();
-      std::optional<Corruption> damage;
+      FirstCorruption damage;
       auto info = LoadSnapshot(fs_, dir_, name, out_->engine.get(), &damage);
       if (info.ok()) {
         report_.snapshot = name;
@@ -141,8 +145,8 @@ class Recovery {
         return Status::Ok();
       }
       out_->engine.reset();
-      if (!damage) return info.status();  // I/O error
-      report_.damage = damage;
+      if (!damage.first()) return info.status();  // I/O error
+      report_.damage = damage.first();
       // Given up by a repair (kept as *.damaged for inspection), which then tries an older one.
       auto size = fs_->FileSize(Path(name));
       report_.dropped_bytes += size.ok() ? *size : 0;
@@ -161,7 +165,7 @@ class Recovery {
     return Status::Ok();
   }
 
-  // Damage in segments_[i] at `damage`: refuse, or (repair) cut the log there.
+  // Damage in segments_[i] at `damage`: refuse, or (repair) cut the log there, which ends it.
   Status SegmentDamaged(size_t i, Corruption damage) {
     report_.damage = std::move(damage);
     const uint64_t offset = report_.damage->offset;
@@ -171,6 +175,7 @@ class Recovery {
       return Damaged();
     }
     report_.repaired = true;
+    end_of_log_ = true;
     if (offset < kFileHeaderBytes) {
       if (Status s = Drop(name); !s.ok()) return s;
     } else {
@@ -231,120 +236,123 @@ class Recovery {
     return Status::Ok();
   }
 
+  // Replays every segment in order, from the state the snapshot left (docs/wal-format.md,
+  // "Recovery"), until the last one or until the log ends early (end_of_log_).
   Status ReplaySegments() {
-    const uint64_t start_lsn = next_lsn_;
-    // The previous segment read (plain values: GCC 12 -O2 misreports optionals here).
-    bool have_prev = false;
-    uint64_t prev_number = 0, prev_end = 0;
-    for (size_t i = 0; i < segments_.size(); ++i) {
+    const uint64_t snapshot_lsn = next_lsn_;
+    for (size_t i = 0; i < segments_.size() && !end_of_log_; ++i) {
       if (read_only_ && next_lsn_ >= *options_.end_lsn) break;
-      const auto& [number, name] = segments_[i];
-      const bool last = !read_only_ && i + 1 == segments_.size();
-      auto opened = OpenSegment(i, last);
-      if (!opened.ok()) return opened.status();
-      LogReader& reader = **opened;
-      auto damaged = [&](uint64_t offset, std::string reason) {
-        // segments_[i] rather than `name`: clang 14 cannot capture a structured binding.
-        return SegmentDamaged(
-            i, Corruption{segments_[i].second, offset, DamageKind::kCorruption, reason});
-      };
-
-      if (!reader.ReadHeader()) {
-        if (!reader.status().ok()) return reader.status();
-        const Corruption& damage = *reader.damage();
-        if (damage.kind == DamageKind::kTornTail && last) {
-          // A crash right after the segment was created: nothing in it was ever acknowledged.
-          auto size = fs_->FileSize(Path(name));
-          report_.torn_tail = damage;
-          report_.torn_bytes = size.ok() ? *size : 0;
-          if (Status s = Remove(name); !s.ok()) return s;
-          break;
-        }
-        return SegmentDamaged(i, damage);
-      }
-      const FileHeader& header = reader.header();
-      if (have_prev && number != prev_number + 1) {
-        return damaged(0, "missing segment " + SegmentFileName(prev_number + 1));
-      }
-      if (have_prev && header.lsn != prev_end) {
-        return damaged(0, "first LSN " + std::to_string(header.lsn) +
-                              " does not continue the previous segment, which ends at " +
-                              std::to_string(prev_end));
-      }
-      if (header.lsn > next_lsn_) {
-        return damaged(0, "LSN gap: the segment starts at " + std::to_string(header.lsn) +
-                              " but the state ends at " + std::to_string(next_lsn_));
-      }
-      // Read and decoded on a second thread while this one applies (effect_pipeline.h). A bad
-      // record is reported once that thread has stopped: repair changes the file.
-      std::optional<std::pair<uint64_t, const char*>> bad;  // offset, reason
-      {
-        const auto file_bytes = fs_->FileSize(Path(name));
-        EffectPipeline pipeline(&reader,
-                                file_bytes.ok() && EffectPipeline::WorthAThread(*file_bytes),
-                                PrefaultForTheEngine);
-        std::vector<Effect> run;  // consecutive effects to apply together (ApplyBatch)
-        std::vector<uint64_t> run_offsets;
-        bool stop = false;
-        while (!stop && !bad) {
-          const auto batch = pipeline.NextBatch();
-          if (batch.empty()) break;
-          run.clear();
-          run_offsets.clear();
-          for (const EffectPipeline::Item& record : batch) {
-            if (record.lsn < next_lsn_ + run.size()) continue;  // covered by the snapshot
-            if (read_only_ && record.lsn >= *options_.end_lsn) {
-              stop = true;
-              break;
-            }
-            if (record.type != RecordType::kEffect) {
-              bad.emplace(record.offset, "snapshot trailer in a log segment");
-            } else if (!record.decoded) {
-              bad.emplace(record.offset, "undecodable effect");
-            }
-            if (bad) break;
-            run.push_back(record.effect);
-            run_offsets.push_back(record.offset);
-          }
-          size_t applied = 0;
-          if (!out_->engine->ApplyBatch(run.data(), run.size(), &applied).ok()) {
-            bad.emplace(run_offsets[applied], "effect does not apply to the recovered state");
-          }
-          next_lsn_ += applied;
-          report_.records_replayed += applied;
-        }
-      }
-      if (bad) return damaged(bad->first, bad->second);
-      if (!reader.status().ok()) return reader.status();
-      report_.bytes_read += reader.valid_bytes();
-      if (const auto& damage = reader.damage()) {
-        if (options_.repair && !read_only_ && WhollyCovered(i, start_lsn)) {
-          // Damage in records the snapshot already holds: this segment and every earlier one
-          // are obsolete; nothing is lost. Go on with the next segment.
-          if (Status s = DropCovered(i, *damage); !s.ok()) return s;
-          have_prev = false;
-          last_kept_.reset();
-          continue;
-        }
-        if (damage->kind != DamageKind::kTornTail || !last) return SegmentDamaged(i, *damage);
-        auto size = fs_->FileSize(Path(name));
-        if (!size.ok()) return size.status();
-        report_.torn_tail = *damage;
-        report_.torn_bytes = *size - std::min(*size, reader.valid_bytes());
-        changed_dir_ = true;
-        if (Status s = fs_->TruncateFile(Path(name), reader.valid_bytes()); !s.ok()) return s;
-      }
-      last_kept_ = number;
-      have_prev = true;
-      prev_number = number;
-      prev_end = reader.next_lsn();
-      if (reader.next_lsn() <= start_lsn && !last) {
-        obsolete_.push_back(name);  // wholly covered by the snapshot
-      } else {
-        ++report_.segments_replayed;
-      }
+      if (Status s = ReplaySegment(i, snapshot_lsn); !s.ok()) return s;
     }
     return Status::Ok();
+  }
+
+  // segments_[i]: its header, its place after the previous segment, its records, its tail.
+  Status ReplaySegment(size_t i, uint64_t snapshot_lsn) {
+    const bool last = !read_only_ && i + 1 == segments_.size();
+    auto opened = OpenSegment(i, last);
+    if (!opened.ok()) return opened.status();
+    LogReader& reader = **opened;
+    if (!reader.ReadHeader()) return UnreadableHeader(i, reader, last);
+    if (auto broken = BrokenChain(i, reader.header())) return SegmentDamaged(i, *broken);
+    if (auto bad = ApplySegment(i, &reader)) return SegmentDamaged(i, *bad);
+    if (!reader.status().ok()) return reader.status();
+    report_.bytes_read += reader.valid_bytes();
+    if (const auto& damage = reader.damage()) {
+      if (options_.repair && !read_only_ && WhollyCovered(i, snapshot_lsn)) {
+        // Damage in records the snapshot already holds: this segment and every earlier one are
+        // obsolete; nothing is lost. Go on with the next segment.
+        chain_ = Chain{};
+        last_kept_.reset();
+        return DropCovered(i, *damage);
+      }
+      if (damage->kind != DamageKind::kTornTail || !last) return SegmentDamaged(i, *damage);
+      if (Status s = CutTornTail(i, reader); !s.ok()) return s;
+    }
+    Keep(i, reader, snapshot_lsn, last);
+    return Status::Ok();
+  }
+
+  // segments_[i] has no readable header: an I/O error, damage, or — in the last segment — a
+  // torn header, which ends the log.
+  Status UnreadableHeader(size_t i, const LogReader& reader, bool last) {
+    if (!reader.status().ok()) return reader.status();
+    const Corruption& damage = *reader.damage();
+    if (damage.kind != DamageKind::kTornTail || !last) return SegmentDamaged(i, damage);
+    // A crash right after the segment was created: nothing in it was ever acknowledged.
+    const std::string& name = segments_[i].second;
+    auto size = fs_->FileSize(Path(name));
+    report_.torn_tail = damage;
+    report_.torn_bytes = size.ok() ? *size : 0;
+    end_of_log_ = true;
+    return Remove(name);
+  }
+
+  // Damage when segments_[i], whose header is `header`, does not continue the log: a segment
+  // missing before it, a first LSN other than the previous segment's end, or a gap after the
+  // state recovered so far.
+  std::optional<Corruption> BrokenChain(size_t i, const FileHeader& header) const {
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const uint64_t number = segments_[i].first;
+    const std::string& name = segments_[i].second;
+    auto broken = [&](std::string reason) {
+      return Corruption{name, 0, DamageKind::kCorruption, std::move(reason)};
+    };
+    if (chain_.started && number != chain_.number + 1) {
+      return broken("missing segment " + SegmentFileName(chain_.number + 1));
+    }
+    if (chain_.started && header.lsn != chain_.end_lsn) {
+      return broken("first LSN " + std::to_string(header.lsn) +
+                    " does not continue the previous segment, which ends at " +
+                    std::to_string(chain_.end_lsn));
+    }
+    if (header.lsn > next_lsn_) {
+      return broken("LSN gap: the segment starts at " + std::to_string(header.lsn) +
+                    " but the state ends at " + std::to_string(next_lsn_));
+    }
+    return std::nullopt;
+  }
+
+  // Applies the records of segments_[i] past the state (ApplyRecords), read and decoded on a
+  // second thread while this one applies (effect_pipeline.h). Returns the first bad record, once
+  // that thread has stopped (a repair changes the file).
+  std::optional<Corruption> ApplySegment(size_t i, LogReader* reader) {
+    const std::string& name = segments_[i].second;
+    const auto file_bytes = fs_->FileSize(Path(name));
+    EffectPipeline pipeline(reader, file_bytes.ok() && EffectPipeline::WorthAThread(*file_bytes),
+                            PrefaultForTheEngine);
+    ApplyOptions apply;
+    apply.file = name;
+    apply.kind = FileKind::kSegment;
+    apply.first_lsn = next_lsn_;
+    if (read_only_) apply.end_lsn = options_.end_lsn;
+    AppliedRecords applied = ApplyRecords(&pipeline, out_->engine.get(), apply);
+    next_lsn_ += applied.effects;
+    report_.records_replayed += applied.effects;
+    return std::move(applied.damage);
+  }
+
+  // Cuts the torn tail of the last segment off at the end of its last good record.
+  Status CutTornTail(size_t i, const LogReader& reader) {
+    const std::string& name = segments_[i].second;
+    auto size = fs_->FileSize(Path(name));
+    if (!size.ok()) return size.status();
+    report_.torn_tail = reader.damage();
+    report_.torn_bytes = *size - std::min(*size, reader.valid_bytes());
+    changed_dir_ = true;
+    return fs_->TruncateFile(Path(name), reader.valid_bytes());
+  }
+
+  // segments_[i] was read to its end and stays: the next segment must continue it.
+  void Keep(size_t i, const LogReader& reader, uint64_t snapshot_lsn, bool last) {
+    const auto& [number, name] = segments_[i];
+    last_kept_ = number;
+    chain_ = Chain{true, number, reader.next_lsn()};
+    if (reader.next_lsn() <= snapshot_lsn && !last) {
+      obsolete_.push_back(name);  // wholly covered by the snapshot
+    } else {
+      ++report_.segments_replayed;
+    }
   }
 
   FileSystem* const fs_;
@@ -360,6 +368,17 @@ class Recovery {
   uint64_t max_number_ = 0;            // of every segment found
   std::optional<uint64_t> last_kept_;  // number of the last segment that stays
   bool changed_dir_ = false;
+  // The previous segment read, which the next must continue (plain values: GCC 12 -O2
+  // misreports optionals here).
+  struct Chain {
+    bool started = false;
+    uint64_t number = 0;
+    uint64_t end_lsn = 0;
+  };
+  Chain chain_;
+  // The log ends before the next segment: the last segment's header was torn (and the segment
+  // removed), or a repair cut the log.
+  bool end_of_log_ = false;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Recovery: rebuilds an engine from a data directory (docs/wal-format.md; SPEC §4) — the newest
-// snapshot, then every later log record replayed through Engine::Apply (effects, never a re-run
-// of selection) — and says where the log goes on: the next LSN and segment number.
+// Recovery: rebuilds an engine from a data directory (docs/wal-format.md, "Recovery") — the
+// newest snapshot, then every later log record replayed through Engine::Apply (effects, never a
+// re-run of selection) — and says where the log goes on: the next LSN and segment number.
 //
 // Rules (docs/wal-format.md, "Recovery"):
 // - `*.snap.tmp` files are unfinished checkpoints: deleted.
@@ -87,7 +87,7 @@ struct Recovered {
 
 // Recovers `dir` (created when missing, unless read-only) into an engine from `make_engine`
 // (called again if a damaged snapshot must be given up). Returns OK, an I/O error, or kInternal
-// "wal: damaged log" with out->report.damage naming the file and offset.
+// "wal: damaged log: <file> at offset N: …" with out->report.damage naming the same damage.
 Status Recover(FileSystem* fs, const std::string& dir, const EngineFactory& make_engine,
                const RecoveryOptions& options, Recovered* out);
 

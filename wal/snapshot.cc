@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "wal/apply_records.h"
 #include "wal/effect_codec.h"
 #include "wal/effect_pipeline.h"
 #include "wal/log_format.h"
@@ -31,10 +32,15 @@ class SnapshotSink final : public EffectSink {
   uint64_t count_ = 0;
 };
 
-Status Damaged(std::optional<Corruption>* damage, const std::string& file, uint64_t offset,
-               std::string reason) {
-  *damage = Corruption{file, offset, DamageKind::kCorruption, std::move(reason)};
-  return Status(Code::kInternal, "wal: damaged snapshot");
+// Reports `damage` and returns the error naming it.
+Status Damaged(CorruptionReporter* reporter, const Corruption& damage) {
+  if (reporter != nullptr) reporter->Report(damage);
+  return Status(Code::kInternal, "wal: damaged snapshot").WithContext(ToString(damage));
+}
+
+Status Damaged(CorruptionReporter* reporter, const std::string& file, uint64_t offset,
+               const char* reason) {
+  return Damaged(reporter, Corruption{file, offset, DamageKind::kCorruption, reason});
 }
 
 Result<SnapshotInfo> WriteSnapshotFiles(FileSystem* fs, const std::string& dir,
@@ -96,8 +102,7 @@ Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const
 }
 
 Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const std::string& file,
-                                  Engine* engine, std::optional<Corruption>* damage) {
-  damage->reset();
+                                  Engine* engine, CorruptionReporter* reporter) {
   auto covered = ParseSnapshotFileName(file);
   if (!covered) return InvalidArgument("wal: not a snapshot file name");
   SnapshotInfo info;
@@ -115,64 +120,30 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
   options.last_file = false;  // a snapshot is renamed only when complete: no tear is expected
   options.expected_file_number = *covered;
   LogReader reader(std::move(*in), file, nullptr, options);
-  bool trailer = false;
-  uint64_t trailer_offset = 0, trailer_count = 0, trailer_digest = 0;
+  AppliedRecords applied;
   if (reader.ReadHeader()) {
     // Read and decoded on a second thread while this one applies (effect_pipeline.h).
     EffectPipeline pipeline(&reader, EffectPipeline::WorthAThread(info.bytes),
                             PrefaultForTheEngine);
-    std::vector<Effect> run;  // consecutive effects to apply together (ApplyBatch)
-    std::vector<uint64_t> run_offsets;
-    // The first bad record (offset, reason); the effects before it are applied first, so that
-    // one that does not apply is reported at its own, earlier, offset.
-    std::optional<std::pair<uint64_t, const char*>> bad;
-    while (!bad) {
-      const auto batch = pipeline.NextBatch();
-      if (batch.empty()) break;
-      run.clear();
-      run_offsets.clear();
-      for (const EffectPipeline::Item& record : batch) {
-        if (trailer) {
-          bad.emplace(record.offset, "record after the snapshot trailer");
-        } else if (record.type == RecordType::kSnapshotTrailer) {
-          if (record.payload.size() != 16) {
-            bad.emplace(record.offset, "snapshot trailer of the wrong size");
-            break;
-          }
-          trailer = true;
-          trailer_offset = record.offset;
-          trailer_count = DecodeFixed64(record.payload.data());
-          trailer_digest = DecodeFixed64(record.payload.data() + 8);
-          continue;
-        } else if (record.type != RecordType::kEffect) {
-          bad.emplace(record.offset, "unexpected record type in a snapshot");
-        } else if (!record.decoded) {
-          bad.emplace(record.offset, "undecodable effect");
-        }
-        if (bad) break;
-        run.push_back(record.effect);
-        run_offsets.push_back(record.offset);
-      }
-      size_t applied = 0;
-      if (!engine->ApplyBatch(run.data(), run.size(), &applied).ok()) {
-        bad.emplace(run_offsets[applied], "effect does not apply to the state");
-      }
-      info.effects += applied;
-    }
-    if (bad) return Damaged(damage, file, bad->first, bad->second);
+    ApplyOptions apply;
+    apply.file = file;
+    apply.kind = FileKind::kSnapshot;
+    applied = ApplyRecords(&pipeline, engine, apply);
   }
+  // The first problem in file order: a bad record comes before whatever the reader (which reads
+  // ahead) stopped at.
+  if (applied.damage) return Damaged(reporter, *applied.damage);
   if (!reader.status().ok()) return reader.status();
-  if (reader.damage()) {
-    *damage = *reader.damage();
-    return Status(Code::kInternal, "wal: damaged snapshot");
-  }
-  if (!trailer) return Damaged(damage, file, reader.valid_bytes(), "snapshot has no trailer");
-  if (trailer_count != info.effects) {
-    return Damaged(damage, file, trailer_offset, "snapshot trailer count mismatch");
+  if (reader.damage()) return Damaged(reporter, *reader.damage());
+  const std::optional<SnapshotTrailer>& trailer = applied.trailer;
+  if (!trailer) return Damaged(reporter, file, reader.valid_bytes(), "snapshot has no trailer");
+  info.effects = applied.effects;
+  if (trailer->count != info.effects) {
+    return Damaged(reporter, file, trailer->offset, "snapshot trailer count mismatch");
   }
   info.digest = engine->Digest();
-  if (trailer_digest != info.digest) {
-    return Damaged(damage, file, trailer_offset, "snapshot digest mismatch");
+  if (trailer->digest != info.digest) {
+    return Damaged(reporter, file, trailer->offset, "snapshot digest mismatch");
   }
   return info;
 }

@@ -16,7 +16,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
 
 #include "engine/engine.h"
@@ -47,9 +46,12 @@ Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const
                                    uint64_t covered_lsn, const SnapshotHook& hook = nullptr);
 
 // Loads dir/`file` (a name ParseSnapshotFileName accepts) into `engine`, which must be empty.
-// On damage returns kInternal and sets *damage (file, offset, reason); the engine then holds a
-// partial state and must be discarded. I/O errors are returned as they are, without *damage.
+// Damage (a record that fails a check or does not apply, no trailer, a count or digest that does
+// not match) is reported once to `reporter` (if set) with the file, offset and reason, and
+// returned as kInternal "wal: damaged snapshot: <file> at offset N: corruption: <reason>"; the
+// engine then holds a partial state and must be discarded. I/O errors are returned as they are,
+// and reported to no one.
 Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const std::string& file,
-                                  Engine* engine, std::optional<Corruption>* damage);
+                                  Engine* engine, CorruptionReporter* reporter = nullptr);
 
 }  // namespace sundial::wal

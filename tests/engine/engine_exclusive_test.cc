@@ -1,4 +1,4 @@
-// Exclusive queues (docs/semantics.md "Dequeue"): at most one running
+// Exclusive queues (docs/semantics.md "Enqueue", "Dequeue"): at most one running
 // message per exclusivity value, values released on complete, fail, cancel, lease expiry and
 // purge, blocked messages waiting in priority order, and the blocked count.
 #include <gtest/gtest.h>

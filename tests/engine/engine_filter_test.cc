@@ -1,4 +1,4 @@
-// Metadata filters (docs/semantics.md "Dequeue", "Cancel, reprioritize,
+// Metadata filters (docs/semantics.md "Limits", "Dequeue", "Cancel, reprioritize,
 // redrive", "Reads"): dequeue returns the earliest pending match, count counts matches per state,
 // and the bulk forms of cancel, reprioritize and redrive apply to every match.
 #include <gtest/gtest.h>

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "engine/clock.h"
@@ -15,6 +14,7 @@
 #include "tests/fuzz/wal_fixup.h"
 #include "wal/file.h"
 #include "wal/log_format.h"
+#include "wal/log_reader.h"
 #include "wal/snapshot.h"
 
 namespace sundial::fuzz {
@@ -35,8 +35,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   o.shards = 2;
   o.seed = 14;
   Engine engine(o, &clock, nullptr);
-  std::optional<wal::Corruption> damage;
+  wal::FirstCorruption damage;
   auto loaded = wal::LoadSnapshot(fs.get(), "data", name, &engine, &damage);
   if (loaded.ok() && loaded.value().digest != engine.Digest()) std::abort();
+  if (loaded.ok() == damage.first().has_value()) std::abort();  // damage iff not loaded (no I/O)
   return 0;
 }

@@ -1,7 +1,9 @@
 // Golden files: a segment of each format version checked in under tests/data/wal/ must keep
 // reading back as the same effects, whatever the current format version is
 // (docs/wal-format.md, "Changing a format"). While a version is current, writing its samples
-// again gives identical bytes. A version-1 data directory (a snapshot and the segment after it,
+// again gives identical bytes, through both writers of the one record encoder (log_format.h):
+// the group-commit log, which writes every production segment, and LogWriter, which writes
+// snapshots. A version-1 data directory (a snapshot and the segment after it,
 // tests/data/wal/v1-dir) must always recover to the same known digest.
 //
 // To create a golden file for a new version: SUNDIAL_WRITE_GOLDEN=1 ./wal_tests
@@ -90,6 +92,26 @@ TEST(Golden, CurrentWriterStillProducesTheVersionTwoBytes) {
   auto bytes = ReadFileToString(fs.get(), kV2Segment);
   ASSERT_TRUE(bytes.ok());
   EXPECT_TRUE(*bytes == WriteSamplesV2());
+}
+
+// The bytes production segments are made of: GroupCommitLog frames records with the same encoder
+// as LogWriter (the checksum sealed when the group is written), so the sample effects logged
+// through it give the golden file exactly.
+TEST(Golden, TheGroupCommitLogStillWritesTheVersionOneBytes) {
+  ASSERT_EQ(kFormatVersion, 1u) << "version bumped: keep the v1 reader test, drop this one";
+  auto golden = ReadFileToString(NewPosixFileSystem().get(), kV1Segment);
+  ASSERT_TRUE(golden.ok());
+  auto memory = NewMemoryFileSystem();
+  LogOptions options = Policy(FsyncPolicy::kNever);
+  options.preallocate_bytes = 0;
+  auto log = OpenLog(memory.get(), options, /*next_lsn=*/0, /*segment=*/1);
+  ASSERT_NE(log, nullptr);
+  for (const Effect& e : SampleEffects()) log->OnEffect(e);
+  ASSERT_TRUE(log->Close().ok());
+  auto written = ReadFileToString(memory.get(), JoinPath("data", SegmentFileName(1)));
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written->size(), golden->size());
+  EXPECT_TRUE(*written == *golden);
 }
 
 const std::string kV1Dir = std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v1-dir";

@@ -25,11 +25,19 @@ class SnapshotTest : public ::testing::Test {
     bytes_ = *ReadFileToString(fs_.get(), path_);
   }
 
-  // Loads `file` into a fresh engine; returns its status and sets damage_.
+  // Loads `file` into a fresh engine; returns its status and sets damage_ (the one report).
   Status Load(const std::string& file) {
     Engine engine(TestEngineOptions(), &clock_, nullptr);
-    auto r = LoadSnapshot(fs_.get(), kDir, file, &engine, &damage_);
+    RecordingReporter reporter;
+    auto r = LoadSnapshot(fs_.get(), kDir, file, &engine, &reporter);
     if (r.ok()) loaded_digest_ = engine.Digest();
+    EXPECT_LE(reporter.reports.size(), 1u) << "damage is reported once";
+    damage_.reset();
+    if (!reporter.reports.empty()) {
+      damage_ = reporter.reports.front();
+      // The error says what the report says.
+      EXPECT_EQ(r.status().detail(), "wal: damaged snapshot: " + ToString(*damage_));
+    }
     return r.status();
   }
   // Rewrites the file with `bytes`.
