@@ -97,16 +97,16 @@ TEST(Golden, CurrentWriterStillProducesTheVersionTwoBytes) {
 // The bytes production segments are made of: GroupCommitLog frames records with the same encoder
 // as LogWriter (the checksum sealed when the group is written), so the sample effects logged
 // through it give the golden file exactly.
-TEST(Golden, TheGroupCommitLogStillWritesTheVersionOneBytes) {
-  ASSERT_EQ(kFormatVersion, 1u) << "version bumped: keep the v1 reader test, drop this one";
-  auto golden = ReadFileToString(NewPosixFileSystem().get(), kV1Segment);
+TEST(Golden, TheGroupCommitLogWritesTheCurrentVersionsBytes) {
+  ASSERT_EQ(kFormatVersion, 2u) << "version bumped: point this at the new version's golden file";
+  auto golden = ReadFileToString(NewPosixFileSystem().get(), kV2Segment);
   ASSERT_TRUE(golden.ok());
   auto memory = NewMemoryFileSystem();
   LogOptions options = Policy(FsyncPolicy::kNever);
   options.preallocate_bytes = 0;
   auto log = OpenLog(memory.get(), options, /*next_lsn=*/0, /*segment=*/1);
   ASSERT_NE(log, nullptr);
-  for (const Effect& e : SampleEffects()) log->OnEffect(e);
+  for (const Effect& e : SamplesV2()) log->OnEffect(e);
   ASSERT_TRUE(log->Close().ok());
   auto written = ReadFileToString(memory.get(), JoinPath("data", SegmentFileName(1)));
   ASSERT_TRUE(written.ok());
