@@ -175,11 +175,11 @@ class Client {
   Result<Reply> Explain(std::string_view queue, std::string_view id);          // ExplainResult
   Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);    // ExplainResult
   Result<Reply> Wait(std::string_view queue, const std::vector<std::string>& ids,
-                     uint32_t wait_ms);  // WaitResult
-  Result<Reply> Stats();                 // StatsResult
-  Result<Reply> Health();                // HealthResult
-  Result<Reply> Cluster();                                                     // ClusterResult
-  Result<Reply> Switchover(std::string_view to = {});                          // Done
+                     uint32_t wait_ms);                // WaitResult
+  Result<Reply> Stats();                               // StatsResult
+  Result<Reply> Health();                              // HealthResult
+  Result<Reply> Cluster();                             // ClusterResult
+  Result<Reply> Switchover(std::string_view to = {});  // Done
 
  private:
   friend class AsyncClient;

@@ -26,6 +26,29 @@ class SystemClock final : public Clock {
   TimeMs NowMs() const override;
 };
 
+// A clock that never reads earlier than a floor (docs/replication.md, "Time"): a standby raises it
+// to the time of every effect it applies, so that once it leads, its engine's time never goes
+// back behind an effect it holds, whatever its own clock says.
+class FloorClock final : public Clock {
+ public:
+  explicit FloorClock(const Clock* base) : base_(base) {}
+  TimeMs NowMs() const override {
+    const TimeMs now = base_->NowMs();
+    const TimeMs floor = floor_.load(std::memory_order_relaxed);
+    return now > floor ? now : floor;
+  }
+  void RaiseFloor(TimeMs t) {
+    TimeMs seen = floor_.load(std::memory_order_relaxed);
+    while (t > seen && !floor_.compare_exchange_weak(seen, t, std::memory_order_relaxed)) {
+    }
+  }
+  TimeMs floor() const { return floor_.load(std::memory_order_relaxed); }
+
+ private:
+  const Clock* const base_;
+  std::atomic<TimeMs> floor_{0};
+};
+
 // A clock that only moves when told to.
 class ManualClock final : public Clock {
  public:

@@ -27,6 +27,9 @@ enum class EffectType : uint8_t {
   // The message leaves `queue` and enters `dead_letter_queue` as pending, attempts 0, with `seq`
   // its new enqueue sequence there and metadata x-origin-queue = queue.
   kMessageDeadLettered = 8,
+  // A leadership began (docs/replication.md, "Epochs"): `epoch`, and `start_lsn`, the LSN of
+  // this record. No queue: the engine keeps the log's epochs in order, in snapshots too.
+  kEpochStarted = 9,
 };
 std::string_view EffectTypeName(EffectType type);
 
@@ -75,6 +78,8 @@ struct Effect {
   // the result its complete carried (empty: none).
   std::string_view result = {};
   std::string_view dead_letter_queue;  // kMessageDeadLettered
+  uint64_t epoch = 0;                  // kEpochStarted
+  uint64_t start_lsn = 0;              // kEpochStarted: the LSN of its own record
 };
 
 class EffectSink {

@@ -606,7 +606,35 @@ Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) 
   return Status::Ok();
 }
 
+Status Engine::StartEpoch(uint64_t epoch, uint64_t lsn) {
+  std::lock_guard lock(epochs_mu_);
+  if (!epochs_.empty() && epoch <= epochs_.back().epoch) {
+    return Status(Code::kFailedPrecondition, "epoch: not above the last epoch of this log");
+  }
+  epochs_.push_back({epoch, lsn});
+  Effect e;
+  e.type = EffectType::kEpochStarted;
+  e.time = clock_->NowMs();
+  e.epoch = epoch;
+  e.start_lsn = lsn;
+  if (sink_ != nullptr) sink_->OnEffect(e);
+  return Status::Ok();
+}
+
+std::vector<EpochStart> Engine::Epochs() const {
+  std::lock_guard lock(epochs_mu_);
+  return epochs_;
+}
+
 Status Engine::Apply(const Effect& e) {
+  if (e.type == EffectType::kEpochStarted) {
+    std::lock_guard lock(epochs_mu_);
+    if (!epochs_.empty() && e.epoch <= epochs_.back().epoch) {
+      return Status(Code::kInternal, "effect: an epoch not above the last one");
+    }
+    epochs_.push_back({e.epoch, e.start_lsn});
+    return Status::Ok();
+  }
   Shard& shard = ShardFor(e.queue);
   if (e.type == EffectType::kMessageDeadLettered) {
     Shard& dlq_shard = ShardFor(e.dead_letter_queue);
@@ -669,12 +697,32 @@ uint64_t Engine::Digest() const {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
   for (const Queue* q : queues) q->HashInto(state);
+  {
+    // A log that had leaderships hashes them too (none: the digest of a standalone log, as
+    // before epochs existed).
+    std::lock_guard lock(epochs_mu_);
+    for (const EpochStart& e : epochs_) {
+      const uint64_t fields[2] = {e.epoch, e.lsn};
+      XXH3_64bits_update(state, fields, sizeof fields);
+    }
+  }
   uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return digest;
 }
 
 void Engine::ExportState(EffectSink* visit) const {
+  {
+    std::lock_guard lock(epochs_mu_);
+    for (const EpochStart& epoch : epochs_) {
+      Effect e;
+      e.type = EffectType::kEpochStarted;
+      e.time = clock_->NowMs();
+      e.epoch = epoch.epoch;
+      e.start_lsn = epoch.lsn;
+      visit->OnEffect(e);
+    }
+  }
   for (const auto& shard : shards_) {
     std::lock_guard lock(shard->mu);
     std::vector<const Queue*> queues;

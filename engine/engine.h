@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,14 @@ class Engine {
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
   Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
 
+  // ---- Leaderships (docs/replication.md, "Epochs") ------------------------------------------
+  // A new primary's first record: logs kEpochStarted(epoch, lsn) — `lsn` being the LSN that
+  // record takes, the log's appended end — and keeps it. FAILED_PRECONDITION unless `epoch` is
+  // above every epoch kept.
+  Status StartEpoch(uint64_t epoch, uint64_t lsn);
+  // The epochs this state holds (its log's, snapshots included), oldest first.
+  std::vector<EpochStart> Epochs() const;
+
   // ---- Time, replay, inspection -------------------------------------------------------------
   // Processes every timer due at or before `now`: visibility, lease expiry, retention GC.
   // Returns the number of transitions made.
@@ -161,6 +170,9 @@ class Engine {
   const Clock* clock_;
   EffectSink* sink_;
   std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which point into it
+  // The log's epochs, oldest first. Their own lock: no queue's shard holds them.
+  mutable std::mutex epochs_mu_;
+  std::vector<EpochStart> epochs_;  // GUARDED_BY(epochs_mu_)
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

@@ -75,6 +75,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "message_removed";
     case EffectType::kMessageDeadLettered:
       return "message_dead_lettered";
+    case EffectType::kEpochStarted:
+      return "epoch_started";
   }
   return "unknown";
 }

@@ -56,6 +56,14 @@ using Metadata = std::vector<MetadataPair>;
 // A conjunction of key = value pairs (0..kMaxFilterPairs).
 using Filter = std::vector<MetadataPair>;
 
+// A leadership of a cluster (docs/replication.md, "Epochs"): its epoch (the etcd revision that
+// created its leader key) and the LSN of its first record, the kEpochStarted effect.
+struct EpochStart {
+  uint64_t epoch = 0;
+  uint64_t lsn = 0;
+  friend bool operator==(const EpochStart&, const EpochStart&) = default;
+};
+
 struct QueueSettings {
   QueueType type = QueueType::kSimple;
   std::string exclusivity_key;  // required for kExclusive, empty for kSimple

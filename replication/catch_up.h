@@ -10,14 +10,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/types.h"
+
 namespace sundial::replication {
 
-// An epoch and the LSN of its first record in a log (its kEpochStarted effect).
-struct EpochStart {
-  uint64_t epoch = 0;
-  uint64_t lsn = 0;
-  friend bool operator==(const EpochStart&, const EpochStart&) = default;
-};
 using EpochHistory = std::vector<EpochStart>;  // oldest first; epochs and LSNs increasing
 
 struct LogPosition {
@@ -27,7 +23,8 @@ struct LogPosition {
 
 enum class CatchUpKind : uint8_t {
   kStream,    // the standby's log is a prefix of the primary's: send records from `lsn`
-  kTruncate,  // the standby keeps the records below `lsn` (its divergent tail goes), then dials again
+  kTruncate,  // the standby keeps the records below `lsn` (its divergent tail goes), then dials
+              // again
   kSnapshot,  // the primary lacks what the standby needs (or the standby has a foreign log)
 };
 

@@ -129,17 +129,17 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
   for (const KeyValue& kv : keys->kvs) {
     const json::object o = Parse(kv.value);
     if (kv.key == prefix_ + "leader") {
-      view->leader = LeaderInfo{Text(o, "node"), static_cast<uint64_t>(kv.create_revision),
-                                AddressesOf(o)};
+      view->leader =
+          LeaderInfo{Text(o, "node"), static_cast<uint64_t>(kv.create_revision), AddressesOf(o)};
       *leader_lease = kv.lease;
     } else if (kv.key == prefix_ + "sync") {
-      view->sync = SyncKey{Text(o, "leader"), Text(o, "standby"),
-                           static_cast<uint64_t>(kv.mod_revision)};
+      view->sync =
+          SyncKey{Text(o, "leader"), Text(o, "standby"), static_cast<uint64_t>(kv.mod_revision)};
       *sync_mod_revision = kv.mod_revision;
     } else if (kv.key.starts_with(members)) {
       view->members.push_back(MemberView{kv.key.substr(members.size()), Text(o, "role"),
-                                         AddressesOf(o), Number(o, "epoch"),
-                                         Number(o, "end_lsn"), Number(o, "flushed_lsn")});
+                                         AddressesOf(o), Number(o, "epoch"), Number(o, "end_lsn"),
+                                         Number(o, "flushed_lsn")});
     }
   }
   return true;
@@ -220,9 +220,8 @@ void Coordinator::RunOnce() {
       following_ = view.leader;
       role_ = Role::kStandby;
     }
-  } else if (SteadyClock::now() >= hold_until_ &&
-             MayLead(ElectionView{std::nullopt, view.sync}, options_.node) ==
-                 Eligibility::kMayLead) {
+  } else if (SteadyClock::now() >= hold_until_ && MayLead(ElectionView{std::nullopt, view.sync},
+                                                          options_.node) == Eligibility::kMayLead) {
     TryLead(view, sync_mod_revision);
   }
 
@@ -312,8 +311,7 @@ void Coordinator::ManageSync(const CoordinatorView&) {
     } else if (target->acked_end >= pending_sync_->must_reach) {
       // It holds every acknowledged record, and every reply since waited for it too.
       if (PublishSync(target->node)) {
-        Log("sundiald: cluster %s: synchronous standby is now %s", options_.cluster,
-            target->node);
+        Log("sundiald: cluster %s: synchronous standby is now %s", options_.cluster, target->node);
         node_->RequireAcks({target->node});
         pending_sync_.reset();
       }
@@ -323,7 +321,8 @@ void Coordinator::ManageSync(const CoordinatorView&) {
   if (!sync_standby_.empty() && find(sync_standby_) != nullptr) return;
   const StandbyProgress* best = nullptr;
   for (const StandbyProgress& s : standbys) {
-    if (s.connected && s.node != sync_standby_ && (best == nullptr || s.acked_end > best->acked_end)) {
+    if (s.connected && s.node != sync_standby_ &&
+        (best == nullptr || s.acked_end > best->acked_end)) {
       best = &s;
     }
   }
@@ -432,10 +431,10 @@ void Coordinator::ContinueSwitchover() {
   }
   // Give up the leader key; do not try to take it back for a while (the target is eligible as
   // the synchronous standby, and so is this node, as the last leader).
-  auto released = etcd_.Txn({{Compare::CreateRevisionIs(prefix_ + "leader",
-                                                        static_cast<int64_t>(epoch_))},
-                             {TxnOp::Delete(prefix_ + "leader")},
-                             {}});
+  auto released =
+      etcd_.Txn({{Compare::CreateRevisionIs(prefix_ + "leader", static_cast<int64_t>(epoch_))},
+                 {TxnOp::Delete(prefix_ + "leader")},
+                 {}});
   if (!released.ok() || !released->succeeded) {
     node_->ExtendLeadership(WritableUntil());
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));

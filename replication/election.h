@@ -36,9 +36,9 @@ struct ElectionView {
 };
 
 enum class Eligibility : uint8_t {
-  kLeaderExists,     // follow it
-  kMayLead,          // take the leader key (compare: leader absent, sync unchanged)
-  kNotSyncStandby,   // another node holds every acknowledged write: wait for it
+  kLeaderExists,    // follow it
+  kMayLead,         // take the leader key (compare: leader absent, sync unchanged)
+  kNotSyncStandby,  // another node holds every acknowledged write: wait for it
 };
 
 // Whether `node` may take the leader key now. It may when there is no leader and either

@@ -136,6 +136,11 @@ class Connection : public Session {
   }
   // After a refused input under OnBadInput::kClose: read nothing more, close once written.
   bool close_after_write() const { return close_after_write_; }
+  // Read nothing more; close once what is queued is written (a session that says goodbye).
+  void CloseAfterWrite() {
+    close_after_write_ = true;
+    loop_->MarkDirty(this);
+  }
 
   const Options& options_;
   OutputBudget output_;

@@ -174,6 +174,7 @@ std::string Core::not_ready_reason() const {
            "); writes are refused until restart";
   }
   if (!ready_.load()) return "starting: recovery is not finished";
+  if (!role_.MayWrite(SteadyClock::now())) return role_.WhyNotWritable().message;
   return "";
 }
 

@@ -501,6 +501,7 @@ constexpr std::array kTable = {
     OperationRow{O::Wait, "Wait", kDurableRead, kAny, RunWait},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
+static_assert(static_cast<size_t>(O::MAX) < Metrics::kOps, "every operation has its metrics");
 
 std::string FinishedResponse(fb::FlatBufferBuilder& b, fb::Offset<p::Response> response) {
   b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));

@@ -43,7 +43,8 @@ enum class Result : uint8_t;
 
 namespace sundial::server {
 
-inline constexpr uint32_t kMaxWaitMs = 60'000;  // Dequeue, Wait and Enqueue wait_ms (docs/protocol.md)
+inline constexpr uint32_t kMaxWaitMs =
+    60'000;  // Dequeue, Wait and Enqueue wait_ms (docs/protocol.md)
 
 class Session;  // the connection a request came on (server/internal.h)
 

@@ -134,6 +134,9 @@ class Loop final : public wal::GroupCommitLog::Committer {
   void Answer(Completion c, std::string_view response, Code code, uint64_t wait_lsn);
   // Records were appended on this thread: commit at the end of this round.
   void ScheduleRound();
+  // Answers every reply held for the log with UNAVAILABLE and `message` (their outcome is
+  // unknown): the log failed, or this node stopped being the primary.
+  void FailHeld(const std::string& message);
   // `s` has replies or events queued: it writes them at the end of this round.
   void MarkDirty(Session* s);
 
@@ -154,8 +157,11 @@ class Loop final : public wal::GroupCommitLog::Committer {
   // its held replies wait for, send the replies now durable, write them.
   void RunRound();
   void CompleteDurable();
-  void FailHeld(const Status& status);
   void FlushDirty();
+  // Under a replica bound (--replication sync): a held reply that waited --sync-timeout-ms for
+  // a standby is answered UNAVAILABLE; the timer looks again when the oldest one is due.
+  void ExpireHeld();
+  void ArmHeldTimer();
   void DeliverEvents();
   void Send(Completion& c, std::string_view response, Code code);
   // A request of `s` began: keeps the run of requests from one session.
@@ -168,7 +174,10 @@ class Loop final : public wal::GroupCommitLog::Committer {
     Completion completion;
     std::string response;
     Code code = Code::kOk;
+    SteadyClock::time_point since;
   };
+  std::optional<asio::steady_timer> held_timer_;
+  bool held_timer_armed_ = false;
 
   Core* const core_;
   wal::GroupCommitLog* const log_;
@@ -491,6 +500,7 @@ class Core final : public EffectSink, public SessionOperations {
   StatsTicks BuildStatsTicks(bool with_queues) const;
 
   void SetLoops(std::vector<Loop*> loops) { loops_ = std::move(loops); }
+  const std::vector<Loop*>& loops() const { return loops_; }
   Loop* NextLoop();  // round robin, for a new connection
   void StartTimers() { timers_.Start(); }
   void StopTimers() { timers_.Stop(); }
@@ -499,7 +509,12 @@ class Core final : public EffectSink, public SessionOperations {
     result_waits_.ExpireAll();
   }
 
-  bool ready() const { return ready_.load() && !draining_.load() && !(log_ && log_->failed()); }
+  // Ready means writes are taken here (/readyz): recovered, not draining, the log working, and
+  // in a cluster the primary within its leadership.
+  bool ready() const {
+    return ready_.load() && !draining_.load() && !(log_ && log_->failed()) &&
+           role_.MayWrite(SteadyClock::now());
+  }
   void set_ready(bool r) { ready_.store(r); }
   void set_draining() { draining_.store(true); }
   bool draining() const { return draining_.load(); }

@@ -99,6 +99,7 @@ void Loop::Answer(Completion c, std::string_view response, Code code, uint64_t w
   h.completion = std::move(c);
   h.response.assign(response);  // the slot's string keeps its capacity: no allocation
   h.code = code;
+  h.since = SteadyClock::now();
   held_max_ = std::max(held_max_, wait_lsn);
   ScheduleRound();
 }
@@ -154,11 +155,49 @@ void Loop::RunRound() {
       // are about to send.
       const bool may_block = same_session_requests_ >= kAloneAfterRequests;
       Status s = log_->Commit(this, all, may_block, first);
-      if (!s.ok()) FailHeld(s);
+      if (!s.ok()) {
+        // Once per failed round (the log failed for good): the cause is worth a string.
+        FailHeld("wal: the write-ahead log failed (" + s.Message() +
+                 "); the change may not be durable: retry after a restart");
+      }
     }
     CompleteDurable();
+    if (!held_.empty() && log_->has_replica_bound()) ArmHeldTimer();
   }
   FlushDirty();
+}
+
+void Loop::ArmHeldTimer() {
+  if (held_timer_armed_) return;
+  if (!held_timer_) held_timer_.emplace(io_);
+  held_timer_armed_ = true;
+  held_timer_->expires_at(held_.front().since +
+                          std::chrono::milliseconds(core_->options().sync_timeout_ms));
+  held_timer_->async_wait([this](boost::system::error_code ec) {
+    held_timer_armed_ = false;
+    if (!ec) ExpireHeld();
+  });
+}
+
+void Loop::ExpireHeld() {
+  CompleteDurable();
+  const auto limit = std::chrono::milliseconds(core_->options().sync_timeout_ms);
+  const auto now = SteadyClock::now();
+  bool expired = false;
+  while (!held_.empty() && now - held_.front().since >= limit) {
+    Held& h = held_.front();
+    const std::string failed = ErrorResponse(
+        h.completion.request_id(), Code::kUnavailable,
+        "replication: no synchronous standby acknowledged this within --sync-timeout-ms; the "
+        "change may or may not be applied: retry");
+    Send(h.completion, failed, Code::kUnavailable);
+    h.response.clear();
+    held_.PopFront();
+    expired = true;
+  }
+  if (held_.empty()) held_max_ = 0;
+  if (expired) FlushDirty();
+  if (!held_.empty() && log_->has_replica_bound()) ArmHeldTimer();
 }
 
 void Loop::CompleteDurable() {
@@ -181,10 +220,7 @@ void Loop::CountRequestFrom(const Session* s) {
   }
 }
 
-void Loop::FailHeld(const Status&) {
-  // Once per failed round (the log failed for good): the cause is worth a string.
-  const std::string message = "wal: the write-ahead log failed (" + log_->failure().Message() +
-                              "); the change may not be durable: retry after a restart";
+void Loop::FailHeld(const std::string& message) {
   while (!held_.empty()) {
     Held& h = held_.front();
     const std::string failed =
@@ -194,6 +230,7 @@ void Loop::FailHeld(const Status&) {
     held_.PopFront();
   }
   held_max_ = 0;
+  FlushDirty();
 }
 
 void Loop::FlushDirty() {

@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "replication/reload.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/server.h"
@@ -116,12 +119,13 @@ void PrintDamageAdvice(const wal::RecoveryReport& report, const std::string& dat
                RepairCommand(argc, argv, data_dir).c_str());
 }
 
-bool WriteReadyFile(const std::string& path, uint16_t port, uint16_t http_port) {
+bool WriteReadyFile(const std::string& path, uint16_t port, uint16_t http_port,
+                    uint16_t replication_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << "{\"pid\":" << ::getpid() << ",\"port\":" << port << ",\"http_port\":" << http_port
-        << "}\n";
+        << ",\"replication_port\":" << replication_port << "}\n";
     if (!out) return false;
   }
   std::error_code ec;
@@ -161,7 +165,10 @@ int Run(int argc, char** argv) {
   options.log.on_sync = [&metrics](uint64_t nanos) { metrics.Fsync(nanos); };
 
   auto fs = wal::NewPosixFileSystem();
-  SystemClock clock;
+  // A standby raises the floor to each effect it applies: once it leads, its engine's time never
+  // goes back behind what it holds (docs/replication.md, "Time").
+  SystemClock system_clock;
+  FloorClock clock(&system_clock);
   wal::DeferredSink deferred;
   server::TeeSink tee(&deferred);
   auto make_engine = [&] {
@@ -195,12 +202,26 @@ int Run(int argc, char** argv) {
   checkpointer.Start();
 
   int code = 0;
+  // A standby whose state must be reloaded from its data directory (a divergent tail, a snapshot
+  // from its primary): the server stops, the directory is prepared, the process starts again.
+  std::mutex reload_mu;
+  std::optional<replication::ReloadRequest> reload;  // GUARDED_BY(reload_mu)
   {
     server::Server server(options, opened.engine.get(), opened.log.get(), &metrics);
     tee.set_observer(server.effect_observer());
-    std::string error;
-    if (Status started = server.Start(&error); !started.ok()) {
-      std::fprintf(stderr, "sundiald: %s\n", error.c_str());
+    if (!options.cluster.empty()) {
+      server.EnableCluster(fs.get(), &clock, [&](replication::ReloadRequest r) {
+        {
+          std::lock_guard lock(reload_mu);
+          if (!reload) reload = std::move(r);
+        }
+        server.RequestStop();
+      });
+      checkpointer.SetRetention([&server] { return server.RetainFrom(); },
+                                options.replication_retain_bytes);
+    }
+    if (Status started = server.Start(); !started.ok()) {
+      std::fprintf(stderr, "sundiald: %s\n", started.Message().c_str());
       checkpointer.Stop();
       tee.set_observer(nullptr);
       (void)opened.log->Close();
@@ -209,8 +230,14 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "sundiald: listening on %s: tcp %u, http %u; data %s; fsync %s\n",
                  options.bind.c_str(), server.port(), server.http_port(), options.data_dir.c_str(),
                  options.fsync.c_str());
+    if (!options.cluster.empty()) {
+      std::fprintf(stderr, "sundiald: cluster %s, node %s: replication port %u; etcd %s; %s\n",
+                   options.cluster.c_str(), options.node_name.c_str(), server.replication_port(),
+                   options.etcd.c_str(), options.replication.c_str());
+    }
     if (!options.ready_file.empty() &&
-        !WriteReadyFile(options.ready_file, server.port(), server.http_port())) {
+        !WriteReadyFile(options.ready_file, server.port(), server.http_port(),
+                        server.replication_port())) {
       std::fprintf(stderr, "sundiald: cannot write --ready-file %s\n", options.ready_file.c_str());
     }
     server.Run();
@@ -221,6 +248,26 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "sundiald: the WAL did not close cleanly: %s\n",
                  closed.ToString().c_str());
     code = 1;
+  }
+  std::optional<replication::ReloadRequest> request;
+  {
+    std::lock_guard lock(reload_mu);
+    request = reload;
+  }
+  if (request && code == 0) {
+    // Nothing runs any more: the log is closed, the lock still held (released by exec).
+    if (Status prepared = replication::PrepareReload(fs.get(), options.data_dir, *request);
+        !prepared.ok()) {
+      std::fprintf(stderr, "sundiald: cannot reload %s: %s\n", options.data_dir.c_str(),
+                   prepared.ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "sundiald: restarting to reload %s (%s)\n", options.data_dir.c_str(),
+                 request->why.c_str());
+    std::fflush(stderr);
+    ::execv("/proc/self/exe", argv);
+    std::fprintf(stderr, "sundiald: cannot restart: %s\n", std::strerror(errno));
+    return 1;
   }
   std::fprintf(stderr, "sundiald: stopped\n");
   return code;

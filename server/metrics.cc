@@ -82,6 +82,8 @@ std::string_view TransportName(Transport t) {
       return "websocket";
     case Transport::kHttp:
       return "http";
+    case Transport::kReplication:
+      return "replication";
   }
   return "unknown";
 }

@@ -44,8 +44,8 @@ class Histogram {
 
 class Metrics {
  public:
-  static constexpr size_t kOps = 32;  // >= the Operation union's members + NONE
-  static constexpr size_t kCodes = 9;
+  static constexpr size_t kOps = 64;    // > the Operation union's members (dispatch.cc asserts it)
+  static constexpr size_t kCodes = 10;  // every Code (NOT_PRIMARY is the last)
 
   // One request answered: its protocol Operation (union type), code and time to the reply.
   void CountRequest(uint8_t op, Code code, uint64_t nanos);

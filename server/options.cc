@@ -153,16 +153,44 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   app.add_option("--dashboard", o.dashboard,
                  "on | read-only (no actions) | off (GET / serves no page)")
       ->transform(CLI::CheckedTransformer(
-          std::map<std::string, DashboardMode>{{"on", DashboardMode::kOn},
-                                               {"read-only", DashboardMode::kReadOnly},
-                                               {"off", DashboardMode::kOff}},
-          CLI::ignore_case))
+                      std::map<std::string, DashboardMode>{{"on", DashboardMode::kOn},
+                                                           {"read-only", DashboardMode::kReadOnly},
+                                                           {"off", DashboardMode::kOff}},
+                      CLI::ignore_case)
+                      // The enum's values are bytes: printed as characters they cut --help short.
+                      .description("{on,read-only,off}"))
       ->default_str("on");
   app.add_option("--tls-cert", o.tls_cert,
                  "PEM certificate chain: TLS on both ports (with --tls-key; SIGHUP reloads)");
   app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
   app.add_option("--ready-file", o.ready_file,
                  "write {\"pid\",\"port\",\"http_port\"} JSON here once listening");
+  // High availability (docs/operations.md, "High availability").
+  app.add_option("--cluster", o.cluster, "join this cluster (with --node-name and --etcd)");
+  app.add_option("--node-name", o.node_name, "this node's name in its cluster");
+  app.add_option("--etcd", o.etcd, "etcd endpoints: URL[,URL...] (http://host:port)");
+  app.add_option("--replication-port", o.replication_port,
+                 "port standbys dial on a primary (0: ephemeral)");
+  app.add_option("--advertise-host", o.advertise_host,
+                 "host other nodes and clients dial (default: --bind)");
+  app.add_option("--replication", o.replication,
+                 "sync (a durable reply needs the synchronous standby) or async")
+      ->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--leader-ttl-s", o.leader_ttl_s,
+                 "etcd lease of a node and its leadership (seconds)")
+      ->check(CLI::Range(1, 300));
+  app.add_option("--ha-loop-ms", o.ha_loop_ms, "the HA control loop's period")
+      ->check(CLI::Range(10, 10'000));
+  app.add_option("--replication-timeout-ms", o.replication_timeout_ms,
+                 "a replication connection silent this long is closed")
+      ->check(CLI::Range(100, 600'000));
+  app.add_option("--sync-timeout-ms", o.sync_timeout_ms,
+                 "a durable mutation no synchronous standby acknowledged in time: UNAVAILABLE")
+      ->check(CLI::Range(100, 3'600'000));
+  app.add_option("--replication-retain-bytes", o.replication_retain_bytes,
+                 "segments kept for a connected standby, at most");
+  app.add_option("--tls-ca-file", o.tls_ca_file,
+                 "CA certificates a standby verifies its primary's certificate with");
 
   // Environment variables for the flags not given on the command line: inserted as flags
   // before the command line's, so the config file (applied to what is still unset) comes last.
@@ -193,6 +221,26 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
     return result;
   }
   o.bind_given = app.count("--bind") > 0 || GivenOnCommandLine(args, "bind");
+  if (!o.cluster.empty() || !o.node_name.empty() || !o.etcd.empty()) {
+    const auto name_ok = [](const std::string& s) {
+      return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+        return std::isalnum(c) || c == '.' || c == '_' || c == '-';
+      });
+    };
+    std::string problem;
+    if (o.cluster.empty() || o.node_name.empty() || o.etcd.empty()) {
+      problem = "--cluster, --node-name and --etcd go together (give all three, or none)";
+    } else if (!name_ok(o.cluster)) {
+      problem = "--cluster " + o.cluster + ": 1-64 characters of [A-Za-z0-9._-]";
+    } else if (!name_ok(o.node_name)) {
+      problem = "--node-name " + o.node_name + ": 1-64 characters of [A-Za-z0-9._-]";
+    }
+    if (!problem.empty()) {
+      result.exit_code = 2;
+      result.message = problem;
+      return result;
+    }
+  }
   // Decided here, before recovery (which can take minutes) and before anything touches the
   // data directory: docs/operations.md, "Security".
   if (!IsLoopback(o.bind) && o.auth_token_file.empty() && !o.insecure_bind) {

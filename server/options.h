@@ -66,6 +66,27 @@ struct Options {
   // Written (atomically) once both ports listen: {"pid":N,"port":P,"http_port":H}. For tests
   // and supervisors that start sundiald on ephemeral ports (--port 0).
   std::string ready_file;
+
+  // High availability (docs/replication.md; docs/operations.md, "High availability"). With
+  // --cluster the node joins a cluster coordinated through etcd; without it, it stands alone.
+  std::string cluster;
+  std::string node_name;
+  std::string etcd;                        // URL[,URL...]
+  uint16_t replication_port = 7402;        // the primary's port standbys dial
+  std::string advertise_host;              // what other nodes and clients dial; default --bind
+  std::string replication = "sync";        // sync (strict) | async
+  int64_t leader_ttl_s = 5;                // the etcd lease of a node (and its leadership)
+  int64_t ha_loop_ms = 250;                // the control loop's period
+  int64_t replication_timeout_ms = 5'000;  // a silent replication connection is closed
+  // A durable mutation that no synchronous standby acknowledged within this time is answered
+  // UNAVAILABLE (its outcome unknown).
+  int64_t sync_timeout_ms = 10'000;
+  // Segments a connected standby still needs are kept up to this many bytes; past it, a
+  // standby that falls that far behind is re-seeded from a snapshot.
+  uint64_t replication_retain_bytes = 1ull << 30;
+  // Verifies the primary's certificate when the replication port speaks TLS (--tls-cert); empty:
+  // the system's CAs.
+  std::string tls_ca_file;
 };
 
 struct ParseResult {

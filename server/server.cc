@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "server/internal.h"
+#include "server/replica_node.h"
+#include "server/replication_port.h"
 
 namespace sundial::server {
 
@@ -24,6 +26,12 @@ struct Server::Impl {
   std::vector<std::unique_ptr<Loop>> loops;
   std::unique_ptr<Listener> tcp;
   std::unique_ptr<Listener> http;
+  std::unique_ptr<Listener> replication;
+  // Cluster mode.
+  wal::FileSystem* fs = nullptr;
+  FloorClock* clock = nullptr;
+  std::function<void(replication::ReloadRequest)> reload;
+  std::unique_ptr<ReplicaNode> node;
   std::unique_ptr<asio::signal_set> signals;
   std::unique_ptr<TlsContexts> tls;
   std::unique_ptr<asio::signal_set> reload_signals;  // SIGHUP
@@ -81,8 +89,20 @@ Server::~Server() {
 EffectSink* Server::effect_observer() { return &impl_->core; }
 uint16_t Server::port() const { return impl_->tcp ? impl_->tcp->port() : 0; }
 uint16_t Server::http_port() const { return impl_->http ? impl_->http->port() : 0; }
+uint16_t Server::replication_port() const {
+  return impl_->replication ? impl_->replication->port() : 0;
+}
 
-Status Server::Start(std::string* error) {
+uint64_t Server::RetainFrom() const { return impl_->node ? impl_->node->RetainFrom() : UINT64_MAX; }
+
+void Server::EnableCluster(wal::FileSystem* fs, FloorClock* clock,
+                           std::function<void(replication::ReloadRequest)> reload) {
+  impl_->fs = fs;
+  impl_->clock = clock;
+  impl_->reload = std::move(reload);
+}
+
+Status Server::Start() {
   Impl& d = *impl_;
   const Options& o = d.options;
   if (!o.auth_token_file.empty()) {
@@ -93,14 +113,15 @@ Status Server::Start(std::string* error) {
     while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
       token.pop_back();
     if (!in || token.empty()) {
-      *error = "--auth-token-file " + o.auth_token_file + ": cannot read a token from it";
-      return InvalidArgument("--auth-token-file");
+      return Status(Code::kInvalidArgument,
+                    "--auth-token-file " + o.auth_token_file + ": cannot read a token from it");
     }
     d.core.set_auth_token(std::move(token));
   }
   if (!o.tls_cert.empty()) {
     d.tls = std::make_unique<TlsContexts>(o.tls_cert, o.tls_key);
-    if (!d.tls->Reload(error)) return InvalidArgument("--tls-cert");
+    std::string error;
+    if (!d.tls->Reload(&error)) return Status(Code::kInvalidArgument, error);
     d.core.set_tls(d.tls.get());
     std::fprintf(stderr, "sundiald: TLS on both ports (1.2 and 1.3): %s\n",
                  d.tls->Describe().c_str());
@@ -117,15 +138,30 @@ Status Server::Start(std::string* error) {
   // The listeners accept on the first loop and hand each connection to a loop for life.
   d.tcp = NewTcpListener(loops[0], &d.core);
   if (Status s = d.tcp->Start(address, o.port); !s.ok()) {
-    *error = "--port " + std::to_string(o.port) + ": cannot listen on " + address;
-    return s;
+    return s.WithContext("--port " + std::to_string(o.port) + " on " + address);
   }
   d.http = NewHttpListener(loops[0], &d.core);
   if (Status s = d.http->Start(address, o.http_port); !s.ok()) {
-    *error = "--http-port " + std::to_string(o.http_port) + ": cannot listen on " + address;
-    return s;
+    return s.WithContext("--http-port " + std::to_string(o.http_port) + " on " + address);
   }
-  {
+  if (!o.cluster.empty()) {
+    if (d.fs == nullptr) return Status(Code::kInternal, "--cluster: EnableCluster was not called");
+    d.node = std::make_unique<ReplicaNode>(o, &d.core, d.engine, d.log, d.fs, d.clock, d.reload);
+    d.replication = NewReplicationListener(loops[0], &d.core, d.node.get());
+    if (Status s = d.replication->Start(address, o.replication_port); !s.ok()) {
+      return s.WithContext("--replication-port " + std::to_string(o.replication_port) + " on " +
+                           address);
+    }
+  }
+  const std::string advertised = o.advertise_host.empty() ? address : o.advertise_host;
+  if (d.node) {
+    // In a cluster: no writes until the coordinator says this node leads.
+    ClusterInfo info;
+    info.cluster = o.cluster;
+    info.node = o.node_name;
+    info.replication = o.replication;
+    d.core.role()->Set(RoleKind::kUnknown, 0, std::move(info));
+  } else {
     // Outside a cluster the node is its own primary: a Cluster request names it alone.
     char host[256] = {};
     if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
@@ -134,8 +170,8 @@ Status Server::Start(std::string* error) {
     MemberInfo self;
     self.node = host;
     self.role = RoleKind::kStandalone;
-    self.addr = address + ":" + std::to_string(d.tcp->port());
-    self.http_addr = address + ":" + std::to_string(d.http->port());
+    self.addr = advertised + ":" + std::to_string(d.tcp->port());
+    self.http_addr = advertised + ":" + std::to_string(d.http->port());
     info.members.push_back(std::move(self));
     d.core.role()->Set(RoleKind::kStandalone, 0, std::move(info));
   }
@@ -150,6 +186,12 @@ Status Server::Start(std::string* error) {
   for (auto& loop : d.loops) loop->Start();
   d.core.StartTimers();
   d.core.set_ready(true);
+  if (d.node) {
+    replication::NodeAddresses addresses{advertised + ":" + std::to_string(d.tcp->port()),
+                                         advertised + ":" + std::to_string(d.http->port()),
+                                         advertised + ":" + std::to_string(d.replication->port())};
+    if (Status s = d.node->Start(std::move(addresses)); !s.ok()) return s;
+  }
   return Status::Ok();
 }
 
@@ -161,16 +203,27 @@ void Server::Run(int drain_timeout_ms) {
     std::unique_lock lock(d.mu);
     d.cv.wait(lock, [&] { return d.stop_requested; });
   }
-  // Drain: refuse new work, answer the long polls, let in-flight requests finish.
+  // Drain: refuse new work, answer the long polls, let in-flight requests finish. A primary's
+  // standbys stay connected meanwhile (the replies in flight wait for their acknowledgement);
+  // then the node gives up its lease, so a standby takes over at once.
   d.core.set_draining();
   if (d.tcp) d.tcp->Stop();
   if (d.http) d.http->Stop();
+  if (d.replication) d.replication->Stop();
   d.core.ExpireAllWaiters();
-  for (const auto& c : d.core.registry().All()) c->CloseWhenDone();
+  const auto clients = [&d] {
+    std::vector<std::shared_ptr<Session>> out;
+    for (auto& c : d.core.registry().All()) {
+      if (c->transport() != Transport::kReplication) out.push_back(std::move(c));
+    }
+    return out;
+  };
+  for (const auto& c : clients()) c->CloseWhenDone();
   const auto deadline = SteadyClock::now() + std::chrono::milliseconds(drain_timeout_ms);
-  while (SteadyClock::now() < deadline && !d.core.registry().All().empty()) {
+  while (SteadyClock::now() < deadline && !clients().empty()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a shutdown, not a test
   }
+  if (d.node) d.node->Stop();
   for (const auto& c : d.core.registry().All()) c->Close();
   d.core.StopTimers();
   if (d.signals) {

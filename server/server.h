@@ -10,12 +10,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "engine/effect.h"
 #include "engine/engine.h"
 #include "engine/status.h"
+#include "replication/reload.h"
 #include "server/metrics.h"
 #include "server/options.h"
 #include "wal/group_commit_log.h"
@@ -51,11 +53,23 @@ class Server {
   // What the engine's TeeSink forwards effects to.
   EffectSink* effect_observer();
 
-  // Reads the token file, binds both listeners (port 0: an ephemeral port), starts the io
-  // threads and the ticker. On failure *error says why (and nothing keeps running).
-  Status Start(std::string* error);
+  // A node of a cluster (--cluster; docs/replication.md): what it needs beyond the engine and
+  // the log — its file system (the replication port reads segments and snapshots), the engine's
+  // clock (a standby raises its floor), and what to do when its state must be reloaded from its
+  // data directory (main.cc stops, prepares the directory, and re-executes the process).
+  // Before Start.
+  void EnableCluster(wal::FileSystem* fs, FloorClock* clock,
+                     std::function<void(replication::ReloadRequest)> reload);
+
+  // Reads the token file, binds the listeners (port 0: an ephemeral port), starts the io
+  // threads and the ticker, and in a cluster the HA coordinator. On failure the Status says
+  // why (INVALID_ARGUMENT: a setting; and nothing keeps running).
+  Status Start();
   uint16_t port() const;
   uint16_t http_port() const;
+  uint16_t replication_port() const;  // 0 outside a cluster
+  // The first LSN a connected standby still needs (UINT64_MAX: none): checkpoints keep it.
+  uint64_t RetainFrom() const;
 
   // Blocks until SIGTERM/SIGINT or RequestStop, then drains: stops accepting, answers waiting
   // long polls, lets every request in flight finish and its reply be written (up to

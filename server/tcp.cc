@@ -28,6 +28,7 @@
 #include "protocol/verify.h"
 #include "server/acceptor.h"
 #include "server/connection.h"
+#include "server/framed_session.h"
 #include "server/internal.h"
 #include "server/server.h"
 
@@ -38,236 +39,58 @@ namespace fb = flatbuffers;
 namespace p = protocol;
 using tcp = asio::ip::tcp;
 
-using TlsStream = asio::ssl::stream<tcp::socket>;
+template <class Stream>  // tcp::socket or TlsSocket
+class TcpSession final : public FramedSession<Stream> {
+  using Base = FramedSession<Stream>;
 
-template <class Stream>  // tcp::socket or TlsStream
-class TcpSession final : public Connection {
  public:
-  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
-
   // `tls_context`: the context the TLS stream was made with (kept alive for the connection's
   // life across reloads); null for a plain socket.
   TcpSession(Stream stream, std::shared_ptr<asio::ssl::context> tls_context, Loop* loop, Core* core)
-      : Connection(loop, core, Transport::kTcp, Access::kFull, "TCP", OnBadInput::kClose),
-        socket_(std::move(stream)),
-        tls_context_(std::move(tls_context)),
-        timer_(loop->io()),
+      : Base(std::move(stream), std::move(tls_context), loop, core, Transport::kTcp, "TCP",
+             OnBadInput::kClose, core->options().max_frame_bytes),
         authed_(core->auth_token().empty()) {}
 
-  // On the loop.
-  void Start() {
-    Open();
-    if constexpr (kTls) {
-      // The TLS handshake within the handshake timeout (nothing is in flight: the timer closes).
-      deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms);
-      ArmTimer();
-      socket_.async_handshake(asio::ssl::stream_base::server,
-                              [self = Self()](boost::system::error_code ec) {
-                                if (ec || self->closed()) return self->DoClose();
-                                self->StartProtocol();
-                              });
-    } else {
-      StartProtocol();
-      ArmTimer();
-    }
-  }
-
-  // With a token the Auth must come within the handshake timeout; else idle rules apply.
-  void StartProtocol() {
-    deadline_ =
-        SteadyClock::now() + std::chrono::milliseconds(authed_ ? options_.idle_timeout_ms
-                                                               : options_.handshake_timeout_ms);
-    Read();
-  }
-
-  void QueueReply(std::string_view message) override {
-    if (!AdmitOutput()) return;
-    p::AppendFrame(message, &pending_);
-    output_.Queued(p::kFrameHeaderBytes + message.size());
-  }
-
-  void Flush() override {
-    if (output_.writing() || closed()) return;
-    if (pending_.empty()) {
-      if (close_after_write()) DoClose();
-      return MaybeFinish();
-    }
-    std::swap(pending_, writing_buffer_);
-    written_ = 0;
-    output_.WriteStarted(writing_buffer_.size());
-    WriteSome();
-  }
-
  protected:
-  void RequestEnded() override { MaybeResume(); }
-
-  void DoClose() override {
-    if (!Shut()) return;
-    // TLS: no close_notify; the client reads the end of the TCP stream (its replies were
-    // written before a drain closes it).
-    boost::system::error_code ignored;
-    socket_.lowest_layer().shutdown(tcp::socket::shutdown_both, ignored);
-    socket_.lowest_layer().close(ignored);
-    timer_.cancel();
+  // With a token the Auth must come within the handshake timeout; else idle rules apply.
+  void OnStarted() override {
+    this->SetDeadline(SteadyClock::now() +
+                      std::chrono::milliseconds(authed_ ? this->options_.idle_timeout_ms
+                                                        : this->options_.handshake_timeout_ms));
+    this->Read();
   }
 
- private:
-  std::shared_ptr<TcpSession> Self() {
-    return std::static_pointer_cast<TcpSession>(shared_from_this());
-  }
-
-  void Read() {
-    if (reading_ || close_after_write() || !MayRead()) return;  // paused, draining or closed
-    // Room for the rest of the next frame, at least 64 KiB, but at most as much again as has
-    // arrived: a declared length costs memory only as its bytes come (doubling), so a header
-    // alone cannot make the server allocate --max-frame-bytes.
-    size_t want = 64 << 10;
-    if (next_frame_bytes_ > in_len_) {
-      want = std::max(want, std::min(next_frame_bytes_ - in_len_, in_len_));
+  void OnFrame(std::string_view frame) override {
+    if (!p::VerifyRequest(frame)) {
+      return this->RefuseInput(Code::kInvalidArgument, "frame: not a valid Request FlatBuffer");
     }
-    if (in_.size() < in_len_ + want) in_.resize(in_len_ + want);
-    reading_ = true;
-    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-                            [self = Self()](boost::system::error_code ec, size_t n) {
-                              self->reading_ = false;
-                              if (ec) return self->DoClose();
-                              // Draining: no new requests.
-                              if (self->draining()) return self->MaybeFinish();
-                              self->in_len_ += n;
-                              self->ProcessFrames();
-                              self->Read();
-                            });
-  }
-
-  void ProcessFrames() {
-    size_t begin = 0;
-    processing_ = true;
-    // Frames stay in the buffer while reading is paused (replies unread, requests in flight):
-    // a client that pipelines many large replies and reads them is slowed, not dropped.
-    while (!close_after_write() && MayRead()) {
-      std::string_view frame;
-      size_t consumed = 0;
-      const auto status = p::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
-                                       options_.max_frame_bytes, &frame, &consumed);
-      if (status == p::FrameStatus::kIncomplete) {
-        next_frame_bytes_ = 0;
-        if (in_len_ - begin >= p::kFrameHeaderBytes) {
-          uint32_t length = 0;
-          std::memcpy(&length, in_.data() + begin, sizeof length);  // little-endian hosts
-          next_frame_bytes_ = length + p::kFrameHeaderBytes;
-        }
-        break;
-      }
-      if (status == p::FrameStatus::kEmpty) {
-        RefuseInput(Code::kInvalidArgument, "frame: length 0 (every frame holds one FlatBuffer)");
-        break;
-      }
-      if (status == p::FrameStatus::kTooLarge) {
-        RefuseInput(Code::kInvalidArgument, "frame: longer than --max-frame-bytes");
-        break;
-      }
-      begin += consumed;
-      HandleFrame(frame);
-    }
-    // Keep the partial frame at the front.
-    if (begin > 0) {
-      std::memmove(in_.data(), in_.data() + begin, in_len_ - begin);
-      in_len_ -= begin;
-    }
-    if (in_.size() > (1u << 20) && in_len_ < (64u << 10)) {
-      in_.resize(64u << 10);
-      in_.shrink_to_fit();
-    }
-    processing_ = false;
-    if (!pending_.empty() || close_after_write()) loop_->MarkDirty(this);
-  }
-
-  void HandleFrame(std::string_view frame) {
-    // FlatBuffers reads the buffer in place; a Request needs 8-byte alignment for its longs.
-    std::string_view aligned = frame;
-    if (reinterpret_cast<uintptr_t>(frame.data()) % 8 != 0) {
-      scratch_.assign(frame);
-      aligned = scratch_;
-    }
-    if (!p::VerifyRequest(aligned)) {
-      return RefuseInput(Code::kInvalidArgument, "frame: not a valid Request FlatBuffer");
-    }
-    const auto* request = fb::GetRoot<p::Request>(aligned.data());
+    const auto* request = fb::GetRoot<p::Request>(frame.data());
     if (!authed_) {
       const p::Auth* auth = request->op_as_Auth();
       if (auth == nullptr || auth->token() == nullptr ||
-          auth->token()->string_view() != core_->auth_token()) {
-        return RefuseInput(Code::kUnauthenticated,
-                           auth == nullptr ? "auth: this server needs an Auth request first"
-                                           : "auth: wrong token");
+          auth->token()->string_view() != this->core_->auth_token()) {
+        return this->RefuseInput(Code::kUnauthenticated,
+                                 auth == nullptr ? "auth: this server needs an Auth request first"
+                                                 : "auth: wrong token");
       }
       authed_ = true;
     }
-    deadline_ = SteadyClock::now() + std::chrono::milliseconds(options_.idle_timeout_ms);
-    core_->Submit(shared_from_this(), aligned);
+    this->SetDeadline(SteadyClock::now() +
+                      std::chrono::milliseconds(this->options_.idle_timeout_ms));
+    this->core_->Submit(this->shared_from_this(), frame);
   }
 
-  // Writes the rest of writing_buffer_; each piece the kernel takes counts as progress for
-  // --write-timeout-ms.
-  void WriteSome() {
-    ArmStallGuard();
-    socket_.async_write_some(
-        asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_),
-        [self = Self()](boost::system::error_code ec, size_t n) {
-          if (ec) {
-            self->output_.WriteEnded();
-            return self->DoClose();
-          }
-          self->Wrote(n);
-          self->written_ += n;
-          if (self->written_ < self->writing_buffer_.size()) return self->WriteSome();
-          self->output_.WriteEnded();
-          self->writing_buffer_.clear();
-          self->written_ = 0;
-          self->Flush();
-          self->MaybeResume();
-        });
+  // Slow or silent (no complete, authenticated frame by the deadline) closes; a connection
+  // with requests in flight (a long poll) is given more time.
+  bool OnDeadline() override {
+    if (!authed_ || this->inflight() == 0) return true;
+    this->SetDeadline(SteadyClock::now() +
+                      std::chrono::milliseconds(this->options_.idle_timeout_ms));
+    return false;
   }
 
-  void MaybeResume() {
-    // Never while ProcessFrames walks in_, nor while a read fills it.
-    if (!processing_ && !reading_ && MayRead()) {
-      if (in_len_ > 0) ProcessFrames();  // frames held back by backpressure
-      Read();
-    }
-    MaybeFinish();
-  }
-
-  void ArmTimer() {
-    timer_.expires_at(deadline_);
-    timer_.async_wait([self = Self()](boost::system::error_code ec) {
-      if (ec || self->closed()) return;
-      if (SteadyClock::now() < self->deadline_) return self->ArmTimer();
-      if (!self->authed_ || self->inflight() == 0) {
-        // Slow or silent: no complete (authenticated) frame by the deadline.
-        return self->DoClose();
-      }
-      self->deadline_ =
-          SteadyClock::now() + std::chrono::milliseconds(self->options_.idle_timeout_ms);
-      self->ArmTimer();
-    });
-  }
-
-  Stream socket_;
-  std::shared_ptr<asio::ssl::context> tls_context_;
-  asio::steady_timer timer_;
-
-  std::string in_;  // received bytes [0, in_len_)
-  size_t in_len_ = 0;
-  size_t next_frame_bytes_ = 0;  // size of the partial frame at the front, once its header is in
-  std::string scratch_;          // an aligned copy of a misaligned frame
-  std::string pending_;          // framed replies not yet handed to a write
-  std::string writing_buffer_;   // the write in progress
-  size_t written_ = 0;           // of writing_buffer_
-  bool reading_ = false;
-  bool processing_ = false;
+ private:
   bool authed_;
-  SteadyClock::time_point deadline_;
 };
 
 // On `loop`: a plain or a TLS session, by the server's settings. A TLS session takes the
@@ -278,8 +101,8 @@ void StartSession(tcp::socket socket, Loop* loop, Core* core) {
     return;
   }
   std::shared_ptr<asio::ssl::context> context = core->tls()->Current();
-  TlsStream stream(std::move(socket), *context);
-  std::make_shared<TcpSession<TlsStream>>(std::move(stream), std::move(context), loop, core)
+  TlsSocket stream(std::move(socket), *context);
+  std::make_shared<TcpSession<TlsSocket>>(std::move(stream), std::move(context), loop, core)
       ->Start();
 }
 

@@ -52,10 +52,14 @@ void Timers::Run() {
     lock.unlock();
     const TimeMs due = engine->NextDueTime();
     const TimeMs now = engine->clock().NowMs();
-    if (due <= now) {
-      // Never early: Advance takes only what is due at `now`.
+    // Only where writes are taken: a standby's state changes by its primary's records alone
+    // (its timers' transitions come in them), and a primary that stopped writing stops.
+    const bool writable = core_->role()->MayWrite(SteadyClock::now());
+    if (due <= now && writable) {
+      // Never early: Advance takes only what is due at `now`. Durable here is enough: no reply
+      // waits for these records (a standby's acknowledgement comes as for any other).
       engine->Advance(now);
-      if (log != nullptr) (void)log->WaitDurable(log->EndLsnOfThisThread());
+      if (log != nullptr) (void)log->WaitDurable(log->EndLsnOfThisThread(), /*local_only=*/true);
       lock.lock();
       continue;
     }
@@ -72,7 +76,7 @@ void Timers::Run() {
     lock.lock();
     if (stop_) break;
     auto wake = ticking ? next_tick : SteadyClock::time_point::max();
-    if (due != INT64_MAX) {
+    if (due != INT64_MAX && writable) {
       wake = std::min(wake, SteadyClock::now() + std::chrono::milliseconds(due - now));
       TimeMs current = sleeping_until_.load(std::memory_order_relaxed);
       while (due < current &&

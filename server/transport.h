@@ -7,8 +7,9 @@
 
 namespace sundial::server {
 
-enum class Transport : uint8_t { kTcp = 0, kWebSocket = 1, kHttp = 2 };
-inline constexpr size_t kTransports = 3;
+// kReplication: a standby's connection to a primary's --replication-port (no requests).
+enum class Transport : uint8_t { kTcp = 0, kWebSocket = 1, kHttp = 2, kReplication = 3 };
+inline constexpr size_t kTransports = 4;
 std::string_view TransportName(Transport t);
 
 }  // namespace sundial::server

@@ -119,6 +119,10 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutMessageFields(e, out);
       PutText(out, "dead_letter_queue", e.dead_letter_queue);
       return;
+    case EffectType::kEpochStarted:
+      (*out)["epoch"] = e.epoch;
+      (*out)["start_lsn"] = e.start_lsn;
+      return;
   }
 }
 

@@ -26,8 +26,10 @@ Result<bool> Checkpointer::Due() const {
   if (!names.ok()) return names.status();
   uint64_t segments = 0, segment_bytes = 0, newest_snapshot_lsn = 0, snapshot_bytes = 0;
   bool have_snapshot = false;
+  const uint64_t covered_below = covered_below_.load(std::memory_order_acquire);
   for (const std::string& name : *names) {
-    if (ParseSegmentFileName(name)) {
+    if (auto number = ParseSegmentFileName(name)) {
+      if (*number < covered_below) continue;  // kept for a standby: a checkpoint would not help
       auto size = fs_->FileSize(JoinPath(dir_, name));
       if (!size.ok()) continue;  // deleted meanwhile
       ++segments;
@@ -59,6 +61,55 @@ Result<CheckpointResult> Checkpointer::RunOnce(const CheckpointHook& hook) {
     stats_.last_error = result.status();
   }
   return result;
+}
+
+void Checkpointer::SetRetention(std::function<uint64_t()> retain_from, uint64_t max_bytes) {
+  std::lock_guard lock(mu_);
+  retain_from_ = std::move(retain_from);
+  retain_max_bytes_ = max_bytes;
+}
+
+std::vector<uint64_t> Checkpointer::RetainedSegments(const std::vector<std::string>& names,
+                                                     uint64_t below, uint64_t covered_lsn) {
+  std::function<uint64_t()> retain_from;
+  uint64_t max_bytes = 0;
+  {
+    std::lock_guard lock(mu_);
+    retain_from = retain_from_;
+    max_bytes = retain_max_bytes_;
+  }
+  std::vector<uint64_t> kept;
+  if (!retain_from) return kept;
+  const uint64_t from = retain_from();
+  if (from >= covered_lsn) return kept;  // every standby has what the snapshot covers
+  std::vector<uint64_t> covered;
+  for (const std::string& name : names) {
+    if (auto n = ParseSegmentFileName(name); n && *n < below) covered.push_back(*n);
+  }
+  std::sort(covered.rbegin(), covered.rend());
+  // Newest first: a segment is needed while the one after it starts above `from`.
+  uint64_t next_first = covered_lsn;
+  uint64_t bytes = 0;
+  for (uint64_t n : covered) {
+    if (next_first <= from) break;
+    const std::string path = JoinPath(dir_, SegmentFileName(n));
+    auto size = fs_->FileSize(path);
+    auto file = fs_->NewSequentialFile(path);
+    if (!size.ok() || !file.ok()) break;
+    std::string scratch(kFileHeaderBytes, '\0');
+    std::string_view header;
+    FileHeader parsed;
+    if (!(*file)->Read(kFileHeaderBytes, scratch.data(), &header).ok() ||
+        header.size() < kFileHeaderBytes ||
+        ParseFileHeader(header, kSegmentMagic, &parsed) != HeaderError::kNone) {
+      break;
+    }
+    if (bytes + *size > max_bytes) break;
+    bytes += *size;
+    kept.push_back(n);
+    next_first = parsed.lsn;
+  }
+  return kept;
 }
 
 Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
@@ -96,13 +147,16 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
   result.effects = snapshot->effects;
   result.snapshot_bytes = snapshot->bytes;
 
-  // 4. What it made obsolete.
+  // 4. What it made obsolete (but for the segments a standby still needs).
   auto names = fs_->ListDir(dir_);
   if (!names.ok()) return names.status();
+  covered_below_.store(rotated->segment_number, std::memory_order_release);
+  std::vector<uint64_t> kept = RetainedSegments(*names, rotated->segment_number, rotated->lsn);
   for (const std::string& name : *names) {
     auto segment = ParseSegmentFileName(name);
     auto snapshot_lsn = ParseSnapshotFileName(name);
-    const bool obsolete = (segment && *segment < rotated->segment_number) ||
+    const bool obsolete = (segment && *segment < rotated->segment_number &&
+                           std::find(kept.begin(), kept.end(), *segment) == kept.end()) ||
                           (snapshot_lsn && *snapshot_lsn < rotated->lsn);
     if (!obsolete) continue;
     const std::string path = JoinPath(dir_, name);

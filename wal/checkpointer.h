@@ -26,12 +26,14 @@
 // serialised. Start/Stop from one owner thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
@@ -98,8 +100,17 @@ class Checkpointer {
 
   CheckpointStats stats() const;
 
+  // A primary keeps the segments its standbys still need (docs/replication.md, "Retention"):
+  // step 4 keeps a covered segment that holds records at or after retain_from(), newest first,
+  // while the kept segments total at most `max_bytes`; past that a standby that far behind is
+  // re-seeded from a snapshot. Kept segments do not count toward Due. Any thread, any time.
+  void SetRetention(std::function<uint64_t()> retain_from, uint64_t max_bytes);
+
  private:
   Result<CheckpointResult> Run(const CheckpointHook& hook);  // REQUIRES: run_mu_ held
+  // The covered segments (numbered below `below`) that SetRetention keeps.
+  std::vector<uint64_t> RetainedSegments(const std::vector<std::string>& names, uint64_t below,
+                                         uint64_t covered_lsn);
   void Loop();
 
   FileSystem* const fs_;
@@ -111,8 +122,13 @@ class Checkpointer {
   std::mutex run_mu_;  // serialises RunOnce
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;      // GUARDED_BY(mu_)
-  CheckpointStats stats_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                      // GUARDED_BY(mu_)
+  CheckpointStats stats_;                  // GUARDED_BY(mu_)
+  std::function<uint64_t()> retain_from_;  // GUARDED_BY(mu_)
+  uint64_t retain_max_bytes_ = 0;          // GUARDED_BY(mu_)
+  // Segments numbered below this were covered by the last checkpoint (kept for a standby, or
+  // about to go): Due does not count them.
+  std::atomic<uint64_t> covered_below_{0};
   std::thread thread_;
 };
 

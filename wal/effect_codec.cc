@@ -7,7 +7,7 @@
 namespace sundial::wal {
 namespace {
 
-constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kMessageDeadLettered);
+constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kEpochStarted);
 constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
 constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kErrored);
 constexpr uint8_t kMaxQueueType = static_cast<uint8_t>(QueueType::kExclusive);
@@ -217,6 +217,10 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutMessage(out, e);
       PutString(out, e.dead_letter_queue);
       break;
+    case EffectType::kEpochStarted:
+      PutFixed64(out, e.epoch);
+      PutFixed64(out, e.start_lsn);
+      break;
   }
 }
 
@@ -264,6 +268,12 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kMessageDeadLettered:
       s = ReadMessage(&r, &e);
       r.String(&e.dead_letter_queue);
+      break;
+    case EffectType::kEpochStarted:
+      if (!e.queue.empty()) return Malformed("wal: effect: an epoch names a queue");
+      e.epoch = r.U64();
+      e.start_lsn = r.U64();
+      if (!r.ok()) s = Malformed("wal: effect: truncated epoch");
       break;
   }
   if (!s.ok()) return s;

@@ -76,6 +76,8 @@ struct GroupCommitLog::Impl {
   std::atomic<bool> failed{false};        // failure is not OK
   std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
   std::atomic<uint64_t> durable_end_atomic{0};
+  std::atomic<uint64_t> written_end_atomic{0};
+  std::atomic<bool> bounded{false};   // replica_bound is set
   std::condition_variable writer_cv;  // the writer role was given back
   std::condition_variable synced_cv;  // a sync finished (blocking committers wait for one)
   std::condition_variable sync_cv;    // wakes the sync thread
@@ -83,10 +85,15 @@ struct GroupCommitLog::Impl {
   // GUARDED_BY(mu)
   std::string pending;  // framed records with zero checksums, LSNs [written_end, next_lsn)
   uint64_t next_lsn = 0;
-  uint64_t written_end = 0;  // records below this were handed to the file (and the OS)
-  uint64_t synced_end = 0;   // records below this were fdatasynced
-  uint64_t durable_end = 0;  // records below this are durable under the policy
-  uint64_t syncing_end = 0;  // the largest target of a sync in flight (0: none)
+  uint64_t written_end = 0;    // records below this were handed to the file (and the OS)
+  uint64_t synced_end = 0;     // records below this were fdatasynced
+  uint64_t durable_end = 0;    // records below this are durable (the policy, and the bound)
+  uint64_t local_durable = 0;  // records below this are durable under the policy, here
+  // A primary under --replication sync: what its required standbys acknowledged. A record is
+  // durable once it is durable here and below the bound (SetReplicaBound).
+  std::optional<uint64_t> replica_bound;
+  std::function<void()> written_observer;  // SetWrittenObserver
+  uint64_t syncing_end = 0;                // the largest target of a sync in flight (0: none)
   int syncs_in_flight = 0;
   Status failure;             // what failed, on which file, with the errno (Fail)
   bool writing = false;       // a thread holds the writer role and owns the writer state below
@@ -157,12 +164,18 @@ struct GroupCommitLog::Impl {
   void Unlink(Committer* c, Committer* prev);  // REQUIRES: mu held
   void Remove(Committer* c);                   // if registered; REQUIRES: mu held
   void RunSyncThread();
+  // What the policy makes durable here is `end`; what is durable is that, within the replica
+  // bound when there is one. Never goes back.
   void PublishDurable(uint64_t end) {
-    durable_end = end;
-    durable_end_atomic.store(end, std::memory_order_release);
+    local_durable = std::max(local_durable, end);
+    const uint64_t durable =
+        replica_bound ? std::min(local_durable, *replica_bound) : local_durable;
+    durable_end = std::max(durable_end, durable);
+    durable_end_atomic.store(durable_end, std::memory_order_release);
   }
   // The commit loop of Commit and WaitDurable (`self` null: blocking only).
-  Status CommitUntil(Committer* self, uint64_t end, bool may_block, uint64_t wake_at);
+  Status CommitUntil(Committer* self, uint64_t end, bool may_block, uint64_t wake_at,
+                     bool local_only = false);
 };
 
 Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
@@ -218,7 +231,7 @@ Status GroupCommitLog::Impl::SealFile() {
 
 void GroupCommitLog::Impl::MarkSynced(uint64_t end) {
   synced_end = std::max(synced_end, end);
-  if (options.policy == FsyncPolicy::kAlways) PublishDurable(std::max(durable_end, synced_end));
+  if (options.policy == FsyncPolicy::kAlways) PublishDurable(synced_end);
   synced_cv.notify_all();
   WakeDurable();
 }
@@ -370,6 +383,8 @@ void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
   if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
+  written_end_atomic.store(written_end, std::memory_order_release);
+  if (written_observer) written_observer();
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
     WakeDurable();
@@ -430,11 +445,22 @@ void GroupCommitLog::Impl::RunSyncThread() {
 }
 
 Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may_block,
-                                         uint64_t wake_at) {
+                                         uint64_t wake_at, bool local_only) {
   std::unique_lock lock(mu);
   for (;;) {
     if (!failure.ok()) return failure;
-    if (end <= durable_end) return Status::Ok();
+    if (end <= durable_end || (local_only && end <= local_durable)) return Status::Ok();
+    if (end <= local_durable) {
+      // Durable here; what is missing is a standby's acknowledgement (the replica bound),
+      // which wakes committers as a sync does. Nobody's thread blocks on the network.
+      if (self == nullptr) {
+        synced_cv.wait(lock);
+        continue;
+      }
+      const bool early = wake_at != 0 && wake_at < end && wake_at > durable_end;
+      Register(self, early ? wake_at : end);
+      return Status::Ok();
+    }
     if (end > next_lsn) return Unavailable(kNeverAppended);
     if (closed) return Unavailable(kClosed);
     if (written_end < end) {
@@ -491,6 +517,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->options = options;
   impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
   impl->PublishDurable(next_lsn);
+  impl->written_end_atomic.store(next_lsn, std::memory_order_release);
   impl->appended_end.store(next_lsn, std::memory_order_release);
   impl->writer_written_end = next_lsn;
   if (Status s = impl->OpenSegment(next_segment_number, next_lsn); !s.ok()) return s;
@@ -552,8 +579,31 @@ void GroupCommitLog::Unregister(Committer* self) {
   d.Remove(self);
 }
 
-Status GroupCommitLog::WaitDurable(uint64_t end_lsn) {
-  return impl_->CommitUntil(nullptr, end_lsn, /*may_block=*/true, 0);
+Status GroupCommitLog::WaitDurable(uint64_t end_lsn, bool local_only) {
+  return impl_->CommitUntil(nullptr, end_lsn, /*may_block=*/true, 0, local_only);
+}
+
+uint64_t GroupCommitLog::WrittenEnd() const {
+  return impl_->written_end_atomic.load(std::memory_order_acquire);
+}
+
+void GroupCommitLog::SetReplicaBound(std::optional<uint64_t> bound) {
+  Impl& d = *impl_;
+  std::lock_guard lock(d.mu);
+  d.replica_bound = bound;
+  d.bounded.store(bound.has_value(), std::memory_order_release);
+  d.PublishDurable(d.local_durable);
+  d.synced_cv.notify_all();
+  d.WakeDurable();
+}
+
+bool GroupCommitLog::has_replica_bound() const {
+  return impl_->bounded.load(std::memory_order_acquire);
+}
+
+void GroupCommitLog::SetWrittenObserver(std::function<void()> observer) {
+  std::lock_guard lock(impl_->mu);
+  impl_->written_observer = std::move(observer);
 }
 
 Status GroupCommitLog::Flush() {

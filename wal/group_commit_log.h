@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/effect.h"
@@ -130,7 +131,22 @@ class GroupCommitLog final : public EffectSink {
   void Unregister(Committer* self);
 
   // Commit(nullptr, end_lsn, /*may_block=*/true): for tools, tests and background threads.
-  Status WaitDurable(uint64_t end_lsn);
+  // `local_only`: durable here is enough (a replica bound is not waited for): for records no
+  // client reply rests on (timers, a new primary's epoch record).
+  Status WaitDurable(uint64_t end_lsn, bool local_only = false);
+
+  // Replication (docs/replication.md, "Synchronous commit"). A primary under --replication sync
+  // sets a bound: a record is durable once it is durable here and below the bound (what the
+  // required standbys acknowledged); nullopt: no bound. DurableEnd never goes back: a lower bound
+  // holds what is durable where it is. Wakes committers as a sync does.
+  void SetReplicaBound(std::optional<uint64_t> bound);
+  bool has_replica_bound() const;  // lock-free
+  // Every record below this was handed to the OS (written, not necessarily synced): what a
+  // primary may ship to a standby. Lock-free.
+  uint64_t WrittenEnd() const;
+  // Called after each write of a group (under the log's lock, any thread): must be quick and
+  // must not call into the log (a post to the threads that ship records).
+  void SetWrittenObserver(std::function<void()> observer);
   // Writes and syncs everything appended so far (whatever the policy); returns its status.
   Status Flush();
 

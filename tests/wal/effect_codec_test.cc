@@ -72,6 +72,21 @@ TEST(EffectCodec, ResultExtensionRoundTripsOnCompletionAndExport) {
   }
 }
 
+TEST(EffectCodec, EpochRecordRoundTripsAndNamesNoQueue) {
+  const Effect original = SampleEpochEffect();
+  DecodedEffect decoded;
+  ASSERT_TRUE(DecodeEffect(Encode(original), &decoded).ok());
+  ExpectSameLoggedFields(original, decoded.effect());
+  EXPECT_EQ(Encode(decoded.effect()), Encode(original));
+  Effect named = original;
+  named.queue = "jobs";
+  EXPECT_EQ(DecodeEffect(Encode(named), &decoded).detail(), "wal: effect: an epoch names a queue");
+  const std::string bytes = Encode(original);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeEffect(std::string_view(bytes).substr(0, n), &decoded).ok()) << n;
+  }
+}
+
 TEST(EffectCodec, AnEffectWithoutExtensionsEncodesAsInVersionOne) {
   for (Effect e : SampleEffectsV2()) {
     const std::string with = Encode(e);
@@ -155,7 +170,7 @@ TEST(EffectCodec, DecodingAgainReplacesEveryField) {
 }
 
 TEST(EffectCodec, UnknownEffectTypeIsRejected) {
-  for (uint8_t type : {0, 9, 255}) {
+  for (uint8_t type : {0, 10, 255}) {
     std::string bytes = Encode(SampleEffects()[2]);
     bytes[0] = static_cast<char>(type);
     DecodedEffect decoded;

@@ -25,10 +25,12 @@ const std::string kV1Segment =
 const std::string kV2Segment =
     std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v2-wal-0000000000000001.log";
 
-// Version 2: every version-1 sample, then the effects with the fields version 2 added.
+// Version 2: every version-1 sample, then the effects with the fields version 2 added, then
+// the effect type it added (a new primary's epoch record).
 std::vector<Effect> SamplesV2() {
   std::vector<Effect> all = SampleEffects();
   for (const Effect& e : SampleEffectsV2()) all.push_back(e);
+  all.push_back(SampleEpochEffect());
   return all;
 }
 

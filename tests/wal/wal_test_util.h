@@ -148,6 +148,17 @@ inline std::vector<Effect> SampleEffectsV2() {
   return out;
 }
 
+// The effect type version 2 added: the epoch record a new primary writes first
+// (docs/replication.md, "Epochs"; docs/wal-format.md).
+inline Effect SampleEpochEffect() {
+  Effect epoch;
+  epoch.type = EffectType::kEpochStarted;
+  epoch.time = 1'700'000'000'456;
+  epoch.epoch = 157;
+  epoch.start_lsn = 22;
+  return epoch;
+}
+
 // Checks the fields docs/wal-format.md logs for a.type.
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
@@ -163,6 +174,10 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
       return;
     case EffectType::kQueuePurged:
       EXPECT_EQ(a.purge_states, b.purge_states);
+      return;
+    case EffectType::kEpochStarted:
+      EXPECT_EQ(a.epoch, b.epoch);
+      EXPECT_EQ(a.start_lsn, b.start_lsn);
       return;
     default:
       break;
