@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "server/internal.h"
+#include "wal/failpoint.h"
 
 namespace sundial::server {
 namespace {
@@ -11,6 +12,14 @@ namespace {
 void Log(const std::string& line) {
   std::fprintf(stderr, "sundiald: cluster: %s\n", line.c_str());
   std::fflush(stderr);
+}
+
+// The leadership's deadline as the role enforces it. The planted bug `no_fencing` (the failover
+// torture's negative control; the failpoints build only, wal/failpoint.h) drops it: a primary
+// then writes for as long as it believes it leads.
+std::chrono::steady_clock::time_point Deadline(std::chrono::steady_clock::time_point until) {
+  if (SUNDIAL_BUG("no_fencing")) return std::chrono::steady_clock::time_point::max();
+  return until;
 }
 
 RoleKind RoleOf(const std::string& role) {
@@ -67,13 +76,14 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
   o.node = options_.node_name;
   o.addresses = addresses;
   auto endpoints = replication::ParseEtcdEndpoints(options_.etcd);
-  if (!endpoints.ok()) return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
+  if (!endpoints.ok())
+    return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
   o.etcd = *endpoints;
   o.sync_replication = options_.replication == "sync";
   o.loop_interval = std::chrono::milliseconds(options_.ha_loop_ms);
   o.ttl_seconds = options_.leader_ttl_s;
-  o.renew_margin = std::chrono::milliseconds(
-      std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
+  o.renew_margin =
+      std::chrono::milliseconds(std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
   o.etcd_timeout = std::chrono::milliseconds(
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
@@ -127,7 +137,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
   hub_.BeginEpoch();
   epoch_.store(epoch);
   primary_.store(true);
-  core_->role()->SetWritableUntil(until);
+  core_->role()->SetWritableUntil(Deadline(until));
   ClusterInfo info = core_->role()->cluster();
   info.epoch = epoch;
   info.primary = options_.node_name;
@@ -140,7 +150,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
 }
 
 void ReplicaNode::ExtendLeadership(std::chrono::steady_clock::time_point until) {
-  core_->role()->SetWritableUntil(until);
+  core_->role()->SetWritableUntil(Deadline(until));
 }
 
 void ReplicaNode::Demote(const std::string& why) {
@@ -173,9 +183,7 @@ void ReplicaNode::FailWaitingReplies(const std::string& why) {
   cv.wait(lock, [&] { return left == 0; });
 }
 
-std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const {
-  return hub_.Standbys();
-}
+std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const { return hub_.Standbys(); }
 
 uint64_t ReplicaNode::RequireAcks(const std::vector<std::string>& standbys) {
   return hub_.RequireAcks(standbys);
@@ -217,10 +225,10 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
           // What the primary knows first hand: its own record of the standby's acknowledgements.
           mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
           mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms = mi.lag_records == 0
-                          ? 0
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack)
-                                .count();
+          mi.lag_ms =
+              mi.lag_records == 0
+                  ? 0
+                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
         }
       }
     }
