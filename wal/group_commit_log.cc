@@ -191,7 +191,11 @@ Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
   header.lsn = first_lsn;
   std::string bytes;
   AppendFileHeader(header, &bytes);
+  // The header goes to the OS at once, not with the first record: a standby that connects
+  // before then reads the segment through the primary's WalTail (replication/wal_tail.h), which
+  // must find where it starts (a checkpoint may just have removed every older segment).
   if (Status s = (*created)->Append(bytes); !s.ok()) return s;
+  if (Status s = (*created)->Flush(); !s.ok()) return s;
   if (Status s = fs->SyncDir(dir); !s.ok()) return s;
   {
     std::lock_guard sync_lock(sync_mu);
