@@ -165,6 +165,7 @@ void Coordinator::RunOnce() {
     view.cluster = options_.cluster;
     view.node = options_.node;
     view.etcd_reachable = false;
+    if (switchover) FinishSwitchover(Unavailable("switchover: etcd cannot be reached"));
     std::lock_guard lock(mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
@@ -364,6 +365,17 @@ std::string Coordinator::LeaderValue() const {
 
 void Coordinator::BecomeNone(const std::string& why) {
   Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
+  // A switchover request blocks the io loop that received it until it has a result, and the
+  // demotion below waits for every io loop: the request is answered first (or never would be).
+  {
+    std::lock_guard lock(mu_);
+    if (switchover_busy_ && !switchover_result_) {
+      handover_.reset();
+      switchover_.reset();
+      switchover_result_ = Unavailable("switchover: this node stopped being the primary");
+      cv_.notify_all();
+    }
+  }
   role_ = Role::kNone;
   following_.reset();
   pending_sync_.reset();
@@ -377,8 +389,12 @@ Status Coordinator::RequestSwitchover(const std::string& to) {
   switchover_ = to;
   switchover_result_.reset();
   cv_.notify_all();
-  cv_.wait(lock, [this] { return switchover_result_.has_value() || stop_; });
-  const Status s = switchover_result_.value_or(Unavailable("switchover: the node is stopping"));
+  // Bounded: it holds an io loop (a demotion waits for every loop to fail its held replies).
+  const auto bound = options_.switchover_timeout * 2 + options_.loop_interval * 8;
+  cv_.wait_for(lock, bound, [this] { return switchover_result_.has_value() || stop_; });
+  switchover_.reset();  // not started by now: it never will be
+  const Status s = switchover_result_.value_or(
+      Unavailable(stop_ ? "switchover: the node is stopping" : "switchover: no result in time"));
   switchover_result_.reset();
   switchover_busy_ = false;
   return s;
@@ -440,8 +456,9 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  BecomeNone("switchover to " + h.to);
+  // Answered before the demotion, which waits for the io loop the request holds.
   FinishSwitchover(Status::Ok());
+  BecomeNone("switchover to " + h.to);
 }
 
 }  // namespace sundial::replication
