@@ -205,11 +205,13 @@ bool ClusterUnderTest::Start() {
         "--io-threads",
         "1",
         // Small segments and frequent checkpoints: a standby that was away catches up from a
-        // snapshot now and then, not only from segments.
+        // snapshot now and then, not only from segments. (Above the log's 1 MiB of
+        // preallocation, which the checkpointer counts as logged bytes: at or below it, every
+        // write would be followed by a checkpoint.)
         "--segment-bytes",
         "262144",
         "--checkpoint-bytes",
-        "1048576",
+        "2097152",
     };
     n.process = std::make_unique<NodeProcess>(options_.server, name, options_.dir + "/" + name,
                                               options_.dir + "/" + name + ".log", std::move(flags),

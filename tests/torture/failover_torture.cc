@@ -64,7 +64,8 @@ constexpr uint32_t kMaxAttempts = 1'000'000;  // nothing is ever errored
 constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
 constexpr int kCallTimeoutMs = 4'000;         // a client's call (a blackholed link ends so)
 constexpr int kProbeTimeoutMs = 1'000;        // asking a node who the primary is
-constexpr int kMaxResends = 40;               // an unanswered enqueue or complete is sent again
+constexpr int64_t kResendForNs =
+    30'000'000'000;  // an unanswered enqueue or complete: resent so long
 constexpr int kExclusivityValues = 8;
 const char* const kQueues[] = {"plain", "filter", "excl"};
 const char* const kAllNemeses[] = {"kill-primary",
@@ -129,10 +130,16 @@ class Session {
     op.t1 = NowNs();
     if (r.ok()) {
       op.outcome = Outcome::kOk;
+      failures_ = 0;
       on_ok(r.value(), op);
     } else {
       op.outcome = Failed(r.error());
       op.error = op.outcome == Outcome::kError ? std::string(CodeName(r.error().code)) : "";
+      if (op.outcome == Outcome::kNone || op.error == "NOT_PRIMARY") {
+        Explain(op, node,
+                r.error().ToString() +
+                    (r.error().primary.empty() ? "" : " [primary " + r.error().primary + "]"));
+      }
     }
     if (op.outcome == Outcome::kOk && IsMutation(op)) {
       acks_.push_back({op.t0, op.t1, node});
@@ -153,19 +160,34 @@ class Session {
     return op;
   }
 
+  // One line of the session's log (DIR/clients/NAME.log): why a request had no definite answer.
+  void Explain(const Op& op, int node, const std::string& why) {
+    explained_.push_back(std::to_string(op.t0) + " " + std::to_string(op.t1) + " " + op.kind + " " +
+                         op.queue + " " + op.id + " on node " + std::to_string(node + 1) + ": " +
+                         why);
+  }
+  const std::vector<std::string>& explained() const { return explained_; }
+
   // What a failed call means (kError: it did not run; kNone: unknown), and where to go next: a
   // NOT_PRIMARY refusal names the primary; after an UNAVAILABLE or a lost connection the
   // primary is looked for again.
   Outcome Failed(const client::Error& e) {
     const bool server = e.origin == client::Error::Origin::kServer;
-    if (server && e.code == Code::kNotPrimary) {
-      redirect_ = e.primary;
-      client_.reset();
-      return Outcome::kError;  // refused before it ran
+    if (server && e.code != Code::kUnavailable && e.code != Code::kNotPrimary) {
+      failures_ = 0;
+      return Outcome::kError;
     }
-    if (server && e.code != Code::kUnavailable) return Outcome::kError;
+    ++failures_;
+    // Another node named as the primary is dialed at once; no name, or this very node (which
+    // cannot renew its leadership), means looking again after the backoff.
+    const std::string here = node_ >= 0 ? cluster_.ClientAddress(node_) : "";
+    if (e.code == Code::kNotPrimary && !e.primary.empty() && e.primary != here) {
+      redirect_ = e.primary;
+      failures_ = 0;
+    }
     client_.reset();
-    return Outcome::kNone;  // may or may not have happened
+    // NOT_PRIMARY: refused before it ran; anything else: it may or may not have happened.
+    return server && e.code == Code::kNotPrimary ? Outcome::kError : Outcome::kNone;
   }
 
   // A client connected to the node believed to be the primary; nullptr once stopping.
@@ -174,6 +196,13 @@ class Session {
     while (!stop_.load()) {
       if (client_ && client_->connected()) return client_.get();
       client_.reset();
+      if (failures_ > 0) {
+        // The last calls failed: a node that accepts and drops connections (its proxy is up,
+        // the node behind it down) must not be dialed in a loop.
+        const int shift = std::min(failures_ - 1, 4);
+        std::this_thread::sleep_for(Millis(50) *
+                                    (1 << shift));  // a backoff, not a wait for a state
+      }
       std::string target;
       target.swap(redirect_);
       if (target.empty()) target = Discover();
@@ -224,9 +253,11 @@ class Session {
   std::unique_ptr<Client> client_;
   int node_ = -1;
   std::string redirect_;
+  int failures_ = 0;  // calls in a row without a definite answer
   std::vector<Op> ops_;
   std::vector<std::string> meta_;
   std::vector<Ack> acks_;
+  std::vector<std::string> explained_;
 };
 
 // The outcome of a single-item ItemResults reply (complete).
@@ -266,7 +297,7 @@ void Producer(Session& s, int pace_ms) {
       item.metadata = {{"k", value}};
       s.meta().push_back("meta " + q + " " + item.id + " " + value);
     }
-    for (int attempt = 0; attempt < kMaxResends; ++attempt) {
+    for (const int64_t until = NowNs() + kResendForNs; NowNs() < until;) {
       auto op = s.Exec(
           Session::NewOp("enqueue", q, item.id, item.priority),
           [&](Client& c) { return c.Enqueue(q, {item}); },
@@ -289,7 +320,7 @@ void Producer(Session& s, int pace_ms) {
 
 // Completes (or fails) one lease, resending it with its token until it is answered.
 void UseLease(Session& s, const std::string& q, const std::string& id, uint64_t token, bool fail) {
-  for (int attempt = 0; attempt < kMaxResends; ++attempt) {
+  for (const int64_t until = NowNs() + kResendForNs; NowNs() < until;) {
     std::optional<Op> op;
     if (fail) {
       client::FailOptions f;
@@ -310,16 +341,16 @@ void UseLease(Session& s, const std::string& q, const std::string& id, uint64_t 
   }
 }
 
-// Dequeues (one in ten with a lease too short for its work: its complete comes late and must be
+// Dequeues (one in thirty with a lease too short for its work: its complete comes late and must be
 // refused if the message was leased again) and completes, fails (one in ten) or abandons (one
 // in twenty, left to expire) what it got.
 void Worker(Session& s) {
   while (!s.stopping()) {
     const int which = s.Pick(3);
     const std::string q = kQueues[which];
-    const bool slow = s.Pick(10) == 0;
+    const bool slow = s.Pick(30) == 0;
     client::DequeueOptions o;
-    o.max = 1 + static_cast<uint32_t>(s.Pick(2));
+    o.max = 1 + static_cast<uint32_t>(s.Pick(3));
     o.lease_ms = slow ? kSlowLeaseMs : kLeaseMs;
     o.wait_ms = 100;
     std::string filter = "-";
@@ -363,7 +394,7 @@ struct Options {
   int restart_delay_ms = -1;  // -1: chosen by the seed
   int producers = 3;
   int workers = 4;
-  int pace_ms = 10;
+  int pace_ms = 20;
   std::string expect = "clean";
 };
 
@@ -738,6 +769,7 @@ class FailoverTorture {
     const auto deadline = std::chrono::steady_clock::now() + Millis(60'000);
     std::set<std::string> done;
     while (done.size() < std::size(kQueues)) {
+      bool progress = false;
       if (std::chrono::steady_clock::now() >= deadline) {
         std::string left;
         for (const char* q : kQueues) {
@@ -766,6 +798,7 @@ class FailoverTorture {
             });
         if (!op) return false;
         if (!op->leased.empty()) CompleteAll(s, q, op->leased);
+        progress |= !op->leased.empty();
         if (op->outcome != Outcome::kOk || !op->leased.empty()) continue;
         // Nothing dequeued: finished once nothing is left but terminal messages (running ones
         // of lost workers expire within a lease; retries within their delay).
@@ -779,7 +812,7 @@ class FailoverTorture {
           done.insert(q);
         }
       }
-      std::this_thread::sleep_for(Millis(50));
+      if (!progress) std::this_thread::sleep_for(Millis(50));  // leases of lost workers run out
     }
     Note("drained every queue");
     return true;
@@ -789,7 +822,7 @@ class FailoverTorture {
   // request's times), resending the ones not answered.
   static void CompleteAll(Session& s, const std::string& q,
                           std::vector<std::pair<std::string, uint64_t>> leased) {
-    for (int attempt = 0; attempt < kMaxResends && !leased.empty(); ++attempt) {
+    for (const int64_t until = NowNs() + kResendForNs; NowNs() < until && !leased.empty();) {
       Client* c = s.Primary();
       if (c == nullptr) return;
       std::vector<client::CompleteItem> items;
@@ -960,7 +993,10 @@ class FailoverTorture {
   }
 
   void WriteHistory(const std::vector<Session*>& sessions) {
+    fs::create_directories(o_.dir + "/clients");
     for (Session* s : sessions) {
+      std::ofstream log(o_.dir + "/clients/" + s->name() + ".log");
+      for (const std::string& line : s->explained()) log << line << '\n';
       std::ofstream out(o_.dir + "/history/" + s->name() + ".hist");
       for (const std::string& m : s->meta()) out << m << '\n';
       for (const Op& op : s->ops()) out << FormatOp(op) << '\n';
@@ -1044,6 +1080,12 @@ class FailoverTorture {
         std::printf("  %-27s %5d   p50 %.2f s, max %.2f s\n", kind.c_str(), n, v[v.size() / 2],
                     v.back());
       }
+    }
+    int refused = 0;
+    for (const Fault& f : faults_)
+      refused += f.kind == "switchover" && f.note.rfind("(done", 0) != 0;
+    if (counts.count("switchover")) {
+      std::printf("  switchovers refused or failed: %d of %d\n", refused, counts["switchover"]);
     }
     if (!failovers.empty()) {
       std::sort(failovers.begin(), failovers.end());
