@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -46,6 +47,7 @@ class FakeNode final : public ClusterNode {
     writable_until = until;
   }
   void Demote(const std::string& why) override {
+    if (on_demote) on_demote();  // outside mu: it may wait, as a real node's io loops make it
     std::lock_guard lock(mu);
     primary = false;
     demoted_because = why;
@@ -80,6 +82,7 @@ class FakeNode final : public ClusterNode {
   std::vector<StandbyProgress> standbys;
   std::vector<std::string> required;
   CoordinatorView view;
+  std::function<void()> on_demote;
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -247,6 +250,34 @@ TEST_F(CoordinatorTest, ASwitchoverHandsTheLeadershipToTheSyncStandby) {
   EXPECT_FALSE(a_node.primary) << "the old primary holds off and follows";
   ASSERT_TRUE(a_node.following);
   EXPECT_EQ(a_node.following->node, "b");
+}
+
+// A real node's switchover request holds the io loop it came on until it is answered, and its
+// demotion waits for every io loop (server/replica_node.cc): the request must be answered
+// first, or the old primary deadlocks (the failover torture found every switchover did).
+TEST_F(CoordinatorTest, ASwitchoverIsAnsweredBeforeTheOldPrimaryDemotes) {
+  FakeNode a_node, b_node;
+  auto a = Make("a", &a_node);
+  auto b = Make("b", &b_node);
+  a->RunOnce();
+  b->RunOnce();
+  a_node.end_lsn = a_node.durable_end = 20;
+  a_node.standbys = {Connected("b", 20)};
+  a->RunOnce();
+  a->RunOnce();
+  ASSERT_EQ(a_node.view.sync->standby, "b");
+  std::future<Status> done;
+  bool answered_first = false;
+  a_node.on_demote = [&] {
+    answered_first = done.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  };
+  done = std::async(std::launch::async, [&] { return a->RequestSwitchover(""); });
+  ASSERT_TRUE(Eventually([&] {
+    a->RunOnce();
+    return a_node.demotions > 0;
+  }));
+  EXPECT_TRUE(answered_first) << "the demotion came while the request still waited";
+  EXPECT_TRUE(done.get().ok());
 }
 
 TEST_F(CoordinatorTest, ASwitchoverWaitsForTheStandbyAndGivesUpWhenItDoesNotCatchUp) {
