@@ -335,5 +335,33 @@ TEST(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
   }
 }
 
+// A standby's primary reads a new segment through its WalTail as soon as the segment exists (a
+// checkpoint may just have removed every older one): its header is in the file from the start,
+// not only once the first record is written (the failover torture found standbys refused for
+// good by a primary whose checkpoint had rotated to an empty segment).
+TEST(PosixPreallocation, ANewSegmentHasItsHeaderInTheFileBeforeAnyRecord) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  LogOptions options;
+  options.preallocate_bytes = 64 << 10;
+  auto log = GroupCommitLog::Open(fs.get(), temp.path(), options, 0, 1);
+  ASSERT_TRUE(log.ok());
+  for (const Effect& e : SampleEffects()) (*log)->OnEffect(e);
+  ASSERT_TRUE((*log)->WaitDurable((*log)->EndLsnOfThisThread()).ok());
+  auto rotated = (*log)->Rotate();
+  ASSERT_TRUE(rotated.ok());
+  for (uint64_t number : {uint64_t{1}, uint64_t{2}}) {
+    const std::string bytes = Slurp(JoinPath(temp.path(), SegmentFileName(number)));
+    ASSERT_GE(bytes.size(), kFileHeaderBytes) << number;
+    FileHeader header;
+    EXPECT_EQ(ParseFileHeader(std::string_view(bytes).substr(0, kFileHeaderBytes), kSegmentMagic,
+                              &header),
+              HeaderError::kNone)
+        << number;
+    EXPECT_EQ(header.file_number, number);
+  }
+  ASSERT_TRUE((*log)->Close().ok());
+}
+
 }  // namespace
 }  // namespace sundial::wal::test
