@@ -97,6 +97,9 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
 void ReplicaNode::Stop() {
   if (coordinator_) coordinator_->Stop();
   if (link_) link_->Stop();
+  // The log outlives this node and the io loops (main.cc closes it once the server is gone, and
+  // that close writes what is pending): from here on no write may wake a replication session.
+  log_->SetWrittenObserver(nullptr);
 }
 
 uint64_t ReplicaNode::EndLsn() const { return log_->AppendedEndLsn(); }
