@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -60,8 +62,25 @@ NodeProcess::NodeProcess(std::string binary, std::string name, std::string data_
 
 NodeProcess::~NodeProcess() { Kill(); }
 
+void NodeProcess::Mark(const std::string& what) const {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  char line[256];
+  std::snprintf(line, sizeof line, "=== failover torture %lld.%03ld: %s\n",
+                static_cast<long long>(ts.tv_sec), ts.tv_nsec / 1'000'000, what.c_str());
+  std::ofstream(log_, std::ios::app) << line;
+}
+
+void NodeProcess::DumpStacks(const std::string& path) const {
+  if (pid_ <= 0 || ::access("/usr/bin/gdb", X_OK) != 0) return;
+  const std::string command = "timeout 60 /usr/bin/gdb -p " + std::to_string(pid_) +
+                              " -batch -ex 'thread apply all bt' > " + path + " 2>&1";
+  (void)!std::system(command.c_str());
+}
+
 bool NodeProcess::Start(std::chrono::milliseconds timeout) {
   Kill();
+  Mark("start");
   fs::remove(ready_);
   std::vector<std::string> args = {
       binary_, "--data-dir",  data_dir_, "--ready-file",       ready_, "--port",
@@ -86,10 +105,18 @@ bool NodeProcess::Start(std::chrono::milliseconds timeout) {
   }
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
-    if (RefreshPorts() && port_.load() != 0) return true;
-    if (ExitedOnItsOwn()) return false;
+    if (RefreshPorts() && port_.load() != 0) {
+      Mark("ready");
+      return true;
+    }
+    if (auto status = ExitedOnItsOwn()) {
+      Mark("exited while starting, wait status " + std::to_string(*status));
+      return false;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling for a file
   }
+  Mark("not ready in time");
+  DumpStacks(data_dir_ + ".start-stacks.txt");
   Kill();
   return false;
 }
@@ -107,6 +134,7 @@ bool NodeProcess::RefreshPorts() {
 
 void NodeProcess::Kill() {
   if (pid_ <= 0) return;
+  Mark("SIGKILL");
   ::kill(pid_, SIGKILL);
   int status = 0;
   ::waitpid(pid_, &status, 0);
@@ -116,6 +144,7 @@ void NodeProcess::Kill() {
 
 void NodeProcess::Pause() {
   if (pid_ <= 0 || paused_) return;
+  Mark("SIGSTOP");
   ::kill(pid_, SIGSTOP);
   int status = 0;
   ::waitpid(pid_, &status, WUNTRACED);
@@ -124,6 +153,7 @@ void NodeProcess::Pause() {
 
 void NodeProcess::Resume() {
   if (pid_ <= 0 || !paused_) return;
+  Mark("SIGCONT");
   ::kill(pid_, SIGCONT);
   int status = 0;
   ::waitpid(pid_, &status, WCONTINUED);
@@ -133,16 +163,20 @@ void NodeProcess::Resume() {
 bool NodeProcess::Terminate(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return false;
   Resume();
+  Mark("SIGTERM");
   ::kill(pid_, SIGTERM);
   const auto deadline = Clock::now() + timeout;
   while (Clock::now() < deadline) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
+      Mark("exited, wait status " + std::to_string(status));
       return WIFEXITED(status) && WEXITSTATUS(status) == 0;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  Mark("still running after SIGTERM: stacks in " + data_dir_ + ".stop-stacks.txt");
+  DumpStacks(data_dir_ + ".stop-stacks.txt");
   Kill();
   return false;
 }

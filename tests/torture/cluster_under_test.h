@@ -55,6 +55,12 @@ class NodeProcess {
   std::optional<int> ExitedOnItsOwn();
   // Reads the ready file again; true when the ports changed (a restart, a reload).
   bool RefreshPorts();
+  // Appends "=== failover torture T: WHAT" to the node's log (T: CLOCK_MONOTONIC seconds, the
+  // history's clock), so the log shows when the harness acted on it. Start, Kill, Pause,
+  // Resume and Terminate mark themselves.
+  void Mark(const std::string& what) const;
+  // The stack of every thread of the running process (gdb, when installed) into `path`.
+  void DumpStacks(const std::string& path) const;
 
   bool running() const { return pid_ > 0; }
   bool paused() const { return paused_; }

@@ -454,8 +454,8 @@ class FailoverTorture {
       Fault f = Inject(ChooseNemesis(round), round);
       const bool recovered = WaitForAckAfter(f.heal, Millis(30'000));
       if (!recovered) {
-        findings_.push_back("round " + std::to_string(round) + " (" + f.kind +
-                            "): no write acknowledged within 30 s after the fault was healed");
+        Finding("round " + std::to_string(round) + " (" + f.kind +
+                "): no write acknowledged within 30 s after the fault was healed");
       }
       Note("round %d: %s on %s %s%s", round, f.kind.c_str(), TargetName(f.target).c_str(),
            f.note.c_str(), recovered ? "" : " NOT RECOVERED");
@@ -465,7 +465,7 @@ class FailoverTorture {
     // Heal everything, let the clients see the healed cluster, then stop them.
     HealAll();
     const bool converged = WaitConverged(Millis(60'000));
-    if (!converged) findings_.push_back("the cluster did not converge within 60 s of healing");
+    if (!converged) Finding("the cluster did not converge within 60 s of healing");
     WaitForAckAfter(NowNs(), Millis(10'000));
     stop_.store(true);
     for (auto& t : threads) t.join();
@@ -482,7 +482,7 @@ class FailoverTorture {
     if (converged && WaitSameLsn(Millis(30'000))) {
       same = ReadInventories();
     } else if (converged) {
-      findings_.push_back("the nodes did not reach one LSN within 30 s of the drain");
+      Finding("the nodes did not reach one LSN within 30 s of the drain");
     }
     const bool stopped = StopNodes();
     const bool digests = CompareDigests();
@@ -511,6 +511,13 @@ class FailoverTorture {
   }
 
  private:
+  // A finding (not a checker violation: the cluster did not do what it should, in time), noted
+  // with its time.
+  void Finding(const std::string& what) {
+    findings_.push_back(what);
+    Note("finding: %s", what.c_str());
+  }
+
   int Harness(const std::string& why) {
     std::fprintf(stderr, "failover torture: %s (logs in %s)\n", why.c_str(), o_.dir.c_str());
     if (cluster_) cluster_->Stop();
@@ -616,7 +623,7 @@ class FailoverTorture {
     if (primary < 0) {
       f.note = "(skipped: no primary within 20 s)";
       f.start = f.heal = NowNs();
-      findings_.push_back("round " + std::to_string(round) + ": no primary within 20 s");
+      Finding("round " + std::to_string(round) + ": no primary within 20 s");
       return f;
     }
     f.target = primary;
@@ -626,7 +633,7 @@ class FailoverTorture {
       node.Kill();
       const int delay = o_.restart_delay_ms >= 0 ? o_.restart_delay_ms : Pick(0, 5) * 1000;
       std::this_thread::sleep_for(Millis(delay));
-      if (!node.Start(Millis(60'000))) findings_.push_back(node.name() + " did not restart");
+      if (!node.Start(Millis(60'000))) Finding(node.name() + " did not restart");
       f.heal = NowNs();
       f.note = "(restarted after " + std::to_string(delay) + " ms)";
     } else if (kind == "pause-primary") {
@@ -666,7 +673,7 @@ class FailoverTorture {
       standby.Kill();
       const int delay = Pick(500, 4000);
       std::this_thread::sleep_for(Millis(delay));
-      if (!standby.Start(Millis(60'000))) findings_.push_back(standby.name() + " did not restart");
+      if (!standby.Start(Millis(60'000))) Finding(standby.name() + " did not restart");
       f.heal = NowNs();
       f.note = "(restarted after " + std::to_string(delay) + " ms)";
     } else if (kind == "switchover") {
@@ -690,10 +697,9 @@ class FailoverTorture {
       for (int i : order) {
         NodeProcess& n = cluster_->node(i);
         if (!n.Terminate(Millis(20'000))) {
-          findings_.push_back("rolling restart: " + n.name() +
-                              " did not stop cleanly on SIGTERM within 20 s");
+          Finding("rolling restart: " + n.name() + " did not stop cleanly on SIGTERM within 20 s");
         }
-        if (!n.Start(Millis(60'000))) findings_.push_back(n.name() + " did not restart");
+        if (!n.Start(Millis(60'000))) Finding(n.name() + " did not restart");
         WaitForPrimary(Millis(20'000));
       }
       f.heal = NowNs();
@@ -704,15 +710,18 @@ class FailoverTorture {
     return f;
   }
 
-  // A node that exited without being told to is a finding; it is started again.
+  // A node that exited without being told to is a finding; it is started again, and so is one
+  // that an earlier start left down.
   void RestartNodesThatDied() {
     for (int i = 0; i < ClusterUnderTest::kNodes; ++i) {
       NodeProcess& n = cluster_->node(i);
       if (auto status = n.ExitedOnItsOwn()) {
-        findings_.push_back(n.name() + " exited by itself (wait status " + std::to_string(*status) +
-                            "; see " + n.log() + ")");
-        Note("%s exited by itself (wait status %d): restarting it", n.name().c_str(), *status);
-        if (!n.Start(Millis(60'000))) findings_.push_back(n.name() + " did not restart");
+        Finding(n.name() + " exited by itself (wait status " + std::to_string(*status) + "; see " +
+                n.log() + ")");
+      }
+      if (!n.running()) {
+        Note("starting %s again", n.name().c_str());
+        if (!n.Start(Millis(60'000))) Finding(n.name() + " did not restart");
       }
     }
   }
@@ -731,7 +740,7 @@ class FailoverTorture {
     for (int i = 0; i < ClusterUnderTest::kNodes; ++i) {
       NodeProcess& n = cluster_->node(i);
       if (!n.running() && !n.Start(Millis(60'000))) {
-        findings_.push_back(n.name() + " did not restart");
+        Finding(n.name() + " did not restart");
       }
     }
   }
@@ -775,7 +784,7 @@ class FailoverTorture {
         for (const char* q : kQueues) {
           if (!done.count(q)) left += std::string(" ") + q;
         }
-        findings_.push_back("drain: messages still not terminal after 60 s in" + left);
+        Finding("drain: messages still not terminal after 60 s in" + left);
         return false;
       }
       for (const char* name : kQueues) {
@@ -906,11 +915,11 @@ class FailoverTorture {
       auto c = Client::Connect(cluster_->DirectAddress(i), {}, 10'000);
       std::string rows;
       if (!c.ok()) {
-        findings_.push_back("inventory: cannot connect to " + cluster_->node(i).name());
+        Finding("inventory: cannot connect to " + cluster_->node(i).name());
         return false;
       }
       if (auto error = ReadInventory(*c.value(), queues, t, i + 1, &rows)) {
-        findings_.push_back("inventory of " + cluster_->node(i).name() + ": " + error->ToString());
+        Finding("inventory of " + cluster_->node(i).name() + ": " + error->ToString());
         return false;
       }
       out << rows << "inventory-end " << t << ' ' << (i + 1) << '\n';
@@ -928,8 +937,8 @@ class FailoverTorture {
         first = normal;
       } else if (normal != first) {
         same = false;
-        findings_.push_back("inventory of " + cluster_->node(i).name() + " differs from " +
-                            cluster_->node(0).name() + "'s");
+        Finding("inventory of " + cluster_->node(i).name() + " differs from " +
+                cluster_->node(0).name() + "'s");
       }
     }
     Note("inventories read from every node: %s", same ? "identical" : "DIFFERENT");
@@ -949,7 +958,7 @@ class FailoverTorture {
       NodeProcess& n = cluster_->node(i);
       if (n.running() && !n.Terminate(Millis(20'000))) {
         clean = false;
-        findings_.push_back(n.name() + " did not stop cleanly on SIGTERM within 20 s");
+        Finding(n.name() + " did not stop cleanly on SIGTERM within 20 s");
       }
     }
     return clean;
@@ -972,7 +981,7 @@ class FailoverTorture {
           [&] { return std::make_unique<Engine>(Engine::Options{}, &clock, &sink); }, {},
           &recovered);
       if (!s.ok()) {
-        findings_.push_back("recovery of " + cluster_->node(i).data_dir() + ": " + s.ToString());
+        Finding("recovery of " + cluster_->node(i).data_dir() + ": " + s.ToString());
         return false;
       }
       const uint64_t digest = recovered.engine->Digest();
@@ -986,7 +995,7 @@ class FailoverTorture {
     }
     Note("offline:%s", line.c_str());
     if (seen.size() != 1) {
-      findings_.push_back("the nodes' logs differ after healing:" + line);
+      Finding("the nodes' logs differ after healing:" + line);
       return false;
     }
     return true;
