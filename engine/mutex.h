@@ -1,4 +1,4 @@
-// Mutex, MutexLock and CondVar: std::mutex and std::condition_variable with the thread-safety
+// Mutex, MutexLock, ReleasableMutexLock and CondVar: std::mutex and std::condition_variable with the thread-safety
 // annotations of engine/thread_annotations.h, so that clang's -Wthread-safety checks every
 // GUARDED_BY and REQUIRES (libstdc++'s std::mutex carries no attributes). The shapes are
 // Abseil's absl::Mutex / absl::MutexLock and LevelDB's port::Mutex / port::CondVar.
@@ -20,6 +20,9 @@
 // Cost: none over the standard types. Every method is inline and forwards to std::mutex or
 // std::condition_variable (a CondVar waits on the Mutex's own std::mutex, adopted for the
 // wait), so the engine's shard locks and the log's group-commit lock cost what they did.
+// A function that drops a held lock for a while and takes it back calls mu.Unlock() and
+// mu.Lock() inside the MutexLock's scope (LevelDB's DBImpl does the same); the analysis checks
+// that nothing guarded is touched in between.
 // AssertHeld checks nothing at run time (std::mutex cannot tell who holds it): it tells the
 // analysis a lock is held where the analysis cannot see it being taken.
 //
@@ -68,6 +71,27 @@ class SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex* const mu_;
+};
+
+// A MutexLock that may give the Mutex back before the end of its scope (Release), for a path
+// that leaves the lock to call out (Abseil's absl::ReleasableMutexLock). The lock is not taken
+// again.
+class SCOPED_CAPABILITY ReleasableMutexLock {
+ public:
+  explicit ReleasableMutexLock(Mutex* mu) ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  ~ReleasableMutexLock() RELEASE() {
+    if (mu_ != nullptr) mu_->Unlock();
+  }
+  ReleasableMutexLock(const ReleasableMutexLock&) = delete;
+  ReleasableMutexLock& operator=(const ReleasableMutexLock&) = delete;
+
+  void Release() RELEASE() {
+    mu_->Unlock();
+    mu_ = nullptr;
+  }
+
+ private:
+  Mutex* mu_;
 };
 
 // A condition variable for a Mutex (std::condition_variable). The waits take the Mutex the

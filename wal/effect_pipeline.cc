@@ -135,11 +135,11 @@ bool EffectPipeline::Advance() {
       next_item_ = 0;
       return true;
     }
-    mu_.Lock();
+    ReleasableMutexLock lock(&mu_);
     if (current_ != nullptr) {
       if (current_->last) {
         finished_ = true;
-        mu_.Unlock();
+        lock.Release();
         if (thread_.joinable()) thread_.join();  // the reader is the caller's again
         return false;
       }
@@ -150,7 +150,6 @@ bool EffectPipeline::Advance() {
     while (ready_.empty()) changed_.Wait(&mu_);
     current_ = ready_.front();
     ready_.pop_front();
-    mu_.Unlock();
     next_item_ = 0;
     return true;
   }

@@ -540,7 +540,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
   EncodeEffect(effect, &scratch);
   const bool framed = FrameRecord(RecordType::kEffect, start, &scratch);  // sealed when written
   Impl& d = *impl_;
-  d.mu.Lock();
+  ReleasableMutexLock lock(&d.mu);
   t_end.log_id = d.id;
   if (!d.failure.ok() || d.closing) {
     t_end.end_lsn = kNotLogged;
@@ -553,7 +553,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     d.appended_end.store(d.next_lsn, std::memory_order_release);
     ++d.stats.records;
   }
-  d.mu.Unlock();
+  lock.Release();
   if (scratch.capacity() > (1u << 20)) std::string().swap(scratch);
 }
 
