@@ -60,11 +60,11 @@ void Coordinator::Start() {
 
 void Coordinator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   if (lease_id_ != 0) {
     // The member key and, for a primary, the leader key go with the lease: a standby takes over
@@ -75,7 +75,7 @@ void Coordinator::Stop() {
 }
 
 CoordinatorView Coordinator::view() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return view_;
 }
 
@@ -84,8 +84,11 @@ void Coordinator::Run() {
     RunOnce();
     // A switchover under way looks at its standby often: writes are stopped meanwhile.
     const auto interval = handover_ ? std::chrono::milliseconds(2) : options_.loop_interval;
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, interval, [this] { return stop_ || switchover_.has_value(); });
+    const auto deadline = SteadyClock::now() + interval;
+    MutexLock lock(&mu_);
+    while (!stop_ && !switchover_.has_value()) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // the interval passed
+    }
     if (stop_) return;
   }
 }
@@ -148,7 +151,7 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
 void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return;
     switchover.swap(switchover_);
   }
@@ -165,7 +168,7 @@ void Coordinator::RunOnce() {
     view.cluster = options_.cluster;
     view.node = options_.node;
     view.etcd_reachable = false;
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
     return;  // a primary's deadline passes by itself; a standby keeps following
@@ -232,7 +235,7 @@ void Coordinator::RunOnce() {
     view.sync = SyncKey{options_.node, sync_standby_, static_cast<uint64_t>(sync_mod_revision_)};
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_ = view;
     node_->Publish(view_);
   }
@@ -371,13 +374,13 @@ void Coordinator::BecomeNone(const std::string& why) {
 }
 
 Status Coordinator::RequestSwitchover(const std::string& to) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
   switchover_busy_ = true;
   switchover_ = to;
   switchover_result_.reset();
-  cv_.notify_all();
-  cv_.wait(lock, [this] { return switchover_result_.has_value() || stop_; });
+  cv_.SignalAll();
+  while (!switchover_result_.has_value() && !stop_) cv_.Wait(&mu_);
   const Status s = switchover_result_.value_or(Unavailable("switchover: the node is stopping"));
   switchover_result_.reset();
   switchover_busy_ = false;
@@ -386,9 +389,9 @@ Status Coordinator::RequestSwitchover(const std::string& to) {
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   switchover_result_ = result;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Coordinator::StartSwitchover(std::string to) {

@@ -15,16 +15,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "replication/election.h"
 #include "replication/etcd_client.h"
@@ -191,13 +190,13 @@ class Coordinator {
   SteadyClock::time_point hold_until_{};
   std::optional<Handover> handover_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                        // GUARDED_BY(mu_)
-  CoordinatorView view_;                     // GUARDED_BY(mu_)
-  std::optional<std::string> switchover_;    // GUARDED_BY(mu_): requested, not yet started
-  bool switchover_busy_ = false;             // GUARDED_BY(mu_): a request waits for its result
-  std::optional<Status> switchover_result_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  CoordinatorView view_ GUARDED_BY(mu_);
+  std::optional<std::string> switchover_ GUARDED_BY(mu_);  // requested, not yet started
+  bool switchover_busy_ GUARDED_BY(mu_) = false;           // a request waits for its result
+  std::optional<Status> switchover_result_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

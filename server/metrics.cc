@@ -110,7 +110,7 @@ int64_t Metrics::connections() const {
 }
 
 void Metrics::LeaseExpired(std::string_view queue) {
-  std::lock_guard lock(lease_mu_);
+  MutexLock lock(&lease_mu_);
   auto it = lease_expirations_.find(queue);
   if (it == lease_expirations_.end()) it = lease_expirations_.emplace(queue, 0).first;
   ++it->second;
@@ -187,7 +187,7 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
 
   Header(&out, "sundial_lease_expirations_total", "counter", "Leases that ran out, per queue.");
   {
-    std::lock_guard lock(lease_mu_);
+    MutexLock lock(&lease_mu_);
     for (const auto& [queue, n] : lease_expirations_) {
       fmt::format_to(it, "sundial_lease_expirations_total{{queue=\"{}\"}} {}\n", Escape(queue), n);
     }

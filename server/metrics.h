@@ -9,11 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "server/transport.h"
 #include "wal/group_commit_log.h"
@@ -69,8 +69,8 @@ class Metrics {
   std::array<std::atomic<uint64_t>, kOps> messages_{};
   Histogram fsync_;
   std::array<std::atomic<int64_t>, kTransports> connections_{};
-  mutable std::mutex lease_mu_;
-  std::map<std::string, uint64_t, std::less<>> lease_expirations_;  // GUARDED_BY(lease_mu_)
+  mutable Mutex lease_mu_;
+  std::map<std::string, uint64_t, std::less<>> lease_expirations_ GUARDED_BY(lease_mu_);
 };
 
 // The resident set size of this process (from /proc/self/statm), 0 if unknown.

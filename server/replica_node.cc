@@ -1,8 +1,8 @@
 #include "server/replica_node.h"
 
-#include <condition_variable>
 #include <cstdio>
 
+#include "engine/mutex.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -67,13 +67,14 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
   o.node = options_.node_name;
   o.addresses = addresses;
   auto endpoints = replication::ParseEtcdEndpoints(options_.etcd);
-  if (!endpoints.ok()) return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
+  if (!endpoints.ok())
+    return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
   o.etcd = *endpoints;
   o.sync_replication = options_.replication == "sync";
   o.loop_interval = std::chrono::milliseconds(options_.ha_loop_ms);
   o.ttl_seconds = options_.leader_ttl_s;
-  o.renew_margin = std::chrono::milliseconds(
-      std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
+  o.renew_margin =
+      std::chrono::milliseconds(std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
   o.etcd_timeout = std::chrono::milliseconds(
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
@@ -99,7 +100,7 @@ void ReplicaNode::Follow(const replication::LeaderInfo& leader) {
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     leader_ = leader;
   }
   primary_.store(false);
@@ -111,7 +112,7 @@ void ReplicaNode::Follow(const replication::LeaderInfo& leader) {
 
 void ReplicaNode::StopFollowing() {
   link_->Stop();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   leader_.reset();
 }
 
@@ -159,23 +160,21 @@ void ReplicaNode::Demote(const std::string& why) {
 }
 
 void ReplicaNode::FailWaitingReplies(const std::string& why) {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   size_t left = core_->loops().size();
   for (Loop* loop : core_->loops()) {
     loop->Post([loop, &why, &mu, &cv, &left] {
       loop->FailHeld(why);
-      std::lock_guard lock(mu);
-      if (--left == 0) cv.notify_all();
+      MutexLock lock(&mu);
+      if (--left == 0) cv.SignalAll();
     });
   }
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return left == 0; });
+  MutexLock lock(&mu);
+  while (left != 0) cv.Wait(&mu);
 }
 
-std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const {
-  return hub_.Standbys();
-}
+std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const { return hub_.Standbys(); }
 
 uint64_t ReplicaNode::RequireAcks(const std::vector<std::string>& standbys) {
   return hub_.RequireAcks(standbys);
@@ -217,10 +216,10 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
           // What the primary knows first hand: its own record of the standby's acknowledgements.
           mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
           mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms = mi.lag_records == 0
-                          ? 0
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack)
-                                .count();
+          mi.lag_ms =
+              mi.lag_records == 0
+                  ? 0
+                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
         }
       }
     }
@@ -230,7 +229,7 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   if (primary_.load()) {
     kind = RoleKind::kPrimary;
   } else {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (leader_) kind = RoleKind::kStandby;
   }
   const uint64_t epoch = primary_.load() ? epoch_.load() : info.epoch;

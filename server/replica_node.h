@@ -19,12 +19,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "replication/coordinator.h"
 #include "replication/node_state.h"
 #include "replication/primary_stream.h"
@@ -97,8 +97,8 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   std::unique_ptr<replication::Coordinator> coordinator_;
   std::atomic<bool> primary_{false};
   std::atomic<uint64_t> epoch_{0};
-  mutable std::mutex mu_;
-  std::optional<replication::LeaderInfo> leader_;  // GUARDED_BY(mu_): whom this node follows
+  mutable Mutex mu_;
+  std::optional<replication::LeaderInfo> leader_ GUARDED_BY(mu_);  // whom this node follows
   std::atomic<bool> restarting_{false};
   replication::NodeAddresses addresses_;  // set by Start
 };
