@@ -2,9 +2,10 @@
 # `thread_safety` compiles every C++ source of the given targets with clang++ -fsyntax-only
 # -Wthread-safety -Werror, with each target's include directories and definitions, so that the
 # GUARDED_BY / REQUIRES / EXCLUDES annotations (engine/thread_annotations.h) are checked
-# whatever compiler builds the product. Nothing is generated or linked: a source is checked
-# again only when it or a header it includes changed (a stamp and a depfile per source).
-# `make test` builds it (Makefile, check-thread-safety).
+# whatever compiler builds the product, and that no product source locks through the standard
+# library's unannotated types (check_std_locks.cmake). Nothing is generated or linked: a source
+# is checked again only when it or a header it includes changed (a stamp and a depfile each).
+# `make test` builds it (Makefile: test-thread-safety).
 find_program(SUNDIAL_CLANGXX NAMES clang++ clang++-14)
 
 function(sundial_thread_safety_check)
@@ -51,5 +52,21 @@ function(sundial_thread_safety_check)
       list(APPEND stamps ${stamp})
     endforeach()
   endforeach()
+  # And no lock of the standard library's, which the analysis cannot see (check_std_locks.cmake).
+  set(dirs engine wal protocol server client replication tools)
+  set(patterns "")
+  foreach(dir IN LISTS dirs)
+    list(APPEND patterns ${PROJECT_SOURCE_DIR}/${dir}/*.h ${PROJECT_SOURCE_DIR}/${dir}/*.cc)
+  endforeach()
+  file(GLOB_RECURSE files CONFIGURE_DEPENDS ${patterns})
+  set(stamp ${out_dir}/std_locks.stamp)
+  add_custom_command(
+    OUTPUT ${stamp}
+    COMMAND ${CMAKE_COMMAND} -DROOT=${PROJECT_SOURCE_DIR} "-DDIRS=${dirs}" -DSTAMP=${stamp}
+            -P ${PROJECT_SOURCE_DIR}/cmake/check_std_locks.cmake
+    DEPENDS ${files} ${PROJECT_SOURCE_DIR}/cmake/check_std_locks.cmake
+    COMMENT "No standard lock types in the product's sources"
+    VERBATIM)
+  list(APPEND stamps ${stamp})
   add_custom_target(thread_safety DEPENDS ${stamps})
 endfunction()
