@@ -37,10 +37,11 @@ class WalTailTest : public ::testing::Test {
   }
   void Append(int n) {
     for (int i = 0; i < n; ++i) {
+      const std::string queue = "q" + std::to_string(log_->AppendedEndLsn());
       Effect e;
       e.type = EffectType::kQueueDeleted;
       e.time = 1;
-      e.queue = "q" + std::to_string(log_->AppendedEndLsn());
+      e.queue = queue;  // a view: the string outlives OnEffect
       log_->OnEffect(e);
     }
     ASSERT_TRUE(log_->WaitDurable(log_->AppendedEndLsn()).ok());
