@@ -190,6 +190,7 @@ class Coordinator {
   std::optional<PendingSync> pending_sync_;
   SteadyClock::time_point hold_until_{};
   std::optional<Handover> handover_;
+  bool said_log_empty_ = false;  // logged once that an empty log keeps it from leading
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

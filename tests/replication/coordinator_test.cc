@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <future>
 #include <map>
 #include <memory>
@@ -28,6 +30,8 @@ class FakeNode final : public ClusterNode {
     std::lock_guard lock(mu);
     following = leader;
     ++follows;
+    // A real standby streams its leader's log, which starts with the epoch's first record.
+    end_lsn = std::max<uint64_t>(end_lsn, 1);
   }
   void StopFollowing() override {
     std::lock_guard lock(mu);
@@ -39,6 +43,7 @@ class FakeNode final : public ClusterNode {
     promoted_epoch = epoch;
     writable_until = until;
     primary = true;
+    end_lsn = std::max<uint64_t>(end_lsn, 1);  // the epoch's first record
     return promote_result;
   }
   void ExtendLeadership(SteadyClock::time_point until) override {
@@ -199,11 +204,36 @@ TEST_F(CoordinatorTest, ALeaderKeyOfAPreviousRunOfThisNodeIsDroppedAndTheElectio
     // Killed: no Stop(), its lease (and key) outlive it until the TTL.
   }
   FakeNode again_node;
+  again_node.end_lsn = first_node.end_lsn;  // the same data directory
   auto again = Make("a", &again_node);
   again->RunOnce();  // sees its old key on another lease: drops it
   again->RunOnce();  // and, as the last leader, takes the lead again
   EXPECT_TRUE(again_node.primary);
   EXPECT_GT(again_node.promoted_epoch, first_node.promoted_epoch);
+}
+
+TEST_F(CoordinatorTest, ALeaderBackWithAnEmptyDataDirectoryDoesNotLeadAgain) {
+  FakeNode first_node;
+  {
+    auto first = Make("a", &first_node);
+    first->RunOnce();
+    ASSERT_TRUE(first_node.primary);
+    ASSERT_GT(first_node.end_lsn, 0u);
+  }
+  FakeNode again_node;  // killed, its disk lost: back with an empty log
+  auto again = Make("a", &again_node);
+  again->RunOnce();
+  again->RunOnce();
+  again->RunOnce();
+  EXPECT_FALSE(again_node.primary) << "it holds none of the writes it acknowledged";
+  // Its old key is gone all the same, so the node that holds them can take over at once.
+  FakeNode b_node;
+  b_node.end_lsn = 5;
+  auto b = Make("b", &b_node);
+  b->RunOnce();
+  EXPECT_FALSE(b_node.primary) << "b is not the synchronous standby: it may lack writes";
+  ASSERT_TRUE(again_node.view.sync.has_value());
+  EXPECT_EQ(again_node.view.sync->leader, "a");
 }
 
 TEST_F(CoordinatorTest, StopRevokesTheLeaseSoAStandbyTakesOverAtOnce) {
