@@ -449,8 +449,12 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  BecomeNone("switchover to " + h.to);
+  // The requester first: it waits on an io loop (Core::Switchover), and the demotion waits for
+  // every loop (ReplicaNode::Demote answers the replies they hold). The other way round, the two
+  // threads wait for each other for ever. Writes stopped when the handover began and the key is
+  // released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
+  BecomeNone("switchover to " + h.to);
 }
 
 }  // namespace sundial::replication
