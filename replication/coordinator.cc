@@ -414,9 +414,11 @@ void Coordinator::StartSwitchover(std::string to) {
     bool connected = false;
     for (const StandbyProgress& s : node_->Standbys()) connected |= s.node == to && s.connected;
     if (options_.sync_replication || !connected) {
-      // TODO(lead): name `to` and the published standby once Status owns text (issue-21-wal).
-      return FinishSwitchover(
-          FailedPrecondition("switchover: the target is not the synchronous standby"));
+      return FinishSwitchover(Status(
+          Code::kFailedPrecondition,
+          "switchover: " + to +
+              (options_.sync_replication ? " is not the synchronous standby (" + sync_standby_ + ")"
+                                         : " is not a connected standby")));
     }
   }
   // Stop taking writes now; hand over once `to` holds every record.

@@ -346,7 +346,9 @@ TEST_F(CoordinatorTest, ASwitchoverWaitsForTheStandbyAndGivesUpWhenItDoesNotCatc
     a->RunOnce();
     return refused.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
   }));
-  EXPECT_EQ(refused.get().code(), Code::kFailedPrecondition) << "c is not the synchronous standby";
+  const Status why = refused.get();
+  EXPECT_EQ(why.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(why.detail(), "switchover: c is not the synchronous standby (b)");
 }
 
 }  // namespace
