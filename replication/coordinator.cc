@@ -223,9 +223,18 @@ void Coordinator::RunOnce() {
       following_ = view.leader;
       role_ = Role::kStandby;
     }
-  } else if (SteadyClock::now() >= hold_until_ && MayLead(ElectionView{std::nullopt, view.sync},
-                                                          options_.node) == Eligibility::kMayLead) {
-    TryLead(view, sync_mod_revision);
+  } else if (SteadyClock::now() >= hold_until_) {
+    const Eligibility may =
+        MayLead(ElectionView{std::nullopt, view.sync, node_->EndLsn() == 0}, options_.node);
+    if (may == Eligibility::kMayLead) {
+      TryLead(view, sync_mod_revision);
+    } else if (may == Eligibility::kLogEmpty && !said_log_empty_) {
+      said_log_empty_ = true;
+      Log("sundiald: cluster %s: %s", options_.cluster,
+          "this node is named in the sync key but its log is empty (a lost or new data "
+          "directory): it holds none of the writes it acknowledged, so it does not lead; it "
+          "follows the next leader");
+    }
   }
 
   PutMember();
@@ -445,8 +454,12 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  BecomeNone("switchover to " + h.to);
+  // The requester first: it waits on an io loop (Core::Switchover), and the demotion waits for
+  // every loop (ReplicaNode::Demote answers the replies they hold). The other way round, the two
+  // threads wait for each other for ever. Writes stopped when the handover began and the key is
+  // released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
+  BecomeNone("switchover to " + h.to);
 }
 
 }  // namespace sundial::replication

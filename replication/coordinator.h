@@ -1,10 +1,10 @@
 // Coordinator: the high-availability control loop of one node (docs/replication.md,
-// "Leadership"). One thread keeps the node's etcd lease alive, keeps its member key current,
+// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member key current,
 // follows the leader or takes the leadership when the rules allow (replication/election.h),
 // publishes the synchronous standby, and tells the node what to be through ClusterNode.
 //
-// Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (sooner when a
-// watch on the cluster's keys sees a change) it renews the lease once; a primary is writable
+// Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (it polls: no
+// etcd watch wakes it sooner yet) it renews the lease once; a primary is writable
 // until the renewal's send time + TTL − margin (ClusterNode::ExtendLeadership), so an isolated
 // primary stops taking writes before its lease can expire in etcd and a standby take over.
 // Safety does not rest on that timing: a promoted standby stops acknowledging the old primary
@@ -189,6 +189,7 @@ class Coordinator {
   std::optional<PendingSync> pending_sync_;
   SteadyClock::time_point hold_until_{};
   std::optional<Handover> handover_;
+  bool said_log_empty_ = false;  // logged once that an empty log keeps it from leading
 
   mutable Mutex mu_;
   CondVar cv_;

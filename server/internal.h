@@ -468,8 +468,12 @@ class Core final : public EffectSink, public SessionOperations {
   void Submit(const std::shared_ptr<Session>& session, std::string_view frame);
   // On `session`'s loop, when it closes: its long-poll waiters and subscriptions go.
   void Forget(const Session* session);
-  // /metrics.
-  std::string RenderMetrics() const { return metrics_->Render(*engine_, log_); }
+  // /metrics: the server's series and the node's place in its cluster.
+  std::string RenderMetrics() const;
+  // What a node of a cluster adds to its figures (the standbys, the link, etcd): set once,
+  // before the loops start (ReplicaNode's constructor); called on a loop at each scrape.
+  using ClusterFiguresSource = std::function<void(ClusterFigures*)>;
+  void set_cluster_figures(ClusterFiguresSource source) { cluster_figures_ = std::move(source); }
 
   // EffectSink (under a shard lock, any thread): long-poll wake-ups, subscribers, timers,
   // lease-expiry metrics, the per-queue transition totals. Must stay quick.
@@ -550,6 +554,7 @@ class Core final : public EffectSink, public SessionOperations {
   Metrics* const metrics_;
   NodeRole role_;
   SwitchoverHandler switchover_;
+  ClusterFiguresSource cluster_figures_;
   const Dispatcher dispatcher_;
   const SteadyClock::time_point started_ = SteadyClock::now();
   ConnectionRegistry registry_;

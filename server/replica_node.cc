@@ -33,7 +33,10 @@ ReplicaNode::ReplicaNode(const Options& options, Core* core, Engine* engine,
       restart_(std::move(restart)),
       timeout_(options.replication_timeout_ms),
       state_(fs, options.data_dir),
-      hub_(log, options.replication == "sync") {}
+      hub_(log, options.replication == "sync") {
+  // Before the loops start (Server::Start): a scrape may come as soon as they do.
+  core_->set_cluster_figures([this](ClusterFigures* f) { Figures(f); });
+}
 
 ReplicaNode::~ReplicaNode() { Stop(); }
 
@@ -67,13 +70,14 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
   o.node = options_.node_name;
   o.addresses = addresses;
   auto endpoints = replication::ParseEtcdEndpoints(options_.etcd);
-  if (!endpoints.ok()) return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
+  if (!endpoints.ok())
+    return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
   o.etcd = *endpoints;
   o.sync_replication = options_.replication == "sync";
   o.loop_interval = std::chrono::milliseconds(options_.ha_loop_ms);
   o.ttl_seconds = options_.leader_ttl_s;
-  o.renew_margin = std::chrono::milliseconds(
-      std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
+  o.renew_margin =
+      std::chrono::milliseconds(std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
   o.etcd_timeout = std::chrono::milliseconds(
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
@@ -134,6 +138,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
   info.primary_addr = addresses_.addr;
   core_->role()->Set(RoleKind::kPrimary, epoch, std::move(info));
   core_->timers().Notify();  // timers run on a primary only
+  promotions_.fetch_add(1);
   Log("promoted: this node is the primary of epoch " + std::to_string(epoch) + " from LSN " +
       std::to_string(start));
   return Status::Ok();
@@ -150,6 +155,7 @@ void ReplicaNode::Demote(const std::string& why) {
   info.primary_addr.clear();
   core_->role()->Set(RoleKind::kUnknown, epoch_.load(), std::move(info));
   if (!was) return;
+  demotions_.fetch_add(1);
   Log("demoted: " + why);
   // No mutation passes the role check any more; what waits for a standby may never be
   // acknowledged by one: answered as unknown, before the bound that holds it goes.
@@ -173,9 +179,7 @@ void ReplicaNode::FailWaitingReplies(const std::string& why) {
   while (left != 0) cv.Wait(&mu);
 }
 
-std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const {
-  return hub_.Standbys();
-}
+std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const { return hub_.Standbys(); }
 
 uint64_t ReplicaNode::RequireAcks(const std::vector<std::string>& standbys) {
   return hub_.RequireAcks(standbys);
@@ -192,6 +196,11 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
     info.primary_addr = view.leader->addresses.addr;
   }
   if (view.sync) info.sync_standby = view.sync->standby;
+  etcd_reachable_.store(view.etcd_reachable);
+  {
+    std::lock_guard lock(mu_);
+    sync_standby_ = info.sync_standby;
+  }
   const std::vector<replication::StandbyProgress> standbys = hub_.Standbys();
   uint64_t primary_end = 0;
   for (const replication::MemberView& m : view.members) {
@@ -217,10 +226,10 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
           // What the primary knows first hand: its own record of the standby's acknowledgements.
           mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
           mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms = mi.lag_records == 0
-                          ? 0
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack)
-                                .count();
+          mi.lag_ms =
+              mi.lag_records == 0
+                  ? 0
+                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
         }
       }
     }
@@ -235,6 +244,39 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   }
   const uint64_t epoch = primary_.load() ? epoch_.load() : info.epoch;
   core_->role()->Set(kind, epoch, std::move(info));
+}
+
+void ReplicaNode::Figures(ClusterFigures* f) const {
+  f->cluster = options_.cluster;
+  f->node = options_.node_name;
+  f->replication = options_.replication;
+  f->etcd_reachable = etcd_reachable_.load();
+  f->promotions = promotions_.load();
+  f->demotions = demotions_.load();
+  if (f->role == RoleKind::kPrimary) {
+    const uint64_t end = log_->AppendedEndLsn();
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mu_);
+      f->sync_standby = sync_standby_;
+    }
+    for (const replication::StandbyProgress& s : hub_.Standbys()) {
+      ClusterFigures::Standby out;
+      out.node = s.node;
+      out.connected = s.connected;
+      out.lag_records = end > s.acked_end ? end - s.acked_end : 0;
+      if (out.lag_records > 0) {
+        out.lag_seconds = std::chrono::duration<double>(now - s.last_ack).count();
+      }
+      if (s.node == f->sync_standby) f->sync_standby_connected = s.connected;
+      f->standbys.push_back(std::move(out));
+    }
+  } else if (f->role == RoleKind::kStandby && link_) {
+    f->primary_connected = link_->connected();
+    const uint64_t primary_end = link_->primary_end();
+    const uint64_t flushed = log_->DurableEnd();
+    f->lag_records = primary_end > flushed ? primary_end - flushed : 0;
+  }
 }
 
 std::optional<replication::PrimaryEnv> ReplicaNode::StreamEnv() {

@@ -28,6 +28,7 @@
 #include "replication/coordinator.h"
 #include "replication/node_state.h"
 #include "replication/primary_stream.h"
+#include "server/metrics.h"
 #include "server/options.h"
 #include "server/replication_hub.h"
 #include "server/replication_port.h"
@@ -73,6 +74,10 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   ReplicationHub* hub() override { return &hub_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
+  // /metrics (a loop, at each scrape): the role's figures `figures` already has, completed with
+  // the cluster's: etcd, the standbys (a primary), the link (a standby).
+  void Figures(ClusterFigures* figures) const;
+
   // The checkpointer keeps segments from here on (a connected standby still needs them).
   uint64_t RetainFrom() const { return hub_.RetainFrom(); }
 
@@ -100,6 +105,10 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   mutable Mutex mu_;
   std::optional<replication::LeaderInfo> leader_ GUARDED_BY(mu_);  // whom this node follows
   std::atomic<bool> restarting_{false};
+  std::atomic<bool> etcd_reachable_{false};
+  std::atomic<uint64_t> promotions_{0};
+  std::atomic<uint64_t> demotions_{0};
+  std::string sync_standby_;  // GUARDED_BY(mu_): the published one, as the coordinator last read
   replication::NodeAddresses addresses_;  // set by Start
 };
 

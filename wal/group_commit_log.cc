@@ -193,6 +193,10 @@ Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
   std::string bytes;
   AppendFileHeader(header, &bytes);
   if (Status s = (*created)->Append(bytes); !s.ok()) return s;
+  // The header reaches the OS now, not with the first record: a reader of the directory (a
+  // primary's WalTail streaming to a standby, sundial-wal) finds a segment that has no record
+  // yet, not one whose header looks damaged, however long the log stays quiet.
+  if (Status s = (*created)->Flush(); !s.ok()) return s;
   if (Status s = fs->SyncDir(dir); !s.ok()) return s;
   {
     MutexLock sync_lock(&sync_mu);
