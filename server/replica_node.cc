@@ -202,7 +202,7 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   if (view.sync) info.sync_standby = view.sync->standby;
   etcd_reachable_.store(view.etcd_reachable);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sync_standby_ = info.sync_standby;
   }
   const std::vector<replication::StandbyProgress> standbys = hub_.Standbys();
@@ -261,7 +261,7 @@ void ReplicaNode::Figures(ClusterFigures* f) const {
     const uint64_t end = log_->AppendedEndLsn();
     const auto now = std::chrono::steady_clock::now();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       f->sync_standby = sync_standby_;
     }
     for (const replication::StandbyProgress& s : hub_.Standbys()) {
