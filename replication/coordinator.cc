@@ -382,24 +382,14 @@ void Coordinator::BecomeNone(const std::string& why) {
   node_->Demote(why);
 }
 
-Status Coordinator::RequestSwitchover(const std::string& to, Wait wait) {
+Status Coordinator::RequestSwitchover(const std::string& to) {
   MutexLock lock(&mu_);
   if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
   switchover_busy_ = true;
   switchover_ = to;
   switchover_result_.reset();
-  switchover_started_ = false;
-  switchover_waits_end_ = wait == Wait::kForTheEnd;
   cv_.SignalAll();
-  while (!switchover_result_.has_value() && !stop_ &&
-         !(wait == Wait::kForTheStart && switchover_started_)) {
-    cv_.Wait(&mu_);
-  }
-  if (!switchover_result_.has_value() && !stop_) {
-    // Started; FinishSwitchover ends it without us.
-    switchover_waits_end_ = false;
-    return Status::Ok();
-  }
+  while (!switchover_result_.has_value() && !stop_) cv_.Wait(&mu_);
   const Status s = switchover_result_.value_or(Unavailable("switchover: the node is stopping"));
   switchover_result_.reset();
   switchover_busy_ = false;
@@ -408,15 +398,8 @@ Status Coordinator::RequestSwitchover(const std::string& to, Wait wait) {
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  if (!result.ok()) {
-    Log("sundiald: cluster %s: %s", options_.cluster, result.ToString());
-  }
   MutexLock lock(&mu_);
-  if (switchover_waits_end_ || !switchover_started_) {
-    switchover_result_ = result;  // the requester takes it (and ends the switchover)
-  } else {
-    switchover_busy_ = false;
-  }
+  switchover_result_ = result;
   cv_.SignalAll();
 }
 
@@ -445,11 +428,6 @@ void Coordinator::StartSwitchover(std::string to) {
   node_->ExtendLeadership(SteadyClock::now());
   handover_ = Handover{to, node_->EndLsn(), SteadyClock::now() + options_.switchover_timeout};
   Log("sundiald: cluster %s: switchover to %s: writes stopped", options_.cluster, to);
-  {
-    MutexLock lock(&mu_);
-    switchover_started_ = true;
-    cv_.SignalAll();
-  }
   ContinueSwitchover();
 }
 

@@ -1,8 +1,7 @@
 // Coordinator: the high-availability control loop of one node (docs/replication.md,
-// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member
-// key current, follows the leader or takes the leadership when the rules allow
-// (replication/election.h), publishes the synchronous standby, and tells the node what to be
-// through ClusterNode.
+// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member key current,
+// follows the leader or takes the leadership when the rules allow (replication/election.h),
+// publishes the synchronous standby, and tells the node what to be through ClusterNode.
 //
 // Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (it polls: no
 // etcd watch wakes it sooner yet) it renews the lease once; a primary is writable
@@ -133,14 +132,10 @@ class Coordinator {
   void Stop();
 
   // From any thread (a Switchover request on the primary): hands the leadership to `to` (empty:
-  // the synchronous standby). FAILED_PRECONDITION when this node is not the primary or `to` is
-  // not a connected standby. kForTheEnd returns once the leadership is given up, or UNAVAILABLE
-  // when the standby did not catch up in time (writes then resume here). kForTheStart returns
-  // OK once the handover began (writes stopped): an io loop must not wait for the rest, which
-  // needs the loops to ship the last records; the outcome is logged and seen in the cluster's
-  // keys (a new leader, or writes resumed here).
-  enum class Wait : uint8_t { kForTheEnd, kForTheStart };
-  Status RequestSwitchover(const std::string& to, Wait wait = Wait::kForTheEnd);
+  // the synchronous standby) and returns once it has given it up. FAILED_PRECONDITION when this
+  // node is not the primary or `to` is not a connected standby; UNAVAILABLE when the standby did
+  // not catch up in time (writes then resume here).
+  Status RequestSwitchover(const std::string& to);
 
   CoordinatorView view() const;
   // The etcd prefix of this cluster's keys: "/sundial/<cluster>/".
@@ -201,9 +196,7 @@ class Coordinator {
   bool stop_ GUARDED_BY(mu_) = false;
   CoordinatorView view_ GUARDED_BY(mu_);
   std::optional<std::string> switchover_ GUARDED_BY(mu_);  // requested, not yet started
-  bool switchover_busy_ GUARDED_BY(mu_) = false;           // one is requested or under way
-  bool switchover_started_ GUARDED_BY(mu_) = false;        // its handover began
-  bool switchover_waits_end_ GUARDED_BY(mu_) = false;      // its requester waits for the end
+  bool switchover_busy_ GUARDED_BY(mu_) = false;           // a request waits for its result
   std::optional<Status> switchover_result_ GUARDED_BY(mu_);
   std::thread thread_;
 };

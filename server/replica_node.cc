@@ -83,11 +83,7 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
   addresses_ = o.addresses;
   coordinator_ = std::make_unique<replication::Coordinator>(o, this);
   core_->set_switchover(
-      // On an io loop: it must not wait for the handover, which needs the loops to ship.
-      [this](std::string_view to) {
-        return coordinator_->RequestSwitchover(std::string(to),
-                                               replication::Coordinator::Wait::kForTheStart);
-      });
+      [this](std::string_view to) { return coordinator_->RequestSwitchover(std::string(to)); });
   coordinator_->Start();
   return Status::Ok();
 }
