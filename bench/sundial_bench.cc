@@ -69,6 +69,7 @@ struct Config {
   uint32_t tenants = 16;
   uint32_t keys = 4096;
   int64_t lease_ms = 30000;
+  uint32_t redis_wait = 0;  // Redis: WAIT for this many replicas after each write
   bool relaxed = false;
   bool tls = false;     // Sundial: TLS to a server with --tls-cert
   std::string ca_file;  // PEM CAs to verify it with (empty: the system's)
@@ -766,6 +767,7 @@ int Run(Config& config) {
   po.queue = config.queue;
   po.relaxed = config.relaxed;
   po.lease_ms = config.lease_ms;
+  po.redis_wait = config.redis_wait;
   po.exclusive = config.workload == Workload::kExclusive;
 
   // Every tenant in use has a worker: a tenant no connection dequeues from would only hold
@@ -999,6 +1001,9 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", config.lease_ms, "lease of a dequeue")
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
+  app.add_option("--redis-wait", config.redis_wait,
+                 "Redis: follow every write with WAIT N 0 (N replicas acknowledged it)")
+      ->check(CLI::Range(0u, 16u));
   app.add_flag("--relaxed", config.relaxed, "Sundial: durability relaxed on every request");
   app.add_flag("--tls", config.tls, "Sundial: TLS (the server runs with --tls-cert)");
   app.add_option(

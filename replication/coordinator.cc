@@ -60,11 +60,11 @@ void Coordinator::Start() {
 
 void Coordinator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   if (lease_id_ != 0) {
     // The member key and, for a primary, the leader key go with the lease: a standby takes over
@@ -75,7 +75,7 @@ void Coordinator::Stop() {
 }
 
 CoordinatorView Coordinator::view() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return view_;
 }
 
@@ -84,8 +84,11 @@ void Coordinator::Run() {
     RunOnce();
     // A switchover under way looks at its standby often: writes are stopped meanwhile.
     const auto interval = handover_ ? std::chrono::milliseconds(2) : options_.loop_interval;
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, interval, [this] { return stop_ || switchover_.has_value(); });
+    const auto deadline = SteadyClock::now() + interval;
+    MutexLock lock(&mu_);
+    while (!stop_ && !switchover_.has_value()) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // the interval passed
+    }
     if (stop_) return;
   }
 }
@@ -148,7 +151,7 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
 void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return;
     switchover.swap(switchover_);
   }
@@ -166,7 +169,7 @@ void Coordinator::RunOnce() {
     view.node = options_.node;
     view.etcd_reachable = false;
     if (switchover) FinishSwitchover(Unavailable("switchover: etcd cannot be reached"));
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
     return;  // a primary's deadline passes by itself; a standby keeps following
@@ -221,9 +224,18 @@ void Coordinator::RunOnce() {
       following_ = view.leader;
       role_ = Role::kStandby;
     }
-  } else if (SteadyClock::now() >= hold_until_ && MayLead(ElectionView{std::nullopt, view.sync},
-                                                          options_.node) == Eligibility::kMayLead) {
-    TryLead(view, sync_mod_revision);
+  } else if (SteadyClock::now() >= hold_until_) {
+    const Eligibility may =
+        MayLead(ElectionView{std::nullopt, view.sync, node_->EndLsn() == 0}, options_.node);
+    if (may == Eligibility::kMayLead) {
+      TryLead(view, sync_mod_revision);
+    } else if (may == Eligibility::kLogEmpty && !said_log_empty_) {
+      said_log_empty_ = true;
+      Log("sundiald: cluster %s: %s", options_.cluster,
+          "this node is named in the sync key but its log is empty (a lost or new data "
+          "directory): it holds none of the writes it acknowledged, so it does not lead; it "
+          "follows the next leader");
+    }
   }
 
   PutMember();
@@ -233,7 +245,7 @@ void Coordinator::RunOnce() {
     view.sync = SyncKey{options_.node, sync_standby_, static_cast<uint64_t>(sync_mod_revision_)};
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_ = view;
     node_->Publish(view_);
   }
@@ -368,14 +380,14 @@ void Coordinator::BecomeNone(const std::string& why) {
   // A switchover request blocks the io loop that received it until it has a result, and the
   // demotion below waits for every io loop: the request is answered first (or never would be).
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (switchover_busy_ && !switchover_result_) {
-      handover_.reset();
       switchover_.reset();
       switchover_result_ = Unavailable("switchover: this node stopped being the primary");
-      cv_.notify_all();
+      cv_.SignalAll();
     }
   }
+  handover_.reset();
   role_ = Role::kNone;
   following_.reset();
   pending_sync_.reset();
@@ -383,15 +395,18 @@ void Coordinator::BecomeNone(const std::string& why) {
 }
 
 Status Coordinator::RequestSwitchover(const std::string& to) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
   switchover_busy_ = true;
   switchover_ = to;
   switchover_result_.reset();
-  cv_.notify_all();
+  cv_.SignalAll();
   // Bounded: it holds an io loop (a demotion waits for every loop to fail its held replies).
-  const auto bound = options_.switchover_timeout * 2 + options_.loop_interval * 8;
-  cv_.wait_for(lock, bound, [this] { return switchover_result_.has_value() || stop_; });
+  const auto deadline =
+      SteadyClock::now() + options_.switchover_timeout * 2 + options_.loop_interval * 8;
+  while (!switchover_result_.has_value() && !stop_) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
   switchover_.reset();  // not started by now: it never will be
   const Status s = switchover_result_.value_or(
       Unavailable(stop_ ? "switchover: the node is stopping" : "switchover: no result in time"));
@@ -402,9 +417,9 @@ Status Coordinator::RequestSwitchover(const std::string& to) {
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   switchover_result_ = result;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void Coordinator::StartSwitchover(std::string to) {
@@ -421,9 +436,11 @@ void Coordinator::StartSwitchover(std::string to) {
     bool connected = false;
     for (const StandbyProgress& s : node_->Standbys()) connected |= s.node == to && s.connected;
     if (options_.sync_replication || !connected) {
-      // TODO(lead): name `to` and the published standby once Status owns text (issue-21-wal).
-      return FinishSwitchover(
-          FailedPrecondition("switchover: the target is not the synchronous standby"));
+      return FinishSwitchover(Status(
+          Code::kFailedPrecondition,
+          "switchover: " + to +
+              (options_.sync_replication ? " is not the synchronous standby (" + sync_standby_ + ")"
+                                         : " is not a connected standby")));
     }
   }
   // Stop taking writes now; hand over once `to` holds every record.
@@ -462,7 +479,10 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  // Answered before the demotion, which waits for the io loop the request holds.
+  // The requester first: it waits on an io loop (Core::Switchover), and the demotion waits for
+  // every loop (ReplicaNode::Demote answers the replies they hold). The other way round, the two
+  // threads wait for each other for ever. Writes stopped when the handover began and the key is
+  // released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
   BecomeNone("switchover to " + h.to);
 }

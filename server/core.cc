@@ -127,6 +127,15 @@ void Core::Unsubscribe(const p::Request& request, Session* session, Reply& reply
 
 void Core::Stats(Reply& reply) { reply.Ok(p::Result::StatsResult, BuildStatsResult(reply.b())); }
 
+std::string Core::RenderMetrics() const {
+  ClusterFigures figures;
+  figures.role = role_.kind();
+  figures.epoch = role_.epoch();
+  figures.ready = ready();
+  if (cluster_figures_) cluster_figures_(&figures);
+  return metrics_->Render(*engine_, log_, figures);
+}
+
 void Core::Cluster(Reply& reply) {
   ClusterInfo info = role_.cluster();
   auto& b = reply.b();

@@ -497,7 +497,7 @@ constexpr std::array kTable = {
     OperationRow{O::Stats, "Stats", kSession, kAny, RunStats},
     OperationRow{O::Health, "Health", kSession, kAny, RunHealth},
     OperationRow{O::Cluster, "Cluster", kSession, kAny, RunCluster},
-    OperationRow{O::Switchover, "Switchover", kSession, kAny, RunSwitchover},
+    OperationRow{O::Switchover, "Switchover", OpKind::kControl, kAny, RunSwitchover},
     OperationRow{O::Wait, "Wait", kDurableRead, kAny, RunWait},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
@@ -585,7 +585,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                                               ": WebSocket connections only (the HTTP port's /ws)");
   }
   const bool mutation = row->kind == OpKind::kMutation;
-  if (mutation && access == Access::kReadOnly) {
+  if ((mutation || row->kind == OpKind::kControl) && access == Access::kReadOnly) {
     return refuse(Code::kFailedPrecondition,
                   "dashboard: read-only (--dashboard read-only); actions are refused");
   }

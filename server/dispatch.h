@@ -56,11 +56,15 @@ enum class OpKind : uint8_t {
   // until every record appended before it was built is durable: the outcomes it shows (a
   // result, a terminal state) cannot then be undone by a crash. `wait`.
   kDurableRead,
+  // Changes the cluster rather than the engine's state (Switchover): appends nothing and waits
+  // for no log, like kSession, but a read-only connection is refused it as it is a mutation (a
+  // dashboard page under --dashboard read-only must not hand the leadership over).
+  kControl,
 };
 
 // What a connection may do. kReadOnly: a dashboard page under `--dashboard read-only`
-// (docs/dashboard.md) reads and subscribes, and every kMutation row is refused for it with
-// FAILED_PRECONDITION, by the row's kind, before its run function.
+// (docs/dashboard.md) reads and subscribes, and every kMutation and kControl row is refused for
+// it with FAILED_PRECONDITION, by the row's kind, before its run function.
 enum class Access : uint8_t { kFull, kReadOnly };
 
 // Builds one ServerMessage{Response} for one request in a caller's builder (reused, so a

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "replication/reload.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -145,9 +145,8 @@ int Run(int argc, char** argv) {
   if (!options.tls_cert.empty()) {
     // Before recovery, which can take minutes on a large log: a wrong file fails at once.
     server::TlsContexts probe(options.tls_cert, options.tls_key);
-    std::string error;
-    if (!probe.Reload(&error)) {
-      std::fprintf(stderr, "sundiald: cannot start: %s\n", error.c_str());
+    if (Status s = probe.Reload(); !s.ok()) {
+      std::fprintf(stderr, "sundiald: cannot start: %s\n", std::string(s.detail()).c_str());
       return 2;
     }
   }
@@ -204,15 +203,15 @@ int Run(int argc, char** argv) {
   int code = 0;
   // A standby whose state must be reloaded from its data directory (a divergent tail, a snapshot
   // from its primary): the server stops, the directory is prepared, the process starts again.
-  std::mutex reload_mu;
-  std::optional<replication::ReloadRequest> reload;  // GUARDED_BY(reload_mu)
+  Mutex reload_mu;
+  std::optional<replication::ReloadRequest> reload;  // under reload_mu (a local: not annotated)
   {
     server::Server server(options, opened.engine.get(), opened.log.get(), &metrics);
     tee.set_observer(server.effect_observer());
     if (!options.cluster.empty()) {
       server.EnableCluster(fs.get(), &clock, [&](replication::ReloadRequest r) {
         {
-          std::lock_guard lock(reload_mu);
+          MutexLock lock(&reload_mu);
           if (!reload) reload = std::move(r);
         }
         server.RequestStop();
@@ -251,7 +250,7 @@ int Run(int argc, char** argv) {
   }
   std::optional<replication::ReloadRequest> request;
   {
-    std::lock_guard lock(reload_mu);
+    MutexLock lock(&reload_mu);
     request = reload;
   }
   if (request && code == 0) {

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/mutex.h"
 #include "server/internal.h"
 #include "server/replica_node.h"
 #include "server/replication_port.h"
@@ -43,32 +44,32 @@ struct Server::Impl {
   void WaitForReload() {
     reload_signals->async_wait([this](boost::system::error_code ec, int) {
       if (ec) return;
-      std::string error;
+      Status reloaded;
       if (!tls) {
         std::fprintf(stderr, "sundiald: SIGHUP: nothing to reload (TLS is off)\n");
-      } else if (tls->Reload(&error)) {
+      } else if ((reloaded = tls->Reload()).ok()) {
         std::fprintf(stderr, "sundiald: SIGHUP: TLS certificate reloaded: %s\n",
                      tls->Describe().c_str());
       } else {
         std::fprintf(stderr,
                      "sundiald: SIGHUP: TLS reload failed, still serving the previous "
                      "certificate: %s\n",
-                     error.c_str());
+                     std::string(reloaded.detail()).c_str());
       }
       WaitForReload();
     });
   }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop_requested = false;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  bool stop_requested GUARDED_BY(mu) = false;
 
   void Stop() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(&mu);
       stop_requested = true;
     }
-    cv.notify_all();
+    cv.SignalAll();
   }
   void StopLoops() {
     for (auto& loop : loops) loop->Stop();
@@ -120,8 +121,7 @@ Status Server::Start() {
   }
   if (!o.tls_cert.empty()) {
     d.tls = std::make_unique<TlsContexts>(o.tls_cert, o.tls_key);
-    std::string error;
-    if (!d.tls->Reload(&error)) return Status(Code::kInvalidArgument, error);
+    if (Status s = d.tls->Reload(); !s.ok()) return s;
     d.core.set_tls(d.tls.get());
     std::fprintf(stderr, "sundiald: TLS on both ports (1.2 and 1.3): %s\n",
                  d.tls->Describe().c_str());
@@ -204,8 +204,8 @@ void Server::RequestStop() { impl_->Stop(); }
 void Server::Run(int drain_timeout_ms) {
   Impl& d = *impl_;
   {
-    std::unique_lock lock(d.mu);
-    d.cv.wait(lock, [&] { return d.stop_requested; });
+    MutexLock lock(&d.mu);
+    while (!d.stop_requested) d.cv.Wait(&d.mu);
   }
   // Drain: refuse new work, answer the long polls, let in-flight requests finish. A primary's
   // standbys stay connected meanwhile (the replies in flight wait for their acknowledgement);
