@@ -13,7 +13,7 @@
 #                 client processes, at random and at every failpoint, then the checker (~3 min)
 #   make failover-torture  failover torture: etcd and three nodes on loopback under a seeded nemesis
 #                 (kill -9, SIGSTOP, partitions, switchover...) for FAILOVER_ROUNDS (100) faults,
-#                 FAILOVER_SEED (the time), then the checker (~13 min)
+#                 FAILOVER_SEED (the time), then the checker (~10 min)
 #   make failover-torture-controls  its two negative controls, which must find violations (~1 min)
 #   make format clang-format every source file
 

@@ -6,7 +6,8 @@
 //
 //   failover_torture run --server BIN --dir DIR [--rounds N] [--seed S]
 //       [--replication sync|async] [--nemesis KIND,...] [--bug NAME] [--replication-delay-ms MS]
-//       [--restart-delay-ms MS] [--producers N] [--workers N] [--expect clean|lost|violations]
+//       [--restart-delay-ms MS] [--producers N] [--workers N] [--pace-ms MS]
+//       [--expect clean|lost|violations]
 //   failover_torture check DIR
 //
 // Nemesis kinds: kill-primary, pause-primary, partition-primary-etcd,
@@ -24,13 +25,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -64,8 +62,8 @@ constexpr uint32_t kMaxAttempts = 1'000'000;  // nothing is ever errored
 constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
 constexpr int kCallTimeoutMs = 4'000;         // a client's call (a blackholed link ends so)
 constexpr int kProbeTimeoutMs = 1'000;        // asking a node who the primary is
-constexpr int64_t kResendForNs =
-    30'000'000'000;  // an unanswered enqueue or complete: resent so long
+// An enqueue, complete or fail without a definite answer is sent again for so long.
+constexpr int64_t kResendForNs = 30'000'000'000;
 constexpr int kExclusivityValues = 8;
 const char* const kQueues[] = {"plain", "filter", "excl"};
 const char* const kAllNemeses[] = {"kill-primary",
@@ -101,8 +99,10 @@ struct Ack {
 
 // One client thread's connection to whichever node it believes is the primary, and what it
 // recorded. It asks the nodes (through their client proxies) who the primary is, follows a
-// NOT_PRIMARY refusal to the primary it names, and after a connection failure or an UNAVAILABLE
-// (an outcome unknown) asks again, with a backoff of 50 ms doubling to 500 ms.
+// NOT_PRIMARY refusal to another node it names, and after a connection failure or an
+// UNAVAILABLE (an outcome unknown) asks again. While calls keep failing it backs off (50 ms
+// doubling to 800 ms) before it dials, so a node that accepts and drops connections (its proxy
+// up, the node behind it down) is not dialed in a loop.
 class Session {
  public:
   Session(const ClusterUnderTest& cluster, std::string name, uint64_t seed,
@@ -198,10 +198,10 @@ class Session {
       client_.reset();
       if (failures_ > 0) {
         // The last calls failed: a node that accepts and drops connections (its proxy is up,
-        // the node behind it down) must not be dialed in a loop.
+        // the node behind it down) must not be dialed in a loop. A backoff, not a wait for a
+        // state.
         const int shift = std::min(failures_ - 1, 4);
-        std::this_thread::sleep_for(Millis(50) *
-                                    (1 << shift));  // a backoff, not a wait for a state
+        std::this_thread::sleep_for(Millis(50) * (1 << shift));
       }
       std::string target;
       target.swap(redirect_);
@@ -496,6 +496,7 @@ class FailoverTorture {
     std::printf("checker: %s", report.Summary().c_str());
     for (const std::string& f : findings_) std::printf("finding: %s\n", f.c_str());
     if (nemesis_log_ != nullptr) std::fclose(nemesis_log_);
+    nemesis_log_ = nullptr;
     cluster_->Stop();
 
     const bool clean = report.violations.empty() && findings_.empty() && converged && drained &&
