@@ -165,6 +165,10 @@ void Coordinator::RunOnce() {
     view.cluster = options_.cluster;
     view.node = options_.node;
     view.etcd_reachable = false;
+    if (switchover) {
+      // Taken from switchover_ this round: answered, or its request would wait for good.
+      FinishSwitchover(Unavailable("switchover: etcd did not answer; nothing was changed"));
+    }
     std::lock_guard lock(mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
@@ -363,6 +367,18 @@ std::string Coordinator::LeaderValue() const {
 }
 
 void Coordinator::BecomeNone(const std::string& why) {
+  // A Switchover request waiting for its answer holds one of sundiald's io loops, and
+  // ClusterNode::Demote waits for every loop: answer it first, or each waits for the other.
+  handover_.reset();
+  {
+    std::lock_guard lock(mu_);
+    if (switchover_busy_ && !switchover_result_) {
+      switchover_.reset();
+      switchover_result_ = Status(
+          Code::kUnavailable, "switchover: the leadership ended (" + why + ") before the handover");
+      cv_.notify_all();
+    }
+  }
   Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
   role_ = Role::kNone;
   following_.reset();
@@ -440,8 +456,9 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  BecomeNone("switchover to " + h.to);
+  // Answered before the demotion: BecomeNone would answer it as failed (below).
   FinishSwitchover(Status::Ok());
+  BecomeNone("switchover to " + h.to);
 }
 
 }  // namespace sundial::replication

@@ -135,7 +135,9 @@ class Coordinator {
   // From any thread (a Switchover request on the primary): hands the leadership to `to` (empty:
   // the synchronous standby) and returns once it has given it up. FAILED_PRECONDITION when this
   // node is not the primary or `to` is not a connected standby; UNAVAILABLE when the standby did
-  // not catch up in time (writes then resume here).
+  // not catch up in time (writes then resume here), when etcd does not answer, or when the
+  // leadership ends another way first. It is always answered before the node is demoted: the
+  // caller may be one of the threads ClusterNode::Demote waits for (a sundiald io loop).
   Status RequestSwitchover(const std::string& to);
 
   CoordinatorView view() const;

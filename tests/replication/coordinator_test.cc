@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -46,6 +48,11 @@ class FakeNode final : public ClusterNode {
     writable_until = until;
   }
   void Demote(const std::string& why) override {
+    if (demote_waits_for) {
+      // As sundiald's Demote waits for every io loop, one of which may be the loop that sent
+      // a Switchover request and waits for its answer.
+      if (!Eventually(demote_waits_for, std::chrono::milliseconds(5000))) demote_stuck = true;
+    }
     std::lock_guard lock(mu);
     primary = false;
     demoted_because = why;
@@ -80,6 +87,8 @@ class FakeNode final : public ClusterNode {
   std::vector<StandbyProgress> standbys;
   std::vector<std::string> required;
   CoordinatorView view;
+  std::function<bool()> demote_waits_for;  // set: Demote returns once it holds
+  std::atomic<bool> demote_stuck{false};   // Demote gave up waiting for it
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -247,6 +256,55 @@ TEST_F(CoordinatorTest, ASwitchoverHandsTheLeadershipToTheSyncStandby) {
   EXPECT_FALSE(a_node.primary) << "the old primary holds off and follows";
   ASSERT_TRUE(a_node.following);
   EXPECT_EQ(a_node.following->node, "b");
+}
+
+// Regression: the successful switchover demoted the node before it answered the request, and
+// sundiald's Demote waits for every io loop, one of which was blocked in RequestSwitchover:
+// the old primary hung for good (no answer, no following, its member key gone).
+TEST_F(CoordinatorTest, ASwitchoverIsAnsweredBeforeTheNodeIsDemoted) {
+  FakeNode a_node, b_node;
+  auto a = Make("a", &a_node);
+  auto b = Make("b", &b_node);
+  a->RunOnce();
+  b->RunOnce();
+  a_node.end_lsn = a_node.durable_end = 20;
+  a_node.standbys = {Connected("b", 20)};
+  a->RunOnce();
+  a->RunOnce();
+  ASSERT_EQ(a_node.view.sync->standby, "b");
+  std::atomic<bool> answered{false};
+  a_node.demote_waits_for = [&] { return answered.load(); };
+  auto done = std::async(std::launch::async, [&] {
+    Status s = a->RequestSwitchover("");
+    answered = true;
+    return s;
+  });
+  ASSERT_TRUE(Eventually([&] {
+    a->RunOnce();
+    return done.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+  }));
+  EXPECT_TRUE(done.get().ok());
+  EXPECT_FALSE(a_node.demote_stuck) << "Demote waited for the request that waited for it";
+  EXPECT_EQ(a_node.demotions, 1);
+}
+
+// Regression: a round that could not reach etcd dropped the switchover it had taken, and the
+// request (holding one of sundiald's io loops) waited for an answer that never came.
+TEST_F(CoordinatorTest, ASwitchoverAskedWhileEtcdDoesNotAnswerIsAnswered) {
+  FakeNode a_node;
+  auto a = Make("a", &a_node);
+  a->RunOnce();
+  ASSERT_TRUE(a_node.primary);
+  etcd_.Pause();
+  auto done = std::async(std::launch::async, [&] { return a->RequestSwitchover(""); });
+  const bool answered = Eventually([&] {
+    a->RunOnce();
+    return done.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+  });
+  etcd_.Resume();
+  if (!answered) a->Stop();  // wakes the request, so the test ends
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(done.get().code(), Code::kUnavailable);
 }
 
 TEST_F(CoordinatorTest, ASwitchoverWaitsForTheStandbyAndGivesUpWhenItDoesNotCatchUp) {
