@@ -155,5 +155,32 @@ TEST_F(ClusterTest, TheCliGivenEveryAddressKeepsWorkingAfterThePrimaryIsKilled) 
   }
 }
 
+TEST_F(ClusterTest, TheCliWatchGivenEveryAddressSubscribesAgainOnTheNewPrimary) {
+  client::testing::BackgroundProgram watch(SUNDIAL_CLI,
+                                           {"--addr", cluster_.addr_list(), "watch", "w"});
+  ASSERT_TRUE(watch.started());
+  auto producer = Follower();
+  ASSERT_NE(producer, nullptr);
+  // Enqueues until one shows in the watch: then its subscription stands.
+  auto seen_after = [&](const std::string& prefix) {
+    int k = 0;
+    return Eventually(
+        [&] {
+          const std::string id = prefix + std::to_string(k++);
+          client::EnqueueItem item;
+          item.id = id;
+          if (!producer->Enqueue("w", {item}).ok()) return false;
+          // Each enqueue gives the event time to arrive before the next check.
+          return Eventually([&] { return watch.out().find("\"" + prefix) != std::string::npos; },
+                            Millis(300));
+        },
+        Millis(30'000));
+  };
+  ASSERT_TRUE(seen_after("before-")) << watch.out() << watch.err();
+  cluster_.Kill(primary_);
+  ASSERT_TRUE(seen_after("after-")) << "no event after the failover:\n"
+                                    << watch.out() << watch.err();
+}
+
 }  // namespace
 }  // namespace sundial::e2e
