@@ -1,5 +1,7 @@
 #include "replication/coordinator.h"
 
+#include <future>
+
 #include <boost/json.hpp>
 #include <cstdio>
 
@@ -66,6 +68,7 @@ void Coordinator::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  AnswerSwitchover(Unavailable("switchover: the node is stopping"));
   if (lease_id_ != 0) {
     // The member key and, for a primary, the leader key go with the lease: a standby takes over
     // at once rather than after the TTL.
@@ -147,12 +150,16 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
 
 void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
+  uint64_t request = 0;
   {
     std::lock_guard lock(mu_);
     if (stop_) return;
     switchover.swap(switchover_);
+    request = switchover_request_;
   }
   const bool renewed = RenewLease();
+  // A demotion (the lease expired) answered it already: a later request is not this one.
+  if (switchover && !SwitchoverAsked(request)) switchover.reset();
   // A primary handing over stays stopped until the handover ends.
   if (role_ == Role::kPrimary && renewed && !handover_) {
     node_->ExtendLeadership(WritableUntil());
@@ -367,18 +374,10 @@ std::string Coordinator::LeaderValue() const {
 }
 
 void Coordinator::BecomeNone(const std::string& why) {
-  // A Switchover request waiting for its answer holds one of sundiald's io loops, and
-  // ClusterNode::Demote waits for every loop: answer it first, or each waits for the other.
+  // A switchover waiting for its answer is answered before the demotion.
   handover_.reset();
-  {
-    std::lock_guard lock(mu_);
-    if (switchover_busy_ && !switchover_result_) {
-      switchover_.reset();
-      switchover_result_ = Status(
-          Code::kUnavailable, "switchover: the leadership ended (" + why + ") before the handover");
-      cv_.notify_all();
-    }
-  }
+  AnswerSwitchover(Status(Code::kUnavailable,
+                          "switchover: the leadership ended (" + why + ") before the handover"));
   Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
   role_ = Role::kNone;
   following_.reset();
@@ -386,25 +385,48 @@ void Coordinator::BecomeNone(const std::string& why) {
   node_->Demote(why);
 }
 
-Status Coordinator::RequestSwitchover(const std::string& to) {
+void Coordinator::RequestSwitchover(const std::string& to, std::function<void(Status)> done) {
   std::unique_lock lock(mu_);
-  if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
+  if (stop_ || switchover_busy_) {
+    lock.unlock();
+    done(stop_ ? Unavailable("switchover: the node is stopping")
+               : FailedPrecondition("switchover: one is already under way"));
+    return;
+  }
   switchover_busy_ = true;
+  ++switchover_request_;
   switchover_ = to;
-  switchover_result_.reset();
+  switchover_done_ = std::move(done);
   cv_.notify_all();
-  cv_.wait(lock, [this] { return switchover_result_.has_value() || stop_; });
-  const Status s = switchover_result_.value_or(Unavailable("switchover: the node is stopping"));
-  switchover_result_.reset();
-  switchover_busy_ = false;
-  return s;
+}
+
+Status Coordinator::RequestSwitchover(const std::string& to) {
+  std::promise<Status> result;
+  RequestSwitchover(to, [&result](Status s) { result.set_value(std::move(s)); });
+  return result.get_future().get();
+}
+
+bool Coordinator::SwitchoverAsked(uint64_t request) const {
+  std::lock_guard lock(mu_);
+  return switchover_busy_ && switchover_request_ == request;
 }
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  std::lock_guard lock(mu_);
-  switchover_result_ = result;
-  cv_.notify_all();
+  AnswerSwitchover(std::move(result));
+}
+
+void Coordinator::AnswerSwitchover(Status result) {
+  std::function<void(Status)> done;
+  {
+    std::lock_guard lock(mu_);
+    if (!switchover_busy_) return;  // answered already
+    switchover_busy_ = false;
+    switchover_.reset();
+    done = std::move(switchover_done_);
+    switchover_done_ = nullptr;
+  }
+  if (done) done(std::move(result));
 }
 
 void Coordinator::StartSwitchover(std::string to) {

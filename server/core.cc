@@ -71,6 +71,9 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   const bool may_wait_result = result_wait_ms > 0 && result_wait_ms <= kMaxWaitMs && !draining();
   if (may_wait_result) generation = result_waits_.Generation(wait_queue_name);
 
+  if (op == p::Operation::Switchover && switchover_ && request->op_as_Switchover() != nullptr) {
+    return StartSwitchover(*request->op_as_Switchover(), std::move(completion), loop);
+  }
   const Dispatcher::Outcome outcome = dispatcher_.Handle(
       *request, session->transport(), session.get(), &loop->builder(), session->access());
   if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
@@ -149,15 +152,53 @@ void Core::Cluster(Reply& reply) {
                                    info.sync_standby.c_str(), info.replication.c_str(), &members));
 }
 
-void Core::Switchover(const p::Request& request, Reply& reply) {
-  if (!switchover_) {
-    return reply.Error(Code::kFailedPrecondition,
-                       "switchover: this node is not in a cluster (sundiald --cluster)");
+void Core::Switchover(const p::Request&, Reply& reply) {
+  // In a cluster Submit hands the request to StartSwitchover; here only outside one.
+  reply.Error(Code::kFailedPrecondition,
+              "switchover: this node is not in a cluster (sundiald --cluster)");
+}
+
+void Core::StartSwitchover(const p::Switchover& request, Completion completion, Loop* loop) {
+  const uint64_t request_id = completion.request_id();
+  if (role_.kind() != RoleKind::kPrimary) {
+    // As a mutation sent here: NOT_PRIMARY naming the primary, so that a client following the
+    // cluster sends it there.
+    const NodeRole::Refusal why = role_.WhyNotWritable();
+    fb::FlatBufferBuilder b;
+    auto error = p::CreateError(b, p::Code::NOT_PRIMARY, b.CreateString(why.message),
+                                why.primary_addr.empty() ? 0 : b.CreateString(why.primary_addr));
+    b.Finish(p::CreateServerMessage(
+        b, p::ServerBody::Response,
+        p::CreateResponse(b, request_id, error, 0, p::Result::NONE, 0, role_.epoch()).Union()));
+    loop->Answer(std::move(completion),
+                 std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
+                 Code::kNotPrimary, 0);
+    return;
   }
-  const p::Switchover* s = request.op_as_Switchover();
-  const Status status = switchover_(s->to() ? s->to()->string_view() : std::string_view());
-  if (!status.ok()) return reply.Error(status);
-  reply.Ok(p::Result::Done, p::CreateDone(reply.b()));
+  // std::function wants a copyable callable: the completion travels in a shared_ptr.
+  auto answer = std::make_shared<Completion>(std::move(completion));
+  switchover_(request.to() ? request.to()->string_view() : std::string_view(),
+              [this, loop, answer, request_id](Status status) {
+                loop->Post([this, loop, answer, request_id, status = std::move(status)] {
+                  fb::FlatBufferBuilder b;
+                  fb::Offset<p::Error> error = 0;
+                  fb::Offset<void> result = 0;
+                  if (status.ok()) {
+                    result = p::CreateDone(b).Union();
+                  } else {
+                    error = p::CreateError(b, static_cast<p::Code>(status.code()),
+                                           b.CreateString(status.detail()));
+                  }
+                  const auto response = p::CreateResponse(
+                      b, request_id, error, 0, status.ok() ? p::Result::Done : p::Result::NONE,
+                      result, role_.epoch());
+                  b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));
+                  loop->Answer(std::move(*answer),
+                               std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                                                b.GetSize()),
+                               status.code(), 0);
+                });
+              });
 }
 
 void Core::Health(Reply& reply) {

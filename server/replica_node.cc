@@ -67,19 +67,21 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
   o.node = options_.node_name;
   o.addresses = addresses;
   auto endpoints = replication::ParseEtcdEndpoints(options_.etcd);
-  if (!endpoints.ok()) return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
+  if (!endpoints.ok())
+    return Status(Code::kInvalidArgument, "--etcd: " + endpoints.error().message);
   o.etcd = *endpoints;
   o.sync_replication = options_.replication == "sync";
   o.loop_interval = std::chrono::milliseconds(options_.ha_loop_ms);
   o.ttl_seconds = options_.leader_ttl_s;
-  o.renew_margin = std::chrono::milliseconds(
-      std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
+  o.renew_margin =
+      std::chrono::milliseconds(std::min<int64_t>(options_.leader_ttl_s * 1000 / 4, 1000));
   o.etcd_timeout = std::chrono::milliseconds(
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
   coordinator_ = std::make_unique<replication::Coordinator>(o, this);
-  core_->set_switchover(
-      [this](std::string_view to) { return coordinator_->RequestSwitchover(std::string(to)); });
+  core_->set_switchover([this](std::string_view to, std::function<void(Status)> done) {
+    coordinator_->RequestSwitchover(std::string(to), std::move(done));
+  });
   coordinator_->Start();
   return Status::Ok();
 }
@@ -173,9 +175,7 @@ void ReplicaNode::FailWaitingReplies(const std::string& why) {
   cv.wait(lock, [&] { return left == 0; });
 }
 
-std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const {
-  return hub_.Standbys();
-}
+std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const { return hub_.Standbys(); }
 
 uint64_t ReplicaNode::RequireAcks(const std::vector<std::string>& standbys) {
   return hub_.RequireAcks(standbys);
@@ -217,10 +217,10 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
           // What the primary knows first hand: its own record of the standby's acknowledgements.
           mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
           mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms = mi.lag_records == 0
-                          ? 0
-                          : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack)
-                                .count();
+          mi.lag_ms =
+              mi.lag_records == 0
+                  ? 0
+                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
         }
       }
     }
