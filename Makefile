@@ -1,7 +1,9 @@
 # Thin wrapper over CMake presets. See README.md.
 #   make deps   install missing Debian build dependencies (quiet when all present)
 #   make build  release build (build/release)
-#   make test   deps + release, asan and tsan builds, and every test suite
+#   make test   deps + release, asan and tsan builds, every test suite and the thread-safety check
+#   make test-thread-safety  clang -Wthread-safety on the product's sources, nothing linked
+#               (cmake/thread_safety.cmake, docs/testing.md "Thread-safety analysis")
 #   make run    deps + build, then start sundiald with data in ./data (ARGS='--fsync=never' adds flags)
 #   make package  the Debian package: build/release/package/sundial_<version>_amd64.deb (docs/packaging.md)
 #   make bench  engine and WAL microbenchmarks (release build)
@@ -11,7 +13,7 @@
 #                 client processes, at random and at every failpoint, then the checker (~3 min)
 #   make format clang-format every source file
 
-.PHONY: all deps build test test-release test-asan test-tsan run package bench bench-recovery fuzz torture format clean
+.PHONY: all deps build test test-release test-thread-safety test-asan test-tsan run package bench bench-recovery fuzz torture format clean
 
 all: build
 
@@ -22,10 +24,14 @@ build: deps
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release
 
-test: test-release test-asan test-tsan
+test: test-release test-thread-safety test-asan test-tsan
 
 test-release: build
 	@ctest --preset release
+
+test-thread-safety: deps
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release --target thread_safety
 
 test-asan: deps
 	@cmake --preset asan >/dev/null

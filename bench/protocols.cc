@@ -211,7 +211,7 @@ class RedisProtocol final : public Protocol {
   ~RedisProtocol() override { redisReaderFree(reader_); }
 
   void Prepare(uint32_t slot, std::string* out) override {
-    Command(slot, Kind::kOther, {"PING"}, out);
+    Command(slot, Kind::kPing, {"PING"}, out);
   }
 
   void Setup(uint32_t slot, std::string_view, std::string* out) override {
@@ -244,7 +244,7 @@ class RedisProtocol final : public Protocol {
       args_.push_back(scores_[i]);
       args_.push_back(members_[i]);
     }
-    Send(slot, Kind::kOther, out);
+    SendWrite(slot, Kind::kWrite, out);
   }
 
   void Dequeue(uint32_t slot, uint32_t max, std::string_view tenant, std::string* out) override {
@@ -252,7 +252,8 @@ class RedisProtocol final : public Protocol {
     const std::string now = std::to_string(NowMs());
     const std::string n = std::to_string(max);
     const std::string lease = std::to_string(o_.lease_ms);
-    Command(slot, Kind::kDequeue, {"EVALSHA", sha_, "1", key, now, n, lease}, out);
+    args_.assign({"EVALSHA", sha_, "1", key, now, n, lease});
+    SendWrite(slot, Kind::kDequeue, out);
   }
 
   void Complete(uint32_t slot, std::string_view tenant, std::span<const Lease> leases,
@@ -260,7 +261,7 @@ class RedisProtocol final : public Protocol {
     const std::string key = Key(tenant);
     args_.assign({"ZREM", key});
     for (const Lease& l : leases) args_.push_back(l.id);
-    Send(slot, Kind::kOther, out);
+    SendWrite(slot, Kind::kWrite, out);
   }
 
   int64_t Consume(std::string_view in, ReplySink* sink, std::string* error) override {
@@ -283,8 +284,26 @@ class RedisProtocol final : public Protocol {
       }
       const auto [slot, kind] = pending_.front();
       pending_.pop_front();
+      if (kind == Kind::kWait) {  // the write before it is done now, or failed
+        std::string failed = std::move(deferred_error_);
+        deferred_error_.clear();
+        if (failed.empty() && reply->type == REDIS_REPLY_ERROR) {
+          failed = std::string("redis: ") + std::string(reply->str, reply->len);
+        } else if (failed.empty() && reply->type == REDIS_REPLY_INTEGER &&
+                   reply->integer < static_cast<long long>(o_.redis_wait)) {
+          failed = "redis: WAIT: only " + std::to_string(reply->integer) + " replicas";
+        }
+        sink->Done(slot, failed);
+        continue;
+      }
+      const bool waits = o_.redis_wait > 0 && (kind == Kind::kWrite || kind == Kind::kDequeue);
       if (reply->type == REDIS_REPLY_ERROR) {
-        sink->Done(slot, std::string("redis: ") + std::string(reply->str, reply->len));
+        std::string failed = std::string("redis: ") + std::string(reply->str, reply->len);
+        if (waits) {
+          deferred_error_ = std::move(failed);
+        } else {
+          sink->Done(slot, failed);
+        }
         continue;
       }
       if (kind == Kind::kScriptLoad && reply->type == REDIS_REPLY_STRING) {
@@ -296,12 +315,21 @@ class RedisProtocol final : public Protocol {
             sink->Leased(slot, std::string_view(e->str, e->len), 0);
         }
       }
-      sink->Done(slot, "");
+      if (!waits) sink->Done(slot, "");
     }
   }
 
  private:
-  enum class Kind : uint8_t { kOther, kScriptLoad, kDequeue };
+  // kWrite and kDequeue are writes (followed by WAIT when redis_wait is set).
+  enum class Kind : uint8_t { kOther, kScriptLoad, kDequeue, kPing, kWrite, kWait };
+
+  void SendWrite(uint32_t slot, Kind kind, std::string* out) {
+    Send(slot, kind, out);
+    if (o_.redis_wait == 0) return;
+    const std::string replicas = std::to_string(o_.redis_wait);
+    args_.assign({"WAIT", replicas, "0"});
+    Send(slot, Kind::kWait, out);
+  }
 
   static int64_t NowMs() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -338,6 +366,7 @@ class RedisProtocol final : public Protocol {
   ProtocolOptions o_;
   redisReader* reader_;
   std::string sha_;
+  std::string deferred_error_;  // a write's error, reported when its WAIT answers
   std::deque<std::pair<uint32_t, Kind>> pending_;
   std::vector<std::string_view> args_;
   std::vector<const char*> argv_;

@@ -32,6 +32,9 @@ struct ProtocolOptions {
   bool relaxed = false;  // Sundial: durability relaxed on every request
   int64_t lease_ms = 30000;
   bool exclusive = false;  // Sundial: the queue is exclusive on metadata "key"
+  // Redis: each write is followed by WAIT <redis_wait> 0, and done when WAIT answers (the
+  // closest Redis has to a synchronous standby: the replica received it, not fsynced it).
+  uint32_t redis_wait = 0;
 };
 
 struct BenchMessage {

@@ -70,6 +70,7 @@ struct Config {
   uint32_t tenants = 16;
   uint32_t keys = 4096;
   int64_t lease_ms = 30000;
+  uint32_t redis_wait = 0;  // Redis: WAIT for this many replicas after each write
   bool relaxed = false;
   std::string addr;     // Sundial: a cluster's nodes; the run goes to its primary
   bool tls = false;     // Sundial: TLS to a server with --tls-cert
@@ -768,6 +769,7 @@ int Run(Config& config) {
   po.queue = config.queue;
   po.relaxed = config.relaxed;
   po.lease_ms = config.lease_ms;
+  po.redis_wait = config.redis_wait;
   po.exclusive = config.workload == Workload::kExclusive;
 
   // Every tenant in use has a worker: a tenant no connection dequeues from would only hold
@@ -1005,6 +1007,9 @@ int main(int argc, char** argv) {
   app.add_option("--lease-ms", config.lease_ms, "lease of a dequeue")
       ->check(CLI::Range(1000, 3600000))
       ->capture_default_str();
+  app.add_option("--redis-wait", config.redis_wait,
+                 "Redis: follow every write with WAIT N 0 (N replicas acknowledged it)")
+      ->check(CLI::Range(0u, 16u));
   app.add_flag("--relaxed", config.relaxed, "Sundial: durability relaxed on every request");
   app.add_flag("--tls", config.tls, "Sundial: TLS (the server runs with --tls-cert)");
   app.add_option(

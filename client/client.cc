@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "client/tls_client.h"
+#include "engine/mutex.h"
 #include "protocol/framing.h"
 
 namespace sundial::client {
@@ -783,9 +784,9 @@ struct AsyncClient::Impl {
   std::atomic<uint64_t> next_request_id;
   std::atomic<size_t> in_flight{0};
 
-  std::mutex mu;
-  bool closed = false;  // GUARDED_BY(mu): once set, nothing more is posted
-  std::mutex join_mu;
+  Mutex mu;
+  bool closed GUARDED_BY(mu) = false;  // once set, nothing more is posted
+  Mutex join_mu;
 
   // I/O thread only.
   std::unordered_map<uint64_t, Callback> pending;
@@ -925,9 +926,9 @@ void AsyncClient::Send(std::string request, Callback callback) {
   }
 
   Impl* impl = impl_.get();
-  std::unique_lock lock(impl->mu);
+  ReleasableMutexLock lock(&impl->mu);
   if (impl->closed) {
-    lock.unlock();
+    lock.Release();
     callback(Error::Connection(Code::kUnavailable, "not connected: closed by the client"));
     return;
   }
@@ -946,7 +947,7 @@ void AsyncClient::Send(std::string request, Callback callback) {
 void AsyncClient::Close() {
   Impl* impl = impl_.get();
   {
-    std::lock_guard lock(impl->mu);
+    MutexLock lock(&impl->mu);
     if (!impl->closed) {
       impl->closed = true;
       asio::post(impl->conn->io, [impl] {
@@ -958,7 +959,7 @@ void AsyncClient::Close() {
     }
   }
   if (impl->io_thread_id == std::this_thread::get_id()) return;  // from a callback
-  std::lock_guard lock(impl->join_mu);
+  MutexLock lock(&impl->join_mu);
   if (impl->thread.joinable()) impl->thread.join();
 }
 

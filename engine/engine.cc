@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <string>
 
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -16,15 +15,15 @@ namespace sundial {
 
 struct Engine::Shard {
   explicit Shard(uint64_t seed, size_t i) : rng(seed), index(i) {}
-  mutable std::mutex mu;
+  mutable Mutex mu;
   boost::unordered_flat_map<std::string, std::unique_ptr<Queue>, StringHash, std::equal_to<>>
-      queues;  // GUARDED_BY(mu)
-  Random rng;  // GUARDED_BY(mu)
+      queues GUARDED_BY(mu);
+  Random rng GUARDED_BY(mu);
   const size_t index;
   // Accounted bytes of this shard's messages: written under mu, read by anyone.
   alignas(64) std::atomic<uint64_t> bytes{0};
 
-  Queue* Find(std::string_view name) const {
+  Queue* Find(std::string_view name) const REQUIRES(mu) {
     auto it = queues.find(name);
     return it == queues.end() ? nullptr : it->second.get();
   }
@@ -36,18 +35,20 @@ struct Engine::Accounting {
 
 // Holds the locks of two shards (one when they are the same), taken in index order so that
 // two threads locking the same pair never deadlock.
-class Engine::PairLock {
+class SCOPED_CAPABILITY Engine::PairLock {
  public:
-  PairLock(Shard& a, Shard& b) {
+  // Not analysed inside: the order, and whether there is a second lock, is decided at run time.
+  PairLock(Shard& a, Shard& b) ACQUIRE(a.mu, b.mu) NO_THREAD_SAFETY_ANALYSIS {
     Shard* first = a.index <= b.index ? &a : &b;
     Shard* second = a.index <= b.index ? &b : &a;
-    first_ = std::unique_lock<std::mutex>(first->mu);
-    if (second != first) second_ = std::unique_lock<std::mutex>(second->mu);
+    first_ = std::unique_lock<Mutex>(first->mu);
+    if (second != first) second_ = std::unique_lock<Mutex>(second->mu);
   }
+  ~PairLock() RELEASE() = default;
 
  private:
-  std::unique_lock<std::mutex> first_;
-  std::unique_lock<std::mutex> second_;
+  std::unique_lock<Mutex> first_;
+  std::unique_lock<Mutex> second_;
 };
 
 namespace {
@@ -93,7 +94,7 @@ Engine::~Engine() = default;
 template <typename R, typename Missing, typename Fn>
 R Engine::WithQueue(std::string_view name, Missing missing, Fn fn) const {
   Shard& shard = ShardFor(name);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   Queue* q = shard.Find(name);
   if (q == nullptr) return missing();
   return fn(*q, clock_->NowMs(), shard);
@@ -114,7 +115,7 @@ uint64_t Engine::memory_bytes() const {
 uint64_t Engine::allocated_bytes() const {
   uint64_t total = 0;
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) total += q->allocated_bytes() + sizeof(Queue);
   }
   return total;
@@ -123,7 +124,7 @@ uint64_t Engine::allocated_bytes() const {
 void Engine::BeginBulkLoad() {
   bulk_ = true;
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) q->BeginBulk();
   }
 }
@@ -131,7 +132,7 @@ void Engine::BeginBulkLoad() {
 void Engine::EndBulkLoad() {
   bulk_ = false;
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) q->EndBulk();
   }
 }
@@ -143,13 +144,14 @@ Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings
   if (Status s = ValidateSettings(settings, name); !s.ok()) return s;
   Shard& shard = ShardFor(name);
   const std::string& dlq = settings.dead_letter_queue;
-  PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  Shard& dlq_shard = dlq.empty() ? shard : ShardFor(dlq);
+  PairLock lock(shard, dlq_shard);
   TimeMs now = clock_->NowMs();
   if (Queue* existing = shard.Find(name)) {
     if (existing->settings() == settings) return existing->Info(now);
     return AlreadyExists("queue: exists with different settings");
   }
-  if (!dlq.empty() && ShardFor(dlq).Find(dlq) == nullptr) {
+  if (!dlq.empty() && dlq_shard.Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
   auto queue =
@@ -171,7 +173,8 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
   std::string dlq = update.dead_letter_queue.value_or("");
-  PairLock lock(shard, dlq.empty() ? shard : ShardFor(dlq));
+  Shard& dlq_shard = dlq.empty() ? shard : ShardFor(dlq);
+  PairLock lock(shard, dlq_shard);
   TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
@@ -189,7 +192,7 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
   if (!dlq.empty() && dlq != q->settings().dead_letter_queue &&
-      ShardFor(dlq).Find(dlq) == nullptr) {
+      dlq_shard.Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
   q->set_settings(s);
@@ -207,7 +210,7 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
 Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   TimeMs now = clock_->NowMs();
   const Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
@@ -217,7 +220,7 @@ Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
 std::vector<QueueInfo> Engine::ListQueues() const {
   std::vector<QueueInfo> out;
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     TimeMs now = clock_->NowMs();
     for (const auto& [name, q] : shard->queues) out.push_back(q->Info(now));
   }
@@ -229,7 +232,7 @@ std::vector<QueueInfo> Engine::ListQueues() const {
 Status Engine::DeleteQueue(std::string_view name) {
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   TimeMs now = clock_->NowMs();
   auto it = shard.queues.find(name);
   if (it == shard.queues.end()) return kQueueNotFound;
@@ -254,7 +257,7 @@ Result<uint64_t> Engine::PurgeQueue(std::string_view name,
     mask |= static_cast<uint8_t>(1u << static_cast<int>(s));
   }
   Shard& shard = ShardFor(name);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
@@ -278,7 +281,7 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   for (const auto& item : items) checks.push_back(ValidateItem(item, options_.max_payload_bytes));
 
   Shard& shard = ShardFor(queue);
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   TimeMs now = clock_->NowMs();
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
@@ -362,7 +365,7 @@ Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& reque
   while (true) {
     std::string dlq;
     {
-      std::lock_guard lock(shard.mu);
+      MutexLock lock(&shard.mu);
       TimeMs now = clock_->NowMs();
       Queue* q = shard.Find(queue);
       if (q == nullptr) return kQueueNotFound;
@@ -542,7 +545,7 @@ uint64_t Engine::Advance(TimeMs now) {
   for (const auto& shard : shards_) {
     std::vector<std::pair<std::string, std::string>> deferred;  // (queue, dead-letter queue)
     {
-      std::lock_guard lock(shard->mu);
+      MutexLock lock(&shard->mu);
       for (const auto& [name, q] : shard->queues) {
         if (q->NextDueTime() > now) continue;
         const std::string& dlq = q->settings().dead_letter_queue;
@@ -565,7 +568,11 @@ uint64_t Engine::Advance(TimeMs now) {
           dlq = current;  // changed meanwhile, to a queue on a third shard: lock that one
           continue;
         }
-        Queue* dead_letter = current_shard ? current_shard->Find(current) : nullptr;
+        Queue* dead_letter = nullptr;
+        if (current_shard != nullptr) {
+          current_shard->mu.AssertHeld();  // `shard` or `dlq_shard` (above): both locked
+          dead_letter = current_shard->Find(current);
+        }
         (void)q->Advance(now, dead_letter, false, &count);
         break;
       }
@@ -577,7 +584,7 @@ uint64_t Engine::Advance(TimeMs now) {
 TimeMs Engine::NextDueTime() const {
   TimeMs next = INT64_MAX;
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) next = std::min(next, q->NextDueTime());
   }
   return next;
@@ -585,10 +592,10 @@ TimeMs Engine::NextDueTime() const {
 
 Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) {
   constexpr size_t kAhead = 8;
-  auto prefetch = [&](const Effect& e) {
+  // Bulk load only: one thread, no other caller (BeginBulkLoad's contract), so the queue map
+  // may be read without the shard lock.
+  auto prefetch = [&](const Effect& e) NO_THREAD_SAFETY_ANALYSIS {
     if (e.id.empty()) return;
-    // Bulk load only: one thread, no other caller (BeginBulkLoad's contract), so the queue
-    // map may be read without the shard lock.
     const Shard& shard = ShardFor(e.queue);
     if (const Queue* q = shard.Find(e.queue)) q->PrefetchId(e.id);
   };
@@ -607,7 +614,7 @@ Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) 
 }
 
 Status Engine::StartEpoch(uint64_t epoch, uint64_t lsn) {
-  std::lock_guard lock(epochs_mu_);
+  MutexLock lock(&epochs_mu_);
   if (!epochs_.empty() && epoch <= epochs_.back().epoch) {
     return Status(Code::kFailedPrecondition, "epoch: not above the last epoch of this log");
   }
@@ -622,13 +629,13 @@ Status Engine::StartEpoch(uint64_t epoch, uint64_t lsn) {
 }
 
 std::vector<EpochStart> Engine::Epochs() const {
-  std::lock_guard lock(epochs_mu_);
+  MutexLock lock(&epochs_mu_);
   return epochs_;
 }
 
 Status Engine::Apply(const Effect& e) {
   if (e.type == EffectType::kEpochStarted) {
-    std::lock_guard lock(epochs_mu_);
+    MutexLock lock(&epochs_mu_);
     if (!epochs_.empty() && e.epoch <= epochs_.back().epoch) {
       return Status(Code::kInternal, "effect: an epoch not above the last one");
     }
@@ -643,7 +650,7 @@ Status Engine::Apply(const Effect& e) {
     if (q == nullptr) return Status(Code::kInternal, "effect: no such queue");
     return q->ApplyDeadLettered(e, dlq_shard.Find(e.dead_letter_queue));
   }
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(&shard.mu);
   Queue* q = shard.Find(e.queue);
   switch (e.type) {
     case EffectType::kQueueCreated:
@@ -686,10 +693,11 @@ Status Engine::Apply(const Effect& e) {
 }
 
 uint64_t Engine::Digest() const {
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<Mutex>> locks;
   for (const auto& shard : shards_) locks.emplace_back(shard->mu);
   std::vector<const Queue*> queues;
   for (const auto& shard : shards_) {
+    shard->mu.AssertHeld();  // in `locks`
     for (const auto& [name, q] : shard->queues) queues.push_back(q.get());
   }
   std::sort(queues.begin(), queues.end(),
@@ -700,7 +708,7 @@ uint64_t Engine::Digest() const {
   {
     // A log that had leaderships hashes them too (none: the digest of a standalone log, as
     // before epochs existed).
-    std::lock_guard lock(epochs_mu_);
+    MutexLock lock(&epochs_mu_);
     for (const EpochStart& e : epochs_) {
       const uint64_t fields[2] = {e.epoch, e.lsn};
       XXH3_64bits_update(state, fields, sizeof fields);
@@ -713,7 +721,7 @@ uint64_t Engine::Digest() const {
 
 void Engine::ExportState(EffectSink* visit) const {
   {
-    std::lock_guard lock(epochs_mu_);
+    MutexLock lock(&epochs_mu_);
     for (const EpochStart& epoch : epochs_) {
       Effect e;
       e.type = EffectType::kEpochStarted;
@@ -724,7 +732,7 @@ void Engine::ExportState(EffectSink* visit) const {
     }
   }
   for (const auto& shard : shards_) {
-    std::lock_guard lock(shard->mu);
+    MutexLock lock(&shard->mu);
     std::vector<const Queue*> queues;
     for (const auto& [name, q] : shard->queues) queues.push_back(q.get());
     std::sort(queues.begin(), queues.end(),

@@ -28,13 +28,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/clock.h"
 #include "engine/effect.h"
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "engine/types.h"
 
@@ -171,8 +171,8 @@ class Engine {
   EffectSink* sink_;
   std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which point into it
   // The log's epochs, oldest first. Their own lock: no queue's shard holds them.
-  mutable std::mutex epochs_mu_;
-  std::vector<EpochStart> epochs_;  // GUARDED_BY(epochs_mu_)
+  mutable Mutex epochs_mu_;
+  std::vector<EpochStart> epochs_ GUARDED_BY(epochs_mu_);
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <mutex>
 #include <vector>
+
+#include "engine/mutex.h"
 
 namespace sundial::pages {
 namespace {
@@ -50,11 +51,11 @@ void* Map(size_t bytes) {
   return p;
 }
 
-std::mutex g_pool_mu;
-std::vector<void*>* g_pool = new std::vector<void*>;  // GUARDED_BY(g_pool_mu); never freed
+Mutex g_pool_mu;
+std::vector<void*>* const g_pool PT_GUARDED_BY(g_pool_mu) = new std::vector<void*>;  // never freed
 
 void* TakeFromPool() {
-  std::lock_guard lock(g_pool_mu);
+  MutexLock lock(&g_pool_mu);
   if (g_pool->empty()) return nullptr;
   void* p = g_pool->back();
   g_pool->pop_back();
@@ -66,12 +67,12 @@ void* TakeFromPool() {
 void FillPool(size_t blocks) {
   while (true) {
     {
-      std::lock_guard lock(g_pool_mu);
+      MutexLock lock(&g_pool_mu);
       if (g_pool->size() >= blocks) return;
     }
     auto* p = static_cast<char*>(Map(kHugePageBytes));
     for (size_t at = 0; at < kHugePageBytes; at += kPageBytes) p[at] = 0;  // fault it in
-    std::lock_guard lock(g_pool_mu);
+    MutexLock lock(&g_pool_mu);
     g_pool->push_back(p);
   }
 }
@@ -79,7 +80,7 @@ void FillPool(size_t blocks) {
 void DrainPool() {
   std::vector<void*> blocks;
   {
-    std::lock_guard lock(g_pool_mu);
+    MutexLock lock(&g_pool_mu);
     blocks.swap(*g_pool);
   }
   for (void* p : blocks) Free(p, kHugePageBytes);

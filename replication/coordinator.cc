@@ -62,11 +62,11 @@ void Coordinator::Start() {
 
 void Coordinator::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_ && !thread_.joinable()) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   AnswerSwitchover(Unavailable("switchover: the node is stopping"));
   if (lease_id_ != 0) {
@@ -78,7 +78,7 @@ void Coordinator::Stop() {
 }
 
 CoordinatorView Coordinator::view() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return view_;
 }
 
@@ -87,8 +87,11 @@ void Coordinator::Run() {
     RunOnce();
     // A switchover under way looks at its standby often: writes are stopped meanwhile.
     const auto interval = handover_ ? std::chrono::milliseconds(2) : options_.loop_interval;
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, interval, [this] { return stop_ || switchover_.has_value(); });
+    const auto deadline = SteadyClock::now() + interval;
+    MutexLock lock(&mu_);
+    while (!stop_ && !switchover_.has_value()) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // the interval passed
+    }
     if (stop_) return;
   }
 }
@@ -152,7 +155,7 @@ void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
   uint64_t request = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_) return;
     switchover.swap(switchover_);
     request = switchover_request_;
@@ -176,7 +179,7 @@ void Coordinator::RunOnce() {
       // Taken from switchover_ this round: answered, or its request would wait for good.
       FinishSwitchover(Unavailable("switchover: etcd did not answer; nothing was changed"));
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
     return;  // a primary's deadline passes by itself; a standby keeps following
@@ -231,9 +234,18 @@ void Coordinator::RunOnce() {
       following_ = view.leader;
       role_ = Role::kStandby;
     }
-  } else if (SteadyClock::now() >= hold_until_ && MayLead(ElectionView{std::nullopt, view.sync},
-                                                          options_.node) == Eligibility::kMayLead) {
-    TryLead(view, sync_mod_revision);
+  } else if (SteadyClock::now() >= hold_until_) {
+    const Eligibility may =
+        MayLead(ElectionView{std::nullopt, view.sync, node_->EndLsn() == 0}, options_.node);
+    if (may == Eligibility::kMayLead) {
+      TryLead(view, sync_mod_revision);
+    } else if (may == Eligibility::kLogEmpty && !said_log_empty_) {
+      said_log_empty_ = true;
+      Log("sundiald: cluster %s: %s", options_.cluster,
+          "this node is named in the sync key but its log is empty (a lost or new data "
+          "directory): it holds none of the writes it acknowledged, so it does not lead; it "
+          "follows the next leader");
+    }
   }
 
   PutMember();
@@ -243,7 +255,7 @@ void Coordinator::RunOnce() {
     view.sync = SyncKey{options_.node, sync_standby_, static_cast<uint64_t>(sync_mod_revision_)};
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     view_ = view;
     node_->Publish(view_);
   }
@@ -386,18 +398,19 @@ void Coordinator::BecomeNone(const std::string& why) {
 }
 
 void Coordinator::RequestSwitchover(const std::string& to, std::function<void(Status)> done) {
-  std::unique_lock lock(mu_);
+  ReleasableMutexLock lock(&mu_);
   if (stop_ || switchover_busy_) {
-    lock.unlock();
-    done(stop_ ? Unavailable("switchover: the node is stopping")
-               : FailedPrecondition("switchover: one is already under way"));
+    const bool stopping = stop_;
+    lock.Release();
+    done(stopping ? Unavailable("switchover: the node is stopping")
+                  : FailedPrecondition("switchover: one is already under way"));
     return;
   }
   switchover_busy_ = true;
   ++switchover_request_;
   switchover_ = to;
   switchover_done_ = std::move(done);
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 Status Coordinator::RequestSwitchover(const std::string& to) {
@@ -407,7 +420,7 @@ Status Coordinator::RequestSwitchover(const std::string& to) {
 }
 
 bool Coordinator::SwitchoverAsked(uint64_t request) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return switchover_busy_ && switchover_request_ == request;
 }
 
@@ -419,7 +432,7 @@ void Coordinator::FinishSwitchover(Status result) {
 void Coordinator::AnswerSwitchover(Status result) {
   std::function<void(Status)> done;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (!switchover_busy_) return;  // answered already
     switchover_busy_ = false;
     switchover_.reset();
@@ -443,9 +456,11 @@ void Coordinator::StartSwitchover(std::string to) {
     bool connected = false;
     for (const StandbyProgress& s : node_->Standbys()) connected |= s.node == to && s.connected;
     if (options_.sync_replication || !connected) {
-      // TODO(lead): name `to` and the published standby once Status owns text (issue-21-wal).
-      return FinishSwitchover(
-          FailedPrecondition("switchover: the target is not the synchronous standby"));
+      return FinishSwitchover(Status(
+          Code::kFailedPrecondition,
+          "switchover: " + to +
+              (options_.sync_replication ? " is not the synchronous standby (" + sync_standby_ + ")"
+                                         : " is not a connected standby")));
     }
   }
   // Stop taking writes now; hand over once `to` holds every record.
@@ -478,7 +493,8 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  // Answered before the demotion: BecomeNone would answer it as failed (below).
+  // The requester first: BecomeNone would answer it as failed. Writes stopped when the
+  // handover began and the key is released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
   BecomeNone("switchover to " + h.to);
 }

@@ -1,10 +1,11 @@
 // Coordinator: the high-availability control loop of one node (docs/replication.md,
-// "Leadership"). One thread keeps the node's etcd lease alive, keeps its member key current,
-// follows the leader or takes the leadership when the rules allow (replication/election.h),
-// publishes the synchronous standby, and tells the node what to be through ClusterNode.
+// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member
+// key current, follows the leader or takes the leadership when the rules allow
+// (replication/election.h), publishes the synchronous standby, and tells the node what to be
+// through ClusterNode.
 //
-// Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (sooner when a
-// watch on the cluster's keys sees a change) it renews the lease once; a primary is writable
+// Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (it polls: no
+// etcd watch wakes it sooner yet) it renews the lease once; a primary is writable
 // until the renewal's send time + TTL − margin (ClusterNode::ExtendLeadership), so an isolated
 // primary stops taking writes before its lease can expire in etcd and a standby take over.
 // Safety does not rest on that timing: a promoted standby stops acknowledging the old primary
@@ -15,16 +16,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "replication/election.h"
 #include "replication/etcd_client.h"
@@ -202,15 +202,16 @@ class Coordinator {
   std::optional<PendingSync> pending_sync_;
   SteadyClock::time_point hold_until_{};
   std::optional<Handover> handover_;
+  bool said_log_empty_ = false;  // logged once that an empty log keeps it from leading
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                            // GUARDED_BY(mu_)
-  CoordinatorView view_;                         // GUARDED_BY(mu_)
-  std::optional<std::string> switchover_;        // GUARDED_BY(mu_): requested, not yet started
-  bool switchover_busy_ = false;                 // GUARDED_BY(mu_): a request waits for its result
-  std::function<void(Status)> switchover_done_;  // GUARDED_BY(mu_): where its result goes
-  uint64_t switchover_request_ = 0;              // GUARDED_BY(mu_): requests so far
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  CoordinatorView view_ GUARDED_BY(mu_);
+  std::optional<std::string> switchover_ GUARDED_BY(mu_);        // requested, not yet started
+  bool switchover_busy_ GUARDED_BY(mu_) = false;                 // a request waits for its result
+  std::function<void(Status)> switchover_done_ GUARDED_BY(mu_);  // where its result goes
+  uint64_t switchover_request_ GUARDED_BY(mu_) = 0;              // requests so far
   std::thread thread_;
 };
 

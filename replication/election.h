@@ -33,12 +33,16 @@ struct SyncKey {
 struct ElectionView {
   std::optional<LeaderKey> leader;
   std::optional<SyncKey> sync;  // absent: the cluster never had a leader
+  // The candidate's own log holds no record: a node that never held anything, or one that lost
+  // its data directory (a new disk, a wiped directory) and kept its name.
+  bool log_empty = false;
 };
 
 enum class Eligibility : uint8_t {
   kLeaderExists,    // follow it
   kMayLead,         // take the leader key (compare: leader absent, sync unchanged)
   kNotSyncStandby,  // another node holds every acknowledged write: wait for it
+  kLogEmpty,        // named in `sync`, but its log is empty: it lost what it acknowledged
 };
 
 // Whether `node` may take the leader key now. It may when there is no leader and either
@@ -46,7 +50,13 @@ enum class Eligibility : uint8_t {
 //  - `sync` names it as the synchronous standby (it holds every acknowledged write), or
 //  - `sync` names it as the leader that wrote it (no standby was promoted since: a promotion
 //    rewrites `sync` in the same transaction that takes the key, so the last leader holds every
-//    acknowledged write).
+//    acknowledged write),
+// and, once the cluster had a leader, only with a log that holds something: a node named in
+// `sync` that comes back with an empty data directory holds none of what it acknowledged
+// (every leadership's log starts with its epoch record, so a log that holds a leadership's
+// writes is never empty). It waits for another node to lead and then follows it, catching up
+// from a snapshot. A log restored from an old backup is not caught by this rule: never start a
+// node of a cluster on one (docs/operations.md, "High availability").
 Eligibility MayLead(const ElectionView& view, const std::string& node);
 
 }  // namespace sundial::replication

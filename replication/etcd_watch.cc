@@ -339,7 +339,7 @@ WatchCallbacks WatchQueue::callbacks() {
 
 void WatchQueue::PushEvents(const std::vector<WatchEvent>& events) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (ended_) return;
     if (items_.size() >= capacity_) {
       ended_ = true;
@@ -356,22 +356,25 @@ void WatchQueue::PushEvents(const std::vector<WatchEvent>& events) {
       items_.push_back({events, std::nullopt});
     }
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void WatchQueue::PushBreak(const WatchBreak& why) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (ended_) return;
     ended_ = true;
     items_.push_back({{}, why});
   }
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 std::optional<WatchQueue::Item> WatchQueue::Pop(EtcdClock::time_point deadline) {
-  std::unique_lock lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return !items_.empty(); })) return std::nullopt;
+  MutexLock lock(&mu_);
+  while (items_.empty()) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
+  if (items_.empty()) return std::nullopt;
   Item item = std::move(items_.front());
   items_.pop_front();
   return item;

@@ -33,16 +33,15 @@
 // hands the events to another thread instead.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "replication/etcd_client.h"
 
 namespace sundial::replication {
@@ -131,10 +130,10 @@ class WatchQueue {
   void PushBreak(const WatchBreak& why);
 
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> items_;  // GUARDED_BY(mu_)
-  bool ended_ = false;      // GUARDED_BY(mu_): a break is queued; nothing more is taken
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<Item> items_ GUARDED_BY(mu_);
+  bool ended_ GUARDED_BY(mu_) = false;  // a break is queued; nothing more is taken
 };
 
 }  // namespace sundial::replication

@@ -7,7 +7,7 @@ namespace sundial::replication {
 namespace json = boost::json;
 
 Status NodeState::Load(const std::string& cluster, const std::string& node) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const std::string path = wal::JoinPath(dir_, kFileName);
   if (!fs_->FileExists(path)) {
     cluster_ = cluster;
@@ -40,12 +40,12 @@ Status NodeState::Load(const std::string& cluster, const std::string& node) {
 }
 
 uint64_t NodeState::promised() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return promised_;
 }
 
 Status NodeState::Promise(uint64_t epoch) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (epoch <= promised_) return Status::Ok();
   if (Status s = WriteLocked(epoch); !s.ok()) return s;
   promised_ = epoch;

@@ -11,9 +11,9 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "replication/standby_stream.h"
 #include "wal/file.h"
@@ -34,14 +34,14 @@ class NodeState final : public EpochPromise {
   static constexpr const char* kFileName = "CLUSTER";
 
  private:
-  Status WriteLocked(uint64_t epoch);
+  Status WriteLocked(uint64_t epoch) REQUIRES(mu_);
 
   wal::FileSystem* const fs_;
   const std::string dir_;
-  mutable std::mutex mu_;
-  std::string cluster_;  // GUARDED_BY(mu_)
-  std::string node_;     // GUARDED_BY(mu_)
-  uint64_t promised_ = 0;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::string cluster_ GUARDED_BY(mu_);
+  std::string node_ GUARDED_BY(mu_);
+  uint64_t promised_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace sundial::replication

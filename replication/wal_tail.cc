@@ -22,11 +22,24 @@ Status ReadUpTo(wal::SequentialFile* file, size_t n, std::string* scratch, std::
     std::string_view part;
     if (Status s = file->Read(n - got, scratch->data() + got, &part); !s.ok()) return s;
     if (part.empty()) break;
-    if (part.data() != scratch->data() + got) std::copy(part.begin(), part.end(), scratch->begin() + got);
+    if (part.data() != scratch->data() + got)
+      std::copy(part.begin(), part.end(), scratch->begin() + got);
     got += part.size();
   }
   *out = std::string_view(scratch->data(), got);
   return Status::Ok();
+}
+
+// The numbers of the directory's segments, oldest first.
+Result<std::vector<uint64_t>> SegmentNumbers(wal::FileSystem* fs, const std::string& dir) {
+  auto names = fs->ListDir(dir);
+  if (!names.ok()) return names.status();
+  std::vector<uint64_t> numbers;
+  for (const std::string& name : *names) {
+    if (auto n = wal::ParseSegmentFileName(name)) numbers.push_back(*n);
+  }
+  std::sort(numbers.begin(), numbers.end());
+  return numbers;
 }
 
 }  // namespace
@@ -61,15 +74,10 @@ Status WalTail::Reread() {
 
 Status WalTail::FindSegmentStartingAt(uint64_t lsn, uint64_t* number, bool* found) {
   *found = false;
-  auto names = fs_->ListDir(dir_);
-  if (!names.ok()) return names.status();
-  std::vector<uint64_t> numbers;
-  for (const std::string& name : *names) {
-    if (auto n = wal::ParseSegmentFileName(name)) numbers.push_back(*n);
-  }
-  std::sort(numbers.begin(), numbers.end());
+  auto numbers = SegmentNumbers(fs_, dir_);
+  if (!numbers.ok()) return numbers.status();
   // Newest first: the segment that starts at `lsn` is usually the last one (a rotation).
-  for (auto it = numbers.rbegin(); it != numbers.rend(); ++it) {
+  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     uint64_t first = 0;
     if (Status s = Open(*it, &first); !s.ok()) return s;
     if (first == lsn) {
@@ -84,39 +92,22 @@ Status WalTail::FindSegmentStartingAt(uint64_t lsn, uint64_t* number, bool* foun
 }
 
 Result<uint64_t> WalTail::OldestLsn() {
-  auto names = fs_->ListDir(dir_);
-  if (!names.ok()) return names.status();
-  std::optional<uint64_t> oldest;
-  for (const std::string& name : *names) {
-    if (auto n = wal::ParseSegmentFileName(name)) oldest = std::min(oldest.value_or(*n), *n);
-  }
-  if (!oldest) return uint64_t{0};
-  const std::string path = wal::JoinPath(dir_, wal::SegmentFileName(*oldest));
-  auto file = fs_->NewSequentialFile(path);
-  if (!file.ok()) return file.status();
-  std::string_view header;
-  std::string scratch;
-  if (Status s = ReadUpTo(file->get(), kFileHeaderBytes, &scratch, &header); !s.ok()) return s;
-  wal::FileHeader parsed;
-  if (header.size() < kFileHeaderBytes ||
-      wal::ParseFileHeader(header, wal::kSegmentMagic, &parsed) != wal::HeaderError::kNone) {
-    return Status(Code::kInternal, "replication: a segment's header is damaged: " + path);
-  }
-  return parsed.lsn;
+  auto numbers = SegmentNumbers(fs_, dir_);
+  if (!numbers.ok()) return numbers.status();
+  if (numbers->empty()) return uint64_t{0};
+  WalTail probe(fs_, dir_);  // this tail keeps its position
+  uint64_t first = 0;
+  if (Status s = probe.Open(numbers->front(), &first); !s.ok()) return s;
+  return first;
 }
 
 Status WalTail::Seek(uint64_t lsn) {
   file_.reset();
-  auto names = fs_->ListDir(dir_);
-  if (!names.ok()) return names.status();
-  std::vector<uint64_t> numbers;
-  for (const std::string& name : *names) {
-    if (auto n = wal::ParseSegmentFileName(name)) numbers.push_back(*n);
-  }
-  std::sort(numbers.begin(), numbers.end());
+  auto numbers = SegmentNumbers(fs_, dir_);
+  if (!numbers.ok()) return numbers.status();
   // The newest segment that starts at or before `lsn` holds it (or ends exactly there, when it
   // is the active one and `lsn` is its end).
-  for (auto it = numbers.rbegin(); it != numbers.rend(); ++it) {
+  for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     uint64_t first = 0;
     if (Status s = Open(*it, &first); !s.ok()) return s;
     if (first > lsn) continue;
@@ -145,7 +136,8 @@ Status WalTail::Read(uint64_t end_lsn, size_t max_bytes, Chunk* chunk) {
   chunk->count = 0;
   chunk->first_lsn = lsn_;
   chunk->segment_number = segment_;
-  if (file_ == nullptr) return Status(Code::kFailedPrecondition, "replication: tail not positioned");
+  if (file_ == nullptr)
+    return Status(Code::kFailedPrecondition, "replication: tail not positioned");
   bool reread = false;  // the record at offset_ was read again from the disk
   while (lsn_ < end_lsn && (chunk->count == 0 || chunk->bytes.size() < max_bytes)) {
     std::string_view header;
@@ -154,7 +146,7 @@ Status WalTail::Read(uint64_t end_lsn, size_t max_bytes, Chunk* chunk) {
     }
     if (header.size() < kRecordHeaderBytes || header[4] == 0) {
       if (chunk->count > 0) return Reread();  // a chunk never spans two segments
-      if (!reread) {  // stale read-ahead, or truly this segment's end
+      if (!reread) {                          // stale read-ahead, or truly this segment's end
         if (Status s = Reread(); !s.ok()) return s;
         reread = true;
         continue;

@@ -71,13 +71,14 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   const bool may_wait_result = result_wait_ms > 0 && result_wait_ms <= kMaxWaitMs && !draining();
   if (may_wait_result) generation = result_waits_.Generation(wait_queue_name);
 
-  if (op == p::Operation::Switchover && switchover_ && request->op_as_Switchover() != nullptr) {
-    return StartSwitchover(*request->op_as_Switchover(), std::move(completion), loop);
-  }
   const Dispatcher::Outcome outcome = dispatcher_.Handle(
       *request, session->transport(), session.get(), &loop->builder(), session->access());
   if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
   if (outcome.messages > 0) metrics_->CountMessages(static_cast<uint8_t>(op), outcome.messages);
+  if (outcome.deferred) {
+    // A handover under way: answered from the coordinator's outcome, on this loop, later.
+    return StartSwitchover(*request->op_as_Switchover(), std::move(completion), loop);
+  }
   // A queue that does not exist yet is waited on like an empty one: the first enqueue creates
   // it (auto-create), and a worker may well start before any producer.
   if (may_wait && (outcome.empty_dequeue || outcome.code == Code::kNotFound)) {
@@ -130,6 +131,15 @@ void Core::Unsubscribe(const p::Request& request, Session* session, Reply& reply
 
 void Core::Stats(Reply& reply) { reply.Ok(p::Result::StatsResult, BuildStatsResult(reply.b())); }
 
+std::string Core::RenderMetrics() const {
+  ClusterFigures figures;
+  figures.role = role_.kind();
+  figures.epoch = role_.epoch();
+  figures.ready = ready();
+  if (cluster_figures_) cluster_figures_(&figures);
+  return metrics_->Render(*engine_, log_, figures);
+}
+
 void Core::Cluster(Reply& reply) {
   ClusterInfo info = role_.cluster();
   auto& b = reply.b();
@@ -152,29 +162,27 @@ void Core::Cluster(Reply& reply) {
                                    info.sync_standby.c_str(), info.replication.c_str(), &members));
 }
 
-void Core::Switchover(const p::Request&, Reply& reply) {
-  // In a cluster Submit hands the request to StartSwitchover; here only outside one.
-  reply.Error(Code::kFailedPrecondition,
-              "switchover: this node is not in a cluster (sundiald --cluster)");
-}
-
-void Core::StartSwitchover(const p::Switchover& request, Completion completion, Loop* loop) {
-  const uint64_t request_id = completion.request_id();
+bool Core::Switchover(const p::Request&, Reply& reply) {
+  if (!switchover_) {
+    reply.Error(Code::kFailedPrecondition,
+                "switchover: this node is not in a cluster (sundiald --cluster)");
+    return false;
+  }
   if (role_.kind() != RoleKind::kPrimary) {
     // As a mutation sent here: NOT_PRIMARY naming the primary, so that a client following the
     // cluster sends it there.
     const NodeRole::Refusal why = role_.WhyNotWritable();
-    fb::FlatBufferBuilder b;
-    auto error = p::CreateError(b, p::Code::NOT_PRIMARY, b.CreateString(why.message),
-                                why.primary_addr.empty() ? 0 : b.CreateString(why.primary_addr));
-    b.Finish(p::CreateServerMessage(
-        b, p::ServerBody::Response,
-        p::CreateResponse(b, request_id, error, 0, p::Result::NONE, 0, role_.epoch()).Union()));
-    loop->Answer(std::move(completion),
-                 std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()),
-                 Code::kNotPrimary, 0);
-    return;
+    reply.NotPrimary(why.message, why.primary_addr);
+    return false;
   }
+  // The handover takes from milliseconds to seconds and this io loop must go on serving
+  // meanwhile (the standby's replication session may be on it): StartSwitchover answers later.
+  reply.Ok(p::Result::Done, p::CreateDone(reply.b()));
+  return true;
+}
+
+void Core::StartSwitchover(const p::Switchover& request, Completion completion, Loop* loop) {
+  const uint64_t request_id = completion.request_id();
   // std::function wants a copyable callable: the completion travels in a shared_ptr.
   auto answer = std::make_shared<Completion>(std::move(completion));
   switchover_(request.to() ? request.to()->string_view() : std::string_view(),

@@ -265,7 +265,7 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
   if (config_.token.empty()) return Redirect("/");  // nothing to sign in to
   const TimePoint now = config_.now();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     while (!failures_.empty() && now - failures_.front() >= std::chrono::seconds(1)) {
       failures_.pop_front();
     }
@@ -279,7 +279,7 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
   const std::optional<std::string> token = FormField(request.body, "token");
   if (!token || !SameSecret(Trimmed(*token), config_.token)) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       failures_.push_back(now);
     }
     DashboardReply r = SignInPage(401, "Sign-in failed: that is not this server&#8217;s token.");
@@ -290,7 +290,7 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
   std::string id = NewSessionId();
   if (id.empty()) return Plain(503, "sign-in: no randomness for a session; try again\n");
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     ExpireSessionsLocked(now);
     while (!by_age_.empty() && !sessions_.contains(by_age_.front().second)) by_age_.pop_front();
     while (sessions_.size() >= kMaxSessions && !by_age_.empty()) {
@@ -311,7 +311,7 @@ DashboardReply Dashboard::SignIn(const DashboardRequest& request) {
 DashboardReply Dashboard::SignOut(const DashboardRequest& request) {
   if (!OriginAllowed(request)) return Plain(403, "origin: not in --allowed-origins\n");
   if (std::optional<std::string> id = SessionId(request.cookie)) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sessions_.erase(*id);
   }
   DashboardReply r = Redirect("/");
@@ -333,7 +333,7 @@ std::optional<std::string> Dashboard::SessionId(std::string_view cookie_header) 
     const size_t eq = pair.find('=');
     if (eq == std::string_view::npos || pair.substr(0, eq) != kCookieName) continue;
     const std::string id(pair.substr(eq + 1));
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = sessions_.find(id);
     if (it == sessions_.end()) continue;
     if (it->second <= now) {
@@ -354,7 +354,7 @@ bool Dashboard::RefusesActions(bool has_origin, bool by_cookie) const {
 }
 
 size_t Dashboard::session_count() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ExpireSessionsLocked(config_.now());
   return sessions_.size();
 }

@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "server/options.h"
 
 namespace sundial::server {
@@ -102,14 +102,13 @@ class Dashboard {
   DashboardReply SignInPage(unsigned status, std::string_view message);
   bool OriginAllowed(const DashboardRequest& request) const;
   std::optional<std::string> SessionId(std::string_view cookie_header);  // live ones only
-  // REQUIRES: mu_ held.
-  void ExpireSessionsLocked(TimePoint now);
+  void ExpireSessionsLocked(TimePoint now) REQUIRES(mu_);
 
   const Config config_;
-  std::mutex mu_;
-  std::unordered_map<std::string, TimePoint> sessions_;   // GUARDED_BY(mu_): id -> expiry
-  std::deque<std::pair<TimePoint, std::string>> by_age_;  // GUARDED_BY(mu_): creation order
-  std::deque<TimePoint> failures_;                        // GUARDED_BY(mu_): the last second's
+  Mutex mu_;
+  std::unordered_map<std::string, TimePoint> sessions_ GUARDED_BY(mu_);   // id -> expiry
+  std::deque<std::pair<TimePoint, std::string>> by_age_ GUARDED_BY(mu_);  // creation order
+  std::deque<TimePoint> failures_ GUARDED_BY(mu_);                        // the last second's
 };
 
 // The Content-Security-Policy of every dashboard answer.

@@ -461,7 +461,7 @@ void RunCluster(const p::Request&, OpContext& ctx, Reply& r) {
 
 void RunSwitchover(const p::Request& request, OpContext& ctx, Reply& r) {
   if (ctx.server == nullptr) return r.Error(kNoServer);
-  ctx.server->Switchover(request, r);
+  ctx.deferred = ctx.server->Switchover(request, r);
 }
 
 constexpr uint8_t kAny = kOverTcp | kOverWebSocket;
@@ -497,7 +497,7 @@ constexpr std::array kTable = {
     OperationRow{O::Stats, "Stats", kSession, kAny, RunStats},
     OperationRow{O::Health, "Health", kSession, kAny, RunHealth},
     OperationRow{O::Cluster, "Cluster", kSession, kAny, RunCluster},
-    OperationRow{O::Switchover, "Switchover", kSession, kAny, RunSwitchover},
+    OperationRow{O::Switchover, "Switchover", OpKind::kControl, kAny, RunSwitchover},
     OperationRow{O::Wait, "Wait", kDurableRead, kAny, RunWait},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
@@ -585,7 +585,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
                                               ": WebSocket connections only (the HTTP port's /ws)");
   }
   const bool mutation = row->kind == OpKind::kMutation;
-  if (mutation && access == Access::kReadOnly) {
+  if ((mutation || row->kind == OpKind::kControl) && access == Access::kReadOnly) {
     return refuse(Code::kFailedPrecondition,
                   "dashboard: read-only (--dashboard read-only); actions are refused");
   }
@@ -615,6 +615,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.empty_dequeue = ctx.empty_dequeue;
   out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
+  out.deferred = ctx.deferred;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
   if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;

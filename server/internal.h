@@ -23,12 +23,10 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +35,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "server/dispatch.h"
 #include "server/live_feed.h"
 #include "server/metrics.h"
@@ -197,10 +196,10 @@ class Loop final : public wal::GroupCommitLog::Committer {
   bool round_scheduled_ = false;
   std::vector<std::shared_ptr<Session>> dirty_;
   std::atomic<bool> wake_posted_{false};
-  std::mutex events_mu_;
-  std::vector<std::pair<std::weak_ptr<Session>, std::shared_ptr<const std::string>>>
-      events_;                  // GUARDED_BY(events_mu_)
-  bool events_posted_ = false;  // GUARDED_BY(events_mu_)
+  Mutex events_mu_;
+  std::vector<std::pair<std::weak_ptr<Session>, std::shared_ptr<const std::string>>> events_
+      GUARDED_BY(events_mu_);
+  bool events_posted_ GUARDED_BY(events_mu_) = false;
   std::vector<std::pair<std::weak_ptr<Session>, std::shared_ptr<const std::string>>> delivering_;
 };
 
@@ -309,8 +308,8 @@ class ConnectionRegistry {
   std::vector<std::shared_ptr<Session>> All() const;
 
  private:
-  mutable std::mutex mu_;
-  std::unordered_map<const Session*, std::weak_ptr<Session>> all_;
+  mutable Mutex mu_;
+  std::unordered_map<const Session*, std::weak_ptr<Session>> all_ GUARDED_BY(mu_);
 };
 
 // Long-poll dequeues (docs/protocol.md, "Long polling"): FIFO per queue, woken by the effects that
@@ -342,14 +341,14 @@ class LongPolls {
     bool drain_scheduled = false;
   };
   std::atomic<uint64_t>& GenerationOf(std::string_view queue) const;
-  void ScheduleDrainLocked(const std::string& queue);  // REQUIRES: mu_
-  void Drain(Loop* loop, const std::string& queue);    // on `loop`
-  void Expire(const std::shared_ptr<Waiter>& w);       // on the waiter's loop
+  void ScheduleDrainLocked(const std::string& queue) REQUIRES(mu_);
+  void Drain(Loop* loop, const std::string& queue);  // on `loop`
+  void Expire(const std::shared_ptr<Waiter>& w);     // on the waiter's loop
   void Remove(const std::shared_ptr<Waiter>& w);
 
   Core* const core_;
-  std::mutex mu_;
-  std::unordered_map<std::string, QueueWaiters> by_queue_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::unordered_map<std::string, QueueWaiters> by_queue_ GUARDED_BY(mu_);
   std::atomic<int64_t> waiting_{0};
   mutable std::array<std::atomic<uint64_t>, 64> generations_{};
 };
@@ -388,9 +387,9 @@ class ResultWaits {
   void Remove(const std::shared_ptr<Waiter>& w);
 
   Core* const core_;
-  std::mutex mu_;
-  // "queue\0id" -> the waiters on that message. GUARDED_BY(mu_)
-  std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> by_message_;
+  Mutex mu_;
+  // "queue\0id" -> the waiters on that message.
+  std::unordered_map<std::string, std::vector<std::shared_ptr<Waiter>>> by_message_ GUARDED_BY(mu_);
   std::atomic<int64_t> waiting_{0};
   mutable std::array<std::atomic<uint64_t>, 64> generations_{};
 };
@@ -423,13 +422,13 @@ class Subscriptions {
     Metadata filter;
     SubscriptionOptions options;  // queue_stats, the per-second sample, ids
   };
-  // REQUIRES: mu_ held. Removes the subscriptions `remove` selects; returns how many.
+  // Removes the subscriptions `remove` selects; returns how many.
   template <typename Pred>
-  size_t EraseLocked(Pred remove);
+  size_t EraseLocked(Pred remove) REQUIRES(mu_);
 
   Core* const core_;
-  std::mutex mu_;
-  std::vector<Subscription> subs_;  // GUARDED_BY(mu_); sorted by key (connection)
+  Mutex mu_;
+  std::vector<Subscription> subs_ GUARDED_BY(mu_);  // sorted by key (connection)
   std::atomic<int64_t> count_{0};
   std::atomic<int64_t> queue_stats_count_{0};  // subscriptions with options.queue_stats()
 };
@@ -452,10 +451,10 @@ class Timers {
   void Run();
 
   Core* const core_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;     // GUARDED_BY(mu_)
-  bool earlier_ = false;  // GUARDED_BY(mu_): a timer sooner than the sleep was added
+  Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool earlier_ GUARDED_BY(mu_) = false;  // a timer sooner than the sleep was added
   std::atomic<TimeMs> sleeping_until_{INT64_MAX};
   std::thread thread_;
 };
@@ -469,8 +468,12 @@ class Core final : public EffectSink, public SessionOperations {
   void Submit(const std::shared_ptr<Session>& session, std::string_view frame);
   // On `session`'s loop, when it closes: its long-poll waiters and subscriptions go.
   void Forget(const Session* session);
-  // /metrics.
-  std::string RenderMetrics() const { return metrics_->Render(*engine_, log_); }
+  // /metrics: the server's series and the node's place in its cluster.
+  std::string RenderMetrics() const;
+  // What a node of a cluster adds to its figures (the standbys, the link, etcd): set once,
+  // before the loops start (ReplicaNode's constructor); called on a loop at each scrape.
+  using ClusterFiguresSource = std::function<void(ClusterFigures*)>;
+  void set_cluster_figures(ClusterFiguresSource source) { cluster_figures_ = std::move(source); }
 
   // EffectSink (under a shard lock, any thread): long-poll wake-ups, subscribers, timers,
   // lease-expiry metrics, the per-queue transition totals. Must stay quick.
@@ -483,9 +486,9 @@ class Core final : public EffectSink, public SessionOperations {
   void Stats(Reply& reply) override;
   void Health(Reply& reply) override;
   void Cluster(Reply& reply) override;
-  void Switchover(const protocol::Request& request, Reply& reply) override;
-  // A Switchover request in a cluster: handed to the coordinator, answered on `loop` when the
-  // handover is over.
+  bool Switchover(const protocol::Request& request, Reply& reply) override;
+  // A Switchover request the dispatcher let through (Outcome::deferred): handed to the
+  // coordinator, answered on `loop` when the handover is over.
   void StartSwitchover(const protocol::Switchover& request, Completion completion, Loop* loop);
 
   // A StatsResult table built into `b` (its offset), for a Stats reply or a StatsTick
@@ -558,6 +561,7 @@ class Core final : public EffectSink, public SessionOperations {
   Metrics* const metrics_;
   NodeRole role_;
   SwitchoverHandler switchover_;
+  ClusterFiguresSource cluster_figures_;
   const Dispatcher dispatcher_;
   const SteadyClock::time_point started_ = SteadyClock::now();
   ConnectionRegistry registry_;

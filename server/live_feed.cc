@@ -49,7 +49,7 @@ std::shared_ptr<const std::string> SharedTickJson::Get(
   const auto* m = fb::GetRoot<p::ServerMessage>(message->data());
   if (m->body_type() != p::ServerBody::EventMessage) return nullptr;
   if (m->body_as_EventMessage()->event_type() != p::Event::StatsTick) return nullptr;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const Entry& e : entries_) {
     // Same buffer: the weak pointer shares ownership with `message` (an expired entry cannot
     // match a live buffer at a reused address).

@@ -14,12 +14,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "engine/types.h"
 #include "protocol/json.h"
@@ -65,10 +65,10 @@ class SharedTickJson {
     std::weak_ptr<const std::string> key;
     std::shared_ptr<const std::string> json;
   };
-  std::mutex mu_;
-  std::array<Entry, 4> entries_;                // GUARDED_BY(mu_)
-  size_t next_ = 0;                             // GUARDED_BY(mu_)
-  std::unique_ptr<protocol::JsonCodec> codec_;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::array<Entry, 4> entries_ GUARDED_BY(mu_);
+  size_t next_ GUARDED_BY(mu_) = 0;
+  std::unique_ptr<protocol::JsonCodec> codec_ GUARDED_BY(mu_);
 };
 
 // The StatsTick's `queues`: every queue's figures and totals, in the order given (by name).

@@ -63,7 +63,7 @@ void LongPolls::Wait(Completion c, std::string_view frame, uint64_t generation,
   w->start = start;
   w->deadline = start + std::chrono::milliseconds(dequeue->wait_ms());
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     waiting_.fetch_add(1);
     by_queue_[w->queue].waiters.push_back(w);
     // An effect between the empty dequeue and now would have found no waiter: look again.
@@ -80,7 +80,7 @@ void LongPolls::OnEffect(const Effect& e) {
   GenerationOf(e.queue).fetch_add(1);
   if (e.type == EffectType::kMessageDeadLettered) GenerationOf(e.dead_letter_queue).fetch_add(1);
   if (waiting_.load() == 0 || !MayWake(e)) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ScheduleDrainLocked(std::string(e.queue));
   if (!e.dead_letter_queue.empty()) ScheduleDrainLocked(std::string(e.dead_letter_queue));
 }
@@ -95,7 +95,7 @@ void LongPolls::ScheduleDrainLocked(const std::string& queue) {
 }
 
 void LongPolls::Remove(const std::shared_ptr<Waiter>& w) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = by_queue_.find(w->queue);
   if (it == by_queue_.end()) return;
   auto& list = it->second.waiters;
@@ -123,7 +123,7 @@ void LongPolls::Expire(const std::shared_ptr<Waiter>& w) {
 void LongPolls::Drain(Loop* loop, const std::string& queue) {
   std::vector<std::shared_ptr<Waiter>> list;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = by_queue_.find(queue);
     if (it == by_queue_.end()) return;
     it->second.drain_scheduled = false;
@@ -178,14 +178,14 @@ void LongPolls::Drain(Loop* loop, const std::string& queue) {
 void LongPolls::ExpireAll() {
   std::vector<std::shared_ptr<Waiter>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [queue, qw] : by_queue_) all.insert(all.end(), qw.waiters.begin(), qw.waiters.end());
   }
   for (const auto& w : all) w->loop->Post([this, w] { Expire(w); });
 }
 
 void LongPolls::Clear() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   by_queue_.clear();
   waiting_.store(0);
 }
@@ -193,7 +193,7 @@ void LongPolls::Clear() {
 void LongPolls::Forget(const Session* s) {
   std::vector<std::shared_ptr<Waiter>> mine;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (auto& [queue, qw] : by_queue_) {
       for (const auto& w : qw.waiters) {
         if (w->key == s) mine.push_back(w);

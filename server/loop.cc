@@ -54,18 +54,18 @@ void Completion::Drop() {
 // ---- ConnectionRegistry ----------------------------------------------------------------------
 
 void ConnectionRegistry::Add(const std::shared_ptr<Session>& s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   all_[s.get()] = s;
 }
 
 void ConnectionRegistry::Remove(const Session* s) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   all_.erase(s);
 }
 
 std::vector<std::shared_ptr<Session>> ConnectionRegistry::All() const {
   std::vector<std::shared_ptr<Session>> out;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [key, weak] : all_) {
     if (auto s = weak.lock()) out.push_back(std::move(s));
   }
@@ -245,7 +245,7 @@ void Loop::FlushDirty() {
 
 void Loop::PostEvent(std::weak_ptr<Session> s, std::shared_ptr<const std::string> event) {
   {
-    std::lock_guard lock(events_mu_);
+    MutexLock lock(&events_mu_);
     events_.emplace_back(std::move(s), std::move(event));
     if (events_posted_) return;
     events_posted_ = true;
@@ -255,7 +255,7 @@ void Loop::PostEvent(std::weak_ptr<Session> s, std::shared_ptr<const std::string
 
 void Loop::DeliverEvents() {
   {
-    std::lock_guard lock(events_mu_);
+    MutexLock lock(&events_mu_);
     delivering_.swap(events_);
     events_posted_ = false;
   }

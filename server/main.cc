@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "replication/reload.h"
 #include "server/metrics.h"
 #include "server/options.h"
@@ -204,15 +204,15 @@ int Run(int argc, char** argv) {
   int code = 0;
   // A standby whose state must be reloaded from its data directory (a divergent tail, a snapshot
   // from its primary): the server stops, the directory is prepared, the process starts again.
-  std::mutex reload_mu;
-  std::optional<replication::ReloadRequest> reload;  // GUARDED_BY(reload_mu)
+  Mutex reload_mu;
+  std::optional<replication::ReloadRequest> reload;  // under reload_mu (a local: not annotated)
   {
     server::Server server(options, opened.engine.get(), opened.log.get(), &metrics);
     tee.set_observer(server.effect_observer());
     if (!options.cluster.empty()) {
       server.EnableCluster(fs.get(), &clock, [&](replication::ReloadRequest r) {
         {
-          std::lock_guard lock(reload_mu);
+          MutexLock lock(&reload_mu);
           if (!reload) reload = std::move(r);
         }
         server.RequestStop();
@@ -251,7 +251,7 @@ int Run(int argc, char** argv) {
   }
   std::optional<replication::ReloadRequest> request;
   {
-    std::lock_guard lock(reload_mu);
+    MutexLock lock(&reload_mu);
     request = reload;
   }
   if (request && code == 0) {

@@ -110,13 +110,94 @@ int64_t Metrics::connections() const {
 }
 
 void Metrics::LeaseExpired(std::string_view queue) {
-  std::lock_guard lock(lease_mu_);
+  MutexLock lock(&lease_mu_);
   auto it = lease_expirations_.find(queue);
   if (it == lease_expirations_.end()) it = lease_expirations_.emplace(queue, 0).first;
   ++it->second;
 }
 
-std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log) const {
+void RenderClusterFigures(const ClusterFigures& f, std::string* out) {
+  auto it = std::back_inserter(*out);
+  // An enum as Prometheus has them: one series per value, 1 for the current one, so that
+  // `sundial_role{role="primary"} == 1` selects primaries and a change shows in every series.
+  Header(out, "sundial_role", "gauge",
+         "This node's role (1 for the current one): standalone, primary, standby, or unknown "
+         "(in a cluster, no primary known).");
+  static constexpr std::pair<RoleKind, std::string_view> kRoles[] = {
+      {RoleKind::kStandalone, "standalone"},
+      {RoleKind::kPrimary, "primary"},
+      {RoleKind::kStandby, "standby"},
+      {RoleKind::kUnknown, "unknown"}};
+  for (const auto& [kind, name] : kRoles) {
+    fmt::format_to(it, "sundial_role{{role=\"{}\"}} {}\n", name, f.role == kind ? 1 : 0);
+  }
+  Header(out, "sundial_epoch", "gauge",
+         "The epoch this node leads (a primary) or follows (a standby); 0 outside a cluster.");
+  fmt::format_to(it, "sundial_epoch {}\n", f.epoch);
+  Header(out, "sundial_ready", "gauge",
+         "1 when /readyz answers 200: this node takes mutations now.");
+  fmt::format_to(it, "sundial_ready {}\n", f.ready ? 1 : 0);
+  if (f.cluster.empty()) return;
+
+  Header(out, "sundial_cluster_info", "gauge", "This node's cluster, name and --replication (1).");
+  fmt::format_to(it, "sundial_cluster_info{{cluster=\"{}\",node=\"{}\",replication=\"{}\"}} 1\n",
+                 Escape(f.cluster), Escape(f.node), Escape(f.replication));
+  Header(out, "sundial_etcd_reachable", "gauge",
+         "1 when the last round of the HA loop renewed this node's etcd lease and read the "
+         "cluster's keys.");
+  fmt::format_to(it, "sundial_etcd_reachable {}\n", f.etcd_reachable ? 1 : 0);
+  Header(out, "sundial_promotions_total", "counter", "Times this process became the primary.");
+  fmt::format_to(it, "sundial_promotions_total {}\n", f.promotions);
+  Header(out, "sundial_demotions_total", "counter",
+         "Times this process stopped being the primary.");
+  fmt::format_to(it, "sundial_demotions_total {}\n", f.demotions);
+
+  if (f.role == RoleKind::kPrimary) {
+    Header(out, "sundial_replication_lag_records", "gauge",
+           "A primary: records in its log its standby has not acknowledged (fsynced) in this "
+           "epoch, per standby.");
+    for (const ClusterFigures::Standby& s : f.standbys) {
+      fmt::format_to(it, "sundial_replication_lag_records{{standby=\"{}\"}} {}\n", Escape(s.node),
+                     s.lag_records);
+    }
+    Header(out, "sundial_replication_lag_seconds", "gauge",
+           "A primary: 0 when the standby holds every record; else the time since its last "
+           "acknowledgement, per standby.");
+    for (const ClusterFigures::Standby& s : f.standbys) {
+      fmt::format_to(it, "sundial_replication_lag_seconds{{standby=\"{}\"}} {}\n", Escape(s.node),
+                     s.lag_seconds);
+    }
+    Header(out, "sundial_replication_standby_connected", "gauge",
+           "A primary: 1 while the standby's replication connection is open, per standby.");
+    for (const ClusterFigures::Standby& s : f.standbys) {
+      fmt::format_to(it, "sundial_replication_standby_connected{{standby=\"{}\"}} {}\n",
+                     Escape(s.node), s.connected ? 1 : 0);
+    }
+    Header(out, "sundial_replication_sync_standby", "gauge",
+           "A primary: its published synchronous standby (1), the only node a failover may "
+           "promote.");
+    if (!f.sync_standby.empty()) {
+      fmt::format_to(it, "sundial_replication_sync_standby{{standby=\"{}\"}} 1\n",
+                     Escape(f.sync_standby));
+    }
+    Header(out, "sundial_replication_sync_standby_connected", "gauge",
+           "A primary: 1 when a synchronous standby is published and connected (under "
+           "--replication sync, durable mutations are acknowledged only then).");
+    fmt::format_to(it, "sundial_replication_sync_standby_connected {}\n",
+                   f.sync_standby_connected ? 1 : 0);
+  } else if (f.role == RoleKind::kStandby) {
+    Header(out, "sundial_standby_connected", "gauge",
+           "A standby: 1 while its connection to the primary's replication port is open.");
+    fmt::format_to(it, "sundial_standby_connected {}\n", f.primary_connected ? 1 : 0);
+    Header(out, "sundial_standby_lag_records", "gauge",
+           "A standby: the primary's log end as the primary last said, minus what this node "
+           "has fsynced.");
+    fmt::format_to(it, "sundial_standby_lag_records {}\n", f.lag_records);
+  }
+}
+
+std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log,
+                            const ClusterFigures& cluster) const {
   std::string out;
   auto it = std::back_inserter(out);
 
@@ -187,7 +268,7 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
 
   Header(&out, "sundial_lease_expirations_total", "counter", "Leases that ran out, per queue.");
   {
-    std::lock_guard lock(lease_mu_);
+    MutexLock lock(&lease_mu_);
     for (const auto& [queue, n] : lease_expirations_) {
       fmt::format_to(it, "sundial_lease_expirations_total{{queue=\"{}\"}} {}\n", Escape(queue), n);
     }
@@ -211,6 +292,7 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
   fmt::format_to(it, "sundial_memory_allocated_bytes {}\n", engine.allocated_bytes());
   Header(&out, "process_resident_memory_bytes", "gauge", "Resident set size of the process.");
   fmt::format_to(it, "process_resident_memory_bytes {}\n", ResidentBytes());
+  RenderClusterFigures(cluster, &out);
   return out;
 }
 

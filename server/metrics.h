@@ -9,12 +9,14 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "engine/status.h"
+#include "server/node_role.h"
 #include "server/transport.h"
 #include "wal/group_commit_log.h"
 
@@ -42,6 +44,39 @@ class Histogram {
   std::atomic<uint64_t> count_{0};
 };
 
+// A node's place in its cluster as /metrics shows it (docs/operations.md, "Metrics"), taken
+// when /metrics is scraped: the role and the epoch always; the rest only in a cluster
+// (`cluster` not empty), the standbys' figures on a primary and the link's on a standby.
+struct ClusterFigures {
+  RoleKind role = RoleKind::kStandalone;
+  uint64_t epoch = 0;
+  bool ready = false;  // /readyz answers 200: mutations are taken here now
+  // In a cluster.
+  std::string cluster;  // empty: standalone (nothing below is exported)
+  std::string node;
+  std::string replication;  // "sync" | "async"
+  bool etcd_reachable = false;
+  uint64_t promotions = 0;  // times this process became the primary
+  uint64_t demotions = 0;   // times it stopped being the primary
+  // A primary: each standby that connected to it, and the published synchronous standby.
+  struct Standby {
+    std::string node;
+    uint64_t lag_records = 0;  // this node's log end minus what the standby acknowledged
+    double lag_seconds = 0;    // 0 when caught up; else since its last acknowledgement
+    bool connected = false;
+  };
+  std::vector<Standby> standbys;
+  std::string sync_standby;  // empty: none published
+  bool sync_standby_connected = false;
+  // A standby: its link to the primary.
+  bool primary_connected = false;
+  uint64_t lag_records = 0;  // the primary's log end as it last said minus what is fsynced here
+};
+
+// Appends the cluster series of `figures` (sundial_role, sundial_epoch, sundial_ready, and in a
+// cluster sundial_cluster_info, sundial_replication_*, sundial_standby_*) to `out`.
+void RenderClusterFigures(const ClusterFigures& figures, std::string* out);
+
 class Metrics {
  public:
   static constexpr size_t kOps = 64;    // > the Operation union's members (dispatch.cc asserts it)
@@ -60,8 +95,10 @@ class Metrics {
   int64_t connections(Transport t) const;
   int64_t connections() const;
 
-  // The whole exposition: the counters above plus the engine's and the WAL's gauges.
-  std::string Render(const Engine& engine, const wal::GroupCommitLog* log) const;
+  // The whole exposition: the counters above plus the engine's and the WAL's gauges and the
+  // node's place in its cluster.
+  std::string Render(const Engine& engine, const wal::GroupCommitLog* log,
+                     const ClusterFigures& cluster) const;
 
  private:
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kOps> operations_{};
@@ -69,8 +106,8 @@ class Metrics {
   std::array<std::atomic<uint64_t>, kOps> messages_{};
   Histogram fsync_;
   std::array<std::atomic<int64_t>, kTransports> connections_{};
-  mutable std::mutex lease_mu_;
-  std::map<std::string, uint64_t, std::less<>> lease_expirations_;  // GUARDED_BY(lease_mu_)
+  mutable Mutex lease_mu_;
+  std::map<std::string, uint64_t, std::less<>> lease_expirations_ GUARDED_BY(lease_mu_);
 };
 
 // The resident set size of this process (from /proc/self/statm), 0 if unknown.

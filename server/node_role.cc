@@ -3,7 +3,7 @@
 namespace sundial::server {
 
 NodeRole::Refusal NodeRole::WhyNotWritable() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const std::string epoch = " (epoch " + std::to_string(info_.epoch) + ")";
   switch (kind()) {
     case RoleKind::kStandby:

@@ -17,9 +17,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "engine/mutex.h"
 
 namespace sundial::server {
 
@@ -78,14 +79,14 @@ class NodeRole {
   Refusal WhyNotWritable() const;
 
   ClusterInfo cluster() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return info_;
   }
 
   // The coordinator's side. `info` is the whole view (members included) as it read it.
   void Set(RoleKind kind, uint64_t epoch, ClusterInfo info) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       info_ = std::move(info);
     }
     epoch_.store(epoch, std::memory_order_release);
@@ -100,8 +101,8 @@ class NodeRole {
   std::atomic<RoleKind> kind_{RoleKind::kStandalone};
   std::atomic<uint64_t> epoch_{0};
   std::atomic<SteadyClock::rep> writable_until_{0};
-  mutable std::mutex mu_;
-  ClusterInfo info_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  ClusterInfo info_ GUARDED_BY(mu_);
 };
 
 }  // namespace sundial::server

@@ -14,30 +14,30 @@ void QueueActivity::Count(const Effect& e) {
     case EffectType::kQueueCreated:
     case EffectType::kQueueDeleted: {
       Stripe& stripe = StripeOf(e.queue);
-      std::lock_guard lock(stripe.mu);
+      MutexLock lock(&stripe.mu);
       if (auto it = stripe.totals.find(e.queue); it != stripe.totals.end()) stripe.totals.erase(it);
       return;
     }
     case EffectType::kMessageEnqueued: {
       Stripe& stripe = StripeOf(e.queue);
-      std::lock_guard lock(stripe.mu);
+      MutexLock lock(&stripe.mu);
       ++Totals(stripe, e.queue).enqueued;
       return;
     }
     case EffectType::kMessageDeadLettered: {
       {
         Stripe& stripe = StripeOf(e.queue);
-        std::lock_guard lock(stripe.mu);
+        MutexLock lock(&stripe.mu);
         ++Totals(stripe, e.queue).dead_lettered;
       }
       Stripe& stripe = StripeOf(e.dead_letter_queue);
-      std::lock_guard lock(stripe.mu);
+      MutexLock lock(&stripe.mu);
       ++Totals(stripe, e.dead_letter_queue).enqueued;
       return;
     }
     case EffectType::kMessageChanged: {
       Stripe& stripe = StripeOf(e.queue);
-      std::lock_guard lock(stripe.mu);
+      MutexLock lock(&stripe.mu);
       QueueTotals& t = Totals(stripe, e.queue);
       switch (e.cause) {
         case ChangeCause::kLeased:
@@ -72,7 +72,7 @@ void QueueActivity::Count(const Effect& e) {
 std::unordered_map<std::string, QueueTotals> QueueActivity::Snapshot() const {
   std::unordered_map<std::string, QueueTotals> out;
   for (const Stripe& stripe : stripes_) {
-    std::lock_guard lock(stripe.mu);
+    MutexLock lock(&stripe.mu);
     for (const auto& [name, totals] : stripe.totals) out.emplace(name, totals);
   }
   return out;
@@ -80,7 +80,7 @@ std::unordered_map<std::string, QueueTotals> QueueActivity::Snapshot() const {
 
 QueueTotals QueueActivity::Of(std::string_view queue) const {
   const Stripe& stripe = StripeOf(queue);
-  std::lock_guard lock(stripe.mu);
+  MutexLock lock(&stripe.mu);
   auto it = stripe.totals.find(queue);
   return it == stripe.totals.end() ? QueueTotals{} : it->second;
 }

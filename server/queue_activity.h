@@ -12,13 +12,13 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/effect.h"
+#include "engine/mutex.h"
 #include "engine/types.h"
 
 namespace sundial::server {
@@ -50,15 +50,14 @@ class QueueActivity {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   struct Stripe {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, QueueTotals, Hash, std::equal_to<>> totals;  // GUARDED_BY(mu)
+    mutable Mutex mu;
+    std::unordered_map<std::string, QueueTotals, Hash, std::equal_to<>> totals GUARDED_BY(mu);
   };
   Stripe& StripeOf(std::string_view queue) { return stripes_[Hash{}(queue) % stripes_.size()]; }
   const Stripe& StripeOf(std::string_view queue) const {
     return stripes_[Hash{}(queue) % stripes_.size()];
   }
-  // REQUIRES: the stripe's mutex held.
-  static QueueTotals& Totals(Stripe& stripe, std::string_view queue);
+  static QueueTotals& Totals(Stripe& stripe, std::string_view queue) REQUIRES(stripe.mu);
 
   std::array<Stripe, 16> stripes_;
 };

@@ -1,8 +1,8 @@
 #include "server/replica_node.h"
 
-#include <condition_variable>
 #include <cstdio>
 
+#include "engine/mutex.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -33,7 +33,10 @@ ReplicaNode::ReplicaNode(const Options& options, Core* core, Engine* engine,
       restart_(std::move(restart)),
       timeout_(options.replication_timeout_ms),
       state_(fs, options.data_dir),
-      hub_(log, options.replication == "sync") {}
+      hub_(log, options.replication == "sync") {
+  // Before the loops start (Server::Start): a scrape may come as soon as they do.
+  core_->set_cluster_figures([this](ClusterFigures* f) { Figures(f); });
+}
 
 ReplicaNode::~ReplicaNode() { Stop(); }
 
@@ -101,7 +104,7 @@ void ReplicaNode::Follow(const replication::LeaderInfo& leader) {
     return;
   }
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     leader_ = leader;
   }
   primary_.store(false);
@@ -113,7 +116,7 @@ void ReplicaNode::Follow(const replication::LeaderInfo& leader) {
 
 void ReplicaNode::StopFollowing() {
   link_->Stop();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   leader_.reset();
 }
 
@@ -136,6 +139,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
   info.primary_addr = addresses_.addr;
   core_->role()->Set(RoleKind::kPrimary, epoch, std::move(info));
   core_->timers().Notify();  // timers run on a primary only
+  promotions_.fetch_add(1);
   Log("promoted: this node is the primary of epoch " + std::to_string(epoch) + " from LSN " +
       std::to_string(start));
   return Status::Ok();
@@ -152,6 +156,7 @@ void ReplicaNode::Demote(const std::string& why) {
   info.primary_addr.clear();
   core_->role()->Set(RoleKind::kUnknown, epoch_.load(), std::move(info));
   if (!was) return;
+  demotions_.fetch_add(1);
   Log("demoted: " + why);
   // No mutation passes the role check any more; what waits for a standby may never be
   // acknowledged by one: answered as unknown, before the bound that holds it goes.
@@ -161,18 +166,18 @@ void ReplicaNode::Demote(const std::string& why) {
 }
 
 void ReplicaNode::FailWaitingReplies(const std::string& why) {
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   size_t left = core_->loops().size();
   for (Loop* loop : core_->loops()) {
     loop->Post([loop, &why, &mu, &cv, &left] {
       loop->FailHeld(why);
-      std::lock_guard lock(mu);
-      if (--left == 0) cv.notify_all();
+      MutexLock lock(&mu);
+      if (--left == 0) cv.SignalAll();
     });
   }
-  std::unique_lock lock(mu);
-  cv.wait(lock, [&] { return left == 0; });
+  MutexLock lock(&mu);
+  while (left != 0) cv.Wait(&mu);
 }
 
 std::vector<replication::StandbyProgress> ReplicaNode::Standbys() const { return hub_.Standbys(); }
@@ -192,6 +197,11 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
     info.primary_addr = view.leader->addresses.addr;
   }
   if (view.sync) info.sync_standby = view.sync->standby;
+  etcd_reachable_.store(view.etcd_reachable);
+  {
+    std::lock_guard lock(mu_);
+    sync_standby_ = info.sync_standby;
+  }
   const std::vector<replication::StandbyProgress> standbys = hub_.Standbys();
   uint64_t primary_end = 0;
   for (const replication::MemberView& m : view.members) {
@@ -230,11 +240,44 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   if (primary_.load()) {
     kind = RoleKind::kPrimary;
   } else {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (leader_) kind = RoleKind::kStandby;
   }
   const uint64_t epoch = primary_.load() ? epoch_.load() : info.epoch;
   core_->role()->Set(kind, epoch, std::move(info));
+}
+
+void ReplicaNode::Figures(ClusterFigures* f) const {
+  f->cluster = options_.cluster;
+  f->node = options_.node_name;
+  f->replication = options_.replication;
+  f->etcd_reachable = etcd_reachable_.load();
+  f->promotions = promotions_.load();
+  f->demotions = demotions_.load();
+  if (f->role == RoleKind::kPrimary) {
+    const uint64_t end = log_->AppendedEndLsn();
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mu_);
+      f->sync_standby = sync_standby_;
+    }
+    for (const replication::StandbyProgress& s : hub_.Standbys()) {
+      ClusterFigures::Standby out;
+      out.node = s.node;
+      out.connected = s.connected;
+      out.lag_records = end > s.acked_end ? end - s.acked_end : 0;
+      if (out.lag_records > 0) {
+        out.lag_seconds = std::chrono::duration<double>(now - s.last_ack).count();
+      }
+      if (s.node == f->sync_standby) f->sync_standby_connected = s.connected;
+      f->standbys.push_back(std::move(out));
+    }
+  } else if (f->role == RoleKind::kStandby && link_) {
+    f->primary_connected = link_->connected();
+    const uint64_t primary_end = link_->primary_end();
+    const uint64_t flushed = log_->DurableEnd();
+    f->lag_records = primary_end > flushed ? primary_end - flushed : 0;
+  }
 }
 
 std::optional<replication::PrimaryEnv> ReplicaNode::StreamEnv() {

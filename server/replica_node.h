@@ -19,15 +19,16 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "replication/coordinator.h"
 #include "replication/node_state.h"
 #include "replication/primary_stream.h"
+#include "server/metrics.h"
 #include "server/options.h"
 #include "server/replication_hub.h"
 #include "server/replication_port.h"
@@ -73,6 +74,10 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   ReplicationHub* hub() override { return &hub_; }
   std::chrono::milliseconds timeout() const override { return timeout_; }
 
+  // /metrics (a loop, at each scrape): the role's figures `figures` already has, completed with
+  // the cluster's: etcd, the standbys (a primary), the link (a standby).
+  void Figures(ClusterFigures* figures) const;
+
   // The checkpointer keeps segments from here on (a connected standby still needs them).
   uint64_t RetainFrom() const { return hub_.RetainFrom(); }
 
@@ -97,9 +102,13 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   std::unique_ptr<replication::Coordinator> coordinator_;
   std::atomic<bool> primary_{false};
   std::atomic<uint64_t> epoch_{0};
-  mutable std::mutex mu_;
-  std::optional<replication::LeaderInfo> leader_;  // GUARDED_BY(mu_): whom this node follows
+  mutable Mutex mu_;
+  std::optional<replication::LeaderInfo> leader_ GUARDED_BY(mu_);  // whom this node follows
   std::atomic<bool> restarting_{false};
+  std::atomic<bool> etcd_reachable_{false};
+  std::atomic<uint64_t> promotions_{0};
+  std::atomic<uint64_t> demotions_{0};
+  std::string sync_standby_;  // GUARDED_BY(mu_): the published one, as the coordinator last read
   replication::NodeAddresses addresses_;  // set by Start
 };
 

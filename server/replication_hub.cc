@@ -6,10 +6,10 @@
 namespace sundial::server {
 
 uint64_t ReplicationHub::Connected(const std::string& node, std::function<void()> wake) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   const uint64_t session = next_session_++;
   {
-    std::lock_guard wakes(wake_mu_);
+    MutexLock wakes(&wake_mu_);
     wakes_.emplace_back(session, std::move(wake));
   }
   for (Standby& s : standbys_) {
@@ -25,9 +25,9 @@ uint64_t ReplicationHub::Connected(const std::string& node, std::function<void()
 }
 
 void ReplicationHub::Disconnected(const std::string& node, uint64_t session) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   {
-    std::lock_guard wakes(wake_mu_);
+    MutexLock wakes(&wake_mu_);
     std::erase_if(wakes_, [session](const auto& w) { return w.first == session; });
   }
   for (Standby& s : standbys_) {
@@ -36,7 +36,7 @@ void ReplicationHub::Disconnected(const std::string& node, uint64_t session) {
 }
 
 void ReplicationHub::Acked(const std::string& node, uint64_t session, uint64_t flushed_end) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (Standby& s : standbys_) {
     if (s.node != node || s.session != session) continue;
     if (flushed_end > s.acked_end) s.acked_end = flushed_end;
@@ -46,26 +46,26 @@ void ReplicationHub::Acked(const std::string& node, uint64_t session, uint64_t f
 }
 
 void ReplicationHub::Written() {
-  std::lock_guard lock(wake_mu_);
+  MutexLock lock(&wake_mu_);
   for (const auto& [session, wake] : wakes_) wake();
 }
 
 std::vector<replication::StandbyProgress> ReplicationHub::Standbys() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<replication::StandbyProgress> out;
   for (const Standby& s : standbys_) out.push_back({s.node, s.acked_end, s.connected, s.last_ack});
   return out;
 }
 
 uint64_t ReplicationHub::RequireAcks(std::vector<std::string> standbys) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   required_ = std::move(standbys);
   UpdateBoundLocked();
   return log_->DurableEnd();
 }
 
 void ReplicationHub::BeginEpoch() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   primary_ = true;
   required_.clear();
   // Acknowledgements of an earlier epoch (this node was a standby then) count for nothing now.
@@ -74,7 +74,7 @@ void ReplicationHub::BeginEpoch() {
 }
 
 void ReplicationHub::EndEpoch() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   primary_ = false;
   required_.clear();
   for (Standby& s : standbys_) s.acked_end = 0;
@@ -82,7 +82,7 @@ void ReplicationHub::EndEpoch() {
 }
 
 uint64_t ReplicationHub::RetainFrom() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   uint64_t from = std::numeric_limits<uint64_t>::max();
   for (const Standby& s : standbys_) {
     if (s.connected) from = std::min(from, s.acked_end);

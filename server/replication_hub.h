@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "replication/coordinator.h"
 #include "wal/group_commit_log.h"
 
@@ -58,20 +58,20 @@ class ReplicationHub {
     bool connected = false;
     std::chrono::steady_clock::time_point last_ack;
   };
-  // REQUIRES: mu_ held. Recomputes the bound and hands it to the log.
-  void UpdateBoundLocked();
+  // Recomputes the bound and hands it to the log.
+  void UpdateBoundLocked() REQUIRES(mu_);
 
   wal::GroupCommitLog* const log_;
   const bool sync_;
   // Lock order: mu_, then the log's lock (SetReplicaBound). The log calls Written under its
   // lock, so the sessions' wake-ups sit under a lock of their own that holds nothing else.
-  mutable std::mutex mu_;
-  std::vector<Standby> standbys_;       // GUARDED_BY(mu_)
-  std::mutex wake_mu_;
-  std::vector<std::pair<uint64_t, std::function<void()>>> wakes_;  // GUARDED_BY(wake_mu_)
-  std::vector<std::string> required_;   // GUARDED_BY(mu_)
-  bool primary_ = false;                // GUARDED_BY(mu_)
-  uint64_t next_session_ = 1;           // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::vector<Standby> standbys_ GUARDED_BY(mu_);
+  Mutex wake_mu_;
+  std::vector<std::pair<uint64_t, std::function<void()>>> wakes_ GUARDED_BY(wake_mu_);
+  std::vector<std::string> required_ GUARDED_BY(mu_);
+  bool primary_ GUARDED_BY(mu_) = false;
+  uint64_t next_session_ GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace sundial::server

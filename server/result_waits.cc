@@ -76,7 +76,7 @@ void ResultWaits::Wait(Completion c, std::string_view frame, std::string_view fi
   w->ids = std::move(ids);
   w->deadline = start + std::chrono::milliseconds(wait_ms);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     waiting_.fetch_add(1);
     std::unordered_set<std::string_view> seen;  // an id listed twice is filed once
     for (const std::string& id : w->ids) {
@@ -99,7 +99,7 @@ void ResultWaits::OnEffect(const Effect& e) {
   if (waiting_.load() == 0) return;
   std::vector<std::shared_ptr<Waiter>> woken;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (wakes == Wakes::kMessage) {
       auto it = by_message_.find(Key(e.queue, e.id));
       if (it != by_message_.end()) woken = it->second;
@@ -145,7 +145,7 @@ void ResultWaits::Evaluate(const std::shared_ptr<Waiter>& w, bool final) {
 }
 
 void ResultWaits::Remove(const std::shared_ptr<Waiter>& w) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (const std::string& id : w->ids) {
     auto it = by_message_.find(Key(w->queue, id));
     if (it == by_message_.end()) continue;  // an id listed twice: already gone
@@ -164,7 +164,7 @@ void ResultWaits::Remove(const std::shared_ptr<Waiter>& w) {
 void ResultWaits::ExpireAll() {
   std::unordered_set<std::shared_ptr<Waiter>> all;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [key, waiters] : by_message_) all.insert(waiters.begin(), waiters.end());
   }
   for (const auto& w : all) Schedule(w, /*final=*/true);
@@ -173,7 +173,7 @@ void ResultWaits::ExpireAll() {
 void ResultWaits::Forget(const Session* s) {
   std::unordered_set<std::shared_ptr<Waiter>> mine;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& [key, waiters] : by_message_) {
       for (const auto& w : waiters) {
         if (w->key == s) mine.insert(w);
@@ -190,7 +190,7 @@ void ResultWaits::Forget(const Session* s) {
 }
 
 void ResultWaits::Clear() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   by_message_.clear();
   waiting_.store(0);
 }

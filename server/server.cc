@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/mutex.h"
 #include "server/internal.h"
 #include "server/replica_node.h"
 #include "server/replication_port.h"
@@ -59,16 +60,16 @@ struct Server::Impl {
     });
   }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stop_requested = false;  // GUARDED_BY(mu)
+  Mutex mu;
+  CondVar cv;
+  bool stop_requested GUARDED_BY(mu) = false;
 
   void Stop() {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(&mu);
       stop_requested = true;
     }
-    cv.notify_all();
+    cv.SignalAll();
   }
   void StopLoops() {
     for (auto& loop : loops) loop->Stop();
@@ -200,8 +201,8 @@ void Server::RequestStop() { impl_->Stop(); }
 void Server::Run(int drain_timeout_ms) {
   Impl& d = *impl_;
   {
-    std::unique_lock lock(d.mu);
-    d.cv.wait(lock, [&] { return d.stop_requested; });
+    MutexLock lock(&d.mu);
+    while (!d.stop_requested) d.cv.Wait(&d.mu);
   }
   // Drain: refuse new work, answer the long polls, let in-flight requests finish. A primary's
   // standbys stay connected meanwhile (the replies in flight wait for their acknowledgement);

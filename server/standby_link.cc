@@ -204,7 +204,7 @@ void StandbyLink::Follow(const replication::LeaderInfo& leader) {
 void StandbyLink::Stop() {
   stop_.store(true);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (channel_) {
       std::shared_ptr<Channel> c = channel_;
       asio::post(c->io, [c] {
@@ -213,13 +213,13 @@ void StandbyLink::Stop() {
       });
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
   connected_.store(false);
 }
 
 SteadyClock::time_point StandbyLink::last_ack() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return last_ack_;
 }
 
@@ -241,22 +241,25 @@ void StandbyLink::Run(replication::LeaderInfo leader) {
     backoff = SteadyClock::now() - began > std::chrono::seconds(5)
                   ? options_.backoff
                   : std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, backoff, [this] { return stop_.load(); });
+    const auto deadline = SteadyClock::now() + backoff;
+    MutexLock lock(&mu_);
+    while (!stop_.load()) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // the backoff passed
+    }
   }
 }
 
 void StandbyLink::Session(const replication::LeaderInfo& leader) {
   auto channel = std::make_shared<Channel>();
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (stop_.load()) return;
     channel_ = channel;
   }
   struct Forget {
     StandbyLink* link;
     ~Forget() {
-      std::lock_guard lock(link->mu_);
+      MutexLock lock(&link->mu_);
       link->channel_.reset();
     }
   } forget{this};
@@ -316,7 +319,7 @@ void StandbyLink::Session(const replication::LeaderInfo& leader) {
       Report(leader, channel->why);
       return;
     }
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     last_ack_ = SteadyClock::now();
   }
 }

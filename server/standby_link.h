@@ -13,15 +13,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "engine/mutex.h"
 #include "replication/coordinator.h"
 #include "replication/reload.h"
 #include "replication/standby_stream.h"
@@ -71,12 +70,12 @@ class StandbyLink {
   std::atomic<uint64_t> primary_durable_end_{0};
   std::atomic<uint64_t> primary_end_{0};
   std::string last_report_;  // the link's thread only
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::chrono::steady_clock::time_point last_ack_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::chrono::steady_clock::time_point last_ack_ GUARDED_BY(mu_);
   // The connection's socket, closed by Stop from another thread to end a blocked read.
   struct Channel;
-  std::shared_ptr<Channel> channel_;  // GUARDED_BY(mu_)
+  std::shared_ptr<Channel> channel_ GUARDED_BY(mu_);
 };
 
 }  // namespace sundial::server

@@ -86,7 +86,7 @@ void Subscriptions::Subscribe(const p::Request& request, Session* session, Reply
   if (!options.ok()) return reply.Error(options.status());
   bool first = false;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     if (subs_.size() >= kMaxSubscriptions) {
       return reply.Error(ResourceExhausted("subscribe: 100000 subscriptions on this server"));
     }
@@ -108,7 +108,7 @@ void Subscriptions::Unsubscribe(const p::Request& request, Session* session, Rep
   const std::string queue = unsub->queue() ? unsub->queue()->str() : "";
   size_t removed = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     removed = EraseLocked([&](const Subscription& s) {
       return s.key == session && (queue.empty() || s.queue == queue);
     });
@@ -123,7 +123,7 @@ void Subscriptions::Publish(const Effect& e) {
   if (!IsMessageEffect(e)) return;
   std::shared_ptr<const std::string> message;
   const Session* delivered = nullptr;  // one event per connection: subs_ is grouped by it
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   for (Subscription& s : subs_) {
     if (s.key == delivered) continue;
     if (s.queue != "*" && s.queue != e.queue && s.queue != e.dead_letter_queue) continue;
@@ -141,7 +141,7 @@ void Subscriptions::Publish(const Effect& e) {
 
 void Subscriptions::PublishTick(const std::shared_ptr<const std::string>& plain,
                                 const std::shared_ptr<const std::string>& with_queues) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   // subs_ is grouped by connection: one tick each, with the queues if any of its
   // subscriptions asked for them.
   for (size_t i = 0; i < subs_.size();) {
@@ -159,7 +159,7 @@ void Subscriptions::PublishTick(const std::shared_ptr<const std::string>& plain,
 }
 
 void Subscriptions::Forget(const Session* session) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   EraseLocked([&](const Subscription& s) { return s.key == session; });
 }
 

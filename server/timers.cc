@@ -10,7 +10,7 @@ namespace sundial::server {
 
 void Timers::Start() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = false;
   }
   thread_ = std::thread([this] { Run(); });
@@ -18,38 +18,38 @@ void Timers::Start() {
 
 void Timers::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Timers::Notify() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   earlier_ = true;
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void Timers::OnEffect(const Effect& e) {
   if (e.due_at <= 0 || e.due_at >= sleeping_until_.load(std::memory_order_relaxed)) return;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   earlier_ = true;
   sleeping_until_.store(e.due_at, std::memory_order_relaxed);
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void Timers::Run() {
   Engine* engine = core_->engine();
   wal::GroupCommitLog* log = core_->log();
   auto next_tick = SteadyClock::now() + std::chrono::seconds(1);
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
     earlier_ = false;
     // Published before NextDueTime is read: an effect from now on that is due sooner than
     // what NextDueTime returns wakes the wait below.
     sleeping_until_.store(INT64_MAX, std::memory_order_relaxed);
-    lock.unlock();
+    mu_.Unlock();
     const TimeMs due = engine->NextDueTime();
     const TimeMs now = engine->clock().NowMs();
     // Only where writes are taken: a standby's state changes by its primary's records alone
@@ -60,7 +60,7 @@ void Timers::Run() {
       // waits for these records (a standby's acknowledgement comes as for any other).
       engine->Advance(now);
       if (log != nullptr) (void)log->WaitDurable(log->EndLsnOfThisThread(), /*local_only=*/true);
-      lock.lock();
+      mu_.Lock();
       continue;
     }
     // The stats tick: only while someone subscribes (Notify wakes this thread for the first).
@@ -73,7 +73,7 @@ void Timers::Run() {
       const Core::StatsTicks ticks = core_->BuildStatsTicks(subs.any_queue_stats());
       subs.PublishTick(ticks.plain, ticks.with_queues);
     }
-    lock.lock();
+    mu_.Lock();
     if (stop_) break;
     auto wake = ticking ? next_tick : SteadyClock::time_point::max();
     if (due != INT64_MAX && writable) {
@@ -83,10 +83,12 @@ void Timers::Run() {
              !sleeping_until_.compare_exchange_weak(current, due, std::memory_order_relaxed)) {
       }
     }
-    if (wake == SteadyClock::time_point::max()) {
-      cv_.wait(lock, [&] { return stop_ || earlier_; });
-    } else {
-      cv_.wait_until(lock, wake, [&] { return stop_ || earlier_; });
+    while (!stop_ && !earlier_) {
+      if (wake == SteadyClock::time_point::max()) {
+        cv_.Wait(&mu_);
+      } else if (!cv_.WaitUntil(&mu_, wake)) {
+        break;  // the wake-up time came
+      }
     }
   }
 }

@@ -127,19 +127,19 @@ bool TlsContexts::Reload(std::string* error) {
     return false;
   }
   std::string description = DescribeCertificate(native);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   current_ = std::move(ctx);
   description_ = std::move(description);
   return true;
 }
 
 std::shared_ptr<ssl::context> TlsContexts::Current() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return current_;
 }
 
 std::string TlsContexts::Describe() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return description_;
 }
 

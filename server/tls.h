@@ -13,8 +13,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
+
+#include "engine/mutex.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -41,9 +42,9 @@ class TlsContexts {
  private:
   const std::string cert_file_;
   const std::string key_file_;
-  mutable std::mutex mu_;
-  std::shared_ptr<boost::asio::ssl::context> current_;  // GUARDED_BY(mu_)
-  std::string description_;                             // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::shared_ptr<boost::asio::ssl::context> current_ GUARDED_BY(mu_);
+  std::string description_ GUARDED_BY(mu_);
 };
 
 }  // namespace sundial::server

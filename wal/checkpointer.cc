@@ -50,9 +50,9 @@ Result<bool> Checkpointer::Due() const {
 }
 
 Result<CheckpointResult> Checkpointer::RunOnce(const CheckpointHook& hook) {
-  std::lock_guard run_lock(run_mu_);
+  MutexLock run_lock(&run_mu_);
   Result<CheckpointResult> result = Run(hook);
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (result.ok()) {
     ++stats_.checkpoints;
     stats_.last = *result;
@@ -64,7 +64,7 @@ Result<CheckpointResult> Checkpointer::RunOnce(const CheckpointHook& hook) {
 }
 
 void Checkpointer::SetRetention(std::function<uint64_t()> retain_from, uint64_t max_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   retain_from_ = std::move(retain_from);
   retain_max_bytes_ = max_bytes;
 }
@@ -74,7 +74,7 @@ std::vector<uint64_t> Checkpointer::RetainedSegments(const std::vector<std::stri
   std::function<uint64_t()> retain_from;
   uint64_t max_bytes = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     retain_from = retain_from_;
     max_bytes = retain_max_bytes_;
   }
@@ -176,7 +176,7 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
 }
 
 void Checkpointer::Start() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (thread_.joinable()) return;
   stop_ = false;
   thread_ = std::thread([this] { Loop(); });
@@ -184,10 +184,10 @@ void Checkpointer::Start() {
 
 void Checkpointer::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -196,16 +196,19 @@ void Checkpointer::Loop() {
     // Linux applies a nice value per thread: request threads go first.
     (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   }
-  std::unique_lock lock(mu_);
+  MutexLock lock(&mu_);
   // After a failure, wait twice as long before the next attempt (up to a minute): a checkpoint
   // that keeps failing (ENOSPC, a damaged segment) must not rotate and rebuild 10 times a second.
   constexpr int64_t kMaxBackoffMs = 60'000;
   int64_t wait_ms = options_.poll_ms;
   bool failing = false;  // the last attempt failed and said so
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [&] { return stop_; });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (!stop_) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // the period passed
+    }
     if (stop_) break;
-    lock.unlock();
+    mu_.Unlock();
     auto due = Due();
     Status error = due.status();
     bool ran = false;
@@ -226,7 +229,7 @@ void Checkpointer::Loop() {
       std::fprintf(stderr, "sundiald: checkpoint of %s succeeded again\n", dir_.c_str());
       failing = false;
     }
-    lock.lock();
+    mu_.Lock();
     if (!due.ok()) {
       ++stats_.failures;
       stats_.last_error = due.status();
@@ -236,7 +239,7 @@ void Checkpointer::Loop() {
 }
 
 CheckpointStats Checkpointer::stats() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 

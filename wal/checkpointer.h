@@ -27,16 +27,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/clock.h"
 #include "engine/engine.h"
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "wal/file.h"
 #include "wal/group_commit_log.h"
@@ -107,7 +106,7 @@ class Checkpointer {
   void SetRetention(std::function<uint64_t()> retain_from, uint64_t max_bytes);
 
  private:
-  Result<CheckpointResult> Run(const CheckpointHook& hook);  // REQUIRES: run_mu_ held
+  Result<CheckpointResult> Run(const CheckpointHook& hook) REQUIRES(run_mu_);
   // The covered segments (numbered below `below`) that SetRetention keeps.
   std::vector<uint64_t> RetainedSegments(const std::vector<std::string>& names, uint64_t below,
                                          uint64_t covered_lsn);
@@ -119,13 +118,13 @@ class Checkpointer {
   const CheckpointOptions options_;
   ManualClock clock_;  // the private engine's clock: Apply takes times from the effects
 
-  std::mutex run_mu_;  // serialises RunOnce
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;                      // GUARDED_BY(mu_)
-  CheckpointStats stats_;                  // GUARDED_BY(mu_)
-  std::function<uint64_t()> retain_from_;  // GUARDED_BY(mu_)
-  uint64_t retain_max_bytes_ = 0;          // GUARDED_BY(mu_)
+  Mutex run_mu_;  // serialises RunOnce
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  CheckpointStats stats_ GUARDED_BY(mu_);
+  std::function<uint64_t()> retain_from_ GUARDED_BY(mu_);
+  uint64_t retain_max_bytes_ GUARDED_BY(mu_) = 0;
   // Segments numbered below this were covered by the last checkpoint (kept for a standby, or
   // about to go): Due does not count them.
   std::atomic<uint64_t> covered_below_{0};

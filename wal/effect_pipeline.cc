@@ -21,10 +21,10 @@ EffectPipeline::~EffectPipeline() { Stop(); }
 
 void EffectPipeline::Stop() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  changed_.notify_all();
+  changed_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -80,8 +80,8 @@ void EffectPipeline::Produce() {
   while (true) {
     Batch* b;
     {
-      std::unique_lock lock(mu_);
-      changed_.wait(lock, [this] { return stop_ || !free_.empty(); });
+      MutexLock lock(&mu_);
+      while (!stop_ && free_.empty()) changed_.Wait(&mu_);
       if (stop_) return;
       b = free_.front();
       free_.pop_front();
@@ -89,11 +89,11 @@ void EffectPipeline::Produce() {
     const bool more = Fill(b);
     size_t waiting;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       ready_.push_back(b);
       waiting = ready_.size();
     }
-    changed_.notify_all();
+    changed_.SignalAll();
     if (!more) return;
     // The extra work only when this thread is ahead (the consumer has batches waiting): when
     // the consumer waits for this thread instead, the extra work would make it wait longer.
@@ -135,19 +135,19 @@ bool EffectPipeline::Advance() {
       next_item_ = 0;
       return true;
     }
-    std::unique_lock lock(mu_);
+    ReleasableMutexLock lock(&mu_);
     if (current_ != nullptr) {
       if (current_->last) {
         finished_ = true;
-        lock.unlock();
+        lock.Release();
         if (thread_.joinable()) thread_.join();  // the reader is the caller's again
         return false;
       }
       free_.push_back(current_);
       current_ = nullptr;
-      changed_.notify_all();
+      changed_.SignalAll();
     }
-    changed_.wait(lock, [this] { return !ready_.empty(); });
+    while (ready_.empty()) changed_.Wait(&mu_);
     current_ = ready_.front();
     ready_.pop_front();
     next_item_ = 0;

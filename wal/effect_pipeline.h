@@ -17,11 +17,9 @@
 // Thread safety: one consumer thread calls Next; the pipeline owns the second thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -29,6 +27,7 @@
 #include <vector>
 
 #include "engine/effect.h"
+#include "engine/mutex.h"
 #include "engine/pages.h"
 #include "engine/types.h"
 #include "wal/log_format.h"
@@ -91,11 +90,11 @@ class EffectPipeline {
   const std::function<void()> between_batches_;
   std::vector<Batch> batches_;
 
-  std::mutex mu_;
-  std::condition_variable changed_;
-  std::deque<Batch*> free_;   // GUARDED_BY(mu_)
-  std::deque<Batch*> ready_;  // GUARDED_BY(mu_)
-  bool stop_ = false;         // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar changed_;
+  std::deque<Batch*> free_ GUARDED_BY(mu_);
+  std::deque<Batch*> ready_ GUARDED_BY(mu_);
+  bool stop_ GUARDED_BY(mu_) = false;
 
   Batch* current_ = nullptr;  // consumer's
   size_t next_item_ = 0;      // consumer's

@@ -10,7 +10,7 @@ class FaultInjectionWritableFile final : public WritableFile {
       : fs_(fs), base_(std::move(base)), state_(std::move(state)), generation_(generation) {}
 
   Status Append(std::string_view data) override {
-    std::lock_guard lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->generation_ != generation_) return Unavailable("wal: file lost in simulated crash");
     if (fs_->append_no_space_) {
       fs_->append_no_space_ = false;
@@ -32,13 +32,13 @@ class FaultInjectionWritableFile final : public WritableFile {
   }
 
   Status Flush() override {
-    std::lock_guard lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->generation_ != generation_) return Unavailable("wal: file lost in simulated crash");
     return base_->Flush();
   }
 
   Status Sync() override {
-    std::lock_guard lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->generation_ != generation_) return Unavailable("wal: file lost in simulated crash");
     if (fs_->sync_io_error_) {
       fs_->sync_io_error_ = false;
@@ -56,7 +56,7 @@ class FaultInjectionWritableFile final : public WritableFile {
   Status SyncFlushed() override { return Sync(); }
 
   Status Close() override {
-    std::lock_guard lock(fs_->mu_);
+    MutexLock lock(&fs_->mu_);
     if (fs_->generation_ != generation_) return Unavailable("wal: file lost in simulated crash");
     return base_->Close();
   }
@@ -71,22 +71,22 @@ class FaultInjectionWritableFile final : public WritableFile {
 };
 
 void FaultInjectionFileSystem::FailNextAppendWithNoSpace() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   append_no_space_ = true;
 }
 
 void FaultInjectionFileSystem::ShortenNextAppend(size_t keep_bytes) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   short_append_ = keep_bytes;
 }
 
 void FaultInjectionFileSystem::FailNextSyncWithIoError() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   sync_io_error_ = true;
 }
 
 Status FaultInjectionFileSystem::SimulateCrash() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   ++generation_;
   append_no_space_ = false;
   short_append_.reset();
@@ -101,7 +101,7 @@ Status FaultInjectionFileSystem::SimulateCrash() {
 }
 
 uint64_t FaultInjectionFileSystem::SyncedBytes(const std::string& path) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = files_.find(path);
   return it == files_.end() ? 0 : it->second->synced;
 }
@@ -109,7 +109,7 @@ uint64_t FaultInjectionFileSystem::SyncedBytes(const std::string& path) {
 Result<std::unique_ptr<WritableFile>> FaultInjectionFileSystem::Wrap(
     const std::string& path, Result<std::unique_ptr<WritableFile>> base, uint64_t existing_bytes) {
   if (!base.ok()) return base.status();
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto state = std::make_shared<FileState>();
   state->size = state->synced = existing_bytes;
   files_[path] = state;
@@ -131,7 +131,7 @@ Result<std::unique_ptr<WritableFile>> FaultInjectionFileSystem::NewAppendableFil
 Status FaultInjectionFileSystem::RenameFile(const std::string& from, const std::string& to) {
   Status s = base_->RenameFile(from, to);
   if (!s.ok()) return s;
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   auto it = files_.find(from);
   if (it != files_.end()) {
     files_[to] = it->second;
@@ -145,7 +145,7 @@ Status FaultInjectionFileSystem::RenameFile(const std::string& from, const std::
 Status FaultInjectionFileSystem::RemoveFile(const std::string& path) {
   Status s = base_->RemoveFile(path);
   if (s.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     files_.erase(path);
   }
   return s;
@@ -154,7 +154,7 @@ Status FaultInjectionFileSystem::RemoveFile(const std::string& path) {
 Status FaultInjectionFileSystem::TruncateFile(const std::string& path, uint64_t size) {
   Status s = base_->TruncateFile(path, size);
   if (s.ok()) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = files_.find(path);
     if (it != files_.end()) it->second->size = it->second->synced = size;
   }

@@ -17,10 +17,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
+#include "engine/mutex.h"
 #include "wal/file.h"
 
 namespace sundial::wal {
@@ -67,12 +67,12 @@ class FaultInjectionFileSystem final : public FileSystem {
                                              uint64_t existing_bytes);
 
   FileSystem* const base_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<FileState>> files_;  // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;                                  // GUARDED_BY(mu_); +1 per crash
-  bool append_no_space_ = false;                             // GUARDED_BY(mu_)
-  std::optional<size_t> short_append_;                       // GUARDED_BY(mu_)
-  bool sync_io_error_ = false;                               // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<FileState>> files_ GUARDED_BY(mu_);
+  uint64_t generation_ GUARDED_BY(mu_) = 0;  // +1 per crash
+  bool append_no_space_ GUARDED_BY(mu_) = false;
+  std::optional<size_t> short_append_ GUARDED_BY(mu_);
+  bool sync_io_error_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace sundial::wal

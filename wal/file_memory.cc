@@ -2,17 +2,17 @@
 // while a writer appends sees the bytes appended before each Read.
 #include <algorithm>
 #include <map>
-#include <mutex>
 #include <set>
 
+#include "engine/mutex.h"
 #include "wal/file.h"
 
 namespace sundial::wal {
 namespace {
 
 struct MemoryFile {
-  std::mutex mu;
-  std::string contents;
+  Mutex mu;
+  std::string contents GUARDED_BY(mu);
 };
 
 class MemoryWritableFile final : public WritableFile {
@@ -21,7 +21,7 @@ class MemoryWritableFile final : public WritableFile {
 
   Status Append(std::string_view data) override {
     if (!file_) return FailedPrecondition("wal: append to a closed file");
-    std::lock_guard lock(file_->mu);
+    MutexLock lock(&file_->mu);
     file_->contents.append(data);
     return Status::Ok();
   }
@@ -47,7 +47,7 @@ class MemorySequentialFile final : public SequentialFile {
   explicit MemorySequentialFile(std::shared_ptr<MemoryFile> file) : file_(std::move(file)) {}
 
   Status Read(size_t n, char* scratch, std::string_view* result) override {
-    std::lock_guard lock(file_->mu);
+    MutexLock lock(&file_->mu);
     size_t start = std::min<uint64_t>(pos_, file_->contents.size());
     size_t got = std::min(n, file_->contents.size() - start);
     std::copy_n(file_->contents.data() + start, got, scratch);
@@ -68,10 +68,10 @@ class MemorySequentialFile final : public SequentialFile {
 class MemoryFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto& file = files_[path];
     if (file) {
-      std::lock_guard file_lock(file->mu);
+      MutexLock file_lock(&file->mu);
       file->contents.clear();
     } else {
       file = std::make_shared<MemoryFile>();
@@ -80,7 +80,7 @@ class MemoryFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto& file = files_[path];
     if (!file) file = std::make_shared<MemoryFile>();
     return std::unique_ptr<WritableFile>(std::make_unique<MemoryWritableFile>(file));
@@ -95,14 +95,14 @@ class MemoryFileSystem final : public FileSystem {
   Result<uint64_t> FileSize(const std::string& path) override {
     auto file = Find(path);
     if (!file) return NotFound("wal: stat failed");
-    std::lock_guard lock(file->mu);
+    MutexLock lock(&file->mu);
     return static_cast<uint64_t>(file->contents.size());
   }
 
   bool FileExists(const std::string& path) override { return Find(path) != nullptr; }
 
   Status RenameFile(const std::string& from, const std::string& to) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = files_.find(from);
     if (it == files_.end()) return NotFound("wal: rename failed");
     auto file = it->second;
@@ -112,20 +112,20 @@ class MemoryFileSystem final : public FileSystem {
   }
 
   Status RemoveFile(const std::string& path) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return files_.erase(path) ? Status::Ok() : NotFound("wal: unlink failed");
   }
 
   Status TruncateFile(const std::string& path, uint64_t size) override {
     auto file = Find(path);
     if (!file) return NotFound("wal: truncate failed");
-    std::lock_guard lock(file->mu);
+    MutexLock lock(&file->mu);
     file->contents.resize(size, '\0');
     return Status::Ok();
   }
 
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     std::set<std::string> names;
     std::string prefix = JoinPath(dir, "");
     for (const auto& [path, file] : files_) {
@@ -144,7 +144,7 @@ class MemoryFileSystem final : public FileSystem {
   }
 
   Status CreateDir(const std::string& dir) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     dirs_.insert(dir);
     return Status::Ok();
   }
@@ -153,14 +153,14 @@ class MemoryFileSystem final : public FileSystem {
 
  private:
   std::shared_ptr<MemoryFile> Find(const std::string& path) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     auto it = files_.find(path);
     return it == files_.end() ? nullptr : it->second;
   }
 
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<MemoryFile>> files_;  // GUARDED_BY(mu_)
-  std::set<std::string> dirs_;                                // GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<MemoryFile>> files_ GUARDED_BY(mu_);
+  std::set<std::string> dirs_ GUARDED_BY(mu_);
 };
 
 }  // namespace

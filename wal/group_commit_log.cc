@@ -28,14 +28,13 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <limits>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "engine/mutex.h"
 #include "wal/effect_codec.h"
 #include "wal/failpoint.h"
 #include "wal/log_format.h"
@@ -72,38 +71,41 @@ struct GroupCommitLog::Impl {
   std::string dir;
   LogOptions options;
 
-  std::mutex mu;
+  Mutex mu;
   std::atomic<bool> failed{false};        // failure is not OK
   std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
   std::atomic<uint64_t> durable_end_atomic{0};
   std::atomic<uint64_t> written_end_atomic{0};
-  std::atomic<bool> bounded{false};   // replica_bound is set
-  std::condition_variable writer_cv;  // the writer role was given back
-  std::condition_variable synced_cv;  // a sync finished (blocking committers wait for one)
-  std::condition_variable sync_cv;    // wakes the sync thread
+  std::atomic<bool> bounded{false};  // replica_bound is set
+  CondVar writer_cv;                 // the writer role was given back
+  CondVar synced_cv;                 // a sync finished (blocking committers wait for one)
+  CondVar sync_cv;                   // wakes the sync thread
 
-  // GUARDED_BY(mu)
-  std::string pending;  // framed records with zero checksums, LSNs [written_end, next_lsn)
-  uint64_t next_lsn = 0;
-  uint64_t written_end = 0;    // records below this were handed to the file (and the OS)
-  uint64_t synced_end = 0;     // records below this were fdatasynced
-  uint64_t durable_end = 0;    // records below this are durable (the policy, and the bound)
-  uint64_t local_durable = 0;  // records below this are durable under the policy, here
+  // Shared: under mu.
+  std::string pending GUARDED_BY(mu);  // framed records, zero checksums, [written_end, next_lsn)
+  uint64_t next_lsn GUARDED_BY(mu) = 0;
+  // The records below each of these were:
+  uint64_t written_end GUARDED_BY(mu) = 0;    // handed to the file (and the OS)
+  uint64_t synced_end GUARDED_BY(mu) = 0;     // fdatasynced
+  uint64_t durable_end GUARDED_BY(mu) = 0;    // made durable (the policy, and the bound)
+  uint64_t local_durable GUARDED_BY(mu) = 0;  // made durable under the policy, here
   // A primary under --replication sync: what its required standbys acknowledged. A record is
   // durable once it is durable here and below the bound (SetReplicaBound).
-  std::optional<uint64_t> replica_bound;
-  std::function<void()> written_observer;  // SetWrittenObserver
-  uint64_t syncing_end = 0;                // the largest target of a sync in flight (0: none)
-  int syncs_in_flight = 0;
-  Status failure;             // what failed, on which file, with the errno (Fail)
-  bool writing = false;       // a thread holds the writer role and owns the writer state below
-  bool closing = false;       // Close was called: appends are refused
-  bool closed = false;        // the last records were written and synced and the file closed
-  Committer* head = nullptr;  // registered committers, oldest first
-  Committer* tail = nullptr;
-  Clock::time_point last_sync = Clock::now();
-  bool sync_stop = false;
-  LogStats stats;
+  std::optional<uint64_t> replica_bound GUARDED_BY(mu);
+  std::function<void()> written_observer GUARDED_BY(mu);  // SetWrittenObserver
+  uint64_t syncing_end GUARDED_BY(mu) = 0;  // the largest target of a sync in flight (0: none)
+  int syncs_in_flight GUARDED_BY(mu) = 0;
+  Status failure GUARDED_BY(mu);  // what failed, on which file, with the errno (Fail)
+  // A thread holds the writer role and owns the writer state below.
+  bool writing GUARDED_BY(mu) = false;
+  bool closing GUARDED_BY(mu) = false;  // Close was called: appends are refused
+  // The last records were written and synced and the file closed.
+  bool closed GUARDED_BY(mu) = false;
+  Committer* head GUARDED_BY(mu) = nullptr;  // registered committers, oldest first
+  Committer* tail GUARDED_BY(mu) = nullptr;
+  Clock::time_point last_sync GUARDED_BY(mu) = Clock::now();
+  bool sync_stop GUARDED_BY(mu) = false;
+  LogStats stats GUARDED_BY(mu);
 
   // Writer state (see the file comment). `file` is replaced and closed under sync_mu too.
   std::unique_ptr<WritableFile> file;
@@ -112,61 +114,60 @@ struct GroupCommitLog::Impl {
   uint64_t writer_written_end = 0;
   std::string batch;  // the swapped-out pending buffer (its capacity is reused)
 
-  std::mutex sync_mu;       // a sync's fdatasync vs the writer replacing or closing `file`
-  Status sync_failure;      // GUARDED_BY(sync_mu): the first failed sync
-  std::mutex close_mu;      // serialises Close
-  std::thread sync_thread;  // kAlways and kInterval
+  Mutex sync_mu;  // a sync's fdatasync vs the writer replacing or closing `file`
+  Status sync_failure GUARDED_BY(sync_mu);  // the first failed sync
+  Mutex close_mu;                           // serialises Close
+  std::thread sync_thread;                  // kAlways and kInterval
 
-  // REQUIRES: mu held, `writing` false. Takes the writer role, writes everything pending, gives
-  // the role back; mu is released while writing and held again on return.
-  void WritePending(std::unique_lock<std::mutex>& lock);
-  // REQUIRES: mu held. Makes everything written so far durable with one fdatasync on this
-  // thread; mu is released during it.
-  void SyncNow(std::unique_lock<std::mutex>& lock);
+  // REQUIRES: `writing` false. Takes the writer role, writes everything pending, gives the role
+  // back; mu is released while writing and held again on return.
+  void WritePending() REQUIRES(mu);
+  // Makes everything written so far durable with one fdatasync on this thread; mu is released
+  // during it.
+  void SyncNow() REQUIRES(mu);
   // Writes `batch` (records from LSN writer_written_end on), rotating full segments, and
   // empties it. Returns the error the log fails with, if any.
-  Status WriteBatch();
-  Status AppendBatch();  // WriteBatch without emptying `batch`
+  Status WriteBatch() EXCLUDES(mu);
+  Status AppendBatch() EXCLUDES(mu);  // WriteBatch without emptying `batch`
   // Seals the active segment (synced and closed) and opens the next one at
   // writer_written_end. Writer only.
-  Status StartNextSegment();
-  Status OpenSegment(uint64_t number, uint64_t first_lsn);
-  // Syncs and closes the active segment file, and forgets it. Writer only; mu not held. A sync
-  // after a failed one reports that failure (see SyncNow).
-  Status SealFile();
-  // REQUIRES: mu held by `lock`, `writing` false. Runs `step` (StartNextSegment, SealFile)
-  // holding the writer role with mu released, gives the role back, and fails the log if the
-  // step failed. Returns the step's status.
+  Status StartNextSegment() EXCLUDES(mu);
+  Status OpenSegment(uint64_t number, uint64_t first_lsn) EXCLUDES(mu);
+  // Syncs and closes the active segment file, and forgets it. Writer only. A sync after a
+  // failed one reports that failure (see SyncNow).
+  Status SealFile() EXCLUDES(mu);
+  // REQUIRES: `writing` false. Runs `step` (StartNextSegment, SealFile) holding the writer role
+  // with mu released, gives the role back, and fails the log if the step failed. Returns the
+  // step's status.
   template <typename Step>
-  Status AsWriter(std::unique_lock<std::mutex>& lock, Step step) {
+  Status AsWriter(Step step) REQUIRES(mu) {
     writing = true;
-    lock.unlock();
+    mu.Unlock();
     const Status s = step();
-    lock.lock();
+    mu.Lock();
     writing = false;
-    writer_cv.notify_all();
+    writer_cv.SignalAll();
     if (!s.ok()) Fail(s);
     return s;
   }
-  void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync);
+  void CountSync(Clock::time_point start, Clock::time_point end, bool inline_sync) EXCLUDES(mu);
   // Everything below `end` was fdatasynced: under kAlways it is durable; wakes whoever waits
-  // for it. REQUIRES: mu held.
-  void MarkSynced(uint64_t end);
+  // for it.
+  void MarkSynced(uint64_t end) REQUIRES(mu);
   // Puts the log into the failed state for good with `cause` (the file system's error, which
   // names the operation, the file and the errno), logs it as one line and wakes every
-  // committer. REQUIRES: mu held.
-  void Fail(const Status& cause);
+  // committer.
+  void Fail(const Status& cause) REQUIRES(mu);
   // Wakes the registered committers now durable (everyone once the log failed or closed).
-  // REQUIRES: mu held (Wake is called under it, so an Unregister that returns has seen its
-  // last Wake).
-  void WakeDurable();
-  void Register(Committer* c, uint64_t end);   // REQUIRES: mu held
-  void Unlink(Committer* c, Committer* prev);  // REQUIRES: mu held
-  void Remove(Committer* c);                   // if registered; REQUIRES: mu held
-  void RunSyncThread();
+  // Under mu (Wake is called under it, so an Unregister that returns has seen its last Wake).
+  void WakeDurable() REQUIRES(mu);
+  void Register(Committer* c, uint64_t end) REQUIRES(mu);
+  void Unlink(Committer* c, Committer* prev) REQUIRES(mu);
+  void Remove(Committer* c) REQUIRES(mu);  // if registered
+  void RunSyncThread() EXCLUDES(mu);
   // What the policy makes durable here is `end`; what is durable is that, within the replica
   // bound when there is one. Never goes back.
-  void PublishDurable(uint64_t end) {
+  void PublishDurable(uint64_t end) REQUIRES(mu) {
     local_durable = std::max(local_durable, end);
     const uint64_t durable =
         replica_bound ? std::min(local_durable, *replica_bound) : local_durable;
@@ -175,7 +176,7 @@ struct GroupCommitLog::Impl {
   }
   // The commit loop of Commit and WaitDurable (`self` null: blocking only).
   Status CommitUntil(Committer* self, uint64_t end, bool may_block, uint64_t wake_at,
-                     bool local_only = false);
+                     bool local_only = false) EXCLUDES(mu);
 };
 
 Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
@@ -192,9 +193,13 @@ Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
   std::string bytes;
   AppendFileHeader(header, &bytes);
   if (Status s = (*created)->Append(bytes); !s.ok()) return s;
+  // The header reaches the OS now, not with the first record: a reader of the directory (a
+  // primary's WalTail streaming to a standby, sundial-wal) finds a segment that has no record
+  // yet, not one whose header looks damaged, however long the log stays quiet.
+  if (Status s = (*created)->Flush(); !s.ok()) return s;
   if (Status s = fs->SyncDir(dir); !s.ok()) return s;
   {
-    std::lock_guard sync_lock(sync_mu);
+    MutexLock sync_lock(&sync_mu);
     file = std::move(created).value();
   }
   segment_number = number;
@@ -202,11 +207,10 @@ Status GroupCommitLog::Impl::OpenSegment(uint64_t number, uint64_t first_lsn) {
   return Status::Ok();
 }
 
-// REQUIRES: mu not held.
 void GroupCommitLog::Impl::CountSync(Clock::time_point start, Clock::time_point end,
                                      bool inline_sync) {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     ++stats.syncs;
     if (inline_sync) ++stats.inline_syncs;
     stats.sync_nanos += NanosBetween(start, end);
@@ -219,7 +223,7 @@ Status GroupCommitLog::Impl::SealFile() {
   const auto start = Clock::now();
   Status s;
   {
-    std::lock_guard sync_lock(sync_mu);
+    MutexLock sync_lock(&sync_mu);
     s = sync_failure.ok() ? file->Sync() : sync_failure;
     if (!s.ok()) sync_failure = s;
     if (s.ok()) s = file->Close();  // Close also cuts the preallocated zeroes
@@ -232,7 +236,7 @@ Status GroupCommitLog::Impl::SealFile() {
 void GroupCommitLog::Impl::MarkSynced(uint64_t end) {
   synced_end = std::max(synced_end, end);
   if (options.policy == FsyncPolicy::kAlways) PublishDurable(synced_end);
-  synced_cv.notify_all();
+  synced_cv.SignalAll();
   WakeDurable();
 }
 
@@ -240,13 +244,13 @@ Status GroupCommitLog::Impl::StartNextSegment() {
   // Sealed: every record in it synced.
   if (Status s = SealFile(); !s.ok()) return s;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(&mu);
     // The seal's sync may be the one a registered committer waits for.
     if (failure.ok()) MarkSynced(writer_written_end);
   }
   SUNDIAL_FAILPOINT("wal.mid_rotation");  // the old segment sealed, the next not created
   if (Status s = OpenSegment(segment_number + 1, writer_written_end); !s.ok()) return s;
-  std::lock_guard lock(mu);
+  MutexLock lock(&mu);
   stats.segment_number = segment_number;
   return Status::Ok();
 }
@@ -280,7 +284,7 @@ Status GroupCommitLog::Impl::AppendBatch() {
     segment_bytes += chunk.size();
     writer_written_end += records;
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(&mu);
       ++stats.writes;
       stats.bytes += chunk.size();
     }
@@ -306,9 +310,9 @@ void GroupCommitLog::Impl::Fail(const Status& cause) {
                failure.Message().c_str(), std::string(CodeName(cause.code())).c_str());
   std::fflush(stderr);
   pending.clear();
-  writer_cv.notify_all();
-  synced_cv.notify_all();
-  sync_cv.notify_all();
+  writer_cv.SignalAll();
+  synced_cv.SignalAll();
+  sync_cv.SignalAll();
   WakeDurable();
 }
 
@@ -364,22 +368,22 @@ void GroupCommitLog::Impl::WakeDurable() {
   }
 }
 
-void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
+void GroupCommitLog::Impl::WritePending() {
   writing = true;
   batch.swap(pending);
-  lock.unlock();
+  mu.Unlock();
   const bool records = !batch.empty();
   if (records) SUNDIAL_FAILPOINT("wal.before_write");
   Status s = WriteBatch();
   if (s.ok()) s = file->Flush();  // handed to the OS before anyone counts on it
   if (s.ok() && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
   if (!s.ok()) {
-    std::lock_guard sync_lock(sync_mu);
+    MutexLock sync_lock(&sync_mu);
     file.reset();  // still the writer: nobody else touches it
   }
-  lock.lock();
+  mu.Lock();
   writing = false;
-  writer_cv.notify_all();
+  writer_cv.SignalAll();
   if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
@@ -388,22 +392,22 @@ void GroupCommitLog::Impl::WritePending(std::unique_lock<std::mutex>& lock) {
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
     WakeDurable();
-    if (options.policy == FsyncPolicy::kInterval) sync_cv.notify_one();
+    if (options.policy == FsyncPolicy::kInterval) sync_cv.Signal();
   }
 }
 
-void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
+void GroupCommitLog::Impl::SyncNow() {
   const uint64_t target = written_end;
   const bool sync_thread = std::this_thread::get_id() == this->sync_thread.get_id();
   syncing_end = std::max(syncing_end, target);
   ++syncs_in_flight;
-  lock.unlock();
+  mu.Unlock();
   // Everything below `target` was handed to the OS: one fdatasync makes it durable, while a
   // writer goes on appending (a sync does not hold the writer role).
   Status s;
   const auto start = Clock::now();
   {
-    std::lock_guard sync_lock(sync_mu);
+    MutexLock sync_lock(&sync_mu);
     if (!sync_failure.ok()) {
       // An earlier sync failed: whatever this one says, what the failed one covered may be
       // gone (a later fdatasync can succeed after the kernel dropped pages: fsyncgate).
@@ -415,7 +419,7 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
   }
   if (s.ok()) SUNDIAL_FAILPOINT("wal.after_sync_before_reply");
   CountSync(start, Clock::now(), !sync_thread);
-  lock.lock();
+  mu.Lock();
   if (--syncs_in_flight == 0) syncing_end = 0;
   if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a write failed meanwhile
@@ -423,30 +427,30 @@ void GroupCommitLog::Impl::SyncNow(std::unique_lock<std::mutex>& lock) {
 }
 
 void GroupCommitLog::Impl::RunSyncThread() {
-  std::unique_lock lock(mu);
+  MutexLock lock(&mu);
   while (!sync_stop && failure.ok()) {
     // Under kAlways it syncs only when asked (a committer registered): a lone committer syncs
     // on its own thread, and the thread stays asleep.
     const bool unsynced = synced_end < written_end && !closed;
     const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
     if (!unsynced || !wanted || syncing_end >= written_end) {
-      sync_cv.wait(lock);
+      sync_cv.Wait(&mu);
       continue;
     }
     if (options.policy == FsyncPolicy::kInterval) {
       const auto due = last_sync + std::chrono::milliseconds(options.interval_ms);
       if (Clock::now() < due) {
-        sync_cv.wait_until(lock, due);
+        (void)sync_cv.WaitUntil(&mu, due);
         continue;
       }
     }
-    SyncNow(lock);
+    SyncNow();
   }
 }
 
 Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may_block,
                                          uint64_t wake_at, bool local_only) {
-  std::unique_lock lock(mu);
+  MutexLock lock(&mu);
   for (;;) {
     if (!failure.ok()) return failure;
     if (end <= durable_end || (local_only && end <= local_durable)) return Status::Ok();
@@ -454,7 +458,7 @@ Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may
       // Durable here; what is missing is a standby's acknowledgement (the replica bound),
       // which wakes committers as a sync does. Nobody's thread blocks on the network.
       if (self == nullptr) {
-        synced_cv.wait(lock);
+        synced_cv.Wait(&mu);
         continue;
       }
       const bool early = wake_at != 0 && wake_at < end && wake_at > durable_end;
@@ -467,9 +471,9 @@ Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may
       // Not written yet: write everything pending (ours and others'), or wait for the write in
       // progress (short), which may not cover ours.
       if (writing) {
-        writer_cv.wait(lock);
+        writer_cv.Wait(&mu);
       } else {
-        WritePending(lock);
+        WritePending();
       }
       continue;
     }
@@ -477,18 +481,18 @@ Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may
     if (syncing_end >= end) {
       // A sync in flight covers it: wait for that one rather than start another.
       if (may_block) {
-        synced_cv.wait(lock);
+        synced_cv.Wait(&mu);
         continue;
       }
     } else if (may_block) {
-      SyncNow(lock);
+      SyncNow();
       continue;
     }
     // Woken at `wake_at` if that is still to come, else at `end` (which is: see above); never
     // left unregistered with records still to be made durable.
     const bool early = wake_at != 0 && wake_at < end && wake_at > durable_end;
     Register(self, early ? wake_at : end);
-    sync_cv.notify_one();
+    sync_cv.Signal();
     return Status::Ok();
   }
 }
@@ -515,14 +519,17 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
   impl->fs = fs;
   impl->dir = std::move(dir);
   impl->options = options;
-  impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
-  impl->PublishDurable(next_lsn);
   impl->written_end_atomic.store(next_lsn, std::memory_order_release);
   impl->appended_end.store(next_lsn, std::memory_order_release);
   impl->writer_written_end = next_lsn;
   if (Status s = impl->OpenSegment(next_segment_number, next_lsn); !s.ok()) return s;
-  impl->stats.segment_number = next_segment_number;
-  impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
+  {
+    MutexLock lock(&impl->mu);  // nobody else has the log yet: taken for the annotations
+    impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
+    impl->PublishDurable(next_lsn);
+    impl->stats.segment_number = next_segment_number;
+    impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
+  }
   if (options.policy != FsyncPolicy::kNever) {
     Impl* raw = impl.get();
     impl->sync_thread = std::thread([raw] { raw->RunSyncThread(); });
@@ -537,7 +544,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
   EncodeEffect(effect, &scratch);
   const bool framed = FrameRecord(RecordType::kEffect, start, &scratch);  // sealed when written
   Impl& d = *impl_;
-  std::unique_lock lock(d.mu);
+  ReleasableMutexLock lock(&d.mu);
   t_end.log_id = d.id;
   if (!d.failure.ok() || d.closing) {
     t_end.end_lsn = kNotLogged;
@@ -550,7 +557,7 @@ void GroupCommitLog::OnEffect(const Effect& effect) {
     d.appended_end.store(d.next_lsn, std::memory_order_release);
     ++d.stats.records;
   }
-  lock.unlock();
+  lock.Release();
   if (scratch.capacity() > (1u << 20)) std::string().swap(scratch);
 }
 
@@ -575,7 +582,7 @@ Status GroupCommitLog::Commit(Committer* self, uint64_t end, bool may_block, uin
 
 void GroupCommitLog::Unregister(Committer* self) {
   Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
+  MutexLock lock(&d.mu);
   d.Remove(self);
 }
 
@@ -589,11 +596,11 @@ uint64_t GroupCommitLog::WrittenEnd() const {
 
 void GroupCommitLog::SetReplicaBound(std::optional<uint64_t> bound) {
   Impl& d = *impl_;
-  std::lock_guard lock(d.mu);
+  MutexLock lock(&d.mu);
   d.replica_bound = bound;
   d.bounded.store(bound.has_value(), std::memory_order_release);
   d.PublishDurable(d.local_durable);
-  d.synced_cv.notify_all();
+  d.synced_cv.SignalAll();
   d.WakeDurable();
 }
 
@@ -602,13 +609,13 @@ bool GroupCommitLog::has_replica_bound() const {
 }
 
 void GroupCommitLog::SetWrittenObserver(std::function<void()> observer) {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   impl_->written_observer = std::move(observer);
 }
 
 Status GroupCommitLog::Flush() {
   Impl& d = *impl_;
-  std::unique_lock lock(d.mu);
+  MutexLock lock(&d.mu);
   const uint64_t target = d.next_lsn;
   for (;;) {
     if (!d.failure.ok()) return d.failure;
@@ -616,72 +623,72 @@ Status GroupCommitLog::Flush() {
     if (d.closed) return Unavailable(kClosed);
     if (d.written_end < target) {
       if (d.writing) {
-        d.writer_cv.wait(lock);
+        d.writer_cv.Wait(&d.mu);
       } else {
-        d.WritePending(lock);
+        d.WritePending();
       }
     } else if (d.syncing_end >= target) {
-      d.synced_cv.wait(lock);
+      d.synced_cv.Wait(&d.mu);
     } else {
-      d.SyncNow(lock);
+      d.SyncNow();
     }
   }
 }
 
 Result<GroupCommitLog::RotatePoint> GroupCommitLog::Rotate() {
   Impl& d = *impl_;
-  std::unique_lock lock(d.mu);
+  MutexLock lock(&d.mu);
   for (;;) {
     if (!d.failure.ok()) return d.failure;
     if (d.closing || d.closed) return Unavailable(kClosed);
     if (!d.writing) break;
-    d.writer_cv.wait(lock);
+    d.writer_cv.Wait(&d.mu);
   }
-  d.WritePending(lock);  // what was appended before the call goes into the sealed segment
+  d.WritePending();  // what was appended before the call goes into the sealed segment
   if (!d.failure.ok()) return d.failure;
   // mu was held since WritePending gave the writer role back: nobody took it.
-  if (!d.AsWriter(lock, [&d] { return d.StartNextSegment(); }).ok()) return d.failure;
+  if (!d.AsWriter([&d] { return d.StartNextSegment(); }).ok()) return d.failure;
   return RotatePoint{d.writer_written_end, d.segment_number};
 }
 
 Status GroupCommitLog::Close() {
   Impl& d = *impl_;
-  std::lock_guard close_lock(d.close_mu);
+  MutexLock close_lock(&d.close_mu);
   {
-    std::unique_lock lock(d.mu);
+    MutexLock lock(&d.mu);
     d.closing = true;
-    while (d.writing) d.writer_cv.wait(lock);
+    while (d.writing) d.writer_cv.Wait(&d.mu);
     if (!d.closed && d.failure.ok()) {
-      d.WritePending(lock);
-      if (d.failure.ok() && !d.writing && d.AsWriter(lock, [&d] { return d.SealFile(); }).ok()) {
+      d.WritePending();
+      if (d.failure.ok() && !d.writing && d.AsWriter([&d] { return d.SealFile(); }).ok()) {
         d.synced_end = d.written_end;
         d.PublishDurable(d.written_end);
       }
     }
     d.closed = true;
     d.sync_stop = true;
-    d.sync_cv.notify_all();
-    d.synced_cv.notify_all();
+    d.sync_cv.SignalAll();
+    d.synced_cv.SignalAll();
     d.WakeDurable();  // closed or failed: nobody waits for anything any more
   }
   if (d.sync_thread.joinable()) d.sync_thread.join();
   {
-    std::lock_guard sync_lock(d.sync_mu);
+    MutexLock sync_lock(&d.sync_mu);
     d.file.reset();
   }
-  std::lock_guard lock(d.mu);
+  MutexLock lock(&d.mu);
   return d.failure;
 }
 
 Status GroupCommitLog::failure() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->failure;
 }
 
 bool GroupCommitLog::failed() const { return impl_->failed.load(std::memory_order_acquire); }
 
 LogStats GroupCommitLog::stats() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   LogStats s = impl_->stats;
   s.durable_end_lsn = impl_->durable_end;
   s.next_lsn = impl_->next_lsn;

@@ -92,9 +92,10 @@ class GroupCommitLog final : public EffectSink {
 
    private:
     friend class GroupCommitLog;
-    uint64_t want_ = 0;          // GUARDED_BY(log mu): the end LSN it waits for
-    bool registered_ = false;    // GUARDED_BY(log mu)
-    Committer* next_ = nullptr;  // GUARDED_BY(log mu): registered committers, oldest first
+    // Under the log's mutex (private to group_commit_log.cc: no annotation here can name it).
+    uint64_t want_ = 0;  // the end LSN it waits for
+    bool registered_ = false;
+    Committer* next_ = nullptr;  // registered committers, oldest first
   };
 
   // Opens `dir` for appending: creates a new segment numbered `next_segment_number` whose first

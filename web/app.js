@@ -1,8 +1,11 @@
 // Sundial's dashboard (docs/dashboard.md). One WebSocket to /ws carries everything after the
 // page has loaded: a '*' subscription with the per-queue stats tick (and no message events),
-// and on a queue page a sampled subscription to that queue. Routes are in the URL's hash, so
-// moving between views makes no HTTP request.
+// on a queue page a sampled subscription to that queue, and the Cluster request every two
+// seconds (js/cluster.js). Routes are in the URL's hash, so moving between views makes no HTTP
+// request.
 
+import {ClusterPanel} from './js/cluster.js';
+import {readOnly} from './js/confirm.js';
 import {Connection} from './js/conn.js';
 import {h, setText} from './js/dom.js';
 import {bytes, duration, int, rate} from './js/format.js';
@@ -26,6 +29,8 @@ class App {
     this.banner = document.getElementById('banner');
     this.health = document.getElementById('health');
     this.errors = [];
+    this.role = '';          // this node's role in its cluster ('standalone' outside one)
+    this.cluster = new ClusterPanel(this);
   }
 
   start() {
@@ -40,6 +45,7 @@ class App {
     window.addEventListener('hashchange', () => this.route());
     setInterval(() => this.showStatus(null), 1000);  // the reconnect countdown
     this.route();
+    this.cluster.start();
     this.conn.start();
   }
 
@@ -94,6 +100,30 @@ class App {
     }, 0));
   }
 
+  // js/cluster.js: this node's role, from each Cluster reply. A change between taking writes
+  // and not (a standby promoted, a primary demoted) rebuilds the view with or without its
+  // actions.
+  setRole(role) {
+    if (role === this.role) return;
+    const before = readOnly();
+    this.role = role;
+    document.documentElement.dataset.role = role;
+    if (readOnly() !== before) this.remount();
+  }
+
+  onOverview() {
+    return this.view !== null && this.view === this.overview;
+  }
+
+  // The overview has no actions; a queue page is built again.
+  remount() {
+    if (!this.view || this.onOverview()) return;
+    this.view.unmount();
+    this.view = null;
+    this.viewKey = '';
+    this.route();
+  }
+
   refresh() {
     this.showHealth();
     if (this.view && this.view.update) this.view.update();
@@ -123,6 +153,7 @@ class App {
     }
     this.crumbs.replaceChildren(h('a', {href: '#/', text: 'Queues'}),
                                 queue ? h('span', {text: ' / ' + queue}) : '');
+    this.cluster.routed();
   }
 
   showStatus(detail) {

@@ -12,6 +12,10 @@ python3-selenium against real sundiald processes with known queues.
                 /ws upgrade without the cookie is refused, sign-out ends it
   off           no page
   reconnect     the page says it lost the server and comes back by itself
+  cluster       on a real etcd and two nodes: the cluster panel's members, roles, epoch and
+                synchronous standby; a standby's page read-only with a note linking to the
+                primary's dashboard (and refused by the server); after a kill -9 of the
+                primary, the same page becomes the primary's with its actions back
 and no uncaught script error on any page. Screenshots go to --out.
 
 Run by ctest (tests/CMakeLists.txt); alone:
@@ -30,6 +34,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "replication"))
+from cluster_harness import Cluster  # noqa: E402
 from sundial_harness import (Server, UpgradeRefused, Ws, WsError, http_requests,  # noqa: E402
                              start_chromium, wait_for)
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -493,8 +499,95 @@ def test_off(ctx):
     Ws(s.http_port).call("Stats")  # the protocol stays
 
 
+def cluster_rows(ctx):
+    """The cluster panel's rows: node -> {column key: text} (one round trip)."""
+    return ctx.js("return Object.fromEntries([...document.querySelectorAll('#cluster-members tr')]"
+                  ".map(r => [r.dataset.node, Object.fromEntries([...r.querySelectorAll("
+                  "'td[data-key]')].map(c => [c.dataset.key, c.textContent]))]))")
+
+
+def test_cluster(ctx):
+    c = Cluster(ctx.args.sundiald, nodes=2, ttl_s=2, flags=["--ha-loop-ms", "100"]).start()
+    try:
+        primary = c.wait_primary()
+        standby = c.standbys(primary)[0]
+        ws = Ws(primary.http_port)
+        ws.enqueue("ha", [{"id": f"m{i}", "priority": i} for i in range(3)])
+        ws.close()
+
+        # The primary's page: the panel, its role, and its actions.
+        ctx.open(primary.url + "/")
+        wait_for(lambda: ctx.css("#cluster").is_displayed(), 30, "the cluster panel")
+        wait_for(lambda: set(cluster_rows(ctx)) == {primary.name, standby.name}, 30,
+                 "both members in the panel")
+        wait_for(lambda: f"synchronous standby {standby.name}" in ctx.text("#cluster-summary"),
+                 30, lambda: f"the synchronous standby named: {ctx.text('#cluster-summary')!r}")
+        rows = cluster_rows(ctx)
+        assert rows[primary.name]["role"] == "primary", rows
+        assert rows[standby.name]["role"] == "standby", rows
+        assert rows[standby.name]["sync"] == "yes", rows
+        assert rows[primary.name]["epoch"] == rows[standby.name]["epoch"], rows
+        wait_for(lambda: cluster_rows(ctx)[standby.name]["lag_records"] == "0", 30,
+                 "the standby caught up")
+        wait_for(lambda: cluster_rows(ctx)[standby.name]["flushed_lsn"] ==
+                 cluster_rows(ctx)[primary.name]["end_lsn"], 30, "equal LSNs")
+        assert ctx.text("#role").startswith("primary · epoch"), ctx.text("#role")
+        assert not ctx.css("#standby-note").is_displayed()
+        ctx.shot("cluster-primary")
+        ctx.go("#/q/ha")
+        ctx.wait_text("#count-pending", "3")
+        assert ctx.all("#queue-actions"), "no actions on the primary"
+        assert not ctx.css("#cluster").is_displayed(), "the panel shows on the overview only"
+
+        # The standby's page: read-only, the note links to the primary's dashboard.
+        ctx.open(standby.url + "/#/q/ha")
+        ctx.wait_text("#count-pending", "3")
+        note = wait_for(lambda: (lambda e: e if e.is_displayed() else None)(
+            ctx.css("#standby-note")), 30, "the standby's note")
+        assert f"This node ({standby.name}) is a standby" in note.text, note.text
+        assert ctx.text("#standby-note-primary") == primary.name
+        link = ctx.css("#standby-note-link").get_attribute("href")
+        assert link == primary.url + "/", link
+        wait_for(lambda: not ctx.all("#queue-actions"), 30, "the actions gone on the standby")
+        assert not ctx.all("#bulk-actions")
+        assert ctx.text("#role").startswith("standby · epoch"), ctx.text("#role")
+        ctx.go("#/q/ha/m/m1")
+        ctx.wait_text("#detail-field-state", "pending")
+        assert not ctx.all("#detail-cancel"), "a cancel button on a standby"
+        ctx.shot("cluster-standby")
+        # The server refuses the page's own attempt, naming the primary.
+        code = ctx.driver.execute_async_script(
+            "const done = arguments[0];"
+            "window.sundial.conn.request('Cancel', {queue: 'ha', ids: ['m1']})"
+            ".then(() => done('ok'), (e) => done(e.code + ' ' + e.detail));")
+        assert code.startswith("NOT_PRIMARY") and primary.name in code, code
+        ctx.go("#/")
+        wait_for(lambda: ctx.css("#cluster").is_displayed(), 30, "the panel on the standby")
+        assert cluster_rows(ctx)[standby.name]["node"].startswith(standby.name)
+
+        # The primary dies: the standby is promoted and its page gets its actions back.
+        c.kill(primary)
+        c.wait_primary(exclude=primary, timeout=30)
+        ctx.go("#/q/ha")
+        wait_for(lambda: ctx.text("#role").startswith("primary"), 30,
+                 lambda: f"the page to say primary (it says {ctx.text('#role')!r})")
+        wait_for(lambda: not ctx.css("#standby-note").is_displayed(), 30, "the note gone")
+        wait_for(lambda: ctx.all("#queue-actions"), 30, "the actions back after the promotion")
+        ctx.go("#/")
+        wait_for(lambda: cluster_rows(ctx).get(standby.name, {}).get("role") == "primary", 30,
+                 "the panel showing the new primary")
+        ctx.shot("cluster-after-failover")
+        ctx.no_script_errors()
+    except Exception:
+        print(c.logs())
+        raise
+    finally:
+        c.stop()
+        c.cleanup()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
-         test_sign_in, test_off]
+         test_sign_in, test_off, test_cluster]
 
 
 def main():

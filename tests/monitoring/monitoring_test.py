@@ -16,11 +16,15 @@ import tempfile
 import time
 import urllib.request
 
+import sys
+
 import pytest
 import yaml
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "replication"))
+from cluster_harness import Cluster  # noqa: E402
 MONITORING = os.path.join(ROOT, "contrib", "monitoring")
 DASHBOARD = os.path.join(MONITORING, "sundial-dashboard.json")
 RULES = os.path.join(MONITORING, "sundial-alerts.yml")
@@ -249,6 +253,30 @@ def scrape():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@pytest.fixture(scope="module")
+def cluster_scrape():
+    """The /metrics texts of a two-node cluster (etcd on loopback): the primary once its
+    standby is connected, caught up and published as the synchronous standby, and the
+    standby's: every cluster series exists in one of them."""
+    if not os.access(SUNDIALD, os.X_OK):
+        pytest.fail(f"no {SUNDIALD}: build the release preset (make build)")
+    with Cluster(SUNDIALD, nodes=2, ttl_s=2, flags=["--ha-loop-ms", "100"]) as c:
+        primary = c.wait_primary()
+        standby = c.standbys(primary)[0]
+
+        def settled():
+            text = primary.metrics()
+            return text if ("sundial_replication_sync_standby_connected 1" in text and
+                            f'sundial_replication_lag_records{{standby="{standby.name}"}}'
+                            in text) else None
+
+        primary_text = wait_for(settled, what="the primary's synchronous standby")
+        standby_text = wait_for(lambda: (lambda t: t if "sundial_standby_connected 1" in t
+                                         else None)(standby.metrics()),
+                                what="the standby connected")
+        return primary_text + standby_text
+
+
 def load_dashboard():
     with open(DASHBOARD) as f:
         return json.load(f)
@@ -290,20 +318,38 @@ def test_the_exported_series_include_what_the_scenario_makes(scrape):
     assert "sundial_memory_budget_bytes 67108864" in scrape
 
 
-def test_the_dashboard_reads_only_what_sundiald_exports(scrape):
+def test_the_dashboard_reads_only_what_sundiald_exports(scrape, cluster_scrape):
     exprs = dashboard_exprs(load_dashboard())
     assert len(exprs) > 20
-    assert problems(exprs, Exported(scrape)) == []
+    assert problems(exprs, Exported(scrape + cluster_scrape)) == []
 
 
-def test_the_rules_read_only_what_sundiald_exports(scrape):
+def test_the_rules_read_only_what_sundiald_exports(scrape, cluster_scrape):
     exprs = rules_exprs(load_rules())
-    assert len(exprs) >= 7
-    assert problems(exprs, Exported(scrape)) == []
+    assert len(exprs) >= 13
+    assert problems(exprs, Exported(scrape + cluster_scrape)) == []
 
 
-def test_a_metric_sundiald_does_not_export_is_caught(scrape):
-    exported = Exported(scrape)
+def test_a_cluster_exports_the_role_epoch_and_replication_series(scrape, cluster_scrape):
+    standalone = Exported(scrape)
+    assert 'sundial_role{role="standalone"} 1' in scrape
+    assert "sundial_epoch 0" in scrape
+    assert "sundial_cluster_info" not in standalone.labels
+    cluster = Exported(cluster_scrape)
+    assert cluster.labels["sundial_role"]["role"] == {"standalone", "primary", "standby",
+                                                      "unknown"}
+    for name in ["sundial_cluster_info", "sundial_etcd_reachable", "sundial_promotions_total",
+                 "sundial_replication_lag_records", "sundial_replication_lag_seconds",
+                 "sundial_replication_standby_connected", "sundial_replication_sync_standby",
+                 "sundial_replication_sync_standby_connected", "sundial_standby_connected",
+                 "sundial_standby_lag_records"]:
+        assert name in cluster.labels, name
+    assert 'sundial_role{role="primary"} 1' in cluster_scrape
+    assert 'sundial_role{role="standby"} 1' in cluster_scrape
+
+
+def test_a_metric_sundiald_does_not_export_is_caught(scrape, cluster_scrape):
+    exported = Exported(scrape + cluster_scrape)
     dashboard = load_dashboard()
     dashboard["panels"].append({"title": "bogus", "targets": [
         {"expr": 'sum(rate(sundial_messages_totl{op="enqueue"}[5m]))'},
@@ -364,5 +410,7 @@ def test_the_dashboard_covers_what_operators_watch():
     for metric in ["sundial_messages", "sundial_messages_total", "sundial_messages_blocked",
                    "sundial_oldest_pending_age_seconds", "sundial_wal_fsync_duration_seconds_bucket",
                    "sundial_wal_failed", "sundial_memory_bytes", "sundial_memory_budget_bytes",
-                   "sundial_connections", "sundial_operations_total"]:
+                   "sundial_connections", "sundial_operations_total", "sundial_role",
+                   "sundial_epoch", "sundial_replication_lag_records",
+                   "sundial_replication_sync_standby", "sundial_standby_connected"]:
         assert metric in reads, metric

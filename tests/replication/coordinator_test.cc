@@ -7,7 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
+#include <algorithm>
+
 #include <functional>
 #include <future>
 #include <map>
@@ -30,6 +31,8 @@ class FakeNode final : public ClusterNode {
     std::lock_guard lock(mu);
     following = leader;
     ++follows;
+    // A real standby streams its leader's log, which starts with the epoch's first record.
+    end_lsn = std::max<uint64_t>(end_lsn, 1);
   }
   void StopFollowing() override {
     std::lock_guard lock(mu);
@@ -41,6 +44,7 @@ class FakeNode final : public ClusterNode {
     promoted_epoch = epoch;
     writable_until = until;
     primary = true;
+    end_lsn = std::max<uint64_t>(end_lsn, 1);  // the epoch's first record
     return promote_result;
   }
   void ExtendLeadership(SteadyClock::time_point until) override {
@@ -48,15 +52,13 @@ class FakeNode final : public ClusterNode {
     writable_until = until;
   }
   void Demote(const std::string& why) override {
-    if (demote_waits_for) {
-      // As sundiald's Demote waits for every io loop, one of which may be the loop that sent
-      // a Switchover request and waits for its answer.
-      if (!Eventually(demote_waits_for, std::chrono::milliseconds(5000))) demote_stuck = true;
+    {
+      std::lock_guard lock(mu);
+      primary = false;
+      demoted_because = why;
+      ++demotions;
     }
-    std::lock_guard lock(mu);
-    primary = false;
-    demoted_because = why;
-    ++demotions;
+    if (on_demote) on_demote();
   }
   std::vector<StandbyProgress> Standbys() const override {
     std::lock_guard lock(mu);
@@ -87,8 +89,8 @@ class FakeNode final : public ClusterNode {
   std::vector<StandbyProgress> standbys;
   std::vector<std::string> required;
   CoordinatorView view;
-  std::function<bool()> demote_waits_for;  // set: Demote returns once it holds
-  std::atomic<bool> demote_stuck{false};   // Demote gave up waiting for it
+  // Called in Demote, outside the lock: a real node's demotion waits for every io loop.
+  std::function<void()> on_demote;
 };
 
 class CoordinatorTest : public ::testing::Test {
@@ -208,11 +210,36 @@ TEST_F(CoordinatorTest, ALeaderKeyOfAPreviousRunOfThisNodeIsDroppedAndTheElectio
     // Killed: no Stop(), its lease (and key) outlive it until the TTL.
   }
   FakeNode again_node;
+  again_node.end_lsn = first_node.end_lsn;  // the same data directory
   auto again = Make("a", &again_node);
   again->RunOnce();  // sees its old key on another lease: drops it
   again->RunOnce();  // and, as the last leader, takes the lead again
   EXPECT_TRUE(again_node.primary);
   EXPECT_GT(again_node.promoted_epoch, first_node.promoted_epoch);
+}
+
+TEST_F(CoordinatorTest, ALeaderBackWithAnEmptyDataDirectoryDoesNotLeadAgain) {
+  FakeNode first_node;
+  {
+    auto first = Make("a", &first_node);
+    first->RunOnce();
+    ASSERT_TRUE(first_node.primary);
+    ASSERT_GT(first_node.end_lsn, 0u);
+  }
+  FakeNode again_node;  // killed, its disk lost: back with an empty log
+  auto again = Make("a", &again_node);
+  again->RunOnce();
+  again->RunOnce();
+  again->RunOnce();
+  EXPECT_FALSE(again_node.primary) << "it holds none of the writes it acknowledged";
+  // Its old key is gone all the same, so the node that holds them can take over at once.
+  FakeNode b_node;
+  b_node.end_lsn = 5;
+  auto b = Make("b", &b_node);
+  b->RunOnce();
+  EXPECT_FALSE(b_node.primary) << "b is not the synchronous standby: it may lack writes";
+  ASSERT_TRUE(again_node.view.sync.has_value());
+  EXPECT_EQ(again_node.view.sync->leader, "a");
 }
 
 TEST_F(CoordinatorTest, StopRevokesTheLeaseSoAStandbyTakesOverAtOnce) {
@@ -258,10 +285,11 @@ TEST_F(CoordinatorTest, ASwitchoverHandsTheLeadershipToTheSyncStandby) {
   EXPECT_EQ(a_node.following->node, "b");
 }
 
-// Regression: the successful switchover demoted the node before it answered the request, and
-// sundiald's Demote waits for every io loop, one of which was blocked in RequestSwitchover:
-// the old primary hung for good (no answer, no following, its member key gone).
-TEST_F(CoordinatorTest, ASwitchoverIsAnsweredBeforeTheNodeIsDemoted) {
+// The requester of a switchover waits on an io loop (Core::Switchover) and a real node's
+// demotion waits for every io loop (ReplicaNode::Demote): the requester must be answered before
+// the demotion, or the two wait for each other for ever (found by hand on a cluster: the old
+// primary hung, its HA loop and one io loop stuck, no connection accepted).
+TEST_F(CoordinatorTest, ASwitchoverAnswersItsRequesterBeforeTheDemotionWaitsForTheLoops) {
   FakeNode a_node, b_node;
   auto a = Make("a", &a_node);
   auto b = Make("b", &b_node);
@@ -272,11 +300,15 @@ TEST_F(CoordinatorTest, ASwitchoverIsAnsweredBeforeTheNodeIsDemoted) {
   a->RunOnce();
   a->RunOnce();
   ASSERT_EQ(a_node.view.sync->standby, "b");
-  std::atomic<bool> answered{false};
-  a_node.demote_waits_for = [&] { return answered.load(); };
+  std::promise<void> answered;
+  std::shared_future<void> answered_future = answered.get_future().share();
+  bool waited_in_vain = false;
+  a_node.on_demote = [&] {
+    waited_in_vain = answered_future.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
+  };
   auto done = std::async(std::launch::async, [&] {
     Status s = a->RequestSwitchover("");
-    answered = true;
+    answered.set_value();
     return s;
   });
   ASSERT_TRUE(Eventually([&] {
@@ -284,8 +316,8 @@ TEST_F(CoordinatorTest, ASwitchoverIsAnsweredBeforeTheNodeIsDemoted) {
     return done.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
   }));
   EXPECT_TRUE(done.get().ok());
-  EXPECT_FALSE(a_node.demote_stuck) << "Demote waited for the request that waited for it";
   EXPECT_EQ(a_node.demotions, 1);
+  EXPECT_FALSE(waited_in_vain) << "the demotion ran before the requester was answered";
 }
 
 // Regression: a round that could not reach etcd dropped the switchover it had taken, and the
@@ -359,7 +391,9 @@ TEST_F(CoordinatorTest, ASwitchoverWaitsForTheStandbyAndGivesUpWhenItDoesNotCatc
     a->RunOnce();
     return refused.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
   }));
-  EXPECT_EQ(refused.get().code(), Code::kFailedPrecondition) << "c is not the synchronous standby";
+  const Status why = refused.get();
+  EXPECT_EQ(why.code(), Code::kFailedPrecondition);
+  EXPECT_EQ(why.detail(), "switchover: c is not the synchronous standby (b)");
 }
 
 }  // namespace

@@ -34,5 +34,22 @@ TEST(Election, ALeaderWithoutAStandbyIsTheOnlyOneThatMayLeadAgain) {
   EXPECT_EQ(MayLead(view, ""), Eligibility::kNotSyncStandby) << "an empty name is nobody";
 }
 
+TEST(Election, ANodeThatLostItsLogNeverLeadsAClusterThatHadALeader) {
+  // The primary a lost its disk and came back under its name while b, its synchronous
+  // standby, was down: a must not lead (it would serve an empty state, and b would later be
+  // re-seeded from it).
+  ElectionView view{std::nullopt, SyncKey{"a", "b", 9}, /*log_empty=*/true};
+  EXPECT_EQ(MayLead(view, "a"), Eligibility::kLogEmpty);
+  EXPECT_EQ(MayLead(view, "b"), Eligibility::kLogEmpty) << "the standby's disk, likewise";
+  EXPECT_EQ(MayLead(view, "c"), Eligibility::kNotSyncStandby);
+  view.log_empty = false;
+  EXPECT_EQ(MayLead(view, "a"), Eligibility::kMayLead);
+}
+
+TEST(Election, EmptyLogsMayStartTheClustersFirstLeadership) {
+  EXPECT_EQ(MayLead(ElectionView{std::nullopt, std::nullopt, /*log_empty=*/true}, "a"),
+            Eligibility::kMayLead);
+}
+
 }  // namespace
 }  // namespace sundial::replication

@@ -335,5 +335,34 @@ TEST(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
   }
 }
 
+// A primary streams its segments to standbys as the files hold them (replication/wal_tail.h):
+// a segment the log just opened (at start, or by a checkpoint's rotation) must show its header
+// before its first record is written. It did not (the header waited in the file's buffer), and a
+// quiet primary refused every standby with "a segment's header is damaged" until its next write.
+TEST(PosixPreallocation, ANewSegmentsHeaderIsOnDiskBeforeItsFirstRecord) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  LogOptions options;
+  options.preallocate_bytes = 64 << 10;
+  auto log = GroupCommitLog::Open(fs.get(), temp.path(), options, 7, 1);
+  ASSERT_TRUE(log.ok());
+  const auto header_of = [&](uint64_t number) {
+    const std::string bytes = Slurp(JoinPath(temp.path(), SegmentFileName(number)));
+    FileHeader parsed;
+    EXPECT_GE(bytes.size(), kFileHeaderBytes) << "segment " << number;
+    if (bytes.size() < kFileHeaderBytes) return parsed;
+    EXPECT_EQ(ParseFileHeader(std::string_view(bytes).substr(0, kFileHeaderBytes), kSegmentMagic,
+                              &parsed),
+              HeaderError::kNone);
+    return parsed;
+  };
+  EXPECT_EQ(header_of(1).lsn, 7u);
+  for (const Effect& e : SampleEffects()) (*log)->OnEffect(e);
+  auto rotated = (*log)->Rotate();
+  ASSERT_TRUE(rotated.ok());
+  EXPECT_EQ(header_of(2).lsn, rotated->lsn) << "a rotation's new segment, before any record";
+  ASSERT_TRUE((*log)->Close().ok());
+}
+
 }  // namespace
 }  // namespace sundial::wal::test

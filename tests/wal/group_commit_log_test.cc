@@ -667,6 +667,64 @@ TEST(GroupCommitLogTest, RotateReturnsTheFirstLsnOfTheNewSegmentAndSealsTheOldOn
   EXPECT_TRUE(segments[2].payloads.empty());
 }
 
+// Synchronous replication (docs/replication.md, "Synchronous commit"): with a replica bound, a
+// record is durable once it is durable here and below the bound; the committers registered for
+// it wake when the bound reaches it, as after a sync; DurableEnd never goes back.
+TEST(GroupCommitLogTest, AReplicaBoundHoldsDurabilityUntilTheStandbyAcknowledges) {
+  auto fs = NewMemoryFileSystem();
+  auto log = OpenLog(fs.get(), Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  log->SetReplicaBound(0);
+  EXPECT_TRUE(log->has_replica_bound());
+  for (int i = 0; i < 3; ++i) Append(log.get(), MakeEffect(1, i));
+  const uint64_t end = log->EndLsnOfThisThread();
+  ASSERT_EQ(end, 3u);
+
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/true).ok());
+  EXPECT_EQ(log->DurableEnd(), 0u) << "synced here, not acknowledged by the standby";
+  EXPECT_EQ(log->WrittenEnd(), end) << "written, so it may be shipped";
+  EXPECT_EQ(committer.wakes(), 0);
+  // Local durability is enough for a record no reply rests on.
+  EXPECT_TRUE(log->WaitDurable(end, /*local_only=*/true).ok());
+
+  log->SetReplicaBound(2);  // the standby acknowledged two records
+  EXPECT_EQ(log->DurableEnd(), 2u);
+  EXPECT_EQ(committer.wakes(), 0) << "it waits for 3";
+  log->SetReplicaBound(5);  // beyond what is local: still only what is synced here
+  EXPECT_EQ(log->DurableEnd(), end);
+  EXPECT_TRUE(committer.WaitForWakes(1));
+
+  log->SetReplicaBound(1);  // a new, slower standby: what is durable stays durable
+  EXPECT_EQ(log->DurableEnd(), end);
+  Append(log.get(), MakeEffect(1, 9));
+  ASSERT_TRUE(log->Commit(&committer, end + 1, /*may_block=*/false).ok());
+  EXPECT_EQ(log->DurableEnd(), end);
+  log->SetReplicaBound(std::nullopt);  // no bound (async, or a single node): local rules
+  EXPECT_FALSE(log->has_replica_bound());
+  EXPECT_TRUE(committer.WaitForWakes(2));  // once the sync thread synced it, if it had not yet
+  EXPECT_EQ(log->DurableEnd(), end + 1);
+}
+
+TEST(GroupCommitLogTest, ABlockingWaitUnderAReplicaBoundReturnsWhenTheBoundMoves) {
+  auto fs = NewMemoryFileSystem();
+  auto log = OpenLog(fs.get(), Policy(FsyncPolicy::kAlways));
+  ASSERT_NE(log, nullptr);
+  log->SetReplicaBound(0);
+  Append(log.get(), MakeEffect(1, 0));
+  std::atomic<bool> done{false};
+  std::thread waiter([&] {
+    EXPECT_TRUE(log->WaitDurable(1).ok());
+    done = true;
+  });
+  // It cannot return before the bound moves: the bound is what it waits for.
+  ASSERT_TRUE(log->WaitDurable(1, /*local_only=*/true).ok());
+  EXPECT_FALSE(done.load());
+  log->SetReplicaBound(1);
+  waiter.join();
+  EXPECT_TRUE(done.load());
+}
+
 TEST(GroupCommitLogTest, OpenRefusesToOverwriteAnExistingSegment) {
   auto fs = NewMemoryFileSystem();
   ASSERT_TRUE(WriteStringToFile(fs.get(), JoinPath("data", SegmentFileName(1)), "keep").ok());

@@ -3,8 +3,11 @@
 
 import {clear, h} from './dom.js';
 
+// No action on screen: under --dashboard read-only, and on a node of a cluster that does not
+// take writes (a standby, or no primary known: js/cluster.js sets data-role).
 export function readOnly() {
-  return document.documentElement.dataset.mode === 'read-only';
+  const d = document.documentElement.dataset;
+  return d.mode === 'read-only' || d.role === 'standby' || d.role === 'unknown';
 }
 
 // {title, body: [lines], button, danger, typeToConfirm, extra: Node} -> Promise<boolean>

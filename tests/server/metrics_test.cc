@@ -1,0 +1,111 @@
+// The cluster series of /metrics (server/metrics.h, RenderClusterFigures; docs/operations.md,
+// "Metrics"): what each role exports, in Prometheus' text format.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "server/metrics.h"
+
+namespace sundial::server {
+namespace {
+
+std::string Render(const ClusterFigures& f) {
+  std::string out;
+  RenderClusterFigures(f, &out);
+  return out;
+}
+
+bool Has(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.starts_with(line + "\n");
+}
+
+TEST(ClusterMetrics, StandaloneExportsItsRoleEpochZeroAndReadinessOnly) {
+  ClusterFigures f;
+  f.ready = true;
+  const std::string text = Render(f);
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="standalone"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="primary"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="standby"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="unknown"} 0)")) << text;
+  EXPECT_TRUE(Has(text, "sundial_epoch 0")) << text;
+  EXPECT_TRUE(Has(text, "sundial_ready 1")) << text;
+  EXPECT_EQ(text.find("sundial_cluster_info"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sundial_replication_"), std::string::npos) << text;
+  EXPECT_EQ(text.find("sundial_standby_"), std::string::npos) << text;
+}
+
+TEST(ClusterMetrics, PrimaryExportsLagPerStandbyAndItsSynchronousStandby) {
+  ClusterFigures f;
+  f.role = RoleKind::kPrimary;
+  f.epoch = 127;
+  f.ready = true;
+  f.cluster = "jobs";
+  f.node = "n1";
+  f.replication = "sync";
+  f.etcd_reachable = true;
+  f.promotions = 2;
+  f.demotions = 1;
+  f.standbys = {{"n2", 0, 0, true}, {"n3", 40, 1.5, false}};
+  f.sync_standby = "n2";
+  f.sync_standby_connected = true;
+  const std::string text = Render(f);
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="primary"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="standalone"} 0)")) << text;
+  EXPECT_TRUE(Has(text, "sundial_epoch 127")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_cluster_info{cluster="jobs",node="n1",replication="sync"} 1)"))
+      << text;
+  EXPECT_TRUE(Has(text, "sundial_etcd_reachable 1")) << text;
+  EXPECT_TRUE(Has(text, "sundial_promotions_total 2")) << text;
+  EXPECT_TRUE(Has(text, "sundial_demotions_total 1")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_lag_records{standby="n2"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_lag_records{standby="n3"} 40)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_lag_seconds{standby="n3"} 1.5)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_standby_connected{standby="n2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_standby_connected{standby="n3"} 0)")) << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_sync_standby{standby="n2"} 1)")) << text;
+  EXPECT_TRUE(Has(text, "sundial_replication_sync_standby_connected 1")) << text;
+  EXPECT_EQ(text.find("sundial_standby_"), std::string::npos) << "a standby's series: " << text;
+  EXPECT_NE(text.find("# TYPE sundial_promotions_total counter"), std::string::npos) << text;
+}
+
+TEST(ClusterMetrics, PrimaryWithoutSynchronousStandbySaysSo) {
+  ClusterFigures f;
+  f.role = RoleKind::kPrimary;
+  f.cluster = "jobs";
+  const std::string text = Render(f);
+  EXPECT_TRUE(Has(text, "sundial_replication_sync_standby_connected 0")) << text;
+  EXPECT_EQ(text.find("sundial_replication_sync_standby{"), std::string::npos) << text;
+}
+
+TEST(ClusterMetrics, StandbyExportsItsLinkAndLagButNoStandbys) {
+  ClusterFigures f;
+  f.role = RoleKind::kStandby;
+  f.epoch = 9;
+  f.cluster = "jobs";
+  f.node = "n2";
+  f.replication = "async";
+  f.primary_connected = true;
+  f.lag_records = 12;
+  const std::string text = Render(f);
+  EXPECT_TRUE(Has(text, R"(sundial_role{role="standby"} 1)")) << text;
+  EXPECT_TRUE(Has(text, "sundial_ready 0")) << text;
+  EXPECT_TRUE(Has(text, "sundial_standby_connected 1")) << text;
+  EXPECT_TRUE(Has(text, "sundial_standby_lag_records 12")) << text;
+  EXPECT_EQ(text.find("sundial_replication_"), std::string::npos) << text;
+}
+
+TEST(ClusterMetrics, LabelValuesAreEscaped) {
+  ClusterFigures f;
+  f.role = RoleKind::kPrimary;
+  f.cluster = "a\"b";
+  f.node = "back\\slash";
+  f.standbys = {{"new\nline", 1, 0, true}};
+  const std::string text = Render(f);
+  EXPECT_TRUE(
+      Has(text, R"(sundial_cluster_info{cluster="a\"b",node="back\\slash",replication=""} 1)"))
+      << text;
+  EXPECT_TRUE(Has(text, R"(sundial_replication_lag_records{standby="new\nline"} 1)")) << text;
+}
+
+}  // namespace
+}  // namespace sundial::server
