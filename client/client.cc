@@ -509,7 +509,8 @@ std::vector<Result<Reply>> Client::CallFollowing(const std::vector<std::string>&
   const auto start = Clock::now();
   const auto give_up = start + std::chrono::milliseconds(f.options.retry.budget_ms);
   int backoff_ms = std::max(1, f.options.retry.initial_backoff_ms);
-  int attempts = 0;
+  int attempts = 0;          // tries: searches that failed and sends
+  bool sent_before = false;  // a send now is a resend
 
   struct Call {
     bool any_node = false;  // Cluster: whichever node is connected answers
@@ -540,14 +541,19 @@ std::vector<Result<Reply>> Client::CallFollowing(const std::vector<std::string>&
     backoff_ms = std::min(backoff_ms * 2, std::max(1, f.options.retry.max_backoff_ms));
     return true;
   };
-  auto give_up_with = [&](const Error& e) {
-    Error final = e;
-    final.message +=
+  // The calls still to do end with `e`, or (none given) each with the last error it got; the
+  // message says that the budget is spent.
+  auto give_up_with = [&](const std::optional<Error>& e) {
+    const std::string why =
         " (gave up following the primary after " + std::to_string(attempts) + " tries in " +
         std::to_string(
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) +
         " ms)";
-    for (size_t i : todo) out[i] = final;
+    for (size_t i : todo) {
+      Error last = e ? *e : out[i]->error();
+      last.message += why;
+      out[i] = std::move(last);
+    }
   };
 
   while (!todo.empty()) {
@@ -578,10 +584,11 @@ std::vector<Result<Reply>> Client::CallFollowing(const std::vector<std::string>&
     std::vector<std::string> batch;
     batch.reserve(todo.size());
     for (size_t i : todo) batch.push_back(requests[i]);
+    if (sent_before) f.resends += batch.size();
+    sent_before = true;
     std::vector<Result<Reply>> results = CallOnce(batch);
     ++attempts;
     std::vector<size_t> again;
-    std::optional<Error> retry_error;
     bool redirected = false;
     for (size_t k = 0; k < todo.size(); ++k) {
       const size_t i = todo[k];
@@ -604,19 +611,15 @@ std::vector<Result<Reply>> Client::CallFollowing(const std::vector<std::string>&
           retry = calls[i].resend == RequestResend::kSafe;
         }
       }
-      if (retry) {
-        again.push_back(i);
-        retry_error = r.error();
-      }
+      if (retry) again.push_back(i);
       out[i] = std::move(r);
     }
     if (again.empty()) break;
     todo = std::move(again);
-    f.resends += todo.size();
     // A redirect to a named primary goes at once; anything else waits its turn.
     if (redirected && Clock::now() < give_up) continue;
     if (!wait()) {
-      give_up_with(*retry_error);
+      give_up_with(std::nullopt);
       break;
     }
   }
