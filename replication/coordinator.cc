@@ -1,5 +1,7 @@
 #include "replication/coordinator.h"
 
+#include <future>
+
 #include <boost/json.hpp>
 #include <cstdio>
 
@@ -66,6 +68,7 @@ void Coordinator::Stop() {
   }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
+  AnswerSwitchover(Unavailable("switchover: the node is stopping"));
   if (lease_id_ != 0) {
     // The member key and, for a primary, the leader key go with the lease: a standby takes over
     // at once rather than after the TTL.
@@ -150,12 +153,16 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
 
 void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
+  uint64_t request = 0;
   {
     MutexLock lock(&mu_);
     if (stop_) return;
     switchover.swap(switchover_);
+    request = switchover_request_;
   }
   const bool renewed = RenewLease();
+  // A demotion (the lease expired) answered it already: a later request is not this one.
+  if (switchover && !SwitchoverAsked(request)) switchover.reset();
   // A primary handing over stays stopped until the handover ends.
   if (role_ == Role::kPrimary && renewed && !handover_) {
     node_->ExtendLeadership(WritableUntil());
@@ -169,7 +176,7 @@ void Coordinator::RunOnce() {
     view.node = options_.node;
     view.etcd_reachable = false;
     if (switchover) {
-      // Taken from switchover_ this round: answered, or its requester (an io loop) waits for good.
+      // Taken from switchover_ this round: answered, or its request would wait for good.
       FinishSwitchover(Unavailable("switchover: etcd did not answer; nothing was changed"));
     }
     MutexLock lock(&mu_);
@@ -379,17 +386,10 @@ std::string Coordinator::LeaderValue() const {
 }
 
 void Coordinator::BecomeNone(const std::string& why) {
-  // A requester still waiting (an io loop, until the handover begins) is answered before the
-  // demotion, which waits for every io loop (ClusterNode::Demote).
-  bool waiting = false;
-  {
-    MutexLock lock(&mu_);
-    waiting = switchover_busy_ && !switchover_result_.has_value() &&
-              (switchover_waits_end_ || !switchover_started_);
-  }
-  if (waiting) {
-    FinishSwitchover(Unavailable("switchover: the leadership ended before the handover"));
-  }
+  // A switchover waiting for its answer is answered before the demotion.
+  handover_.reset();
+  AnswerSwitchover(Status(Code::kUnavailable,
+                          "switchover: the leadership ended (" + why + ") before the handover"));
   Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
   role_ = Role::kNone;
   following_.reset();
@@ -397,42 +397,49 @@ void Coordinator::BecomeNone(const std::string& why) {
   node_->Demote(why);
 }
 
-Status Coordinator::RequestSwitchover(const std::string& to, Wait wait) {
-  MutexLock lock(&mu_);
-  if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
+void Coordinator::RequestSwitchover(const std::string& to, std::function<void(Status)> done) {
+  ReleasableMutexLock lock(&mu_);
+  if (stop_ || switchover_busy_) {
+    const bool stopping = stop_;
+    lock.Release();
+    done(stopping ? Unavailable("switchover: the node is stopping")
+                  : FailedPrecondition("switchover: one is already under way"));
+    return;
+  }
   switchover_busy_ = true;
+  ++switchover_request_;
   switchover_ = to;
-  switchover_result_.reset();
-  switchover_started_ = false;
-  switchover_waits_end_ = wait == Wait::kForTheEnd;
+  switchover_done_ = std::move(done);
   cv_.SignalAll();
-  while (!switchover_result_.has_value() && !stop_ &&
-         !(wait == Wait::kForTheStart && switchover_started_)) {
-    cv_.Wait(&mu_);
-  }
-  if (!switchover_result_.has_value() && !stop_) {
-    // Started; FinishSwitchover ends it without us.
-    switchover_waits_end_ = false;
-    return Status::Ok();
-  }
-  const Status s = switchover_result_.value_or(Unavailable("switchover: the node is stopping"));
-  switchover_result_.reset();
-  switchover_busy_ = false;
-  return s;
+}
+
+Status Coordinator::RequestSwitchover(const std::string& to) {
+  std::promise<Status> result;
+  RequestSwitchover(to, [&result](Status s) { result.set_value(std::move(s)); });
+  return result.get_future().get();
+}
+
+bool Coordinator::SwitchoverAsked(uint64_t request) const {
+  MutexLock lock(&mu_);
+  return switchover_busy_ && switchover_request_ == request;
 }
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  if (!result.ok()) {
-    Log("sundiald: cluster %s: %s", options_.cluster, result.ToString());
-  }
-  MutexLock lock(&mu_);
-  if (switchover_waits_end_ || !switchover_started_) {
-    switchover_result_ = result;  // the requester takes it (and ends the switchover)
-  } else {
+  AnswerSwitchover(std::move(result));
+}
+
+void Coordinator::AnswerSwitchover(Status result) {
+  std::function<void(Status)> done;
+  {
+    MutexLock lock(&mu_);
+    if (!switchover_busy_) return;  // answered already
     switchover_busy_ = false;
+    switchover_.reset();
+    done = std::move(switchover_done_);
+    switchover_done_ = nullptr;
   }
-  cv_.SignalAll();
+  if (done) done(std::move(result));
 }
 
 void Coordinator::StartSwitchover(std::string to) {
@@ -460,11 +467,6 @@ void Coordinator::StartSwitchover(std::string to) {
   node_->ExtendLeadership(SteadyClock::now());
   handover_ = Handover{to, node_->EndLsn(), SteadyClock::now() + options_.switchover_timeout};
   Log("sundiald: cluster %s: switchover to %s: writes stopped", options_.cluster, to);
-  {
-    MutexLock lock(&mu_);
-    switchover_started_ = true;
-    cv_.SignalAll();
-  }
   ContinueSwitchover();
 }
 
@@ -491,10 +493,8 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  // The requester first: it waits on an io loop (Core::Switchover), and the demotion waits for
-  // every loop (ReplicaNode::Demote answers the replies they hold). The other way round, the two
-  // threads wait for each other for ever. Writes stopped when the handover began and the key is
-  // released: the leadership is given up already.
+  // The requester first: BecomeNone would answer it as failed. Writes stopped when the
+  // handover began and the key is released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
   BecomeNone("switchover to " + h.to);
 }

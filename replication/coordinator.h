@@ -133,14 +133,18 @@ class Coordinator {
   void Stop();
 
   // From any thread (a Switchover request on the primary): hands the leadership to `to` (empty:
-  // the synchronous standby). FAILED_PRECONDITION when this node is not the primary or `to` is
-  // not a connected standby. kForTheEnd returns once the leadership is given up, or UNAVAILABLE
-  // when the standby did not catch up in time (writes then resume here). kForTheStart returns
-  // OK once the handover began (writes stopped): an io loop must not wait for the rest, which
-  // needs the loops to ship the last records; the outcome is logged and seen in the cluster's
-  // keys (a new leader, or writes resumed here).
-  enum class Wait : uint8_t { kForTheEnd, kForTheStart };
-  Status RequestSwitchover(const std::string& to, Wait wait = Wait::kForTheEnd);
+  // the synchronous standby); `done` gets the outcome once it has given it up, or failed.
+  // FAILED_PRECONDITION when this node is not the primary, `to` is not a connected standby, or
+  // another switchover is under way; UNAVAILABLE when the standby did not catch up in time
+  // (writes then resume here), when etcd does not answer, when the leadership ends another
+  // way first, or when the coordinator stops. `done` runs once, on the coordinator's thread
+  // (or the caller's, for an immediate refusal, or Stop's): it must not block. It is called
+  // before the node is demoted. Returns at once: the caller may be a sundiald io loop, which
+  // must go on serving (the standby's replication session may be on it, and
+  // ClusterNode::Demote waits for every loop).
+  void RequestSwitchover(const std::string& to, std::function<void(Status)> done);
+  // The same, waiting for the outcome (tests; never from an io loop).
+  Status RequestSwitchover(const std::string& to);
 
   CoordinatorView view() const;
   // The etcd prefix of this cluster's keys: "/sundial/<cluster>/".
@@ -176,6 +180,10 @@ class Coordinator {
   void StartSwitchover(std::string to);
   void ContinueSwitchover();
   void FinishSwitchover(Status result);
+  // Hands `result` to the request waiting for it, if one does. Not under mu_.
+  void AnswerSwitchover(Status result);
+  // Whether request number `request` still waits for its answer.
+  bool SwitchoverAsked(uint64_t request) const;
   SteadyClock::time_point WritableUntil() const;
 
   const CoordinatorOptions options_;
@@ -200,11 +208,10 @@ class Coordinator {
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   CoordinatorView view_ GUARDED_BY(mu_);
-  std::optional<std::string> switchover_ GUARDED_BY(mu_);  // requested, not yet started
-  bool switchover_busy_ GUARDED_BY(mu_) = false;           // one is requested or under way
-  bool switchover_started_ GUARDED_BY(mu_) = false;        // its handover began
-  bool switchover_waits_end_ GUARDED_BY(mu_) = false;      // its requester waits for the end
-  std::optional<Status> switchover_result_ GUARDED_BY(mu_);
+  std::optional<std::string> switchover_ GUARDED_BY(mu_);        // requested, not yet started
+  bool switchover_busy_ GUARDED_BY(mu_) = false;                 // a request waits for its result
+  std::function<void(Status)> switchover_done_ GUARDED_BY(mu_);  // where its result goes
+  uint64_t switchover_request_ GUARDED_BY(mu_) = 0;              // requests so far
   std::thread thread_;
 };
 

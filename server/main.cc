@@ -145,9 +145,8 @@ int Run(int argc, char** argv) {
   if (!options.tls_cert.empty()) {
     // Before recovery, which can take minutes on a large log: a wrong file fails at once.
     server::TlsContexts probe(options.tls_cert, options.tls_key);
-    std::string error;
-    if (!probe.Reload(&error)) {
-      std::fprintf(stderr, "sundiald: cannot start: %s\n", error.c_str());
+    if (Status s = probe.Reload(); !s.ok()) {
+      std::fprintf(stderr, "sundiald: cannot start: %s\n", std::string(s.detail()).c_str());
       return 2;
     }
   }

@@ -82,12 +82,9 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
   coordinator_ = std::make_unique<replication::Coordinator>(o, this);
-  core_->set_switchover(
-      // On an io loop: it must not wait for the handover, which needs the loops to ship.
-      [this](std::string_view to) {
-        return coordinator_->RequestSwitchover(std::string(to),
-                                               replication::Coordinator::Wait::kForTheStart);
-      });
+  core_->set_switchover([this](std::string_view to, std::function<void(Status)> done) {
+    coordinator_->RequestSwitchover(std::string(to), std::move(done));
+  });
   coordinator_->Start();
   return Status::Ok();
 }
@@ -202,7 +199,7 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   if (view.sync) info.sync_standby = view.sync->standby;
   etcd_reachable_.store(view.etcd_reachable);
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     sync_standby_ = info.sync_standby;
   }
   const std::vector<replication::StandbyProgress> standbys = hub_.Standbys();
@@ -261,7 +258,7 @@ void ReplicaNode::Figures(ClusterFigures* f) const {
     const uint64_t end = log_->AppendedEndLsn();
     const auto now = std::chrono::steady_clock::now();
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       f->sync_standby = sync_standby_;
     }
     for (const replication::StandbyProgress& s : hub_.Standbys()) {

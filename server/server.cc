@@ -44,17 +44,17 @@ struct Server::Impl {
   void WaitForReload() {
     reload_signals->async_wait([this](boost::system::error_code ec, int) {
       if (ec) return;
-      std::string error;
+      Status reloaded;
       if (!tls) {
         std::fprintf(stderr, "sundiald: SIGHUP: nothing to reload (TLS is off)\n");
-      } else if (tls->Reload(&error)) {
+      } else if ((reloaded = tls->Reload()).ok()) {
         std::fprintf(stderr, "sundiald: SIGHUP: TLS certificate reloaded: %s\n",
                      tls->Describe().c_str());
       } else {
         std::fprintf(stderr,
                      "sundiald: SIGHUP: TLS reload failed, still serving the previous "
                      "certificate: %s\n",
-                     error.c_str());
+                     std::string(reloaded.detail()).c_str());
       }
       WaitForReload();
     });
@@ -121,8 +121,7 @@ Status Server::Start() {
   }
   if (!o.tls_cert.empty()) {
     d.tls = std::make_unique<TlsContexts>(o.tls_cert, o.tls_key);
-    std::string error;
-    if (!d.tls->Reload(&error)) return Status(Code::kInvalidArgument, error);
+    if (Status s = d.tls->Reload(); !s.ok()) return s;
     d.core.set_tls(d.tls.get());
     std::fprintf(stderr, "sundiald: TLS on both ports (1.2 and 1.3): %s\n",
                  d.tls->Describe().c_str());

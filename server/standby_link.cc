@@ -151,8 +151,8 @@ struct StandbyLink::Channel {
     for (;;) {
       std::string_view view;
       size_t consumed = 0;
-      const auto status = protocol::NextFrame(std::string_view(in.data(), in_len), max_frame_bytes,
-                                              &view, &consumed);
+      const auto status = protocol::NextFrame(std::string_view(in.data(), in_len),
+                                              max_frame_bytes, &view, &consumed);
       if (status == protocol::FrameStatus::kComplete) {
         frame->assign(view);
         std::memmove(in.data(), in.data() + consumed, in_len - consumed);
@@ -294,16 +294,15 @@ void StandbyLink::Session(const replication::LeaderInfo& leader) {
         return;
       }
       if (next == Next::kTruncate) {
-        restart_(
-            {replication::ReloadRequest::Kind::kTruncate,
-             stream.truncate_to(),
-             {},
-             "the log diverges from the primary's at " + std::to_string(stream.truncate_to())});
+        restart_({replication::ReloadRequest::Kind::kTruncate, stream.truncate_to(), {},
+                  "the log diverges from the primary's at " +
+                      std::to_string(stream.truncate_to())});
         return;
       }
       if (next == Next::kSnapshotReady) {
         restart_({replication::ReloadRequest::Kind::kSnapshot, stream.snapshot_lsn(),
-                  stream.snapshot_path(), "a snapshot from the primary"});
+                  stream.snapshot_path(),
+                  "a snapshot from the primary"});
         return;
       }
       if (!channel->Next(&frame, deadline(), max_frame, /*wait=*/false)) break;

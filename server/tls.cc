@@ -41,14 +41,13 @@ std::string OpenSslReason(const boost::system::error_code& ec) {
 
 // A file that cannot be opened is named with errno's text (ENOENT and EACCES need different
 // operator actions), before OpenSSL's less specific "system lib".
-bool Readable(const std::string& flag, const std::string& path, std::string* error) {
+Status Readable(const std::string& flag, const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) {
-    *error = flag + " " + path + ": " + std::strerror(errno);
-    return false;
+    return Status(Code::kInvalidArgument, flag + " " + path + ": " + std::strerror(errno));
   }
   std::fclose(f);
-  return true;
+  return Status::Ok();
 }
 
 std::string DescribeCertificate(SSL_CTX* ctx) {
@@ -70,10 +69,9 @@ std::string DescribeCertificate(SSL_CTX* ctx) {
 
 }  // namespace
 
-bool TlsContexts::Reload(std::string* error) {
-  if (!Readable("--tls-cert", cert_file_, error) || !Readable("--tls-key", key_file_, error)) {
-    return false;
-  }
+Status TlsContexts::Reload() {
+  if (Status s = Readable("--tls-cert", cert_file_); !s.ok()) return s;
+  if (Status s = Readable("--tls-key", key_file_); !s.ok()) return s;
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
   boost::system::error_code ec;
@@ -83,25 +81,23 @@ bool TlsContexts::Reload(std::string* error) {
                    ec);
   // Belt and braces over the option bits: a minimum version is what OpenSSL 3 honours first.
   if (!ec && SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION) != 1) {
-    *error = "TLS: cannot require TLS 1.2: " + OpenSslReason(ec);
-    return false;
+    return Status(Code::kInvalidArgument, "TLS: cannot require TLS 1.2: " + OpenSslReason(ec));
   }
   SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   // Level 2: RSA/DH keys of 2048 bits or more, no SHA-1 signatures, no RC4/3DES.
   if (SSL_CTX_get_security_level(native) < 2) SSL_CTX_set_security_level(native, 2);
   if (!ec && SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1) {
-    *error = "TLS: cannot set the cipher list: " + OpenSslReason(ec);
-    return false;
+    return Status(Code::kInvalidArgument, "TLS: cannot set the cipher list: " + OpenSslReason(ec));
   }
   if (ec) {
-    *error = "TLS: " + OpenSslReason(ec);
-    return false;
+    return Status(Code::kInvalidArgument, "TLS: " + OpenSslReason(ec));
   }
   ctx->use_certificate_chain_file(cert_file_, ec);
   if (ec) {
-    *error = "--tls-cert " + cert_file_ +
-             ": not a PEM certificate chain (or one OpenSSL refuses): " + OpenSslReason(ec);
-    return false;
+    return Status(
+        Code::kInvalidArgument,
+        "--tls-cert " + cert_file_ +
+            ": not a PEM certificate chain (or one OpenSSL refuses): " + OpenSslReason(ec));
   }
   // The key is read on its own first, so that "not a key" and "not this certificate's key"
   // get different messages. A key with a passphrase is refused (no prompt: a daemon has no
@@ -113,24 +109,25 @@ bool TlsContexts::Reload(std::string* error) {
     std::fclose(f);
   }
   if (key == nullptr) {
-    *error = "--tls-key " + key_file_ +
-             ": not a PEM private key (or one with a passphrase, which is not supported): " +
-             OpenSslReason(ec);
-    return false;
+    return Status(
+        Code::kInvalidArgument,
+        "--tls-key " + key_file_ +
+            ": not a PEM private key (or one with a passphrase, which is not supported): " +
+            OpenSslReason(ec));
   }
   const bool matches =
       SSL_CTX_use_PrivateKey(native, key) == 1 && SSL_CTX_check_private_key(native) == 1;
   EVP_PKEY_free(key);
   if (!matches) {
-    *error = "--tls-key " + key_file_ + ": does not match the certificate in --tls-cert " +
-             cert_file_ + ": " + OpenSslReason(ec);
-    return false;
+    return Status(Code::kInvalidArgument, "--tls-key " + key_file_ +
+                                              ": does not match the certificate in --tls-cert " +
+                                              cert_file_ + ": " + OpenSslReason(ec));
   }
   std::string description = DescribeCertificate(native);
   MutexLock lock(&mu_);
   current_ = std::move(ctx);
   description_ = std::move(description);
-  return true;
+  return Status::Ok();
 }
 
 std::shared_ptr<ssl::context> TlsContexts::Current() const {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "engine/mutex.h"
+#include "engine/status.h"
 
 namespace boost::asio::ssl {
 class context;
@@ -28,9 +29,9 @@ class TlsContexts {
   TlsContexts(std::string cert_file, std::string key_file)
       : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
 
-  // Reads both files and makes the context new handshakes use. False (and *error saying which
+  // Reads both files and makes the context new handshakes use. INVALID_ARGUMENT (saying which
   // file and why: missing, not PEM, key not matching the certificate) leaves the current one.
-  bool Reload(std::string* error);
+  Status Reload();
   // The context for a new connection (null before the first successful Reload).
   std::shared_ptr<boost::asio::ssl::context> Current() const;
   // One line for the log: the certificate's subject and expiry.

@@ -794,8 +794,8 @@ void AddClusterSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
          const uint64_t from_epoch = was->epoch();
          client::Result<Reply> done = c.Switchover(a.to);
          if (!done.ok()) return Failed(done.error());
-         // The old primary has stopped writes and hands over once the standby holds every
-         // record; the new one leads once it has won the election (its promise fsynced).
+         // The old primary has handed over; the new one leads once it has won the
+         // election (one coordinator round, and its promise fsynced).
          client::Result<Reply> after = WaitForView(c, a.timeout_ms, [&](const p::ClusterResult& r) {
            const std::string_view now = View(r.primary());
            return !now.empty() && now != from && r.epoch() > from_epoch;
@@ -805,10 +805,8 @@ void AddClusterSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
          if (is == nullptr || View(is->primary()).empty() || View(is->primary()) == from) {
            return Failed(Error::Server(
                Code::kUnavailable,
-               "switchover: " + from + " began the handover, but no new primary led within " +
-                   std::to_string(a.timeout_ms) + " ms (did the standby not catch up in time, so " +
-                   "that writes resumed on " + from + "? its log says; see `sundial cluster " +
-                   "status`)"));
+               "switchover: " + from + " handed over, but no new primary led within " +
+                   std::to_string(a.timeout_ms) + " ms; see `sundial cluster status`"));
          }
          json::object o;
          o["switchover"] = true;

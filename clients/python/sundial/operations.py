@@ -209,8 +209,7 @@ class Operations:
 
     def switchover(self, to=None, *, timeout=None):
         """A planned change of primary: the primary hands over to ``to`` (a node name; default
-        the synchronous standby) once it holds every record, and returns when the handover began
-        (writes stopped: the answer cannot wait for the end, docs/protocol.md); the new
+        the synchronous standby) once it holds every record, and returns when it has; the new
         primary then shows in ``cluster()``. Never sent twice by the client."""
         return self._execute(codec.switchover(to), timeout)
 
