@@ -35,6 +35,7 @@
 
 #include "bench/histogram.h"
 #include "bench/protocols.h"
+#include "client/client.h"
 #include "client/tls_client.h"
 
 namespace sundial::bench {
@@ -71,6 +72,7 @@ struct Config {
   int64_t lease_ms = 30000;
   uint32_t redis_wait = 0;  // Redis: WAIT for this many replicas after each write
   bool relaxed = false;
+  std::string addr;     // Sundial: a cluster's nodes; the run goes to its primary
   bool tls = false;     // Sundial: TLS to a server with --tls-cert
   std::string ca_file;  // PEM CAs to verify it with (empty: the system's)
   std::string queue;
@@ -958,6 +960,10 @@ int main(int argc, char** argv) {
   app.add_option("--target", config.target_text,
                  "sundial://HOST:PORT, redis://HOST:PORT or beanstalk://HOST:PORT")
       ->capture_default_str();
+  CLI::Option* addr_option = app.add_option(
+      "--addr", config.addr,
+      "Sundial: a cluster's nodes, comma-separated (a:7400,b:7400,c:7400): the run goes to "
+      "the primary found with the Cluster request (not followed during the run)");
   app.add_option("--workload", config.workload_text,
                  "enqueue | dequeue-complete | mixed | filter | exclusive")
       ->capture_default_str();
@@ -1028,6 +1034,34 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!config.ca_file.empty()) config.tls = true;
+  if (addr_option->count() > 0) {
+    if (config.target != Target::kSundial) {
+      fmt::print(stderr, "sundial-bench: --addr: for Sundial only (not with --target {})\n",
+                 config.target_text);
+      return 2;
+    }
+    auto addresses = sundial::client::ParseAddressList(config.addr);
+    if (!addresses.ok()) {
+      fmt::print(stderr, "sundial-bench: --addr: {}\n", addresses.error().message);
+      return 2;
+    }
+    // The primary, once: a client given every node finds it (Health goes to the primary).
+    sundial::client::ConnectOptions options;
+    options.tls = config.tls;
+    options.ca_file = config.ca_file;
+    auto found = sundial::client::Client::Connect(*addresses, options);
+    sundial::client::Result<sundial::client::Reply> health =
+        found.ok() ? (*found)->Health()
+                   : sundial::client::Result<sundial::client::Reply>(found.error());
+    if (!health.ok()) {
+      fmt::print(stderr, "sundial-bench: --addr {}: no primary: {}\n", config.addr,
+                 health.error().ToString());
+      return 3;
+    }
+    config.host = (*found)->address().host;
+    config.port = (*found)->address().port;
+    config.target_text = "sundial://" + (*found)->address().ToString();
+  }
   if (config.tls && config.target != Target::kSundial) {
     fmt::print(stderr, "sundial-bench: --tls: for sundial:// targets only\n");
     return 2;

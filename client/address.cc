@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <charconv>
 
 #include "client/client.h"
@@ -55,6 +56,32 @@ Result<Address> ParseAddress(std::string_view text, uint16_t default_port) {
       return Invalid(text, "port must be a number in 1..65535");
     }
     out.port = static_cast<uint16_t>(value);
+  }
+  return out;
+}
+
+Result<std::vector<Address>> ParseAddressList(std::string_view text, uint16_t default_port) {
+  std::vector<Address> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string_view element = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    while (!element.empty() && (element.front() == ' ' || element.front() == '\t')) {
+      element.remove_prefix(1);
+    }
+    while (!element.empty() && (element.back() == ' ' || element.back() == '\t')) {
+      element.remove_suffix(1);
+    }
+    if (element.empty()) {
+      return Invalid(text, "an empty element in the list (addresses are separated by commas)")
+          .error();
+    }
+    Result<Address> address = ParseAddress(element, default_port);
+    if (!address.ok()) return address.error();
+    if (std::find(out.begin(), out.end(), *address) == out.end()) out.push_back(*address);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
   }
   return out;
 }

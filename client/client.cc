@@ -4,6 +4,7 @@
 // same io_context on a background thread.
 #include "client/client.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <unordered_map>
 
@@ -293,6 +295,19 @@ struct Client::Impl {
   }
 };
 
+// ---- Following a primary -----------------------------------------------------------------
+
+struct Client::Follow {
+  std::vector<Address> seeds;  // as given
+  ConnectOptions options;      // for each connection (the same token, TLS, timeout)
+  bool on_primary = false;     // the connection is to the node that last said it is primary
+  bool closed = false;         // Close() was called: no more connecting
+  uint64_t highest_epoch = 0;  // the highest epoch a node has reported
+  uint64_t resends = 0;
+  uint64_t searches = 0;
+  std::mt19937 rng{std::random_device{}()};
+};
+
 Client::Client(Address address, std::unique_ptr<Impl> impl)
     : address_(std::move(address)), impl_(std::move(impl)) {}
 
@@ -328,7 +343,291 @@ RequestHeader Client::NextHeader() { return {NextRequestId(), durability_}; }
 
 bool Client::connected() const { return impl_->open; }
 
-void Client::Close() { impl_->CloseSocket("closed by the client"); }
+void Client::Close() {
+  if (follow_ != nullptr) follow_->closed = true;
+  impl_->CloseSocket("closed by the client");
+}
+
+uint64_t Client::resends() const { return follow_ ? follow_->resends : 0; }
+uint64_t Client::primary_searches() const { return follow_ ? follow_->searches : 0; }
+
+Result<std::unique_ptr<Client>> Client::Connect(const std::vector<Address>& addresses,
+                                                const ConnectOptions& options) {
+  if (addresses.empty()) {
+    return Error::Local(Code::kInvalidArgument, "addresses: give at least one");
+  }
+  if (addresses.size() == 1) return Connect(addresses.front(), options);
+  std::unique_ptr<Client> client(new Client(addresses.front(), std::make_unique<Impl>()));
+  client->follow_ = std::make_unique<Follow>();
+  client->follow_->seeds = addresses;
+  client->follow_->options = options;
+  Result<void> found = client->FindPrimary({});
+  if (!found.ok() && !client->connected()) return found.error();
+  return client;
+}
+
+namespace {
+
+// Whether a Cluster answer comes from a node that is the primary (or from a node outside any
+// cluster, which is its own primary).
+bool AnswersAsPrimary(const protocol::ClusterResult& c) {
+  if (c.cluster() == nullptr || c.cluster()->size() == 0) return true;
+  return c.node() != nullptr && c.primary() != nullptr && c.primary()->size() > 0 &&
+         c.node()->string_view() == c.primary()->string_view();
+}
+
+std::string Describe(const std::vector<Address>& addresses) {
+  std::string out;
+  for (const Address& a : addresses) out += (out.empty() ? "" : ", ") + a.ToString();
+  return out;
+}
+
+}  // namespace
+
+Result<void> Client::FindPrimary(const std::string& hint) {
+  Follow& f = *follow_;
+  ++f.searches;
+  f.on_primary = false;
+  // Asks the node at the other end of `candidate`'s connection; true when it is the primary.
+  // Records where it says the primary is.
+  std::vector<Address> order;
+  auto add = [&order](const Address& a) {
+    if (std::find(order.begin(), order.end(), a) == order.end()) order.push_back(a);
+  };
+  std::optional<Error> last;
+  std::string no_primary;  // what the nodes that answered said
+  auto ask = [&](Client& candidate) -> bool {
+    Result<Reply> reply = candidate.CallOnce({BuildCluster(candidate.NextHeader())}).front();
+    if (!reply.ok()) {
+      last = reply.error();
+      return false;
+    }
+    const protocol::ClusterResult* c = reply->result<protocol::ClusterResult>();
+    if (c == nullptr) {
+      last = Error::Connection(Code::kInternal,
+                               "protocol: Cluster was not answered with a "
+                               "ClusterResult by " +
+                                   candidate.address().ToString());
+      return false;
+    }
+    const bool primary = AnswersAsPrimary(*c) && c->epoch() >= f.highest_epoch;
+    f.highest_epoch = std::max(f.highest_epoch, c->epoch());
+    if (primary) return true;
+    if (c->primary_addr() != nullptr && c->primary_addr()->size() > 0) {
+      if (Result<Address> named = ParseAddress(c->primary_addr()->string_view()); named.ok()) {
+        add(*named);
+      }
+    }
+    if (no_primary.empty()) {
+      const std::string node = c->node() ? c->node()->str() : candidate.address().ToString();
+      no_primary = c->primary() && c->primary()->size() > 0
+                       ? node + " names " + c->primary()->str() + " as primary (epoch " +
+                             std::to_string(c->epoch()) + "), which is not answering as one"
+                       : node + " knows no primary (epoch " + std::to_string(c->epoch()) +
+                             "): an election is under way";
+    }
+    return false;
+  };
+
+  if (!hint.empty()) {
+    if (Result<Address> named = ParseAddress(hint); named.ok()) add(*named);
+  }
+  // The node connected to first (no new connection), unless a node named another primary.
+  const bool asked_current = impl_->open && hint.empty();
+  if (asked_current) {
+    if (ask(*this)) {
+      f.on_primary = true;
+      return {};
+    }
+  }
+  for (const Address& a : f.seeds) add(a);
+
+  ConnectOptions single = f.options;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (f.closed) break;
+    if (asked_current && order[k] == address_) continue;
+    Result<std::unique_ptr<Client>> candidate = Client::Connect(order[k], single);
+    if (!candidate.ok()) {
+      if (candidate.error().code == Code::kUnauthenticated) return candidate.error();
+      last = candidate.error();
+      continue;
+    }
+    const bool primary = ask(**candidate);
+    if (primary || !impl_->open) {
+      // The primary; or, while none is known, a node that answers (Cluster goes there).
+      impl_ = std::move((*candidate)->impl_);
+      address_ = (*candidate)->address_;
+    }
+    if (primary) {
+      f.on_primary = true;
+      return {};
+    }
+  }
+  if (f.closed) return Error::Connection(Code::kUnavailable, "not connected: closed by the client");
+  if (!no_primary.empty()) {
+    return Error::Server(Code::kNotPrimary,
+                         "not primary: no node answers as the primary: " + no_primary);
+  }
+  return Error::Connection(Code::kUnavailable,
+                           "cannot reach any of " + Describe(f.seeds) +
+                               (last ? " (last: " + last->message + ")" : std::string()));
+}
+
+RequestResend ResendRule(std::string_view request) {
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(request.data()), request.size());
+  if (!protocol::VerifyRequestBuffer(verifier)) return RequestResend::kNotSafe;
+  const protocol::Request* r = protocol::GetRequest(request.data());
+  using O = protocol::Operation;
+  switch (r->op_type()) {
+    case O::Auth:
+    case O::DeleteQueue:  // a repeat that follows a success is NOT_FOUND
+    case O::Redrive:      // a repeat may move messages that errored again in between
+    case O::Subscribe:
+    case O::Unsubscribe:
+    case O::Switchover:
+    case O::NONE:
+      return RequestResend::kNotSafe;
+    case O::Enqueue: {
+      // Safe only when the server can tell a repeat from a new message: every item has an id.
+      const protocol::Enqueue* e = r->op_as_Enqueue();
+      if (e == nullptr || e->items() == nullptr) return RequestResend::kNotSafe;
+      for (const protocol::EnqueueItem* item : *e->items()) {
+        if (item->id() == nullptr || item->id()->size() == 0) return RequestResend::kNotSafe;
+      }
+      return RequestResend::kSafe;
+    }
+    default:
+      // Reads; create/update/purge queue (a repeat leaves the same state); dequeue (a lease in
+      // a lost answer expires: at least once); complete, fail, extend (with their tokens);
+      // cancel, reprioritize; wait; cluster, stats, health.
+      return RequestResend::kSafe;
+  }
+}
+
+std::vector<Result<Reply>> Client::CallFollowing(const std::vector<std::string>& requests) {
+  Follow& f = *follow_;
+  const auto start = Clock::now();
+  const auto give_up = start + std::chrono::milliseconds(f.options.retry.budget_ms);
+  int backoff_ms = std::max(1, f.options.retry.initial_backoff_ms);
+  int attempts = 0;          // tries: searches that failed and sends
+  bool sent_before = false;  // a send now is a resend
+
+  struct Call {
+    bool any_node = false;  // Cluster: whichever node is connected answers
+    RequestResend resend = RequestResend::kNotSafe;
+  };
+  std::vector<Call> calls(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    calls[i].resend = ResendRule(requests[i]);
+    flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(requests[i].data()),
+                                   requests[i].size());
+    calls[i].any_node =
+        protocol::VerifyRequestBuffer(verifier) &&
+        protocol::GetRequest(requests[i].data())->op_type() == protocol::Operation::Cluster;
+  }
+  std::vector<std::optional<Result<Reply>>> out(requests.size());
+  std::vector<size_t> todo(requests.size());
+  for (size_t i = 0; i < todo.size(); ++i) todo[i] = i;
+  std::string hint;  // where a node said the primary is
+
+  // Waits before the next try; false when the budget is spent (no more tries).
+  auto wait = [&]() -> bool {
+    const auto now = Clock::now();
+    if (now >= give_up || f.closed) return false;
+    std::uniform_int_distribution<int> jitter(backoff_ms / 2, backoff_ms);
+    const auto pause =
+        std::min<Clock::duration>(std::chrono::milliseconds(jitter(f.rng)), give_up - now);
+    std::this_thread::sleep_for(pause);
+    backoff_ms = std::min(backoff_ms * 2, std::max(1, f.options.retry.max_backoff_ms));
+    return true;
+  };
+  // The calls still to do end with `e`, or (none given) each with the last error it got; the
+  // message says that the budget is spent.
+  auto give_up_with = [&](const std::optional<Error>& e) {
+    const std::string why =
+        " (gave up following the primary after " + std::to_string(attempts) + " tries in " +
+        std::to_string(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()) +
+        " ms)";
+    for (size_t i : todo) {
+      Error last = e ? *e : out[i]->error();
+      last.message += why;
+      out[i] = std::move(last);
+    }
+  };
+
+  while (!todo.empty()) {
+    if (f.closed) {
+      for (size_t i : todo) {
+        out[i] = Error::Connection(Code::kUnavailable, "not connected: closed by the client");
+      }
+      break;
+    }
+    bool needs_primary = false;
+    for (size_t i : todo) needs_primary |= !calls[i].any_node;
+    if (!impl_->open || (needs_primary && !f.on_primary)) {
+      Result<void> found = FindPrimary(hint);
+      hint.clear();
+      if (!found.ok() && (needs_primary || !impl_->open)) {
+        if (found.error().code == Code::kUnauthenticated) {
+          for (size_t i : todo) out[i] = found.error();
+          break;
+        }
+        ++attempts;
+        if (!wait()) {
+          give_up_with(found.error());
+          break;
+        }
+        continue;
+      }
+    }
+    std::vector<std::string> batch;
+    batch.reserve(todo.size());
+    for (size_t i : todo) batch.push_back(requests[i]);
+    if (sent_before) f.resends += batch.size();
+    sent_before = true;
+    std::vector<Result<Reply>> results = CallOnce(batch);
+    ++attempts;
+    std::vector<size_t> again;
+    bool redirected = false;
+    for (size_t k = 0; k < todo.size(); ++k) {
+      const size_t i = todo[k];
+      Result<Reply>& r = results[k];
+      bool retry = false;
+      if (!r.ok()) {
+        const Error& e = r.error();
+        if (e.code == Code::kNotPrimary) {
+          // Refused before anything was applied: always sent again, where the node says.
+          retry = true;
+          f.on_primary = false;
+          if (!e.primary.empty() && e.primary != address_.ToString()) {
+            hint = e.primary;
+            redirected = true;
+          }
+        } else if (e.code == Code::kUnavailable && e.origin != Error::Origin::kLocal) {
+          // A lost connection, a timeout, or the server's UNAVAILABLE (a demoted primary's
+          // held replies; no synchronous standby in time): the outcome is unknown.
+          f.on_primary = false;
+          retry = calls[i].resend == RequestResend::kSafe;
+        }
+      }
+      if (retry) again.push_back(i);
+      out[i] = std::move(r);
+    }
+    if (again.empty()) break;
+    todo = std::move(again);
+    // A redirect to a named primary goes at once; anything else waits its turn.
+    if (redirected && Clock::now() < give_up) continue;
+    if (!wait()) {
+      give_up_with(std::nullopt);
+      break;
+    }
+  }
+  std::vector<Result<Reply>> results;
+  results.reserve(out.size());
+  for (auto& r : out) results.push_back(std::move(*r));
+  return results;
+}
 
 Result<Reply> Client::Call(std::string_view request) {
   return std::move(CallAll({std::string(request)}).front());
@@ -340,6 +639,11 @@ Result<Reply> Client::Call(const flatbuffers::FlatBufferBuilder& finished_reques
 }
 
 std::vector<Result<Reply>> Client::CallAll(const std::vector<std::string>& requests) {
+  if (follow_ == nullptr) return CallOnce(requests);
+  return CallFollowing(requests);
+}
+
+std::vector<Result<Reply>> Client::CallOnce(const std::vector<std::string>& requests) {
   std::vector<std::optional<Result<Reply>>> slots(requests.size());
   std::unordered_map<uint64_t, std::optional<Result<Reply>>*> calls;
   std::string frames;
@@ -394,6 +698,15 @@ Result<Reply> Client::PurgeQueue(std::string_view name, const std::vector<Messag
 }
 Result<Reply> Client::Enqueue(std::string_view queue, const std::vector<EnqueueItem>& items,
                               uint32_t wait_ms) {
+  if (follow_ != nullptr &&
+      std::any_of(items.begin(), items.end(), [](const EnqueueItem& i) { return i.id.empty(); })) {
+    // An id of the client's own: a resent enqueue is then a duplicate, not a second message.
+    std::vector<EnqueueItem> with_ids = items;
+    for (EnqueueItem& item : with_ids) {
+      if (item.id.empty()) item.id = NewMessageId();
+    }
+    return Call(BuildEnqueue(NextHeader(), queue, with_ids, wait_ms));
+  }
   return Call(BuildEnqueue(NextHeader(), queue, items, wait_ms));
 }
 Result<Reply> Client::Dequeue(std::string_view queue, const DequeueOptions& o) {
@@ -580,6 +893,16 @@ Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const Address& address
   raw->thread = std::thread([raw] { raw->conn->io.run(); });
   raw->io_thread_id = raw->thread.get_id();
   return std::unique_ptr<AsyncClient>(new AsyncClient(std::move(impl)));
+}
+
+Result<std::unique_ptr<AsyncClient>> AsyncClient::Connect(const std::vector<Address>& addresses,
+                                                          const ConnectOptions& options) {
+  if (addresses.size() == 1) return Connect(addresses.front(), options);
+  Result<std::unique_ptr<Client>> client = Client::Connect(addresses, options);
+  if (!client.ok()) return client.error();
+  // Health goes to the primary: it returns once the client is on it (or the budget is spent).
+  if (Result<Reply> health = (*client)->Health(); !health.ok()) return health.error();
+  return Connect((*client)->address(), options);
 }
 
 uint64_t AsyncClient::NextRequestId() {

@@ -24,6 +24,22 @@
 //     thread; Send may be called from any thread with many requests in flight; each
 //     callback runs exactly once, on the I/O thread.
 //
+// Following a cluster's primary (docs/clients/cpp.md, "Clusters"): Client::Connect given two or
+// more addresses (the nodes of one cluster, docs/replication.md) keeps its connection on the
+// primary. It finds it with the Cluster request (any node answers; the one that says it is the
+// primary, at an epoch no older than any seen, is used; a node naming another as primary sends
+// the client there), and on NOT_PRIMARY, a lost connection, a call that timed out or the
+// server's UNAVAILABLE it looks again and sends the call again, waiting between tries with a
+// jittered exponential backoff (RetryPolicy), until RetryPolicy::budget_ms after the call began;
+// then the call returns the last error it got. What is sent again depends on the operation
+// (RequestResend below): every request refused with NOT_PRIMARY (it was not applied), and
+// after an unknown outcome only those that are safe to repeat: reads, enqueues whose items all
+// carry ids (the typed Enqueue gives an id to each item without one, so that a repeat is a
+// duplicate and not a second message), complete/fail/extend with their tokens, dequeues (a
+// lease the lost answer carried expires and the message comes back: at least once). Cluster
+// goes to whichever node is connected; everything else to the primary. Given one address, the
+// client is exactly the single-node client: no Cluster request, no retry, no id of its own.
+//
 // TLS (ConnectOptions::tls): the connection is TLS 1.2 or later; the server's certificate must
 // chain to ConnectOptions::ca_file (or, without one, to the system's CAs) and name the host
 // connected to (a DNS name, or an IP address in its subjectAltName). A refused certificate is
@@ -66,6 +82,24 @@ struct Address {
 // address without brackets.
 Result<Address> ParseAddress(std::string_view text, uint16_t default_port = kDefaultPort);
 
+// Parses a comma-separated list of addresses ("a:7400,b:7400,c"), each as ParseAddress;
+// whitespace around an element is ignored and a repeated address is kept once. An empty list
+// or element is INVALID_ARGUMENT (kLocal), as is a bad element (named).
+Result<std::vector<Address>> ParseAddressList(std::string_view text,
+                                              uint16_t default_port = kDefaultPort);
+
+// How a client given several addresses retries while it follows the primary (see above).
+// The wait before try n (n >= 1) is a random time in [b/2, b] with b = min(initial_backoff_ms *
+// 2^(n-1), max_backoff_ms); no try starts after budget_ms from the call's start, and a try
+// under way keeps its own deadline (timeout_ms, plus a long poll's wait), so a call returns
+// within budget_ms + timeout_ms (+ wait_ms) at most. The default budget covers a failover
+// with sundiald's default --leader-ttl-s 5 with room to spare.
+struct RetryPolicy {
+  int budget_ms = 20000;
+  int initial_backoff_ms = 50;
+  int max_backoff_ms = 1000;
+};
+
 // How to connect, beyond the address.
 struct ConnectOptions {
   std::string token;                   // empty: no Auth request
@@ -73,7 +107,22 @@ struct ConnectOptions {
   bool tls = false;                    // TLS (the server runs with --tls-cert/--tls-key)
   std::string ca_file;                 // PEM CAs for the server's certificate; empty: the system's
   std::string server_name;             // name the certificate must show; empty: the address's host
+  RetryPolicy retry;                   // with several addresses: how calls are retried
 };
+
+// What a client following the primary may do with a request whose outcome it does not know
+// (the connection was lost or the call timed out after it was written, or the server answered
+// UNAVAILABLE): send it again, or return the error. A request refused with NOT_PRIMARY is
+// always sent again (the node applied nothing).
+enum class RequestResend : uint8_t {
+  kSafe,     // reads, idempotent writes, enqueues with ids, complete/fail/extend with tokens,
+             // dequeues (at least once)
+  kNotSafe,  // delete_queue, redrive, switchover, an enqueue item without an id, auth,
+             // subscriptions: the caller decides
+};
+// `request`: a verified Request (its bytes as SummarizeRequest takes them); kNotSafe for bytes
+// that are not one.
+RequestResend ResendRule(std::string_view request);
 
 // True when `bytes` is a valid ServerMessage FlatBuffer (FlatBuffers' Verifier).
 bool VerifyServerMessage(std::string_view bytes);
@@ -117,6 +166,13 @@ class Client {
   // The same, with TLS when options.tls (handshake and verification within timeout_ms).
   static Result<std::unique_ptr<Client>> Connect(const Address& address,
                                                  const ConnectOptions& options);
+  // One address: Connect(addresses[0], options). Two or more: the nodes of one cluster; the
+  // client follows the primary (see above). It connects to the primary when a node names one,
+  // else to the first node that answers (calls then wait for a primary within the retry
+  // budget); UNAVAILABLE (kConnection) naming every address when none answers, and
+  // UNAUTHENTICATED when a node refuses the token. INVALID_ARGUMENT (kLocal) for an empty list.
+  static Result<std::unique_ptr<Client>> Connect(const std::vector<Address>& addresses,
+                                                 const ConnectOptions& options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -128,7 +184,13 @@ class Client {
   void set_durability(Durability d) { durability_ = d; }
   Durability durability() const { return durability_; }
   bool connected() const;
+  // The address connected to (the primary's, once found, when following).
   const Address& address() const { return address_; }
+  // Whether this client follows a cluster's primary (it was given two or more addresses).
+  bool follows_primary() const { return follow_ != nullptr; }
+  // Following: how many times a call was sent again, and the primary was looked for, so far.
+  uint64_t resends() const;
+  uint64_t primary_searches() const;
 
   // Sends one finished Request and waits for the response with its request_id.
   Result<Reply> Call(std::string_view request);
@@ -141,7 +203,9 @@ class Client {
   void Close();
 
   // Typed helpers: build the request (client/requests.h) with NextHeader() and Call it. The
-  // result table to read from the Reply is named after each (protocol/sundial.fbs).
+  // result table to read from the Reply is named after each (protocol/sundial.fbs). Following
+  // a primary, Enqueue gives every item without an id one of its own (NewMessageId), so that
+  // it can be sent again safely; the reply names it as usual.
   Result<Reply> CreateQueue(std::string_view name, const QueueSettings& s);        // QueueResult
   Result<Reply> UpdateQueue(std::string_view name, const QueueSettingsUpdate& u);  // QueueResult
   Result<Reply> GetQueue(std::string_view name);                                   // QueueResult
@@ -178,16 +242,27 @@ class Client {
                      uint32_t wait_ms);                // WaitResult
   Result<Reply> Stats();                               // StatsResult
   Result<Reply> Health();                              // HealthResult
-  Result<Reply> Cluster();                             // ClusterResult
+  Result<Reply> Cluster();                             // ClusterResult (any node answers)
   Result<Reply> Switchover(std::string_view to = {});  // Done
 
  private:
   friend class AsyncClient;
   struct Impl;
+  struct Follow;
   Client(Address address, std::unique_ptr<Impl> impl);
+
+  // Sends `requests` on the connection as it is: no retry (the single-node client).
+  std::vector<Result<Reply>> CallOnce(const std::vector<std::string>& requests);
+  // Following: sends them to the primary, looks for it and sends again as the rules say.
+  std::vector<Result<Reply>> CallFollowing(const std::vector<std::string>& requests);
+  // Following: connects to the primary (first to `hint`, a node's word for where it is, when
+  // given). Ok once connected to it; else the error, and the connection is left on a node that
+  // answered, if any did (Cluster requests can go there).
+  Result<void> FindPrimary(const std::string& hint);
 
   Address address_;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Follow> follow_;  // null: a single-node client
   uint64_t next_request_id_ = 1;
   Durability durability_ = Durability::durable;
 };
@@ -208,6 +283,11 @@ class AsyncClient {
                                                       std::string token = {},
                                                       int timeout_ms = kDefaultTimeoutMs);
   static Result<std::unique_ptr<AsyncClient>> Connect(const Address& address,
+                                                      const ConnectOptions& options);
+  // Several addresses: connects to the cluster's primary, found as Client does (waiting for
+  // one within options.retry's budget). It does not follow it afterwards: when the primary
+  // changes, calls fail with NOT_PRIMARY or UNAVAILABLE and the caller connects again.
+  static Result<std::unique_ptr<AsyncClient>> Connect(const std::vector<Address>& addresses,
                                                       const ConnectOptions& options);
   ~AsyncClient();  // Close()
   AsyncClient(const AsyncClient&) = delete;

@@ -1,5 +1,8 @@
 #include "client/requests.h"
 
+#include <chrono>
+#include <random>
+
 namespace sundial::client {
 namespace {
 
@@ -39,6 +42,26 @@ std::string Finish(fb::FlatBufferBuilder& b, RequestHeader h, p::Operation type,
 }
 
 }  // namespace
+
+std::string NewMessageId() {
+  static constexpr char kCrockford[] = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+  thread_local std::mt19937_64 rng([] {
+    std::random_device device;
+    return (uint64_t{device()} << 32) ^ device();
+  }());
+  const auto ms = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  unsigned __int128 v = static_cast<unsigned __int128>(ms & 0xFFFFFFFFFFFFull) << 80;
+  v |= static_cast<unsigned __int128>(rng() & 0xFFFF) << 64;
+  v |= rng();
+  std::string out(26, '0');
+  for (int i = 25; i >= 0; --i) {
+    out[i] = kCrockford[static_cast<unsigned>(v & 31)];
+    v >>= 5;
+  }
+  return out;
+}
 
 std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b) {
   return {reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize()};

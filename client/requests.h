@@ -157,6 +157,12 @@ std::string BuildHealth(RequestHeader h);
 std::string BuildCluster(RequestHeader h);
 std::string BuildSwitchover(RequestHeader h, std::string_view to);  // to: empty = sync standby
 
+// A new message id for an enqueue item the caller gave none (a client following a primary
+// sends such items with an id of its own, so a retry cannot enqueue twice): a ULID like the
+// server's (docs/semantics.md, "Enqueue"): 26 characters of Crockford base32, a 48-bit ms
+// timestamp then 80 random bits. Thread-safe.
+std::string NewMessageId();
+
 // The finished Request in a builder (for requests built by hand): its bytes.
 std::string FinishedBytes(const flatbuffers::FlatBufferBuilder& b);
 

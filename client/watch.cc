@@ -4,6 +4,7 @@
 // thread; Finish records the outcome, closes the connection and stops the run.
 #include "client/watch.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core.hpp>
@@ -12,6 +13,8 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <optional>
+#include <random>
+#include <thread>
 #include <type_traits>
 
 #include "client/tls_client.h"
@@ -55,6 +58,9 @@ class WatchSession {
     if (!outcome_) return Unreachable("the connection ended");
     return std::move(*outcome_);
   }
+
+  // Whether the server accepted the Subscribe (events may have followed).
+  bool subscribed() const { return subscribed_; }
 
  private:
   static websocket::stream<Stream> MakeStream(asio::io_context& io,
@@ -198,6 +204,7 @@ class WatchSession {
         answer_timer_.cancel();
         Result<Reply> reply = Reply::FromVerified(std::move(frame));
         if (!reply.ok()) return Finish(reply.error());
+        subscribed_ = true;
       }
     } else if (const protocol::EventMessage* event = message->body_as_EventMessage()) {
       if (!on_event_(*event)) return Finish(Result<void>());
@@ -221,15 +228,99 @@ class WatchSession {
   std::string subscribe_text_;
   protocol::JsonCodec codec_;
   std::optional<Result<void>> outcome_;
+  bool subscribed_ = false;
 };
+
+// One subscription on options.http; `subscribed` says whether the server accepted it.
+Result<void> WatchOnce(const WatchOptions& options, const EventHandler& on_event,
+                       bool* subscribed) {
+  if (!options.tls) {
+    WatchSession<beast::tcp_stream> session(options, on_event);
+    Result<void> out = session.Run();
+    *subscribed = session.subscribed();
+    return out;
+  }
+  auto context = tls::MakeContext(options.ca_file);
+  if (!context.ok()) return context.error();
+  WatchSession<TlsStream> session(options, on_event, context->get());
+  Result<void> out = session.Run();
+  *subscribed = session.subscribed();
+  return out;
+}
+
+// The HTTP address of the cluster's primary, found through `client` (which follows it).
+Result<Address> PrimaryHttpAddress(Client& client) {
+  // Health goes to the primary: once it is answered, the client is connected to it.
+  if (Result<Reply> health = client.Health(); !health.ok()) return health.error();
+  Result<Reply> cluster = client.Cluster();
+  if (!cluster.ok()) return cluster.error();
+  const protocol::ClusterResult* c = cluster->result<protocol::ClusterResult>();
+  if (c != nullptr && c->members() != nullptr && c->node() != nullptr) {
+    for (const protocol::ClusterMember* m : *c->members()) {
+      if (m->node() != nullptr && m->node()->string_view() == c->node()->string_view() &&
+          m->http_addr() != nullptr) {
+        return ParseAddress(m->http_addr()->string_view(), kDefaultHttpPort);
+      }
+    }
+  }
+  return Error::Connection(Code::kInternal,
+                           "cluster: the primary did not list its own HTTP address");
+}
 
 }  // namespace
 
 Result<void> Watch(const WatchOptions& options, const EventHandler& on_event) {
-  if (!options.tls) return WatchSession<beast::tcp_stream>(options, on_event).Run();
-  auto context = tls::MakeContext(options.ca_file);
-  if (!context.ok()) return context.error();
-  return WatchSession<TlsStream>(options, on_event, context->get()).Run();
+  bool subscribed = false;
+  if (options.cluster.size() < 2) return WatchOnce(options, on_event, &subscribed);
+
+  ConnectOptions connect;
+  connect.token = options.token;
+  connect.timeout_ms = options.timeout_ms;
+  connect.tls = options.tls;
+  connect.ca_file = options.ca_file;
+  connect.retry = options.retry;
+  using Clock = std::chrono::steady_clock;
+  std::mt19937 rng{std::random_device{}()};
+  auto since = Clock::now();  // the last time a subscription stood (or the start)
+  int backoff_ms = std::max(1, options.retry.initial_backoff_ms);
+  std::unique_ptr<Client> client;
+  while (true) {
+    Error last;
+    if (client == nullptr) {
+      Result<std::unique_ptr<Client>> connected = Client::Connect(options.cluster, connect);
+      if (connected.ok()) {
+        client = std::move(*connected);
+      } else {
+        last = connected.error();
+      }
+    }
+    if (client != nullptr) {
+      Result<Address> http = PrimaryHttpAddress(*client);
+      if (http.ok()) {
+        WatchOptions one = options;
+        one.cluster.clear();
+        one.http = *http;
+        Result<void> watched = WatchOnce(one, on_event, &subscribed);
+        // Ok: the handler stopped. A refusal (a bad queue or filter, the token) is final.
+        if (watched.ok() || watched.error().code != Code::kUnavailable) return watched;
+        last = watched.error();
+        if (subscribed) {
+          since = Clock::now();
+          backoff_ms = std::max(1, options.retry.initial_backoff_ms);
+        }
+      } else {
+        last = http.error();
+        if (last.code == Code::kUnauthenticated) return last;
+      }
+    }
+    const auto now = Clock::now();
+    const auto give_up = since + std::chrono::milliseconds(options.retry.budget_ms);
+    if (now >= give_up) return last;
+    std::uniform_int_distribution<int> jitter(backoff_ms / 2, backoff_ms);
+    std::this_thread::sleep_for(
+        std::min<Clock::duration>(std::chrono::milliseconds(jitter(rng)), give_up - now));
+    backoff_ms = std::min(backoff_ms * 2, std::max(1, options.retry.max_backoff_ms));
+  }
 }
 
 }  // namespace sundial::client

@@ -17,12 +17,22 @@
 //     Subscribe answer does not come within timeout_ms, or the connection ends;
 //   - INTERNAL (kConnection) for a frame that cannot be read as a ServerMessage.
 //
+// Following a cluster (WatchOptions::cluster, two or more binary TCP addresses): Watch finds the
+// primary as Client does (client.h), subscribes on the primary's HTTP port (its member's
+// http_addr in the Cluster answer; `http` is not used), and when the connection ends or the
+// server closes the subscription (UNAVAILABLE), it finds the primary again and subscribes
+// again, with the backoff of `retry`, until retry.budget_ms have passed without a subscription
+// standing; then it returns the last error. Events of the gap between two subscriptions are
+// not replayed, and the handler is not told of the gap: a watcher that needs every change
+// reads the state again (get, browse, count). Other errors end it at once.
+//
 // Thread safety: blocks the calling thread; the handler runs on it. Boost.Beast stays inside
 // client/watch.cc.
 #pragma once
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 
@@ -36,6 +46,8 @@ struct WatchOptions {
   int timeout_ms = kDefaultTimeoutMs;           // connect, upgrade, Subscribe answer, idle
   bool tls = false;                             // wss: verified as ConnectOptions (client.h)
   std::string ca_file;                          // PEM CAs; empty: the system's
+  std::vector<Address> cluster;                 // 2+: follow this cluster's primary (above)
+  RetryPolicy retry;                            // following: re-subscription's backoff
 };
 
 // Called with each event; returns false to stop watching.

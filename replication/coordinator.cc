@@ -1,5 +1,7 @@
 #include "replication/coordinator.h"
 
+#include <future>
+
 #include <boost/json.hpp>
 #include <cstdio>
 
@@ -66,6 +68,7 @@ void Coordinator::Stop() {
   }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
+  AnswerSwitchover(Unavailable("switchover: the node is stopping"));
   if (lease_id_ != 0) {
     // The member key and, for a primary, the leader key go with the lease: a standby takes over
     // at once rather than after the TTL.
@@ -150,12 +153,16 @@ bool Coordinator::ReadKeys(CoordinatorView* view, int64_t* sync_mod_revision,
 
 void Coordinator::RunOnce() {
   std::optional<std::string> switchover;
+  uint64_t request = 0;
   {
     MutexLock lock(&mu_);
     if (stop_) return;
     switchover.swap(switchover_);
+    request = switchover_request_;
   }
   const bool renewed = RenewLease();
+  // A demotion (the lease expired) answered it already: a later request is not this one.
+  if (switchover && !SwitchoverAsked(request)) switchover.reset();
   // A primary handing over stays stopped until the handover ends.
   if (role_ == Role::kPrimary && renewed && !handover_) {
     node_->ExtendLeadership(WritableUntil());
@@ -168,7 +175,10 @@ void Coordinator::RunOnce() {
     view.cluster = options_.cluster;
     view.node = options_.node;
     view.etcd_reachable = false;
-    if (switchover) FinishSwitchover(Unavailable("switchover: etcd cannot be reached"));
+    if (switchover) {
+      // Taken from switchover_ this round: answered, or its request would wait for good.
+      FinishSwitchover(Unavailable("switchover: etcd did not answer; nothing was changed"));
+    }
     MutexLock lock(&mu_);
     view_.etcd_reachable = false;
     node_->Publish(view_);
@@ -376,50 +386,60 @@ std::string Coordinator::LeaderValue() const {
 }
 
 void Coordinator::BecomeNone(const std::string& why) {
-  Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
-  // A switchover request blocks the io loop that received it until it has a result, and the
-  // demotion below waits for every io loop: the request is answered first (or never would be).
-  {
-    MutexLock lock(&mu_);
-    if (switchover_busy_ && !switchover_result_) {
-      switchover_.reset();
-      switchover_result_ = Unavailable("switchover: this node stopped being the primary");
-      cv_.SignalAll();
-    }
-  }
+  // A switchover waiting for its answer is answered before the demotion.
   handover_.reset();
+  AnswerSwitchover(Status(Code::kUnavailable,
+                          "switchover: the leadership ended (" + why + ") before the handover"));
+  Log("sundiald: cluster %s: no longer the primary: %s", options_.cluster, why);
   role_ = Role::kNone;
   following_.reset();
   pending_sync_.reset();
   node_->Demote(why);
 }
 
-Status Coordinator::RequestSwitchover(const std::string& to) {
-  MutexLock lock(&mu_);
-  if (switchover_busy_) return FailedPrecondition("switchover: one is already under way");
-  switchover_busy_ = true;
-  switchover_ = to;
-  switchover_result_.reset();
-  cv_.SignalAll();
-  // Bounded: it holds an io loop (a demotion waits for every loop to fail its held replies).
-  const auto deadline =
-      SteadyClock::now() + options_.switchover_timeout * 2 + options_.loop_interval * 8;
-  while (!switchover_result_.has_value() && !stop_) {
-    if (!cv_.WaitUntil(&mu_, deadline)) break;
+void Coordinator::RequestSwitchover(const std::string& to, std::function<void(Status)> done) {
+  ReleasableMutexLock lock(&mu_);
+  if (stop_ || switchover_busy_) {
+    const bool stopping = stop_;
+    lock.Release();
+    done(stopping ? Unavailable("switchover: the node is stopping")
+                  : FailedPrecondition("switchover: one is already under way"));
+    return;
   }
-  switchover_.reset();  // not started by now: it never will be
-  const Status s = switchover_result_.value_or(
-      Unavailable(stop_ ? "switchover: the node is stopping" : "switchover: no result in time"));
-  switchover_result_.reset();
-  switchover_busy_ = false;
-  return s;
+  switchover_busy_ = true;
+  ++switchover_request_;
+  switchover_ = to;
+  switchover_done_ = std::move(done);
+  cv_.SignalAll();
+}
+
+Status Coordinator::RequestSwitchover(const std::string& to) {
+  std::promise<Status> result;
+  RequestSwitchover(to, [&result](Status s) { result.set_value(std::move(s)); });
+  return result.get_future().get();
+}
+
+bool Coordinator::SwitchoverAsked(uint64_t request) const {
+  MutexLock lock(&mu_);
+  return switchover_busy_ && switchover_request_ == request;
 }
 
 void Coordinator::FinishSwitchover(Status result) {
   handover_.reset();
-  MutexLock lock(&mu_);
-  switchover_result_ = result;
-  cv_.SignalAll();
+  AnswerSwitchover(std::move(result));
+}
+
+void Coordinator::AnswerSwitchover(Status result) {
+  std::function<void(Status)> done;
+  {
+    MutexLock lock(&mu_);
+    if (!switchover_busy_) return;  // answered already
+    switchover_busy_ = false;
+    switchover_.reset();
+    done = std::move(switchover_done_);
+    switchover_done_ = nullptr;
+  }
+  if (done) done(std::move(result));
 }
 
 void Coordinator::StartSwitchover(std::string to) {
@@ -479,10 +499,8 @@ void Coordinator::ContinueSwitchover() {
     return FinishSwitchover(Unavailable("switchover: could not release the leader key in etcd"));
   }
   hold_until_ = SteadyClock::now() + options_.switchover_hold;
-  // The requester first: it waits on an io loop (Core::Switchover), and the demotion waits for
-  // every loop (ReplicaNode::Demote answers the replies they hold). The other way round, the two
-  // threads wait for each other for ever. Writes stopped when the handover began and the key is
-  // released: the leadership is given up already.
+  // The requester first: BecomeNone would answer it as failed. Writes stopped when the
+  // handover began and the key is released: the leadership is given up already.
   FinishSwitchover(Status::Ok());
   BecomeNone("switchover to " + h.to);
 }

@@ -1,7 +1,8 @@
 // Coordinator: the high-availability control loop of one node (docs/replication.md,
-// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member key current,
-// follows the leader or takes the leadership when the rules allow (replication/election.h),
-// publishes the synchronous standby, and tells the node what to be through ClusterNode.
+// "Leadership, epochs and fencing"). One thread keeps the node's etcd lease alive, keeps its member
+// key current, follows the leader or takes the leadership when the rules allow
+// (replication/election.h), publishes the synchronous standby, and tells the node what to be
+// through ClusterNode.
 //
 // Timing (Patroni's rule: loop + 2 × call timeout ≤ TTL): every `loop_interval` (it polls: no
 // etcd watch wakes it sooner yet) it renews the lease once; a primary is writable
@@ -132,9 +133,17 @@ class Coordinator {
   void Stop();
 
   // From any thread (a Switchover request on the primary): hands the leadership to `to` (empty:
-  // the synchronous standby) and returns once it has given it up. FAILED_PRECONDITION when this
-  // node is not the primary or `to` is not a connected standby; UNAVAILABLE when the standby did
-  // not catch up in time (writes then resume here).
+  // the synchronous standby); `done` gets the outcome once it has given it up, or failed.
+  // FAILED_PRECONDITION when this node is not the primary, `to` is not a connected standby, or
+  // another switchover is under way; UNAVAILABLE when the standby did not catch up in time
+  // (writes then resume here), when etcd does not answer, when the leadership ends another
+  // way first, or when the coordinator stops. `done` runs once, on the coordinator's thread
+  // (or the caller's, for an immediate refusal, or Stop's): it must not block. It is called
+  // before the node is demoted. Returns at once: the caller may be a sundiald io loop, which
+  // must go on serving (the standby's replication session may be on it, and
+  // ClusterNode::Demote waits for every loop).
+  void RequestSwitchover(const std::string& to, std::function<void(Status)> done);
+  // The same, waiting for the outcome (tests; never from an io loop).
   Status RequestSwitchover(const std::string& to);
 
   CoordinatorView view() const;
@@ -171,6 +180,10 @@ class Coordinator {
   void StartSwitchover(std::string to);
   void ContinueSwitchover();
   void FinishSwitchover(Status result);
+  // Hands `result` to the request waiting for it, if one does. Not under mu_.
+  void AnswerSwitchover(Status result);
+  // Whether request number `request` still waits for its answer.
+  bool SwitchoverAsked(uint64_t request) const;
   SteadyClock::time_point WritableUntil() const;
 
   const CoordinatorOptions options_;
@@ -195,9 +208,10 @@ class Coordinator {
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   CoordinatorView view_ GUARDED_BY(mu_);
-  std::optional<std::string> switchover_ GUARDED_BY(mu_);  // requested, not yet started
-  bool switchover_busy_ GUARDED_BY(mu_) = false;           // a request waits for its result
-  std::optional<Status> switchover_result_ GUARDED_BY(mu_);
+  std::optional<std::string> switchover_ GUARDED_BY(mu_);        // requested, not yet started
+  bool switchover_busy_ GUARDED_BY(mu_) = false;                 // a request waits for its result
+  std::function<void(Status)> switchover_done_ GUARDED_BY(mu_);  // where its result goes
+  uint64_t switchover_request_ GUARDED_BY(mu_) = 0;              // requests so far
   std::thread thread_;
 };
 

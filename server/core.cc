@@ -75,6 +75,10 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
       *request, session->transport(), session.get(), &loop->builder(), session->access());
   if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
   if (outcome.messages > 0) metrics_->CountMessages(static_cast<uint8_t>(op), outcome.messages);
+  if (outcome.deferred) {
+    // A handover under way: answered from the coordinator's outcome, on this loop, later.
+    return StartSwitchover(*request->op_as_Switchover(), std::move(completion), loop);
+  }
   // A queue that does not exist yet is waited on like an empty one: the first enqueue creates
   // it (auto-create), and a worker may well start before any producer.
   if (may_wait && (outcome.empty_dequeue || outcome.code == Code::kNotFound)) {
@@ -158,15 +162,51 @@ void Core::Cluster(Reply& reply) {
                                    info.sync_standby.c_str(), info.replication.c_str(), &members));
 }
 
-void Core::Switchover(const p::Request& request, Reply& reply) {
+bool Core::Switchover(const p::Request&, Reply& reply) {
   if (!switchover_) {
-    return reply.Error(Code::kFailedPrecondition,
-                       "switchover: this node is not in a cluster (sundiald --cluster)");
+    reply.Error(Code::kFailedPrecondition,
+                "switchover: this node is not in a cluster (sundiald --cluster)");
+    return false;
   }
-  const p::Switchover* s = request.op_as_Switchover();
-  const Status status = switchover_(s->to() ? s->to()->string_view() : std::string_view());
-  if (!status.ok()) return reply.Error(status);
+  if (role_.kind() != RoleKind::kPrimary) {
+    // As a mutation sent here: NOT_PRIMARY naming the primary, so that a client following the
+    // cluster sends it there.
+    const NodeRole::Refusal why = role_.WhyNotWritable();
+    reply.NotPrimary(why.message, why.primary_addr);
+    return false;
+  }
+  // The handover takes from milliseconds to seconds and this io loop must go on serving
+  // meanwhile (the standby's replication session may be on it): StartSwitchover answers later.
   reply.Ok(p::Result::Done, p::CreateDone(reply.b()));
+  return true;
+}
+
+void Core::StartSwitchover(const p::Switchover& request, Completion completion, Loop* loop) {
+  const uint64_t request_id = completion.request_id();
+  // std::function wants a copyable callable: the completion travels in a shared_ptr.
+  auto answer = std::make_shared<Completion>(std::move(completion));
+  switchover_(request.to() ? request.to()->string_view() : std::string_view(),
+              [this, loop, answer, request_id](Status status) {
+                loop->Post([this, loop, answer, request_id, status = std::move(status)] {
+                  fb::FlatBufferBuilder b;
+                  fb::Offset<p::Error> error = 0;
+                  fb::Offset<void> result = 0;
+                  if (status.ok()) {
+                    result = p::CreateDone(b).Union();
+                  } else {
+                    error = p::CreateError(b, static_cast<p::Code>(status.code()),
+                                           b.CreateString(status.detail()));
+                  }
+                  const auto response = p::CreateResponse(
+                      b, request_id, error, 0, status.ok() ? p::Result::Done : p::Result::NONE,
+                      result, role_.epoch());
+                  b.Finish(p::CreateServerMessage(b, p::ServerBody::Response, response.Union()));
+                  loop->Answer(std::move(*answer),
+                               std::string_view(reinterpret_cast<const char*>(b.GetBufferPointer()),
+                                                b.GetSize()),
+                               status.code(), 0);
+                });
+              });
 }
 
 void Core::Health(Reply& reply) {

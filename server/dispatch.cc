@@ -461,7 +461,7 @@ void RunCluster(const p::Request&, OpContext& ctx, Reply& r) {
 
 void RunSwitchover(const p::Request& request, OpContext& ctx, Reply& r) {
   if (ctx.server == nullptr) return r.Error(kNoServer);
-  ctx.server->Switchover(request, r);
+  ctx.deferred = ctx.server->Switchover(request, r);
 }
 
 constexpr uint8_t kAny = kOverTcp | kOverWebSocket;
@@ -615,6 +615,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.empty_dequeue = ctx.empty_dequeue;
   out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
+  out.deferred = ctx.deferred;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
   if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;

@@ -114,7 +114,9 @@ class SessionOperations {
   virtual void Stats(Reply& reply) = 0;
   virtual void Health(Reply& reply) = 0;
   virtual void Cluster(Reply& reply) = 0;
-  virtual void Switchover(const protocol::Request& request, Reply& reply) = 0;
+  // True when the handover was started: `reply` is then only a placeholder, and the server
+  // answers the request later (Outcome::deferred), once the handover is over.
+  virtual bool Switchover(const protocol::Request& request, Reply& reply) = 0;
 
  protected:
   ~SessionOperations() = default;
@@ -131,6 +133,8 @@ struct OpContext {
   // Messages the operation handled (sundial_messages_total): enqueue items accepted, messages
   // leased, complete items that succeeded.
   uint64_t messages = 0;
+  // Set by Switchover: the server answers later; the reply built now is not sent.
+  bool deferred = false;
 };
 
 inline constexpr uint8_t kOverTcp = 1u << static_cast<uint8_t>(Transport::kTcp);
@@ -166,6 +170,7 @@ class Dispatcher {
     bool empty_dequeue = false;  // a Dequeue that succeeded with no message (long-poll waits)
     bool unfinished = false;     // OpContext::unfinished
     uint64_t messages = 0;       // OpContext::messages
+    bool deferred = false;       // OpContext::deferred: the caller answers later, not `response`
     const OperationRow* row = nullptr;  // null: the operation was unknown or refused before it
   };
   Outcome Handle(const protocol::Request& request, Transport transport, Session* session,

@@ -486,7 +486,10 @@ class Core final : public EffectSink, public SessionOperations {
   void Stats(Reply& reply) override;
   void Health(Reply& reply) override;
   void Cluster(Reply& reply) override;
-  void Switchover(const protocol::Request& request, Reply& reply) override;
+  bool Switchover(const protocol::Request& request, Reply& reply) override;
+  // A Switchover request the dispatcher let through (Outcome::deferred): handed to the
+  // coordinator, answered on `loop` when the handover is over.
+  void StartSwitchover(const protocol::Switchover& request, Completion completion, Loop* loop);
 
   // A StatsResult table built into `b` (its offset), for a Stats reply or a StatsTick
   // (`queues`: the engine's ListQueues, when the caller has it already).
@@ -528,8 +531,12 @@ class Core final : public EffectSink, public SessionOperations {
   // This node's role in its cluster (standalone outside one): what mutations may run here.
   NodeRole* role() { return &role_; }
   const NodeRole* role() const { return &role_; }
-  // What a Switchover request does (set by the replication coordinator; unset: refused).
-  using SwitchoverHandler = std::function<Status(std::string_view to)>;
+  // What a Switchover request does (set by the replication coordinator; unset: refused): starts
+  // the handover and returns at once; `done` gets the outcome later, from any thread, once.
+  // Submit answers the request then (an io loop never waits for a handover: the standby's
+  // replication session may be on it).
+  using SwitchoverHandler =
+      std::function<void(std::string_view to, std::function<void(Status)> done)>;
   void set_switchover(SwitchoverHandler handler) { switchover_ = std::move(handler); }
   wal::GroupCommitLog* log() const { return log_; }
   Metrics* metrics() const { return metrics_; }

@@ -91,8 +91,9 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
       std::max<int64_t>(100, std::min<int64_t>(options_.ha_loop_ms * 2, 1000)));
   addresses_ = o.addresses;
   coordinator_ = std::make_unique<replication::Coordinator>(o, this);
-  core_->set_switchover(
-      [this](std::string_view to) { return coordinator_->RequestSwitchover(std::string(to)); });
+  core_->set_switchover([this](std::string_view to, std::function<void(Status)> done) {
+    coordinator_->RequestSwitchover(std::string(to), std::move(done));
+  });
   coordinator_->Start();
   return Status::Ok();
 }

@@ -213,6 +213,37 @@ json::object HealthToJson(const p::HealthResult& h) {
   return o;
 }
 
+json::object ClusterToJson(const p::ClusterResult& c) {
+  json::object o;
+  PutText(&o, "cluster", c.cluster());
+  PutText(&o, "node", c.node());
+  o["epoch"] = c.epoch();
+  PutText(&o, "primary", c.primary());
+  PutText(&o, "primary_addr", c.primary_addr());
+  PutText(&o, "sync_standby", c.sync_standby());
+  PutText(&o, "replication", c.replication());
+  json::array members;
+  if (c.members() != nullptr) {
+    for (const p::ClusterMember* m : *c.members()) {
+      json::object member;
+      PutText(&member, "node", m->node());
+      member["role"] = p::EnumNameNodeRole(m->role());
+      PutText(&member, "addr", m->addr());
+      PutText(&member, "http_addr", m->http_addr());
+      PutText(&member, "replication_addr", m->replication_addr());
+      member["epoch"] = m->epoch();
+      member["end_lsn"] = m->end_lsn();
+      member["flushed_lsn"] = m->flushed_lsn();
+      member["lag_records"] = m->lag_records();
+      member["lag_ms"] = m->lag_ms();
+      member["sync"] = m->sync();
+      members.push_back(std::move(member));
+    }
+  }
+  o["members"] = std::move(members);
+  return o;
+}
+
 json::object EventToJson(const p::EventMessage& event) {
   json::object o;
   if (const p::MessageEvent* m = event.event_as_MessageEvent()) {
@@ -242,6 +273,7 @@ json::object ErrorToJson(const client::Error& error) {
   json::object o;
   o["code"] = CodeName(error.code);
   PutText(&o, "message", error.message);
+  if (!error.primary.empty()) PutText(&o, "primary", error.primary);
   return o;
 }
 

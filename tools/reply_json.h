@@ -35,9 +35,14 @@ boost::json::object SummaryToJson(const protocol::MessageSummary& summary);
 boost::json::object ExplainToJson(const protocol::ExplainResult& explain);
 boost::json::object StatsToJson(const protocol::StatsResult& stats);
 boost::json::object HealthToJson(const protocol::HealthResult& health);
+// cluster status: the answering node's view (cluster, node, epoch, primary, primary_addr,
+// sync_standby, replication) and `members`, one object each (node, role, addr, http_addr,
+// replication_addr, epoch, end_lsn, flushed_lsn, lag_records, lag_ms, sync).
+boost::json::object ClusterToJson(const protocol::ClusterResult& cluster);
 // watch: {"event":"message"|"stats"|"closed", ...the event's fields}.
 boost::json::object EventToJson(const protocol::EventMessage& event);
-// {"code":"NOT_FOUND","message":"..."}.
+// {"code":"NOT_FOUND","message":"..."}; NOT_PRIMARY adds "primary" (the primary's address)
+// when the node named it.
 boost::json::object ErrorToJson(const client::Error& error);
 
 }  // namespace sundial::tools

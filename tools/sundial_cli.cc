@@ -1,12 +1,18 @@
 // sundial: the command-line client of sundiald (docs/cli.md).
 //
-//   sundial [--addr host:port] [--token-file F] [--tls [--ca-file F]] SUBCOMMAND ARGS...
+//   sundial [--addr host:port[,host:port...]] [--token-file F] [--tls [--ca-file F]] SUBCOMMAND
+//           ARGS...
+//
+// Several addresses are the nodes of one cluster: the client follows its primary and retries
+// across a failover (client/client.h, docs/cli.md "Clusters").
 //
 // One JSON object per line on stdout (tools/reply_json.h). Exit codes: 0 success, 1 an error
 // from the server ({"code","message"} on stderr), 2 bad usage (CLI11's message), 3 the server
 // cannot be reached.
 #include <CLI/CLI.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -15,6 +21,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -284,6 +291,9 @@ struct Args {
 
   uint32_t limit = 100;
   std::string cursor;
+
+  bool table = false;  // cluster status
+  std::string to;      // cluster switchover
 };
 
 using Runner = std::function<int(client::Client&)>;
@@ -683,6 +693,130 @@ void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
                  }});
 }
 
+// ---- Cluster -----------------------------------------------------------------------------
+
+std::string_view View(const flatbuffers::String* s) {
+  return s == nullptr ? std::string_view() : s->string_view();
+}
+
+// cluster status --table: the view and one row per member, for people.
+void PrintClusterTable(const p::ClusterResult& c) {
+  if (c.cluster() == nullptr || c.cluster()->size() == 0) {
+    std::printf("not in a cluster: %.*s is a standalone server\n", int(View(c.node()).size()),
+                View(c.node()).data());
+  } else {
+    const std::string_view primary = View(c.primary());
+    const std::string_view sync = View(c.sync_standby());
+    std::printf(
+        "cluster %.*s  epoch %llu  primary %s  sync standby %s  replication %.*s  "
+        "(as %.*s sees it)\n",
+        int(View(c.cluster()).size()), View(c.cluster()).data(),
+        static_cast<unsigned long long>(c.epoch()),
+        primary.empty()
+            ? "(none)"
+            : (std::string(primary) + " " + std::string(View(c.primary_addr()))).c_str(),
+        sync.empty() ? "(none)" : std::string(sync).c_str(), int(View(c.replication()).size()),
+        View(c.replication()).data(), int(View(c.node()).size()), View(c.node()).data());
+  }
+  std::printf("%-12s %-10s %-22s %-8s %-12s %-12s %-12s %-8s %s\n", "NODE", "ROLE", "ADDR", "EPOCH",
+              "END_LSN", "FLUSHED_LSN", "LAG_RECORDS", "LAG_MS", "SYNC");
+  if (c.members() == nullptr) return;
+  for (const p::ClusterMember* m : *c.members()) {
+    std::printf("%-12s %-10s %-22s %-8llu %-12llu %-12llu %-12llu %-8lld %s\n",
+                std::string(View(m->node())).c_str(), p::EnumNameNodeRole(m->role()),
+                std::string(View(m->addr())).c_str(), static_cast<unsigned long long>(m->epoch()),
+                static_cast<unsigned long long>(m->end_lsn()),
+                static_cast<unsigned long long>(m->flushed_lsn()),
+                static_cast<unsigned long long>(m->lag_records()),
+                static_cast<long long>(m->lag_ms()), m->sync() ? "yes" : "");
+  }
+}
+
+// Polls the cluster's view (through `c`) until `accept` holds for it or `timeout_ms` passes; the
+// last view, or the error of the last try when none came.
+client::Result<Reply> WaitForView(client::Client& c, int timeout_ms,
+                                  const std::function<bool(const p::ClusterResult&)>& accept) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (true) {
+    client::Result<Reply> view = c.Cluster();
+    if (view.ok() && view->result<p::ClusterResult>() != nullptr &&
+        accept(*view->result<p::ClusterResult>())) {
+      return view;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return view;
+    // Polling a condition with a deadline: a new primary shows within one coordinator round.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// "to", "primary_addr" and "epoch" of the view's primary.
+void PutPrimary(json::object& o, const p::ClusterResult& r) {
+  o["to"] = View(r.primary());
+  o["primary_addr"] = View(r.primary_addr());
+  o["epoch"] = r.epoch();
+}
+
+void AddClusterSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* cluster = app.add_subcommand(
+      "cluster", "A cluster's members and roles (status); a planned change of primary.");
+  cluster->require_subcommand(1);
+
+  CLI::App* status = cluster->add_subcommand(
+      "status",
+      "Members, roles, epoch, log positions, lag and the synchronous standby, as one node sees "
+      "them (the primary's view when --addr lists the cluster and it has one).");
+  status->add_flag("--table", a.table, "a table for people instead of the JSON line");
+  out.push_back({status, [&a](client::Client& c) {
+                   return Expect<p::ClusterResult>(c.Cluster(), [&a](const p::ClusterResult& r) {
+                     if (a.table) {
+                       PrintClusterTable(r);
+                     } else {
+                       Print(ClusterToJson(r));
+                     }
+                     return kExitOk;
+                   });
+                 }});
+
+  CLI::App* switchover = cluster->add_subcommand(
+      "switchover",
+      "Hand the primary's role to a standby (default: the synchronous standby) with no "
+      "acknowledged write lost; waits until the new primary leads.");
+  switchover->add_option("--to", a.to, "node name of the standby to promote");
+  out.push_back(
+      {switchover, [&a](client::Client& c) {
+         client::Result<Reply> before = c.Cluster();
+         if (!before.ok()) return Failed(before.error());
+         const p::ClusterResult* was = before->result<p::ClusterResult>();
+         if (was == nullptr) {
+           return Failed(Error::Connection(Code::kInternal, "protocol: no ClusterResult"));
+         }
+         const std::string from(View(was->primary()));
+         const uint64_t from_epoch = was->epoch();
+         client::Result<Reply> done = c.Switchover(a.to);
+         if (!done.ok()) return Failed(done.error());
+         // The old primary has handed over; the new one leads once it has won the
+         // election (one coordinator round, and its promise fsynced).
+         client::Result<Reply> after = WaitForView(c, a.timeout_ms, [&](const p::ClusterResult& r) {
+           const std::string_view now = View(r.primary());
+           return !now.empty() && now != from && r.epoch() > from_epoch;
+         });
+         if (!after.ok()) return Failed(after.error());
+         const p::ClusterResult* is = after->result<p::ClusterResult>();
+         if (is == nullptr || View(is->primary()).empty() || View(is->primary()) == from) {
+           return Failed(Error::Server(
+               Code::kUnavailable,
+               "switchover: " + from + " handed over, but no new primary led within " +
+                   std::to_string(a.timeout_ms) + " ms; see `sundial cluster status`"));
+         }
+         json::object o;
+         o["switchover"] = true;
+         o["from"] = from;
+         PutPrimary(o, *is);
+         Print(o);
+         return kExitOk;
+       }});
+}
+
 // ---- Main --------------------------------------------------------------------------------
 
 // The token in a file. False when unreadable or empty.
@@ -701,7 +835,9 @@ int Main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options after the subcommand too
   Args a;
-  app.add_option("--addr", a.addr, "server's binary TCP address host:port")
+  app.add_option("--addr", a.addr,
+                 "server's binary TCP address host:port; or a cluster's nodes, comma-separated "
+                 "(a:7400,b:7400,c:7400): the primary is followed")
       ->envname("SUNDIAL_ADDR")
       ->capture_default_str()
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -731,6 +867,7 @@ int Main(int argc, char** argv) {
   AddMessageSubcommands(app, a, subcommands);
   AddBulkSubcommands(app, a, subcommands);
   AddReadSubcommands(app, a, subcommands);
+  AddClusterSubcommands(app, a, subcommands);
 
   CLI::App* watch = app.add_subcommand(
       "watch", "Stream a queue's events (or every queue's: '*') over WebSocket, one per line.");
@@ -743,9 +880,10 @@ int Main(int argc, char** argv) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
 
-  client::Result<client::Address> address_or = client::ParseAddress(a.addr);
-  if (!address_or.ok()) return UsageError("--addr: " + address_or.error().message);
-  const client::Address address = *address_or;
+  client::Result<std::vector<client::Address>> addresses_or = client::ParseAddressList(a.addr);
+  if (!addresses_or.ok()) return UsageError("--addr: " + addresses_or.error().message);
+  const std::vector<client::Address> addresses = *addresses_or;
+  const client::Address address = addresses.front();
   std::string token;
   if (!a.token_file.empty() && !ReadToken(a.token_file, &token)) {
     return UsageError("--token-file: cannot read a token from " + a.token_file);
@@ -772,6 +910,7 @@ int Main(int argc, char** argv) {
     o.timeout_ms = a.timeout_ms;
     o.tls = tls;
     o.ca_file = a.ca_file;
+    if (addresses.size() > 1 && a.http_addr.empty()) o.cluster = addresses;
     client::Result<void> watched = client::Watch(o, [](const p::EventMessage& event) {
       Print(EventToJson(event));
       std::fflush(stdout);
@@ -787,7 +926,7 @@ int Main(int argc, char** argv) {
     options.timeout_ms = a.timeout_ms;
     options.tls = tls;
     options.ca_file = a.ca_file;
-    auto connected = client::Client::Connect(address, options);
+    auto connected = client::Client::Connect(addresses, options);
     if (!connected.ok()) return Failed(connected.error());
     client::Client& c = **connected;
     c.set_durability(a.durability == "relaxed" ? p::Durability::relaxed : p::Durability::durable);

@@ -48,6 +48,12 @@ class ServerProcess {
   // LD_PRELOAD of the disk fault shim, tests/faults).
   void set_env(std::vector<std::string> env) { env_ = std::move(env); }
   void set_flags(std::vector<std::string> flags) { flags_ = std::move(flags); }
+  // Fixed ports instead of ephemeral ones (0, the default): a process that re-executes itself
+  // (a cluster node reloading its state) must come back on the same ones.
+  void set_ports(uint16_t port, uint16_t http_port) {
+    fixed_port_ = port;
+    fixed_http_port_ = http_port;
+  }
 
   // Starts sundiald and waits (up to 30 s) for its ready file. False if it exited or timed out;
   // log() then says why.
@@ -55,8 +61,15 @@ class ServerProcess {
     ready_file_ = data_dir_ + ".ready";
     log_file_ = data_dir_ + ".log";
     std::filesystem::remove(ready_file_);
-    std::vector<std::string> args = {SUNDIALD_BIN,  "--data-dir", data_dir_,      "--port",   "0",
-                                     "--http-port", "0",          "--ready-file", ready_file_};
+    std::vector<std::string> args = {SUNDIALD_BIN,
+                                     "--data-dir",
+                                     data_dir_,
+                                     "--port",
+                                     std::to_string(fixed_port_),
+                                     "--http-port",
+                                     std::to_string(fixed_http_port_),
+                                     "--ready-file",
+                                     ready_file_};
     // Two io threads unless the test asks otherwise: connections then land on different loops.
     if (std::find(flags_.begin(), flags_.end(), "--io-threads") == flags_.end()) {
       args.insert(args.end(), {"--io-threads", "2"});
@@ -158,6 +171,8 @@ class ServerProcess {
   int exit_status_ = 0;
   uint16_t port_ = 0;
   uint16_t http_port_ = 0;
+  uint16_t fixed_port_ = 0;       // 0: ephemeral
+  uint16_t fixed_http_port_ = 0;  // 0: ephemeral
 };
 
 }  // namespace sundial::e2e

@@ -320,6 +320,51 @@ TEST_F(CoordinatorTest, ASwitchoverAnswersItsRequesterBeforeTheDemotionWaitsForT
   EXPECT_FALSE(waited_in_vain) << "the demotion ran before the requester was answered";
 }
 
+// Regression: a round that could not reach etcd dropped the switchover it had taken, and the
+// request (holding one of sundiald's io loops) waited for an answer that never came.
+TEST_F(CoordinatorTest, ASwitchoverAskedWhileEtcdDoesNotAnswerIsAnswered) {
+  FakeNode a_node;
+  auto a = Make("a", &a_node);
+  a->RunOnce();
+  ASSERT_TRUE(a_node.primary);
+  etcd_.Pause();
+  auto done = std::async(std::launch::async, [&] { return a->RequestSwitchover(""); });
+  const bool answered = Eventually([&] {
+    a->RunOnce();
+    return done.wait_for(std::chrono::milliseconds(0)) == std::future_status::ready;
+  });
+  etcd_.Resume();
+  if (!answered) a->Stop();  // wakes the request, so the test ends
+  ASSERT_TRUE(answered);
+  EXPECT_EQ(done.get().code(), Code::kUnavailable);
+}
+
+// The asynchronous form (what sundiald's io loops use): it returns at once, `done` runs once; a
+// second request while one waits is refused at once; Stop answers the one still waiting.
+TEST_F(CoordinatorTest, ASwitchoverRequestReturnsAtOnceAndIsAnsweredExactlyOnce) {
+  FakeNode a_node;
+  auto a = Make("a", &a_node);
+  a->RunOnce();
+  ASSERT_TRUE(a_node.primary);
+  std::mutex mu;
+  std::vector<Status> answers;
+  auto record = [&](Status s) {
+    std::lock_guard lock(mu);
+    answers.push_back(std::move(s));
+  };
+  a->RequestSwitchover("", record);
+  a->RequestSwitchover("", record);
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(answers.size(), 1u) << "the first waits for a round; the second is refused";
+    EXPECT_EQ(answers[0].code(), Code::kFailedPrecondition) << answers[0].ToString();
+  }
+  a->Stop();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(answers[1].code(), Code::kUnavailable) << "stopping: " << answers[1].ToString();
+}
+
 TEST_F(CoordinatorTest, ASwitchoverWaitsForTheStandbyAndGivesUpWhenItDoesNotCatchUp) {
   FakeNode a_node, b_node;
   auto a = Make("a", &a_node);

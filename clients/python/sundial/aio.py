@@ -21,8 +21,8 @@ import time
 from . import codec
 from . import tls as tls_module
 from .client import (DEFAULT_TIMEOUT_S, RECONNECT_INITIAL_S, RECONNECT_MAX_S, client_settings,
-                     http_address, peer_closed)
-from .errors import SundialError, unavailable
+                     cluster_addresses, http_address, peer_closed)
+from .errors import SundialError, invalid_argument, unavailable
 from .operations import OPERATION_NAMES, Operations
 
 
@@ -129,6 +129,12 @@ class AsyncClient(Operations):
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable", tls=False, ca_file=None, server_hostname=None,
                  http_addr=None):
+        seeds = cluster_addresses(addr)
+        if seeds is not None and len(seeds) > 1:
+            raise invalid_argument("AsyncClient takes one address; to follow a cluster's "
+                                   "primary use Client (docs/clients/python.md, Clusters)")
+        if seeds is not None:
+            addr = seeds[0][2]
         (self._host, self._port, self._address, self._token, self._timeout,
          self._durability) = client_settings(addr, token, timeout, durability)
         self._tls = tls_module.tls_settings(tls, ca_file, server_hostname)

@@ -21,6 +21,21 @@ requests, under a lock that keeps OpenSSL on one thread at a time, and an I/O th
 Deadlines: every call has one (``timeout`` seconds, default the client's, plus a long poll's
 ``wait_ms``). When it passes the call raises UNAVAILABLE; the connection stays open and a
 late reply is dropped.
+
+Clusters (docs/clients/python.md, "Clusters"): given two or more addresses (a list, or one
+string with commas), the client follows the cluster's primary. It finds it with the Cluster
+request (the node that says it is the primary, at an epoch no older than any seen; a node that
+names another sends the client there) and sends every call there (``cluster()`` goes to any
+node when none leads). On NOT_PRIMARY, a lost connection, a call past its deadline or the
+server's UNAVAILABLE it looks again and sends the call again, with a jittered backoff (50 ms
+doubling to 2 s), until ``retry_budget`` seconds (default 20) after the call began; then it
+raises the last error, its message saying so. A call refused with NOT_PRIMARY is always sent
+again (nothing was applied); after an unknown outcome only those whose Call allows it
+(codec.Call.resend: reads, enqueues with ids, complete/fail/extend with their tokens,
+dequeues, cancels; not delete_queue, redrive or switchover). Enqueued messages without an id
+get one of the client's own (codec.new_message_id), so a resend is a duplicate, never a
+second message. Batches are sent one request after the other, each followed like a call.
+Given one address, none of this happens: the client is the single-node client above.
 """
 
 import itertools
@@ -44,6 +59,7 @@ DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_HTTP_PORT = 7401
 RECONNECT_INITIAL_S = 0.05
 RECONNECT_MAX_S = 2.0
+DEFAULT_RETRY_BUDGET_S = 20.0  # following a cluster: how long a call may keep retrying
 TLS_READ_CHUNK = 256 * 1024
 TLS_WRITE_CHUNK = 256 * 1024  # per SSL_write: several 16 KiB records
 
@@ -56,6 +72,34 @@ def client_settings(addr, token, timeout, durability):
         raise invalid_argument("token: must be a str")
     return (host, port, format_address(host, port), token, float(timeout),
             codec._durability(durability))
+
+
+def cluster_addresses(addr):
+    """[(host, port, text)] of the nodes `addr` names when it is a list or a string with commas
+    (repeats dropped), else None. INVALID_ARGUMENT for an empty list or element."""
+    if isinstance(addr, str) and "," in addr:
+        parts = [part.strip() for part in addr.split(",")]
+    elif isinstance(addr, list):
+        parts = list(addr)
+    else:
+        return None
+    if not parts or any(part == "" for part in parts):
+        raise invalid_argument(f"addresses {addr!r}: give one or more, without empty ones")
+    seeds = []
+    for part in parts:
+        host, port = parse_address(part)
+        text = format_address(host, port)
+        if all(text != known for _, _, known in seeds):
+            seeds.append((host, port, text))
+    return seeds
+
+
+def answers_as_primary(view, highest_epoch):
+    """Whether a Cluster answer comes from the primary (a node outside a cluster is its own)
+    at an epoch no older than one seen already."""
+    if not view.cluster:
+        return True
+    return bool(view.primary) and view.node == view.primary and view.epoch >= highest_epoch
 
 
 def http_address(host, http_addr):
@@ -491,18 +535,35 @@ class Client(Operations):
     ``ca_file`` or ``server_hostname``): TLS, the server's certificate verified against
     ``ca_file`` (else the system's CAs) for ``server_hostname`` (else the address's host).
     ``http_addr``: the HTTP/WebSocket port ``watch`` uses (default: the host, port 7401).
+
+    ``Client(["a:7400", "b:7400", "c:7400"])`` (or ``"a:7400,b:7400,c:7400"``): a cluster's
+    nodes; the client follows the primary (the module's docstring, "Clusters"), retrying a
+    call for up to ``retry_budget`` seconds.
     """
 
     __slots__ = ("_host", "_port", "_address", "_token", "_timeout", "_durability", "_tls",
-                 "_http", "_ids", "_connect_lock", "_conn", "_closed", "__weakref__")
+                 "_http", "_http_given", "_ids", "_connect_lock", "_conn", "_closed", "_seeds",
+                 "_retry_budget", "_on_primary", "_highest_epoch", "__weakref__")
 
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable", tls=False, ca_file=None, server_hostname=None,
-                 http_addr=None):
+                 http_addr=None, retry_budget=DEFAULT_RETRY_BUDGET_S):
+        seeds = cluster_addresses(addr)
+        if seeds is not None and len(seeds) == 1:
+            addr, seeds = seeds[0][2], None
         (self._host, self._port, self._address, self._token, self._timeout,
-         self._durability) = client_settings(addr, token, timeout, durability)
+         self._durability) = client_settings(seeds[0][2] if seeds else addr, token, timeout,
+                                             durability)
+        if isinstance(retry_budget, bool) or not isinstance(retry_budget, (int, float)) or \
+                retry_budget < 0:
+            raise invalid_argument("retry_budget: must be a number of seconds >= 0")
+        self._seeds = seeds  # None: one server, not followed
+        self._retry_budget = float(retry_budget)
+        self._on_primary = False  # following: the connection is to the primary
+        self._highest_epoch = 0
         self._tls = tls_module.tls_settings(tls, ca_file, server_hostname)
         self._http = http_address(self._host, http_addr)
+        self._http_given = http_addr is not None
         self._ids = itertools.count(1)  # next() is atomic under the GIL; ids never repeat
         self._connect_lock = threading.Lock()
         self._conn = None
@@ -514,8 +575,15 @@ class Client(Operations):
 
     @property
     def connected(self):
+        """A connection is open (following a cluster: to the primary)."""
         conn = self._conn
-        return conn is not None and not conn.closed
+        return conn is not None and not conn.closed and (self._seeds is None or
+                                                          self._on_primary)
+
+    @property
+    def follows_primary(self):
+        """Whether this client was given a cluster's nodes and follows its primary."""
+        return self._seeds is not None
 
     def close(self):
         """Closes the connection; later calls raise UNAVAILABLE. Does not wait for a thread
@@ -542,14 +610,26 @@ class Client(Operations):
         watch.py and docs/clients/python.md, "Watching"."""
         from .watch import Watch  # wsproto is needed only here
 
-        return Watch((self._http, self._token, self._tls, self._timeout), queue, filter,
+        http = self._http
+        if self._seeds is not None and not self._http_given:
+            # The primary's HTTP port, as it lists itself. The watch does not follow a later
+            # failover: it ends, and a new watch() subscribes on the new primary.
+            view = self.cluster(timeout=timeout)
+            for member in view.members:
+                if member.node == view.node and member.http_addr:
+                    host, port = parse_address(member.http_addr, default_port=DEFAULT_HTTP_PORT)
+                    http = (host, port, format_address(host, port))
+        return Watch((http, self._token, self._tls, self._timeout), queue, filter,
                      ids=ids, max_events_per_sec=max_events_per_sec, stats=stats,
                      queue_stats=queue_stats, timeout=timeout)
 
     # ---- Connecting ----------------------------------------------------------------------
 
-    def _connection(self, deadline):
-        """The live connection, made (with backoff) if there is none, by `deadline`."""
+    def _connection(self, deadline, any_node=False):
+        """The live connection, made (with backoff) if there is none, by `deadline`. Following
+        a cluster: the primary's (any node's, `any_node`)."""
+        if self._seeds is not None:
+            return self._primary_connection(deadline, any_node)
         conn = self._conn
         if conn is not None and not conn.closed:
             if conn.pid == os.getpid():
@@ -589,17 +669,19 @@ class Client(Operations):
         finally:
             self._connect_lock.release()
 
-    def _connect(self, deadline):
-        sock = socket.create_connection((self._host, self._port),
+    def _connect(self, deadline, host=None, port=None, address=None):
+        """A new connection (authenticated) to the client's address, or to `host`:`port`."""
+        if host is None:
+            host, port, address = self._host, self._port, self._address
+        sock = socket.create_connection((host, port),
                                         timeout=max(deadline - time.monotonic(), 0.001))
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._tls is not None:
-            sock = tls_module.wrap(sock, self._tls, self._host, self._address,
-                                   deadline - time.monotonic())
-            conn = TlsConnection(sock, self._address)
+            sock = tls_module.wrap(sock, self._tls, host, address, deadline - time.monotonic())
+            conn = TlsConnection(sock, address)
         else:
             sock.settimeout(None)
-            conn = Connection(sock, self._address)
+            conn = Connection(sock, address)
         if self._token is not None:
             call = codec.auth(self._token)
             pending = Pending()
@@ -619,11 +701,213 @@ class Client(Operations):
                 raise error
         return conn
 
+    # ---- Following a cluster's primary ---------------------------------------------------
+
+    def _default_id(self):
+        return codec.new_message_id() if self._seeds is not None else None
+
+    def _primary_connection(self, deadline, any_node=False, hint=None):
+        """Following: the connection to the primary (with `any_node`, to any node that
+        answers), looked for with backoff until `deadline`; first at `hint`, where a node said
+        the primary is. Raises the last error (NOT_PRIMARY: nodes answer but none leads;
+        UNAVAILABLE: none answers)."""
+        conn = self._conn
+        if conn is not None and not conn.closed and conn.pid == os.getpid() and (
+                self._on_primary or any_node):
+            return conn
+        if not self._connect_lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
+            raise unavailable(f"{self._address}: no primary found before the deadline")
+        try:
+            delay = RECONNECT_INITIAL_S
+            while True:
+                if self._closed.is_set():
+                    raise unavailable(f"{self._address}: the client is closed")
+                conn = self._conn
+                if conn is not None and not conn.closed and conn.pid == os.getpid() and (
+                        self._on_primary or any_node):
+                    return conn
+                try:
+                    self._find_primary(deadline, hint)
+                    last = None
+                except SundialError as e:
+                    if e.code == "UNAUTHENTICATED":
+                        raise
+                    last = e
+                hint = None
+                conn = self._conn
+                if conn is not None and not conn.closed and (self._on_primary or any_node):
+                    return conn
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise last or unavailable(f"{self._address}: no primary")
+                self._closed.wait(min(delay * random.uniform(0.5, 1.0), remaining))
+                delay = min(delay * 2, RECONNECT_MAX_S)
+        finally:
+            self._connect_lock.release()
+
+    def _ask_cluster(self, conn, deadline):
+        """The Cluster answer of the node at the other end of `conn`."""
+        call = codec.cluster()
+        pending = Pending()
+        request_id = next(self._ids)
+        conn.submit(request_id, call.encode(request_id, None), pending)
+        if not pending.wait(deadline - time.monotonic()):
+            conn.forget(request_id)
+            raise unavailable(f"{conn._address}: no answer to Cluster")
+        if pending.error is not None:
+            raise pending.error
+        return self._value(call, pending.response)
+
+    def _find_primary(self, deadline, hint=None):
+        """One look for the primary: the node connected to (unless a node named another),
+        then `hint`, the seeds and any primary a node names. Adopts the primary's connection;
+        while none leads, a connection to a node that answered (for cluster()). REQUIRES:
+        _connect_lock held. Raises when no node answers as the primary."""
+        self._on_primary = False
+        order = []
+
+        def add(text):
+            try:
+                host, port = parse_address(text)
+            except SundialError:
+                return
+            entry = (host, port, format_address(host, port))
+            if entry not in order:
+                order.append(entry)
+
+        last = None
+        said = None  # what the first node that answered said about the primary
+        current = self._conn
+        if current is not None and (current.closed or current.pid != os.getpid()):
+            current = None
+        if hint:
+            add(hint)
+        elif current is not None:
+            try:
+                view = self._ask_cluster(current, deadline)
+            except SundialError as e:
+                last = e
+                current.close()
+                current = self._conn = None
+            else:
+                self._highest_epoch = max(self._highest_epoch, view.epoch)
+                if answers_as_primary(view, self._highest_epoch):
+                    self._on_primary = True
+                    return
+                if view.primary_addr:
+                    add(view.primary_addr)
+                said = view
+        for _, _, text in self._seeds:
+            add(text)
+        for host, port, text in order:
+            if self._closed.is_set():
+                break
+            if current is not None and not hint and text == self._address:
+                continue  # asked above
+            try:
+                conn = self._connect(deadline, host, port, text)
+            except OSError as e:
+                last = unavailable(f"{text}: cannot connect: {e}")
+                continue
+            try:
+                view = self._ask_cluster(conn, deadline)
+            except SundialError as e:
+                conn.close()
+                last = e
+                continue
+            self._highest_epoch = max(self._highest_epoch, view.epoch)
+            primary = answers_as_primary(view, self._highest_epoch)
+            if primary or current is None:
+                # The primary; or, while none is known, a node that answers.
+                if self._conn is not None and self._conn is not conn:
+                    self._conn.close()
+                self._conn = current = conn
+                self._host, self._port, self._address = host, port, text
+            else:
+                conn.close()
+            if primary:
+                self._on_primary = True
+                return
+            if view.primary_addr:
+                add(view.primary_addr)
+            if said is None:
+                said = view
+        if said is not None:
+            if said.primary:
+                why = (f"{said.node} names {said.primary} as primary (epoch {said.epoch}), "
+                       "which does not answer as one")
+            else:
+                why = f"{said.node} knows no primary (epoch {said.epoch}): an election is under way"
+            raise SundialError("NOT_PRIMARY", f"no node answers as the primary: {why}")
+        names = ", ".join(text for _, _, text in self._seeds)
+        raise last if last is not None and last.code == "UNAUTHENTICATED" else unavailable(
+            f"cannot reach any of {names}" + (f" (last: {last.message})" if last else ""))
+
+    def _lost_primary(self, conn):
+        """A call on `conn` found it is not the primary's any more (or lost it)."""
+        if self._conn is conn:
+            self._on_primary = False
+
+    def _execute_following(self, request, timeout, durability):
+        """One Call, to the cluster's primary, sent again as the module's docstring says."""
+        start = time.monotonic()
+        give_up = start + self._retry_budget
+        delay = RECONNECT_INITIAL_S
+        hint = None
+        tries = 0
+        while True:
+            tries += 1
+            now = time.monotonic()
+            conn = self._primary_connection(max(give_up, now + timeout), request.any_node, hint)
+            hint = None
+            redirect = False
+            pending = Pending()
+            request_id = next(self._ids)
+            conn.submit(request_id, request.encode(request_id, durability), pending)
+            if not pending.wait(timeout + request.wait_s):
+                conn.forget(request_id)
+                error = unavailable(f"{request.name}: no reply from {conn._address} within "
+                                    f"{timeout + request.wait_s:g} s")
+                unknown = True
+                self._lost_primary(conn)
+                conn.close(error)  # a node that stopped answering: look again
+            elif pending.error is not None:
+                error = pending.error
+                unknown = pending.sent
+                self._lost_primary(conn)
+            else:
+                error = codec.reply_error(pending.response)
+                if error is None:
+                    return request.decode(pending.response)
+                unknown = error.code == "UNAVAILABLE"
+                if error.code in ("NOT_PRIMARY", "UNAVAILABLE"):
+                    self._lost_primary(conn)
+                if error.code == "NOT_PRIMARY" and error.primary and \
+                        error.primary != conn._address:
+                    hint = error.primary
+                    redirect = True
+            if error.code not in ("NOT_PRIMARY", "UNAVAILABLE") or (unknown and
+                                                                     not request.resend):
+                raise error
+            now = time.monotonic()
+            if now >= give_up or self._closed.is_set():
+                raise SundialError(error.code, f"{error.message} (gave up following the "
+                                   f"primary after {tries} tries in {now - start:.1f} s)",
+                                   error.origin, error.primary)
+            if not redirect:
+                self._closed.wait(min(delay * random.uniform(0.5, 1.0), give_up - now))
+                delay = min(delay * 2, RECONNECT_MAX_S)
+
     # ---- Calling -------------------------------------------------------------------------
 
     def _execute(self, request, timeout, durability=None):
         timeout = self._timeout if timeout is None else float(timeout)
         durability = self._durability if durability is None else codec._durability(durability)
+        if self._seeds is not None:
+            if isinstance(request, codec.Batch):
+                return request.combine([self._execute_following(call, timeout, durability)
+                                        for call in request.calls])
+            return self._execute_following(request, timeout, durability)
         if isinstance(request, codec.Batch):
             return self._execute_batch(request, timeout, durability)
         deadline = time.monotonic() + timeout + request.wait_s
@@ -680,6 +964,9 @@ class Client(Operations):
         timeout = self._timeout if timeout is None else timeout
 
         def done(pending):
+            if self._seeds is not None and self._follow_later(request, pending, conn, callback,
+                                                              durability, timeout):
+                return
             if pending.error is not None:
                 callback(None, pending.error)
                 return
@@ -691,9 +978,35 @@ class Client(Operations):
             callback(value, None)
 
         try:
-            conn = self._connection(time.monotonic() + timeout)
+            conn = self._connection(time.monotonic() + timeout, request.any_node)
         except SundialError as e:
             callback(None, e)
             return
         request_id = next(self._ids)
         conn.submit(request_id, request.encode(request_id, durability), Pending(done))
+
+    def _follow_later(self, request, pending, conn, callback, durability, timeout):
+        """Following, from a reader thread: when `pending`'s outcome calls for looking for the
+        primary again (NOT_PRIMARY; a lost connection or UNAVAILABLE for a Call that may be
+        resent), does it on a thread of its own (looking blocks, a reader must not) and hands
+        that outcome to `callback`. Whether it took the call over."""
+        if pending.error is not None:
+            again = pending.error.code == "UNAVAILABLE" and (request.resend or not pending.sent)
+        else:
+            error = codec.reply_error(pending.response)
+            again = error is not None and (error.code == "NOT_PRIMARY" or (
+                error.code == "UNAVAILABLE" and request.resend))
+        if not again:
+            return False
+        self._lost_primary(conn)
+
+        def follow():
+            try:
+                value = self._execute_following(request, timeout, durability)
+            except SundialError as e:
+                callback(None, e)
+                return
+            callback(value, None)
+
+        threading.Thread(target=follow, daemon=True, name=f"sundial-follow {request.name}").start()
+        return True

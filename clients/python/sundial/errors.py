@@ -31,16 +31,21 @@ class SundialError(Exception):
 
     What to do is in the code (as in gRPC and Abseil): ``UNAVAILABLE`` means retry,
     ``FAILED_PRECONDITION`` means the state must change first (a lost lease, a paused queue).
+    ``NOT_PRIMARY``: the node is a standby of a cluster (or an election is under way); nothing
+    was applied; ``primary`` names the primary's address when the node knows it. A client
+    given every node's address follows the primary by itself (docs/clients/python.md,
+    "Clusters").
     """
 
-    def __init__(self, code, message, origin="server"):
+    def __init__(self, code, message, origin="server", primary=None):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
         self.origin = origin
+        self.primary = primary  # NOT_PRIMARY: the primary's address ("host:port"), if named
 
     def __reduce__(self):  # picklable (multiprocessing, concurrent.futures)
-        return (SundialError, (self.code, self.message, self.origin))
+        return (SundialError, (self.code, self.message, self.origin, self.primary))
 
     def __eq__(self, other):
         return (isinstance(other, SundialError) and self.code == other.code

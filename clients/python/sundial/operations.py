@@ -19,6 +19,11 @@ class Operations:
     def _execute(self, request, timeout, durability=None):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _default_id(self):
+        """The id of an enqueued message given none: None (the server makes one), or one of
+        the client's own when it follows a cluster's primary (so a resend is a duplicate)."""
+        return None
+
     # ---- Queues --------------------------------------------------------------------------
 
     def create_queue(self, name, *, timeout=None, durability=None, **settings):
@@ -66,6 +71,8 @@ class Operations:
         created with the defaults if it does not exist. Raises the item's error.
         ``wait_ms`` (up to 60000): the reply comes once the message is terminal (or the time
         runs out), with its ``outcome`` (an ``Outcome``); see ``call``."""
+        if id is None:
+            id = self._default_id()
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
                                   max_attempts)
         return self._execute(codec.enqueue(queue, item, wait_ms or 0), timeout, durability)
@@ -80,6 +87,8 @@ class Operations:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
                 not 0 < timeout <= 60:
             raise codec.invalid_argument("timeout: must be a number of seconds in (0, 60]")
+        if id is None:
+            id = self._default_id()
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, None, max_attempts)
         request = codec.enqueue(queue, item, int(timeout * 1000))
         enqueue_decode = request.decode
@@ -100,6 +109,9 @@ class Operations:
         Sent 1000 to a request, the requests pipelined. Returns one ``EnqueueResult`` per
         item, in order; an item the server refused has its SundialError in ``.error`` (the
         others are enqueued)."""
+        if self._default_id() is not None and isinstance(items, (list, tuple)):
+            items = [item if not isinstance(item, dict) or item.get("id") is not None
+                     else dict(item, id=self._default_id()) for item in items]
         return self._execute(codec.enqueue_batch(queue, items), timeout, durability)
 
     def dequeue(self, queue, max=1, lease_ms=None, filter=None, wait_ms=0, *, timeout=None,
@@ -187,6 +199,19 @@ class Operations:
     def health(self, *, timeout=None):
         """``Health``: live, ready, and why not ready."""
         return self._execute(codec.health(), timeout)
+
+    def cluster(self, *, timeout=None):
+        """The cluster as the node connected to sees it (``Cluster``: ``primary``, ``epoch``,
+        ``sync_standby``, ``members`` with roles, log positions and lag). Any node answers;
+        a client following a cluster asks the primary when it knows it. A server outside a
+        cluster answers with itself alone (``cluster`` is "")."""
+        return self._execute(codec.cluster(), timeout)
+
+    def switchover(self, to=None, *, timeout=None):
+        """A planned change of primary: the primary hands over to ``to`` (a node name; default
+        the synchronous standby) once it holds every record, and returns when it has; the new
+        primary then shows in ``cluster()``. Never sent twice by the client."""
+        return self._execute(codec.switchover(to), timeout)
 
 
 OPERATION_NAMES = tuple(name for name in vars(Operations)

@@ -193,6 +193,30 @@ class Health(Record):
     _decoders = {}
 
 
+class ClusterMember(Record):
+    """One node of a cluster as ``Client.cluster`` reports it (docs/protocol.md, Cluster):
+    ``node``, ``role`` ("primary", "standby", "unknown", "standalone"), ``addr`` (binary TCP),
+    ``http_addr``, ``replication_addr``, ``epoch``, ``end_lsn``, ``flushed_lsn``,
+    ``lag_records``, ``lag_ms``, ``sync`` (the published synchronous standby)."""
+
+    __slots__ = ("node", "role", "addr", "http_addr", "replication_addr", "epoch", "end_lsn",
+                 "flushed_lsn", "lag_records", "lag_ms", "sync")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class Cluster(Record):
+    """A node's view of its cluster (``Client.cluster``): ``cluster`` (its name; "" outside
+    one), ``node`` (the node that answered), ``epoch``, ``primary`` and ``primary_addr`` (""
+    while none is known), ``sync_standby``, ``replication`` ("sync" or "async") and
+    ``members`` ([ClusterMember])."""
+
+    __slots__ = ("cluster", "node", "epoch", "primary", "primary_addr", "sync_standby",
+                 "replication", "members")
+    FIELDS = __slots__
+    _decoders = {}
+
+
 class MessageEvent(Record):
     """One change of a watched message (docs/protocol.md, MessageEvent): ``queue``, ``id``,
     ``from_state`` and ``to_state`` (the protocol's ``from`` and ``to``), ``version`` after the

@@ -40,7 +40,9 @@ What it does (docs/clients/python.md has the user's view):
   second signal skips the wait.
 - **Reconnects.** Both connections reconnect with backoff (Client); a fetch that fails is
   retried after a backoff (0.1 s doubling to 5 s), so a restarted or killed server is picked up
-  again when it is back.
+  again when it is back. Given a cluster's nodes (a list), both clients follow the primary
+  (client.py, "Clusters"): fetches, completes, fails and extends are resent to the new primary
+  with their tokens.
 
 Thread safety: stop() and metrics() may be called from any thread (stop() also from a signal
 handler); run() once.

@@ -106,3 +106,44 @@ def test_more_than_1000_items_split_into_requests_of_1000():
     batch = codec.enqueue_batch("q", [dict()] * 2500)
     assert [len(c.encode(1, None)) > 0 for c in batch.calls] == [True] * 3
     assert len(codec.complete_batch("q", [("a", 1)] * 1001).calls) == 2
+
+
+def test_only_calls_a_repeat_cannot_harm_are_resent_after_an_unknown_outcome():
+    with_ids = codec.enqueue_item(b"x", id="a")
+    without = codec.enqueue_item(b"x")
+    assert codec.enqueue("q", with_ids).resend
+    assert not codec.enqueue("q", without).resend, "it would be enqueued twice"
+    for call in (codec.get("q", "a"), codec.complete("q", "a", 5), codec.fail("q", "a", 5),
+                 codec.extend("q", "a", 5, 1000), codec.dequeue("q"), codec.cancel("q", ["a"]),
+                 codec.cluster()):
+        assert call.resend, call.name
+    for call in (codec.delete_queue("q"), codec.redrive("q", all=True), codec.switchover()):
+        assert not call.resend, call.name
+    assert codec.cluster().any_node and not codec.get("q", "a").any_node
+
+
+def test_new_message_ids_are_unique_ulids():
+    ids = {codec.new_message_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    for message_id in ids:
+        assert len(message_id) == 26 and message_id[0] <= "7"
+        assert set(message_id) <= set("0123456789ABCDEFGHJKMNPQRSTVWXYZ")
+
+
+def test_a_list_of_addresses_is_a_cluster_and_one_address_is_not():
+    from sundial import AsyncClient, Client, SundialError
+    from sundial.client import cluster_addresses
+
+    assert cluster_addresses("a:1") is None
+    assert cluster_addresses(("a", 1)) is None
+    assert [t for _, _, t in cluster_addresses("a:1, b:2,a:1")] == ["a:1", "b:2"]
+    assert [t for _, _, t in cluster_addresses(["a:1", "b"])] == ["a:1", "b:7400"]
+    for bad in ([], "a:1,,b:2", ["a:1", ""]):
+        with pytest.raises(SundialError) as e:
+            cluster_addresses(bad)
+        assert e.value.code == "INVALID_ARGUMENT"
+    assert Client(["a:1", "b:2"]).follows_primary
+    assert not Client(["a:1"]).follows_primary, "one address: the single-server client"
+    assert not Client("a:1").follows_primary
+    with pytest.raises(SundialError):
+        AsyncClient(["a:1", "b:2"])
