@@ -473,14 +473,20 @@ void Coordinator::StartSwitchover(std::string to) {
 void Coordinator::ContinueSwitchover() {
   const Handover h = *handover_;
   bool caught_up = false;
+  std::string progress = h.to + " is not connected";
   for (const StandbyProgress& s : node_->Standbys()) {
-    caught_up |= s.node == h.to && s.connected && s.acked_end >= h.end;
+    if (s.node != h.to) continue;
+    caught_up |= s.connected && s.acked_end >= h.end;
+    progress = h.to + (s.connected ? " is connected" : " is not connected") +
+               " and acknowledged every record below " + std::to_string(s.acked_end) + " of " +
+               std::to_string(h.end);
   }
   if (!caught_up) {
     if (SteadyClock::now() < h.give_up) return;  // the next round looks again
     node_->ExtendLeadership(WritableUntil());
-    return FinishSwitchover(Unavailable(
-        "switchover: the standby did not hold every record in time; writes resume here"));
+    return FinishSwitchover(
+        Status(Code::kUnavailable, "switchover: the standby did not hold every record in time (" +
+                                       progress + "); writes resume here"));
   }
   // Give up the leader key; do not try to take it back for a while (the target is eligible as
   // the synchronous standby, and so is this node, as the last leader).

@@ -173,6 +173,12 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
                  "port standbys dial on a primary (0: ephemeral)");
   app.add_option("--advertise-host", o.advertise_host,
                  "host other nodes and clients dial (default: --bind)");
+  app.add_option("--advertise-addr", o.advertise_addr,
+                 "host:port clients dial for this node's binary TCP port (default: "
+                 "--advertise-host and --port)");
+  app.add_option("--advertise-replication", o.advertise_replication,
+                 "host:port standbys dial for this node's replication port (default: "
+                 "--advertise-host and --replication-port)");
   app.add_option("--replication", o.replication,
                  "sync (a durable reply needs the synchronous standby) or async")
       ->check(CLI::IsMember({"sync", "async"}));
@@ -238,6 +244,25 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
     if (!problem.empty()) {
       result.exit_code = 2;
       result.message = problem;
+      return result;
+    }
+  }
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"--advertise-addr", &o.advertise_addr},
+        {"--advertise-replication", &o.advertise_replication}}) {
+    // host:port, with a port in 1..65535 (a name or an address before it, [v6] in brackets).
+    const size_t colon = value->rfind(':');
+    unsigned port = 0;
+    bool port_ok = false;
+    if (colon != std::string::npos && colon > 0) {
+      const char* first = value->data() + colon + 1;
+      const char* last = value->data() + value->size();
+      const auto [end, ec] = std::from_chars(first, last, port);
+      port_ok = ec == std::errc() && end == last && port >= 1 && port <= 65535;
+    }
+    if (!value->empty() && !port_ok) {
+      result.exit_code = 2;
+      result.message = std::string(flag) + " " + *value + ": host:port (a port in 1-65535)";
       return result;
     }
   }

@@ -84,6 +84,11 @@ struct Options {
   // Segments a connected standby still needs are kept up to this many bytes; past it, a
   // standby that falls that far behind is re-seeded from a snapshot.
   uint64_t replication_retain_bytes = 1ull << 30;
+  // Whole addresses (host:port) to advertise instead of --advertise-host with the bound port:
+  // what clients dial (the binary TCP port) and what standbys dial (the replication port), for
+  // a node behind a proxy or a port mapping. Empty: --advertise-host (or --bind) and the port.
+  std::string advertise_addr;
+  std::string advertise_replication;
   // Verifies the primary's certificate when the replication port speaks TLS (--tls-cert); empty:
   // the system's CAs.
   std::string tls_ca_file;

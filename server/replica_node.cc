@@ -4,6 +4,7 @@
 
 #include "engine/mutex.h"
 #include "server/internal.h"
+#include "wal/failpoint.h"
 
 namespace sundial::server {
 namespace {
@@ -11,6 +12,14 @@ namespace {
 void Log(const std::string& line) {
   std::fprintf(stderr, "sundiald: cluster: %s\n", line.c_str());
   std::fflush(stderr);
+}
+
+// The leadership's deadline as the role enforces it. The planted bug `no_fencing` (the failover
+// torture's negative control; the failpoints build only, wal/failpoint.h) drops it: a primary
+// then writes for as long as it believes it leads.
+std::chrono::steady_clock::time_point Deadline(std::chrono::steady_clock::time_point until) {
+  if (SUNDIAL_BUG("no_fencing")) return std::chrono::steady_clock::time_point::max();
+  return until;
 }
 
 RoleKind RoleOf(const std::string& role) {
@@ -92,6 +101,9 @@ Status ReplicaNode::Start(replication::NodeAddresses addresses) {
 void ReplicaNode::Stop() {
   if (coordinator_) coordinator_->Stop();
   if (link_) link_->Stop();
+  // The log outlives this node and the io loops (main.cc closes it once the server is gone, and
+  // that close writes what is pending): from here on no write may wake a replication session.
+  log_->SetWrittenObserver(nullptr);
 }
 
 uint64_t ReplicaNode::EndLsn() const { return log_->AppendedEndLsn(); }
@@ -132,7 +144,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
   hub_.BeginEpoch();
   epoch_.store(epoch);
   primary_.store(true);
-  core_->role()->SetWritableUntil(until);
+  core_->role()->SetWritableUntil(Deadline(until));
   ClusterInfo info = core_->role()->cluster();
   info.epoch = epoch;
   info.primary = options_.node_name;
@@ -146,7 +158,7 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
 }
 
 void ReplicaNode::ExtendLeadership(std::chrono::steady_clock::time_point until) {
-  core_->role()->SetWritableUntil(until);
+  core_->role()->SetWritableUntil(Deadline(until));
 }
 
 void ReplicaNode::Demote(const std::string& why) {

@@ -54,7 +54,7 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   // what other nodes and clients dial (the bound ports, with --advertise-host).
   Status Start(replication::NodeAddresses addresses);
   // Stops the coordinator (a primary gives up its lease: a standby takes over at once) and the
-  // link.
+  // link, and takes its observer off the log (which outlives it).
   void Stop();
 
   // ClusterNode (the coordinator's thread).

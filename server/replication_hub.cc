@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "wal/failpoint.h"
+
 namespace sundial::server {
 
 uint64_t ReplicationHub::Connected(const std::string& node, std::function<void()> wake) {
@@ -33,6 +35,7 @@ void ReplicationHub::Disconnected(const std::string& node, uint64_t session) {
   for (Standby& s : standbys_) {
     if (s.node == node && s.session == session) s.connected = false;
   }
+  if (SUNDIAL_BUG("no_fencing")) UpdateBoundLocked();
 }
 
 void ReplicationHub::Acked(const std::string& node, uint64_t session, uint64_t flushed_end) {
@@ -98,11 +101,21 @@ void ReplicationHub::UpdateBoundLocked() {
   bool any = false;
   for (const std::string& name : required_) {
     uint64_t acked = 0;
+    bool connected = false;
     for (const Standby& s : standbys_) {
-      if (s.node == name) acked = s.acked_end;
+      if (s.node == name) {
+        acked = s.acked_end;
+        connected = s.connected;
+      }
     }
+    // The planted bug `no_fencing` (failpoints build only): a standby that left no longer holds
+    // replies back, as if it had not revoked this primary by leaving to lead.
+    if (SUNDIAL_BUG("no_fencing") && !connected) continue;
     bound = std::min(bound, acked);
     any = true;
+  }
+  if (SUNDIAL_BUG("no_fencing") && !any && !required_.empty()) {
+    return log_->SetReplicaBound(std::nullopt);  // every required standby left: no bound at all
   }
   log_->SetReplicaBound(any ? bound : log_->DurableEnd());
 }

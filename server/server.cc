@@ -170,7 +170,8 @@ Status Server::Start() {
     MemberInfo self;
     self.node = host;
     self.role = RoleKind::kStandalone;
-    self.addr = advertised + ":" + std::to_string(d.tcp->port());
+    self.addr = o.advertise_addr.empty() ? advertised + ":" + std::to_string(d.tcp->port())
+                                         : o.advertise_addr;
     self.http_addr = advertised + ":" + std::to_string(d.http->port());
     info.members.push_back(std::move(self));
     d.core.role()->Set(RoleKind::kStandalone, 0, std::move(info));
@@ -187,9 +188,12 @@ Status Server::Start() {
   d.core.StartTimers();
   d.core.set_ready(true);
   if (d.node) {
-    replication::NodeAddresses addresses{advertised + ":" + std::to_string(d.tcp->port()),
-                                         advertised + ":" + std::to_string(d.http->port()),
-                                         advertised + ":" + std::to_string(d.replication->port())};
+    replication::NodeAddresses addresses{
+        o.advertise_addr.empty() ? advertised + ":" + std::to_string(d.tcp->port())
+                                 : o.advertise_addr,
+        advertised + ":" + std::to_string(d.http->port()),
+        o.advertise_replication.empty() ? advertised + ":" + std::to_string(d.replication->port())
+                                        : o.advertise_replication};
     if (Status s = d.node->Start(std::move(addresses)); !s.ok()) return s;
   }
   return Status::Ok();

@@ -151,8 +151,8 @@ struct StandbyLink::Channel {
     for (;;) {
       std::string_view view;
       size_t consumed = 0;
-      const auto status = protocol::NextFrame(std::string_view(in.data(), in_len),
-                                              max_frame_bytes, &view, &consumed);
+      const auto status = protocol::NextFrame(std::string_view(in.data(), in_len), max_frame_bytes,
+                                              &view, &consumed);
       if (status == protocol::FrameStatus::kComplete) {
         frame->assign(view);
         std::memmove(in.data(), in.data() + consumed, in_len - consumed);
@@ -197,6 +197,7 @@ StandbyLink::~StandbyLink() { Stop(); }
 
 void StandbyLink::Follow(const replication::LeaderInfo& leader) {
   Stop();
+  if (reloading_.load()) return;  // the node restarts: nothing more is taken from anyone
   stop_.store(false);
   thread_ = std::thread([this, leader] { Run(leader); });
 }
@@ -223,6 +224,13 @@ SteadyClock::time_point StandbyLink::last_ack() const {
   return last_ack_;
 }
 
+void StandbyLink::Reload(replication::ReloadRequest request) {
+  // Before the node hears of it: no later session may dial again and, say, truncate the very
+  // snapshot file it is about to install (a new Welcome of a snapshot opens the same name).
+  reloading_.store(true);
+  restart_(std::move(request));
+}
+
 void StandbyLink::Report(const replication::LeaderInfo& leader, const std::string& why) {
   // A primary that is down is retried every few hundred ms: say so once, not at every retry.
   if (why == last_report_) return;
@@ -236,7 +244,7 @@ void StandbyLink::Run(replication::LeaderInfo leader) {
     const auto began = SteadyClock::now();
     Session(leader);
     connected_.store(false);
-    if (stop_.load()) return;
+    if (stop_.load() || reloading_.load()) return;
     // A connection that lasted resets the backoff; quick failures double it up to 2 s.
     backoff = SteadyClock::now() - began > std::chrono::seconds(5)
                   ? options_.backoff
@@ -289,20 +297,20 @@ void StandbyLink::Session(const replication::LeaderInfo& leader) {
       if (next == Next::kClose) {
         Report(leader, stream.why());
         if (stream.must_reseed()) {
-          restart_({replication::ReloadRequest::Kind::kReseed, 0, {}, stream.why()});
+          Reload({replication::ReloadRequest::Kind::kReseed, 0, {}, stream.why()});
         }
         return;
       }
       if (next == Next::kTruncate) {
-        restart_({replication::ReloadRequest::Kind::kTruncate, stream.truncate_to(), {},
-                  "the log diverges from the primary's at " +
-                      std::to_string(stream.truncate_to())});
+        Reload({replication::ReloadRequest::Kind::kTruncate,
+                stream.truncate_to(),
+                {},
+                "the log diverges from the primary's at " + std::to_string(stream.truncate_to())});
         return;
       }
       if (next == Next::kSnapshotReady) {
-        restart_({replication::ReloadRequest::Kind::kSnapshot, stream.snapshot_lsn(),
-                  stream.snapshot_path(),
-                  "a snapshot from the primary"});
+        Reload({replication::ReloadRequest::Kind::kSnapshot, stream.snapshot_lsn(),
+                stream.snapshot_path(), "a snapshot from the primary"});
         return;
       }
       if (!channel->Next(&frame, deadline(), max_frame, /*wait=*/false)) break;

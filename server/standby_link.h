@@ -6,7 +6,8 @@
 // closes and dials again after a short backoff, from what its log holds.
 //
 // What it cannot do in place it hands to the node: a truncation or a snapshot to install means
-// the node's state is reloaded from its data directory (the node restarts its process).
+// the node's state is reloaded from its data directory (the node restarts its process). From
+// then on the link is done: it dials no primary again, whatever Follow says.
 //
 // Thread safety: Follow and Stop from one thread (the coordinator's); the getters from any.
 #pragma once
@@ -58,6 +59,9 @@ class StandbyLink {
   void Run(replication::LeaderInfo leader);
   // One connection: until it fails or Stop.
   void Session(const replication::LeaderInfo& leader);
+  // Hands a reload to the node; the link then stops taking anything from any primary for good
+  // (the node restarts its process to reload).
+  void Reload(replication::ReloadRequest request);
   // Logs why a connection ended, unless it is the same reason as the last one.
   void Report(const replication::LeaderInfo& leader, const std::string& why);
 
@@ -66,6 +70,7 @@ class StandbyLink {
   std::function<void(replication::ReloadRequest)> restart_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> reloading_{false};  // a reload was handed to the node: never dial again
   std::atomic<bool> connected_{false};
   std::atomic<uint64_t> primary_durable_end_{0};
   std::atomic<uint64_t> primary_end_{0};

@@ -11,8 +11,12 @@
 //   SUNDIAL_FAILPOINT=name      the first time `name` is reached the process SIGKILLs itself;
 //   SUNDIAL_FAILPOINT=name:N    the N-th time (N >= 1).
 //   Before dying it writes "failpoint NAME reached (hit N): SIGKILL" to stderr.
-//   SUNDIAL_BUG=name            turns on a planted bug (the torture's proof that its checker
-//                               can fail); the only one is `ack_before_sync`.
+//   SUNDIAL_BUG=name            turns on a planted bug (a torture's proof that its checker
+//                               can fail): `ack_before_sync` (the crash torture's), or
+//                               `no_fencing` (the failover torture's: a primary ignores its
+//                               leadership's deadline, and a synchronous standby that left no
+//                               longer holds its replies back; server/replica_node.cc,
+//                               server/replication_hub.cc).
 // Names (docs/testing.md, "Failpoints", says where each one is):
 //   wal.before_write, wal.after_write_before_sync, wal.after_sync_before_reply,
 //   checkpoint.before_rename, checkpoint.after_rename, wal.mid_rotation.

@@ -156,6 +156,24 @@ TEST_F(OptionsTest, DashboardIsOnUnlessSetToReadOnlyOrOff) {
   EXPECT_NE(bad.message.find("dashboard"), std::string::npos) << bad.message;
 }
 
+TEST_F(OptionsTest, AdvertisedAddressesAreHostAndPort) {
+  ParseResult r = Parse(
+      {"--advertise-addr", "127.0.0.1:9100", "--advertise-replication", "proxy.example:9102"});
+  EXPECT_EQ(r.exit_code, -1) << r.message;
+  EXPECT_EQ(r.options.advertise_addr, "127.0.0.1:9100");
+  EXPECT_EQ(r.options.advertise_replication, "proxy.example:9102");
+  EXPECT_EQ(Parse({"--advertise-addr", "[::1]:9100"}).exit_code, -1);
+  for (const char* bad : {"127.0.0.1", "127.0.0.1:", ":9100", "host:0", "host:65536", "host:9x"}) {
+    ParseResult b = Parse({"--advertise-replication", bad});
+    EXPECT_EQ(b.exit_code, 2) << bad;
+    EXPECT_NE(b.message.find("--advertise-replication"), std::string::npos) << b.message;
+  }
+  ParseResult help = Parse({"--help"});
+  for (const char* flag : {"--advertise-addr", "--advertise-replication"}) {
+    EXPECT_NE(help.message.find(flag), std::string::npos) << flag;
+  }
+}
+
 TEST_F(OptionsTest, HelpExitsZeroWithEveryFlag) {
   ParseResult r = Parse({"--help"});
   EXPECT_EQ(r.exit_code, 0);

@@ -1,6 +1,7 @@
 #include "tests/torture/checker.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -47,6 +48,7 @@ class Checker {
     Index();
     for (const Inventory& inv : h_.inventories) CheckInventory(inv);
     CheckLeases();
+    CheckCompletes();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -90,8 +92,10 @@ class Checker {
   }
 
   // The states an operation leaves its message in when it is the last to touch it.
-  static std::set<std::string> StatesAfter(const std::string& kind) {
+  static std::set<std::string> StatesAfter(const Op& op) {
+    const std::string& kind = op.kind;
     if (kind == "enqueue" || kind == "fail") return {"pending", "invisible"};
+    if (kind == "dequeue" && op.lease_ms > 0) return {"running", "pending"};  // expired or not
     if (kind == "dequeue") return {"running"};
     if (kind == "dequeue-short") return {"running", "pending"};  // expired or not yet
     if (kind == "complete") return {"completed"};
@@ -219,7 +223,7 @@ class Checker {
     // leased it (acknowledged ones that did, and unanswered ones on its queue).
     std::vector<const Op*> changers;
     for (const Op* op : before) {
-      if (MayHaveHappened(*op) && !StatesAfter(op->kind).empty()) changers.push_back(op);
+      if (MayHaveHappened(*op) && !StatesAfter(*op).empty()) changers.push_back(op);
     }
     for (const Op* d : m.dequeued_by) {
       if (d->t0 < inv.t) changers.push_back(d);
@@ -234,7 +238,7 @@ class Checker {
                                          [](const Op* a, const Op* b) { return a->t0 < b->t0; });
       const bool alone = std::all_of(changers.begin(), changers.end(),
                                      [&](const Op* o) { return o == last || o->t1 < last->t0; });
-      if (last->outcome == Outcome::kOk && alone && !StatesAfter(last->kind).count(row->state)) {
+      if (last->outcome == Outcome::kOk && alone && !StatesAfter(*last).count(row->state)) {
         Add("state", where + ": last change " + Describe(*last) + ", found " + row->state);
       }
     }
@@ -258,9 +262,8 @@ class Checker {
   }
 
   // True when some request that may have happened, sent before `until`, could have ended
-  // the lease `token` of message `m` (complete or fail with that token, or a cancel).
-  bool MayHaveEnded(const Message& m, size_t grant, int64_t until) const {
-    if (m.expiring[grant]) return true;  // a short lease ends by itself
+  // the lease `grant` of message `m` (complete or fail with its token, or a cancel).
+  bool MayHaveBeenEnded(const Message& m, size_t grant, int64_t until) const {
     const uint64_t token = m.tokens[grant];
     for (const Op* op : m.ops) {
       if (!MayHaveHappened(*op) || op->t0 >= until) continue;
@@ -273,15 +276,25 @@ class Checker {
     return false;
   }
 
-  // `later` was granted while `earlier` certainly held its lease: earlier's dequeue was
-  // answered before later's was sent, and nothing that could end earlier's lease was sent
-  // before later's answer came.
+  // Until when the lease `grant` of `m` certainly lasted unless a request ended it: a short
+  // lease not at all, a dequeue/MS lease MS ms (less the margin) from the earliest moment it
+  // could have been granted, any other the whole run.
+  static int64_t HeldUntil(const Message& m, size_t grant) {
+    if (m.expiring[grant]) return std::numeric_limits<int64_t>::min();
+    const Op* d = m.dequeued_by[grant];
+    if (d->lease_ms <= 0) return std::numeric_limits<int64_t>::max();
+    return d->t0 + (d->lease_ms - kLeaseMarginMs) * 1'000'000;
+  }
+
+  // Both leases were held at one moment for certain: each was granted (by its answer, t1)
+  // before the other could have run out or been ended by a request sent before that answer.
+  // (The later grant came while the earlier lease held, whichever order the server saw.)
   bool Overlap(const Message& m1, size_t i1, const Message& m2, size_t i2) {
     ++report_.lease_checks;
     const Op* a = m1.dequeued_by[i1];
     const Op* b = m2.dequeued_by[i2];
-    if (!(a->t1 < b->t0)) return false;
-    return !MayHaveEnded(m1, i1, b->t1);
+    if (!(b->t1 < HeldUntil(m1, i1) && a->t1 < HeldUntil(m2, i2))) return false;
+    return !MayHaveBeenEnded(m1, i1, b->t1) && !MayHaveBeenEnded(m2, i2, a->t1);
   }
 
   void CheckLeases() {
@@ -289,8 +302,8 @@ class Checker {
         by_value;
     for (const auto& [key, m] : messages_) {
       for (size_t i = 0; i < m.dequeued_by.size(); ++i) {
-        for (size_t j = 0; j < m.dequeued_by.size(); ++j) {
-          if (i != j && Overlap(m, i, m, j)) {
+        for (size_t j = i + 1; j < m.dequeued_by.size(); ++j) {
+          if (Overlap(m, i, m, j)) {
             Add("double_lease", m.queue + "/" + m.id + ": leased by " +
                                     Describe(*m.dequeued_by[i]) + " and again by " +
                                     Describe(*m.dequeued_by[j]));
@@ -300,13 +313,60 @@ class Checker {
       }
     }
     for (const auto& [qv, grants] : by_value) {
-      for (const auto& [m1, i1] : grants) {
-        for (const auto& [m2, i2] : grants) {
+      for (size_t g = 0; g < grants.size(); ++g) {
+        for (size_t h = g + 1; h < grants.size(); ++h) {
+          const auto [m1, i1] = grants[g];
+          const auto [m2, i2] = grants[h];
           if (m1 == m2) continue;
           if (Overlap(*m1, i1, *m2, i2)) {
             Add("exclusivity", qv.first + " value " + qv.second + ": " + m1->id + " leased by " +
                                    Describe(*m1->dequeued_by[i1]) + " while " + m2->id +
                                    " was leased by " + Describe(*m2->dequeued_by[i2]));
+          }
+        }
+      }
+    }
+  }
+
+  // stale_token and redelivered: every acknowledged complete against the leases of its message.
+  void CheckCompletes() {
+    for (const auto& [key, m] : messages_) {
+      for (const Op* c : m.ops) {
+        if (c->kind != "complete" || c->outcome != Outcome::kOk) continue;
+        const uint64_t token = static_cast<uint64_t>(c->arg);
+        for (size_t h = 0; h < m.dequeued_by.size(); ++h) {
+          const Op* d = m.dequeued_by[h];
+          if (d->t0 > c->t1) {
+            Add("redelivered", key + ": leased by " + Describe(*d) + " after " + Describe(*c));
+          }
+        }
+        for (size_t g = 0; g < m.dequeued_by.size(); ++g) {
+          if (m.tokens[g] != token) continue;
+          const Op* d = m.dequeued_by[g];
+          // Another lease granted after this one (its dequeue sent once this one was answered)
+          // and answered before the complete was sent: the token was no longer current.
+          for (size_t h = 0; h < m.dequeued_by.size(); ++h) {
+            const Op* newer = m.dequeued_by[h];
+            if (h != g && newer->t0 > d->t1 && newer->t1 < c->t0) {
+              Add("stale_token", key + ": " + Describe(*c) + " with token " +
+                                     std::to_string(token) + " accepted after " + Describe(*newer) +
+                                     " leased it again");
+            }
+          }
+          // Sent after the lease ran out, with no earlier complete of the token that could
+          // have come in time (a repeat of a complete that succeeded succeeds) and no extend.
+          if (m.expiring[g] || d->lease_ms <= 0) continue;
+          const int64_t expired_by = d->t1 + (d->lease_ms + kLeaseMarginMs) * 1'000'000;
+          if (c->t0 <= expired_by) continue;
+          bool in_time = false;
+          for (const Op* op : m.ops) {
+            if (!MayHaveHappened(*op) || static_cast<uint64_t>(op->arg) != token) continue;
+            in_time |= op->kind == "extend" || (op->kind == "complete" && op->t0 < expired_by);
+          }
+          if (!in_time) {
+            Add("stale_token", key + ": " + Describe(*c) + " with token " + std::to_string(token) +
+                                   " accepted after its lease of " + std::to_string(d->lease_ms) +
+                                   " ms from " + Describe(*d) + " had run out");
           }
         }
       }
@@ -335,8 +395,8 @@ std::string Report::Summary(size_t max_lines) const {
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
     << ", lease pairs " << lease_checks << ", results " << result_checks << "; lost " << lost
     << ", violations " << violations.size();
-  for (const char* kind :
-       {"lost", "not_stuck", "state", "double_lease", "exclusivity", "phantom", "result"}) {
+  for (const char* kind : {"lost", "not_stuck", "state", "double_lease", "exclusivity",
+                           "stale_token", "redelivered", "phantom", "result"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

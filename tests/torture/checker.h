@@ -4,10 +4,13 @@
 //
 // The torture's settings make the model small: leases of one hour (none expires during a
 // run: a lease ends only by complete, fail or cancel) except those of `dequeue-short`, which
-// are meant to expire (20 ms) and may end at any moment, max_attempts high enough that nothing
-// is ever errored, retention of a day (terminal messages stay readable), client-chosen ids that
-// are never reused. A request whose outcome is `none` may or may not have happened; one that
-// got an error did not happen.
+// are meant to expire (20 ms) and may end at any moment, and those of `dequeue/MS` (the
+// failover torture's), which last MS ms from their grant: granted within their request's
+// [t0, t1], held at least until t0 + MS and at most until t1 + MS (less and more a margin of
+// kLeaseMarginMs for the server's millisecond wall clock against the history's monotonic one).
+// max_attempts high enough that nothing is ever errored, retention of a day (terminal
+// messages stay readable), client-chosen ids that are never reused. A request whose outcome is
+// `none` may or may not have happened; one that got an error did not happen.
 //
 // Checks:
 //   lost          an acknowledged enqueue is missing from a later inventory;
@@ -17,10 +20,17 @@
 //                 other that might have, is not what the inventory shows (a dequeue's lease
 //                 gone back to pending, a fail undone, ...), or the priority differs from the
 //                 last acknowledged one;
-//   double_lease  a message leased by an acknowledged dequeue sent after another acknowledged
-//                 lease of it had begun and before any request that could end that lease;
-//   exclusivity   the same for two messages of one exclusivity value, or two running messages
-//                 of one value in an inventory;
+//   double_lease  two acknowledged leases of one message held at once for certain: each was
+//                 granted (answered) before the other could have expired or been ended by a
+//                 request (complete or fail with its token, a cancel) sent before;
+//   exclusivity   the same for two messages of one exclusivity value (or one dequeue that
+//                 leased two of them), or two running messages of one value in an inventory;
+//   stale_token   an acknowledged complete of a lease that was over when it was sent: another
+//                 lease of the message had been granted since, or its time had run out (and no
+//                 earlier complete with the token could have come in time: a repeat is
+//                 idempotent);
+//   redelivered   a message leased again by a dequeue sent after its complete was
+//                 acknowledged;
 //   phantom       a message, a state or a priority that no request sent could have caused;
 //   result        a completed message whose result is not the one its acknowledged complete
 //                 stored, or (phantom result) is none that a complete sent could store
@@ -36,7 +46,8 @@
 namespace sundial::torture {
 
 struct Violation {
-  std::string kind;  // lost, not_stuck, state, double_lease, exclusivity, phantom, result
+  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result
+  std::string kind;
   std::string text;
 };
 
@@ -55,6 +66,9 @@ struct Report {
   // One line of figures, then one line per violation (at most `max_lines`).
   std::string Summary(size_t max_lines = 50) const;
 };
+
+// The slack allowed between a lease's time on the server and the history's clock.
+inline constexpr int64_t kLeaseMarginMs = 100;
 
 Report Check(const History& history);
 

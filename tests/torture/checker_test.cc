@@ -124,14 +124,93 @@ TEST(TortureChecker, ALeaseLeftToExpireMayEndAtAnyMoment) {
   EXPECT_TRUE(r.violations.empty()) << r.Summary();
 }
 
-TEST(TortureChecker, ConcurrentDequeuesAreNotJudged) {
-  // The second was sent before the first was answered: the server may have ordered them
-  // either way, and only one of them can be wrong, which this rule cannot tell.
+TEST(TortureChecker, ConcurrentDequeuesThatBothHoldALeaseAreReported) {
+  // The second was sent before the first was answered: whichever the server granted second, it
+  // granted while the other lease held (nothing could end it, and it does not expire).
   const Report r = CheckText(
       "op 10 20 c0 enqueue q ok m1 5\n"
       "op 30 50 c0 dequeue q ok - 1 m1:77\n"
       "op 40 60 c1 dequeue q ok - 1 m1:78\n");
-  EXPECT_EQ(r.Count("double_lease"), 0u) << r.Summary();
+  EXPECT_EQ(r.Count("double_lease"), 1u) << r.Summary();
+}
+
+// Leases of the failover torture: dequeue/MS, MS ms from the grant. 1 ms = 1000000 ns.
+TEST(TortureChecker, ALeaseOfMsIsHeldUntilItRunsOut) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 1000000000 1001000000 c0 dequeue/1000 q ok - 1 m1:77\n"
+      // 500 ms later: the first lease still held
+      "op 1500000000 1501000000 c1 dequeue/1000 q ok - 1 m1:78\n");
+  EXPECT_EQ(r.Count("double_lease"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ALeaseOfMsMayBeGrantedAgainOnceItMayHaveRunOut) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 1000000000 1001000000 c0 dequeue/1000 q ok - 1 m1:77\n"
+      // answered 950 ms after the first was sent: within the margin of its end
+      "op 1940000000 1950000000 c1 dequeue/1000 q ok - 1 m1:78\n"
+      "inventory-queue 3000000000 1 q\n"
+      "inventory 3000000000 1 q m1 pending 5\n"  // the second ran out too
+      "inventory-end 3000000000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, OneDequeueLeasingTwoMessagesOfOneValueIsReported) {
+  const Report r = CheckText(
+      "meta x m1 v\n"
+      "meta x m2 v\n"
+      "op 10 20 c0 enqueue x ok m1 5\n"
+      "op 21 22 c0 enqueue x ok m2 6\n"
+      "op 30 40 c0 dequeue/5000 x ok - 2 m1:77 m2:78\n");
+  EXPECT_EQ(r.Count("exclusivity"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACompleteWithATokenLeasedAgainSinceIsReported) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 1000000000 1001000000 c0 dequeue/500 q ok - 1 m1:77\n"
+      "op 2000000000 2001000000 c1 dequeue/500 q ok - 1 m1:78\n"
+      "op 2100000000 2101000000 c0 complete q ok m1 77\n");
+  EXPECT_EQ(r.Count("stale_token"), 2u) << r.Summary();  // leased again, and past its time
+}
+
+TEST(TortureChecker, ACompleteAfterTheLeaseRanOutIsReported) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 1000000000 1001000000 c0 dequeue/500 q ok - 1 m1:77\n"
+      "op 1700000000 1701000000 c0 complete q ok m1 77\n");
+  EXPECT_EQ(r.Count("stale_token"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ARepeatedCompleteAfterTheLeaseRanOutIsClean) {
+  // The first may have completed it in time (its answer was lost): a repeat succeeds.
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 1000000000 1001000000 c0 dequeue/500 q ok - 1 m1:77\n"
+      "op 1100000000 1200000000 c0 complete q none m1 77\n"
+      "op 1700000000 1701000000 c0 complete q ok m1 77\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AMessageLeasedAfterAnAcknowledgedCompleteIsReported) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue/5000 q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 70 80 c1 dequeue/5000 q ok - 1 m1:78\n");
+  EXPECT_EQ(r.Count("redelivered"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ALeaseOfMsRoundTripsThroughItsLine) {
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory("op 1 2 c0 dequeue/3000 q ok - 1 m1:7\n", &h, &error)) << error;
+  ASSERT_EQ(h.ops.size(), 1u);
+  EXPECT_EQ(h.ops[0].kind, "dequeue");
+  EXPECT_EQ(h.ops[0].lease_ms, 3000);
+  EXPECT_EQ(FormatOp(h.ops[0]), "op 1 2 c0 dequeue/3000 q ok - 1 m1:7");
+  EXPECT_FALSE(ParseHistory("op 1 2 c0 dequeue/0 q ok - 0\n", &h, &error));
 }
 
 TEST(TortureChecker, TwoLeasesOfOneExclusivityValueAreReported) {

@@ -1,5 +1,6 @@
 #include "tests/torture/history.h"
 
+#include <cstdlib>
 #include <sstream>
 
 namespace sundial::torture {
@@ -13,8 +14,9 @@ std::string FormatOp(const Op& op) {
   const char* outcome = op.outcome == Outcome::kOk     ? "ok"
                         : op.outcome == Outcome::kNone ? "none"
                                                        : nullptr;
-  out << "op " << op.t0 << ' ' << op.t1 << ' ' << op.client << ' ' << op.kind << ' ' << op.queue
-      << ' ' << (outcome != nullptr ? outcome : op.error.c_str()) << ' '
+  out << "op " << op.t0 << ' ' << op.t1 << ' ' << op.client << ' ' << op.kind;
+  if (op.kind == "dequeue" && op.lease_ms > 0) out << '/' << op.lease_ms;
+  out << ' ' << op.queue << ' ' << (outcome != nullptr ? outcome : op.error.c_str()) << ' '
       << (op.id.empty() ? "-" : op.id) << ' ' << op.arg;
   for (const auto& [id, token] : op.leased) out << ' ' << id << ':' << token;
   return out.str();
@@ -44,6 +46,11 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
         return bad("short op");
       }
       if (op.id == "-") op.id.clear();
+      if (op.kind.rfind("dequeue/", 0) == 0) {
+        op.lease_ms = std::atoll(op.kind.c_str() + 8);
+        if (op.lease_ms <= 0) return bad("a dequeue's lease must be positive");
+        op.kind = "dequeue";
+      }
       if (outcome == "ok") {
         op.outcome = Outcome::kOk;
       } else if (outcome == "none") {

@@ -8,6 +8,8 @@
 //     KIND: enqueue (ARG = priority), dequeue and dequeue-short (a 20 ms lease, left to
 //     expire; ID = the filter "k=v" or "-", ARG = count of leased ID:TOKEN that follow), complete /
 //     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority).
+//     A dequeue's lease outlasts the run, unless written dequeue/MS: a lease of MS ms, which
+//     expires MS ms after it was granted (the failover torture's).
 //     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
 //     have happened) or the error code's name (it did not happen).
 //   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)
@@ -39,6 +41,7 @@ struct Op {
   std::string id;     // the message (dequeue: the filter)
   int64_t arg = 0;
   std::vector<std::pair<std::string, uint64_t>> leased;  // dequeue: (id, lease token)
+  int64_t lease_ms = 0;  // dequeue: the lease asked for; 0: one that outlasts the run
 };
 
 struct InventoryRow {

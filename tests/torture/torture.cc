@@ -31,6 +31,7 @@
 #include "client/client.h"
 #include "tests/torture/checker.h"
 #include "tests/torture/history.h"
+#include "tests/torture/inventory.h"
 #include "tests/torture/server.h"
 
 namespace fs = std::filesystem;
@@ -319,56 +320,14 @@ class Torture {
 
   // One read of every message of this and the previous epoch's queues, as history lines.
   bool ReadInventory(Client& client, int epoch, int64_t t, int round, std::string* out) {
-    std::ostringstream block;
+    std::vector<std::string> queues;
     for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
-      for (const char* kind : {"plain", "filter", "excl"}) {
-        const std::string q = QueueName(kind, e);
-        block << "inventory-queue " << t << ' ' << round << ' ' << q << '\n';
-        for (p::MessageState state :
-             {p::MessageState::invisible, p::MessageState::running, p::MessageState::pending,
-              p::MessageState::completed, p::MessageState::canceled, p::MessageState::errored}) {
-          client::BrowseOptions b;
-          b.state = state;
-          b.limit = 1000;
-          for (;;) {
-            auto r = client.Browse(q, b);
-            if (!r.ok()) {
-              if (r.error().origin == client::Error::Origin::kServer &&
-                  r.error().code == Code::kNotFound) {
-                break;  // not created yet
-              }
-              return Refused(r.error());
-            }
-            const auto* result = r->result<p::BrowseResult>();
-            // Completed messages: their results too, read with one wait (0 ms) per page.
-            std::map<std::string, std::string> results;
-            if (state == p::MessageState::completed && result->messages() != nullptr &&
-                result->messages()->size() > 0) {
-              std::vector<std::string> ids;
-              for (const p::MessageSummary* m : *result->messages()) ids.push_back(m->id()->str());
-              auto w = client.Wait(q, ids, 0);
-              if (!w.ok()) return Refused(w.error());
-              for (const p::WaitItem* item : *w->result<p::WaitResult>()->items()) {
-                if (item->result() == nullptr || item->result()->size() == 0) continue;
-                results[item->id()->str()] = std::string(
-                    reinterpret_cast<const char*>(item->result()->data()), item->result()->size());
-              }
-            }
-            if (result->messages() != nullptr) {
-              for (const p::MessageSummary* m : *result->messages()) {
-                block << "inventory " << t << ' ' << round << ' ' << q << ' ' << m->id()->str()
-                      << ' ' << p::EnumNameMessageState(m->state()) << ' ' << m->priority();
-                auto found = results.find(m->id()->str());
-                block << ' ' << (found == results.end() ? std::string("-") : found->second) << '\n';
-              }
-            }
-            if (result->next_cursor() == nullptr || result->next_cursor()->size() == 0) break;
-            b.cursor = result->next_cursor()->str();
-          }
-        }
-      }
+      for (const char* kind : {"plain", "filter", "excl"}) queues.push_back(QueueName(kind, e));
     }
-    *out = block.str();
+    out->clear();
+    if (auto refused = torture::ReadInventory(client, queues, t, round, out)) {
+      return Refused(*refused);
+    }
     return true;
   }
 
