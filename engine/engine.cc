@@ -16,8 +16,8 @@ namespace sundial {
 struct Engine::Shard {
   explicit Shard(uint64_t seed, size_t i) : rng(seed), index(i) {}
   mutable Mutex mu;
-  boost::unordered_flat_map<std::string, std::unique_ptr<Queue>, StringHash, std::equal_to<>>
-      queues GUARDED_BY(mu);
+  boost::unordered_flat_map<std::string, std::unique_ptr<Queue>, StringHash, std::equal_to<>> queues
+      GUARDED_BY(mu);
   Random rng GUARDED_BY(mu);
   const size_t index;
   // Accounted bytes of this shard's messages: written under mu, read by anyone.
@@ -191,8 +191,7 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
-  if (!dlq.empty() && dlq != q->settings().dead_letter_queue &&
-      dlq_shard.Find(dlq) == nullptr) {
+  if (!dlq.empty() && dlq != q->settings().dead_letter_queue && dlq_shard.Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
   q->set_settings(s);

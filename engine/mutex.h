@@ -1,7 +1,7 @@
-// Mutex, MutexLock, ReleasableMutexLock and CondVar: std::mutex and std::condition_variable with the thread-safety
-// annotations of engine/thread_annotations.h, so that clang's -Wthread-safety checks every
-// GUARDED_BY and REQUIRES (libstdc++'s std::mutex carries no attributes). The shapes are
-// Abseil's absl::Mutex / absl::MutexLock and LevelDB's port::Mutex / port::CondVar.
+// Mutex, MutexLock, ReleasableMutexLock and CondVar: std::mutex and std::condition_variable with
+// the thread-safety annotations of engine/thread_annotations.h, so that clang's -Wthread-safety
+// checks every GUARDED_BY and REQUIRES (libstdc++'s std::mutex carries no attributes). The shapes
+// are Abseil's absl::Mutex / absl::MutexLock and LevelDB's port::Mutex / port::CondVar.
 //
 //   Mutex mu_;
 //   bool stop_ GUARDED_BY(mu_) = false;

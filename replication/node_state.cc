@@ -28,10 +28,10 @@ Status NodeState::Load(const std::string& cluster, const std::string& node) {
     return Status(Code::kInternal, path + ": damaged (expected {cluster, node, promised_epoch})");
   }
   if (c->as_string() != cluster || n->as_string() != node) {
-    return Status(Code::kFailedPrecondition,
-                  path + ": this data directory belongs to node '" + std::string(n->as_string()) +
-                      "' of cluster '" + std::string(c->as_string()) + "', not node '" + node +
-                      "' of cluster '" + cluster + "'");
+    return Status(Code::kFailedPrecondition, path + ": this data directory belongs to node '" +
+                                                 std::string(n->as_string()) + "' of cluster '" +
+                                                 std::string(c->as_string()) + "', not node '" +
+                                                 node + "' of cluster '" + cluster + "'");
   }
   cluster_ = cluster;
   node_ = node;

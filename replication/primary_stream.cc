@@ -83,8 +83,8 @@ PrimaryStream::Next PrimaryStream::OnHello(const void* body) {
     return Refuse(Code::kUnauthenticated, "replication: wrong token");
   }
   if (cluster != env_.cluster) {
-    return Refuse(Code::kFailedPrecondition,
-                  "replication: this node is in cluster '" + env_.cluster + "', not '" + cluster + "'");
+    return Refuse(Code::kFailedPrecondition, "replication: this node is in cluster '" +
+                                                 env_.cluster + "', not '" + cluster + "'");
   }
   if (node_.empty()) return Refuse(Code::kInvalidArgument, "replication: a Hello without a node");
   if (h->promised_epoch() > env_.epoch) {
@@ -96,7 +96,8 @@ PrimaryStream::Next PrimaryStream::OnHello(const void* body) {
   }
   LogPosition standby;
   if (h->history() != nullptr) {
-    for (const wire::EpochStart* e : *h->history()) standby.history.push_back({e->epoch(), e->lsn()});
+    for (const wire::EpochStart* e : *h->history())
+      standby.history.push_back({e->epoch(), e->lsn()});
   }
   standby.end_lsn = h->end_lsn();
   LogPosition primary{env_.engine->Epochs(), env_.log->AppendedEndLsn()};
@@ -182,8 +183,8 @@ bool PrimaryStream::Produce(size_t budget) {
       return true;
     }
     if (chunk_.count == 0) break;
-    out_.push_back(EncodeRecords(env_.epoch, chunk_.segment_number, chunk_.first_lsn,
-                                 chunk_.count, chunk_.bytes, env_.log->DurableEnd()));
+    out_.push_back(EncodeRecords(env_.epoch, chunk_.segment_number, chunk_.first_lsn, chunk_.count,
+                                 chunk_.bytes, env_.log->DurableEnd()));
     added += chunk_.bytes.size() + 64;
   }
   return added > 0 || !out_.empty();

@@ -44,10 +44,10 @@ class EpochPromise {
 struct StandbyEnv {
   wal::GroupCommitLog* log = nullptr;
   Engine* engine = nullptr;
-  EffectSink* observer = nullptr;   // after the log and the engine (subscriptions); may be null
-  FloorClock* clock = nullptr;      // raised to each effect's time; may be null
+  EffectSink* observer = nullptr;  // after the log and the engine (subscriptions); may be null
+  FloorClock* clock = nullptr;     // raised to each effect's time; may be null
   EpochPromise* promise = nullptr;
-  wal::FileSystem* fs = nullptr;    // a snapshot received goes into `dir`
+  wal::FileSystem* fs = nullptr;  // a snapshot received goes into `dir`
   std::string dir;
   std::string cluster;
   std::string node;

@@ -42,8 +42,8 @@ std::string EncodeHello(const HelloMessage& m) {
 
 std::string EncodeWelcome(const WelcomeMessage& m) {
   fb::FlatBufferBuilder b(128);
-  auto welcome = wire::CreateWelcome(b, m.epoch, static_cast<wire::CatchUp>(m.catch_up),
-                                     m.from_lsn, m.truncate_to, m.primary_end_lsn);
+  auto welcome = wire::CreateWelcome(b, m.epoch, static_cast<wire::CatchUp>(m.catch_up), m.from_lsn,
+                                     m.truncate_to, m.primary_end_lsn);
   return Finish(b, wire::Body::Welcome, welcome);
 }
 
@@ -51,8 +51,7 @@ std::string EncodeRecords(uint64_t epoch, uint64_t segment_number, uint64_t firs
                           uint32_t count, std::string_view records, uint64_t durable_end) {
   fb::FlatBufferBuilder b(records.size() + 128);
   auto bytes = Bytes(b, records);
-  auto body =
-      wire::CreateRecords(b, epoch, segment_number, first_lsn, count, bytes, durable_end);
+  auto body = wire::CreateRecords(b, epoch, segment_number, first_lsn, count, bytes, durable_end);
   return Finish(b, wire::Body::Records, body);
 }
 

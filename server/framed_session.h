@@ -158,9 +158,8 @@ class FramedSession : public Connection {
     while (!close_after_write() && MayRead()) {
       std::string_view frame;
       size_t consumed = 0;
-      const auto status =
-          protocol::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
-                              max_frame_bytes_, &frame, &consumed);
+      const auto status = protocol::NextFrame(std::string_view(in_.data() + begin, in_len_ - begin),
+                                              max_frame_bytes_, &frame, &consumed);
       if (status == protocol::FrameStatus::kIncomplete) {
         next_frame_bytes_ = 0;
         if (in_len_ - begin >= protocol::kFrameHeaderBytes) {

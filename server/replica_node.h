@@ -109,7 +109,7 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   std::atomic<uint64_t> promotions_{0};
   std::atomic<uint64_t> demotions_{0};
   std::string sync_standby_ GUARDED_BY(mu_);  // the published one, as the coordinator last read
-  replication::NodeAddresses addresses_;  // set by Start
+  replication::NodeAddresses addresses_;      // set by Start
 };
 
 }  // namespace sundial::server

@@ -19,7 +19,7 @@ namespace {
 
 using tcp = asio::ip::tcp;
 
-constexpr size_t kShipBudget = 4u << 20;                      // frames queued per fill
+constexpr size_t kShipBudget = 4u << 20;  // frames queued per fill
 constexpr auto kHeartbeatEvery = std::chrono::milliseconds(500);
 
 template <class Stream>
@@ -165,16 +165,16 @@ void StartSession(tcp::socket socket, Loop* loop, Core* core, ReplicationPort* p
   }
   std::shared_ptr<asio::ssl::context> context = core->tls()->Current();
   TlsSocket stream(std::move(socket), *context);
-  std::make_shared<ReplicationSession<TlsSocket>>(std::move(stream), std::move(context), loop,
-                                                  core, port)
+  std::make_shared<ReplicationSession<TlsSocket>>(std::move(stream), std::move(context), loop, core,
+                                                  port)
       ->Start();
 }
 
 }  // namespace
 
 std::unique_ptr<Listener> NewReplicationListener(Loop* loop, Core* core, ReplicationPort* port) {
-  return std::make_unique<Acceptor>(loop, core, "--replication-port: cannot listen",
-                                    std::string(), [core, port](tcp::socket socket, Loop* on) {
+  return std::make_unique<Acceptor>(loop, core, "--replication-port: cannot listen", std::string(),
+                                    [core, port](tcp::socket socket, Loop* on) {
                                       boost::system::error_code ignored;
                                       socket.set_option(tcp::no_delay(true), ignored);
                                       StartSession(std::move(socket), on, core, port);

@@ -132,8 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   auto to_primary = [&](const std::string& frame) {
     if (!primary_open) return;
-    primary_open = primary.OnFrame(Aligned(frame, &words)) !=
-                   replication::PrimaryStream::Next::kClose;
+    primary_open =
+        primary.OnFrame(Aligned(frame, &words)) != replication::PrimaryStream::Next::kClose;
   };
 
   size_t i = 0;
