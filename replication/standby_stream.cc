@@ -148,20 +148,24 @@ StandbyStream::Next StandbyStream::OnRecords(const void* body) {
   wal::DecodedEffect decoded;
   while (left > 0) {
     // The on-disk format, checked as a reader of the primary's segment would check it.
-    if (left < wal::kRecordHeaderBytes) return Close("replication: a record header was cut");
-    const uint32_t length = wal::DecodeFixed32(p);
-    const uint8_t type = static_cast<uint8_t>(p[4]);
-    if (length > wal::kMaxRecordBytes || length > left - wal::kRecordHeaderBytes) {
-      return Close("replication: a record's length overruns the frame");
+    wal::CheckedRecord record;
+    switch (wal::CheckRecord(std::string_view(p, left), r->segment_number(), &record)) {
+      case wal::RecordCheck::kOk:
+        break;
+      case wal::RecordCheck::kCut:
+      case wal::RecordCheck::kTooLong:
+        return Close(left < wal::kRecordHeaderBytes
+                         ? "replication: a record header was cut"
+                         : "replication: a record's length overruns the frame");
+      case wal::RecordCheck::kBadChecksum:
+        return Close("replication: a record's checksum does not match");
+      case wal::RecordCheck::kUnknownType:
+        return Close("replication: a record that is not an effect in the stream");
     }
-    const std::string_view payload(p + wal::kRecordHeaderBytes, length);
-    if (wal::RecordChecksum(type, r->segment_number(), payload) != wal::DecodeFixed64(p + 5)) {
-      return Close("replication: a record's checksum does not match");
-    }
-    if (type != static_cast<uint8_t>(wal::RecordType::kEffect)) {
+    if (record.type != wal::RecordType::kEffect) {
       return Close("replication: a record that is not an effect in the stream");
     }
-    if (Status s = wal::DecodeEffect(payload, &decoded); !s.ok()) {
+    if (Status s = wal::DecodeEffect(record.payload, &decoded); !s.ok()) {
       return Close("replication: a record that does not decode: " + s.ToString());
     }
     const Effect& e = decoded.effect();
@@ -184,8 +188,8 @@ StandbyStream::Next StandbyStream::OnRecords(const void* body) {
     if (env_.observer != nullptr) env_.observer->OnEffect(e);
     ++records_;
     ++seen;
-    p += wal::kRecordHeaderBytes + length;
-    left -= wal::kRecordHeaderBytes + length;
+    p += record.size;
+    left -= record.size;
   }
   if (seen != r->count()) return Close("replication: a frame's record count is wrong");
   return seen > 0 ? Next::kAck : Next::kContinue;

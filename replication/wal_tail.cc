@@ -10,24 +10,29 @@ namespace sundial::replication {
 namespace {
 
 using wal::DecodeFixed32;
-using wal::DecodeFixed64;
 using wal::kFileHeaderBytes;
 using wal::kRecordHeaderBytes;
 
-// Reads exactly n bytes (fewer at the end of the file) into *out.
+// Reads n bytes into `into` (fewer at the end of the file); *got says how many.
+Status ReadFully(wal::SequentialFile* file, size_t n, char* into, size_t* got) {
+  *got = 0;
+  while (*got < n) {
+    std::string_view part;
+    if (Status s = file->Read(n - *got, into + *got, &part); !s.ok()) return s;
+    if (part.empty()) break;
+    if (part.data() != into + *got) std::copy(part.begin(), part.end(), into + *got);
+    *got += part.size();
+  }
+  return Status::Ok();
+}
+
+// Reads n bytes (fewer at the end of the file) into *scratch; *out views them.
 Status ReadUpTo(wal::SequentialFile* file, size_t n, std::string* scratch, std::string_view* out) {
   scratch->resize(n);
   size_t got = 0;
-  while (got < n) {
-    std::string_view part;
-    if (Status s = file->Read(n - got, scratch->data() + got, &part); !s.ok()) return s;
-    if (part.empty()) break;
-    if (part.data() != scratch->data() + got)
-      std::copy(part.begin(), part.end(), scratch->begin() + got);
-    got += part.size();
-  }
+  Status s = ReadFully(file, n, scratch->data(), &got);
   *out = std::string_view(scratch->data(), got);
-  return Status::Ok();
+  return s;
 }
 
 // The numbers of the directory's segments, oldest first.
@@ -164,25 +169,23 @@ Status WalTail::Read(uint64_t end_lsn, size_t max_bytes, Chunk* chunk) {
       reread = false;
       continue;
     }
+    // The whole record, then the checks every reader makes (wal::CheckRecord).
     const uint32_t length = DecodeFixed32(header.data());
-    const uint8_t type = static_cast<uint8_t>(header[4]);
-    const uint64_t checksum = DecodeFixed64(header.data() + 5);
     const size_t at = chunk->bytes.size();
-    bool whole = length <= wal::kMaxRecordBytes && type <= wal::kMaxRecordType;
+    wal::CheckedRecord record;
+    bool whole = length <= wal::kMaxRecordBytes;
     if (whole) {
       chunk->bytes.append(header);
       chunk->bytes.resize(at + kRecordHeaderBytes + length);
       size_t got = 0;
-      while (got < length) {
-        std::string_view part;
-        char* into = chunk->bytes.data() + at + kRecordHeaderBytes + got;
-        if (Status s = file_->Read(length - got, into, &part); !s.ok()) return s;
-        if (part.empty()) break;
-        if (part.data() != into) std::copy(part.begin(), part.end(), into);
-        got += part.size();
+      if (Status s =
+              ReadFully(file_.get(), length, chunk->bytes.data() + at + kRecordHeaderBytes, &got);
+          !s.ok()) {
+        return s;
       }
-      const std::string_view payload(chunk->bytes.data() + at + kRecordHeaderBytes, length);
-      whole = got == length && wal::RecordChecksum(type, segment_, payload) == checksum;
+      chunk->bytes.resize(at + kRecordHeaderBytes + got);  // a cut record checks as kCut
+      whole = wal::CheckRecord(std::string_view(chunk->bytes).substr(at), segment_, &record) ==
+              wal::RecordCheck::kOk;
     }
     if (!whole) {
       chunk->bytes.resize(at);

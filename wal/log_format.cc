@@ -95,6 +95,23 @@ bool AppendRecord(RecordType type, uint64_t file_number, std::string_view payloa
   return true;
 }
 
+RecordCheck CheckRecord(std::string_view bytes, uint64_t file_number, CheckedRecord* record) {
+  if (bytes.size() < kRecordHeaderBytes) return RecordCheck::kCut;
+  const uint32_t length = DecodeFixed32(bytes.data());
+  if (length > kMaxRecordBytes) return RecordCheck::kTooLong;
+  if (length > bytes.size() - kRecordHeaderBytes) return RecordCheck::kCut;
+  const auto type = static_cast<uint8_t>(bytes[4]);
+  const std::string_view payload = bytes.substr(kRecordHeaderBytes, length);
+  if (RecordChecksum(type, file_number, payload) != DecodeFixed64(bytes.data() + 5)) {
+    return RecordCheck::kBadChecksum;
+  }
+  if (type == 0 || type > kMaxRecordType) return RecordCheck::kUnknownType;
+  record->type = static_cast<RecordType>(type);
+  record->payload = payload;
+  record->size = kRecordHeaderBytes + length;
+  return RecordCheck::kOk;
+}
+
 namespace {
 
 std::string NumberedName(std::string_view prefix, uint64_t number, std::string_view suffix) {

@@ -87,6 +87,23 @@ inline size_t FramedRecordBytes(const char* record);
 bool AppendRecord(RecordType type, uint64_t file_number, std::string_view payload,
                   std::string* out);
 
+// The checks every reader of framed records in memory makes (the replication tail and stream:
+// replication/): the record at the start of `bytes`, as written in file `file_number`.
+// LogReader makes the same checks while it reads a file, telling a torn tail from damage.
+enum class RecordCheck : uint8_t {
+  kOk,
+  kCut,          // fewer bytes than its header, or than the length it says
+  kTooLong,      // a length above kMaxRecordBytes
+  kBadChecksum,  // the checksum over type, file number and payload does not match
+  kUnknownType,  // zero, or above kMaxRecordType
+};
+struct CheckedRecord {
+  RecordType type = RecordType::kZero;
+  std::string_view payload;
+  size_t size = 0;  // header included: where the next record starts
+};
+RecordCheck CheckRecord(std::string_view bytes, uint64_t file_number, CheckedRecord* record);
+
 // "wal-000000000000002a.log" and back; nullopt for any other name.
 std::string SegmentFileName(uint64_t segment_number);
 std::optional<uint64_t> ParseSegmentFileName(std::string_view name);

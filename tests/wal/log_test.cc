@@ -126,6 +126,37 @@ TEST(Log, FailedSyncPoisonsTheWriter) {
   EXPECT_EQ(fs.SyncedBytes("wal-0000000000000001.log"), 0u);
 }
 
+// CheckRecord: what the encoder wrote checks as that record; each damage a reader must refuse
+// is named (the replication tail and stream rely on it).
+TEST(Log, CheckRecordAcceptsWhatTheEncoderWroteAndNamesEachDamage) {
+  std::string bytes;
+  ASSERT_TRUE(AppendRecord(RecordType::kEffect, 7, "payload", &bytes));
+  ASSERT_TRUE(AppendRecord(RecordType::kSnapshotTrailer, 7, "second", &bytes));
+  CheckedRecord record;
+  ASSERT_EQ(CheckRecord(bytes, 7, &record), RecordCheck::kOk);
+  EXPECT_EQ(record.type, RecordType::kEffect);
+  EXPECT_EQ(record.payload, "payload");
+  EXPECT_EQ(record.size, kRecordHeaderBytes + 7);
+  ASSERT_EQ(CheckRecord(std::string_view(bytes).substr(record.size), 7, &record), RecordCheck::kOk);
+  EXPECT_EQ(record.payload, "second");
+
+  EXPECT_EQ(CheckRecord(bytes, 8, &record), RecordCheck::kBadChecksum) << "another file";
+  EXPECT_EQ(CheckRecord(std::string_view(bytes).substr(0, kRecordHeaderBytes - 1), 7, &record),
+            RecordCheck::kCut);
+  EXPECT_EQ(CheckRecord(std::string_view(bytes).substr(0, kRecordHeaderBytes + 6), 7, &record),
+            RecordCheck::kCut);
+  std::string flipped = bytes;
+  flipped[kRecordHeaderBytes] ^= 1;
+  EXPECT_EQ(CheckRecord(flipped, 7, &record), RecordCheck::kBadChecksum);
+  std::string huge = bytes;
+  huge[3] = '\x7f';  // a length far above the maximum
+  EXPECT_EQ(CheckRecord(huge, 7, &record), RecordCheck::kTooLong);
+  std::string typed = bytes.substr(0, kRecordHeaderBytes + 7);
+  typed[4] = static_cast<char>(kMaxRecordType + 1);
+  SealRecord(7, typed.data());  // a valid checksum over an unknown type
+  EXPECT_EQ(CheckRecord(typed, 7, &record), RecordCheck::kUnknownType);
+}
+
 TEST(Log, SegmentAndSnapshotNamesSortByNumberAndParseBack) {
   EXPECT_EQ(SegmentFileName(42), "wal-000000000000002a.log");
   EXPECT_EQ(SnapshotFileName(1'000'000), "snapshot-00000000000f4240.snap");
