@@ -153,26 +153,24 @@ void RenderClusterFigures(const ClusterFigures& f, std::string* out) {
   fmt::format_to(it, "sundial_demotions_total {}\n", f.demotions);
 
   if (f.role == RoleKind::kPrimary) {
-    Header(out, "sundial_replication_lag_records", "gauge",
-           "A primary: records in its log its standby has not acknowledged (fsynced) in this "
-           "epoch, per standby.");
-    for (const ClusterFigures::Standby& s : f.standbys) {
-      fmt::format_to(it, "sundial_replication_lag_records{{standby=\"{}\"}} {}\n", Escape(s.node),
-                     s.lag_records);
-    }
-    Header(out, "sundial_replication_lag_seconds", "gauge",
-           "A primary: 0 when the standby holds every record; else the time since its last "
-           "acknowledgement, per standby.");
-    for (const ClusterFigures::Standby& s : f.standbys) {
-      fmt::format_to(it, "sundial_replication_lag_seconds{{standby=\"{}\"}} {}\n", Escape(s.node),
-                     s.lag_seconds);
-    }
-    Header(out, "sundial_replication_standby_connected", "gauge",
-           "A primary: 1 while the standby's replication connection is open, per standby.");
-    for (const ClusterFigures::Standby& s : f.standbys) {
-      fmt::format_to(it, "sundial_replication_standby_connected{{standby=\"{}\"}} {}\n",
-                     Escape(s.node), s.connected ? 1 : 0);
-    }
+    // One family per figure, a series per standby.
+    const auto per_standby = [&](std::string_view name, std::string_view help, auto value) {
+      Header(out, name, "gauge", help);
+      for (const ClusterFigures::Standby& s : f.standbys) {
+        fmt::format_to(it, "{}{{standby=\"{}\"}} {}\n", name, Escape(s.node), value(s));
+      }
+    };
+    per_standby("sundial_replication_lag_records",
+                "A primary: records in its log its standby has not acknowledged (fsynced) in this "
+                "epoch, per standby.",
+                [](const ClusterFigures::Standby& s) { return s.lag_records; });
+    per_standby("sundial_replication_lag_seconds",
+                "A primary: 0 when the standby holds every record; else the time since its last "
+                "acknowledgement, per standby.",
+                [](const ClusterFigures::Standby& s) { return s.lag_seconds; });
+    per_standby("sundial_replication_standby_connected",
+                "A primary: 1 while the standby's replication connection is open, per standby.",
+                [](const ClusterFigures::Standby& s) { return s.connected ? 1 : 0; });
     Header(out, "sundial_replication_sync_standby", "gauge",
            "A primary: its published synchronous standby (1), the only node a failover may "
            "promote.");
