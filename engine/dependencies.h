@@ -38,12 +38,6 @@
 
 namespace sundial {
 
-// What happens to a waiting message when one of its dependencies is canceled or errored.
-enum class DependencyFailurePolicy : uint8_t {
-  kCancel = 0,   // it is canceled, with a reason naming the dependency (default)
-  kRelease = 1,  // the dependency counts as finished: it runs anyway
-  kError = 2,    // it becomes errored, with a reason naming the dependency
-};
 std::string_view DependencyFailurePolicyName(DependencyFailurePolicy p);  // "cancel", ...
 std::optional<DependencyFailurePolicy> ParseDependencyFailurePolicy(std::string_view name);
 

@@ -23,16 +23,27 @@
 // other operation keep working, and what they free makes room again. allocated_bytes() is what
 // the structures really hold (records in their chunks, large payloads, indexes).
 //
+// Dependencies (docs/engine.md, "Dependencies"): one DependencyGraph for all queues, guarded by
+// deps_mu_. Lock order: every shard's mutex in index order, then deps_mu_; deps_mu_ is only
+// ever taken that way (AllShardsLock), so holding it means holding every shard. An operation
+// that may reach a message in the graph (a message flagged in_graph: a waiting dependent or a
+// dependency) finds out under its own shard's lock, lets it go and starts again under
+// AllShardsLock: the release, cancel or error of its dependents happens in that same operation,
+// under the same locks. Operations on messages outside the graph never take deps_mu_.
+//
 // Thread safety: every public method may be called concurrently from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/clock.h"
+#include "engine/dependencies.h"
 #include "engine/effect.h"
 #include "engine/mutex.h"
 #include "engine/status.h"
@@ -97,6 +108,10 @@ class Engine {
   Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
 
   Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  // get with include_dependency_results: the outcome of each dependency `id` listed at enqueue,
+  // in order, as "queue/id" keys (NOT_FOUND for one already removed by GC).
+  Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> DependencyOutcomes(
+      std::string_view queue, std::string_view id) const;
   // `wait`'s read: per id (1..1000) its state, result and last_error, or NOT_FOUND. The server
   // waits for them to be terminal (docs/semantics.md, "Results and waiting").
   std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
@@ -155,6 +170,9 @@ class Engine {
  private:
   struct Shard;
   struct Accounting;
+  class DependencyBridge;
+  friend class DependencyBridge;
+  class AllShardsLock;
 
   Shard& ShardFor(std::string_view name) const;
   // Locks the shard of queue `name`, then returns fn(queue, now, shard), or missing() when the
@@ -174,6 +192,27 @@ class Engine {
   mutable Mutex epochs_mu_;
   std::vector<EpochStart> epochs_ GUARDED_BY(epochs_mu_);
   std::vector<std::unique_ptr<Shard>> shards_;
+  // After the shards in the lock order (AllShardsLock).
+  mutable Mutex deps_mu_;
+  DependencyGraph deps_ GUARDED_BY(deps_mu_);
+  // Whether any message ever joined the graph: until then Apply skips the graph's checks.
+  std::atomic<bool> graph_used_{false};
+
+  // Enqueue of items of which some name depends_on (under AllShardsLock).
+  std::vector<Result<EnqueueResult>> EnqueueWithDependencies(std::string_view queue,
+                                                             std::vector<EnqueueItem> items);
+  // Registers the just-enqueued waiting message `key` with `item`'s dependencies (whose
+  // `states` were read before) and applies what follows at once (released, canceled, errored).
+  void AddDependent(const std::string& key, const EnqueueItem& item,
+                    const std::vector<MessageState>& states, TimeMs now, bool emit)
+      REQUIRES(deps_mu_);
+  // Message `key` went from `from` to the terminal state `to`: its dependents follow.
+  void ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
+                       bool emit) REQUIRES(deps_mu_);
+  void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
+      REQUIRES(deps_mu_);
+  // Replay of an effect that concerns the graph (under AllShardsLock).
+  Status ApplyWithDependencies(const Effect& e);
 };
 
 }  // namespace sundial
