@@ -904,7 +904,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
   for (auto& item : items) {
     Status s = ValidateItem(item, options_.max_payload_bytes);
     if (s.ok() && item.depends_on.size() > kMaxDependencies) {
-      s = InvalidArgument("depends_on: at most 1000 dependencies per message");
+      s = InvalidArgument("depends_on: at most 100000 dependencies per message");
     }
     for (auto& entry : item.depends_on) {
       if (!s.ok()) break;
