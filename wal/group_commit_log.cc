@@ -252,6 +252,7 @@ Status GroupCommitLog::Impl::StartNextSegment() {
   if (Status s = OpenSegment(segment_number + 1, writer_written_end); !s.ok()) return s;
   MutexLock lock(&mu);
   stats.segment_number = segment_number;
+  stats.segment_bytes = segment_bytes;
   return Status::Ok();
 }
 
@@ -287,6 +288,7 @@ Status GroupCommitLog::Impl::AppendBatch() {
       MutexLock lock(&mu);
       ++stats.writes;
       stats.bytes += chunk.size();
+      stats.segment_bytes = segment_bytes;
     }
     if (segment_bytes >= options.segment_bytes) {
       if (Status s = StartNextSegment(); !s.ok()) return s;
@@ -528,6 +530,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
     impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
     impl->PublishDurable(next_lsn);
     impl->stats.segment_number = next_segment_number;
+    impl->stats.segment_bytes = impl->segment_bytes;
     impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
   }
   if (options.policy != FsyncPolicy::kNever) {

@@ -71,8 +71,11 @@ struct LogStats {
   uint64_t durable_end_lsn = 0;  // every LSN below this is durable under the policy
   uint64_t next_lsn = 0;
   uint64_t segment_number = 0;  // of the active segment
-  uint64_t inline_syncs = 0;    // fdatasyncs made by a committer on its own thread
-  uint64_t wakes = 0;           // Wake() calls: registered committers made durable
+  // Bytes written to the active segment (header included). Its file is longer by the
+  // preallocated zeroes, so its size on disk says nothing about how much is logged.
+  uint64_t segment_bytes = 0;
+  uint64_t inline_syncs = 0;  // fdatasyncs made by a committer on its own thread
+  uint64_t wakes = 0;         // Wake() calls: registered committers made durable
 };
 
 class GroupCommitLog final : public EffectSink {
