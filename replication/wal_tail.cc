@@ -99,11 +99,15 @@ Status WalTail::FindSegmentStartingAt(uint64_t lsn, uint64_t* number, bool* foun
 Result<uint64_t> WalTail::OldestLsn() {
   auto numbers = SegmentNumbers(fs_, dir_);
   if (!numbers.ok()) return numbers.status();
-  if (numbers->empty()) return uint64_t{0};
   WalTail probe(fs_, dir_);  // this tail keeps its position
-  uint64_t first = 0;
-  if (Status s = probe.Open(numbers->front(), &first); !s.ok()) return s;
-  return first;
+  for (uint64_t number : *numbers) {
+    uint64_t first = 0;
+    Status s = probe.Open(number, &first);
+    if (s.code() == Code::kNotFound) continue;  // a checkpoint removed it since the listing
+    if (!s.ok()) return s;
+    return first;
+  }
+  return uint64_t{0};
 }
 
 Status WalTail::Seek(uint64_t lsn) {
@@ -114,7 +118,10 @@ Status WalTail::Seek(uint64_t lsn) {
   // is the active one and `lsn` is its end).
   for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     uint64_t first = 0;
-    if (Status s = Open(*it, &first); !s.ok()) return s;
+    Status opened = Open(*it, &first);
+    // Removed by a checkpoint since the listing: it and every older one are gone.
+    if (opened.code() == Code::kNotFound) break;
+    if (!opened.ok()) return opened;
     if (first > lsn) continue;
     lsn_ = first;
     // Skip the records before `lsn`: their headers say how long each is.

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tests/wal/wal_test_util.h"
 #include "wal/file.h"
@@ -16,6 +18,46 @@
 
 namespace sundial::replication {
 namespace {
+
+// A directory listing taken just before a checkpoint removed some segments: ListDir still
+// names `removed`, which no longer exist.
+class StaleListing : public wal::FileSystem {
+ public:
+  explicit StaleListing(wal::FileSystem* base) : base_(base) {}
+  std::vector<std::string> removed;
+
+  Result<std::unique_ptr<wal::WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
+  Result<std::unique_ptr<wal::WritableFile>> NewAppendableFile(const std::string& p) override {
+    return base_->NewAppendableFile(p);
+  }
+  Result<std::unique_ptr<wal::SequentialFile>> NewSequentialFile(const std::string& p) override {
+    return base_->NewSequentialFile(p);
+  }
+  Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  Status RenameFile(const std::string& f, const std::string& t) override {
+    return base_->RenameFile(f, t);
+  }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Status TruncateFile(const std::string& p, uint64_t n) override {
+    return base_->TruncateFile(p, n);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    auto names = base_->ListDir(dir);
+    if (!names.ok()) return names;
+    std::vector<std::string> all = *names;
+    all.insert(all.end(), removed.begin(), removed.end());
+    std::sort(all.begin(), all.end());
+    return all;
+  }
+  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+
+ private:
+  wal::FileSystem* base_;
+};
 
 class WalTailTest : public ::testing::Test {
  protected:
@@ -105,6 +147,25 @@ TEST_F(WalTailTest, AnLsnNoSegmentHoldsIsNotFound) {
   EXPECT_EQ(tail.Seek(10).code(), Code::kNotFound);
   ASSERT_TRUE(tail.Seek(40).ok());
   EXPECT_EQ(ReadAll(&tail), 2u);
+}
+
+// A checkpoint removes covered segments while a primary answers a standby's hello: the tail
+// sees the removal as "that LSN is gone" (the standby is re-seeded), never as a failure.
+TEST_F(WalTailTest, SegmentsRemovedAfterTheListingAreSkipped) {
+  Append(3);
+  ASSERT_TRUE(log_->Rotate().ok());
+  Append(2);
+  const std::string first = wal::SegmentFileName(1);
+  ASSERT_TRUE(fs_->RemoveFile(wal::JoinPath(dir_, first)).ok());
+  StaleListing stale(fs_.get());
+  stale.removed.push_back(first);
+  WalTail tail(&stale, dir_);
+  auto oldest = tail.OldestLsn();
+  ASSERT_TRUE(oldest.ok()) << oldest.status().ToString();
+  EXPECT_EQ(*oldest, 3u);
+  EXPECT_EQ(tail.Seek(1).code(), Code::kNotFound);
+  ASSERT_TRUE(tail.Seek(4).ok());
+  EXPECT_EQ(ReadAll(&tail), 1u);
 }
 
 }  // namespace
