@@ -93,6 +93,7 @@ struct GroupCommitLog::Impl {
   // durable once it is durable here and below the bound (SetReplicaBound).
   std::optional<uint64_t> replica_bound GUARDED_BY(mu);
   std::function<void()> written_observer GUARDED_BY(mu);  // SetWrittenObserver
+  WrittenPosition written_position GUARDED_BY(mu);
   uint64_t syncing_end GUARDED_BY(mu) = 0;  // the largest target of a sync in flight (0: none)
   int syncs_in_flight GUARDED_BY(mu) = 0;
   Status failure GUARDED_BY(mu);  // what failed, on which file, with the errno (Fail)
@@ -390,6 +391,8 @@ void GroupCommitLog::Impl::WritePending() {
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
   written_end_atomic.store(written_end, std::memory_order_release);
+  // The writer role was just given back under mu: its segment fields match written_end.
+  written_position = {written_end, segment_number, segment_bytes};
   if (written_observer) written_observer();
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
@@ -531,6 +534,7 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
     impl->PublishDurable(next_lsn);
     impl->stats.segment_number = next_segment_number;
     impl->stats.segment_bytes = impl->segment_bytes;
+    impl->written_position = {next_lsn, next_segment_number, impl->segment_bytes};
     impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
   }
   if (options.policy != FsyncPolicy::kNever) {
@@ -595,6 +599,11 @@ Status GroupCommitLog::WaitDurable(uint64_t end_lsn, bool local_only) {
 
 uint64_t GroupCommitLog::WrittenEnd() const {
   return impl_->written_end_atomic.load(std::memory_order_acquire);
+}
+
+GroupCommitLog::WrittenPosition GroupCommitLog::Written() const {
+  MutexLock lock(&impl_->mu);
+  return impl_->written_position;
 }
 
 void GroupCommitLog::SetReplicaBound(std::optional<uint64_t> bound) {

@@ -148,6 +148,15 @@ class GroupCommitLog final : public EffectSink {
   // Every record below this was handed to the OS (written, not necessarily synced): what a
   // primary may ship to a standby. Lock-free.
   uint64_t WrittenEnd() const;
+  // The written end with where it is on disk: records below `end_lsn` are in segments up to
+  // `segment_number`, whose first `segment_bytes` bytes hold them (a reader reads no further:
+  // past it are preallocated zeroes or a group being written). Takes the log's lock.
+  struct WrittenPosition {
+    uint64_t end_lsn = 0;
+    uint64_t segment_number = 0;
+    uint64_t segment_bytes = 0;
+  };
+  WrittenPosition Written() const;
   // Called after each write of a group (under the log's lock, any thread): must be quick and
   // must not call into the log (a post to the threads that ship records).
   void SetWrittenObserver(std::function<void()> observer);

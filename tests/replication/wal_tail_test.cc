@@ -20,11 +20,12 @@ namespace sundial::replication {
 namespace {
 
 // A directory listing taken just before a checkpoint removed some segments: ListDir still
-// names `removed`, which no longer exist.
+// names `removed`, which no longer exist. Counts the files opened for reading.
 class StaleListing : public wal::FileSystem {
  public:
   explicit StaleListing(wal::FileSystem* base) : base_(base) {}
   std::vector<std::string> removed;
+  int opened = 0;  // NewSequentialFile calls
 
   Result<std::unique_ptr<wal::WritableFile>> NewWritableFile(const std::string& p) override {
     return base_->NewWritableFile(p);
@@ -33,6 +34,7 @@ class StaleListing : public wal::FileSystem {
     return base_->NewAppendableFile(p);
   }
   Result<std::unique_ptr<wal::SequentialFile>> NewSequentialFile(const std::string& p) override {
+    ++opened;
     return base_->NewSequentialFile(p);
   }
   Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
@@ -93,7 +95,7 @@ class WalTailTest : public ::testing::Test {
     uint64_t records = 0;
     WalTail::Chunk chunk;
     for (;;) {
-      Status s = tail->Read(log_->WrittenEnd(), 1u << 20, &chunk);
+      Status s = tail->Read(log_->Written(), 1u << 20, &chunk);
       EXPECT_TRUE(s.ok()) << s.ToString();
       if (!s.ok() || chunk.count == 0) return records;
       records += chunk.count;
@@ -115,6 +117,30 @@ TEST_F(WalTailTest, RecordsWrittenAfterTheReadAheadSawZeroesAreRead) {
     EXPECT_EQ(ReadAll(&tail), static_cast<uint64_t>(round + 1)) << round;
     EXPECT_EQ(tail.position(), log_->AppendedEndLsn());
   }
+}
+
+// Following the active segment costs the bytes written since the last read: the tail reads
+// up to the log's written position, never into the preallocated zeroes, so it has no stale
+// read-ahead to drop and opens the segment once, not once per read.
+TEST_F(WalTailTest, FollowingTheActiveSegmentOpensItOnce) {
+  Append(1);
+  StaleListing counting(fs_.get());
+  WalTail tail(&counting, dir_);
+  ASSERT_TRUE(tail.Seek(0).ok());
+  EXPECT_EQ(ReadAll(&tail), 1u);
+  // Seek read ahead before the written position was known: the zeroes it saw are dropped once.
+  Append(1);
+  EXPECT_EQ(ReadAll(&tail), 1u);
+  const int opened = counting.opened;
+  for (int round = 0; round < 20; ++round) {
+    Append(round + 1);
+    EXPECT_EQ(ReadAll(&tail), static_cast<uint64_t>(round + 1)) << round;
+  }
+  EXPECT_EQ(counting.opened, opened);
+  ASSERT_TRUE(log_->Rotate().ok());
+  Append(3);
+  EXPECT_EQ(ReadAll(&tail), 3u);
+  EXPECT_LE(counting.opened, opened + 3);  // the next segment (and the sealed one's end)
 }
 
 TEST_F(WalTailTest, TheTailFollowsRotationsAndSeeksIntoAnySegment) {
