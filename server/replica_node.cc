@@ -1,5 +1,6 @@
 #include "server/replica_node.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "engine/mutex.h"
@@ -247,6 +248,28 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
       }
     }
     info.members.push_back(std::move(mi));
+  }
+  // A standby whose key is gone (its process or its machine died, its lease expired) stays in
+  // the primary's answer, as `unknown` with what it acknowledged and since when, so that an
+  // operator sees a node missing rather than a smaller cluster.
+  if (primary_.load()) {
+    for (const auto& s : standbys) {
+      const bool listed = std::any_of(info.members.begin(), info.members.end(),
+                                      [&](const MemberInfo& m) { return m.node == s.node; });
+      if (listed || s.connected) continue;
+      MemberInfo mi;
+      mi.node = s.node;
+      mi.role = RoleKind::kUnknown;
+      mi.epoch = info.epoch;
+      mi.flushed_lsn = s.acked_end;
+      mi.end_lsn = s.acked_end;
+      mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
+      mi.lag_ms =
+          s.acked_end == 0
+              ? 0
+              : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
+      info.members.push_back(std::move(mi));
+    }
   }
   RoleKind kind = RoleKind::kUnknown;
   if (primary_.load()) {

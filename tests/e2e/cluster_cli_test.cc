@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/client/cli_runner.h"
@@ -71,6 +74,42 @@ TEST_F(ClusterTest, ClusterStatusPrintsEveryMemberWithRolesAndTheSyncStandby) {
   const CliRun one = Cli({"--addr", cluster_.node(standby).addr(), "cluster", "status"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(Str(one.OutObjects().at(0), "node"), cluster_.node(standby).name);
+}
+
+// A standby that dies does not vanish from the status: once its key expired, the primary lists
+// it as `unknown` with what it acknowledged and how long ago.
+TEST_F(ClusterTest, ADeadStandbyStaysListedAsUnknownWithItsLag) {
+  const std::string sync =
+      Str(Cli({"--addr", cluster_.node(primary_).addr(), "cluster", "status"}).OutObjects().at(0),
+          "sync_standby");
+  int victim = -1;
+  for (size_t i = 0; i < cluster_.size(); ++i) {
+    if (static_cast<int>(i) != primary_ && cluster_.node(i).name != sync)
+      victim = static_cast<int>(i);
+  }
+  ASSERT_GE(victim, 0);
+  const std::string name = cluster_.node(victim).name;
+  cluster_.Kill(victim);
+  const CliRun enqueued = Cli({"--addr", cluster_.addr_list(), "enqueue", "q", "--payload", "x"});
+  ASSERT_EQ(enqueued.exit_code, 0) << enqueued.err;  // the dead node falls behind by a record
+
+  json::object seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const CliRun run = Cli({"--addr", cluster_.node(primary_).addr(), "cluster", "status"});
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    const auto views = run.OutObjects();  // kept: the loop below reads into it
+    ASSERT_EQ(views.size(), 1u) << run.out;
+    for (const json::value& v : views[0].at("members").as_array()) {
+      if (Str(v.as_object(), "node") == name) seen = v.as_object();
+    }
+    if (Str(seen, "role") == "unknown") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // a poll, with a deadline
+  }
+  ASSERT_EQ(Str(seen, "role"), "unknown") << json::serialize(seen);
+  EXPECT_GT(seen.at("flushed_lsn").to_number<uint64_t>(), 0u);
+  EXPECT_GT(seen.at("lag_records").to_number<uint64_t>(), 0u);
+  EXPECT_GT(seen.at("lag_ms").to_number<int64_t>(), 0);
 }
 
 TEST_F(ClusterTest, SwitchoverThroughTheCliMovesThePrimaryAndLosesNoAcknowledgedWrite) {
