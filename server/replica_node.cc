@@ -222,6 +222,15 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   }
   if (primary_.load()) primary_end = log_->AppendedEndLsn();
   const auto now = std::chrono::steady_clock::now();
+  // What the primary knows first hand: its own record of a standby's acknowledgements.
+  const auto lag_from_acks = [&](const replication::StandbyProgress& s, MemberInfo* mi) {
+    mi->flushed_lsn = std::max(mi->flushed_lsn, s.acked_end);
+    mi->lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
+    mi->lag_ms =
+        mi->lag_records == 0 || s.acked_end == 0
+            ? 0
+            : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
+  };
   for (const replication::MemberView& m : view.members) {
     MemberInfo mi;
     mi.node = m.node;
@@ -236,15 +245,7 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
     if (mi.role == RoleKind::kStandby) {
       mi.lag_records = primary_end > m.flushed_lsn ? primary_end - m.flushed_lsn : 0;
       for (const auto& s : standbys) {
-        if (s.node == m.node && s.connected) {
-          // What the primary knows first hand: its own record of the standby's acknowledgements.
-          mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
-          mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms =
-              mi.lag_records == 0
-                  ? 0
-                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
-        }
+        if (s.node == m.node && s.connected) lag_from_acks(s, &mi);
       }
     }
     info.members.push_back(std::move(mi));
@@ -261,13 +262,8 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
       mi.node = s.node;
       mi.role = RoleKind::kUnknown;
       mi.epoch = info.epoch;
-      mi.flushed_lsn = s.acked_end;
       mi.end_lsn = s.acked_end;
-      mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-      mi.lag_ms =
-          s.acked_end == 0
-              ? 0
-              : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
+      lag_from_acks(s, &mi);
       info.members.push_back(std::move(mi));
     }
   }
