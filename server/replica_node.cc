@@ -204,8 +204,11 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   info.cluster = view.cluster;
   info.node = view.node;
   info.replication = options_.replication;
-  if (view.leader) {
-    info.epoch = view.leader->epoch;
+  // A view that still names this node as the leader after it stepped down (read before the
+  // demotion) would send clients back to it for a round: no primary is known until the next.
+  const bool stale_self = view.leader && view.leader->node == view.node && !primary_.load();
+  if (view.leader) info.epoch = view.leader->epoch;
+  if (view.leader && !stale_self) {
     info.primary = view.leader->node;
     info.primary_addr = view.leader->addresses.addr;
   }
