@@ -571,22 +571,29 @@ class Client(Operations):
               queue_stats=False, timeout=None):
         """Subscribes to the changes of `queue` (a name, or "*" for every queue) over the
         server's WebSocket port (``http_addr``) and returns a Watch once the server has
-        answered: iterate it for MessageEvents (and StatsTicks with ``stats=True``). See
-        watch.py and docs/clients/python.md, "Watching"."""
+        answered: iterate it for MessageEvents (and StatsTicks with ``stats=True``). Following
+        a cluster (without ``http_addr``), it subscribes on the primary's HTTP port and again
+        on the next primary after a failover, yielding a Resubscribed marker. See watch.py and
+        docs/clients/python.md, "Watching"."""
         from .watch import Watch  # wsproto is needed only here
 
-        http = self._http
+        locate = None
         if self._seeds is not None and not self._http_given:
-            # The primary's HTTP port, as it lists itself. The watch does not follow a later
-            # failover: it ends, and a new watch() subscribes on the new primary.
-            view = self.cluster(timeout=timeout)
-            for member in view.members:
-                if member.node == view.node and member.http_addr:
-                    host, port = parse_address(member.http_addr, default_port=DEFAULT_HTTP_PORT)
-                    http = (host, port, format_address(host, port))
-        return Watch((http, self._token, self._tls, self._timeout), queue, filter,
+            locate = self._primary_http
+        return Watch((self._http, self._token, self._tls, self._timeout), queue, filter,
                      ids=ids, max_events_per_sec=max_events_per_sec, stats=stats,
-                     queue_stats=queue_stats, timeout=timeout)
+                     queue_stats=queue_stats, timeout=timeout, locate=locate,
+                     retry_budget=self._retry_budget)
+
+    def _primary_http(self, timeout):
+        """Following: the primary's HTTP address (follow.primary_http) from a Cluster answer,
+        with the node's name and epoch; NOT_PRIMARY while the answer names none."""
+        view = self.cluster(timeout=timeout)
+        http = follow.primary_http(view)
+        if http is None:
+            raise SundialError("NOT_PRIMARY", f"{view.node} names no primary with an HTTP "
+                               f"address (epoch {view.epoch})")
+        return http, view.primary, view.epoch
 
     # ---- Connecting ----------------------------------------------------------------------
 
