@@ -321,6 +321,9 @@ class AsyncClient(Operations):
 
     # ---- Following a cluster's primary (the rules are follow.py's) -----------------------
 
+    def _default_id(self):
+        return codec.new_message_id() if self._seeds is not None else None
+
     async def _primary_connection(self, deadline, any_node=False, hint=None):
         """Following: the connection to the primary (with `any_node`, to any node that
         answers), looked for with backoff until `deadline`; first at `hint`. Raises the last
@@ -372,7 +375,7 @@ class AsyncClient(Operations):
         current = self._current(any_node=True)
         if current is not None and not hint:
             try:
-                view = await self._ask_cluster(current, deadline)
+                view = await self._ask_cluster(current, self._ask_deadline(deadline))
             except SundialError as e:
                 search.failed(e)
                 current.close()
@@ -390,12 +393,12 @@ class AsyncClient(Operations):
             if current is not None and not hint and text == self._address:
                 continue  # asked above
             try:
-                conn = await self._connect(deadline, host, port, text)
+                conn = await self._connect(self._ask_deadline(deadline), host, port, text)
             except (OSError, asyncio.TimeoutError) as e:
                 search.failed(unavailable(f"{text}: cannot connect: {e or 'timed out'}"))
                 continue
             try:
-                view = await self._ask_cluster(conn, deadline)
+                view = await self._ask_cluster(conn, self._ask_deadline(deadline))
             except SundialError as e:
                 conn.close()
                 search.failed(e)
@@ -414,6 +417,11 @@ class AsyncClient(Operations):
                 self._on_primary = True
                 return
         raise search.error()
+
+    def _ask_deadline(self, deadline):
+        """How long one node may take to connect and answer Cluster: the client's timeout
+        (a paused node accepts connections and answers nothing), within `deadline`."""
+        return min(deadline, time.monotonic() + self._timeout)
 
     def _lost_primary(self, conn):
         if self._conn is conn:

@@ -742,7 +742,7 @@ class Client(Operations):
             current = None
         if current is not None and not hint:
             try:
-                view = self._ask_cluster(current, deadline)
+                view = self._ask_cluster(current, self._ask_deadline(deadline))
             except SundialError as e:
                 search.failed(e)
                 current.close()
@@ -760,12 +760,12 @@ class Client(Operations):
             if current is not None and not hint and text == self._address:
                 continue  # asked above
             try:
-                conn = self._connect(deadline, host, port, text)
+                conn = self._connect(self._ask_deadline(deadline), host, port, text)
             except OSError as e:
                 search.failed(unavailable(f"{text}: cannot connect: {e}"))
                 continue
             try:
-                view = self._ask_cluster(conn, deadline)
+                view = self._ask_cluster(conn, self._ask_deadline(deadline))
             except SundialError as e:
                 conn.close()
                 search.failed(e)
@@ -784,6 +784,11 @@ class Client(Operations):
                 self._on_primary = True
                 return
         raise search.error()
+
+    def _ask_deadline(self, deadline):
+        """How long one node may take to connect and answer Cluster: the client's timeout
+        (a paused node accepts connections and answers nothing), within `deadline`."""
+        return min(deadline, time.monotonic() + self._timeout)
 
     def _lost_primary(self, conn):
         """A call on `conn` found it is not the primary's any more (or lost it)."""

@@ -149,6 +149,17 @@ def _follows(error):
     return error.code in ("UNAVAILABLE", "NOT_PRIMARY")
 
 
+def _moved(subscribed, located):
+    """The error that ends a following watch's subscription to `subscribed` (node, epoch) when
+    the primary is now `located` (http, node, epoch) elsewhere or at another epoch, else None."""
+    node, epoch = subscribed
+    _, now_node, now_epoch = located
+    if (now_node, now_epoch) == (node, epoch):
+        return None
+    return SundialError("NOT_PRIMARY", f"watch: {node} (epoch {epoch}) is no longer the primary; "
+                        f"{now_node} is (epoch {now_epoch})", origin="connection")
+
+
 class Watch:
     """A blocking watch; made by ``Client.watch`` (subscribed when it returns).
 
@@ -179,6 +190,9 @@ class Watch:
         self._lock = threading.Lock()
         self._closed = False
         self._reading = False
+        self._subscribed = None  # following: (node, epoch) subscribed to
+        self._heard = time.monotonic()  # when the server last sent something
+        self._failed = None  # following: the error that ended the watch for good
         self.resubscriptions = 0
         if locate is None:
             self._subscribe(http)
@@ -230,15 +244,16 @@ class Watch:
                 http, node, epoch = self._locate(self._timeout)
                 self._subscribe(http)
             except SundialError as e:
-                if not _follows(e):
-                    raise
                 now = time.monotonic()
-                if now - start >= self._retry_budget:
-                    raise follow.gave_up(e, tries, now - start) from None
+                if not _follows(e) or now - start >= self._retry_budget:
+                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
+                    raise self._failed from None
                 if self._closed:
                     raise StopIteration from None
                 time.sleep(backoff.next(start + self._retry_budget - now))
                 continue
+            self._subscribed = (node, epoch)
+            self._heard = time.monotonic()
             if ended is None:
                 return None
             self.resubscriptions += 1
@@ -267,6 +282,7 @@ class Watch:
             raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
         if self._closed:  # close() shut the socket down under this read
             return
+        self._heard = time.monotonic()
         self._session.receive(data)
         out = self._session.take_output()
         if out:
@@ -281,22 +297,47 @@ class Watch:
         if self._session.error is not None and not self._session.events:
             raise self._session.error
 
+    def _check_primary(self):
+        """Following: the error that ends the subscription when another node (or epoch) leads
+        now, else None (also when the primary cannot be asked: the watch waits on)."""
+        self._heard = time.monotonic()
+        try:
+            return _moved(self._subscribed, self._locate(self._timeout))
+        except SundialError:
+            return None
+
     def next(self, timeout=None):
         """The next event, or None if `timeout` seconds pass first (None: wait for one).
-        Raises StopIteration once closed."""
+        Raises StopIteration once closed. Following a cluster, a re-subscription may make it
+        take longer (up to the retry budget)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             if self._closed:
                 raise StopIteration
             self._reading = True
         try:
+            if self._failed is not None:
+                raise self._failed
             while not self._session.events:
                 if self._closed:
                     raise StopIteration
-                if deadline is not None and time.monotonic() >= deadline:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
                     return None
+                step_deadline = deadline
+                if self._locate is not None:
+                    # Silent for `timeout`: is the node subscribed to still the primary (a
+                    # paused or cut-off one sends nothing and closes nothing)?
+                    check_at = self._heard + self._timeout
+                    if now >= check_at:
+                        moved = self._check_primary()
+                        if moved is not None:
+                            self._sock.close()
+                            return self._follow(moved)
+                        continue
+                    step_deadline = check_at if deadline is None else min(deadline, check_at)
                 try:
-                    self._step(deadline)
+                    self._step(step_deadline)
                 except SundialError as e:
                     if self._locate is None or self._closed or not _follows(e):
                         raise
@@ -364,6 +405,9 @@ class AsyncWatch:
         self._reader = self._writer = None
         self._opening = None
         self._closed = False
+        self._subscribed = None  # following: (node, epoch) subscribed to
+        self._heard = time.monotonic()  # when the server last sent something
+        self._failed = None  # following: the error that ended the watch for good
         self.resubscriptions = 0
 
     @property
@@ -390,15 +434,16 @@ class AsyncWatch:
                 http, node, epoch = await self._locate(self._timeout)
                 await self._connect(http)
             except SundialError as e:
-                if not _follows(e):
-                    raise
                 now = time.monotonic()
-                if now - start >= self._retry_budget:
-                    raise follow.gave_up(e, tries, now - start) from None
+                if not _follows(e) or now - start >= self._retry_budget:
+                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
+                    raise self._failed from None
                 if self._closed:
                     raise StopAsyncIteration from None
                 await asyncio.sleep(backoff.next(start + self._retry_budget - now))
                 continue
+            self._subscribed = (node, epoch)
+            self._heard = time.monotonic()
             if ended is None:
                 return None
             self.resubscriptions += 1
@@ -455,6 +500,7 @@ class AsyncWatch:
             raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
         if self._closed:  # close() from another task ended this read
             return
+        self._heard = time.monotonic()
         self._session.receive(data)
         out = self._session.take_output()
         if out and not self._writer.is_closing():
@@ -464,19 +510,40 @@ class AsyncWatch:
         if self._session.error is not None and not self._session.events:
             raise self._session.error
 
+    async def _check_primary(self):
+        """As Watch._check_primary."""
+        self._heard = time.monotonic()
+        try:
+            return _moved(self._subscribed, await self._locate(self._timeout))
+        except SundialError:
+            return None
+
     async def next(self, timeout=None):
         """The next event, or None if `timeout` seconds pass first. Raises
         StopAsyncIteration once closed."""
         if self._closed:
             raise StopAsyncIteration
         await self._open()
+        if self._failed is not None:
+            raise self._failed
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._session.events:
             if self._closed:
                 raise StopAsyncIteration
-            remaining = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = None if deadline is None else deadline - now
             if remaining is not None and remaining <= 0:
                 return None
+            if self._locate is not None:
+                check_at = self._heard + self._timeout  # as Watch.next
+                if now >= check_at:
+                    moved = await self._check_primary()
+                    if moved is not None:
+                        self._writer.close()
+                        return await self._follow(moved)
+                    continue
+                remaining = check_at - now if remaining is None else min(remaining,
+                                                                         check_at - now)
             try:
                 await self._step(remaining)
             except SundialError as e:

@@ -422,3 +422,23 @@ def test_a_watch_keeps_delivering_events_after_a_failover(cluster):
         e = next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "after", 15,
                        "the event of an enqueue after the resubscription")
         assert (e.cause, e.to_state) == ("enqueued", "pending")
+
+
+def test_a_watch_on_a_paused_primary_moves_to_the_new_one(cluster):
+    # A paused primary closes nothing: the watch hears nothing for `timeout` seconds, asks
+    # who leads, and subscribes on the new primary.
+    old = cluster.primary()
+    with Client(cluster.addrs, timeout=2.0) as c, c.watch("pq") as w:
+        c.enqueue("pq", b"", id="before")
+        next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "before", 15,
+                   "the event of an enqueue before the pause")
+        cluster.procs[old].send_signal(signal.SIGSTOP)
+        try:
+            c.enqueue("pq", b"", id="during")  # on the new primary, once elected
+            marker = next_event(w, lambda e: isinstance(e, Resubscribed), 30, "the marker")
+            assert marker.node != old and marker.error.code == "NOT_PRIMARY"
+            c.enqueue("pq", b"", id="after")
+            next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "after", 15,
+                       "the event of an enqueue after the resubscription")
+        finally:
+            cluster.procs[old].send_signal(signal.SIGCONT)
