@@ -36,6 +36,8 @@ dequeues, cancels; not delete_queue, redrive or switchover). Enqueued messages w
 get one of the client's own (codec.new_message_id), so a resend is a duplicate, never a
 second message. Batches are sent one request after the other, each followed like a call.
 Given one address, none of this happens: the client is the single-node client above.
+The rules are follow.py's, shared with AsyncClient (aio.py); each node gets ``timeout`` to
+connect and answer Cluster; a watch subscribes again after a failover (watch.py).
 """
 
 import itertools
