@@ -442,3 +442,27 @@ def test_a_watch_on_a_paused_primary_moves_to_the_new_one(cluster):
                        "the event of an enqueue after the resubscription")
         finally:
             cluster.procs[old].send_signal(signal.SIGCONT)
+
+
+def test_the_async_client_given_standbys_finds_the_primary(cluster):
+    primary = cluster.primary()
+    standbys = [cluster.addr(n) for n in sorted(cluster.nodes) if n != primary]
+
+    async def main():
+        async with AsyncClient(standbys[0]) as single:  # one address: not followed
+            assert not single.follows_primary
+            with pytest.raises(SundialError) as refused:
+                await single.enqueue("jobs", b"x", id="a")
+            assert refused.value.code == "NOT_PRIMARY"
+            assert refused.value.primary == cluster.addr(primary)
+        async with AsyncClient(",".join(standbys)) as c:  # the primary is in neither
+            assert c.follows_primary
+            assert (await c.enqueue("jobs", b"x", id="a")).id == "a"
+            assert c.address == cluster.addr(primary) and c.connected
+            view = await c.cluster()
+            assert view.primary == view.node == primary and len(view.members) == 3
+            r = await c.enqueue("jobs", b"y")  # an id of the client's own
+            assert len(r.id) == 26 and not r.duplicate
+            assert (await c.get("jobs", r.id)).payload == b"y"
+
+    asyncio.run(asyncio.wait_for(main(), 60))
