@@ -466,3 +466,37 @@ def test_the_async_client_given_standbys_finds_the_primary(cluster):
             assert (await c.get("jobs", r.id)).payload == b"y"
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_async_watch_on_a_paused_primary_moves_to_the_new_one(cluster):
+    old = cluster.primary()
+
+    async def next_async_event(w, matches, timeout, message):
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"timed out after {timeout} s waiting for {message}")
+            e = await w.next(timeout=remaining)
+            if e is not None and matches(e):
+                return e
+
+    async def main():
+        async with AsyncClient(cluster.addrs, timeout=2.0) as c, c.watch("apq") as w:
+            await c.enqueue("apq", b"", id="before")
+            await next_async_event(w, lambda e: isinstance(e, MessageEvent) and
+                                   e.id == "before", 15, "the event before the pause")
+            cluster.procs[old].send_signal(signal.SIGSTOP)
+            try:
+                await c.enqueue("apq", b"", id="during")
+                marker = await next_async_event(w, lambda e: isinstance(e, Resubscribed), 30,
+                                                "the marker")
+                assert marker.node != old and marker.error.code == "NOT_PRIMARY"
+                assert w.resubscriptions == 1 and w.address == marker.address
+                await c.enqueue("apq", b"", id="after")
+                await next_async_event(w, lambda e: isinstance(e, MessageEvent) and
+                                       e.id == "after", 15, "the event after the marker")
+            finally:
+                cluster.procs[old].send_signal(signal.SIGCONT)
+
+    asyncio.run(asyncio.wait_for(main(), 120))
