@@ -80,6 +80,10 @@ struct GroupCommitLog::Impl {
   CondVar writer_cv;                 // the writer role was given back
   CondVar synced_cv;                 // a sync finished (blocking committers wait for one)
   CondVar sync_cv;                   // wakes the sync thread
+  // The sync thread waits with no deadline (nothing unsynced, or nothing asked for): only then
+  // does a write under kInterval need to wake it, to schedule the next sync. Waking it at every
+  // write would cost each relaxed request two context switches for nothing.
+  bool sync_idle GUARDED_BY(mu) = false;
 
   // Shared: under mu.
   std::string pending GUARDED_BY(mu);  // framed records, zero checksums, [written_end, next_lsn)
@@ -397,7 +401,10 @@ void GroupCommitLog::Impl::WritePending() {
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
     WakeDurable();
-    if (options.policy == FsyncPolicy::kInterval) sync_cv.Signal();
+    if (options.policy == FsyncPolicy::kInterval && sync_idle) {
+      ++stats.sync_thread_signals;
+      sync_cv.Signal();
+    }
   }
 }
 
@@ -439,7 +446,9 @@ void GroupCommitLog::Impl::RunSyncThread() {
     const bool unsynced = synced_end < written_end && !closed;
     const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
     if (!unsynced || !wanted || syncing_end >= written_end) {
+      sync_idle = true;
       sync_cv.Wait(&mu);
+      sync_idle = false;
       continue;
     }
     if (options.policy == FsyncPolicy::kInterval) {

@@ -74,8 +74,9 @@ struct LogStats {
   // Bytes written to the active segment (header included). Its file is longer by the
   // preallocated zeroes, so its size on disk says nothing about how much is logged.
   uint64_t segment_bytes = 0;
-  uint64_t inline_syncs = 0;  // fdatasyncs made by a committer on its own thread
-  uint64_t wakes = 0;         // Wake() calls: registered committers made durable
+  uint64_t inline_syncs = 0;         // fdatasyncs made by a committer on its own thread
+  uint64_t wakes = 0;                // Wake() calls: registered committers made durable
+  uint64_t sync_thread_signals = 0;  // writes that woke the sync thread (kInterval)
 };
 
 class GroupCommitLog final : public EffectSink {
