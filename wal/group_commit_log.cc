@@ -402,6 +402,7 @@ void GroupCommitLog::Impl::WritePending() {
     PublishDurable(written_end);
     WakeDurable();
     if (options.policy == FsyncPolicy::kInterval && sync_idle) {
+      sync_idle = false;  // once: it wakes, whatever is written until it runs
       ++stats.sync_thread_signals;
       sync_cv.Signal();
     }
