@@ -28,11 +28,21 @@ void AppendJsonString(std::string_view s, std::string* out) {
   for (const char c : s) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (u < 0x20) {
           static constexpr char kHex[] = "0123456789abcdef";
@@ -383,16 +393,26 @@ bool OverHttp(const OperationRow& row) {
 
 int StatusOf(Code code) {
   switch (code) {
-    case Code::kOk: return 200;
-    case Code::kInvalidArgument: return 400;
-    case Code::kUnauthenticated: return 401;
-    case Code::kNotFound: return 404;
-    case Code::kAlreadyExists: return 409;
-    case Code::kFailedPrecondition: return 412;
-    case Code::kResourceExhausted: return 429;
-    case Code::kUnavailable: return 503;
-    case Code::kNotPrimary: return 503;
-    case Code::kInternal: return 500;
+    case Code::kOk:
+      return 200;
+    case Code::kInvalidArgument:
+      return 400;
+    case Code::kUnauthenticated:
+      return 401;
+    case Code::kNotFound:
+      return 404;
+    case Code::kAlreadyExists:
+      return 409;
+    case Code::kFailedPrecondition:
+      return 412;
+    case Code::kResourceExhausted:
+      return 429;
+    case Code::kUnavailable:
+      return 503;
+    case Code::kNotPrimary:
+      return 503;
+    case Code::kInternal:
+      return 500;
   }
   return 500;
 }
@@ -408,8 +428,8 @@ HttpApiResponse HttpApi::ErrorResponse(int status, Code code, std::string_view m
 // ---- Impl -------------------------------------------------------------------------------------
 
 struct HttpApi::Impl {
-  fb::Parser schema;       // the protocol's schema: requests from JSON, tables to JSON
-  fb::Parser flex;         // REST bodies: any JSON, into FlexBuffers
+  fb::Parser schema;  // the protocol's schema: requests from JSON, tables to JSON
+  fb::Parser flex;    // REST bodies: any JSON, into FlexBuffers
   flexbuffers::Builder flex_builder;
   std::string openapi;
 
@@ -501,20 +521,31 @@ std::string TypeSchema(fb::BaseType t, const fb::Type& type) {
     return Ref(type.enum_def->name);
   }
   switch (t) {
-    case fb::BASE_TYPE_BOOL: return R"({"type":"boolean"})";
-    case fb::BASE_TYPE_CHAR: return R"({"type":"integer","minimum":-128,"maximum":127})";
-    case fb::BASE_TYPE_UCHAR: return R"({"type":"integer","minimum":0,"maximum":255})";
+    case fb::BASE_TYPE_BOOL:
+      return R"({"type":"boolean"})";
+    case fb::BASE_TYPE_CHAR:
+      return R"({"type":"integer","minimum":-128,"maximum":127})";
+    case fb::BASE_TYPE_UCHAR:
+      return R"({"type":"integer","minimum":0,"maximum":255})";
     case fb::BASE_TYPE_SHORT:
-    case fb::BASE_TYPE_INT: return R"({"type":"integer","format":"int32"})";
+    case fb::BASE_TYPE_INT:
+      return R"({"type":"integer","format":"int32"})";
     case fb::BASE_TYPE_USHORT:
-    case fb::BASE_TYPE_UINT: return R"({"type":"integer","minimum":0,"maximum":4294967295})";
-    case fb::BASE_TYPE_LONG: return R"({"type":"integer","format":"int64"})";
-    case fb::BASE_TYPE_ULONG: return R"({"type":"integer","minimum":0})";
+    case fb::BASE_TYPE_UINT:
+      return R"({"type":"integer","minimum":0,"maximum":4294967295})";
+    case fb::BASE_TYPE_LONG:
+      return R"({"type":"integer","format":"int64"})";
+    case fb::BASE_TYPE_ULONG:
+      return R"({"type":"integer","minimum":0})";
     case fb::BASE_TYPE_FLOAT:
-    case fb::BASE_TYPE_DOUBLE: return R"({"type":"number"})";
-    case fb::BASE_TYPE_STRING: return R"({"type":"string"})";
-    case fb::BASE_TYPE_STRUCT: return Ref(type.struct_def->name);
-    default: return "{}";
+    case fb::BASE_TYPE_DOUBLE:
+      return R"({"type":"number"})";
+    case fb::BASE_TYPE_STRING:
+      return R"({"type":"string"})";
+    case fb::BASE_TYPE_STRUCT:
+      return Ref(type.struct_def->name);
+    default:
+      return "{}";
   }
 }
 
@@ -571,8 +602,7 @@ std::string TableSchema(const fb::StructDef& s) {
       required += JsonString(f->name);
     }
   }
-  std::string out = R"({"type":"object","additionalProperties":false,"properties":{)" + props +
-                    "}";
+  std::string out = R"({"type":"object","additionalProperties":false,"properties":{)" + props + "}";
   if (!required.empty()) out += R"(,"required":[)" + required + "]";
   return out + "}";
 }
@@ -617,9 +647,10 @@ std::string PathOperation(std::string_view id, std::string_view summary, std::st
   if (!body.empty()) {
     out += R"(,"requestBody":{"required":false,"content":)" + JsonContent(body) + "}";
   }
-  out += R"(,"responses":{"200":{"description":"OK","content":)" + JsonContent(ok) +
-         R"js(},"default":{"description":"a typed error (docs/http-api.md, Statuses)","content":)js" +
-         JsonContent(Ref("HttpError")) + "}}}";
+  out +=
+      R"(,"responses":{"200":{"description":"OK","content":)" + JsonContent(ok) +
+      R"js(},"default":{"description":"a typed error (docs/http-api.md, Statuses)","content":)js" +
+      JsonContent(Ref("HttpError")) + "}}}";
   return out;
 }
 
@@ -689,12 +720,13 @@ void HttpApi::Impl::BuildOpenApi() {
 #else
   constexpr std::string_view kVersion = "0";
 #endif
-  openapi = R"({"openapi":"3.1.0","info":{"title":"Sundial HTTP JSON API","version":)" +
-            JsonString(kVersion) +
-            R"(,"description":"Generated from protocol/sundial.fbs by server/http_api.cc; see docs/http-api.md."},)"
-            R"("security":[{"bearer":[]},{}],)"
-            R"("components":{"securitySchemes":{"bearer":{"type":"http","scheme":"bearer"}},"schemas":{)" +
-            schemas + "}},\"paths\":{" + paths + "}}";
+  openapi =
+      R"({"openapi":"3.1.0","info":{"title":"Sundial HTTP JSON API","version":)" +
+      JsonString(kVersion) +
+      R"(,"description":"Generated from protocol/sundial.fbs by server/http_api.cc; see docs/http-api.md."},)"
+      R"("security":[{"bearer":[]},{}],)"
+      R"("components":{"securitySchemes":{"bearer":{"type":"http","scheme":"bearer"}},"schemas":{)" +
+      schemas + "}},\"paths\":{" + paths + "}}";
 }
 
 HttpApi::HttpApi() : impl_(std::make_unique<Impl>()) {}
@@ -712,9 +744,9 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
     return route;
   };
   auto method_not_allowed = [&](std::string_view allow) {
-    route.response = ErrorResponse(405, Code::kInvalidArgument,
-                                   std::string(req.method) + ": this route takes " +
-                                       std::string(allow));
+    route.response =
+        ErrorResponse(405, Code::kInvalidArgument,
+                      std::string(req.method) + ": this route takes " + std::string(allow));
     route.response.allow = allow;
     return route;
   };
@@ -900,10 +932,9 @@ HttpApiResponse HttpApi::MapReply(HttpReplyShape shape, std::string_view server_
   HttpApiResponse r;
   fb::Verifier verifier(reinterpret_cast<const uint8_t*>(server_message.data()),
                         server_message.size());
-  const auto* message =
-      verifier.VerifyBuffer<p::ServerMessage>(nullptr)
-          ? fb::GetRoot<p::ServerMessage>(server_message.data())
-          : nullptr;
+  const auto* message = verifier.VerifyBuffer<p::ServerMessage>(nullptr)
+                            ? fb::GetRoot<p::ServerMessage>(server_message.data())
+                            : nullptr;
   const p::Response* response = message ? message->body_as_Response() : nullptr;
   if (response == nullptr) {
     return ErrorResponse(500, Code::kInternal, "reply: not a Response");
@@ -922,15 +953,16 @@ HttpApiResponse HttpApi::MapReply(HttpReplyShape shape, std::string_view server_
   };
   if (error != nullptr) return typed_error(error);
   switch (shape) {
-    case HttpReplyShape::kResponse: break;
+    case HttpReplyShape::kResponse:
+      break;
     case HttpReplyShape::kEnqueueOne: {
       const auto* results = response->result_as_EnqueueResults();
       if (!results || !results->items() || results->items()->size() != 1) break;
       const p::EnqueueResult* item = results->items()->Get(0);
       if (item->error() != nullptr) return typed_error(item->error());
-      r.body = R"({"id":)" + JsonString(Str(item->id())) +
-               R"(,"version":)" + std::to_string(item->version()) +
-               R"(,"duplicate":)" + (item->duplicate() ? "true" : "false") + "}";
+      r.body = R"({"id":)" + JsonString(Str(item->id())) + R"(,"version":)" +
+               std::to_string(item->version()) + R"(,"duplicate":)" +
+               (item->duplicate() ? "true" : "false") + "}";
       return r;
     }
     case HttpReplyShape::kMessages: {
@@ -954,8 +986,8 @@ HttpApiResponse HttpApi::MapReply(HttpReplyShape shape, std::string_view server_
       const p::ItemStatus* item = results->items()->Get(0);
       if (item->code() != p::Code::OK) {
         r.status = StatusOf(static_cast<Code>(item->code()));
-        r.body = R"({"error":)" +
-                 ErrorJson(static_cast<Code>(item->code()), Str(item->message())) + "}";
+        r.body =
+            R"({"error":)" + ErrorJson(static_cast<Code>(item->code()), Str(item->message())) + "}";
         return r;
       }
       r.body = "{}";

@@ -40,24 +40,24 @@ struct HttpApiRequest {
 
 struct HttpApiResponse {
   int status = 200;
-  std::string body;  // application/json
-  std::string allow;  // 405: the methods the route takes (the Allow header)
+  std::string body;               // application/json
+  std::string allow;              // 405: the methods the route takes (the Allow header)
   bool www_authenticate = false;  // 401: send WWW-Authenticate: Bearer
 };
 
 // How a reply to a routed request becomes an HTTP body.
 enum class HttpReplyShape : uint8_t {
-  kResponse,       // POST /v1/<Operation>: the Response's JSON
-  kEnqueueOne,     // the one EnqueueResult
-  kMessages,       // {"messages": [...]}
-  kItemStatus,     // complete: the one item's status
-  kResultTable,    // fail, extend, get queue: the result table's JSON
-  kMessage,        // get: the message
+  kResponse,     // POST /v1/<Operation>: the Response's JSON
+  kEnqueueOne,   // the one EnqueueResult
+  kMessages,     // {"messages": [...]}
+  kItemStatus,   // complete: the one item's status
+  kResultTable,  // fail, extend, get queue: the result table's JSON
+  kMessage,      // get: the message
 };
 
 struct HttpApiRoute {
-  bool dispatch = false;   // true: submit `request`, then MapReply; false: send `response`
-  std::string request;     // a verified Request FlatBuffer (dispatch)
+  bool dispatch = false;  // true: submit `request`, then MapReply; false: send `response`
+  std::string request;    // a verified Request FlatBuffer (dispatch)
   HttpReplyShape shape = HttpReplyShape::kResponse;
   HttpApiResponse response;  // !dispatch
 };
