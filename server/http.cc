@@ -403,6 +403,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       api_call_->Start();
     }
     api_shape_ = route.shape;
+    // Nothing else holds this session while the core has its request (only the API's
+    // Connection, weakly): it holds itself until the reply or a close.
+    in_flight_self_ = this->shared_from_this();
     beast::get_lowest_layer(stream_).expires_never();  // a long poll may take --wait_ms
     api_call_->Submit(route.request);
   }
@@ -567,6 +570,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
 
   void Close() {
     if (api_call_) api_call_->End();  // its long poll, if any, ends with it
+    in_flight_self_.reset();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(stream_).close();
@@ -582,6 +586,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
   std::optional<http::request_parser<http::string_body>> parser_;
   bool counted_ = true;  // in the HTTP connections metric (until api_call_ counts it)
   std::shared_ptr<HttpApiCall> api_call_;
+  std::shared_ptr<HttpSession> in_flight_self_;  // while the core has an API request
   HttpReplyShape api_shape_ = HttpReplyShape::kResponse;
   unsigned api_version_ = 11;
   bool api_keep_alive_ = true;

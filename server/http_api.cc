@@ -770,7 +770,7 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
   fb::FlatBufferBuilder b(256 + req.body.size());
   std::string error;
   auto finish = [&](p::Operation type, fb::Offset<void> op, HttpReplyShape shape) {
-    b.Finish(p::CreateRequest(b, 0, p::Durability::durable, type, op));
+    p::FinishRequestBuffer(b, p::CreateRequest(b, 0, p::Durability::durable, type, op));
     route.request.assign(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
     if (!p::VerifyRequest(route.request)) {
       return refuse(400, Code::kInvalidArgument, "body: beyond the request's limits");
