@@ -796,6 +796,9 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
       return refuse(400, Code::kInvalidArgument, "body: beyond the request's limits");
     }
     const auto* request = fb::GetRoot<p::Request>(route.request.data());
+    if (request->op() == nullptr) {
+      return refuse(400, Code::kInvalidArgument, "body: the operation's table is missing");
+    }
     if (request->op_type() != row->op) {
       return refuse(400, Code::kInvalidArgument,
                     "body: op_type " + std::string(p::EnumNameOperation(request->op_type())) +
