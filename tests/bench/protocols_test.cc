@@ -293,7 +293,7 @@ TEST_F(BenchEndToEnd, AKeptQueueCarriesOverWithoutPrefillOrReusedIds) {
 
 TEST(BenchUsage, BadFlagsExit2AndNoServerExits3) {
   EXPECT_EQ(RunBench("--workload nosuch").exit_code, 2);
-  EXPECT_EQ(RunBench("--target http://127.0.0.1:1").exit_code, 2);
+  EXPECT_EQ(RunBench("--target gopher://127.0.0.1:1").exit_code, 2);
   EXPECT_EQ(RunBench("--target redis://127.0.0.1:1 --workload exclusive").exit_code, 2);
   const Outcome o = RunBench("--target sundial://127.0.0.1:1 --duration 1");
   EXPECT_EQ(o.exit_code, 3) << o.output;
