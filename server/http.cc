@@ -18,6 +18,7 @@
 // TLS (--tls-cert/--tls-key, server/tls.h): HTTPS and wss on the same port, the sessions being
 // templates on their stream (beast::tcp_stream or an ssl_stream over one), as in Beast's
 // advanced_server_flex. The TLS handshake must finish within --handshake-timeout-ms.
+#include <sys/socket.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -26,6 +27,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+
+#include <cerrno>
 #include <cstdio>
 #include <deque>
 #include <functional>
@@ -408,6 +411,22 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     in_flight_self_ = this->shared_from_this();
     beast::get_lowest_layer(stream_).expires_never();  // a long poll may take --wait_ms
     api_call_->Submit(route.request);
+    if (route.may_wait && in_flight_self_) WatchForHangUp();
+  }
+
+  // While a request is held, no read is pending: a readable socket that reads EOF (or an error)
+  // is a client that left, and closing ends its long poll before it leases anything.
+  void WatchForHangUp() {
+    beast::get_lowest_layer(stream_).socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
+          if (ec || !self->in_flight_self_) return;
+          char byte;
+          const ssize_t n = ::recv(beast::get_lowest_layer(self->stream_).socket().native_handle(),
+                                   &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            self->Close();
+          }
+        });
   }
 
   void OnApiReply(std::string_view reply) { SendApi(ThreadHttpApi().MapReply(api_shape_, reply)); }

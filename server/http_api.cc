@@ -385,6 +385,17 @@ const OperationRow* RowNamed(std::string_view name) {
   return nullptr;
 }
 
+const p::Request& RequestOf(const std::string& bytes) {
+  return *fb::GetRoot<p::Request>(bytes.data());
+}
+
+bool MayWait(const p::Request& r) {
+  if (const auto* d = r.op_as_Dequeue()) return d->wait_ms() > 0;
+  if (const auto* w = r.op_as_Wait()) return w->wait_ms() > 0;
+  if (const auto* e = r.op_as_Enqueue()) return e->wait_ms() > 0;
+  return false;
+}
+
 bool OverHttp(const OperationRow& row) {
   return (row.transports & (1u << static_cast<uint8_t>(Transport::kHttp))) != 0;
 }
@@ -777,6 +788,7 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
     }
     route.dispatch = true;
     route.shape = shape;
+    route.may_wait = MayWait(RequestOf(route.request));
     return route;
   };
 
@@ -806,6 +818,7 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
     }
     route.dispatch = true;
     route.shape = HttpReplyShape::kResponse;
+    route.may_wait = MayWait(*request);
     return route;
   }
 

@@ -59,6 +59,9 @@ struct HttpApiRoute {
   bool dispatch = false;  // true: submit `request`, then MapReply; false: send `response`
   std::string request;    // a verified Request FlatBuffer (dispatch)
   HttpReplyShape shape = HttpReplyShape::kResponse;
+  // The request may be held (a Dequeue, Wait or Enqueue with wait_ms): the session watches for
+  // the client hanging up meanwhile, so a gone client's long poll does not lease a message.
+  bool may_wait = false;
   HttpApiResponse response;  // !dispatch
 };
 

@@ -204,6 +204,26 @@ TEST_F(HttpApiE2e, ALongPollIsAnsweredByALaterEnqueueWhileOthersAreServed) {
   EXPECT_EQ(empty.body, R"({"messages":[]})");
 }
 
+// Regression: a long poll whose client hung up stayed registered and leased the next message
+// for nobody (it came back only when its lease ran out).
+TEST_F(HttpApiE2e, AClientThatHangsUpDuringALongPollLeasesNothing) {
+  {
+    KeepAlive gone(port());
+    ASSERT_TRUE(gone.SendRequest("POST", "/v1/queues/hangup/dequeue", R"({"wait_ms":30000})"));
+    EXPECT_EQ(gone.Read(100).status, 0) << "waiting";
+  }  // closed
+  // The server noticed: only the connection asking for /metrics is left.
+  EXPECT_TRUE(Eventually([&] {
+    const HttpReply m = HttpGet(port(), "/metrics");
+    return MetricValue(m.body, R"(sundial_connections{transport="http"})") == 1;
+  }));
+  KeepAlive c(port());
+  ASSERT_EQ(c.Call("POST", "/v1/queues/hangup/messages", R"({"id":"kept"})").status, 200);
+  const HttpReply r = c.Call("POST", "/v1/queues/hangup/dequeue");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(Member(r.body, "id"), "kept") << r.body;
+}
+
 TEST_F(HttpApiE2e, BodiesOverMaxFrameBytesAre413) {
   server_->Kill();
   Start({"--max-frame-bytes", "1024"});
