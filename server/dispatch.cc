@@ -464,7 +464,7 @@ void RunSwitchover(const p::Request& request, OpContext& ctx, Reply& r) {
   ctx.deferred = ctx.server->Switchover(request, r);
 }
 
-constexpr uint8_t kAny = kOverTcp | kOverWebSocket;
+constexpr uint8_t kAny = kOverTcp | kOverWebSocket | kOverHttp;
 using O = p::Operation;
 constexpr OpKind kRead = OpKind::kRead;
 constexpr OpKind kMutation = OpKind::kMutation;

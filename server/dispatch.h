@@ -139,12 +139,14 @@ struct OpContext {
 
 inline constexpr uint8_t kOverTcp = 1u << static_cast<uint8_t>(Transport::kTcp);
 inline constexpr uint8_t kOverWebSocket = 1u << static_cast<uint8_t>(Transport::kWebSocket);
+// The HTTP JSON API (server/http_api.h): one request per HTTP request, no connection state.
+inline constexpr uint8_t kOverHttp = 1u << static_cast<uint8_t>(Transport::kHttp);
 
 struct OperationRow {
   protocol::Operation op;
   std::string_view name;  // the union member's name, as in the schema
   OpKind kind;
-  uint8_t transports;  // kOverTcp | kOverWebSocket
+  uint8_t transports;  // kOverTcp | kOverWebSocket | kOverHttp
   // Decodes `request` (verified, with its op table present), runs it, finishes `reply`.
   void (*run)(const protocol::Request& request, OpContext& ctx, Reply& reply);
 };
