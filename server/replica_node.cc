@@ -212,7 +212,12 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
     info.primary = view.leader->node;
     info.primary_addr = view.leader->addresses.addr;
   }
-  if (view.sync) info.sync_standby = view.sync->standby;
+  // Right after a switchover or a failover the key still names the new primary (it was the
+  // synchronous standby) until that primary publishes its own: no synchronous standby yet, or a
+  // client would be told it can switch over when the primary would refuse.
+  if (view.sync && (!view.leader || view.sync->standby != view.leader->node)) {
+    info.sync_standby = view.sync->standby;
+  }
   etcd_reachable_.store(view.etcd_reachable);
   {
     MutexLock lock(&mu_);
