@@ -141,8 +141,10 @@ std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueO
                 p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms));
 }
 
-std::string BuildComplete(RequestHeader h, std::string_view queue,
-                          const std::vector<CompleteItem>& items) {
+namespace {
+
+std::string BuildCompleteWith(RequestHeader h, std::string_view queue,
+                              const std::vector<CompleteItem>& items, const DequeueOptions* next) {
   fb::FlatBufferBuilder b;
   std::vector<fb::Offset<p::CompleteItem>> out;
   out.reserve(items.size());
@@ -154,8 +156,27 @@ std::string BuildComplete(RequestHeader h, std::string_view queue,
                                        item.result.size());
     out.push_back(p::CreateCompleteItem(b, id, item.lease_token, result));
   }
+  auto vector = b.CreateVector(out);
+  fb::Offset<p::Dequeue> dequeue = 0;
+  if (next != nullptr) {
+    auto filter = PairsOf(b, next->filter);
+    dequeue = p::CreateDequeue(b, 0, next->max, next->lease_ms, filter, next->wait_ms);
+  }
   auto q = StringOf(b, queue);
-  return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, b.CreateVector(out)));
+  return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, vector, dequeue));
+}
+
+}  // namespace
+
+std::string BuildComplete(RequestHeader h, std::string_view queue,
+                          const std::vector<CompleteItem>& items) {
+  return BuildCompleteWith(h, queue, items, nullptr);
+}
+
+std::string BuildCompleteAndNext(RequestHeader h, std::string_view queue,
+                                 const std::vector<CompleteItem>& items,
+                                 const DequeueOptions& next) {
+  return BuildCompleteWith(h, queue, items, &next);
 }
 
 std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view id,
