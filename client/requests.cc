@@ -185,8 +185,13 @@ std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view 
   auto q = StringOf(b, queue);
   auto i = StringOf(b, id);
   auto error = b.CreateString(o.error);
+  fb::Offset<p::Dequeue> next = 0;
+  if (o.next) {
+    auto filter = PairsOf(b, o.next->filter);
+    next = p::CreateDequeue(b, 0, o.next->max, o.next->lease_ms, filter, o.next->wait_ms);
+  }
   return Finish(b, h, p::Operation::Fail,
-                p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms));
+                p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms, next));
 }
 
 std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_view id,

@@ -94,6 +94,9 @@ struct CompleteItem {
 struct FailOptions {
   std::string error;
   std::optional<int64_t> retry_delay_ms;  // else the queue's exponential backoff
+  // Fail-and-next (docs/semantics.md, "Complete-and-next"): then dequeue from the same queue;
+  // the new leases are in FailResult.next.
+  std::optional<DequeueOptions> next = std::nullopt;
 };
 
 struct ReprioritizeChange {

@@ -130,6 +130,35 @@ TEST_F(CompleteAndNext, AWaitThatEndsEmptyAnswersTheCompletionAlone) {
   EXPECT_EQ(StateOf(*client_, "q", "a"), p::MessageState::completed);
 }
 
+TEST_F(CompleteAndNext, FailWithNextRetriesAndLeasesTheNext) {
+  Put(*client_, "q", "a");
+  Put(*client_, "q", "b");
+  const client::CompleteItem a = Lease(*client_, "q");
+  client::FailOptions o;
+  o.error = "boom";
+  o.retry_delay_ms = 600'000;
+  o.next = client::DequeueOptions{};
+  auto r = client_->Fail("q", a.id, a.lease_token, o);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  const auto* failed = r->result<p::FailResult>();
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ(failed->state(), p::MessageState::invisible);
+  ASSERT_NE(failed->next(), nullptr);
+  ASSERT_EQ(failed->next()->size(), 1u);
+  EXPECT_EQ(failed->next()->Get(0)->id()->str(), "b");
+}
+
+TEST_F(CompleteAndNext, ARefusedFailLeasesNothing) {
+  Put(*client_, "q", "a");
+  Put(*client_, "q", "b");
+  const client::CompleteItem a = Lease(*client_, "q");
+  client::FailOptions o;
+  o.next = client::DequeueOptions{};
+  auto r = client_->Fail("q", a.id, a.lease_token ^ 1, o);
+  EXPECT_FALSE(r.ok() && r->result<p::FailResult>() != nullptr);
+  EXPECT_EQ(StateOf(*client_, "q", "b"), p::MessageState::pending);
+}
+
 TEST(CompleteAndNextDurability, TheCompletionAndTheLeaseSurviveKillNine) {
   TempDir dir;
   ServerProcess server(dir.path() + "/data");
