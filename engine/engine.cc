@@ -313,16 +313,24 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   return out;
 }
 
-Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
-                                                   const DequeueRequest& request) {
-  if (!IsValidQueueName(queue)) return kBadQueueName;
+namespace {
+
+Status ValidateDequeue(const DequeueRequest& request) {
   if (request.max < 1 || request.max > kMaxDequeueCount) {
     return InvalidArgument("max: must be 1-1000");
   }
   if (request.lease_ms && !IsValidLease(*request.lease_ms)) {
     return InvalidArgument("lease_ms: must be 1-43200000");
   }
-  if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
+  return ValidateFilter(request.filter);
+}
+
+}  // namespace
+
+Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
+                                                   const DequeueRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (Status s = ValidateDequeue(request); !s.ok()) return s;
   return WithQueue<Result<std::vector<MessageRecord>>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard& shard) -> Result<std::vector<MessageRecord>> {
@@ -338,18 +346,39 @@ std::vector<Status> Engine::Complete(std::string_view queue,
   if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
   return WithQueue<std::vector<Status>>(
       queue, [&] { return Repeat(items.size(), kQueueNotFound); },
-      [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
-        std::vector<Status> out;
-        out.reserve(items.size());
-        for (const auto& item : items) {
-          if (!IsValidId(item.id)) {
-            out.push_back(kBadId);
-          } else if (item.result.size() > options_.max_result_bytes) {
-            out.push_back(kResultTooLarge);
-          } else {
-            out.push_back(q.Complete(item, now));
-          }
-        }
+      [&](Queue& q, TimeMs now, Shard&) { return CompleteLocked(q, items, now); });
+}
+
+std::vector<Status> Engine::CompleteLocked(Queue& q, const std::vector<CompleteItem>& items,
+                                           TimeMs now) const {
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (const auto& item : items) {
+    if (!IsValidId(item.id)) {
+      out.push_back(kBadId);
+    } else if (item.result.size() > options_.max_result_bytes) {
+      out.push_back(kResultTooLarge);
+    } else {
+      out.push_back(q.Complete(item, now));
+    }
+  }
+  return out;
+}
+
+Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
+                                                         const std::vector<CompleteItem>& items,
+                                                         const DequeueRequest& next) {
+  auto refused = [&](const Status& s) { return CompleteAndNextResult{Repeat(items.size(), s), s}; };
+  if (items.empty() || items.size() > kMaxBatchItems) {
+    return refused(InvalidArgument("items: 1-1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return refused(kBadQueueName);
+  if (Status s = ValidateDequeue(next); !s.ok()) return refused(s);
+  return WithQueue<CompleteAndNextResult>(
+      queue, [&] { return refused(kQueueNotFound); },
+      [&](Queue& q, TimeMs now, Shard& shard) {
+        CompleteAndNextResult out{CompleteLocked(q, items, now)};
+        out.next = q.Dequeue(next, now, &shard.rng);
         return out;
       });
 }

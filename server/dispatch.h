@@ -37,6 +37,7 @@ class FlatBufferBuilder;
 
 namespace sundial::protocol {
 struct Request;
+struct Dequeue;
 enum class Operation : uint8_t;
 enum class Result : uint8_t;
 }  // namespace sundial::protocol
@@ -180,6 +181,12 @@ class Dispatcher {
   // Answers again a request that was unfinished (Outcome::unfinished): a Wait is run again; an
   // Enqueue with wait_ms is not (it would be a duplicate): its `first` reply is answered again
   // with each enqueued message's outcome now. The reply waits for the log like a kDurableRead.
+  // Complete-and-next waiting for a message (LongPolls): runs the `next` dequeue of the
+  // Complete or Fail `request` again, and answers `first` (its first reply, which had no
+  // leases) with the messages now leased. The reply waits for the log like a mutation's. When
+  // this node may not write now, or the log failed, it dequeues nothing (answers empty).
+  Outcome AnswerNext(const protocol::Request& request, std::string_view first,
+                     flatbuffers::FlatBufferBuilder* builder) const;
   Outcome Reanswer(const protocol::Request& request, std::string_view first, Transport transport,
                    Session* session, flatbuffers::FlatBufferBuilder* builder,
                    Access access = Access::kFull) const;
@@ -190,6 +197,11 @@ class Dispatcher {
   SessionOperations* server_;
   const NodeRole* role_;
 };
+
+// The dequeue a request asks for: a Dequeue's own, a Complete's or Fail's `next`; else null.
+const protocol::Dequeue* DequeueOf(const protocol::Request& request);
+// The queue that dequeue reads (a `next` without a queue: the request's queue).
+std::string_view WaitQueueOf(const protocol::Request& request);
 
 // A finished ServerMessage{Response} with only `request_id` and an error.
 std::string ErrorResponse(uint64_t request_id, Code code, std::string_view message);
