@@ -264,11 +264,13 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   // the answer, as `unknown`, so that an operator sees a node missing rather than a smaller
   // cluster: a primary's standby with what it acknowledged and since when (first hand), any
   // other member as it was last seen, `lag_ms` counting from then.
+  const auto listed = [&info](const std::string& node) {
+    return std::any_of(info.members.begin(), info.members.end(),
+                       [&node](const MemberInfo& m) { return m.node == node; });
+  };
   if (primary_.load()) {
     for (const auto& s : standbys) {
-      const bool listed = std::any_of(info.members.begin(), info.members.end(),
-                                      [&](const MemberInfo& m) { return m.node == s.node; });
-      if (listed || s.connected) continue;
+      if (listed(s.node) || s.connected) continue;
       MemberInfo mi;
       mi.node = s.node;
       mi.role = RoleKind::kUnknown;
@@ -278,10 +280,9 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
       info.members.push_back(std::move(mi));
     }
   }
-  for (const auto& [node, seen] : last_seen_) {
-    const bool listed = std::any_of(info.members.begin(), info.members.end(),
-                                    [&](const MemberInfo& m) { return m.node == node; });
-    if (listed) continue;
+  for (const auto& entry : last_seen_) {
+    const SeenMember& seen = entry.second;
+    if (listed(entry.first)) continue;
     MemberInfo mi = seen.info;
     mi.role = RoleKind::kUnknown;
     mi.sync = false;
