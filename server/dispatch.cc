@@ -167,15 +167,20 @@ void EnqueueResultsWithOutcomes(std::string_view queue, const std::vector<Enqueu
   r.Ok(p::Result::EnqueueResults, p::CreateEnqueueResults(b, b.CreateVector(out)));
 }
 
-void ItemResults(Reply& r, const std::vector<Status>& statuses) {
-  auto& b = r.b();
+// Per item: its code and text.
+fb::Offset<fb::Vector<fb::Offset<p::ItemStatus>>> EncodeItemStatuses(
+    fb::FlatBufferBuilder& b, const std::vector<Status>& statuses) {
   std::vector<fb::Offset<p::ItemStatus>> items;
   items.reserve(statuses.size());
   for (const Status& s : statuses) {
     items.push_back(
         p::CreateItemStatus(b, static_cast<p::Code>(s.code()), b.CreateString(s.detail())));
   }
-  r.Ok(p::Result::ItemResults, p::CreateItemResults(b, b.CreateVector(items)));
+  return b.CreateVector(items);
+}
+
+void ItemResults(Reply& r, const std::vector<Status>& statuses) {
+  r.Ok(p::Result::ItemResults, p::CreateItemResults(r.b(), EncodeItemStatuses(r.b(), statuses)));
 }
 
 void Counted(Reply& r, const Result<uint64_t>& n) {
@@ -333,13 +338,7 @@ EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<Messag
 void ItemResultsWithNext(Reply& r, const std::vector<Status>& statuses,
                          const Result<std::vector<MessageRecord>>& leased, OpContext& ctx) {
   auto& b = r.b();
-  std::vector<fb::Offset<p::ItemStatus>> items;
-  items.reserve(statuses.size());
-  for (const Status& s : statuses) {
-    items.push_back(
-        p::CreateItemStatus(b, static_cast<p::Code>(s.code()), b.CreateString(s.detail())));
-  }
-  auto vector = b.CreateVector(items);
+  const auto vector = EncodeItemStatuses(b, statuses);
   const EncodedNext next = EncodeNext(b, leased, ctx);
   r.Ok(p::Result::ItemResults, p::CreateItemResults(b, vector, next.messages, next.error));
 }
