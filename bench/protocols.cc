@@ -506,6 +506,148 @@ class BeanstalkProtocol final : public Protocol {
   std::deque<Pending> pending_;
 };
 
+// Sundial's HTTP JSON API (docs/http-api.md): each operation a POST /v1/<Operation> whose body is
+// a whole Request in the JSON form, over keep-alive; answers come in order (HTTP/1.1).
+class HttpProtocol final : public Protocol {
+ public:
+  HttpProtocol(ProtocolOptions options, std::string host)
+      : o_(std::move(options)), host_(std::move(host)) {}
+
+  void Prepare(uint32_t slot, std::string* out) override {
+    std::string settings = R"({"lease_ms":)" + std::to_string(o_.lease_ms) + R"(,"retention_ms":0)";
+    if (o_.exclusive) settings += R"(,"type":"exclusive","exclusivity_key":"key")";
+    settings += "}";
+    Post(slot, false, "CreateQueue",
+         R"({"name":)" + Quoted(o_.queue) + R"(,"settings":)" + settings + "}", out);
+  }
+  void Setup(uint32_t, std::string_view, std::string*) override {}
+  void Teardown(uint32_t slot, std::span<const std::string>, std::string* out) override {
+    Post(slot, false, "DeleteQueue", R"({"name":)" + Quoted(o_.queue) + "}", out);
+  }
+
+  void Enqueue(uint32_t slot, std::span<const BenchMessage> messages, std::string* out) override {
+    std::string op = R"({"queue":)" + Quoted(o_.queue) + R"(,"items":[)";
+    bool first = true;
+    for (const BenchMessage& m : messages) {
+      if (!first) op += ',';
+      first = false;
+      op += R"({"id":)" + Quoted(m.id) + R"(,"priority":)" + std::to_string(m.priority) +
+            R"(,"payload":[)";
+      for (size_t i = 0; i < m.payload.size(); ++i) {
+        if (i > 0) op += ',';
+        op += std::to_string(static_cast<unsigned char>(m.payload[i]));
+      }
+      op += "]";
+      std::string pairs;
+      if (!m.tenant.empty()) pairs += R"({"key":"tenant","value":)" + Quoted(m.tenant) + "}";
+      if (!m.exclusive.empty()) {
+        if (!pairs.empty()) pairs += ',';
+        pairs += R"({"key":"key","value":)" + Quoted(m.exclusive) + "}";
+      }
+      if (!pairs.empty()) op += R"(,"metadata":[)" + pairs + "]";
+      op += "}";
+    }
+    op += "]}";
+    Post(slot, false, "Enqueue", op, out);
+  }
+
+  void Dequeue(uint32_t slot, uint32_t max, std::string_view tenant, std::string* out) override {
+    std::string op = R"({"queue":)" + Quoted(o_.queue) + R"(,"max":)" + std::to_string(max);
+    if (!tenant.empty()) op += R"(,"filter":[{"key":"tenant","value":)" + Quoted(tenant) + "}]";
+    op += "}";
+    Post(slot, true, "Dequeue", op, out);
+  }
+
+  void Complete(uint32_t slot, std::string_view, std::span<const Lease> leases,
+                std::string* out) override {
+    std::string op = R"({"queue":)" + Quoted(o_.queue) + R"(,"items":[)";
+    bool first = true;
+    for (const Lease& l : leases) {
+      if (!first) op += ',';
+      first = false;
+      op += R"({"id":)" + Quoted(l.id) + R"(,"lease_token":)" + std::to_string(l.token) + "}";
+    }
+    op += "]}";
+    Post(slot, false, "Complete", op, out);
+  }
+
+  int64_t Consume(std::string_view in, ReplySink* sink, std::string* error) override {
+    size_t used = 0;
+    while (true) {
+      const std::string_view rest = in.substr(used);
+      const size_t head_end = rest.find("\r\n\r\n");
+      if (head_end == std::string_view::npos) break;
+      const std::string_view head = rest.substr(0, head_end);
+      if (!head.starts_with("HTTP/1.1 ") || head.size() < 12) {
+        *error = "not an HTTP/1.1 response";
+        return -1;
+      }
+      const int status = std::atoi(std::string(head.substr(9, 3)).c_str());
+      const size_t cl = head.find("Content-Length: ");
+      if (cl == std::string_view::npos) {
+        *error = "an HTTP response without Content-Length";
+        return -1;
+      }
+      const size_t length =
+          std::strtoul(std::string(head.substr(cl + 16, 12)).c_str(), nullptr, 10);
+      if (rest.size() < head_end + 4 + length) break;
+      const std::string_view body = rest.substr(head_end + 4, length);
+      used += head_end + 4 + length;
+      if (pending_.empty()) {
+        *error = "a response to no request";
+        return -1;
+      }
+      const auto [slot, dequeue] = pending_.front();
+      pending_.pop_front();
+      if (status != 200) {
+        sink->Done(slot, body);
+        continue;
+      }
+      if (dequeue) {
+        // "id": "…" then "lease_token": N, in each message of the DequeueResult.
+        size_t at = 0;
+        while ((at = body.find(R"("id": ")", at)) != std::string_view::npos) {
+          at += 7;
+          const std::string_view id = body.substr(at, body.find('"', at) - at);
+          const size_t token_at = body.find(R"("lease_token": )", at);
+          if (token_at == std::string_view::npos) break;
+          const uint64_t token = std::strtoull(body.data() + token_at + 15, nullptr, 10);
+          sink->Leased(slot, id, token);
+          at = token_at;
+        }
+      }
+      sink->Done(slot, "");
+    }
+    return static_cast<int64_t>(used);
+  }
+
+ private:
+  static std::string Quoted(std::string_view s) {  // bench ids, queues and tenants: no escapes
+    return "\"" + std::string(s) + "\"";
+  }
+
+  void Post(uint32_t slot, bool dequeue, std::string_view operation, const std::string& op,
+            std::string* out) {
+    body_ = R"({"op_type":")" + std::string(operation) + R"(","op":)" + op;
+    if (o_.relaxed) body_ += R"(,"durability":"relaxed")";
+    body_ += "}";
+    *out += "POST /v1/";
+    *out += operation;
+    *out += " HTTP/1.1\r\nHost: ";
+    *out += host_;
+    *out += "\r\nContent-Type: application/json\r\nContent-Length: ";
+    *out += std::to_string(body_.size());
+    *out += "\r\n\r\n";
+    *out += body_;
+    pending_.push_back({slot, dequeue});
+  }
+
+  ProtocolOptions o_;
+  std::string host_;
+  std::string body_;
+  std::deque<std::pair<uint32_t, bool>> pending_;  // slot, is a dequeue
+};
+
 }  // namespace
 
 std::unique_ptr<Protocol> MakeProtocol(Target target, const ProtocolOptions& options) {
@@ -516,6 +658,8 @@ std::unique_ptr<Protocol> MakeProtocol(Target target, const ProtocolOptions& opt
       return std::make_unique<RedisProtocol>(options);
     case Target::kBeanstalk:
       return std::make_unique<BeanstalkProtocol>(options);
+    case Target::kHttp:
+      return std::make_unique<HttpProtocol>(options, "sundiald");
   }
   return nullptr;
 }

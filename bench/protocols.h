@@ -25,7 +25,8 @@
 
 namespace sundial::bench {
 
-enum class Target : uint8_t { kSundial, kRedis, kBeanstalk };
+// kHttp: Sundial's HTTP JSON API (docs/http-api.md), POST /v1/<Operation> with keep-alive.
+enum class Target : uint8_t { kSundial, kRedis, kBeanstalk, kHttp };
 
 struct ProtocolOptions {
   std::string queue;     // queue name / Redis key prefix / beanstalkd tube prefix

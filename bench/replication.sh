@@ -13,6 +13,11 @@
 # round trip, 100-byte payloads; ROUNDS rounds of DURATION s, A B C in turn within a round.
 # Every figure is the median over the rounds. All processes share this machine's cores and
 # disk: the standby's fsync competes with the primary's, which a real deployment does not.
+#   --tmpfs-standby  adds "sync-tmpfs": the same cluster with the standby's data on /dev/shm,
+#                    so its fsync no longer queues behind the primary's on the one disk: what
+#                    is left of the extra latency is the protocol's own (hops, wake-ups, CPU).
+# CPU µs per operation: the primary's (sundial-bench --cpu-pid) and, for the clusters, the
+# standby's (its /proc/PID/stat over the same run).
 # Installs redis-server from Debian when missing; runs `make build` when binaries are missing.
 set -euo pipefail
 
@@ -26,10 +31,12 @@ PREFILL=${PREFILL:-60000}
 READY_TIMEOUT_S=15
 STOP_TIMEOUT_S=10
 OUTPUT=""
+TMPFS_STANDBY=0
 while (($#)); do
   case $1 in
     --quick) ROUNDS=1 DURATION=1 PREFILL=20000 ;;
     --output) (($# >= 2)) || usage; OUTPUT=$2; shift ;;
+    --tmpfs-standby) TMPFS_STANDBY=1 ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
@@ -57,31 +64,41 @@ start_single() {
   wait_port sundiald "$SINGLE_PID" "$dir/log" "$SINGLE_PORT"
 }
 
-# etcd, then the primary (it wins the election alone), then its standby; ready once the
-# standby is published as synchronous (a durable write then needs it).
-start_cluster() {
-  local dir=$WORK/cluster client peer
+start_etcd() {
+  local dir=$WORK/etcd client peer
   mkdir -p "$dir"
   read -r client peer <<<"$(free_ports 2)"
-  spawn "$dir/etcd.log" "$ETCD" --name bench --data-dir "$dir/etcd" \
+  spawn "$dir/etcd.log" "$ETCD" --name bench --data-dir "$dir/data" \
     --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
     --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "bench=http://127.0.0.1:$peer" --log-level warn
   wait_port etcd "$!" "$dir/etcd.log" "$client"
-  local i http repl
+  ETCD_URL=http://127.0.0.1:$client
+}
+
+# start_cluster NAME STANDBY_DATA_PARENT: the primary (it wins the election alone), then its
+# standby; ready once the standby is published as synchronous (a durable write then needs it).
+# Sets CLUSTER_PORT, CLUSTER_PID (the primary) and CLUSTER_STANDBY_PID.
+start_cluster() {
+  local name=$1 standby_parent=$2 dir=$WORK/$1 i port http repl data
+  mkdir -p "$dir"
   for i in 1 2; do
     read -r port http repl <<<"$(free_ports 3)"
-    spawn "$dir/n$i.log" "$SUNDIALD" --data-dir "$dir/n$i" --port "$port" --http-port "$http" \
-      --replication-port "$repl" --cluster bench --node-name "n$i" \
-      --etcd "http://127.0.0.1:$client" --fsync=always
+    data=$dir/n$i
+    ((i == 2)) && data=$standby_parent/n$i
+    spawn "$dir/n$i.log" "$SUNDIALD" --data-dir "$data" --port "$port" --http-port "$http" \
+      --replication-port "$repl" --cluster "$name" --node-name "n$i" \
+      --etcd "$ETCD_URL" --fsync=always
     local pid=$!
-    wait_port "sundiald n$i" "$pid" "$dir/n$i.log" "$port"
+    wait_port "sundiald $name n$i" "$pid" "$dir/n$i.log" "$port"
     if ((i == 1)); then
-      SYNC_PORT=$port SYNC_PID=$pid
-      wait_until "n1 leading" "$pid" "$dir/n1.log" "$READY_TIMEOUT_S" grep -q "promoted" "$dir/n1.log"
+      CLUSTER_PORT=$port CLUSTER_PID=$pid
+      wait_until "$name n1 leading" "$pid" "$dir/n1.log" "$READY_TIMEOUT_S" grep -q "promoted" "$dir/n1.log"
+    else
+      CLUSTER_STANDBY_PID=$pid
     fi
   done
-  wait_until "sync standby" "$SYNC_PID" "$dir/n1.log" "$READY_TIMEOUT_S" \
+  wait_until "$name sync standby" "$CLUSTER_PID" "$dir/n1.log" "$READY_TIMEOUT_S" \
     grep -q "synchronous standby is now n2" "$dir/n1.log"
 }
 
@@ -98,54 +115,91 @@ start_redis_pair() {
     --replicaof 127.0.0.1 "$REDIS_PORT"
   wait_port "redis replica" "$!" "$dir/r.out" "$replica"
   wait_until "redis replica" "$REDIS_PID" "$dir/p.out" "$READY_TIMEOUT_S" \
-    sh -c "redis-cli -p $REDIS_PORT info replication | grep -q 'connected_slaves:1'"
+    sh -c "redis-cli -p $REDIS_PORT info replication | grep -q 'slave0:.*state=online'"
 }
 
-# run SYSTEM TARGET PID WORKLOAD CONNECTIONS [extra bench flags]
+# CPU seconds (user + system) a process has used so far.
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.3f", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+# run SYSTEM TARGET PID STANDBY_PID WORKLOAD CONNECTIONS [extra bench flags] (STANDBY_PID 0: none)
 run() {
-  local system=$1 target=$2 pid=$3 workload=$4 c=$5
-  shift 5
+  local system=$1 target=$2 pid=$3 standby=$4 workload=$5 c=$6
+  shift 6
   local -a extra=("$@")
   [[ $workload == dequeue-complete ]] && extra+=(--prefill "$PREFILL")
-  local out
+  local out before=0 standby_cpu=0
+  ((standby > 0)) && before=$(cpu_seconds "$standby")
   if out=$("$BENCH" --target "$target" --workload "$workload" -c "$c" --threads 2 \
     --duration "$DURATION" --cpu-pid "$pid" --json "${extra[@]}" 2>"$WORK/bench.err"); then
-    printf '{"system":"%s","round":%d,"result":%s}\n' "$system" "$ROUND" "$out" >>"$RESULTS"
+    ((standby > 0)) && standby_cpu=$(awk -v a="$before" -v b="$(cpu_seconds "$standby")" 'BEGIN { printf "%.3f", b - a }')
+    printf '{"system":"%s","round":%d,"standby_cpu_s":%s,"result":%s}\n' "$system" "$ROUND" \
+      "$standby_cpu" "$out" >>"$RESULTS"
   else
     log "$system $workload c=$c failed: $(tail -n 3 "$WORK/bench.err")"
   fi
 }
 
 start_single
-start_cluster
+start_etcd
+start_cluster sync "$WORK/sync"
+SYNC_PORT=$CLUSTER_PORT SYNC_PID=$CLUSTER_PID SYNC_STANDBY_PID=$CLUSTER_STANDBY_PID
+SYSTEMS="single sync redis"
+if ((TMPFS_STANDBY)); then
+  [[ -d /dev/shm ]] || die "--tmpfs-standby needs /dev/shm"
+  SHM=$(mktemp -d /dev/shm/sundial-replication-bench.XXXXXX)
+  trap 'cleanup; rm -rf "$SHM"' EXIT INT TERM
+  start_cluster sync-tmpfs "$SHM"
+  TMPFS_PORT=$CLUSTER_PORT TMPFS_PID=$CLUSTER_PID TMPFS_STANDBY_PID=$CLUSTER_STANDBY_PID
+  SYSTEMS="single sync sync-tmpfs redis"
+fi
 start_redis_pair
 log "servers up; $ROUNDS rounds of ${DURATION}s per run"
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
   for workload in enqueue dequeue-complete; do
     for c in 1 16 64; do
-      run single "sundial://127.0.0.1:$SINGLE_PORT" "$SINGLE_PID" "$workload" "$c"
-      run sync "sundial://127.0.0.1:$SYNC_PORT" "$SYNC_PID" "$workload" "$c"
-      run redis "redis://127.0.0.1:$REDIS_PORT" "$REDIS_PID" "$workload" "$c" --redis-wait 1
+      run single "sundial://127.0.0.1:$SINGLE_PORT" "$SINGLE_PID" 0 "$workload" "$c"
+      run sync "sundial://127.0.0.1:$SYNC_PORT" "$SYNC_PID" "$SYNC_STANDBY_PID" "$workload" "$c"
+      if ((TMPFS_STANDBY)); then
+        run sync-tmpfs "sundial://127.0.0.1:$TMPFS_PORT" "$TMPFS_PID" "$TMPFS_STANDBY_PID" \
+          "$workload" "$c"
+      fi
+      run redis "redis://127.0.0.1:$REDIS_PORT" "$REDIS_PID" 0 "$workload" "$c" --redis-wait 1
     done
   done
   log "round $ROUND done"
 done
 
-"$PYTHON" - "$RESULTS" "$(machine_meta | tr '\n' ' ')" >"$WORK/report.md" <<'PY'
+"$PYTHON" - "$RESULTS" "$(machine_meta | tr '\n' ' ')" "$SYSTEMS" >"$WORK/report.md" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
+systems = sys.argv[3].split()
+def values(system, workload, c):
+    return [r for r in rows if r["system"] == system
+            and r["result"]["workload"] == workload and r["result"]["connections"] == c]
 def med(system, workload, c, key):
-    v = [r["result"][key] for r in rows if r["system"] == system
-         and r["result"]["workload"] == workload and r["result"]["connections"] == c]
+    v = [r["result"][key] for r in values(system, workload, c)]
+    return statistics.median(v) if v else float("nan")
+def standby_us(system, workload, c):
+    # The standby's CPU per operation: its CPU over the run, in the primary's ops.
+    v = [r["standby_cpu_s"] * r["result"]["server_cpu_us_per_op"] / r["result"]["server_cpu_s"]
+         for r in values(system, workload, c) if r["result"].get("server_cpu_s", 0) > 0]
     return statistics.median(v) if v else float("nan")
 print(f"Machine: {sys.argv[2]}\n")
-print("| workload | c | single ops/s | sync ops/s | redis+WAIT ops/s | sync / single | sync / redis | single p50 µs | sync p50 µs | redis p50 µs |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| workload | c | system | ops/s | × single | × redis+WAIT | p50 µs | p50 − single µs | p99 µs | primary CPU µs/op | standby CPU µs/op |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for w in ("enqueue", "dequeue-complete"):
     for c in (1, 16, 64):
-        s, y, r = (med(x, w, c, "ops_per_sec") for x in ("single", "sync", "redis"))
-        ps, py, pr = (med(x, w, c, "p50_us") for x in ("single", "sync", "redis"))
-        print(f"| {w} | {c} | {s:,.0f} | {y:,.0f} | {r:,.0f} | {y/s:.2f} | {y/r:.2f} | {ps:.0f} | {py:.0f} | {pr:.0f} |")
+        single, redis = med("single", w, c, "ops_per_sec"), med("redis", w, c, "ops_per_sec")
+        single_p50 = med("single", w, c, "p50_us")
+        for x in systems:
+            ops, p50 = med(x, w, c, "ops_per_sec"), med(x, w, c, "p50_us")
+            cluster = x.startswith("sync")
+            standby = f"{standby_us(x, w, c):.1f}" if cluster else ""
+            print(f"| {w} | {c} | {x} | {ops:,.0f} | {ops/single:.2f} | {ops/redis:.2f} | {p50:.0f} "
+                  f"| {p50 - single_p50:+.0f} | {med(x, w, c, 'p99_us'):.0f} "
+                  f"| {med(x, w, c, 'server_cpu_us_per_op'):.1f} | {standby} |")
 PY
 cat "$WORK/report.md"
 [[ -n $OUTPUT ]] && cp "$WORK/report.md" "$OUTPUT"

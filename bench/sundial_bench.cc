@@ -702,6 +702,9 @@ bool ParseTarget(const std::string& text, Config* c) {
   } else if (scheme == "redis") {
     c->target = Target::kRedis;
     c->port = 6379;
+  } else if (scheme == "http") {
+    c->target = Target::kHttp;
+    c->port = 7401;
   } else if (scheme == "beanstalk") {
     c->target = Target::kBeanstalk;
     c->port = 11300;
@@ -957,8 +960,10 @@ int main(int argc, char** argv) {
   Config config;
   CLI::App app{
       "sundial-bench: load generator for Sundial, Redis and beanstalkd (docs/BENCHMARKS.md)"};
-  app.add_option("--target", config.target_text,
-                 "sundial://HOST:PORT, redis://HOST:PORT or beanstalk://HOST:PORT")
+  app.add_option(
+         "--target", config.target_text,
+         "sundial://HOST:PORT, http://HOST:PORT (Sundial's HTTP JSON API), redis://HOST:PORT or "
+         "beanstalk://HOST:PORT")
       ->capture_default_str();
   CLI::Option* addr_option = app.add_option(
       "--addr", config.addr,
@@ -1027,10 +1032,11 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (!ParseTarget(config.target_text, &config)) {
-    fmt::print(stderr,
-               "sundial-bench: --target '{}': expected sundial://, redis:// or beanstalk:// "
-               "followed by HOST[:PORT]\n",
-               config.target_text);
+    fmt::print(
+        stderr,
+        "sundial-bench: --target '{}': expected sundial://, http://, redis:// or beanstalk:// "
+        "followed by HOST[:PORT]\n",
+        config.target_text);
     return 2;
   }
   if (!config.ca_file.empty()) config.tls = true;
@@ -1086,13 +1092,14 @@ int main(int argc, char** argv) {
                config.workload_text);
     return 2;
   }
-  if (config.workload == Workload::kExclusive && config.target != Target::kSundial) {
+  if (config.workload == Workload::kExclusive && config.target != Target::kSundial &&
+      config.target != Target::kHttp) {
     fmt::print(stderr,
                "sundial-bench: the exclusive workload needs Sundial's exclusive queues; "
                "Redis and beanstalkd have no equivalent\n");
     return 2;
   }
-  if (config.relaxed && config.target != Target::kSundial) {
+  if (config.relaxed && config.target != Target::kSundial && config.target != Target::kHttp) {
     fmt::print(stderr,
                "sundial-bench: --relaxed is a Sundial request flag; set the peer's fsync "
                "policy instead\n");

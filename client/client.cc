@@ -715,6 +715,11 @@ Result<Reply> Client::Dequeue(std::string_view queue, const DequeueOptions& o) {
 Result<Reply> Client::Complete(std::string_view queue, const std::vector<CompleteItem>& items) {
   return Call(BuildComplete(NextHeader(), queue, items));
 }
+Result<Reply> Client::CompleteAndNext(std::string_view queue,
+                                      const std::vector<CompleteItem>& items,
+                                      const DequeueOptions& next) {
+  return Call(BuildCompleteAndNext(NextHeader(), queue, items, next));
+}
 Result<Reply> Client::Fail(std::string_view queue, std::string_view id, uint64_t lease_token,
                            const FailOptions& o) {
   return Call(BuildFail(NextHeader(), queue, id, lease_token, o));

@@ -218,6 +218,9 @@ class Client {
   Result<Reply> Dequeue(std::string_view queue, const DequeueOptions& o);  // DequeueResult
   Result<Reply> Complete(std::string_view queue,
                          const std::vector<CompleteItem>& items);  // ItemResults
+  // ItemResults with `next`: the new leases (BuildCompleteAndNext).
+  Result<Reply> CompleteAndNext(std::string_view queue, const std::vector<CompleteItem>& items,
+                                const DequeueOptions& next);
   Result<Reply> Fail(std::string_view queue, std::string_view id, uint64_t lease_token,
                      const FailOptions& o);  // FailResult
   Result<Reply> Extend(std::string_view queue, std::string_view id, uint64_t lease_token,

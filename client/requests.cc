@@ -141,8 +141,10 @@ std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueO
                 p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms));
 }
 
-std::string BuildComplete(RequestHeader h, std::string_view queue,
-                          const std::vector<CompleteItem>& items) {
+namespace {
+
+std::string BuildCompleteWith(RequestHeader h, std::string_view queue,
+                              const std::vector<CompleteItem>& items, const DequeueOptions* next) {
   fb::FlatBufferBuilder b;
   std::vector<fb::Offset<p::CompleteItem>> out;
   out.reserve(items.size());
@@ -154,8 +156,27 @@ std::string BuildComplete(RequestHeader h, std::string_view queue,
                                        item.result.size());
     out.push_back(p::CreateCompleteItem(b, id, item.lease_token, result));
   }
+  auto vector = b.CreateVector(out);
+  fb::Offset<p::Dequeue> dequeue = 0;
+  if (next != nullptr) {
+    auto filter = PairsOf(b, next->filter);
+    dequeue = p::CreateDequeue(b, 0, next->max, next->lease_ms, filter, next->wait_ms);
+  }
   auto q = StringOf(b, queue);
-  return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, b.CreateVector(out)));
+  return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, vector, dequeue));
+}
+
+}  // namespace
+
+std::string BuildComplete(RequestHeader h, std::string_view queue,
+                          const std::vector<CompleteItem>& items) {
+  return BuildCompleteWith(h, queue, items, nullptr);
+}
+
+std::string BuildCompleteAndNext(RequestHeader h, std::string_view queue,
+                                 const std::vector<CompleteItem>& items,
+                                 const DequeueOptions& next) {
+  return BuildCompleteWith(h, queue, items, &next);
 }
 
 std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view id,
@@ -164,8 +185,13 @@ std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view 
   auto q = StringOf(b, queue);
   auto i = StringOf(b, id);
   auto error = b.CreateString(o.error);
+  fb::Offset<p::Dequeue> next = 0;
+  if (o.next) {
+    auto filter = PairsOf(b, o.next->filter);
+    next = p::CreateDequeue(b, 0, o.next->max, o.next->lease_ms, filter, o.next->wait_ms);
+  }
   return Finish(b, h, p::Operation::Fail,
-                p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms));
+                p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms, next));
 }
 
 std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_view id,

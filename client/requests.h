@@ -94,6 +94,9 @@ struct CompleteItem {
 struct FailOptions {
   std::string error;
   std::optional<int64_t> retry_delay_ms;  // else the queue's exponential backoff
+  // Fail-and-next (docs/semantics.md, "Complete-and-next"): then dequeue from the same queue;
+  // the new leases are in FailResult.next.
+  std::optional<DequeueOptions> next = std::nullopt;
 };
 
 struct ReprioritizeChange {
@@ -126,6 +129,12 @@ std::string BuildEnqueue(RequestHeader h, std::string_view queue,
 std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o);
 std::string BuildComplete(RequestHeader h, std::string_view queue,
                           const std::vector<CompleteItem>& items);
+// Complete-and-next (docs/semantics.md): completes `items`, then dequeues from the same queue
+// as `next` says, in one request; the reply's ItemResults.next holds the new leases. With
+// next.wait_ms the reply waits for a message like a long poll.
+std::string BuildCompleteAndNext(RequestHeader h, std::string_view queue,
+                                 const std::vector<CompleteItem>& items,
+                                 const DequeueOptions& next);
 std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view id,
                       uint64_t lease_token, const FailOptions& o);
 std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_view id,

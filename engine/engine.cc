@@ -362,16 +362,24 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   return out;
 }
 
-Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
-                                                   const DequeueRequest& request) {
-  if (!IsValidQueueName(queue)) return kBadQueueName;
+namespace {
+
+Status ValidateDequeue(const DequeueRequest& request) {
   if (request.max < 1 || request.max > kMaxDequeueCount) {
     return InvalidArgument("max: must be 1-1000");
   }
   if (request.lease_ms && !IsValidLease(*request.lease_ms)) {
     return InvalidArgument("lease_ms: must be 1-43200000");
   }
-  if (Status s = ValidateFilter(request.filter); !s.ok()) return s;
+  return ValidateFilter(request.filter);
+}
+
+}  // namespace
+
+Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
+                                                   const DequeueRequest& request) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (Status s = ValidateDequeue(request); !s.ok()) return s;
   return WithQueue<Result<std::vector<MessageRecord>>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard& shard) -> Result<std::vector<MessageRecord>> {
@@ -385,35 +393,79 @@ std::vector<Status> Engine::Complete(std::string_view queue,
     return Repeat(items.size(), InvalidArgument("items: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
-  auto complete = [&](Queue& q, TimeMs now) {
-    std::vector<Status> out;
-    out.reserve(items.size());
-    for (const auto& item : items) {
-      if (!IsValidId(item.id)) {
-        out.push_back(kBadId);
-      } else if (item.result.size() > options_.max_result_bytes) {
-        out.push_back(kResultTooLarge);
-      } else {
-        out.push_back(q.Complete(item, now));
-      }
-    }
-    return out;
-  };
   bool in_graph = false;
   std::vector<Status> out = WithQueue<std::vector<Status>>(
       queue, [&] { return Repeat(items.size(), kQueueNotFound); },
       [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
-        for (const auto& item : items) in_graph |= q.NeedsEveryShard(item.id);
+        in_graph = AnyInGraph(q, items);
         if (in_graph) return {};
-        return complete(q, now);
+        return CompleteLocked(q, items, now);
       });
   if (!in_graph) return out;
+  // A message in the dependency graph: every shard, so its dependents follow (engine.h).
   AllShardsLock lock(this);
   Shard& shard = ShardFor(queue);
   shard.mu.AssertHeld();
   Queue* q = shard.Find(queue);
   if (q == nullptr) return Repeat(items.size(), kQueueNotFound);
-  return complete(*q, clock_->NowMs());
+  return CompleteLocked(*q, items, clock_->NowMs());
+}
+
+bool Engine::AnyInGraph(const Queue& q, const std::vector<CompleteItem>& items) {
+  for (const auto& item : items) {
+    if (q.NeedsEveryShard(item.id)) return true;
+  }
+  return false;
+}
+
+std::vector<Status> Engine::CompleteLocked(Queue& q, const std::vector<CompleteItem>& items,
+                                           TimeMs now) const {
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (const auto& item : items) {
+    if (!IsValidId(item.id)) {
+      out.push_back(kBadId);
+    } else if (item.result.size() > options_.max_result_bytes) {
+      out.push_back(kResultTooLarge);
+    } else {
+      out.push_back(q.Complete(item, now));
+    }
+  }
+  return out;
+}
+
+Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
+                                                         const std::vector<CompleteItem>& items,
+                                                         const DequeueRequest& next) {
+  auto refused = [&](const Status& s) { return CompleteAndNextResult{Repeat(items.size(), s), s}; };
+  if (items.empty() || items.size() > kMaxBatchItems) {
+    return refused(InvalidArgument("items: 1-1000 per batch"));
+  }
+  if (!IsValidQueueName(queue)) return refused(kBadQueueName);
+  if (Status s = ValidateDequeue(next); !s.ok()) return refused(s);
+  bool in_graph = false;
+  CompleteAndNextResult out = WithQueue<CompleteAndNextResult>(
+      queue, [&] { return refused(kQueueNotFound); },
+      [&](Queue& q, TimeMs now, Shard& shard) -> CompleteAndNextResult {
+        in_graph = AnyInGraph(q, items);
+        if (in_graph) return {};
+        CompleteAndNextResult result{CompleteLocked(q, items, now)};
+        result.next = q.Dequeue(next, now, &shard.rng);
+        return result;
+      });
+  if (!in_graph) return out;
+  // As Complete: a message in the dependency graph completes under every shard's lock, so its
+  // dependents are released (or fail) in this operation; the dequeue follows under the same
+  // locks and may lease a dependent just released in this queue.
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return refused(kQueueNotFound);
+  const TimeMs now = clock_->NowMs();
+  CompleteAndNextResult result{CompleteLocked(*q, items, now)};
+  result.next = q->Dequeue(next, now, &shard.rng);
+  return result;
 }
 
 Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& request) {

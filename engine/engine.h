@@ -51,6 +51,8 @@
 
 namespace sundial {
 
+class Queue;  // engine/queue.h
+
 inline constexpr uint64_t kMessageOverheadBytes = 80;
 
 class Engine {
@@ -89,6 +91,19 @@ class Engine {
   // Each item's result (at most max_result_bytes, else INVALID_ARGUMENT) is stored with the
   // message until GC and counted in the memory budget; a complete is never refused for memory.
   std::vector<Status> Complete(std::string_view queue, const std::vector<CompleteItem>& items);
+  // Complete-and-next (docs/semantics.md, "Complete-and-next"): completes `items` as Complete
+  // does, then, under the same shard lock, dequeues `next` from the same queue as Dequeue does:
+  // no other consumer runs between the two, so a completed exclusive value's next message can
+  // go to this caller. The dequeue runs whatever the items' outcomes (a stale token does not
+  // cost the worker its next job); a queue-level error (bad name, not found, bad `next`) is
+  // returned for both and changes nothing.
+  struct CompleteAndNextResult {
+    std::vector<Status> completed;  // per item, as Complete
+    Result<std::vector<MessageRecord>> next = std::vector<MessageRecord>{};  // as Dequeue
+  };
+  CompleteAndNextResult CompleteAndDequeue(std::string_view queue,
+                                           const std::vector<CompleteItem>& items,
+                                           const DequeueRequest& next);
   Result<FailResult> Fail(std::string_view queue, const FailRequest& request);
   // Returns the new lease_expires_at.
   Result<TimeMs> Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
@@ -179,6 +194,12 @@ class Engine {
   // queue does not exist. The clock is read under the lock.
   template <typename R, typename Missing, typename Fn>
   R WithQueue(std::string_view name, Missing missing, Fn fn) const;
+  // Complete's items on `q`. REQUIRES: q's shard locked.
+  std::vector<Status> CompleteLocked(Queue& q, const std::vector<CompleteItem>& items,
+                                     TimeMs now) const;
+  // Whether some item names a message in the dependency graph (then the complete runs under
+  // AllShardsLock). REQUIRES: q's shard locked.
+  static bool AnyInGraph(const Queue& q, const std::vector<CompleteItem>& items);
   // Locks the shards of `a` and `b` (once when they share one) in index order.
   class PairLock;
 

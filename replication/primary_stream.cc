@@ -176,9 +176,8 @@ bool PrimaryStream::Produce(size_t budget) {
     }
     if (state_ != State::kStreaming) break;
     // What the log has written (handed to the OS): the standby syncs it while this node does.
-    const uint64_t written = env_.log->WrittenEnd();
-    if (tail_.position() >= written) break;
-    if (Status s = tail_.Read(written, kChunkBytes, &chunk_); !s.ok()) {
+    if (tail_.position() >= env_.log->WrittenEnd()) break;  // lock-free: nothing new
+    if (Status s = tail_.Read(env_.log->Written(), kChunkBytes, &chunk_); !s.ok()) {
       Refuse(Code::kInternal, "replication: " + s.ToString());
       return true;
     }

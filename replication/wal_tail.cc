@@ -49,10 +49,15 @@ Result<std::vector<uint64_t>> SegmentNumbers(wal::FileSystem* fs, const std::str
 
 }  // namespace
 
+void WalTail::LimitReads(wal::SequentialFile* file, uint64_t number) const {
+  if (written_ && number == written_->segment_number) file->SetReadLimit(written_->segment_bytes);
+}
+
 Status WalTail::Open(uint64_t number, uint64_t* first_lsn) {
   const std::string path = wal::JoinPath(dir_, wal::SegmentFileName(number));
   auto file = fs_->NewSequentialFile(path);
   if (!file.ok()) return file.status();
+  LimitReads(file->get(), number);  // the header is written before the segment is in use
   std::string_view header;
   if (Status s = ReadUpTo(file->get(), kFileHeaderBytes, &scratch_, &header); !s.ok()) return s;
   wal::FileHeader parsed;
@@ -72,6 +77,7 @@ Status WalTail::Reread() {
   const std::string path = wal::JoinPath(dir_, wal::SegmentFileName(segment_));
   auto file = fs_->NewSequentialFile(path);
   if (!file.ok()) return file.status();
+  LimitReads(file->get(), segment_);
   if (Status s = (*file)->Skip(offset_); !s.ok()) return s;
   file_ = std::move(file).value();
   return Status::Ok();
@@ -99,11 +105,15 @@ Status WalTail::FindSegmentStartingAt(uint64_t lsn, uint64_t* number, bool* foun
 Result<uint64_t> WalTail::OldestLsn() {
   auto numbers = SegmentNumbers(fs_, dir_);
   if (!numbers.ok()) return numbers.status();
-  if (numbers->empty()) return uint64_t{0};
   WalTail probe(fs_, dir_);  // this tail keeps its position
-  uint64_t first = 0;
-  if (Status s = probe.Open(numbers->front(), &first); !s.ok()) return s;
-  return first;
+  for (uint64_t number : *numbers) {
+    uint64_t first = 0;
+    Status s = probe.Open(number, &first);
+    if (s.code() == Code::kNotFound) continue;  // a checkpoint removed it since the listing
+    if (!s.ok()) return s;
+    return first;
+  }
+  return uint64_t{0};
 }
 
 Status WalTail::Seek(uint64_t lsn) {
@@ -114,7 +124,10 @@ Status WalTail::Seek(uint64_t lsn) {
   // is the active one and `lsn` is its end).
   for (auto it = numbers->rbegin(); it != numbers->rend(); ++it) {
     uint64_t first = 0;
-    if (Status s = Open(*it, &first); !s.ok()) return s;
+    Status opened = Open(*it, &first);
+    // Removed by a checkpoint since the listing: it and every older one are gone.
+    if (opened.code() == Code::kNotFound) break;
+    if (!opened.ok()) return opened;
     if (first > lsn) continue;
     lsn_ = first;
     // Skip the records before `lsn`: their headers say how long each is.
@@ -136,13 +149,17 @@ Status WalTail::Seek(uint64_t lsn) {
   return Status(Code::kNotFound, "replication: no segment holds that LSN any more");
 }
 
-Status WalTail::Read(uint64_t end_lsn, size_t max_bytes, Chunk* chunk) {
+Status WalTail::Read(const wal::GroupCommitLog::WrittenPosition& written, size_t max_bytes,
+                     Chunk* chunk) {
   chunk->bytes.clear();
   chunk->count = 0;
   chunk->first_lsn = lsn_;
   chunk->segment_number = segment_;
   if (file_ == nullptr)
     return Status(Code::kFailedPrecondition, "replication: tail not positioned");
+  written_ = written;
+  const uint64_t end_lsn = written.end_lsn;
+  LimitReads(file_.get(), segment_);
   bool reread = false;  // the record at offset_ was read again from the disk
   while (lsn_ < end_lsn && (chunk->count == 0 || chunk->bytes.size() < max_bytes)) {
     std::string_view header;

@@ -12,12 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-60}
-targets=${FUZZ_TARGETS:-"tcp_frame ws_json wal_segment snapshot config replication_stream"}
+targets=${FUZZ_TARGETS:-"tcp_frame ws_json http_api wal_segment snapshot config replication_stream"}
 bin=build/fuzz/tests/fuzz
 
 max_len() {
   case $1 in
-    tcp_frame | ws_json) echo 16384 ;;
+    tcp_frame | ws_json | http_api) echo 16384 ;;
     wal_segment | snapshot) echo 65536 ;;
     config | replication_stream) echo 4096 ;;
   esac

@@ -50,12 +50,13 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   Completion completion(session, request->request_id(), static_cast<uint8_t>(op), start);
   Loop* loop = session->loop();
 
-  const p::Dequeue* dequeue = op == p::Operation::Dequeue ? request->op_as_Dequeue() : nullptr;
+  // A Dequeue, or a Complete or Fail with a `next` (complete-and-next), may wait for a message.
+  const p::Dequeue* dequeue = DequeueOf(*request);
   const bool may_wait = dequeue != nullptr && dequeue->wait_ms() > 0 &&
                         dequeue->wait_ms() <= kMaxWaitMs && !draining();
+  const bool next = op != p::Operation::Dequeue;
   uint64_t generation = 0;
-  if (may_wait)
-    generation = long_polls_.Generation(dequeue->queue() ? dequeue->queue()->string_view() : "");
+  if (may_wait) generation = long_polls_.Generation(WaitQueueOf(*request));
   // `wait`, and `enqueue` with wait_ms: held until their messages are terminal.
   uint32_t result_wait_ms = 0;
   const flatbuffers::String* wait_queue = nullptr;
@@ -81,7 +82,12 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   }
   // A queue that does not exist yet is waited on like an empty one: the first enqueue creates
   // it (auto-create), and a worker may well start before any producer.
-  if (may_wait && (outcome.empty_dequeue || outcome.code == Code::kNotFound)) {
+  if (may_wait && next && outcome.empty_dequeue && outcome.code == Code::kOk) {
+    // The completion is applied and logged: its reply is kept, sent as it is if nothing comes.
+    return long_polls_.Wait(std::move(completion), frame, generation, start, outcome.response,
+                            outcome.wait_lsn);
+  }
+  if (may_wait && !next && (outcome.empty_dequeue || outcome.code == Code::kNotFound)) {
     return long_polls_.Wait(std::move(completion), frame, generation, start);
   }
   if (may_wait_result && outcome.unfinished) {

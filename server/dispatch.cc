@@ -168,15 +168,20 @@ void EnqueueResultsWithOutcomes(std::string_view queue, const std::vector<Enqueu
   r.Ok(p::Result::EnqueueResults, p::CreateEnqueueResults(b, b.CreateVector(out)));
 }
 
-void ItemResults(Reply& r, const std::vector<Status>& statuses) {
-  auto& b = r.b();
+// Per item: its code and text.
+fb::Offset<fb::Vector<fb::Offset<p::ItemStatus>>> EncodeItemStatuses(
+    fb::FlatBufferBuilder& b, const std::vector<Status>& statuses) {
   std::vector<fb::Offset<p::ItemStatus>> items;
   items.reserve(statuses.size());
   for (const Status& s : statuses) {
     items.push_back(
         p::CreateItemStatus(b, static_cast<p::Code>(s.code()), b.CreateString(s.detail())));
   }
-  r.Ok(p::Result::ItemResults, p::CreateItemResults(b, b.CreateVector(items)));
+  return b.CreateVector(items);
+}
+
+void ItemResults(Reply& r, const std::vector<Status>& statuses) {
+  r.Ok(p::Result::ItemResults, p::CreateItemResults(r.b(), EncodeItemStatuses(r.b(), statuses)));
 }
 
 void Counted(Reply& r, const Result<uint64_t>& n) {
@@ -295,8 +300,70 @@ void RunDequeue(const p::Request& request, OpContext& ctx, Reply& r) {
   r.Ok(p::Result::DequeueResult, p::CreateDequeueResult(b, b.CreateVector(out)));
 }
 
+// A Complete's or Fail's `next` (docs/semantics.md, "Complete-and-next").
+DequeueRequest DequeueRequestOf(const p::Dequeue& next) {
+  DequeueRequest d;
+  d.max = next.max();
+  d.lease_ms = next.lease_ms();
+  d.filter = Pairs(next.filter());
+  return d;
+}
+
+std::string_view NextQueue(const p::Dequeue& next, std::string_view queue) {
+  return next.queue() != nullptr && next.queue()->size() > 0 ? Str(next.queue()) : queue;
+}
+
+// The leases of a `next` (ItemResults.next / FailResult.next) or its error (next_error).
+struct EncodedNext {
+  fb::Offset<fb::Vector<fb::Offset<p::Message>>> messages = 0;
+  fb::Offset<p::ItemStatus> error = 0;
+};
+
+EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<MessageRecord>>& leased,
+                       OpContext& ctx) {
+  EncodedNext out;
+  if (!leased.ok()) {
+    out.error = p::CreateItemStatus(b, static_cast<p::Code>(leased.status().code()),
+                                    b.CreateString(leased.status().detail()));
+    return out;
+  }
+  ctx.empty_dequeue = leased->empty();
+  ctx.messages += leased->size();
+  std::vector<fb::Offset<p::Message>> messages;
+  messages.reserve(leased->size());
+  for (const MessageRecord& m : *leased) messages.push_back(EncodeMessage(b, m));
+  out.messages = b.CreateVector(messages);
+  return out;
+}
+
+void ItemResultsWithNext(Reply& r, const std::vector<Status>& statuses,
+                         const Result<std::vector<MessageRecord>>& leased, OpContext& ctx) {
+  auto& b = r.b();
+  const auto vector = EncodeItemStatuses(b, statuses);
+  const EncodedNext next = EncodeNext(b, leased, ctx);
+  r.Ok(p::Result::ItemResults, p::CreateItemResults(b, vector, next.messages, next.error));
+}
+
+void FailResultWithNext(Reply& r, const FailResult& failed,
+                        const Result<std::vector<MessageRecord>>* leased, OpContext& ctx) {
+  auto& b = r.b();
+  auto dlq = b.CreateString(failed.dead_letter_queue);
+  const EncodedNext next = leased != nullptr ? EncodeNext(b, *leased, ctx) : EncodedNext{};
+  r.Ok(p::Result::FailResult,
+       p::CreateFailResult(b, static_cast<p::MessageState>(failed.state), failed.visible_at, dlq,
+                           next.messages, next.error));
+}
+
+Status CheckNext(const p::Dequeue* next) {
+  if (next != nullptr && next->wait_ms() > kMaxWaitMs) {
+    return InvalidArgument("next.wait_ms: at most 60000");
+  }
+  return Status::Ok();
+}
+
 void RunComplete(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Complete();
+  if (Status s = CheckNext(op->next()); !s.ok()) return r.Error(s);
   std::vector<CompleteItem> items;
   if (op->items()) {
     if (op->items()->size() > kMaxBatchItems) return r.Error(TooManyItems());
@@ -307,21 +374,43 @@ void RunComplete(const p::Request& request, OpContext& ctx, Reply& r) {
       items.push_back(std::move(item));
     }
   }
-  const std::vector<Status> statuses = ctx.engine->Complete(Str(op->queue()), items);
-  for (const Status& s : statuses) ctx.messages += s.ok() ? 1 : 0;
-  ItemResults(r, statuses);
+  const std::string_view queue = Str(op->queue());
+  if (op->next() == nullptr) {
+    const std::vector<Status> statuses = ctx.engine->Complete(queue, items);
+    for (const Status& s : statuses) ctx.messages += s.ok() ? 1 : 0;
+    return ItemResults(r, statuses);
+  }
+  // Same queue: one engine call, one shard lock. Another queue: two calls, both appended
+  // before the reply reads the log's end, so the one reply waits for both.
+  const std::string_view next_queue = NextQueue(*op->next(), queue);
+  const DequeueRequest d = DequeueRequestOf(*op->next());
+  Engine::CompleteAndNextResult res;
+  if (next_queue == queue) {
+    res = ctx.engine->CompleteAndDequeue(queue, items, d);
+  } else {
+    res.completed = ctx.engine->Complete(queue, items);
+    res.next = ctx.engine->Dequeue(next_queue, d);
+  }
+  for (const Status& s : res.completed) ctx.messages += s.ok() ? 1 : 0;
+  ItemResultsWithNext(r, res.completed, res.next, ctx);
 }
 
 void RunFail(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Fail();
+  if (Status s = CheckNext(op->next()); !s.ok()) return r.Error(s);
   FailRequest f{std::string(Str(op->id())), op->lease_token(), std::string(Str(op->error())),
                 op->retry_delay_ms()};
-  auto res = ctx.engine->Fail(Str(op->queue()), f);
+  const std::string_view queue = Str(op->queue());
+  auto res = ctx.engine->Fail(queue, f);
+  // A fail has no per-item status: when it is refused (a stale token) the reply is that error
+  // alone, so the next dequeue is not run (its leases would reach nobody).
   if (!res.ok()) return r.Error(res.status());
-  auto& b = r.b();
-  r.Ok(p::Result::FailResult,
-       p::CreateFailResult(b, static_cast<p::MessageState>(res->state), res->visible_at,
-                           b.CreateString(res->dead_letter_queue)));
+  if (op->next() == nullptr) return FailResultWithNext(r, *res, nullptr, ctx);
+  // Fail takes a second shard's lock for a dead-letter queue: the dequeue is a second engine
+  // call, appended before the reply reads the log's end (one reply, one wait).
+  const Result<std::vector<MessageRecord>> leased =
+      ctx.engine->Dequeue(NextQueue(*op->next(), queue), DequeueRequestOf(*op->next()));
+  FailResultWithNext(r, *res, &leased, ctx);
 }
 
 void RunExtend(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -465,7 +554,7 @@ void RunSwitchover(const p::Request& request, OpContext& ctx, Reply& r) {
   ctx.deferred = ctx.server->Switchover(request, r);
 }
 
-constexpr uint8_t kAny = kOverTcp | kOverWebSocket;
+constexpr uint8_t kAny = kOverTcp | kOverWebSocket | kOverHttp;
 using O = p::Operation;
 constexpr OpKind kRead = OpKind::kRead;
 constexpr OpKind kMutation = OpKind::kMutation;
@@ -656,6 +745,67 @@ Dispatcher::Outcome Dispatcher::Reanswer(const p::Request& request, std::string_
   out.response = r.bytes();
   out.code = r.code();
   out.unfinished = ctx.unfinished;
+  if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
+  return out;
+}
+
+const p::Dequeue* DequeueOf(const p::Request& request) {
+  if (const p::Dequeue* d = request.op_as_Dequeue()) return d;
+  if (const p::Complete* c = request.op_as_Complete()) return c->next();
+  if (const p::Fail* f = request.op_as_Fail()) return f->next();
+  return nullptr;
+}
+
+std::string_view WaitQueueOf(const p::Request& request) {
+  if (const p::Dequeue* d = request.op_as_Dequeue()) return Str(d->queue());
+  if (const p::Complete* c = request.op_as_Complete()) {
+    return c->next() ? NextQueue(*c->next(), Str(c->queue())) : std::string_view();
+  }
+  if (const p::Fail* f = request.op_as_Fail()) {
+    return f->next() ? NextQueue(*f->next(), Str(f->queue())) : std::string_view();
+  }
+  return {};
+}
+
+Dispatcher::Outcome Dispatcher::AnswerNext(const p::Request& request, std::string_view first,
+                                           fb::FlatBufferBuilder* builder) const {
+  Outcome out;
+  Reply r(builder, request.request_id());
+  if (role_ != nullptr) r.epoch_ = role_->epoch();
+  r.lsn_from_ = log_;
+  OpContext ctx{engine_, server_, nullptr};
+  const p::Dequeue* next = DequeueOf(request);
+  const bool may_write = (role_ == nullptr || role_->MayWrite(NodeRole::SteadyClock::now())) &&
+                         (log_ == nullptr || !log_->failed());
+  const Result<std::vector<MessageRecord>> leased =
+      next != nullptr && may_write
+          ? engine_->Dequeue(WaitQueueOf(request), DequeueRequestOf(*next))
+          : Result<std::vector<MessageRecord>>(std::vector<MessageRecord>{});
+  const auto* response = fb::GetRoot<p::ServerMessage>(first.data())->body_as_Response();
+  if (const p::ItemResults* items =
+          response != nullptr ? response->result_as_ItemResults() : nullptr) {
+    std::vector<Status> statuses;
+    if (items->items() != nullptr) {
+      for (const p::ItemStatus* item : *items->items()) {
+        statuses.emplace_back(static_cast<Code>(item->code()), Str(item->message()));
+      }
+    }
+    ItemResultsWithNext(r, statuses, leased, ctx);
+  } else if (const p::FailResult* failed =
+                 response != nullptr ? response->result_as_FailResult() : nullptr) {
+    FailResult f;
+    f.state = static_cast<MessageState>(failed->state());
+    f.visible_at = failed->visible_at();
+    f.dead_letter_queue = std::string(Str(failed->dead_letter_queue()));
+    FailResultWithNext(r, f, &leased, ctx);
+  } else {
+    r.Error(Code::kInternal, "dispatch: a complete-and-next's first reply is not its result");
+  }
+  out.row = FindOperation(request.op_type());
+  out.response = r.bytes();
+  out.code = r.code();
+  out.empty_dequeue = ctx.empty_dequeue;
+  out.messages = ctx.messages;
   if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;
 }

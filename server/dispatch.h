@@ -37,6 +37,7 @@ class FlatBufferBuilder;
 
 namespace sundial::protocol {
 struct Request;
+struct Dequeue;
 enum class Operation : uint8_t;
 enum class Result : uint8_t;
 }  // namespace sundial::protocol
@@ -139,12 +140,14 @@ struct OpContext {
 
 inline constexpr uint8_t kOverTcp = 1u << static_cast<uint8_t>(Transport::kTcp);
 inline constexpr uint8_t kOverWebSocket = 1u << static_cast<uint8_t>(Transport::kWebSocket);
+// The HTTP JSON API (server/http_api.h): one request per HTTP request, no connection state.
+inline constexpr uint8_t kOverHttp = 1u << static_cast<uint8_t>(Transport::kHttp);
 
 struct OperationRow {
   protocol::Operation op;
   std::string_view name;  // the union member's name, as in the schema
   OpKind kind;
-  uint8_t transports;  // kOverTcp | kOverWebSocket
+  uint8_t transports;  // kOverTcp | kOverWebSocket | kOverHttp
   // Decodes `request` (verified, with its op table present), runs it, finishes `reply`.
   void (*run)(const protocol::Request& request, OpContext& ctx, Reply& reply);
 };
@@ -178,6 +181,12 @@ class Dispatcher {
   // Answers again a request that was unfinished (Outcome::unfinished): a Wait is run again; an
   // Enqueue with wait_ms is not (it would be a duplicate): its `first` reply is answered again
   // with each enqueued message's outcome now. The reply waits for the log like a kDurableRead.
+  // Complete-and-next waiting for a message (LongPolls): runs the `next` dequeue of the
+  // Complete or Fail `request` again, and answers `first` (its first reply, which had no
+  // leases) with the messages now leased. The reply waits for the log like a mutation's. When
+  // this node may not write now, or the log failed, it dequeues nothing (answers empty).
+  Outcome AnswerNext(const protocol::Request& request, std::string_view first,
+                     flatbuffers::FlatBufferBuilder* builder) const;
   Outcome Reanswer(const protocol::Request& request, std::string_view first, Transport transport,
                    Session* session, flatbuffers::FlatBufferBuilder* builder,
                    Access access = Access::kFull) const;
@@ -188,6 +197,11 @@ class Dispatcher {
   SessionOperations* server_;
   const NodeRole* role_;
 };
+
+// The dequeue a request asks for: a Dequeue's own, a Complete's or Fail's `next`; else null.
+const protocol::Dequeue* DequeueOf(const protocol::Request& request);
+// The queue that dequeue reads (a `next` without a queue: the request's queue).
+std::string_view WaitQueueOf(const protocol::Request& request);
 
 // A finished ServerMessage{Response} with only `request_id` and an error.
 std::string ErrorResponse(uint64_t request_id, Code code, std::string_view message);

@@ -4,6 +4,8 @@
 //                 WAL failed
 //   GET /metrics  Prometheus text (server/metrics.h)
 //   GET /         the dashboard (server/dashboard.h): the page, its assets, sign-in/out
+//   /v1/...       the HTTP JSON API (server/http_api.h, docs/http-api.md): bodies up to
+//                 --max-frame-bytes, answered through the operation table by an HttpApiCall
 //   /ws           WebSocket: binary frames carry the TCP protocol's FlatBuffers, text frames
 //                 their JSON form (protocol/json.h); `subscribe` works here only.
 // The request line and headers must arrive within --handshake-timeout-ms (slow loris), bodies
@@ -16,6 +18,7 @@
 // TLS (--tls-cert/--tls-key, server/tls.h): HTTPS and wss on the same port, the sessions being
 // templates on their stream (beast::tcp_stream or an ssl_stream over one), as in Beast's
 // advanced_server_flex. The TLS handshake must finish within --handshake-timeout-ms.
+#include <sys/socket.h>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -24,8 +27,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
+
+#include <cerrno>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -35,6 +41,7 @@
 #include "server/acceptor.h"
 #include "server/connection.h"
 #include "server/dashboard.h"
+#include "server/http_api.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -231,6 +238,64 @@ class WsSession final : public Connection {
   std::unique_ptr<p::JsonCodec> json_out_;
 };
 
+// The HTTP JSON API's side of the core (server/http_api.h): the Connection an HTTP connection's
+// /v1 requests are submitted through, one at a time (HTTP/1.1 answers in order; the next request
+// is read once this one's reply is written). Counted as the HTTP connection from the first API
+// request on. `on_reply` gets each finished ServerMessage, on the loop.
+class HttpApiCall final : public Connection {
+ public:
+  HttpApiCall(Loop* loop, Core* core, std::function<void(std::string_view)> on_reply,
+              std::function<void()> on_close)
+      : Connection(loop, core, Transport::kHttp, Access::kFull, "HTTP", OnBadInput::kKeepOpen),
+        on_reply_(std::move(on_reply)),
+        on_close_(std::move(on_close)) {}
+
+  void Start() { Open(); }
+  void Submit(std::string_view request) {
+    replied_ = false;
+    core_->Submit(shared_from_this(), request);
+  }
+  void End() { DoClose(); }
+
+  void QueueReply(std::string_view message) override {
+    reply_.assign(message);
+    replied_ = true;
+  }
+  // Hands the reply to the HTTP session, which calls Sent() once it is written: a drain closes
+  // the connection only after that.
+  void Flush() override {
+    if (!replied_ || closed()) return MaybeFinish();
+    replied_ = false;
+    output_.Queued(reply_.size());
+    output_.WriteStarted(reply_.size());
+    on_reply_(reply_);
+  }
+  void Sent() {
+    if (!output_.writing()) return;
+    output_.Written(reply_.size());
+    output_.WriteEnded();
+    MaybeFinish();
+  }
+
+ protected:
+  void DoClose() override {
+    if (Shut()) on_close_();
+  }
+  void Finish() override { DoClose(); }
+
+ private:
+  std::function<void(std::string_view)> on_reply_;
+  std::function<void()> on_close_;
+  std::string reply_;
+  bool replied_ = false;
+};
+
+// One HttpApi per loop thread (it holds FlatBuffers parsers).
+HttpApi& ThreadHttpApi() {
+  thread_local HttpApi api;
+  return api;
+}
+
 template <class Stream>  // beast::tcp_stream or TlsStream
 class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
  public:
@@ -260,25 +325,132 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
       Read();
     }
   }
-  ~HttpSession() { core_->metrics()->AddConnection(Transport::kHttp, -1); }
+  ~HttpSession() {
+    if (counted_) core_->metrics()->AddConnection(Transport::kHttp, -1);
+    if (api_call_) api_call_->End();
+  }
 
  private:
   void Read() {
     parser_.emplace();
     parser_->header_limit(8 * 1024);
-    parser_->body_limit(64 * 1024);
     // The whole request (line, headers, body) within the handshake timeout: slow loris.
     beast::get_lowest_layer(stream_).expires_after(
         std::chrono::milliseconds(core_->options().handshake_timeout_ms));
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->OnHeader();
+                            });
+  }
+
+  // Bodies: 64 KiB, but the API's, which may be as long as a WebSocket message.
+  void OnHeader() {
+    const auto target = parser_->get().target();
+    const bool api = HttpApi::Handles({target.data(), target.size()});
+    const uint64_t limit = api ? core_->options().max_frame_bytes : 64 * 1024;
+    if (const auto length = parser_->content_length(); length && *length > limit) {
+      return RefuseBody(limit);
+    }
+    parser_->body_limit(limit);
     http::async_read(stream_, buffer_, *parser_,
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this(), limit](beast::error_code ec, size_t) {
+                       if (ec == http::error::body_limit) return self->RefuseBody(limit);
                        if (ec) return self->Close();
                        self->OnRequest(self->parser_->release());
                      });
   }
 
+  // 413, then the connection closes (the rest of the body is not read).
+  void RefuseBody(uint64_t limit) {
+    http::response<http::string_body> res;
+    res.version(parser_->get().version());
+    res.keep_alive(false);
+    res.set(http::field::server, "sundiald");
+    res.set(http::field::content_type, "application/json");
+    res.result(http::status::payload_too_large);
+    res.body() = HttpApi::ErrorResponse(413, Code::kInvalidArgument,
+                                        "body: longer than " + std::to_string(limit) +
+                                            " bytes (--max-frame-bytes under /v1, else 64 KiB)")
+                     .body;
+    Send(std::move(res));
+  }
+
+  // /v1: routed by HttpApi; a request for the operation table is answered in OnApiReply.
+  void OnApi(http::request<http::string_body> req) {
+    const auto method = req.method_string();
+    const std::string_view target(req.target().data(), req.target().size());
+    HttpApi& api = ThreadHttpApi();
+    HttpApiRoute route = api.Route({.method = {method.data(), method.size()},
+                                    .target = target,
+                                    .authorization = Field(req, http::field::authorization),
+                                    .body = req.body()},
+                                   core_->auth_token());
+    api_version_ = req.version();
+    api_keep_alive_ = req.keep_alive();
+    api_head_ = req.method() == http::verb::head;
+    if (!route.dispatch) return SendApi(std::move(route.response));
+    if (!api_call_) {
+      // From here the API's Connection counts this HTTP connection (drain, --max-connections).
+      core_->metrics()->AddConnection(Transport::kHttp, -1);
+      counted_ = false;
+      std::weak_ptr<HttpSession> weak = this->shared_from_this();
+      api_call_ = std::make_shared<HttpApiCall>(
+          loop_, core_,
+          [weak](std::string_view reply) {
+            if (auto self = weak.lock()) self->OnApiReply(reply);
+          },
+          [weak] {
+            if (auto self = weak.lock()) self->Close();
+          });
+      api_call_->Start();
+    }
+    api_shape_ = route.shape;
+    // Nothing else holds this session while the core has its request (only the API's
+    // Connection, weakly): it holds itself until the reply or a close.
+    in_flight_self_ = this->shared_from_this();
+    beast::get_lowest_layer(stream_).expires_never();  // a long poll may take --wait_ms
+    api_call_->Submit(route.request);
+    if (route.may_wait && in_flight_self_) WatchForHangUp();
+  }
+
+  // While a request is held, no read is pending: a readable socket that reads EOF (or an error)
+  // is a client that left, and closing ends its long poll before it leases anything.
+  void WatchForHangUp() {
+    beast::get_lowest_layer(stream_).socket().async_wait(
+        tcp::socket::wait_read, [self = this->shared_from_this()](beast::error_code ec) {
+          if (ec || !self->in_flight_self_) return;
+          char byte;
+          const ssize_t n = ::recv(beast::get_lowest_layer(self->stream_).socket().native_handle(),
+                                   &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+          if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            self->Close();
+          }
+        });
+  }
+
+  void OnApiReply(std::string_view reply) { SendApi(ThreadHttpApi().MapReply(api_shape_, reply)); }
+
+  void SendApi(HttpApiResponse reply) {
+    http::response<http::string_body> res;
+    res.version(api_version_);
+    res.keep_alive(api_keep_alive_);
+    res.set(http::field::server, "sundiald");
+    res.set(http::field::content_type, "application/json");
+    res.result(static_cast<http::status>(reply.status));
+    if (!reply.allow.empty()) res.set(http::field::allow, reply.allow);
+    if (reply.www_authenticate) res.set(http::field::www_authenticate, "Bearer");
+    if (!api_head_) res.body() = std::move(reply.body);
+    beast::get_lowest_layer(stream_).expires_after(
+        std::chrono::milliseconds(core_->options().write_timeout_ms));
+    Send(std::move(res));
+  }
+
   void OnRequest(http::request<http::string_body> req) {
     if (websocket::is_upgrade(req)) return Upgrade(std::move(req));
+    if (HttpApi::Handles({req.target().data(), req.target().size()})) {
+      return OnApi(std::move(req));
+    }
     // The dashboard's paths first: the page, its assets, sign-in and sign-out.
     if (auto reply = dashboard_->Handle(DashboardRequestOf(req))) {
       return SendDashboard(req, std::move(*reply));
@@ -324,6 +496,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
     auto shared = std::make_shared<http::response<http::string_body>>(std::move(res));
     http::async_write(stream_, *shared,
                       [self = this->shared_from_this(), shared](beast::error_code ec, size_t) {
+                        if (self->api_call_) self->api_call_->Sent();
                         if (ec || !shared->keep_alive()) return self->Close();
                         self->Read();
                       });
@@ -415,6 +588,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
   }
 
   void Close() {
+    if (api_call_) api_call_->End();  // its long poll, if any, ends with it
+    in_flight_self_.reset();
     beast::error_code ignored;
     beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ignored);
     beast::get_lowest_layer(stream_).close();
@@ -428,6 +603,13 @@ class HttpSession : public std::enable_shared_from_this<HttpSession<Stream>> {
   SharedTickJson* const tick_json_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
+  bool counted_ = true;  // in the HTTP connections metric (until api_call_ counts it)
+  std::shared_ptr<HttpApiCall> api_call_;
+  std::shared_ptr<HttpSession> in_flight_self_;  // while the core has an API request
+  HttpReplyShape api_shape_ = HttpReplyShape::kResponse;
+  unsigned api_version_ = 11;
+  bool api_keep_alive_ = true;
+  bool api_head_ = false;
 };
 
 // On `loop`: a plain or an HTTPS session, by the server's settings (a TLS session keeps the

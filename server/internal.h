@@ -323,9 +323,11 @@ class LongPolls {
   // Read before the first (empty) dequeue: a waiter registered after it looks again if an
   // effect came in between.
   uint64_t Generation(std::string_view queue) const;
-  // On the session's loop: `frame` is the Dequeue that came back empty.
+  // On the session's loop: `frame` is the Dequeue that came back empty, or a Complete or Fail
+  // whose `next` did (complete-and-next, docs/semantics.md): then `first` is its reply, sent
+  // as it is (after `first_lsn` is durable) if nothing comes, and only its dequeue is run again.
   void Wait(Completion c, std::string_view frame, uint64_t generation,
-            SteadyClock::time_point start);
+            SteadyClock::time_point start, std::string_view first = {}, uint64_t first_lsn = 0);
   // Under a shard lock (any thread): counts the generation, schedules drains.
   void OnEffect(const Effect& e);
   void ExpireAll();  // shutdown: every waiter is answered empty

@@ -39,6 +39,10 @@ struct LongPolls::Waiter {
   const Session* key;
   Loop* const loop;     // its session's: the reply, the timer and Expire run there
   std::string request;  // the Dequeue's frame, dispatched again on wake-ups
+  // Complete-and-next: the first reply (the completion's outcome, no leases) and its LSN; on a
+  // wake-up only the `next` dequeue runs again (Dispatcher::AnswerNext). Empty: a Dequeue.
+  std::string first;
+  uint64_t first_lsn = 0;
   std::string queue;
   bool filtered = false;
   SteadyClock::time_point start;
@@ -55,10 +59,13 @@ std::atomic<uint64_t>& LongPolls::GenerationOf(std::string_view queue) const {
 uint64_t LongPolls::Generation(std::string_view queue) const { return GenerationOf(queue).load(); }
 
 void LongPolls::Wait(Completion c, std::string_view frame, uint64_t generation,
-                     SteadyClock::time_point start) {
+                     SteadyClock::time_point start, std::string_view first, uint64_t first_lsn) {
   auto w = std::make_shared<Waiter>(std::move(c), frame);
-  const auto* dequeue = fb::GetRoot<p::Request>(w->request.data())->op_as_Dequeue();
-  w->queue = dequeue->queue() ? dequeue->queue()->str() : std::string();
+  w->first = std::string(first);
+  w->first_lsn = first_lsn;
+  const auto* request = fb::GetRoot<p::Request>(w->request.data());
+  const p::Dequeue* dequeue = DequeueOf(*request);
+  w->queue = std::string(WaitQueueOf(*request));
   w->filtered = dequeue->filter() != nullptr && dequeue->filter()->size() > 0;
   w->start = start;
   w->deadline = start + std::chrono::milliseconds(dequeue->wait_ms());
@@ -114,6 +121,8 @@ void LongPolls::Expire(const std::shared_ptr<Waiter>& w) {
   if (!w->state.compare_exchange_strong(expected, 2)) return;  // answered, or being served
   Remove(w);
   w->timer.cancel();
+  if (!w->first.empty())
+    return w->loop->Answer(std::move(w->completion), w->first, Code::kOk, w->first_lsn);
   const std::string empty = EmptyDequeueResponse(w->completion.request_id());
   w->loop->Answer(std::move(w->completion), empty, Code::kOk, 0);
 }
@@ -140,8 +149,10 @@ void LongPolls::Drain(Loop* loop, const std::string& queue) {
       continue;
     }
     const auto* request = fb::GetRoot<p::Request>(w->request.data());
-    const Dispatcher::Outcome outcome = core_->dispatcher().Handle(
-        *request, session->transport(), session, &loop->builder(), session->access());
+    const Dispatcher::Outcome outcome =
+        w->first.empty() ? core_->dispatcher().Handle(*request, session->transport(), session,
+                                                      &loop->builder(), session->access())
+                         : core_->dispatcher().AnswerNext(*request, w->first, &loop->builder());
     if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
     if (outcome.messages > 0) {
       core_->metrics()->CountMessages(static_cast<uint8_t>(p::Operation::Dequeue),
@@ -159,10 +170,12 @@ void LongPolls::Drain(Loop* loop, const std::string& queue) {
     }
     w->state.store(2);
     Remove(w);
-    std::string response =
-        empty ? EmptyDequeueResponse(w->completion.request_id()) : std::string(outcome.response);
+    const bool first = empty && !w->first.empty();  // complete-and-next: the completion alone
+    std::string response = first   ? w->first
+                           : empty ? EmptyDequeueResponse(w->completion.request_id())
+                                   : std::string(outcome.response);
     const Code code = empty ? Code::kOk : outcome.code;
-    const uint64_t wait_lsn = empty ? 0 : outcome.wait_lsn;
+    const uint64_t wait_lsn = first ? w->first_lsn : empty ? 0 : outcome.wait_lsn;
     if (w->loop == loop) {
       w->timer.cancel();
       loop->Answer(std::move(w->completion), response, code, wait_lsn);

@@ -196,6 +196,8 @@ int Run(int argc, char** argv) {
   }
   std::fprintf(stderr, "sundiald: recovery of %s: %s\n", options.data_dir.c_str(),
                opened.report.Summary().c_str());
+  // Engine time never goes back behind an effect the log holds, across a restart too.
+  clock.RaiseFloor(opened.report.latest_effect_time);
 
   wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint);
   checkpointer.Start();

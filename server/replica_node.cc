@@ -1,5 +1,6 @@
 #include "server/replica_node.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "engine/mutex.h"
@@ -203,12 +204,20 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   info.cluster = view.cluster;
   info.node = view.node;
   info.replication = options_.replication;
-  if (view.leader) {
-    info.epoch = view.leader->epoch;
+  // A view that still names this node as the leader after it stepped down (read before the
+  // demotion) would send clients back to it for a round: no primary is known until the next.
+  const bool stale_self = view.leader && view.leader->node == view.node && !primary_.load();
+  if (view.leader) info.epoch = view.leader->epoch;
+  if (view.leader && !stale_self) {
     info.primary = view.leader->node;
     info.primary_addr = view.leader->addresses.addr;
   }
-  if (view.sync) info.sync_standby = view.sync->standby;
+  // Right after a switchover or a failover the key still names the new primary (it was the
+  // synchronous standby) until that primary publishes its own: no synchronous standby yet, or a
+  // client would be told it can switch over when the primary would refuse.
+  if (view.sync && (!view.leader || view.sync->standby != view.leader->node)) {
+    info.sync_standby = view.sync->standby;
+  }
   etcd_reachable_.store(view.etcd_reachable);
   {
     MutexLock lock(&mu_);
@@ -221,6 +230,16 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
   }
   if (primary_.load()) primary_end = log_->AppendedEndLsn();
   const auto now = std::chrono::steady_clock::now();
+  // What the primary knows first hand: its own record of a standby's acknowledgements.
+  const auto lag_from_acks = [&](const replication::StandbyProgress& s, MemberInfo* mi) {
+    mi->flushed_lsn = std::max(mi->flushed_lsn, s.acked_end);
+    mi->end_lsn = std::max(mi->end_lsn, mi->flushed_lsn);  // its key may be a round older
+    mi->lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
+    mi->lag_ms =
+        mi->lag_records == 0 || s.acked_end == 0
+            ? 0
+            : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
+  };
   for (const replication::MemberView& m : view.members) {
     MemberInfo mi;
     mi.node = m.node;
@@ -235,17 +254,40 @@ void ReplicaNode::Publish(const replication::CoordinatorView& view) {
     if (mi.role == RoleKind::kStandby) {
       mi.lag_records = primary_end > m.flushed_lsn ? primary_end - m.flushed_lsn : 0;
       for (const auto& s : standbys) {
-        if (s.node == m.node && s.connected) {
-          // What the primary knows first hand: its own record of the standby's acknowledgements.
-          mi.flushed_lsn = std::max(mi.flushed_lsn, s.acked_end);
-          mi.lag_records = primary_end > s.acked_end ? primary_end - s.acked_end : 0;
-          mi.lag_ms =
-              mi.lag_records == 0
-                  ? 0
-                  : std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_ack).count();
-        }
+        if (s.node == m.node && s.connected) lag_from_acks(s, &mi);
       }
     }
+    info.members.push_back(std::move(mi));
+  }
+  for (const MemberInfo& m : info.members) last_seen_[m.node] = SeenMember{m, now};
+  // A member whose key is gone (its process or its machine died, its lease expired) stays in
+  // the answer, as `unknown`, so that an operator sees a node missing rather than a smaller
+  // cluster: a primary's standby with what it acknowledged and since when (first hand), any
+  // other member as it was last seen, `lag_ms` counting from then.
+  const auto listed = [&info](const std::string& node) {
+    return std::any_of(info.members.begin(), info.members.end(),
+                       [&node](const MemberInfo& m) { return m.node == node; });
+  };
+  if (primary_.load()) {
+    for (const auto& s : standbys) {
+      if (listed(s.node) || s.connected) continue;
+      MemberInfo mi;
+      mi.node = s.node;
+      mi.role = RoleKind::kUnknown;
+      mi.epoch = info.epoch;
+      mi.end_lsn = s.acked_end;
+      lag_from_acks(s, &mi);
+      info.members.push_back(std::move(mi));
+    }
+  }
+  for (const auto& entry : last_seen_) {
+    const SeenMember& seen = entry.second;
+    if (listed(entry.first)) continue;
+    MemberInfo mi = seen.info;
+    mi.role = RoleKind::kUnknown;
+    mi.sync = false;
+    mi.lag_records = primary_end > mi.flushed_lsn ? primary_end - mi.flushed_lsn : 0;
+    mi.lag_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - seen.at).count();
     info.members.push_back(std::move(mi));
   }
   RoleKind kind = RoleKind::kUnknown;

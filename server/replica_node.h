@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -110,6 +111,13 @@ class ReplicaNode final : public replication::ClusterNode, public ReplicationPor
   std::atomic<uint64_t> demotions_{0};
   std::string sync_standby_ GUARDED_BY(mu_);  // the published one, as the coordinator last read
   replication::NodeAddresses addresses_;      // set by Start
+  // Publish (the coordinator's thread only): every member seen in etcd, as last seen and when,
+  // so that one whose key expired stays listed (as `unknown`) rather than vanishing.
+  struct SeenMember {
+    MemberInfo info;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, SeenMember> last_seen_;
 };
 
 }  // namespace sundial::server

@@ -88,7 +88,10 @@ uint64_t ReplicationHub::RetainFrom() const {
   MutexLock lock(&mu_);
   uint64_t from = std::numeric_limits<uint64_t>::max();
   for (const Standby& s : standbys_) {
-    if (s.connected) from = std::min(from, s.acked_end);
+    // A standby that left keeps what it acknowledged in this epoch: a restart or a network
+    // blip then resumes from the log instead of a snapshot (the retention bound still caps
+    // what one that never returns can keep).
+    if (s.connected || s.acked_end > 0) from = std::min(from, s.acked_end);
   }
   return from;
 }

@@ -46,8 +46,9 @@ class ReplicationHub {
   void BeginEpoch();
   void EndEpoch();
 
-  // The oldest LSN a connected standby still needs (its acknowledged end), or UINT64_MAX:
-  // segments from there on are kept by checkpoints (up to the retention bound).
+  // The oldest LSN a standby still needs (its acknowledged end: connected ones, and those that
+  // left after acknowledging in this epoch), or UINT64_MAX: segments from there on are kept by
+  // checkpoints (up to the retention bound).
   uint64_t RetainFrom() const;
 
  private:

@@ -281,6 +281,8 @@ struct Args {
   std::string result_file;
 
   CLI::Option* dequeue_lease = nullptr;
+  CLI::Option* complete_lease = nullptr;
+  bool next = false;  // complete --next
 
   std::string error;
   int64_t retry_delay_ms = 0;
@@ -457,9 +459,35 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
       complete->add_option("--result", a.result, "result text, stored with the message");
   complete->add_option("--result-file", a.result_file, "result bytes from a file ('-': stdin)")
       ->excludes(result_text);
+  complete->add_flag("--next", a.next,
+                     "complete-and-next: in the same request, lease the queue's next messages "
+                     "(printed after the completion, one line each)");
+  complete->add_option("--max", a.max, "with --next: at most this many messages (1-1000)");
+  a.complete_lease = complete->add_option("--lease-ms", a.lease_ms, "with --next: lease length");
+  complete->add_option("--filter", a.filters, "with --next: only messages with this metadata")
+      ->check(kKeyValue);
+  complete->add_option("--wait-ms", a.wait_ms, "with --next: wait this long for a message");
   out.push_back({complete, [&a](client::Client& c) {
                    client::CompleteItem item{a.id, a.lease_token, a.result};
-                   return PrintItems(c.Complete(a.queue, {item}), {a.id}, "completed");
+                   if (!a.next) return PrintItems(c.Complete(a.queue, {item}), {a.id}, "completed");
+                   client::DequeueOptions o;
+                   o.max = a.max;
+                   if (a.complete_lease->count()) o.lease_ms = a.lease_ms;
+                   o.filter = ToPairs(a.filters);
+                   o.wait_ms = a.wait_ms;
+                   const auto reply = c.CompleteAndNext(a.queue, {item}, o);
+                   const int code = PrintItems(reply, {a.id}, "completed");
+                   if (!reply.ok()) return code;
+                   const auto* r = reply->result<p::ItemResults>();
+                   if (r != nullptr && r->next() != nullptr) {
+                     for (const p::Message* m : *r->next()) Print(MessageToJson(*m));
+                   }
+                   if (r != nullptr && r->next_error() != nullptr) {
+                     std::fflush(stdout);
+                     PrintItemError("next", r->next_error()->code(), r->next_error()->message());
+                     return kExitServerError;
+                   }
+                   return code;
                  }});
 
   CLI::App* wait = app.add_subcommand(

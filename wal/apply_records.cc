@@ -1,5 +1,6 @@
 #include "wal/apply_records.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,7 @@ AppliedRecords ApplyRecords(EffectPipeline* pipeline, Engine* engine, const Appl
                                         : "effect does not apply to the state");
     }
     out.effects += applied;
+    for (size_t i = 0; i < applied; ++i) out.latest_time = std::max(out.latest_time, run[i].time);
   }
   return out;
 }

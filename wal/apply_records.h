@@ -49,6 +49,7 @@ struct SnapshotTrailer {
 
 struct AppliedRecords {
   uint64_t effects = 0;                    // applied to the engine
+  TimeMs latest_time = 0;                  // the latest time of an effect applied
   std::optional<Corruption> damage;        // the first bad record (kind kCorruption)
   std::optional<SnapshotTrailer> trailer;  // snapshots: the trailer, when one was read
 };

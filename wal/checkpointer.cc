@@ -27,13 +27,16 @@ Result<bool> Checkpointer::Due() const {
   uint64_t segments = 0, segment_bytes = 0, newest_snapshot_lsn = 0, snapshot_bytes = 0;
   bool have_snapshot = false;
   const uint64_t covered_below = covered_below_.load(std::memory_order_acquire);
+  // The active segment's file carries preallocated zeroes: count what is written in it, or a
+  // --checkpoint-bytes below the preallocation would call for a checkpoint after every write.
+  const LogStats log = log_->stats();
   for (const std::string& name : *names) {
     if (auto number = ParseSegmentFileName(name)) {
       if (*number < covered_below) continue;  // kept for a standby: a checkpoint would not help
       auto size = fs_->FileSize(JoinPath(dir_, name));
       if (!size.ok()) continue;  // deleted meanwhile
       ++segments;
-      segment_bytes += *size;
+      segment_bytes += *number == log.segment_number ? std::min(*size, log.segment_bytes) : *size;
     } else if (auto lsn = ParseSnapshotFileName(name)) {
       if (have_snapshot && *lsn < newest_snapshot_lsn) continue;
       auto size = fs_->FileSize(JoinPath(dir_, name));

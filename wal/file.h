@@ -61,6 +61,11 @@ class SequentialFile {
   // zero) means the end of the file was reached.
   virtual Status Read(size_t n, char* scratch, std::string_view* result) = 0;
   virtual Status Skip(uint64_t n) = 0;
+  // Reads stop at byte `offset` of the file (as if it ended there) until a later call moves the
+  // limit: a reader of a file still being written (a primary's WalTail) reads what the writer
+  // has written, and its read-ahead neither copies the preallocated zeroes past it nor keeps
+  // bytes from before they were written. Default: no limit.
+  virtual void SetReadLimit(uint64_t offset) { (void)offset; }
 };
 
 class FileSystem {

@@ -1,6 +1,7 @@
 // In-memory implementation of wal/file.h (tests). Files are shared buffers, so a reader opened
 // while a writer appends sees the bytes appended before each Read.
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -48,8 +49,9 @@ class MemorySequentialFile final : public SequentialFile {
 
   Status Read(size_t n, char* scratch, std::string_view* result) override {
     MutexLock lock(&file_->mu);
-    size_t start = std::min<uint64_t>(pos_, file_->contents.size());
-    size_t got = std::min(n, file_->contents.size() - start);
+    const size_t size = std::min<uint64_t>(file_->contents.size(), limit_);
+    size_t start = std::min<uint64_t>(pos_, size);
+    size_t got = std::min(n, size - start);
     std::copy_n(file_->contents.data() + start, got, scratch);
     pos_ = start + got;
     *result = std::string_view(scratch, got);
@@ -59,10 +61,12 @@ class MemorySequentialFile final : public SequentialFile {
     pos_ += n;
     return Status::Ok();
   }
+  void SetReadLimit(uint64_t offset) override { limit_ = offset; }
 
  private:
   std::shared_ptr<MemoryFile> file_;
   uint64_t pos_ = 0;
+  uint64_t limit_ = std::numeric_limits<uint64_t>::max();
 };
 
 class MemoryFileSystem final : public FileSystem {

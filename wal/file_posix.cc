@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -215,13 +216,19 @@ class PosixSequentialFile final : public SequentialFile {
     if (::lseek(fd_, static_cast<off_t>(n - buffered), SEEK_CUR) < 0) {
       return FileError("wal: seek failed", path_, errno);
     }
+    offset_ += n - buffered;
     return Status::Ok();
   }
 
+  void SetReadLimit(uint64_t offset) override { limit_ = offset; }
+
  private:
   ssize_t ReadSome(char* into, size_t n) {
+    if (offset_ >= limit_) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, limit_ - offset_));
     for (;;) {
       ssize_t r = ::read(fd_, into, n);
+      if (r > 0) offset_ += static_cast<uint64_t>(r);
       if (r >= 0 || errno != EINTR) return r;
     }
   }
@@ -229,8 +236,10 @@ class PosixSequentialFile final : public SequentialFile {
   int fd_;
   const std::string path_;  // named in errors
   std::unique_ptr<char[]> buffer_;
-  size_t pos_ = 0;  // next unread byte of buffer_
-  size_t end_ = 0;  // bytes valid in buffer_
+  size_t pos_ = 0;                                         // next unread byte of buffer_
+  size_t end_ = 0;                                         // bytes valid in buffer_
+  uint64_t offset_ = 0;                                    // the descriptor's file offset
+  uint64_t limit_ = std::numeric_limits<uint64_t>::max();  // SetReadLimit
 };
 
 class PosixFileSystem final : public FileSystem {

@@ -80,6 +80,10 @@ struct GroupCommitLog::Impl {
   CondVar writer_cv;                 // the writer role was given back
   CondVar synced_cv;                 // a sync finished (blocking committers wait for one)
   CondVar sync_cv;                   // wakes the sync thread
+  // The sync thread waits with no deadline (nothing unsynced, or nothing asked for): only then
+  // does a write under kInterval need to wake it, to schedule the next sync. Waking it at every
+  // write would cost each relaxed request two context switches for nothing.
+  bool sync_idle GUARDED_BY(mu) = false;
 
   // Shared: under mu.
   std::string pending GUARDED_BY(mu);  // framed records, zero checksums, [written_end, next_lsn)
@@ -93,6 +97,7 @@ struct GroupCommitLog::Impl {
   // durable once it is durable here and below the bound (SetReplicaBound).
   std::optional<uint64_t> replica_bound GUARDED_BY(mu);
   std::function<void()> written_observer GUARDED_BY(mu);  // SetWrittenObserver
+  WrittenPosition written_position GUARDED_BY(mu);
   uint64_t syncing_end GUARDED_BY(mu) = 0;  // the largest target of a sync in flight (0: none)
   int syncs_in_flight GUARDED_BY(mu) = 0;
   Status failure GUARDED_BY(mu);  // what failed, on which file, with the errno (Fail)
@@ -252,6 +257,7 @@ Status GroupCommitLog::Impl::StartNextSegment() {
   if (Status s = OpenSegment(segment_number + 1, writer_written_end); !s.ok()) return s;
   MutexLock lock(&mu);
   stats.segment_number = segment_number;
+  stats.segment_bytes = segment_bytes;
   return Status::Ok();
 }
 
@@ -287,6 +293,7 @@ Status GroupCommitLog::Impl::AppendBatch() {
       MutexLock lock(&mu);
       ++stats.writes;
       stats.bytes += chunk.size();
+      stats.segment_bytes = segment_bytes;
     }
     if (segment_bytes >= options.segment_bytes) {
       if (Status s = StartNextSegment(); !s.ok()) return s;
@@ -388,11 +395,17 @@ void GroupCommitLog::Impl::WritePending() {
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
   written_end_atomic.store(written_end, std::memory_order_release);
+  // The writer role was just given back under mu: its segment fields match written_end.
+  written_position = {written_end, segment_number, segment_bytes};
   if (written_observer) written_observer();
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
     WakeDurable();
-    if (options.policy == FsyncPolicy::kInterval) sync_cv.Signal();
+    if (options.policy == FsyncPolicy::kInterval && sync_idle) {
+      sync_idle = false;  // once: it wakes, whatever is written until it runs
+      ++stats.sync_thread_signals;
+      sync_cv.Signal();
+    }
   }
 }
 
@@ -434,7 +447,9 @@ void GroupCommitLog::Impl::RunSyncThread() {
     const bool unsynced = synced_end < written_end && !closed;
     const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
     if (!unsynced || !wanted || syncing_end >= written_end) {
+      sync_idle = true;
       sync_cv.Wait(&mu);
+      sync_idle = false;
       continue;
     }
     if (options.policy == FsyncPolicy::kInterval) {
@@ -528,6 +543,8 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
     impl->next_lsn = impl->written_end = impl->synced_end = next_lsn;
     impl->PublishDurable(next_lsn);
     impl->stats.segment_number = next_segment_number;
+    impl->stats.segment_bytes = impl->segment_bytes;
+    impl->written_position = {next_lsn, next_segment_number, impl->segment_bytes};
     impl->stats.next_lsn = impl->stats.durable_end_lsn = next_lsn;
   }
   if (options.policy != FsyncPolicy::kNever) {
@@ -596,6 +613,11 @@ Status GroupCommitLog::WaitDurable(uint64_t end_lsn, bool local_only) {
 
 uint64_t GroupCommitLog::WrittenEnd() const {
   return impl_->written_end_atomic.load(std::memory_order_acquire);
+}
+
+GroupCommitLog::WrittenPosition GroupCommitLog::Written() const {
+  MutexLock lock(&impl_->mu);
+  return impl_->written_position;
 }
 
 void GroupCommitLog::SetReplicaBound(std::optional<uint64_t> bound) {

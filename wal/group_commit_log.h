@@ -71,8 +71,12 @@ struct LogStats {
   uint64_t durable_end_lsn = 0;  // every LSN below this is durable under the policy
   uint64_t next_lsn = 0;
   uint64_t segment_number = 0;  // of the active segment
-  uint64_t inline_syncs = 0;    // fdatasyncs made by a committer on its own thread
-  uint64_t wakes = 0;           // Wake() calls: registered committers made durable
+  // Bytes written to the active segment (header included). Its file is longer by the
+  // preallocated zeroes, so its size on disk says nothing about how much is logged.
+  uint64_t segment_bytes = 0;
+  uint64_t inline_syncs = 0;         // fdatasyncs made by a committer on its own thread
+  uint64_t wakes = 0;                // Wake() calls: registered committers made durable
+  uint64_t sync_thread_signals = 0;  // writes that woke the sync thread (kInterval)
 };
 
 class GroupCommitLog final : public EffectSink {
@@ -145,6 +149,15 @@ class GroupCommitLog final : public EffectSink {
   // Every record below this was handed to the OS (written, not necessarily synced): what a
   // primary may ship to a standby. Lock-free.
   uint64_t WrittenEnd() const;
+  // The written end with where it is on disk: records below `end_lsn` are in segments up to
+  // `segment_number`, whose first `segment_bytes` bytes hold them (a reader reads no further:
+  // past it are preallocated zeroes or a group being written). Takes the log's lock.
+  struct WrittenPosition {
+    uint64_t end_lsn = 0;
+    uint64_t segment_number = 0;
+    uint64_t segment_bytes = 0;
+  };
+  WrittenPosition Written() const;
   // Called after each write of a group (under the log's lock, any thread): must be quick and
   // must not call into the log (a post to the threads that ship records).
   void SetWrittenObserver(std::function<void()> observer);

@@ -140,6 +140,7 @@ class Recovery {
         report_.snapshot = name;
         report_.snapshot_lsn = lsn;
         report_.snapshot_effects = info->effects;
+        report_.latest_effect_time = std::max(report_.latest_effect_time, info->latest_time);
         report_.bytes_read += info->bytes;
         next_lsn_ = lsn;
         return Status::Ok();
@@ -329,6 +330,7 @@ class Recovery {
     AppliedRecords applied = ApplyRecords(&pipeline, out_->engine.get(), apply);
     next_lsn_ += applied.effects;
     report_.records_replayed += applied.effects;
+    report_.latest_effect_time = std::max(report_.latest_effect_time, applied.latest_time);
     return std::move(applied.damage);
   }
 

@@ -67,6 +67,10 @@ struct RecoveryReport {
   std::vector<std::string> removed_files;  // unfinished snapshots, obsolete segments
   uint64_t next_lsn = 0;
   uint64_t next_segment_number = 1;
+  // The latest time of an effect recovered (snapshot and segments): a clock that starts below it
+  // (a node whose system clock went back across a restart) is raised to it (docs/replication.md,
+  // "Time and leases").
+  TimeMs latest_effect_time = 0;
 
   // One line for the server log: what was loaded, replayed, cut, dropped. Says REPAIRED only
   // when something was repaired; unrepaired damage is "found damage", with what a repair would

@@ -138,6 +138,7 @@ Result<SnapshotInfo> LoadSnapshot(FileSystem* fs, const std::string& dir, const 
   const std::optional<SnapshotTrailer>& trailer = applied.trailer;
   if (!trailer) return Damaged(reporter, file, reader.valid_bytes(), "snapshot has no trailer");
   info.effects = applied.effects;
+  info.latest_time = applied.latest_time;
   if (trailer->count != info.effects) {
     return Damaged(reporter, file, trailer->offset, "snapshot trailer count mismatch");
   }

@@ -31,6 +31,7 @@ struct SnapshotInfo {
   uint64_t effects = 0;      // kEffect records
   uint64_t digest = 0;       // Engine::Digest() of the state
   uint64_t bytes = 0;        // file size
+  TimeMs latest_time = 0;    // LoadSnapshot: the latest time of an effect in it
 };
 
 // Points in WriteSnapshot where a test may simulate a crash (the hook returns non-OK: the

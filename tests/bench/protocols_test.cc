@@ -137,6 +137,46 @@ TEST(BenchSundial, RepliesComeBackBySlotInAnyOrder) {
   EXPECT_EQ(proto->Consume(std::string("\0\0\0\0", 4), &r, &error), -1);  // a zero length
 }
 
+TEST(BenchHttp, RequestsArePostsAndInOrderRepliesPairUpSplitAnywhere) {
+  auto p = MakeProtocol(Target::kHttp, {.queue = "q"});
+  std::string out;
+  BenchMessage m;
+  m.id = "a";
+  m.payload = "hi";
+  m.tenant = "t";
+  p->Enqueue(1, std::span(&m, 1), &out);
+  EXPECT_EQ(out.rfind("POST /v1/Enqueue HTTP/1.1\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find(R"("payload":[104,105],"metadata":[{"key":"tenant","value":"t"}])"),
+            std::string::npos)
+      << out;
+  p->Dequeue(2, 2, "", &out);
+  Lease lease;
+  lease.id = "a";
+  lease.token = 77;
+  p->Complete(3, "", std::span(&lease, 1), &out);
+  EXPECT_NE(out.find(R"({"id":"a","lease_token":77})"), std::string::npos) << out;
+  auto reply = [](int status, const std::string& body) {
+    return "HTTP/1.1 " + std::to_string(status) +
+           " X\r\nServer: sundiald\r\nContent-Type: application/json\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  Recorder r;
+  FeedByteByByte(
+      *p,
+      reply(200, R"({"lsn": 1})") +
+          reply(200, R"({"result": {"messages": [{"queue": "q","id": "a","lease_token": 77},)"
+                     R"({"queue": "q","id": "b","lease_token": 78}]}})") +
+          reply(412, R"({"error": {"code": "FAILED_PRECONDITION"}})"),
+      &r);
+  ASSERT_EQ(r.replies.size(), 3u);
+  EXPECT_EQ(r.replies[0].slot, 1u);
+  EXPECT_EQ(r.replies[0].error, "");
+  EXPECT_EQ(r.replies[1].slot, 2u);
+  EXPECT_EQ(r.replies[1].leased, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(r.replies[2].slot, 3u);
+  EXPECT_NE(r.replies[2].error.find("FAILED_PRECONDITION"), std::string::npos);
+}
+
 // ---- sundial-bench, end to end ------------------------------------------------------------
 
 struct Outcome {
@@ -186,6 +226,21 @@ TEST_F(BenchEndToEnd, EveryWorkloadRunsItsCountWithoutErrors) {
   const Outcome list =
       RunBench(Target() + " --workload enqueue --connections 1 --messages 1 --json");
   EXPECT_EQ(list.exit_code, 0) << list.output;
+}
+
+// The HTTP JSON API target (docs/http-api.md) runs the workloads too.
+TEST_F(BenchEndToEnd, HttpTargetRunsEnqueueAndDequeueComplete) {
+  for (const std::string workload : {"enqueue", "dequeue-complete", "filter"}) {
+    const Outcome o =
+        RunBench("--target http://127.0.0.1:" + std::to_string(server_.http_port()) +
+                 " --workload " + workload +
+                 " --connections 4 --threads 2 --pipeline 2 --messages 400 --prefill 800 "
+                 "--duration 30 --json");
+    ASSERT_EQ(o.exit_code, 0) << workload << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "errors"), 0u) << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "ops"), 400u) << workload << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "empty"), 0u) << workload << ": " << o.output;
+  }
 }
 
 // Regression: the filter workload's prefill went to --tenants tenants while its connections
@@ -238,7 +293,7 @@ TEST_F(BenchEndToEnd, AKeptQueueCarriesOverWithoutPrefillOrReusedIds) {
 
 TEST(BenchUsage, BadFlagsExit2AndNoServerExits3) {
   EXPECT_EQ(RunBench("--workload nosuch").exit_code, 2);
-  EXPECT_EQ(RunBench("--target http://127.0.0.1:1").exit_code, 2);
+  EXPECT_EQ(RunBench("--target gopher://127.0.0.1:1").exit_code, 2);
   EXPECT_EQ(RunBench("--target redis://127.0.0.1:1 --workload exclusive").exit_code, 2);
   const Outcome o = RunBench("--target sundial://127.0.0.1:1 --duration 1");
   EXPECT_EQ(o.exit_code, 3) << o.output;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,17 @@ CliRun Cli(const std::vector<std::string>& args) { return RunProgram(SUNDIAL_CLI
 std::string Str(const json::object& o, const char* key) {
   const json::value* v = o.if_contains(key);
   return v != nullptr && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// `node` as `cluster status` on `addr` lists it (empty when it is not listed).
+json::object Member(const std::string& addr, const std::string& node) {
+  const CliRun run = Cli({"--addr", addr, "cluster", "status"});
+  const auto views = run.OutObjects();
+  if (run.exit_code != 0 || views.size() != 1) return {};
+  for (const json::value& v : views[0].at("members").as_array()) {
+    if (Str(v.as_object(), "node") == node) return v.as_object();
+  }
+  return {};
 }
 
 TEST_F(ClusterTest, ClusterStatusPrintsEveryMemberWithRolesAndTheSyncStandby) {
@@ -71,6 +83,36 @@ TEST_F(ClusterTest, ClusterStatusPrintsEveryMemberWithRolesAndTheSyncStandby) {
   const CliRun one = Cli({"--addr", cluster_.node(standby).addr(), "cluster", "status"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(Str(one.OutObjects().at(0), "node"), cluster_.node(standby).name);
+}
+
+// A standby that dies does not vanish from the status: once its key expired, the primary lists
+// it as `unknown` with what it acknowledged and how long ago.
+TEST_F(ClusterTest, ADeadStandbyStaysListedAsUnknownWithItsLag) {
+  const std::string sync =
+      Str(Cli({"--addr", cluster_.node(primary_).addr(), "cluster", "status"}).OutObjects().at(0),
+          "sync_standby");
+  int victim = -1;
+  for (size_t i = 0; i < cluster_.size(); ++i) {
+    if (static_cast<int>(i) != primary_ && cluster_.node(i).name != sync)
+      victim = static_cast<int>(i);
+  }
+  ASSERT_GE(victim, 0);
+  const std::string name = cluster_.node(victim).name;
+  cluster_.Kill(victim);
+  const CliRun enqueued = Cli({"--addr", cluster_.addr_list(), "enqueue", "q", "--payload", "x"});
+  ASSERT_EQ(enqueued.exit_code, 0) << enqueued.err;  // the dead node falls behind by a record
+
+  json::object seen;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        seen = Member(cluster_.node(primary_).addr(), name);
+        return Str(seen, "role") == "unknown";
+      },
+      Millis(20'000)));
+  ASSERT_EQ(Str(seen, "role"), "unknown") << json::serialize(seen);
+  EXPECT_GT(seen.at("flushed_lsn").to_number<uint64_t>(), 0u);
+  EXPECT_GT(seen.at("lag_records").to_number<uint64_t>(), 0u);
+  EXPECT_GT(seen.at("lag_ms").to_number<int64_t>(), 0);
 }
 
 TEST_F(ClusterTest, SwitchoverThroughTheCliMovesThePrimaryAndLosesNoAcknowledgedWrite) {
@@ -153,6 +195,15 @@ TEST_F(ClusterTest, TheCliGivenEveryAddressKeepsWorkingAfterThePrimaryIsKilled) 
     EXPECT_EQ(Str(error, "code"), "NOT_PRIMARY");
     EXPECT_EQ(Str(error, "primary"), cluster_.node(now).addr());
   }
+  // The dead primary stays in the new primary's status, as `unknown`.
+  std::string role;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        role = Str(Member(cluster_.node(now).addr(), cluster_.node(primary_).name), "role");
+        return role == "unknown";
+      },
+      Millis(20'000)))
+      << role;
 }
 
 TEST_F(ClusterTest, TheCliWatchGivenEveryAddressSubscribesAgainOnTheNewPrimary) {

@@ -3,6 +3,7 @@
 // policies, cross-queue dependencies, GC holds, counts and browse, and replay.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -255,6 +256,68 @@ TEST_F(DependenciesTest, LeaseExpiryThatErrorsADependencyCancelsItsDependents) {
   AdvanceTime(1'000);
   EXPECT_EQ(StateOf("q", "a"), MessageState::kErrored);
   EXPECT_EQ(StateOf("r", "b"), MessageState::kCanceled);
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueOfTheLastDependencyReleasesAndMayLeaseTheDependent) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  const MessageRecord a = TakeOne("q");
+  ASSERT_EQ(a.id, "a");
+  sink_.Clear();
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("q", {CompleteItem{a.id, a.lease_token}}, DequeueRequest{});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_TRUE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  // Released in the complete, then leased by the dequeue under the same locks.
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"c"});
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kRunning);
+  std::vector<RecordedEffect> effects = sink_.Take();
+  ASSERT_EQ(effects.size(), 3u);  // completed a, released c, leased c
+  EXPECT_EQ(effects[0].cause, ChangeCause::kCompleted);
+  EXPECT_EQ(effects[1].cause, ChangeCause::kReleased);
+  EXPECT_EQ(effects[1].id, "c");
+  EXPECT_TRUE(effects[1].derived);
+  EXPECT_EQ(effects[2].cause, ChangeCause::kLeased);
+  EXPECT_EQ(effects[2].id, "c");
+  EXPECT_FALSE(effects[2].derived);
+  // Replay derives the release from the completion, so the leased dependent applies.
+  std::unique_ptr<Engine> replayed = Replayed();
+  EXPECT_EQ(replayed->Digest(), engine().Digest());
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueReleasesADependentOfAnotherQueue) {
+  MakeQueue("children");
+  MakeQueue("parents");
+  Put("children", "c1");
+  Put("children", "c2");
+  Put("children", "other");
+  PutAfter("parents", "p", {"children/c1", "children/c2"});
+  Finish("children", "c1");
+  const MessageRecord c2 = TakeOne("children");
+  ASSERT_EQ(c2.id, "c2");
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("children", {CompleteItem{c2.id, c2.lease_token}}, {});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_TRUE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("parents", "p"), MessageState::kPending);
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"other"});
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueWithAStaleTokenOnAGraphMessageStillDequeues) {
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a"});
+  const MessageRecord a = TakeOne("q");
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("q", {CompleteItem{a.id, a.lease_token + 1}}, {});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_FALSE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting);
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"b"});
 }
 
 }  // namespace

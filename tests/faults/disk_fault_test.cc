@@ -174,6 +174,41 @@ TEST_P(DiskFaultTest, RefusesWritesKeepsReadsAndLosesNothingAcknowledged) {
               fault.name.c_str(), acked.size(), refused_at);
 }
 
+// The HTTP JSON API (docs/http-api.md) answers after the log's fsync like the other doors: once
+// fdatasync fails, the very next enqueue over HTTP is a 503 UNAVAILABLE, never a 200 for a
+// message that was not synced; and what HTTP acknowledged before is there after a restart
+// (`lose-unsynced` zeroes what no good fdatasync covered).
+TEST_F(DiskFaultFixture, HttpApiRepliesOnlyAfterTheFsync) {
+  ServerProcess server(data());
+  server.set_env(ShimEnv(data(), control(), fault_log()));
+  ASSERT_TRUE(ArmFaults(control(), ""));
+  ASSERT_TRUE(server.Start()) << server.log();
+  auto enqueue = [&](const std::string& id) {
+    const std::string body =
+        R"({"id":")" + id + R"(","payload":")" + std::string(1000, '.') + R"("})";
+    return e2e::HttpRequest(server.http_port(), "POST", "/v1/queues/q/messages",
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n", body);
+  };
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(enqueue("before-" + std::to_string(i)).status, 200) << i;
+  }
+  ASSERT_TRUE(ArmFaults(control(), "sync EIO lose-unsynced\n"));
+  const e2e::HttpReply refused = enqueue("after-0");
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find(R"("code":"UNAVAILABLE")"), std::string::npos) << refused.body;
+  EXPECT_EQ(enqueue("after-1").status, 503);
+
+  server.Kill();
+  ASSERT_TRUE(ArmFaults(control(), ""));
+  ServerProcess restarted(data());
+  ASSERT_TRUE(restarted.Start()) << restarted.log();
+  for (int i = 0; i < 10; ++i) {
+    const e2e::HttpReply got =
+        e2e::HttpGet(restarted.http_port(), "/v1/queues/q/messages/before-" + std::to_string(i));
+    EXPECT_EQ(got.status, 200) << i << " " << got.body;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Faults, DiskFaultTest,
     ::testing::Values(

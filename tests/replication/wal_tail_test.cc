@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tests/wal/wal_test_util.h"
 #include "wal/file.h"
@@ -16,6 +18,48 @@
 
 namespace sundial::replication {
 namespace {
+
+// A directory listing taken just before a checkpoint removed some segments: ListDir still
+// names `removed`, which no longer exist. Counts the files opened for reading.
+class StaleListing : public wal::FileSystem {
+ public:
+  explicit StaleListing(wal::FileSystem* base) : base_(base) {}
+  std::vector<std::string> removed;
+  int opened = 0;  // NewSequentialFile calls
+
+  Result<std::unique_ptr<wal::WritableFile>> NewWritableFile(const std::string& p) override {
+    return base_->NewWritableFile(p);
+  }
+  Result<std::unique_ptr<wal::WritableFile>> NewAppendableFile(const std::string& p) override {
+    return base_->NewAppendableFile(p);
+  }
+  Result<std::unique_ptr<wal::SequentialFile>> NewSequentialFile(const std::string& p) override {
+    ++opened;
+    return base_->NewSequentialFile(p);
+  }
+  Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
+  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
+  Status RenameFile(const std::string& f, const std::string& t) override {
+    return base_->RenameFile(f, t);
+  }
+  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
+  Status TruncateFile(const std::string& p, uint64_t n) override {
+    return base_->TruncateFile(p, n);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    auto names = base_->ListDir(dir);
+    if (!names.ok()) return names;
+    std::vector<std::string> all = *names;
+    all.insert(all.end(), removed.begin(), removed.end());
+    std::sort(all.begin(), all.end());
+    return all;
+  }
+  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+
+ private:
+  wal::FileSystem* base_;
+};
 
 class WalTailTest : public ::testing::Test {
  protected:
@@ -51,7 +95,7 @@ class WalTailTest : public ::testing::Test {
     uint64_t records = 0;
     WalTail::Chunk chunk;
     for (;;) {
-      Status s = tail->Read(log_->WrittenEnd(), 1u << 20, &chunk);
+      Status s = tail->Read(log_->Written(), 1u << 20, &chunk);
       EXPECT_TRUE(s.ok()) << s.ToString();
       if (!s.ok() || chunk.count == 0) return records;
       records += chunk.count;
@@ -73,6 +117,30 @@ TEST_F(WalTailTest, RecordsWrittenAfterTheReadAheadSawZeroesAreRead) {
     EXPECT_EQ(ReadAll(&tail), static_cast<uint64_t>(round + 1)) << round;
     EXPECT_EQ(tail.position(), log_->AppendedEndLsn());
   }
+}
+
+// Following the active segment costs the bytes written since the last read: the tail reads
+// up to the log's written position, never into the preallocated zeroes, so it has no stale
+// read-ahead to drop and opens the segment once, not once per read.
+TEST_F(WalTailTest, FollowingTheActiveSegmentOpensItOnce) {
+  Append(1);
+  StaleListing counting(fs_.get());
+  WalTail tail(&counting, dir_);
+  ASSERT_TRUE(tail.Seek(0).ok());
+  EXPECT_EQ(ReadAll(&tail), 1u);
+  // Seek read ahead before the written position was known: the zeroes it saw are dropped once.
+  Append(1);
+  EXPECT_EQ(ReadAll(&tail), 1u);
+  const int opened = counting.opened;
+  for (int round = 0; round < 20; ++round) {
+    Append(round + 1);
+    EXPECT_EQ(ReadAll(&tail), static_cast<uint64_t>(round + 1)) << round;
+  }
+  EXPECT_EQ(counting.opened, opened);
+  ASSERT_TRUE(log_->Rotate().ok());
+  Append(3);
+  EXPECT_EQ(ReadAll(&tail), 3u);
+  EXPECT_LE(counting.opened, opened + 3);  // the next segment (and the sealed one's end)
 }
 
 TEST_F(WalTailTest, TheTailFollowsRotationsAndSeeksIntoAnySegment) {
@@ -105,6 +173,25 @@ TEST_F(WalTailTest, AnLsnNoSegmentHoldsIsNotFound) {
   EXPECT_EQ(tail.Seek(10).code(), Code::kNotFound);
   ASSERT_TRUE(tail.Seek(40).ok());
   EXPECT_EQ(ReadAll(&tail), 2u);
+}
+
+// A checkpoint removes covered segments while a primary answers a standby's hello: the tail
+// sees the removal as "that LSN is gone" (the standby is re-seeded), never as a failure.
+TEST_F(WalTailTest, SegmentsRemovedAfterTheListingAreSkipped) {
+  Append(3);
+  ASSERT_TRUE(log_->Rotate().ok());
+  Append(2);
+  const std::string first = wal::SegmentFileName(1);
+  ASSERT_TRUE(fs_->RemoveFile(wal::JoinPath(dir_, first)).ok());
+  StaleListing stale(fs_.get());
+  stale.removed.push_back(first);
+  WalTail tail(&stale, dir_);
+  auto oldest = tail.OldestLsn();
+  ASSERT_TRUE(oldest.ok()) << oldest.status().ToString();
+  EXPECT_EQ(*oldest, 3u);
+  EXPECT_EQ(tail.Seek(1).code(), Code::kNotFound);
+  ASSERT_TRUE(tail.Seek(4).ok());
+  EXPECT_EQ(ReadAll(&tail), 1u);
 }
 
 }  // namespace

@@ -4,7 +4,10 @@
 // size, growth and segment-count rules.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "tests/wal/recovery_test_util.h"
@@ -238,6 +241,39 @@ TEST(CheckpointTest, DueFollowsLogSizeGrowthAndSegmentCount) {
   ASSERT_TRUE(e.Sync().ok());
   ASSERT_TRUE(e.log->Rotate().ok());
   EXPECT_TRUE(*counting.Due());  // 3 segments
+}
+
+// On a real disk the active segment is longer than what is logged in it (preallocated
+// zeroes); a --checkpoint-bytes below the preallocation must not checkpoint after every write.
+TEST(CheckpointTest, DueCountsWhatIsWrittenNotThePreallocatedFile) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "sundial-ckpt-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+  const std::string dir = pattern;
+  auto fs = NewPosixFileSystem();
+  {
+    LoggedEngine e;
+    LogOptions log_options;
+    log_options.preallocate_bytes = 1 << 20;
+    ASSERT_TRUE(e.Open(fs.get(), dir, {}, log_options).ok());
+    CheckpointOptions options = SmallCheckpoints();
+    options.min_log_bytes = 64 << 10;
+    Checkpointer checkpointer(fs.get(), dir, e.log.get(), options);
+    RandomOps workload(7);
+    workload.Setup(*e.engine);
+    workload.Run(*e.engine, e.clock, 20);
+    ASSERT_TRUE(e.Sync().ok());
+    const std::string active = SegmentNames(fs.get(), dir).back();
+    ASSERT_GE(*fs->FileSize(JoinPath(dir, active)), options.min_log_bytes);  // the zeroes
+    EXPECT_FALSE(*checkpointer.Due());
+    while (e.log->stats().segment_bytes < options.min_log_bytes) {
+      workload.Run(*e.engine, e.clock, 50);
+      ASSERT_TRUE(e.Sync().ok());
+    }
+    EXPECT_TRUE(*checkpointer.Due());
+    ASSERT_TRUE(checkpointer.RunOnce().ok());
+    EXPECT_FALSE(*checkpointer.Due());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CheckpointTest, TheBackgroundThreadCheckpointsWhenDue) {

@@ -71,6 +71,32 @@ TEST_P(FileSystemContract, WrittenBytesReadBackAcrossTheWriteBuffer) {
   EXPECT_EQ(*fs_->FileSize(Path("a")), contents->size());
 }
 
+// A reader of a file still being written reads up to the limit and no further, then on from
+// there once the limit moves (a primary's WalTail over the active segment).
+TEST_P(FileSystemContract, ReadsStopAtTheReadLimitUntilItMoves) {
+  std::string contents;
+  for (int i = 0; i < 400'000; ++i) contents.push_back(static_cast<char>('a' + i % 26));
+  ASSERT_TRUE(WriteStringToFile(fs_.get(), Path("a"), contents).ok());
+  auto file = fs_->NewSequentialFile(Path("a"));
+  ASSERT_TRUE(file.ok());
+  std::string scratch(contents.size(), '\0');
+  std::string_view got;
+  (*file)->SetReadLimit(100);
+  ASSERT_TRUE((*file)->Read(10, scratch.data(), &got).ok());
+  EXPECT_EQ(got, contents.substr(0, 10));
+  ASSERT_TRUE((*file)->Read(4096, scratch.data(), &got).ok());
+  EXPECT_EQ(got, contents.substr(10, 90));  // as if the file ended at 100
+  ASSERT_TRUE((*file)->Read(4096, scratch.data(), &got).ok());
+  EXPECT_TRUE(got.empty());
+  (*file)->SetReadLimit(300'000);
+  ASSERT_TRUE((*file)->Skip(50).ok());
+  ASSERT_TRUE((*file)->Read(contents.size(), scratch.data(), &got).ok());
+  EXPECT_EQ(got, contents.substr(150, 300'000 - 150));
+  (*file)->SetReadLimit(contents.size());
+  ASSERT_TRUE((*file)->Read(contents.size(), scratch.data(), &got).ok());
+  EXPECT_EQ(got, contents.substr(300'000));
+}
+
 TEST_P(FileSystemContract, AppendableFileContinuesAtTheEnd) {
   ASSERT_TRUE(WriteStringToFile(fs_.get(), Path("a"), "one").ok());
   auto file = fs_->NewAppendableFile(Path("a"));

@@ -855,6 +855,26 @@ TEST(GroupCommitLogTest, IntervalAndNeverCommitsWriteOnTheCallersThreadWithoutSy
   }
 }
 
+// Under kInterval the sync thread sleeps until the next sync is due: the writes meanwhile do
+// not wake it (each would cost a relaxed request two context switches). It is woken once, when
+// the first write leaves something unsynced while it waits with no deadline.
+TEST(GroupCommitLogTest, IntervalWritesDoNotWakeTheSyncThreadBeforeItsTime) {
+  auto memory = NewMemoryFileSystem();
+  LogOptions options = Policy(FsyncPolicy::kInterval);
+  options.interval_ms = 60'000;
+  auto log = OpenLog(memory.get(), options);
+  ASSERT_NE(log, nullptr);
+  const std::vector<Effect> samples = SampleEffects();
+  TestCommitter committer(log.get());
+  for (int i = 0; i < 100; ++i) {
+    log->OnEffect(samples[i % samples.size()]);
+    ASSERT_TRUE(log->Commit(&committer, log->EndLsnOfThisThread(), /*may_block=*/false).ok());
+  }
+  EXPECT_EQ(log->stats().writes, 100u);
+  EXPECT_LE(log->stats().sync_thread_signals, 1u);
+  ASSERT_TRUE(log->Close().ok());
+}
+
 TEST(GroupCommitLogTest, ParseFsyncPolicyAcceptsTheThreeForms) {
   auto always = ParseFsyncPolicy("always");
   ASSERT_TRUE(always.ok());

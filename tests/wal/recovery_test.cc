@@ -137,6 +137,37 @@ TEST_F(RecoveryTest, TimersDueDuringTheDowntimeFireFromTheLoggedAbsoluteTimes) {
   EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
 }
 
+// Recovery reports the latest time of an effect it recovered, from the segments and from a
+// snapshot alike: the server raises its clock's floor to it, so engine time never goes back
+// behind the log across a restart (docs/replication.md, "Time and leases").
+TEST_F(RecoveryTest, TheLatestEffectTimeIsReportedFromSegmentsAndSnapshots) {
+  TimeMs latest = 0;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("a")})[0].ok());
+    e.clock.Set(kStartTime + 90'000);
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("b")})[0].ok());
+    latest = e.clock.NowMs();
+    e.clock.Set(kStartTime + 5'000);  // the system clock went back: no effect at this time
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  RecoveryReport report;
+  ASSERT_TRUE(TryRecover(&report).ok());
+  EXPECT_EQ(report.latest_effect_time, latest);
+
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), CheckpointOptions{});
+    ASSERT_TRUE(checkpointer.RunOnce().ok());  // the effects are in a snapshot now
+  }
+  ASSERT_TRUE(TryRecover(&report).ok());
+  EXPECT_FALSE(report.snapshot.empty());
+  EXPECT_EQ(report.records_replayed, 0u);
+  EXPECT_GE(report.latest_effect_time, latest);
+}
+
 TEST_F(RecoveryTest, ATornTailIsCutOffAndReportedWithItsSize) {
   const uint64_t digest = Populate(400);
   const std::string last = SegmentPath(SegmentNames(fs_.get(), kDir).size() - 1);

@@ -36,6 +36,8 @@ dequeues, cancels; not delete_queue, redrive or switchover). Enqueued messages w
 get one of the client's own (codec.new_message_id), so a resend is a duplicate, never a
 second message. Batches are sent one request after the other, each followed like a call.
 Given one address, none of this happens: the client is the single-node client above.
+The rules are follow.py's, shared with AsyncClient (aio.py); each node gets ``timeout`` to
+connect and answer Cluster; a watch subscribes again after a failover (watch.py).
 """
 
 import itertools
@@ -52,14 +54,13 @@ from _thread import allocate_lock
 from . import codec
 from . import tls as tls_module
 from .address import format_address, parse_address
+from . import follow
 from .errors import SundialError, invalid_argument, unavailable
+from .follow import (DEFAULT_HTTP_PORT, DEFAULT_RETRY_BUDGET_S, RECONNECT_INITIAL_S,  # noqa: F401
+                     RECONNECT_MAX_S, answers_as_primary, cluster_addresses)
 from .operations import Operations
 
 DEFAULT_TIMEOUT_S = 10.0
-DEFAULT_HTTP_PORT = 7401
-RECONNECT_INITIAL_S = 0.05
-RECONNECT_MAX_S = 2.0
-DEFAULT_RETRY_BUDGET_S = 20.0  # following a cluster: how long a call may keep retrying
 TLS_READ_CHUNK = 256 * 1024
 TLS_WRITE_CHUNK = 256 * 1024  # per SSL_write: several 16 KiB records
 
@@ -72,34 +73,6 @@ def client_settings(addr, token, timeout, durability):
         raise invalid_argument("token: must be a str")
     return (host, port, format_address(host, port), token, float(timeout),
             codec._durability(durability))
-
-
-def cluster_addresses(addr):
-    """[(host, port, text)] of the nodes `addr` names when it is a list or a string with commas
-    (repeats dropped), else None. INVALID_ARGUMENT for an empty list or element."""
-    if isinstance(addr, str) and "," in addr:
-        parts = [part.strip() for part in addr.split(",")]
-    elif isinstance(addr, list):
-        parts = list(addr)
-    else:
-        return None
-    if not parts or any(part == "" for part in parts):
-        raise invalid_argument(f"addresses {addr!r}: give one or more, without empty ones")
-    seeds = []
-    for part in parts:
-        host, port = parse_address(part)
-        text = format_address(host, port)
-        if all(text != known for _, _, known in seeds):
-            seeds.append((host, port, text))
-    return seeds
-
-
-def answers_as_primary(view, highest_epoch):
-    """Whether a Cluster answer comes from the primary (a node outside a cluster is its own)
-    at an epoch no older than one seen already."""
-    if not view.cluster:
-        return True
-    return bool(view.primary) and view.node == view.primary and view.epoch >= highest_epoch
 
 
 def http_address(host, http_addr):
@@ -548,17 +521,11 @@ class Client(Operations):
     def __init__(self, addr="127.0.0.1:7400", token=None, *, timeout=DEFAULT_TIMEOUT_S,
                  durability="durable", tls=False, ca_file=None, server_hostname=None,
                  http_addr=None, retry_budget=DEFAULT_RETRY_BUDGET_S):
-        seeds = cluster_addresses(addr)
-        if seeds is not None and len(seeds) == 1:
-            addr, seeds = seeds[0][2], None
+        addr, seeds = follow.seeds_of(addr)
         (self._host, self._port, self._address, self._token, self._timeout,
-         self._durability) = client_settings(seeds[0][2] if seeds else addr, token, timeout,
-                                             durability)
-        if isinstance(retry_budget, bool) or not isinstance(retry_budget, (int, float)) or \
-                retry_budget < 0:
-            raise invalid_argument("retry_budget: must be a number of seconds >= 0")
+         self._durability) = client_settings(addr, token, timeout, durability)
+        self._retry_budget = follow.retry_budget_s(retry_budget)
         self._seeds = seeds  # None: one server, not followed
-        self._retry_budget = float(retry_budget)
         self._on_primary = False  # following: the connection is to the primary
         self._highest_epoch = 0
         self._tls = tls_module.tls_settings(tls, ca_file, server_hostname)
@@ -606,22 +573,29 @@ class Client(Operations):
               queue_stats=False, timeout=None):
         """Subscribes to the changes of `queue` (a name, or "*" for every queue) over the
         server's WebSocket port (``http_addr``) and returns a Watch once the server has
-        answered: iterate it for MessageEvents (and StatsTicks with ``stats=True``). See
-        watch.py and docs/clients/python.md, "Watching"."""
+        answered: iterate it for MessageEvents (and StatsTicks with ``stats=True``). Following
+        a cluster (without ``http_addr``), it subscribes on the primary's HTTP port and again
+        on the next primary after a failover, yielding a Resubscribed marker. See watch.py and
+        docs/clients/python.md, "Watching"."""
         from .watch import Watch  # wsproto is needed only here
 
-        http = self._http
+        locate = None
         if self._seeds is not None and not self._http_given:
-            # The primary's HTTP port, as it lists itself. The watch does not follow a later
-            # failover: it ends, and a new watch() subscribes on the new primary.
-            view = self.cluster(timeout=timeout)
-            for member in view.members:
-                if member.node == view.node and member.http_addr:
-                    host, port = parse_address(member.http_addr, default_port=DEFAULT_HTTP_PORT)
-                    http = (host, port, format_address(host, port))
-        return Watch((http, self._token, self._tls, self._timeout), queue, filter,
+            locate = self._primary_http
+        return Watch((self._http, self._token, self._tls, self._timeout), queue, filter,
                      ids=ids, max_events_per_sec=max_events_per_sec, stats=stats,
-                     queue_stats=queue_stats, timeout=timeout)
+                     queue_stats=queue_stats, timeout=timeout, locate=locate,
+                     retry_budget=self._retry_budget)
+
+    def _primary_http(self, timeout):
+        """Following: the primary's HTTP address (follow.primary_http) from a Cluster answer,
+        with the node's name and epoch; NOT_PRIMARY while the answer names none."""
+        view = self.cluster(timeout=timeout)
+        http = follow.primary_http(view)
+        if http is None:
+            raise SundialError("NOT_PRIMARY", f"{view.node} names no primary with an HTTP "
+                               f"address (epoch {view.epoch})")
+        return http, view.primary, view.epoch
 
     # ---- Connecting ----------------------------------------------------------------------
 
@@ -718,7 +692,7 @@ class Client(Operations):
         if not self._connect_lock.acquire(timeout=max(deadline - time.monotonic(), 0)):
             raise unavailable(f"{self._address}: no primary found before the deadline")
         try:
-            delay = RECONNECT_INITIAL_S
+            backoff = follow.Backoff()
             while True:
                 if self._closed.is_set():
                     raise unavailable(f"{self._address}: the client is closed")
@@ -740,8 +714,7 @@ class Client(Operations):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise last or unavailable(f"{self._address}: no primary")
-                self._closed.wait(min(delay * random.uniform(0.5, 1.0), remaining))
-                delay = min(delay * 2, RECONNECT_MAX_S)
+                self._closed.wait(backoff.next(remaining))
         finally:
             self._connect_lock.release()
 
@@ -759,64 +732,48 @@ class Client(Operations):
         return self._value(call, pending.response)
 
     def _find_primary(self, deadline, hint=None):
-        """One look for the primary: the node connected to (unless a node named another),
-        then `hint`, the seeds and any primary a node names. Adopts the primary's connection;
-        while none leads, a connection to a node that answered (for cluster()). REQUIRES:
-        _connect_lock held. Raises when no node answers as the primary."""
+        """One look for the primary (follow.PrimarySearch): the node connected to (unless a
+        node named another), then `hint`, the seeds and any primary a node names. Adopts the
+        primary's connection; while none leads, a connection to a node that answered (for
+        cluster()). REQUIRES: _connect_lock held. Raises when no node answers as the
+        primary."""
         self._on_primary = False
-        order = []
-
-        def add(text):
-            try:
-                host, port = parse_address(text)
-            except SundialError:
-                return
-            entry = (host, port, format_address(host, port))
-            if entry not in order:
-                order.append(entry)
-
-        last = None
-        said = None  # what the first node that answered said about the primary
+        search = follow.PrimarySearch(self._seeds, self._highest_epoch, hint)
         current = self._conn
         if current is not None and (current.closed or current.pid != os.getpid()):
             current = None
-        if hint:
-            add(hint)
-        elif current is not None:
+        if current is not None and not hint:
             try:
-                view = self._ask_cluster(current, deadline)
+                view = self._ask_cluster(current, self._ask_deadline(deadline))
             except SundialError as e:
-                last = e
+                search.failed(e)
                 current.close()
                 current = self._conn = None
             else:
-                self._highest_epoch = max(self._highest_epoch, view.epoch)
-                if answers_as_primary(view, self._highest_epoch):
+                primary = search.answered(view)
+                self._highest_epoch = search.highest_epoch
+                if primary:
                     self._on_primary = True
                     return
-                if view.primary_addr:
-                    add(view.primary_addr)
-                said = view
-        for _, _, text in self._seeds:
-            add(text)
-        for host, port, text in order:
+        search.add_seeds()
+        for host, port, text in search.order:  # grows while it is walked
             if self._closed.is_set():
                 break
             if current is not None and not hint and text == self._address:
                 continue  # asked above
             try:
-                conn = self._connect(deadline, host, port, text)
+                conn = self._connect(self._ask_deadline(deadline), host, port, text)
             except OSError as e:
-                last = unavailable(f"{text}: cannot connect: {e}")
+                search.failed(unavailable(f"{text}: cannot connect: {e}"))
                 continue
             try:
-                view = self._ask_cluster(conn, deadline)
+                view = self._ask_cluster(conn, self._ask_deadline(deadline))
             except SundialError as e:
                 conn.close()
-                last = e
+                search.failed(e)
                 continue
-            self._highest_epoch = max(self._highest_epoch, view.epoch)
-            primary = answers_as_primary(view, self._highest_epoch)
+            primary = search.answered(view)
+            self._highest_epoch = search.highest_epoch
             if primary or current is None:
                 # The primary; or, while none is known, a node that answers.
                 if self._conn is not None and self._conn is not conn:
@@ -828,20 +785,12 @@ class Client(Operations):
             if primary:
                 self._on_primary = True
                 return
-            if view.primary_addr:
-                add(view.primary_addr)
-            if said is None:
-                said = view
-        if said is not None:
-            if said.primary:
-                why = (f"{said.node} names {said.primary} as primary (epoch {said.epoch}), "
-                       "which does not answer as one")
-            else:
-                why = f"{said.node} knows no primary (epoch {said.epoch}): an election is under way"
-            raise SundialError("NOT_PRIMARY", f"no node answers as the primary: {why}")
-        names = ", ".join(text for _, _, text in self._seeds)
-        raise last if last is not None and last.code == "UNAUTHENTICATED" else unavailable(
-            f"cannot reach any of {names}" + (f" (last: {last.message})" if last else ""))
+        raise search.error()
+
+    def _ask_deadline(self, deadline):
+        """How long one node may take to connect and answer Cluster: the client's timeout
+        (a paused node accepts connections and answers nothing), within `deadline`."""
+        return min(deadline, time.monotonic() + self._timeout)
 
     def _lost_primary(self, conn):
         """A call on `conn` found it is not the primary's any more (or lost it)."""
@@ -849,18 +798,16 @@ class Client(Operations):
             self._on_primary = False
 
     def _execute_following(self, request, timeout, durability):
-        """One Call, to the cluster's primary, sent again as the module's docstring says."""
+        """One Call, to the cluster's primary, sent again by follow.failure's rules."""
         start = time.monotonic()
         give_up = start + self._retry_budget
-        delay = RECONNECT_INITIAL_S
+        backoff = follow.Backoff()
         hint = None
         tries = 0
         while True:
             tries += 1
             now = time.monotonic()
             conn = self._primary_connection(max(give_up, now + timeout), request.any_node, hint)
-            hint = None
-            redirect = False
             pending = Pending()
             request_id = next(self._ids)
             conn.submit(request_id, request.encode(request_id, durability), pending)
@@ -868,35 +815,29 @@ class Client(Operations):
                 conn.forget(request_id)
                 error = unavailable(f"{request.name}: no reply from {conn._address} within "
                                     f"{timeout + request.wait_s:g} s")
-                unknown = True
-                self._lost_primary(conn)
+                retry = follow.failure(request, error, sent=True, from_server=False,
+                                       address=conn._address)
                 conn.close(error)  # a node that stopped answering: look again
             elif pending.error is not None:
                 error = pending.error
-                unknown = pending.sent
-                self._lost_primary(conn)
+                retry = follow.failure(request, error, sent=pending.sent, from_server=False,
+                                       address=conn._address)
             else:
                 error = codec.reply_error(pending.response)
                 if error is None:
                     return request.decode(pending.response)
-                unknown = error.code == "UNAVAILABLE"
-                if error.code in ("NOT_PRIMARY", "UNAVAILABLE"):
-                    self._lost_primary(conn)
-                if error.code == "NOT_PRIMARY" and error.primary and \
-                        error.primary != conn._address:
-                    hint = error.primary
-                    redirect = True
-            if error.code not in ("NOT_PRIMARY", "UNAVAILABLE") or (unknown and
-                                                                     not request.resend):
+                retry = follow.failure(request, error, sent=True, from_server=True,
+                                       address=conn._address)
+            if retry.lost:
+                self._lost_primary(conn)
+            if not retry.again:
                 raise error
+            hint = retry.hint
             now = time.monotonic()
             if now >= give_up or self._closed.is_set():
-                raise SundialError(error.code, f"{error.message} (gave up following the "
-                                   f"primary after {tries} tries in {now - start:.1f} s)",
-                                   error.origin, error.primary)
-            if not redirect:
-                self._closed.wait(min(delay * random.uniform(0.5, 1.0), give_up - now))
-                delay = min(delay * 2, RECONNECT_MAX_S)
+                raise follow.gave_up(error, tries, now - start)
+            if hint is None:
+                self._closed.wait(backoff.next(give_up - now))
 
     # ---- Calling -------------------------------------------------------------------------
 
@@ -987,20 +928,23 @@ class Client(Operations):
 
     def _follow_later(self, request, pending, conn, callback, durability, timeout):
         """Following, from a reader thread: when `pending`'s outcome calls for looking for the
-        primary again (NOT_PRIMARY; a lost connection or UNAVAILABLE for a Call that may be
-        resent), does it on a thread of its own (looking blocks, a reader must not) and hands
-        that outcome to `callback`. Whether it took the call over."""
+        primary again (follow.failure), does it on a thread of its own (looking blocks, a
+        reader must not) and hands that outcome to `callback`. Whether it took the call
+        over."""
         if pending.error is not None:
-            again = pending.error.code == "UNAVAILABLE" and (request.resend or not pending.sent)
+            retry = follow.failure(request, pending.error, sent=pending.sent, from_server=False,
+                                   address=conn._address)
         else:
             error = codec.reply_error(pending.response)
-            again = error is not None and (error.code == "NOT_PRIMARY" or (
-                error.code == "UNAVAILABLE" and request.resend))
-        if not again:
+            if error is None:
+                return False
+            retry = follow.failure(request, error, sent=True, from_server=True,
+                                   address=conn._address)
+        if not retry.again:
             return False
         self._lost_primary(conn)
 
-        def follow():
+        def resend():
             try:
                 value = self._execute_following(request, timeout, durability)
             except SundialError as e:
@@ -1008,5 +952,5 @@ class Client(Operations):
                 return
             callback(value, None)
 
-        threading.Thread(target=follow, daemon=True, name=f"sundial-follow {request.name}").start()
+        threading.Thread(target=resend, daemon=True, name=f"sundial-follow {request.name}").start()
         return True

@@ -244,3 +244,16 @@ class StatsTick(Record):
     __slots__ = ("stats", "time", "queues")
     FIELDS = __slots__
     _decoders = {}
+
+
+class Resubscribed(Record):
+    """Not a change: a watch given a cluster (``Client(nodes).watch``) lost its subscription
+    (the primary died, was demoted, or ended it) and has subscribed again on the primary at
+    ``address`` (node ``node``, ``epoch``), at ``time`` (ms). Changes made between the last
+    event before this marker and ``time`` were not delivered and are not replayed: read the
+    state again (get, browse, count) if they matter. ``error`` is the SundialError that ended
+    the previous subscription."""
+
+    __slots__ = ("address", "node", "epoch", "time", "error")
+    FIELDS = __slots__
+    _decoders = {}

@@ -10,9 +10,18 @@ them. Nothing is replayed: a watch sees the changes after its Subscribe was answ
 
 The WebSocket protocol is wsproto's (Debian's python3-wsproto): it parses and writes frames
 and the upgrade without doing any I/O, so one implementation serves the blocking Watch (a
-socket, TLS or not) and AsyncWatch (asyncio streams). A watch does not reconnect: when its
-connection ends it raises UNAVAILABLE, and a new watch starts from the changes after its own
-Subscribe (read the state with count/browse if the gap matters).
+socket, TLS or not) and AsyncWatch (asyncio streams). A watch of a client given one address
+does not reconnect: when its connection ends it raises UNAVAILABLE, and a new watch starts
+from the changes after its own Subscribe (read the state with count/browse if the gap matters).
+
+Following a cluster (a client given several addresses, without ``http_addr``), a watch is
+given ``locate``: the client's way to the primary's HTTP address (a Cluster request, follow.py).
+It subscribes there; when the subscription ends with UNAVAILABLE (the connection ended, the
+server closed it), it delivers the events it already read, then locates the primary again and
+subscribes again, with follow.Backoff, until ``retry_budget`` seconds have passed without a
+subscription standing (then it raises the last error). Once subscribed again it yields a
+records.Resubscribed marker: the changes between the last event before it and its ``time``
+were missed, and nothing replays them.
 """
 
 import asyncio
@@ -26,7 +35,7 @@ from wsproto import ConnectionType, WSConnection
 from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
                             RejectConnection, RejectData, Request, TextMessage)
 
-from . import codec, records
+from . import codec, follow, records
 from . import tls as tls_module
 from .errors import SundialError, unavailable
 
@@ -129,37 +138,90 @@ class _Session:
             self.error = error
 
 
+def _now_ms():
+    return int(time.time() * 1000)
+
+
+def _follows(error):
+    """Whether a following watch subscribes again after `error` ended its subscription (or a
+    try to subscribe): the connection or the server's subscription ended, no node answers, or
+    none leads yet."""
+    return error.code in ("UNAVAILABLE", "NOT_PRIMARY")
+
+
+def _moved(subscribed, located):
+    """The error that ends a following watch's subscription to `subscribed` (node, epoch) when
+    the primary is now `located` (http, node, epoch) elsewhere or at another epoch, else None."""
+    node, epoch = subscribed
+    _, now_node, now_epoch = located
+    if (now_node, now_epoch) == (node, epoch):
+        return None
+    return SundialError("NOT_PRIMARY", f"watch: {node} (epoch {epoch}) is no longer the primary; "
+                        f"{now_node} is (epoch {now_epoch})", origin="connection")
+
+
 class Watch:
     """A blocking watch; made by ``Client.watch`` (subscribed when it returns).
 
     Iterate it for events (MessageEvent, and StatsTick when asked for), or call
     ``next(timeout)``. ``close()`` may be called from any thread: an iteration waiting in
     another thread then ends (StopIteration), as does every later one. The connection's end,
-    or the server ending the subscription (it fell behind), raises UNAVAILABLE.
+    or the server ending the subscription (it fell behind), raises UNAVAILABLE; following a
+    cluster, the watch subscribes again on the primary instead and yields a Resubscribed
+    marker (the module's docstring). ``address`` is the HTTP address subscribed to;
+    ``resubscriptions`` counts the markers.
 
     Thread safety: one thread iterates; close() from any.
     """
 
     def __init__(self, connection, queue="*", filter=None, *, ids=None,
-                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
-        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None,
+                 locate=None, retry_budget=follow.DEFAULT_RETRY_BUDGET_S):
+        self._call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
         # From the client: ((host, port, "host:port") of its HTTP port, token, TLS, timeout).
-        (host, port, address), token, tls, default_timeout = connection
-        timeout = default_timeout if timeout is None else float(timeout)
-        self._address = address
-        self._session = _Session(address, token, call, stats or queue_stats)
+        http, self._token, self._tls, default_timeout = connection
+        self._timeout = default_timeout if timeout is None else float(timeout)
+        self._stats = stats or queue_stats
+        self._locate = locate  # following: timeout -> (http, node, epoch) of the primary
+        self._retry_budget = retry_budget
+        self._address = http[2]
+        self._session = None
+        self._sock = None
         self._lock = threading.Lock()
         self._closed = False
         self._reading = False
+        self._subscribed = None  # following: (node, epoch) subscribed to
+        self._heard = time.monotonic()  # when the server last sent something
+        self._failed = None  # following: the error that ended the watch for good
+        self.resubscriptions = 0
+        if locate is None:
+            self._subscribe(http)
+        else:
+            self._follow(None)
+
+    @property
+    def address(self):
+        return self._address
+
+    def _subscribe(self, http):
+        """Connects to `http` (host, port, text) and subscribes, within the timeout."""
+        host, port, address = http
+        timeout = self._timeout
+        session = _Session(address, self._token, self._call, self._stats)
         deadline = time.monotonic() + timeout
         try:
             sock = socket.create_connection((host, port), timeout=timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if tls is not None:
-                sock = tls_module.wrap(sock, tls, host, address, deadline - time.monotonic())
+            if self._tls is not None:
+                sock = tls_module.wrap(sock, self._tls, host, address,
+                                       deadline - time.monotonic())
         except OSError as e:
             raise unavailable(f"watch: cannot connect to {address}: {e}") from None
-        self._sock = sock
+        with self._lock:
+            if self._closed:
+                sock.close()
+                raise StopIteration
+            self._sock, self._session, self._address = sock, session, address
         try:
             while self._session.state != "watching":
                 self._step(deadline)
@@ -168,6 +230,35 @@ class Watch:
         except BaseException:
             self._sock.close()
             raise
+
+    def _follow(self, ended):
+        """Following: locates the primary and subscribes there, again after failures (backoff)
+        until the retry budget is spent. `ended`: the error that ended the last subscription
+        (None for the first). Returns the Resubscribed marker (None for the first)."""
+        start = time.monotonic()
+        backoff = follow.Backoff()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                http, node, epoch = self._locate(self._timeout)
+                self._subscribe(http)
+            except SundialError as e:
+                now = time.monotonic()
+                if not _follows(e) or now - start >= self._retry_budget:
+                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
+                    raise self._failed from None
+                if self._closed:
+                    raise StopIteration from None
+                time.sleep(backoff.next(start + self._retry_budget - now))
+                continue
+            self._subscribed = (node, epoch)
+            self._heard = time.monotonic()
+            if ended is None:
+                return None
+            self.resubscriptions += 1
+            return records.Resubscribed(address=http[2], node=node, epoch=epoch, time=_now_ms(),
+                                        error=ended)
 
     def _step(self, deadline):
         """Writes what the session has, reads once (until `deadline`), feeds the session;
@@ -191,6 +282,7 @@ class Watch:
             raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
         if self._closed:  # close() shut the socket down under this read
             return
+        self._heard = time.monotonic()
         self._session.receive(data)
         out = self._session.take_output()
         if out:
@@ -205,21 +297,52 @@ class Watch:
         if self._session.error is not None and not self._session.events:
             raise self._session.error
 
+    def _check_primary(self):
+        """Following: the error that ends the subscription when another node (or epoch) leads
+        now, else None (also when the primary cannot be asked: the watch waits on)."""
+        self._heard = time.monotonic()
+        try:
+            return _moved(self._subscribed, self._locate(self._timeout))
+        except SundialError:
+            return None
+
     def next(self, timeout=None):
         """The next event, or None if `timeout` seconds pass first (None: wait for one).
-        Raises StopIteration once closed."""
+        Raises StopIteration once closed. Following a cluster, a re-subscription may make it
+        take longer (up to the retry budget)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             if self._closed:
                 raise StopIteration
             self._reading = True
         try:
+            if self._failed is not None:
+                raise self._failed
             while not self._session.events:
                 if self._closed:
                     raise StopIteration
-                if deadline is not None and time.monotonic() >= deadline:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
                     return None
-                self._step(deadline)
+                step_deadline = deadline
+                if self._locate is not None:
+                    # Silent for `timeout`: is the node subscribed to still the primary (a
+                    # paused or cut-off one sends nothing and closes nothing)?
+                    check_at = self._heard + self._timeout
+                    if now >= check_at:
+                        moved = self._check_primary()
+                        if moved is not None:
+                            self._sock.close()
+                            return self._follow(moved)
+                        continue
+                    step_deadline = check_at if deadline is None else min(deadline, check_at)
+                try:
+                    self._step(step_deadline)
+                except SundialError as e:
+                    if self._locate is None or self._closed or not _follows(e):
+                        raise
+                    self._sock.close()
+                    return self._follow(e)
                 if self._closed:
                     raise StopIteration
             return self._session.events.popleft()
@@ -264,46 +387,97 @@ class Watch:
 class AsyncWatch:
     """A watch for asyncio; made by ``AsyncClient.watch``. Subscribed by ``async with`` (or
     ``await``, or the first ``async for`` step); then ``async for event in watch``, or
-    ``await watch.next(timeout)``. ``await watch.close()`` ends it."""
+    ``await watch.next(timeout)``. ``await watch.close()`` ends it. Following a cluster it
+    subscribes again after a failover, as Watch does, and yields a Resubscribed marker."""
 
     def __init__(self, connection, queue="*", filter=None, *, ids=None,
-                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None):
-        call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
-        (self._host, self._port, self._address), token, self._tls, default_timeout = connection
+                 max_events_per_sec=None, stats=False, queue_stats=False, timeout=None,
+                 locate=None, retry_budget=follow.DEFAULT_RETRY_BUDGET_S):
+        self._call = codec.subscribe(queue, filter, ids, max_events_per_sec, queue_stats)
+        http, self._token, self._tls, default_timeout = connection
+        self._http = http
+        self._address = http[2]
         self._timeout = default_timeout if timeout is None else float(timeout)
-        self._session = _Session(self._address, token, call, stats or queue_stats)
+        self._stats = stats or queue_stats
+        self._locate = locate  # following: async timeout -> (http, node, epoch) of the primary
+        self._retry_budget = retry_budget
+        self._session = None
         self._reader = self._writer = None
         self._opening = None
         self._closed = False
+        self._subscribed = None  # following: (node, epoch) subscribed to
+        self._heard = time.monotonic()  # when the server last sent something
+        self._failed = None  # following: the error that ended the watch for good
+        self.resubscriptions = 0
+
+    @property
+    def address(self):
+        return self._address
 
     async def _open(self):
         if self._opening is None:
-            self._opening = asyncio.ensure_future(self._connect())
+            if self._locate is None:
+                self._opening = asyncio.ensure_future(self._connect(self._http))
+            else:
+                self._opening = asyncio.ensure_future(self._follow(None))
         await self._opening
         return self
 
-    async def _connect(self):
+    async def _follow(self, ended):
+        """As Watch._follow."""
+        start = time.monotonic()
+        backoff = follow.Backoff()
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                http, node, epoch = await self._locate(self._timeout)
+                await self._connect(http)
+            except SundialError as e:
+                now = time.monotonic()
+                if not _follows(e) or now - start >= self._retry_budget:
+                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
+                    raise self._failed from None
+                if self._closed:
+                    raise StopAsyncIteration from None
+                await asyncio.sleep(backoff.next(start + self._retry_budget - now))
+                continue
+            self._subscribed = (node, epoch)
+            self._heard = time.monotonic()
+            if ended is None:
+                return None
+            self.resubscriptions += 1
+            return records.Resubscribed(address=http[2], node=node, epoch=epoch, time=_now_ms(),
+                                        error=ended)
+
+    async def _connect(self, http):
+        host, port, address = http
+        self._address = address
+        self._session = _Session(address, self._token, self._call, self._stats)
         deadline = time.monotonic() + self._timeout
         try:
             if self._tls is not None:
                 self._reader, self._writer = await asyncio.wait_for(asyncio.open_connection(
-                    self._host, self._port, ssl=self._tls.context,
-                    server_hostname=self._tls.hostname_for(self._host)), self._timeout)
+                    host, port, ssl=self._tls.context,
+                    server_hostname=self._tls.hostname_for(host)), self._timeout)
             else:
                 self._reader, self._writer = await asyncio.wait_for(
-                    asyncio.open_connection(self._host, self._port), self._timeout)
+                    asyncio.open_connection(host, port), self._timeout)
         except (ssl.SSLError, ssl.CertificateError) as e:
             if tls_module.permanent(e):
-                raise tls_module.handshake_error(self._address, e) from None
-            raise unavailable(f"watch: cannot connect to {self._address}: {e}") from None
+                raise tls_module.handshake_error(address, e) from None
+            raise unavailable(f"watch: cannot connect to {address}: {e}") from None
         except (OSError, asyncio.TimeoutError) as e:
-            raise unavailable(f"watch: cannot connect to {self._address}: "
+            raise unavailable(f"watch: cannot connect to {address}: "
                               f"{e or 'timed out'}") from None
+        if self._closed:
+            self._writer.close()
+            raise StopAsyncIteration
         try:
             while self._session.state != "watching":
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise unavailable(f"watch: {self._address}: not subscribed within "
+                    raise unavailable(f"watch: {address}: not subscribed within "
                                       f"{self._timeout:g} s")
                 await self._step(remaining)
         except BaseException:
@@ -326,6 +500,7 @@ class AsyncWatch:
             raise unavailable(f"watch: {self._address}: connection lost: {e}") from None
         if self._closed:  # close() from another task ended this read
             return
+        self._heard = time.monotonic()
         self._session.receive(data)
         out = self._session.take_output()
         if out and not self._writer.is_closing():
@@ -335,20 +510,47 @@ class AsyncWatch:
         if self._session.error is not None and not self._session.events:
             raise self._session.error
 
+    async def _check_primary(self):
+        """As Watch._check_primary."""
+        self._heard = time.monotonic()
+        try:
+            return _moved(self._subscribed, await self._locate(self._timeout))
+        except SundialError:
+            return None
+
     async def next(self, timeout=None):
         """The next event, or None if `timeout` seconds pass first. Raises
         StopAsyncIteration once closed."""
         if self._closed:
             raise StopAsyncIteration
         await self._open()
+        if self._failed is not None:
+            raise self._failed
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._session.events:
             if self._closed:
                 raise StopAsyncIteration
-            remaining = None if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = None if deadline is None else deadline - now
             if remaining is not None and remaining <= 0:
                 return None
-            await self._step(remaining)
+            if self._locate is not None:
+                check_at = self._heard + self._timeout  # as Watch.next
+                if now >= check_at:
+                    moved = await self._check_primary()
+                    if moved is not None:
+                        self._writer.close()
+                        return await self._follow(moved)
+                    continue
+                remaining = check_at - now if remaining is None else min(remaining,
+                                                                         check_at - now)
+            try:
+                await self._step(remaining)
+            except SundialError as e:
+                if self._locate is None or self._closed or not _follows(e):
+                    raise
+                self._writer.close()
+                return await self._follow(e)
         return self._session.events.popleft()
 
     def __aiter__(self):

@@ -3,9 +3,11 @@ against a real cluster: Debian's etcd ($SUNDIAL_ETCD_BIN, default /usr/bin/etcd)
 sundiald nodes on loopback, started per test (`cluster` fixture). Registered in ctest as
 python_client_cluster (label "cluster"), apart from the single-server suite.
 
-Failovers use --leader-ttl-s 2. Every wait is a bounded poll on a condition (wait_for).
+Failovers use --leader-ttl-s 2. Every wait is a bounded poll on a condition (wait_for, or
+`until` inside an event loop; a watch's next(timeout) with a deadline).
 """
 
+import asyncio
 import json
 import os
 import random
@@ -20,7 +22,7 @@ import urllib.request
 import pytest
 
 from conftest import SUNDIALD, START_TIMEOUT_S, FIXED_PORTS, _port_is_free, wait_for
-from sundial import Client, SundialError, Worker
+from sundial import AsyncClient, Client, MessageEvent, Resubscribed, SundialError, Worker
 
 ETCD = os.environ.get("SUNDIAL_ETCD_BIN") or "/usr/bin/etcd"
 
@@ -305,3 +307,196 @@ def test_switchover_moves_the_primary_and_loses_no_acknowledged_write(cluster):
         assert c.count("q").pending == len(acked)
         for message_id in acked:
             c.get("q", message_id)
+
+
+async def until(condition, timeout, message):
+    """wait_for inside an event loop: polls `condition()` every 10 ms until it is true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {message}")
+        await asyncio.sleep(0.01)
+
+
+def test_the_async_client_and_its_watch_follow_the_primary_across_a_kill(cluster):
+    old = cluster.primary()
+    acked, completed, errors, events = set(), set(), [], []
+
+    async def main():
+        stop = asyncio.Event()
+        async with AsyncClient(cluster.addrs, timeout=5.0) as c:
+            assert c.follows_primary
+            await c.create_queue("aq", lease_ms=10000)
+            assert c.address == cluster.addr(old)
+
+            async def produce(k):
+                i = 0
+                while not stop.is_set():
+                    try:
+                        if i % 2:  # no id of ours: the client gives it one, so a resend is a
+                            r = await c.enqueue("aq", f"{k}-{i}")  # duplicate, not a second
+                        else:
+                            r = await c.enqueue("aq", f"{k}-{i}", id=f"a-{k}-{i}")
+                        acked.add(r.id)
+                    except SundialError as e:
+                        errors.append(e)
+                    i += 1
+
+            async def consume():
+                while not (stop.is_set() and acked <= completed):
+                    try:
+                        for m in await c.dequeue("aq", max=10, wait_ms=300):
+                            await c.complete("aq", m.id, m.lease_token)
+                            completed.add(m.id)
+                    except SundialError as e:
+                        errors.append(e)
+
+            async def watch(w):
+                async for e in w:
+                    events.append(e)
+
+            w = await c.watch("aq")
+            watcher = asyncio.ensure_future(watch(w))
+            tasks = [asyncio.ensure_future(produce(k)) for k in range(3)] + \
+                [asyncio.ensure_future(consume()) for _ in range(2)]
+            try:
+                await until(lambda: len(acked) >= 100, 15, "100 enqueues before the kill")
+                cluster.kill(old)
+                at_kill = len(acked)
+                await until(lambda: len(acked) >= at_kill + 100, 30,
+                            "100 enqueues after the kill")
+                assert c.address != cluster.addr(old)
+                # The watch subscribed again on the new primary and goes on with events there.
+                await until(lambda: any(isinstance(e, Resubscribed) for e in events), 30,
+                            "the watch's Resubscribed marker")
+                marker = next(i for i, e in enumerate(events) if isinstance(e, Resubscribed))
+                await until(lambda: any(isinstance(e, MessageEvent)
+                                        for e in events[marker + 1:]), 15,
+                            "an event after the marker")
+                assert w.resubscriptions >= 1 and events[marker].address == w.address
+                assert events[marker].node != old and events[marker].error.code == "UNAVAILABLE"
+                stop.set()
+                # Leases carried by dequeue replies lost with the old primary end after 10 s.
+                await asyncio.wait_for(asyncio.gather(*tasks), 60)
+            finally:
+                stop.set()
+                for task in tasks:
+                    task.cancel()
+                await w.close()
+                watcher.cancel()
+            assert not errors, errors[:3]
+            counts = await c.count("aq")
+            assert counts.completed == len(acked), "an acknowledged enqueue was lost or doubled"
+            assert counts.pending == counts.running == counts.invisible == 0
+            for message_id in list(acked)[:300]:
+                assert (await c.get("aq", message_id)).state == "completed"
+
+    asyncio.run(asyncio.wait_for(main(), 180))
+
+
+def next_event(watch, matches, timeout, message):
+    """The first event of `watch` that `matches`, within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            pytest.fail(f"timed out after {timeout} s waiting for {message}")
+        e = watch.next(timeout=remaining)
+        if e is not None and matches(e):
+            return e
+
+
+def test_a_watch_keeps_delivering_events_after_a_failover(cluster):
+    old = cluster.primary()
+    with Client(cluster.addrs, timeout=5.0) as c, c.watch("wq") as w:
+        c.enqueue("wq", b"", id="before")
+        next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "before", 15,
+                   "the event of an enqueue before the kill")
+        cluster.kill(old)
+        c.enqueue("wq", b"", id="during")  # waits for the new primary; its event may be missed
+        marker = next_event(w, lambda e: isinstance(e, Resubscribed), 30, "the marker")
+        assert marker.node != old and marker.node == c.cluster().primary
+        assert w.address == marker.address and w.resubscriptions == 1
+        assert marker.error.code == "UNAVAILABLE" and marker.time > 0
+        c.enqueue("wq", b"", id="after")
+        e = next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "after", 15,
+                       "the event of an enqueue after the resubscription")
+        assert (e.cause, e.to_state) == ("enqueued", "pending")
+
+
+def test_a_watch_on_a_paused_primary_moves_to_the_new_one(cluster):
+    # A paused primary closes nothing: the watch hears nothing for `timeout` seconds, asks
+    # who leads, and subscribes on the new primary.
+    old = cluster.primary()
+    with Client(cluster.addrs, timeout=2.0) as c, c.watch("pq") as w:
+        c.enqueue("pq", b"", id="before")
+        next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "before", 15,
+                   "the event of an enqueue before the pause")
+        cluster.procs[old].send_signal(signal.SIGSTOP)
+        try:
+            c.enqueue("pq", b"", id="during")  # on the new primary, once elected
+            marker = next_event(w, lambda e: isinstance(e, Resubscribed), 30, "the marker")
+            assert marker.node != old and marker.error.code == "NOT_PRIMARY"
+            c.enqueue("pq", b"", id="after")
+            next_event(w, lambda e: isinstance(e, MessageEvent) and e.id == "after", 15,
+                       "the event of an enqueue after the resubscription")
+        finally:
+            cluster.procs[old].send_signal(signal.SIGCONT)
+
+
+def test_the_async_client_given_standbys_finds_the_primary(cluster):
+    primary = cluster.primary()
+    standbys = [cluster.addr(n) for n in sorted(cluster.nodes) if n != primary]
+
+    async def main():
+        async with AsyncClient(standbys[0]) as single:  # one address: not followed
+            assert not single.follows_primary
+            with pytest.raises(SundialError) as refused:
+                await single.enqueue("jobs", b"x", id="a")
+            assert refused.value.code == "NOT_PRIMARY"
+            assert refused.value.primary == cluster.addr(primary)
+        async with AsyncClient(",".join(standbys)) as c:  # the primary is in neither
+            assert c.follows_primary
+            assert (await c.enqueue("jobs", b"x", id="a")).id == "a"
+            assert c.address == cluster.addr(primary) and c.connected
+            view = await c.cluster()
+            assert view.primary == view.node == primary and len(view.members) == 3
+            r = await c.enqueue("jobs", b"y")  # an id of the client's own
+            assert len(r.id) == 26 and not r.duplicate
+            assert (await c.get("jobs", r.id)).payload == b"y"
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_an_async_watch_on_a_paused_primary_moves_to_the_new_one(cluster):
+    old = cluster.primary()
+
+    async def next_async_event(w, matches, timeout, message):
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                pytest.fail(f"timed out after {timeout} s waiting for {message}")
+            e = await w.next(timeout=remaining)
+            if e is not None and matches(e):
+                return e
+
+    async def main():
+        async with AsyncClient(cluster.addrs, timeout=2.0) as c, c.watch("apq") as w:
+            await c.enqueue("apq", b"", id="before")
+            await next_async_event(w, lambda e: isinstance(e, MessageEvent) and
+                                   e.id == "before", 15, "the event before the pause")
+            cluster.procs[old].send_signal(signal.SIGSTOP)
+            try:
+                await c.enqueue("apq", b"", id="during")
+                marker = await next_async_event(w, lambda e: isinstance(e, Resubscribed), 30,
+                                                "the marker")
+                assert marker.node != old and marker.error.code == "NOT_PRIMARY"
+                assert w.resubscriptions == 1 and w.address == marker.address
+                await c.enqueue("apq", b"", id="after")
+                await next_async_event(w, lambda e: isinstance(e, MessageEvent) and
+                                       e.id == "after", 15, "the event after the marker")
+            finally:
+                cluster.procs[old].send_signal(signal.SIGCONT)
+
+    asyncio.run(asyncio.wait_for(main(), 120))

@@ -145,5 +145,16 @@ def test_a_list_of_addresses_is_a_cluster_and_one_address_is_not():
     assert Client(["a:1", "b:2"]).follows_primary
     assert not Client(["a:1"]).follows_primary, "one address: the single-server client"
     assert not Client("a:1").follows_primary
-    with pytest.raises(SundialError):
-        AsyncClient(["a:1", "b:2"])
+    assert AsyncClient(["a:1", "b:2"]).follows_primary
+    assert AsyncClient("a:1,b:2").address == "a:1"
+    assert not AsyncClient(["a:1"]).follows_primary
+    # Following, an enqueue without an id gets one of the client's own (a resend is then a
+    # duplicate); a single-server client leaves it to the server.
+    for cls in (Client, AsyncClient):
+        assert len(cls(["a:1", "b:2"])._default_id()) == 26
+        assert cls("a:1")._default_id() is None
+    for bad in (-1, True, "5"):
+        for cls in (Client, AsyncClient):
+            with pytest.raises(SundialError) as e:
+                cls(["a:1", "b:2"], retry_budget=bad)
+            assert e.value.code == "INVALID_ARGUMENT"
