@@ -1,5 +1,8 @@
 #include "engine/dependencies.h"
 
+#include <xxhash.h>
+
+#include <algorithm>
 #include <utility>
 
 #include "engine/validation.h"
@@ -50,6 +53,14 @@ std::optional<uint32_t> DependencyGraph::Lookup(std::string_view key) const {
 
 uint32_t DependencyGraph::NodeFor(std::string_view key) {
   if (auto n = Lookup(key)) return *n;
+  const uint32_t n = NewNode();
+  Node& node = nodes_[n];
+  node.key = std::string(key);
+  index_.emplace(node.key, n);
+  return n;
+}
+
+uint32_t DependencyGraph::NewNode() {
   uint32_t n;
   if (!free_.empty()) {
     n = free_.back();
@@ -58,11 +69,8 @@ uint32_t DependencyGraph::NodeFor(std::string_view key) {
     n = static_cast<uint32_t>(nodes_.size());
     nodes_.emplace_back();
   }
-  Node& node = nodes_[n];
-  node = Node{};
-  node.key = std::string(key);
-  node.in_use = true;
-  index_.emplace(node.key, n);
+  nodes_[n] = Node{};
+  nodes_[n].in_use = true;
   return n;
 }
 
@@ -71,6 +79,7 @@ bool DependencyGraph::AddDependent(std::string_view dependent, DependencyFailure
                                    const std::vector<bool>& completed) {
   const uint32_t d = NodeFor(dependent);
   nodes_[d].policy = policy;
+  nodes_[d].joined = next_joined_++;
   nodes_[d].waits_on.reserve(dependencies.size());
   uint32_t unfinished = 0;
   for (size_t i = 0; i < dependencies.size(); ++i) {
@@ -152,19 +161,29 @@ void DependencyGraph::OnCompleted(std::string_view dependency,
 
 void DependencyGraph::OnFailed(std::string_view dependency, bool errored,
                                std::vector<DependencyAction>* actions) {
-  const auto first = Lookup(dependency);
-  if (!first) return;
+  if (const auto first = Lookup(dependency)) {
+    FailFrom(*first, errored ? "errored" : "canceled", actions);
+  }
+}
+
+void DependencyGraph::OnRemoved(std::string_view dependency,
+                                std::vector<DependencyAction>* actions) {
+  if (const auto first = Lookup(dependency)) FailFrom(*first, "removed", actions);
+}
+
+void DependencyGraph::FailFrom(uint32_t first, std::string_view verb,
+                               std::vector<DependencyAction>* actions) {
   // Breadth-first through the dependents that fail in turn; each node fails at most once
   // (it leaves the waiting state before it is queued), so this ends.
   struct Failed {
     uint32_t node;
-    bool errored;
+    std::string_view verb;
   };
-  std::vector<Failed> failed{{*first, errored}};
+  std::vector<Failed> failed{{first, verb}};
   for (size_t i = 0; i < failed.size(); ++i) {
     const Failed f = failed[i];
-    const std::string reason =
-        "dependency " + nodes_[f.node].key + (f.errored ? " errored" : " canceled");
+    std::string reason = "dependency " + nodes_[f.node].key;
+    reason.append(" ").append(f.verb);
     for (uint32_t d : TakeDependents(f.node)) {
       Node& node = nodes_[d];
       if (!node.waiting) {
@@ -181,12 +200,12 @@ void DependencyGraph::OnFailed(std::string_view dependency, bool errored,
         case DependencyFailurePolicy::kCancel:
           actions->push_back({DependencyAction::Kind::kCancel, node.key, reason});
           LeaveWaiting(d);
-          failed.push_back({d, false});
+          failed.push_back({d, "canceled"});
           break;
         case DependencyFailurePolicy::kError:
           actions->push_back({DependencyAction::Kind::kError, node.key, reason});
           LeaveWaiting(d);
-          failed.push_back({d, true});
+          failed.push_back({d, "errored"});
           break;
       }
     }
@@ -241,6 +260,107 @@ std::vector<std::string> DependencyGraph::DependenciesOf(std::string_view depend
     for (uint32_t f : nodes_[*n].waits_on) keys.push_back(nodes_[f].key);
   }
   return keys;
+}
+
+void DependencyGraph::ExportDependents(
+    const std::function<void(const DependentEntry&)>& visit) const {
+  std::vector<std::pair<uint64_t, uint32_t>> order;  // (joined, node)
+  for (const auto& [key, n] : index_) {
+    if (!nodes_[n].waits_on.empty()) order.emplace_back(nodes_[n].joined, n);
+  }
+  std::sort(order.begin(), order.end());
+  // Which entries each dependent is still listed by, counted per (dependent, dependency):
+  // the same dependency named twice is in the reverse list twice.
+  boost::unordered_flat_map<uint64_t, uint32_t> listed;
+  for (size_t f = 0; f < nodes_.size(); ++f) {
+    for (uint32_t d : nodes_[f].dependents) ++listed[(uint64_t{d} << 32) | f];
+  }
+  std::vector<std::string> keys;
+  std::string edges;
+  for (const auto& [joined, d] : order) {
+    const Node& node = nodes_[d];
+    keys.clear();
+    edges.assign(node.waits_on.size(), '\0');
+    for (size_t i = 0; i < node.waits_on.size(); ++i) {
+      const uint32_t f = node.waits_on[i];
+      keys.push_back(nodes_[f].key);
+      uint8_t flags = nodes_[f].forgotten ? kEdgeGone : 0;
+      if (auto it = listed.find((uint64_t{d} << 32) | f); it != listed.end() && it->second > 0) {
+        --it->second;
+        flags |= kEdgeListed;
+      }
+      edges[i] = static_cast<char>(flags);
+    }
+    visit({node.key, node.policy, node.waiting, &keys, edges});
+  }
+}
+
+bool DependencyGraph::RestoreDependent(const DependentEntry& entry) {
+  const std::vector<std::string>& keys = *entry.dependencies;
+  if (keys.empty() || keys.size() != entry.edges.size()) return false;
+  uint32_t listed = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto flags = static_cast<uint8_t>(entry.edges[i]);
+    if ((flags & ~(kEdgeListed | kEdgeGone)) != 0) return false;
+    if ((flags & kEdgeListed) && (flags & kEdgeGone)) return false;
+    if (keys[i] == entry.key) return false;
+    listed += (flags & kEdgeListed) ? 1 : 0;
+  }
+  if (entry.waiting && listed == 0) return false;
+  if (const auto existing = Lookup(entry.key); existing && !nodes_[*existing].waits_on.empty()) {
+    return false;
+  }
+  const uint32_t d = NodeFor(entry.key);
+  nodes_[d].policy = entry.policy;
+  nodes_[d].joined = next_joined_++;
+  nodes_[d].waits_on.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto flags = static_cast<uint8_t>(entry.edges[i]);
+    uint32_t f;
+    if (flags & kEdgeGone) {
+      f = NewNode();  // may move nodes_: index again below
+      nodes_[f].key = keys[i];
+      nodes_[f].forgotten = true;
+    } else {
+      f = NodeFor(keys[i]);
+    }
+    nodes_[d].waits_on.push_back(f);
+    ++nodes_[f].referenced;
+    ++edges_;
+    if (flags & kEdgeListed) {
+      nodes_[f].dependents.push_back(d);
+      ++nodes_[d].listed;
+    }
+  }
+  Node& node = nodes_[d];
+  node.waiting = entry.waiting;
+  node.unfinished = entry.waiting ? listed : 0;
+  if (node.waiting) {
+    for (uint32_t f : node.waits_on) ++nodes_[f].holders;
+  }
+  return true;
+}
+
+uint64_t DependencyGraph::Digest() const {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  bool any = false;
+  auto put_str = [&](std::string_view s) {
+    const uint64_t size = s.size();
+    XXH3_64bits_update(state, &size, sizeof size);
+    XXH3_64bits_update(state, s.data(), s.size());
+  };
+  ExportDependents([&](const DependentEntry& e) {
+    any = true;
+    put_str(e.key);
+    const uint8_t fixed[2] = {static_cast<uint8_t>(e.policy), static_cast<uint8_t>(e.waiting)};
+    XXH3_64bits_update(state, fixed, sizeof fixed);
+    for (const std::string& key : *e.dependencies) put_str(key);
+    put_str(e.edges);
+  });
+  const uint64_t digest = any ? XXH3_64bits_digest(state) : 0;
+  XXH3_freeState(state);
+  return digest;
 }
 
 uint64_t DependencyGraph::allocated_bytes() const {

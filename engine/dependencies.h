@@ -22,6 +22,16 @@
 // Cycles cannot form: a dependency must exist before its dependent is added (AddWaiting of a
 // key that already has a node as a dependent is refused by the caller as ALREADY_EXISTS).
 //
+// Durability (docs/wal-format.md, "Extensions" and "Snapshots"): the log replays the causes
+// (AddDependent at enqueue, OnCompleted ...), so it needs nothing from here. A snapshot carries
+// each dependent's entry (ExportDependents: its dependencies, which of them it still waits on,
+// which are gone, its policy, whether it waits), in the order the dependents joined, which is
+// the order of every reverse list; RestoreDependent, called in that order, rebuilds the same
+// graph: same waiting dependents and counters, same holds, same reverse lists in the same
+// order. (Nodes of messages that are gone and only kept alive by a reverse list entry of a
+// dependent that no longer waits are not carried: they change nothing but when memory is
+// freed.)
+//
 // Thread safety: none; the engine guards it with its dependency lock (engine.h, lock order).
 #pragma once
 
@@ -47,6 +57,19 @@ std::string DependencyKey(std::string_view queue, std::string_view id);
 // `own_queue`. The id may itself contain '/': only the first '/' separates, and only when what
 // precedes it is a valid queue name.
 std::string ResolveDependency(std::string_view own_queue, std::string_view entry);
+
+// Flags of one entry of a dependent's dependencies (DependentEntry::edges, snapshots).
+inline constexpr uint8_t kEdgeListed = 1;  // it still waits on it (in that one's reverse list)
+inline constexpr uint8_t kEdgeGone = 2;    // that message is gone (its node has no name)
+
+// One dependent as a snapshot carries it (ExportDependents, RestoreDependent).
+struct DependentEntry {
+  std::string_view key;
+  DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
+  bool waiting = false;
+  const std::vector<std::string>* dependencies = nullptr;  // keys, in the order listed
+  std::string_view edges;  // one byte of kEdge* flags per dependency
+};
 
 // One consequence for a dependent (its key), in the order they must be applied.
 struct DependencyAction {
@@ -77,6 +100,9 @@ class DependencyGraph {
   // `dependency` was canceled (errored: `errored`): each waiting dependent follows its policy;
   // a dependent canceled or errored in turn is processed the same way (transitively).
   void OnFailed(std::string_view dependency, bool errored, std::vector<DependencyAction>* actions);
+  // `dependency` left its queue without finishing (purged, its queue deleted): as OnFailed,
+  // with the reason "dependency Q/ID removed". Forget it afterwards.
+  void OnRemoved(std::string_view dependency, std::vector<DependencyAction>* actions);
   // `dependent` stopped waiting by other means (canceled by a request, its queue deleted or
   // purged): its dependencies are no longer held by it. No-op when it does not wait.
   void StopWaiting(std::string_view dependent);
@@ -92,6 +118,17 @@ class DependencyGraph {
   // The dependencies `dependent` listed at enqueue, in order (empty: none).
   std::vector<std::string> DependenciesOf(std::string_view dependent) const;
 
+  // Snapshots: calls `visit` for every dependent whose message exists, in the order they
+  // joined (see the top of this file). The entry's views are valid during the call.
+  void ExportDependents(const std::function<void(const DependentEntry&)>& visit) const;
+  // Adds a dependent as ExportDependents described it. False (nothing changed) when the entry
+  // does not fit: the key is already a dependent, a count or flag is inconsistent (a waiting
+  // dependent must still wait on one at least; a gone dependency cannot be waited on).
+  bool RestoreDependent(const DependentEntry& entry);
+  // XXH3 of everything ExportDependents reports, in its order (0 for an empty graph): two
+  // graphs that behave the same have the same digest.
+  uint64_t Digest() const;
+
   size_t node_count() const { return nodes_.size() - free_.size(); }
   uint64_t edge_count() const { return edges_; }
   // Bytes held by the nodes, lists and index.
@@ -106,6 +143,7 @@ class DependencyGraph {
     uint32_t holders = 0;     // waiting dependents that listed this node
     uint32_t listed = 0;      // entries of other nodes' `dependents` naming this node
     uint32_t referenced = 0;  // entries of other nodes' `waits_on` naming this node
+    uint64_t joined = 0;      // when it was added as a dependent (order of the reverse lists)
     DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
     bool waiting = false;
     bool forgotten = false;  // the message is gone (Forget)
@@ -113,6 +151,10 @@ class DependencyGraph {
   };
 
   uint32_t NodeFor(std::string_view key);  // finds or creates
+  uint32_t NewNode();                      // a node with no name yet
+  // Fails `first` and, through their policies, its dependents (OnFailed, OnRemoved); the
+  // reason names `first` and `verb`.
+  void FailFrom(uint32_t first, std::string_view verb, std::vector<DependencyAction>* actions);
   std::optional<uint32_t> Lookup(std::string_view key) const;
   // Leaves the waiting state: every dependency it listed loses one holder.
   void LeaveWaiting(uint32_t n);
@@ -129,6 +171,7 @@ class DependencyGraph {
   };
   boost::unordered_flat_map<std::string, uint32_t, KeyHash, std::equal_to<>> index_;
   uint64_t edges_ = 0;
+  uint64_t next_joined_ = 1;
 };
 
 }  // namespace sundial

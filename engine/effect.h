@@ -85,8 +85,13 @@ struct Effect {
   uint64_t epoch = 0;                  // kEpochStarted
   uint64_t start_lsn = 0;              // kEpochStarted: the LSN of its own record
   // kMessageEnqueued of a waiting message: its dependencies as keys "queue/id", and its policy.
+  // A snapshot (ExportState) carries the dependency graph in kMessageChanged effects that
+  // restate a dependent unchanged (cause kNone, from = to) after every message: depends_on
+  // and the policy as above, and `dependency_edges`, one byte of flags per entry of depends_on
+  // (kEdgeListed, kEdgeGone: engine/dependencies.h). Empty everywhere else.
   const std::vector<std::string>* depends_on = nullptr;
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  std::string_view dependency_edges = {};
   // A consequence of the effect before it (a dependent released, canceled or errored by the
   // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see
   // it; the log does not record it, since Apply of the cause derives it again.

@@ -45,6 +45,11 @@ class Engine::DependencyBridge : public DependencyHooks {
     engine_->deps_.Forget(key);
     return false;
   }
+  void OnDeadLettered(Queue& queue, std::string_view id, MessageState from, TimeMs now) override {
+    engine_->deps_mu_.AssertHeld();
+    engine_->ProcessRemoved(queue.name(), {{std::string(id), from}}, /*dead_lettered=*/true, now,
+                            /*emit=*/true);
+  }
 
  private:
   Engine* engine_;
@@ -99,6 +104,12 @@ class SCOPED_CAPABILITY Engine::PairLock {
 namespace {
 
 const Status kQueueNotFound = NotFound("queue: no such queue");
+
+// "queue/id" -> queue, id.
+std::pair<std::string_view, std::string_view> SplitKey(std::string_view key) {
+  const size_t slash = key.find('/');
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
 const Status kBadQueueName = InvalidArgument("queue: name must be 1-128 bytes of [A-Za-z0-9._:-]");
 const Status kResultTooLarge =
     InvalidArgument("result: larger than the server's max_result_bytes (--max-result-bytes)");
@@ -277,18 +288,36 @@ std::vector<QueueInfo> Engine::ListQueues() const {
 Status Engine::DeleteQueue(std::string_view name) {
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
-  MutexLock lock(&shard.mu);
-  TimeMs now = clock_->NowMs();
-  auto it = shard.queues.find(name);
-  if (it == shard.queues.end()) return kQueueNotFound;
-  if (sink_ != nullptr) {
-    Effect e;
-    e.type = EffectType::kQueueDeleted;
-    e.time = now;
-    e.queue = it->second->name();
-    sink_->OnEffect(e);
+  auto remove = [&](TimeMs now) REQUIRES(shard.mu) {
+    auto it = shard.queues.find(name);
+    if (sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kQueueDeleted;
+      e.time = now;
+      e.queue = it->second->name();
+      sink_->OnEffect(e);
+    }
+    shard.queues.erase(it);
+  };
+  {
+    MutexLock lock(&shard.mu);
+    Queue* q = shard.Find(name);
+    if (q == nullptr) return kQueueNotFound;
+    if (!q->HasGraphMessages()) {
+      remove(clock_->NowMs());
+      return Status::Ok();
+    }
   }
-  shard.queues.erase(it);
+  // Messages of the dependency graph go with it: every shard, so their dependents follow.
+  AllShardsLock lock(this);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(name);
+  if (q == nullptr) return kQueueNotFound;
+  const TimeMs now = clock_->NowMs();
+  const std::vector<RemovedFromQueue> removed = q->GraphMessages();
+  const std::string queue(name);
+  remove(now);
+  ProcessRemoved(queue, removed, /*dead_lettered=*/false, now, /*emit=*/true);
   return Status::Ok();
 }
 
@@ -302,11 +331,22 @@ Result<uint64_t> Engine::PurgeQueue(std::string_view name,
     mask |= static_cast<uint8_t>(1u << static_cast<int>(s));
   }
   Shard& shard = ShardFor(name);
-  MutexLock lock(&shard.mu);
-  TimeMs now = clock_->NowMs();
+  {
+    MutexLock lock(&shard.mu);
+    Queue* q = shard.Find(name);
+    if (q == nullptr) return kQueueNotFound;
+    if (!q->HasGraphMessages()) return q->Purge(mask, clock_->NowMs(), /*emit=*/true);
+  }
+  // Messages of the dependency graph may go: every shard, so their dependents follow.
+  AllShardsLock lock(this);
+  shard.mu.AssertHeld();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
-  return q->Purge(mask, now, /*emit=*/true);
+  const TimeMs now = clock_->NowMs();
+  std::vector<RemovedFromQueue> removed;
+  const uint64_t n = q->Purge(mask, now, /*emit=*/true, &removed);
+  ProcessRemoved(q->name(), removed, /*dead_lettered=*/false, now, /*emit=*/true);
+  return n;
 }
 
 // ---- Messages ---------------------------------------------------------------------------------
@@ -810,14 +850,17 @@ std::vector<EpochStart> Engine::Epochs() const {
 
 Status Engine::Apply(const Effect& e) {
   if (e.depends_on != nullptr && !e.depends_on->empty()) return ApplyWithDependencies(e);
-  if (graph_used_.load(std::memory_order_relaxed) &&
-      (e.type == EffectType::kMessageChanged || e.type == EffectType::kMessageRemoved)) {
+  if (graph_used_.load(std::memory_order_relaxed)) {
+    const bool of_message = e.type == EffectType::kMessageChanged ||
+                            e.type == EffectType::kMessageRemoved ||
+                            e.type == EffectType::kMessageDeadLettered;
+    const bool of_queue = e.type == EffectType::kQueueDeleted || e.type == EffectType::kQueuePurged;
     bool in_graph = false;
-    {
+    if (of_message || of_queue) {
       Shard& shard = ShardFor(e.queue);
       MutexLock lock(&shard.mu);
       Queue* q = shard.Find(e.queue);
-      in_graph = q != nullptr && q->NeedsEveryShard(e.id);
+      in_graph = q != nullptr && (of_message ? q->NeedsEveryShard(e.id) : q->HasGraphMessages());
     }
     if (in_graph) return ApplyWithDependencies(e);
   }
@@ -901,6 +944,14 @@ uint64_t Engine::Digest() const {
       XXH3_64bits_update(state, fields, sizeof fields);
     }
   }
+  {
+    // The dependency graph, when it has a dependent (none: the digest of a state without
+    // dependencies, as before they existed). Every shard is locked (`locks`): the lock order.
+    MutexLock lock(&deps_mu_);
+    if (const uint64_t graph = deps_.Digest(); graph != 0) {
+      XXH3_64bits_update(state, &graph, sizeof graph);
+    }
+  }
   uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return digest;
@@ -934,19 +985,22 @@ void Engine::ExportState(EffectSink* visit) const {
       q->Export(visit);
     }
   }
+  // The dependency graph, after every message: each dependent restated with its entry, in
+  // the order the dependents joined (engine/dependencies.h), which Apply follows.
+  AllShardsLock lock(this);
+  deps_.ExportDependents([&](const DependentEntry& d) NO_THREAD_SAFETY_ANALYSIS {
+    auto [q_name, id] = SplitKey(d.key);
+    const Queue* q = ShardFor(q_name).Find(q_name);  // every shard locked (AllShardsLock)
+    Effect e;
+    if (q == nullptr || !q->Restate(id, &e)) return;  // cannot be: the node would be gone
+    e.depends_on = d.dependencies;
+    e.on_dependency_failure = d.policy;
+    e.dependency_edges = d.edges;
+    visit->OnEffect(e);
+  });
 }
 
 // ---- Dependencies (engine.h; engine/dependencies.h) -------------------------------------------
-
-namespace {
-
-// "queue/id" -> queue, id.
-std::pair<std::string_view, std::string_view> SplitKey(std::string_view key) {
-  const size_t slash = key.find('/');
-  return {key.substr(0, slash), key.substr(slash + 1)};
-}
-
-}  // namespace
 
 std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_view queue,
                                                                    std::vector<EnqueueItem> items) {
@@ -958,6 +1012,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
     if (s.ok() && item.depends_on.size() > kMaxDependencies) {
       s = InvalidArgument("depends_on: at most 100000 dependencies per message");
     }
+    size_t key_bytes = 0;
     for (auto& entry : item.depends_on) {
       if (!s.ok()) break;
       entry = ResolveDependency(queue, entry);
@@ -965,6 +1020,10 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
       if (!IsValidQueueName(q) || !IsValidId(id)) {
         s = InvalidArgument("depends_on: each entry is an id or queue/id");
       }
+      key_bytes += entry.size();
+    }
+    if (s.ok() && key_bytes > kMaxDependencyKeyBytes) {
+      s = InvalidArgument("depends_on: the entries, as queue/id, total at most 12 MiB");
     }
     checks.push_back(std::move(s));
   }
@@ -1089,6 +1148,64 @@ void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions
   }
 }
 
+void Engine::ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+                            bool dead_lettered, TimeMs now, bool emit) {
+  std::vector<std::string> keys;
+  keys.reserve(removed.size());
+  // First every removed dependent stops waiting, so that none of them is released, canceled
+  // or errored by the removal of another.
+  for (const RemovedFromQueue& r : removed) {
+    keys.push_back(DependencyKey(queue, r.id));
+    if (r.state == MessageState::kWaiting) deps_.StopWaiting(keys.back());
+  }
+  // A dependency that had not finished acts as a failed one: its dependents' policies apply.
+  std::vector<DependencyAction> actions;
+  for (size_t i = 0; i < removed.size(); ++i) {
+    if (IsTerminal(removed[i].state)) continue;
+    if (dead_lettered) {
+      deps_.OnFailed(keys[i], /*errored=*/true, &actions);
+    } else {
+      deps_.OnRemoved(keys[i], &actions);
+    }
+  }
+  for (const std::string& key : keys) deps_.Forget(key);
+  ApplyDependencyActions(actions, now, emit);
+}
+
+Status Engine::RestoreDependent(Queue& q, const Effect& e) {
+  const Status bad(Code::kInternal, "effect: dependency entry does not apply");
+  if (e.depends_on == nullptr || e.depends_on->size() != e.dependency_edges.size() ||
+      e.type != EffectType::kMessageChanged || e.from != e.to) {
+    return bad;
+  }
+  Result<MessageOutcome> outcome = q.Outcome(e.id);
+  if (!outcome.ok() || outcome->state != e.to) return bad;
+  // The restated fields are the message's own (ExportState): applying them changes nothing,
+  // and a record that would change something is refused by the digest check after loading.
+  if (Status s = q.ApplyChanged(e); !s.ok()) return s;
+  for (size_t i = 0; i < e.depends_on->size(); ++i) {
+    if (static_cast<uint8_t>(e.dependency_edges[i]) & kEdgeGone) continue;
+    auto [dq_name, did] = SplitKey((*e.depends_on)[i]);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+    Queue* dq = dshard.Find(dq_name);
+    if (dq == nullptr || !dq->Contains(did)) return bad;
+  }
+  const std::string key = DependencyKey(e.queue, e.id);
+  const DependentEntry entry{key, e.on_dependency_failure, e.to == MessageState::kWaiting,
+                             e.depends_on, e.dependency_edges};
+  if (!deps_.RestoreDependent(entry)) return bad;
+  q.JoinGraph(e.id);
+  for (size_t i = 0; i < e.depends_on->size(); ++i) {
+    if (static_cast<uint8_t>(e.dependency_edges[i]) & kEdgeGone) continue;
+    auto [dq_name, did] = SplitKey((*e.depends_on)[i]);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();
+    dshard.Find(dq_name)->JoinGraph(did);
+  }
+  return Status::Ok();
+}
+
 Status Engine::ApplyWithDependencies(const Effect& e) {
   AllShardsLock lock(this);
   graph_used_.store(true, std::memory_order_relaxed);
@@ -1119,6 +1236,7 @@ Status Engine::ApplyWithDependencies(const Effect& e) {
       return Status::Ok();
     }
     case EffectType::kMessageChanged: {
+      if (!e.dependency_edges.empty()) return RestoreDependent(*q, e);
       Result<MessageOutcome> before = q->Outcome(e.id);
       if (Status s = q->ApplyChanged(e); !s.ok()) return s;
       if (before.ok() && before->state != e.to && IsTerminal(e.to)) {
@@ -1129,6 +1247,31 @@ Status Engine::ApplyWithDependencies(const Effect& e) {
     case EffectType::kMessageRemoved: {
       if (Status s = q->ApplyRemoved(e); !s.ok()) return s;
       deps_.Forget(key);
+      return Status::Ok();
+    }
+    case EffectType::kMessageDeadLettered: {
+      Shard& dlq_shard = ShardFor(e.dead_letter_queue);
+      dlq_shard.mu.AssertHeld();
+      Result<MessageOutcome> before = q->Outcome(e.id);
+      if (!before.ok()) return Status(Code::kInternal, "effect: no such message");
+      if (Status s = q->ApplyDeadLettered(e, dlq_shard.Find(e.dead_letter_queue)); !s.ok()) {
+        return s;
+      }
+      ProcessRemoved(e.queue, {{std::string(e.id), before->state}}, /*dead_lettered=*/true, e.time,
+                     /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kQueuePurged: {
+      std::vector<RemovedFromQueue> removed;
+      (void)q->Purge(e.purge_states, e.time, /*emit=*/false, &removed);
+      ProcessRemoved(e.queue, removed, /*dead_lettered=*/false, e.time, /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kQueueDeleted: {
+      const std::vector<RemovedFromQueue> removed = q->GraphMessages();
+      const std::string queue(e.queue);
+      shard.queues.erase(queue);
+      ProcessRemoved(queue, removed, /*dead_lettered=*/false, e.time, /*emit=*/false);
       return Status::Ok();
     }
     default:

@@ -51,7 +51,8 @@
 
 namespace sundial {
 
-class Queue;  // engine/queue.h
+class Queue;              // engine/queue.h
+struct RemovedFromQueue;  // engine/queue.h
 
 inline constexpr uint64_t kMessageOverheadBytes = 80;
 
@@ -232,8 +233,16 @@ class Engine {
                        bool emit) REQUIRES(deps_mu_);
   void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
       REQUIRES(deps_mu_);
+  // Messages of the graph left `queue` without a terminal state there: purged or their queue
+  // deleted (a dependency that had not finished acts as removed: its dependents' policies
+  // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is
+  // forgotten by the graph.
+  void ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_);
   // Replay of an effect that concerns the graph (under AllShardsLock).
   Status ApplyWithDependencies(const Effect& e);
+  // A snapshot's entry of dependent `e.id` of `q` (effect.h, dependency_edges).
+  Status RestoreDependent(Queue& q, const Effect& e) REQUIRES(deps_mu_);
 };
 
 }  // namespace sundial

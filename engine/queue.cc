@@ -758,8 +758,15 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
     e.dead_letter_queue = dead_letter->name_;
     env_->sink->OnEffect(e);
   }
+  const MessageState from = m->state();
+  const bool in_graph = m->in_graph();
+  const std::string id = in_graph ? std::string(m->id()) : std::string();
   Detach(ref);
   Erase(ref);
+  // Replay (!emit): the engine tells the graph itself (Engine::Apply).
+  if (emit && in_graph && env_->dependencies != nullptr) {
+    env_->dependencies->OnDeadLettered(*this, id, from, now);
+  }
 }
 
 bool Queue::ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter) {
@@ -909,12 +916,17 @@ uint64_t Queue::RedriveByFilter(const Filter& filter, TimeMs now) {
   return n;
 }
 
-uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit) {
+uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
+                      std::vector<RemovedFromQueue>* removed_in_graph) {
   std::vector<MessageRef> victims;
   store_.ForEach([&](MessageRef ref, const Message* m) {
     if (state_mask & Bit(m->state())) victims.push_back(ref);
   });
   for (MessageRef ref : victims) {
+    const Message* m = At(ref);
+    if (removed_in_graph != nullptr && m->in_graph()) {
+      removed_in_graph->push_back({std::string(m->id()), m->state()});
+    }
     Detach(ref);
     Erase(ref);
   }
@@ -1326,6 +1338,24 @@ bool Queue::NeedsEveryShard(std::string_view id) const {
   if (graph_messages_ == 0) return false;
   const MessageRef ref = Find(id);
   return ref != kNoRef && At(ref)->in_graph();
+}
+
+std::vector<RemovedFromQueue> Queue::GraphMessages() const {
+  std::vector<RemovedFromQueue> out;
+  if (graph_messages_ == 0) return out;
+  store_.ForEach([&](MessageRef, const Message* m) {
+    if (m->in_graph()) out.push_back({std::string(m->id()), m->state()});
+  });
+  return out;
+}
+
+bool Queue::Restate(std::string_view id, Effect* out) const {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return false;
+  *out = MessageEffect(EffectType::kMessageChanged, ref, UpdatedAtOf(ref, At(ref)));
+  out->payload = {};
+  out->packed_metadata = {};
+  return true;
 }
 
 MessageState Queue::JoinGraph(std::string_view id) {

@@ -77,6 +77,16 @@ class DependencyHooks {
   // Retention of message `id` ran out: true keeps it (a waiting dependent still holds it),
   // false lets it go (its node is forgotten).
   virtual bool KeepOnRemoval(Queue& queue, std::string_view id) = 0;
+  // Message `id` (state `from`) failed its last attempt and moved to `queue`'s dead-letter
+  // queue: it is gone from `queue`, as an errored dependency.
+  virtual void OnDeadLettered(Queue& queue, std::string_view id, MessageState from, TimeMs now) = 0;
+};
+
+// A message of the dependency graph that left its queue without a terminal state there
+// (purge, delete_queue): its id and the state it had.
+struct RemovedFromQueue {
+  std::string id;
+  MessageState state = MessageState::kPending;
 };
 
 // What a queue needs from the engine. Owned by Engine; shared by all queues.
@@ -256,7 +266,10 @@ class Queue {
   uint64_t ReprioritizeByFilter(const Filter& filter, const ReprioritizeRequest& r, TimeMs now);
   Status Redrive(std::string_view id, TimeMs now);
   uint64_t RedriveByFilter(const Filter& filter, TimeMs now);
-  uint64_t Purge(uint8_t state_mask, TimeMs now, bool emit);
+  // Removes the messages whose state is in `state_mask`. Those of the dependency graph are
+  // appended to *removed_in_graph (if set; the engine tells the graph, engine.h).
+  uint64_t Purge(uint8_t state_mask, TimeMs now, bool emit,
+                 std::vector<RemovedFromQueue>* removed_in_graph = nullptr);
   // Processes timers due at or before `now`. Stops early (returning false) when a message must
   // move to `dead_letter_name` but `dead_letter` is null though that queue may exist: the caller
   // then retries with the dead-letter queue locked. Adds the transitions made to *count.
@@ -276,6 +289,12 @@ class Queue {
   bool NeedsEveryShard(std::string_view id) const;
   // True when some message of this queue is in the graph (delete, purge).
   bool HasGraphMessages() const { return graph_messages_ > 0; }
+  // Every message of this queue in the graph (delete_queue).
+  std::vector<RemovedFromQueue> GraphMessages() const;
+  // Message `id` restated unchanged: a kMessageChanged with its current fields, cause kNone,
+  // at its updated_at (the snapshot's carrier of a dependent's graph entry, effect.h). Views
+  // into the queue: valid while the shard lock is held. False when there is no such message.
+  bool Restate(std::string_view id, Effect* out) const;
   // Marks message `id` (which exists) as in the graph; returns its state.
   MessageState JoinGraph(std::string_view id);
   // waiting -> pending, or invisible until the visible_at it was enqueued with (a derived
