@@ -3,6 +3,7 @@
 // policies, cross-queue dependencies, GC holds, counts and browse, and replay.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -38,6 +39,32 @@ class DependenciesTest : public EngineTest {
                           << s.detail();
     }
     return replayed;
+  }
+  // A new engine loaded from ExportState, as a snapshot would be.
+  std::unique_ptr<Engine> Exported() {
+    RecordingSink exported;
+    engine().ExportState(&exported);
+    auto loaded = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : exported.All()) {
+      Status s = loaded->Apply(e.View());
+      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
+                          << s.detail();
+    }
+    return loaded;
+  }
+  // Both engines ways: from the log's effects and from an export.
+  void ExpectReplayAndExportGiveTheSameState() {
+    auto replayed = Replayed();
+    EXPECT_EQ(replayed->Digest(), engine().Digest()) << "replayed from the effects";
+    EXPECT_EQ(Exported()->Digest(), engine().Digest()) << "loaded from an export";
+    for (const QueueInfo& q : engine().ListQueues()) {
+      Result<QueueInfo> r = replayed->GetQueue(q.name);
+      ASSERT_TRUE(r.ok()) << q.name;
+      for (size_t s = 0; s < kStateCount; ++s) {
+        EXPECT_EQ(r->counts[static_cast<MessageState>(s)], q.counts[static_cast<MessageState>(s)])
+            << q.name << " " << StateName(static_cast<MessageState>(s));
+      }
+    }
   }
 };
 
@@ -321,6 +348,286 @@ TEST_F(DependenciesTest, CompleteAndDequeueWithAStaleTokenOnAGraphMessageStillDe
   EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting);
   ASSERT_TRUE(res.next.ok());
   EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"b"});
+}
+
+// ---- Snapshots: the graph in ExportState ----------------------------------------------------
+
+// A graph with every kind of entry: cross-queue, fan-in, a chain, a release policy, a
+// completed dependency held for a waiting dependent, one gone (purged) while held, a dependent
+// canceled while waiting and still listed by its unfinished dependency. An export loaded into
+// a new engine has the same digest (which covers the graph), and then behaves the same.
+TEST_F(DependenciesTest, AnExportedGraphLoadsIntoTheSameGraphAndGoesOnTheSame) {
+  MakeQueue("other");
+  MakeQueue("gone");
+  Put("q", "a");
+  Put("q", "b");
+  Put("other", "x");
+  Put("gone", "g");
+  PutAfter("q", "c", {"a", "other/x", "b"});                         // fan-in across queues
+  PutAfter("other", "d", {"q/c"}, DependencyFailurePolicy::kError);  // a chain
+  PutAfter("q", "e", {"a", "b"}, DependencyFailurePolicy::kRelease);
+  PutAfter("q", "f", {"b"});
+  PutAfter("q", "h", {"gone/g", "b"});
+  Finish("q", "a");  // c, e still wait: a is held
+  Finish("gone", "g");
+  ASSERT_TRUE(engine().PurgeQueue("gone", {MessageState::kCompleted}).ok());  // h's g: gone
+  ASSERT_TRUE(CancelOne("q", "f").ok());  // stops waiting; b's reverse list still names it
+  auto loaded = Exported();
+  EXPECT_EQ(loaded->Digest(), engine().Digest());
+  for (const char* id : {"c", "e", "h"}) {
+    EXPECT_EQ(loaded->Get("q", id)->state, MessageState::kWaiting) << id;
+  }
+  auto outcomes = loaded->DependencyOutcomes("q", "h");
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 2u);
+  EXPECT_EQ((*outcomes)[0].first, "gone/g");
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+  // The same operations on both: b's completion releases e and h, x's then releases c.
+  for (Engine* e : {&engine(), loaded.get()}) {
+    MessageRecord b = e->Dequeue("q", {}).value()[0];
+    ASSERT_EQ(b.id, "b");
+    ASSERT_TRUE(e->Complete("q", {CompleteItem{b.id, b.lease_token}})[0].ok());
+    EXPECT_EQ(e->Get("q", "e")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("q", "h")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kWaiting);
+    MessageRecord x = e->Dequeue("other", {}).value()[0];
+    ASSERT_TRUE(e->Complete("other", {CompleteItem{x.id, x.lease_token}})[0].ok());
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("other", "d")->state, MessageState::kWaiting);
+  }
+  // (The digests now differ by the lease tokens each engine drew.) A completed dependency held
+  // only for dependents that no longer wait goes at its retention in both.
+  clock_.Advance(QueueSettings{}.retention_ms + 1);
+  for (Engine* e : {&engine(), loaded.get()}) {
+    e->Advance(Now());
+    EXPECT_EQ(e->Get("q", "a").status().code(), Code::kNotFound);
+    EXPECT_EQ(e->Get("q", "b").status().code(), Code::kNotFound);
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kPending);
+  }
+}
+
+// The reverse lists keep their order through an export: the first dependent to be reached
+// decides the reason its own dependents read (a diamond a <- b, c <- d).
+TEST_F(DependenciesTest, AnExportKeepsTheOrderInWhichDependentsFail) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  PutAfter("q", "b", {"a"});
+  PutAfter("q", "d", {"b", "c"});
+  auto loaded = Exported();
+  ASSERT_TRUE(CancelOne("q", "a").ok());
+  ASSERT_TRUE(loaded->Cancel("q", {"a"})[0].ok());
+  EXPECT_EQ(GetMessage("q", "d").last_error, "dependency q/c canceled");
+  EXPECT_EQ(loaded->Get("q", "d")->last_error, "dependency q/c canceled");
+  EXPECT_EQ(loaded->Digest(), engine().Digest());
+}
+
+TEST_F(DependenciesTest, TheDigestCoversTheDependencyGraph) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  // The same messages without the graph entries of the export: another digest.
+  RecordingSink exported;
+  engine().ExportState(&exported);
+  Engine without(DefaultOptions(), &clock_, nullptr);
+  size_t entries = 0;
+  for (const RecordedEffect& e : exported.All()) {
+    if (!e.dependency_edges.empty()) {
+      ++entries;
+      continue;
+    }
+    ASSERT_TRUE(without.Apply(e.View()).ok());
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_NE(without.Digest(), engine().Digest());
+  // A state that never had dependencies keeps the digest it had before they existed.
+  Engine plain(DefaultOptions(), &clock_, nullptr);
+  Engine plain_too(DefaultOptions(), &clock_, nullptr);
+  ASSERT_TRUE(plain.CreateQueue("q", {}).ok());
+  ASSERT_TRUE(plain_too.CreateQueue("q", {}).ok());
+  EXPECT_EQ(plain.Digest(), plain_too.Digest());
+}
+
+TEST_F(DependenciesTest, AGraphEntryThatDoesNotFitIsRefused) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  RecordingSink exported;
+  engine().ExportState(&exported);
+  std::vector<RecordedEffect> all = exported.All();
+  auto entry = std::find_if(all.begin(), all.end(),
+                            [](const RecordedEffect& e) { return !e.dependency_edges.empty(); });
+  ASSERT_NE(entry, all.end());
+  auto load = [&](const RecordedEffect& changed) {
+    Engine loaded(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : all) {
+      if (&e == &*entry) return loaded.Apply(changed.View());
+      EXPECT_TRUE(loaded.Apply(e.View()).ok());
+    }
+    return Status::Ok();
+  };
+  RecordedEffect not_waiting_on_any = *entry;
+  not_waiting_on_any.dependency_edges = std::string(1, '\0');  // waiting, yet listed by none
+  EXPECT_FALSE(load(not_waiting_on_any).ok());
+  RecordedEffect missing_dependency = *entry;
+  missing_dependency.depends_on = std::vector<std::string>{"q/nope"};
+  EXPECT_FALSE(load(missing_dependency).ok());
+  RecordedEffect listed_and_gone = *entry;
+  listed_and_gone.dependency_edges = std::string(1, '\3');
+  EXPECT_FALSE(load(listed_and_gone).ok());
+  EXPECT_TRUE(load(*entry).ok());
+}
+
+// ---- Purge, delete_queue, dead-letter moves, redrive ----------------------------------------
+
+TEST_F(DependenciesTest, PurgingAWaitingDependentTakesItOutOfTheGraph) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  ASSERT_EQ(engine().PurgeQueue("q", {MessageState::kWaiting}).value(), 1u);
+  EXPECT_EQ(GetCode("q", "c"), Code::kNotFound);
+  AdvanceTime(5'000);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound) << "no dependent holds a any more";
+  Finish("q", "b");
+  // A new message may take the purged one's id, with dependencies of its own.
+  Put("q", "x");
+  PutAfter("q", "c", {"x"});
+  Finish("q", "x");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, PurgingAnUnfinishedDependencyFailsItsDependentsByTheirPolicy) {
+  MakeQueue("work");
+  MakeQueue("next");
+  Put("work", "a");
+  Put("work", "b");
+  PutAfter("next", "cancel", {"work/a"});
+  PutAfter("next", "error", {"work/a"}, DependencyFailurePolicy::kError);
+  PutAfter("next", "release", {"work/a"}, DependencyFailurePolicy::kRelease);
+  PutAfter("next", "after", {"work/a", "work/b"}, DependencyFailurePolicy::kRelease);
+  PutAfter("next", "chained", {"next/cancel"});
+  const size_t before = sink_.All().size();
+  ASSERT_EQ(engine().PurgeQueue("work", {MessageState::kPending}).value(), 2u);
+  EXPECT_EQ(StateOf("next", "cancel"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "cancel").last_error, "dependency work/a removed");
+  EXPECT_EQ(StateOf("next", "error"), MessageState::kErrored);
+  EXPECT_EQ(GetMessage("next", "error").last_error, "dependency work/a removed");
+  EXPECT_EQ(StateOf("next", "release"), MessageState::kPending);
+  EXPECT_EQ(StateOf("next", "after"), MessageState::kPending);
+  EXPECT_EQ(StateOf("next", "chained"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "chained").last_error, "dependency next/cancel canceled");
+  // The purge's effect first, then its consequences, derived (the log keeps only the purge).
+  std::vector<RecordedEffect> effects = sink_.All();
+  effects.erase(effects.begin(), effects.begin() + static_cast<std::ptrdiff_t>(before));
+  ASSERT_FALSE(effects.empty());
+  EXPECT_EQ(effects[0].type, EffectType::kQueuePurged);
+  for (size_t i = 1; i < effects.size(); ++i) EXPECT_TRUE(effects[i].derived) << i;
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, PurgingAWaitingDependencyFailsItsOwnDependents) {
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  MakeQueue("r");
+  PutAfter("r", "c", {"q/b"}, DependencyFailurePolicy::kError);
+  ASSERT_EQ(engine().PurgeQueue("q", {MessageState::kWaiting}).value(), 1u);
+  EXPECT_EQ(StateOf("r", "c"), MessageState::kErrored);
+  EXPECT_EQ(GetMessage("r", "c").last_error, "dependency q/b removed");
+  Finish("q", "a");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DeletingAQueueFailsTheDependentsOfItsUnfinishedMessages) {
+  MakeQueue("work");
+  MakeQueue("next");
+  Put("work", "done");
+  Put("work", "todo");
+  Put("next", "other");
+  PutAfter("next", "c", {"work/done", "next/other"});
+  PutAfter("next", "d", {"work/todo"});
+  PutAfter("work", "w", {"next/other"});  // a waiting dependent in the deleted queue
+  Finish("work", "done");
+  const size_t before = sink_.All().size();
+  ASSERT_TRUE(engine().DeleteQueue("work").ok());
+  EXPECT_EQ(StateOf("next", "c"), MessageState::kWaiting) << "done had completed";
+  EXPECT_EQ(StateOf("next", "d"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "d").last_error, "dependency work/todo removed");
+  std::vector<RecordedEffect> effects = sink_.All();
+  effects.erase(effects.begin(), effects.begin() + static_cast<std::ptrdiff_t>(before));
+  ASSERT_EQ(effects.size(), 2u);
+  EXPECT_EQ(effects[0].type, EffectType::kQueueDeleted);
+  EXPECT_TRUE(effects[1].derived);
+  auto outcomes = engine().DependencyOutcomes("next", "c");
+  ASSERT_TRUE(outcomes.ok());
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+  Finish("next", "other");
+  EXPECT_EQ(StateOf("next", "c"), MessageState::kPending);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ADependencyMovedToTheDeadLetterQueueCountsAsErrored) {
+  MakeQueue("dlq");
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("q", s);
+  MakeQueue("r");
+  Put("q", "a");
+  PutAfter("r", "cancel", {"q/a"});
+  PutAfter("r", "release", {"q/a"}, DependencyFailurePolicy::kRelease);
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", a.id, a.lease_token).ok());
+  EXPECT_EQ(StateOf("dlq", "a"), MessageState::kPending);
+  EXPECT_EQ(StateOf("r", "cancel"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("r", "cancel").last_error, "dependency q/a errored");
+  EXPECT_EQ(StateOf("r", "release"), MessageState::kPending);
+  // The copy in the dead-letter queue is another message: its completion releases nothing.
+  Finish("dlq", "a");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ALeaseExpiryThatDeadLettersADependencyFailsItsDependents) {
+  MakeQueue("dlq");
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.lease_ms = 1'000;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("q", s);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"}, DependencyFailurePolicy::kError);
+  TakeOne("q");
+  AdvanceTime(1'000);
+  EXPECT_EQ(StateOf("dlq", "a"), MessageState::kPending);
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kErrored);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ARedrivenDependentRunsWithoutWaitingAgain) {
+  QueueSettings s;
+  s.max_attempts = 1;
+  MakeQueue("q", s);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"}, DependencyFailurePolicy::kError);
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", a.id, a.lease_token).ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kErrored);
+  ASSERT_TRUE(engine().Redrive("q", {"b"})[0].ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kPending);
+  ASSERT_TRUE(engine().Redrive("q", {"a"})[0].ok());  // the dependency: nothing follows
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DependencyKeysAreLimitedInBytes) {
+  Put("q", "a");
+  EnqueueItem item = Item("c");
+  const std::string id(kMaxIdBytes, 'a');
+  Put("q", id);
+  item.depends_on.assign(kMaxDependencyKeyBytes / (id.size() + 2) + 1, id);
+  Result<EnqueueResult> r = EnqueueOne("q", std::move(item));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ struct RecordedEffect {
   std::string result;
   std::optional<std::vector<std::string>> depends_on;
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  std::string dependency_edges;
   bool derived = false;
 
   static RecordedEffect CopyOf(const Effect& e) {
@@ -95,6 +96,7 @@ struct RecordedEffect {
     r.result = std::string(e.result);
     if (e.depends_on != nullptr) r.depends_on = *e.depends_on;
     r.on_dependency_failure = e.on_dependency_failure;
+    r.dependency_edges = std::string(e.dependency_edges);
     r.derived = e.derived;
     return r;
   }
@@ -126,6 +128,7 @@ struct RecordedEffect {
     e.result = result;
     e.depends_on = depends_on ? &*depends_on : nullptr;
     e.on_dependency_failure = on_dependency_failure;
+    e.dependency_edges = dependency_edges;
     e.derived = derived;
     return e;
   }
