@@ -12,7 +12,9 @@
 // when the server ends the subscription (SubscriptionClosed: UNAVAILABLE, origin "server", with
 // its reason: the subscriber fell behind), and when the connection is lost (UNAVAILABLE,
 // origin "connection"). It does not reconnect by itself: what happened meanwhile is not
-// replayed, so the caller decides (get the state again, then watch again).
+// replayed, so the caller decides (get the state again, then watch again). A client that follows
+// a cluster subscribes on the primary's HTTP port; after a failover the watch ends with
+// UNAVAILABLE and a new watch() subscribes on the new primary.
 //
 // Events wait in a buffer until read; with more than HIGH_WATER unread the socket is paused, so
 // a slow reader slows the server's sending to it and, past its limit, gets SubscriptionClosed.
@@ -41,7 +43,7 @@ export class Watch implements AsyncIterableIterator<WatchEvent> {
   private refuse!: (error: SundialError) => void;
 
   /** Made by Client.watch(). */
-  constructor(address: Address, transport: TransportOptions, token: string | undefined, subscribe: Call<void>, timeoutMs: number) {
+  constructor(address: Address | Promise<Address>, transport: TransportOptions, token: string | undefined, subscribe: Call<void>, timeoutMs: number) {
     this.subscribed = new Promise<void>((resolve, reject) => {
       this.acknowledge = resolve;
       this.refuse = reject;
@@ -53,10 +55,15 @@ export class Watch implements AsyncIterableIterator<WatchEvent> {
       timeoutMs,
     );
     this.subscribed.then(() => clearTimeout(answerTimer), () => clearTimeout(answerTimer));
-    openWebSocket(address, transport, "/ws", headers, timeoutMs, {
-      onMessage: (data) => this.onMessage(data),
-      onClose: (error) => this.fail(error ?? unavailable("watch: closed")),
-    }).then(
+    // Following a cluster, the address comes from the primary's Cluster answer.
+    Promise.resolve(address)
+      .then((at) =>
+        openWebSocket(at, transport, "/ws", headers, timeoutMs, {
+          onMessage: (data) => this.onMessage(data),
+          onClose: (error) => this.fail(error ?? unavailable("watch: closed")),
+        }),
+      )
+      .then(
       (ws) => {
         if (this.finished || this.failure !== null) {
           ws.close();
