@@ -61,7 +61,7 @@ import type {
   State,
   Stats,
 } from "./records";
-import { Watch } from "./watch";
+import { Located, Watch } from "./watch";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
 const { RECONNECT_INITIAL_MS, RECONNECT_MAX_MS } = follow;
@@ -520,18 +520,23 @@ export class Client {
     const o = codec.checkKeys("watch options", options, [...codec.SUBSCRIBE_KEYS, ...CALL_KEYS]);
     const subscribe = codec.subscribe(queue, o as SubscribeOptions);
     const timeoutMs = o.timeout_ms === undefined ? this.timeoutMs : positive("timeout_ms", o.timeout_ms);
-    // Following a cluster: the primary's HTTP port, from its Cluster answer.
-    const address = this.seeds === null || this.httpGiven ? this.httpAddress : this.primaryHttp(timeoutMs);
-    return new Watch(address, this.transport, this.token, subscribe, timeoutMs);
+    if (this.seeds === null || this.httpGiven) {
+      return new Watch(this.httpAddress, this.transport, this.token, subscribe, timeoutMs);
+    }
+    // Following a cluster: the primary's HTTP port, from its Cluster answer, again after a failover.
+    return new Watch(null, this.transport, this.token, subscribe, timeoutMs, {
+      locate: (ms) => this.locatePrimaryHttp(ms),
+      retryBudgetMs: this.retryBudgetMs,
+    });
   }
 
-  private async primaryHttp(timeoutMs: number): Promise<Address> {
+  private async locatePrimaryHttp(timeoutMs: number): Promise<Located> {
     const view = await this.execute(codec.cluster(), timeoutMs);
-    const http = follow.primaryHttp(view);
-    if (http === null) {
-      throw new SundialError("NOT_PRIMARY", `watch: ${view.node} names no primary with an HTTP address (epoch ${view.epoch})`);
+    const address = follow.primaryHttp(view);
+    if (address === null) {
+      throw new SundialError("NOT_PRIMARY", `watch: ${view.node} names no primary with an HTTP address (epoch ${view.epoch})`, "connection");
     }
-    return http;
+    return { address, node: view.primary, epoch: view.epoch };
   }
 
   // ---- Calling -----------------------------------------------------------------------------

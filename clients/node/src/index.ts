@@ -48,6 +48,7 @@ export type {
   QueueSettingsUpdate,
   QueueStats,
   QueueType,
+  Resubscribed,
   State,
   Stats,
   StatsTick,

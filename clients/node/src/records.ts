@@ -275,4 +275,20 @@ export interface StatsTick {
   queues: QueueStats[];
 }
 
-export type WatchEvent = MessageEvent | StatsTick;
+/**
+ * Not a change: a watch of a client that follows a cluster lost its subscription (the primary
+ * died, was demoted, or ended it) and has subscribed again on the primary at `address` (node
+ * `node`, `epoch`), at `time` (ms). Changes made between the last event before this marker and
+ * `time` were not delivered and are not replayed: read the state again if they matter. `error`
+ * ended the previous subscription.
+ */
+export interface Resubscribed {
+  type: "resubscribed";
+  address: string;
+  node: string;
+  epoch: number;
+  time: number;
+  error: SundialError;
+}
+
+export type WatchEvent = MessageEvent | StatsTick | Resubscribed;

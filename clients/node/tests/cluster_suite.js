@@ -342,3 +342,69 @@ clusterTest("switchover moves the primary; writes go on without loss, and a watc
   }
   await c.close();
 });
+
+/** The first event of `watch` that `matches`, within `timeoutMs`. */
+async function nextEvent(watch, matches, timeoutMs, message) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) assert.fail(`timed out after ${timeoutMs} ms waiting for ${message}`);
+    let timer;
+    const result = await Promise.race([
+      watch.next(),
+      new Promise((resolve) => (timer = setTimeout(() => resolve(null), remaining))),
+    ]);
+    clearTimeout(timer);
+    if (result === null) assert.fail(`timed out after ${timeoutMs} ms waiting for ${message}`);
+    if (!result.done && matches(result.value)) return result.value;
+  }
+}
+
+clusterTest("a watch keeps delivering events after a failover, marking the gap", async (cluster) => {
+  const old = await cluster.primary();
+  const c = new Client(cluster.addrs, { timeout_ms: 5000 });
+  const w = c.watch("wq");
+  await w.subscribed;
+  assert.equal(w.address, cluster.httpAddr(old));
+  await c.enqueue("wq", "", { id: "before" });
+  await nextEvent(w, (e) => e.type === "message" && e.id === "before", 15_000, "the event of an enqueue before the kill");
+  await cluster.kill(old);
+  await c.enqueue("wq", "", { id: "during" }); // waits for the new primary; its event may be missed
+  const marker = await nextEvent(w, (e) => e.type === "resubscribed", 30_000, "the marker");
+  assert.notEqual(marker.node, old);
+  assert.equal(marker.node, (await c.cluster()).primary);
+  assert.equal(w.address, marker.address);
+  assert.equal(marker.address, cluster.httpAddr(marker.node));
+  assert.equal(w.resubscriptions, 1);
+  assert.equal(marker.error.code, "UNAVAILABLE");
+  assert.ok(marker.time > 0);
+  await c.enqueue("wq", "", { id: "after" });
+  const e = await nextEvent(w, (e) => e.type === "message" && e.id === "after", 15_000, "the event after the resubscription");
+  assert.deepEqual([e.cause, e.to], ["enqueued", "pending"]);
+  await w.close();
+  await c.close();
+});
+
+clusterTest("a watch on a paused primary moves to the new one", async (cluster) => {
+  // A paused primary closes nothing: the watch hears nothing for timeout_ms, asks who leads, and
+  // subscribes on the new primary.
+  const old = await cluster.primary();
+  const c = new Client(cluster.addrs, { timeout_ms: 2000 });
+  const w = c.watch("pq");
+  await w.subscribed;
+  await c.enqueue("pq", "", { id: "before" });
+  await nextEvent(w, (e) => e.type === "message" && e.id === "before", 15_000, "the event of an enqueue before the pause");
+  cluster.procs[old].kill("SIGSTOP");
+  try {
+    await c.enqueue("pq", "", { id: "during" }); // on the new primary, once elected
+    const marker = await nextEvent(w, (e) => e.type === "resubscribed", 30_000, "the marker");
+    assert.notEqual(marker.node, old);
+    assert.equal(marker.error.code, "NOT_PRIMARY");
+    await c.enqueue("pq", "", { id: "after" });
+    await nextEvent(w, (e) => e.type === "message" && e.id === "after", 15_000, "the event after the resubscription");
+  } finally {
+    cluster.procs[old].kill("SIGCONT");
+  }
+  await w.close();
+  await c.close();
+});
