@@ -31,6 +31,13 @@
 // AllShardsLock: the release, cancel or error of its dependents happens in that same operation,
 // under the same locks. Operations on messages outside the graph never take deps_mu_.
 //
+// Batches (docs/engine.md, "Batches"; engine/batches.h): one BatchTable for all queues, guarded
+// by batches_mu_, last in the lock order: AllShardsLock takes it after deps_mu_, and
+// create_batch, get_batch and the GC of done batches take it alone (they touch no queue). A
+// batch's members are flagged in_graph as dependencies are, so their terminal changes run
+// under AllShardsLock and count into their batch in that same operation; the change that makes
+// a batch done (the seal, the last member's) enqueues its callback as a derived effect.
+//
 // Thread safety: every public method may be called concurrently from any thread.
 #pragma once
 
@@ -42,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/batches.h"
 #include "engine/clock.h"
 #include "engine/dependencies.h"
 #include "engine/effect.h"
@@ -137,6 +145,15 @@ class Engine {
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
   Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
 
+  // ---- Batches (docs/semantics.md, "Batches") ------------------------------------------------
+  // A new open batch. Repeating it with the same callback and retention returns the batch as
+  // it is now; with different ones ALREADY_EXISTS (also while a done batch is kept).
+  Result<BatchInfo> CreateBatch(const CreateBatchRequest& request);
+  // No more members may join (enqueue with this batch: FAILED_PRECONDITION). When no member is
+  // active the batch is done at once and its callback enqueued. Repeating it is harmless.
+  Result<BatchInfo> SealBatch(std::string_view id);
+  Result<BatchInfo> GetBatch(std::string_view id) const;
+
   // ---- Leaderships (docs/replication.md, "Epochs") ------------------------------------------
   // A new primary's first record: logs kEpochStarted(epoch, lsn) — `lsn` being the LSN that
   // record takes, the log's appended end — and keeps it. FAILED_PRECONDITION unless `epoch` is
@@ -230,20 +247,36 @@ class Engine {
   // `states` were read before) and applies what follows at once (released, canceled, errored).
   void AddDependent(const std::string& key, const EnqueueItem& item,
                     const std::vector<MessageState>& states, TimeMs now, bool emit)
-      REQUIRES(deps_mu_);
+      REQUIRES(deps_mu_, batches_mu_);
   // Message `key` went from `from` to the terminal state `to`: its dependents follow.
   void ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
-                       bool emit) REQUIRES(deps_mu_);
+                       bool emit) REQUIRES(deps_mu_, batches_mu_);
   void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
-      REQUIRES(deps_mu_);
+      REQUIRES(deps_mu_, batches_mu_);
   // Messages of the graph left `queue` without a terminal state there: purged or their queue
   // deleted (a dependency that had not finished acts as removed: its dependents' policies
   // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is
   // forgotten by the graph.
   void ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
-                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_);
+                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
   // Replay of an effect that concerns the graph (under AllShardsLock).
   Status ApplyWithDependencies(const Effect& e);
+
+  // After the shards and deps_mu_ in the lock order (AllShardsLock), or alone.
+  mutable Mutex batches_mu_ ACQUIRED_AFTER(deps_mu_);
+  BatchTable batches_ GUARDED_BY(batches_mu_);
+  // Message `key` stopped being active with `outcome`: when it was a batch's last active
+  // member of a sealed batch, that batch is done (FinishBatch).
+  void FinishMember(const std::string& key, BatchOutcome outcome, TimeMs now, bool emit)
+      REQUIRES(deps_mu_, batches_mu_);
+  // Batch `id` is done: marked so, and its callback enqueued (a derived effect when `emit`).
+  void FinishBatch(const std::string& id, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
+  // Replay of kBatchCreated, kBatchSealed, kBatchRemoved.
+  Status ApplyBatchEffect(const Effect& e);
+  // A snapshot's active member `e.id` of `q` (effect.h, batch).
+  Status RestoreMember(Queue& q, const Effect& e) REQUIRES(deps_mu_, batches_mu_);
+  // GC of done batches whose retention ran out (Advance).
+  uint64_t RemoveDueBatches(TimeMs now);
   // A snapshot's entry of dependent `e.id` of `q` (effect.h, dependency_edges).
   Status RestoreDependent(Queue& q, const Effect& e) REQUIRES(deps_mu_);
 };

@@ -81,6 +81,12 @@ std::string_view EffectTypeName(EffectType type) {
       return "message_dead_lettered";
     case EffectType::kEpochStarted:
       return "epoch_started";
+    case EffectType::kBatchCreated:
+      return "batch_created";
+    case EffectType::kBatchSealed:
+      return "batch_sealed";
+    case EffectType::kBatchRemoved:
+      return "batch_removed";
   }
   return "unknown";
 }
