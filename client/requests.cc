@@ -126,8 +126,9 @@ std::string BuildEnqueue(RequestHeader h, std::string_view queue,
     auto payload =
         b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
     auto metadata = PairsOf(b, item.metadata);
+    auto batch = item.batch.empty() ? 0 : b.CreateString(item.batch);
     out.push_back(p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
-                                       item.visible_at, item.max_attempts));
+                                       item.visible_at, item.max_attempts, batch));
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out), wait_ms));
@@ -328,6 +329,36 @@ std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector
   out.reserve(ids.size());
   for (const std::string& id : ids) out.push_back(b.CreateString(id));
   return Finish(b, h, p::Operation::Wait, p::CreateWait(b, q, b.CreateVector(out), wait_ms));
+}
+
+std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  fb::Offset<p::BatchCallback> callback;
+  if (o.callback) {
+    const BatchCallback& c = *o.callback;
+    auto queue = StringOf(b, c.queue);
+    auto callback_id = c.id.empty() ? 0 : b.CreateString(c.id);
+    auto payload =
+        b.CreateVector(reinterpret_cast<const uint8_t*>(c.payload.data()), c.payload.size());
+    auto metadata = PairsOf(b, c.metadata);
+    callback = p::CreateBatchCallback(b, queue, callback_id, c.priority, payload, metadata,
+                                      c.max_attempts);
+  }
+  return Finish(b, h, p::Operation::CreateBatch,
+                p::CreateCreateBatch(b, batch_id, callback, o.retention_ms));
+}
+
+std::string BuildSealBatch(RequestHeader h, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  return Finish(b, h, p::Operation::SealBatch, p::CreateSealBatch(b, batch_id));
+}
+
+std::string BuildGetBatch(RequestHeader h, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  return Finish(b, h, p::Operation::GetBatch, p::CreateGetBatch(b, batch_id));
 }
 
 std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {

@@ -76,6 +76,22 @@ struct EnqueueItem {
   std::optional<int64_t> delay_ms;    // relative; or
   std::optional<int64_t> visible_at;  // absolute (not both)
   std::optional<uint32_t> max_attempts;
+  std::string batch;  // the batch it joins (docs/semantics.md, "Batches"); empty: none
+};
+
+// create_batch's callback: the message enqueued once the batch is done (protocol/sundial.fbs).
+struct BatchCallback {
+  std::string queue;
+  std::string id;  // empty: "batch:<batch id>"
+  int64_t priority = 0;
+  std::string payload;  // bytes
+  Pairs metadata;       // at most 11 pairs; the server adds the x-batch-* ones
+  std::optional<uint32_t> max_attempts;
+};
+
+struct CreateBatchOptions {
+  std::optional<BatchCallback> callback;  // unset: none
+  std::optional<int64_t> retention_ms;    // unset: the server's default (3600000)
 };
 
 struct DequeueOptions {
@@ -158,6 +174,11 @@ std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pa
 // Answered when every message is terminal, or at wait_ms (0..60000) with what is so far.
 std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector<std::string>& ids,
                       uint32_t wait_ms);
+
+// Batches (docs/semantics.md, "Batches"): each answered with a BatchResult.
+std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o);
+std::string BuildSealBatch(RequestHeader h, std::string_view id);
+std::string BuildGetBatch(RequestHeader h, std::string_view id);
 
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);

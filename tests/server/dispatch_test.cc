@@ -169,8 +169,8 @@ TEST_F(DispatchTest, BulkFormsAndExplain) {
   EXPECT_EQ(listed->result_as_QueueList()->queues()->size(), 1u);
 }
 
-// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, in an engine whose
-// effects go to a log in memory.
+// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, and an open batch
+// "open", in an engine whose effects go to a log in memory.
 struct LoggedEngine {
   LoggedEngine() {
     auto opened = wal::GroupCommitLog::Open(&faulty, "data", {}, 0, 1);
@@ -188,6 +188,9 @@ struct LoggedEngine {
     auto leased = engine->Dequeue("q", DequeueRequest{});
     EXPECT_TRUE(leased.ok() && leased->size() == 1);
     token = leased.ok() && !leased->empty() ? (*leased)[0].lease_token : 0;
+    CreateBatchRequest batch;
+    batch.id = "open";
+    EXPECT_TRUE(engine->CreateBatch(batch).ok());
   }
   ~LoggedEngine() { (void)log->Close(); }
 
@@ -230,6 +233,9 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"Cluster", R"({})"},
       {"Switchover", R"({"to": "b"})"},
       {"Wait", R"({"queue": "q", "ids": ["a"], "wait_ms": 0})"},
+      {"CreateBatch", R"({"id": "new", "callback": {"queue": "done"}})"},
+      {"SealBatch", R"({"id": "open"})"},
+      {"GetBatch", R"({"id": "open"})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";
