@@ -254,7 +254,7 @@ def _decode_counts(c):
         return records.Counts(**{name: 0 for name in records.Counts.__slots__})
     return records.Counts(invisible=c.Invisible(), pending=c.Pending(), running=c.Running(),
                   completed=c.Completed(), canceled=c.Canceled(), errored=c.Errored(),
-                  blocked=c.Blocked())
+                  waiting=c.Waiting(), blocked=c.Blocked())
 
 
 def _empty_settings():
