@@ -4,7 +4,9 @@
 // dead-letter moves and dependency failures; GC after retention; replay and export.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -401,6 +403,123 @@ TEST_F(BatchesTest, AnExportOfAnOpenBatchFinishesTheSameWayAfterLoading) {
   ASSERT_TRUE(loaded->Complete("q", {{"m2", (*got)[0].lease_token}})[0].ok());
   EXPECT_TRUE(loaded->GetBatch("b")->done);
   EXPECT_TRUE(loaded->Get("done", "batch:b").ok());
+}
+
+// A random workload over batches, queues with and without a dead-letter queue, dependencies,
+// purges, deletes and timers: after every step each batch's counts add up, a batch is done
+// exactly when it is sealed with no active member, and every done batch's callback was enqueued
+// exactly once; at the end the log's effects replay, and an export loads, to the same digest.
+TEST_F(BatchesTest, ARandomWorkloadKeepsTheCountsAndEnqueuesEachCallbackOnce) {
+  QueueSettings retried;
+  retried.max_attempts = 2;
+  retried.retry_backoff_ms = 10;
+  retried.dead_letter_queue = "dlq";
+  retried.retention_ms = 5000;
+  QueueSettings plain;
+  plain.retention_ms = 5000;
+  MakeQueue("dlq", plain);
+  MakeQueue("retried", retried);
+  MakeQueue("plain", plain);
+  const std::vector<std::string> queues = {"retried", "plain", "other"};
+  std::mt19937_64 rng(2026);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  std::vector<std::string> batches;
+  int next_batch = 0;
+  int next_message = 0;
+  std::vector<std::pair<std::string, std::string>> messages;  // (queue, id)
+  for (int step = 0; step < 3000; ++step) {
+    switch (pick(12)) {
+      case 0: {
+        CreateBatchRequest r = WithCallback("b" + std::to_string(next_batch++), "callbacks");
+        r.retention_ms = static_cast<int64_t>(pick(3)) * 2000;
+        ASSERT_TRUE(engine().CreateBatch(r).ok());
+        batches.push_back(r.id);
+        break;
+      }
+      case 1:
+      case 2:
+      case 3: {
+        const std::string& q = queues[pick(queues.size())];
+        EnqueueItem item = Item("m" + std::to_string(next_message++));
+        if (!batches.empty() && pick(4) != 0) item.batch = batches[pick(batches.size())];
+        if (!messages.empty() && pick(5) == 0) {
+          const auto& [dq, did] = messages[pick(messages.size())];
+          item.depends_on = {dq + "/" + did};
+          item.on_dependency_failure = static_cast<DependencyFailurePolicy>(pick(3));
+        }
+        Result<EnqueueResult> r = EnqueueOne(q, item);
+        if (r.ok()) messages.emplace_back(q, r->id);
+        break;
+      }
+      case 4:
+        if (!batches.empty()) (void)engine().SealBatch(batches[pick(batches.size())]);
+        break;
+      case 5:
+      case 6: {
+        const std::string& q = queues[pick(queues.size())];
+        DequeueRequest d;
+        d.max = 1 + static_cast<uint32_t>(pick(3));
+        d.lease_ms = 100;
+        Result<std::vector<MessageRecord>> got = engine().Dequeue(q, d);
+        if (!got.ok()) break;
+        for (const MessageRecord& m : *got) {
+          if (pick(3) == 0) {
+            FailRequest f;
+            f.id = m.id;
+            f.lease_token = m.lease_token;
+            (void)engine().Fail(q, f);
+          } else if (pick(4) != 0) {
+            (void)engine().Complete(q, {{m.id, m.lease_token}});
+          }  // else left to expire
+        }
+        break;
+      }
+      case 7:
+        if (!messages.empty()) {
+          const auto& [q, id] = messages[pick(messages.size())];
+          (void)engine().Cancel(q, {id});
+        }
+        break;
+      case 8:
+        if (pick(10) == 0) {
+          (void)engine().PurgeQueue(queues[pick(queues.size())],
+                                    {MessageState::kPending, MessageState::kWaiting});
+        }
+        break;
+      case 9:
+        if (pick(40) == 0) (void)engine().DeleteQueue("other");
+        break;
+      default:
+        AdvanceTime(static_cast<int64_t>(pick(400)));
+        break;
+    }
+    // Invariants.
+    for (const std::string& id : batches) {
+      Result<BatchInfo> b = engine().GetBatch(id);
+      if (!b.ok()) continue;  // removed after its retention
+      const BatchCounts& c = b->counts;
+      ASSERT_LE(c.completed + c.canceled + c.errored, c.members) << id;
+      ASSERT_EQ(b->done, b->sealed && c.active() == 0) << id << " at step " << step;
+    }
+  }
+  // Each done batch's callback was enqueued once: count the derived enqueues per id.
+  std::map<std::string, int> callbacks;
+  for (const RecordedEffect& e : sink_.All()) {
+    if (e.type == EffectType::kMessageEnqueued && e.queue == "callbacks") ++callbacks[e.id];
+    EXPECT_TRUE(e.type != EffectType::kMessageEnqueued || e.queue != "callbacks" || e.derived);
+  }
+  size_t done_batches = 0;
+  for (const RecordedEffect& e : sink_.All()) {
+    done_batches += e.type == EffectType::kBatchRemoved;  // removed ones were done
+  }
+  for (const std::string& id : batches) {
+    Result<BatchInfo> b = engine().GetBatch(id);
+    done_batches += b.ok() && b->done;
+  }
+  EXPECT_GT(done_batches, 5u) << "the workload should finish batches";
+  EXPECT_EQ(callbacks.size(), done_batches);
+  for (const auto& [id, n] : callbacks) EXPECT_EQ(n, 1) << id;
+  ExpectReplayAndExportGiveTheSameState();
 }
 
 }  // namespace
