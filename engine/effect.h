@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/clock.h"
 #include "engine/types.h"
@@ -45,6 +47,8 @@ enum class ChangeCause : uint8_t {
   kRedriven = 7,
   kBecameVisible = 8,
   kLeaseExpired = 9,
+  kReleased = 10,          // waiting -> pending | invisible: its last dependency completed
+  kDependencyFailed = 11,  // waiting -> canceled | errored: a dependency failed (its policy)
 };
 std::string_view ChangeCauseName(ChangeCause cause);
 
@@ -80,6 +84,18 @@ struct Effect {
   std::string_view dead_letter_queue;  // kMessageDeadLettered
   uint64_t epoch = 0;                  // kEpochStarted
   uint64_t start_lsn = 0;              // kEpochStarted: the LSN of its own record
+  // kMessageEnqueued of a waiting message: its dependencies as keys "queue/id", and its policy.
+  // A snapshot (ExportState) carries the dependency graph in kMessageChanged effects that
+  // restate a dependent unchanged (cause kNone, from = to) after every message: depends_on
+  // and the policy as above, and `dependency_edges`, one byte of flags per entry of depends_on
+  // (kEdgeListed, kEdgeGone: engine/dependencies.h). Empty everywhere else.
+  const std::vector<std::string>* depends_on = nullptr;
+  DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  std::string_view dependency_edges = {};
+  // A consequence of the effect before it (a dependent released, canceled or errored by the
+  // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see
+  // it; the log does not record it, since Apply of the cause derives it again.
+  bool derived = false;
 };
 
 class EffectSink {

@@ -29,8 +29,58 @@ struct Engine::Shard {
   }
 };
 
+// The queues' DependencyHooks: reached from Queue code under AllShardsLock (engine.h).
+class Engine::DependencyBridge : public DependencyHooks {
+ public:
+  explicit DependencyBridge(Engine* engine) : engine_(engine) {}
+  void OnTerminal(Queue& queue, std::string_view id, MessageState from, MessageState to,
+                  TimeMs now) override {
+    engine_->deps_mu_.AssertHeld();  // queues call it only under AllShardsLock (engine.h)
+    engine_->ProcessTerminal(DependencyKey(queue.name(), id), from, to, now, /*emit=*/true);
+  }
+  bool KeepOnRemoval(Queue& queue, std::string_view id) override {
+    engine_->deps_mu_.AssertHeld();
+    const std::string key = DependencyKey(queue.name(), id);
+    if (engine_->deps_.IsHeld(key)) return true;
+    engine_->deps_.Forget(key);
+    return false;
+  }
+  void OnDeadLettered(Queue& queue, std::string_view id, MessageState from, TimeMs now) override {
+    engine_->deps_mu_.AssertHeld();
+    engine_->ProcessRemoved(queue.name(), {{std::string(id), from}}, /*dead_lettered=*/true, now,
+                            /*emit=*/true);
+  }
+
+ private:
+  Engine* engine_;
+};
+
 struct Engine::Accounting {
+  explicit Accounting(Engine* engine) : bridge(engine) {}
+  DependencyBridge bridge;
   QueueEnvironment env;
+};
+
+// Every shard's lock in index order, then deps_mu_ (engine.h, "lock order").
+class SCOPED_CAPABILITY Engine::AllShardsLock {
+ public:
+  // Not analysed inside: the shards are a run-time list.
+  explicit AllShardsLock(const Engine* engine) ACQUIRE(engine->deps_mu_) NO_THREAD_SAFETY_ANALYSIS
+      : engine_(engine) {
+    for (const auto& shard : engine_->shards_) shard->mu.Lock();
+    engine_->deps_mu_.Lock();
+  }
+  ~AllShardsLock() RELEASE() NO_THREAD_SAFETY_ANALYSIS {
+    engine_->deps_mu_.Unlock();
+    for (auto it = engine_->shards_.rbegin(); it != engine_->shards_.rend(); ++it) {
+      (*it)->mu.Unlock();
+    }
+  }
+  AllShardsLock(const AllShardsLock&) = delete;
+  AllShardsLock& operator=(const AllShardsLock&) = delete;
+
+ private:
+  const Engine* engine_;
 };
 
 // Holds the locks of two shards (one when they are the same), taken in index order so that
@@ -54,6 +104,12 @@ class SCOPED_CAPABILITY Engine::PairLock {
 namespace {
 
 const Status kQueueNotFound = NotFound("queue: no such queue");
+
+// "queue/id" -> queue, id.
+std::pair<std::string_view, std::string_view> SplitKey(std::string_view key) {
+  const size_t slash = key.find('/');
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
 const Status kBadQueueName = InvalidArgument("queue: name must be 1-128 bytes of [A-Za-z0-9._:-]");
 const Status kResultTooLarge =
     InvalidArgument("result: larger than the server's max_result_bytes (--max-result-bytes)");
@@ -79,7 +135,7 @@ Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
       budget_exhausted_(BudgetExhausted(options.memory_budget_bytes)),
       clock_(clock),
       sink_(sink),
-      accounting_(new Accounting) {
+      accounting_(new Accounting(this)) {
   if (options_.shards == 0) options_.shards = 1;
   uint64_t seed = options_.seed;
   if (seed == 0) seed = static_cast<uint64_t>(clock_->NowMs()) ^ reinterpret_cast<uintptr_t>(this);
@@ -87,6 +143,7 @@ Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
     shards_.push_back(std::make_unique<Shard>(seed + 0x9E3779B97F4A7C15ULL * (i + 1), i));
   }
   accounting_->env.sink = sink_;
+  accounting_->env.dependencies = &accounting_->bridge;
 }
 
 Engine::~Engine() = default;
@@ -231,18 +288,36 @@ std::vector<QueueInfo> Engine::ListQueues() const {
 Status Engine::DeleteQueue(std::string_view name) {
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
-  MutexLock lock(&shard.mu);
-  TimeMs now = clock_->NowMs();
-  auto it = shard.queues.find(name);
-  if (it == shard.queues.end()) return kQueueNotFound;
-  if (sink_ != nullptr) {
-    Effect e;
-    e.type = EffectType::kQueueDeleted;
-    e.time = now;
-    e.queue = it->second->name();
-    sink_->OnEffect(e);
+  auto remove = [&](TimeMs now) REQUIRES(shard.mu) {
+    auto it = shard.queues.find(name);
+    if (sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kQueueDeleted;
+      e.time = now;
+      e.queue = it->second->name();
+      sink_->OnEffect(e);
+    }
+    shard.queues.erase(it);
+  };
+  {
+    MutexLock lock(&shard.mu);
+    Queue* q = shard.Find(name);
+    if (q == nullptr) return kQueueNotFound;
+    if (!q->HasGraphMessages()) {
+      remove(clock_->NowMs());
+      return Status::Ok();
+    }
   }
-  shard.queues.erase(it);
+  // Messages of the dependency graph go with it: every shard, so their dependents follow.
+  AllShardsLock lock(this);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(name);
+  if (q == nullptr) return kQueueNotFound;
+  const TimeMs now = clock_->NowMs();
+  const std::vector<RemovedFromQueue> removed = q->GraphMessages();
+  const std::string queue(name);
+  remove(now);
+  ProcessRemoved(queue, removed, /*dead_lettered=*/false, now, /*emit=*/true);
   return Status::Ok();
 }
 
@@ -256,11 +331,22 @@ Result<uint64_t> Engine::PurgeQueue(std::string_view name,
     mask |= static_cast<uint8_t>(1u << static_cast<int>(s));
   }
   Shard& shard = ShardFor(name);
-  MutexLock lock(&shard.mu);
-  TimeMs now = clock_->NowMs();
+  {
+    MutexLock lock(&shard.mu);
+    Queue* q = shard.Find(name);
+    if (q == nullptr) return kQueueNotFound;
+    if (!q->HasGraphMessages()) return q->Purge(mask, clock_->NowMs(), /*emit=*/true);
+  }
+  // Messages of the dependency graph may go: every shard, so their dependents follow.
+  AllShardsLock lock(this);
+  shard.mu.AssertHeld();
   Queue* q = shard.Find(name);
   if (q == nullptr) return kQueueNotFound;
-  return q->Purge(mask, now, /*emit=*/true);
+  const TimeMs now = clock_->NowMs();
+  std::vector<RemovedFromQueue> removed;
+  const uint64_t n = q->Purge(mask, now, /*emit=*/true, &removed);
+  ProcessRemoved(q->name(), removed, /*dead_lettered=*/false, now, /*emit=*/true);
+  return n;
 }
 
 // ---- Messages ---------------------------------------------------------------------------------
@@ -275,6 +361,9 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   std::vector<R> out;
   out.reserve(items.size());
   if (items.empty()) return out;
+  for (const auto& item : items) {
+    if (!item.depends_on.empty()) return EnqueueWithDependencies(queue, std::move(items));
+  }
   std::vector<Status> checks;
   checks.reserve(items.size());
   for (const auto& item : items) checks.push_back(ValidateItem(item, options_.max_payload_bytes));
@@ -344,9 +433,29 @@ std::vector<Status> Engine::Complete(std::string_view queue,
     return Repeat(items.size(), InvalidArgument("items: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(items.size(), kBadQueueName);
-  return WithQueue<std::vector<Status>>(
+  bool in_graph = false;
+  std::vector<Status> out = WithQueue<std::vector<Status>>(
       queue, [&] { return Repeat(items.size(), kQueueNotFound); },
-      [&](Queue& q, TimeMs now, Shard&) { return CompleteLocked(q, items, now); });
+      [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
+        in_graph = AnyInGraph(q, items);
+        if (in_graph) return {};
+        return CompleteLocked(q, items, now);
+      });
+  if (!in_graph) return out;
+  // A message in the dependency graph: every shard, so its dependents follow (engine.h).
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return Repeat(items.size(), kQueueNotFound);
+  return CompleteLocked(*q, items, clock_->NowMs());
+}
+
+bool Engine::AnyInGraph(const Queue& q, const std::vector<CompleteItem>& items) {
+  for (const auto& item : items) {
+    if (q.NeedsEveryShard(item.id)) return true;
+  }
+  return false;
 }
 
 std::vector<Status> Engine::CompleteLocked(Queue& q, const std::vector<CompleteItem>& items,
@@ -374,13 +483,29 @@ Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
   }
   if (!IsValidQueueName(queue)) return refused(kBadQueueName);
   if (Status s = ValidateDequeue(next); !s.ok()) return refused(s);
-  return WithQueue<CompleteAndNextResult>(
+  bool in_graph = false;
+  CompleteAndNextResult out = WithQueue<CompleteAndNextResult>(
       queue, [&] { return refused(kQueueNotFound); },
-      [&](Queue& q, TimeMs now, Shard& shard) {
-        CompleteAndNextResult out{CompleteLocked(q, items, now)};
-        out.next = q.Dequeue(next, now, &shard.rng);
-        return out;
+      [&](Queue& q, TimeMs now, Shard& shard) -> CompleteAndNextResult {
+        in_graph = AnyInGraph(q, items);
+        if (in_graph) return {};
+        CompleteAndNextResult result{CompleteLocked(q, items, now)};
+        result.next = q.Dequeue(next, now, &shard.rng);
+        return result;
       });
+  if (!in_graph) return out;
+  // As Complete: a message in the dependency graph completes under every shard's lock, so its
+  // dependents are released (or fail) in this operation; the dequeue follows under the same
+  // locks and may lease a dependent just released in this queue.
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return refused(kQueueNotFound);
+  const TimeMs now = clock_->NowMs();
+  CompleteAndNextResult result{CompleteLocked(*q, items, now)};
+  result.next = q->Dequeue(next, now, &shard.rng);
+  return result;
 }
 
 Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& request) {
@@ -398,6 +523,7 @@ Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& reque
       Queue* q = shard.Find(queue);
       if (q == nullptr) return kQueueNotFound;
       dlq = q->settings().dead_letter_queue;
+      if (q->NeedsEveryShard(request.id)) break;
       if (dlq.empty() || &ShardFor(dlq) == &shard) {
         return q->Fail(request, now, &shard.rng, dlq.empty() ? nullptr : shard.Find(dlq));
       }
@@ -407,8 +533,22 @@ Result<FailResult> Engine::Fail(std::string_view queue, const FailRequest& reque
     Queue* q = shard.Find(queue);
     if (q == nullptr) return kQueueNotFound;
     if (q->settings().dead_letter_queue != dlq) continue;  // changed meanwhile: look again
+    if (q->NeedsEveryShard(request.id)) break;
     return q->Fail(request, clock_->NowMs(), &shard.rng, dlq_shard.Find(dlq));
   }
+  // A message in the dependency graph: every shard (engine.h).
+  AllShardsLock lock(this);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  const std::string& dlq = q->settings().dead_letter_queue;
+  Queue* dead_letter = nullptr;
+  if (!dlq.empty()) {
+    Shard& dlq_shard = ShardFor(dlq);
+    dlq_shard.mu.AssertHeld();
+    dead_letter = dlq_shard.Find(dlq);
+  }
+  return q->Fail(request, clock_->NowMs(), &shard.rng, dead_letter);
 }
 
 Result<TimeMs> Engine::Extend(std::string_view queue, std::string_view id, uint64_t lease_token,
@@ -428,25 +568,48 @@ std::vector<Status> Engine::Cancel(std::string_view queue, const std::vector<std
     return Repeat(ids.size(), InvalidArgument("ids: 1-1000 per batch"));
   }
   if (!IsValidQueueName(queue)) return Repeat(ids.size(), kBadQueueName);
-  return WithQueue<std::vector<Status>>(
+  auto cancel = [&](Queue& q, TimeMs now) {
+    std::vector<Status> out;
+    out.reserve(ids.size());
+    for (const auto& id : ids) out.push_back(IsValidId(id) ? q.Cancel(id, now) : kBadId);
+    return out;
+  };
+  bool in_graph = false;
+  std::vector<Status> out = WithQueue<std::vector<Status>>(
       queue, [&] { return Repeat(ids.size(), kQueueNotFound); },
       [&](Queue& q, TimeMs now, Shard&) -> std::vector<Status> {
-        std::vector<Status> out;
-        out.reserve(ids.size());
-        for (const auto& id : ids) out.push_back(IsValidId(id) ? q.Cancel(id, now) : kBadId);
-        return out;
+        for (const auto& id : ids) in_graph |= q.NeedsEveryShard(id);
+        if (in_graph) return {};
+        return cancel(q, now);
       });
+  if (!in_graph) return out;
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return Repeat(ids.size(), kQueueNotFound);
+  return cancel(*q, clock_->NowMs());
 }
 
 Result<uint64_t> Engine::CancelByFilter(std::string_view queue, const Filter& filter) {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (filter.empty()) return InvalidArgument("filter: give 1-4 pairs (purge_queue cancels all)");
   if (Status s = ValidateFilter(filter); !s.ok()) return s;
-  return WithQueue<Result<uint64_t>>(
+  bool in_graph = false;
+  Result<uint64_t> n = WithQueue<Result<uint64_t>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard&) -> Result<uint64_t> {
+        in_graph = q.HasGraphMessages();
+        if (in_graph) return uint64_t{0};
         return q.CancelByFilter(filter, now);
       });
+  if (!in_graph) return n;
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->CancelByFilter(filter, clock_->NowMs());
 }
 
 Result<uint64_t> Engine::Reprioritize(std::string_view queue, std::string_view id,
@@ -572,6 +735,7 @@ uint64_t Engine::Advance(TimeMs now) {
   uint64_t count = 0;
   for (const auto& shard : shards_) {
     std::vector<std::pair<std::string, std::string>> deferred;  // (queue, dead-letter queue)
+    bool needs_every_shard = false;
     {
       MutexLock lock(&shard->mu);
       for (const auto& [name, q] : shard->queues) {
@@ -579,8 +743,29 @@ uint64_t Engine::Advance(TimeMs now) {
         const std::string& dlq = q->settings().dead_letter_queue;
         bool elsewhere = !dlq.empty() && &ShardFor(dlq) != shard.get();
         Queue* dead_letter = dlq.empty() || elsewhere ? nullptr : shard->Find(dlq);
-        if (!q->Advance(now, dead_letter, elsewhere, &count)) deferred.emplace_back(name, dlq);
+        if (!q->Advance(now, dead_letter, elsewhere, /*every_shard_locked=*/false, &count)) {
+          deferred.emplace_back(name, dlq);
+          needs_every_shard |= q->HasGraphMessages();
+        }
       }
+    }
+    if (needs_every_shard) {
+      // A timer of a message in the dependency graph (engine.h): every shard.
+      AllShardsLock lock(this);
+      shard->mu.AssertHeld();
+      for (auto& [name, unused] : deferred) {
+        Queue* q = shard->Find(name);
+        if (q == nullptr) continue;
+        const std::string& dlq = q->settings().dead_letter_queue;
+        Queue* dead_letter = nullptr;
+        if (!dlq.empty()) {
+          Shard& dlq_shard = ShardFor(dlq);
+          dlq_shard.mu.AssertHeld();
+          dead_letter = dlq_shard.Find(dlq);
+        }
+        (void)q->Advance(now, dead_letter, false, /*every_shard_locked=*/true, &count);
+      }
+      deferred.clear();
     }
     // Queues that must move a message to a dead-letter queue on another shard.
     for (auto& [name, dlq] : deferred) {
@@ -601,7 +786,9 @@ uint64_t Engine::Advance(TimeMs now) {
           current_shard->mu.AssertHeld();  // `shard` or `dlq_shard` (above): both locked
           dead_letter = current_shard->Find(current);
         }
-        (void)q->Advance(now, dead_letter, false, &count);
+        // A message of the graph that became due meanwhile waits for the next Advance, which
+        // NextDueTime asks for at once.
+        (void)q->Advance(now, dead_letter, false, /*every_shard_locked=*/false, &count);
         break;
       }
     }
@@ -662,6 +849,21 @@ std::vector<EpochStart> Engine::Epochs() const {
 }
 
 Status Engine::Apply(const Effect& e) {
+  if (e.depends_on != nullptr && !e.depends_on->empty()) return ApplyWithDependencies(e);
+  if (graph_used_.load(std::memory_order_relaxed)) {
+    const bool of_message = e.type == EffectType::kMessageChanged ||
+                            e.type == EffectType::kMessageRemoved ||
+                            e.type == EffectType::kMessageDeadLettered;
+    const bool of_queue = e.type == EffectType::kQueueDeleted || e.type == EffectType::kQueuePurged;
+    bool in_graph = false;
+    if (of_message || of_queue) {
+      Shard& shard = ShardFor(e.queue);
+      MutexLock lock(&shard.mu);
+      Queue* q = shard.Find(e.queue);
+      in_graph = q != nullptr && (of_message ? q->NeedsEveryShard(e.id) : q->HasGraphMessages());
+    }
+    if (in_graph) return ApplyWithDependencies(e);
+  }
   if (e.type == EffectType::kEpochStarted) {
     MutexLock lock(&epochs_mu_);
     if (!epochs_.empty() && e.epoch <= epochs_.back().epoch) {
@@ -742,6 +944,14 @@ uint64_t Engine::Digest() const {
       XXH3_64bits_update(state, fields, sizeof fields);
     }
   }
+  {
+    // The dependency graph, when it has a dependent (none: the digest of a state without
+    // dependencies, as before they existed). Every shard is locked (`locks`): the lock order.
+    MutexLock lock(&deps_mu_);
+    if (const uint64_t graph = deps_.Digest(); graph != 0) {
+      XXH3_64bits_update(state, &graph, sizeof graph);
+    }
+  }
   uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return digest;
@@ -775,6 +985,321 @@ void Engine::ExportState(EffectSink* visit) const {
       q->Export(visit);
     }
   }
+  // The dependency graph, after every message: each dependent restated with its entry, in
+  // the order the dependents joined (engine/dependencies.h), which Apply follows.
+  AllShardsLock lock(this);
+  deps_.ExportDependents([&](const DependentEntry& d) NO_THREAD_SAFETY_ANALYSIS {
+    auto [q_name, id] = SplitKey(d.key);
+    const Queue* q = ShardFor(q_name).Find(q_name);  // every shard locked (AllShardsLock)
+    Effect e;
+    if (q == nullptr || !q->Restate(id, &e)) return;  // cannot be: the node would be gone
+    e.depends_on = d.dependencies;
+    e.on_dependency_failure = d.policy;
+    e.dependency_edges = d.edges;
+    visit->OnEffect(e);
+  });
+}
+
+// ---- Dependencies (engine.h; engine/dependencies.h) -------------------------------------------
+
+std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_view queue,
+                                                                   std::vector<EnqueueItem> items) {
+  using R = Result<EnqueueResult>;
+  std::vector<Status> checks;
+  checks.reserve(items.size());
+  for (auto& item : items) {
+    Status s = ValidateItem(item, options_.max_payload_bytes);
+    if (s.ok() && item.depends_on.size() > kMaxDependencies) {
+      s = InvalidArgument("depends_on: at most 100000 dependencies per message");
+    }
+    size_t key_bytes = 0;
+    for (auto& entry : item.depends_on) {
+      if (!s.ok()) break;
+      entry = ResolveDependency(queue, entry);
+      auto [q, id] = SplitKey(entry);
+      if (!IsValidQueueName(q) || !IsValidId(id)) {
+        s = InvalidArgument("depends_on: each entry is an id or queue/id");
+      }
+      key_bytes += entry.size();
+    }
+    if (s.ok() && key_bytes > kMaxDependencyKeyBytes) {
+      s = InvalidArgument("depends_on: the entries, as queue/id, total at most 12 MiB");
+    }
+    checks.push_back(std::move(s));
+  }
+  AllShardsLock lock(this);
+  graph_used_.store(true, std::memory_order_relaxed);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  const TimeMs now = clock_->NowMs();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) {
+    if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
+    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
+                                           &shard.bytes);
+    q = created.get();
+    shard.queues.emplace(std::string(queue), std::move(created));
+    if (sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kQueueCreated;
+      e.time = now;
+      e.queue = q->name();
+      e.settings = &q->settings();
+      sink_->OnEffect(e);
+    }
+  }
+  std::vector<R> out;
+  out.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    EnqueueItem& item = items[i];
+    if (!checks[i].ok()) {
+      out.push_back(checks[i]);
+      continue;
+    }
+    // Every dependency must exist now: earlier in this batch at the latest.
+    std::vector<MessageState> states;
+    Status missing;
+    for (const std::string& key : item.depends_on) {
+      auto [dq_name, did] = SplitKey(key);
+      Shard& dshard = ShardFor(dq_name);
+      dshard.mu.AssertHeld();
+      Queue* dq = dshard.Find(dq_name);
+      Result<MessageOutcome> outcome =
+          dq == nullptr ? Result<MessageOutcome>(NotFound("depends_on: no such queue"))
+                        : dq->Outcome(did);
+      if (!outcome.ok()) {
+        missing = Status(Code::kNotFound, "depends_on: no such message " + key);
+        break;
+      }
+      states.push_back(outcome->state);
+    }
+    if (!missing.ok()) {
+      out.push_back(missing);
+      continue;
+    }
+    R r = q->Enqueue(item, now, &shard.rng, options_.memory_budget_bytes, memory_bytes(),
+                     budget_exhausted_);
+    if (r.ok() && !r->duplicate) {
+      AddDependent(DependencyKey(queue, r->id), item, states, now, /*emit=*/true);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void Engine::AddDependent(const std::string& key, const EnqueueItem& item,
+                          const std::vector<MessageState>& states, TimeMs now, bool emit) {
+  std::vector<bool> finished(states.size());
+  std::vector<std::pair<std::string, bool>> failed;  // (dependency, errored)
+  for (size_t i = 0; i < states.size(); ++i) {
+    const std::string& dep = item.depends_on[i];
+    auto [dq_name, did] = SplitKey(dep);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+    dshard.Find(dq_name)->JoinGraph(did);
+    const MessageState s = states[i];
+    const bool failure = s == MessageState::kCanceled || s == MessageState::kErrored;
+    finished[i] = s == MessageState::kCompleted ||
+                  (failure && item.on_dependency_failure == DependencyFailurePolicy::kRelease);
+    if (failure && !finished[i]) failed.emplace_back(dep, s == MessageState::kErrored);
+  }
+  std::vector<DependencyAction> actions;
+  if (!deps_.AddDependent(key, item.on_dependency_failure, item.depends_on, finished)) {
+    actions.push_back({DependencyAction::Kind::kRelease, key, {}});
+  }
+  // A dependency that had already failed: its reverse list holds only this new dependent.
+  for (const auto& [dep, errored] : failed) deps_.OnFailed(dep, errored, &actions);
+  ApplyDependencyActions(actions, now, emit);
+}
+
+void Engine::ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
+                             bool emit) {
+  if (from == MessageState::kWaiting) deps_.StopWaiting(key);
+  std::vector<DependencyAction> actions;
+  if (to == MessageState::kCompleted) {
+    deps_.OnCompleted(key, &actions);
+  } else {
+    deps_.OnFailed(key, to == MessageState::kErrored, &actions);
+  }
+  ApplyDependencyActions(actions, now, emit);
+}
+
+void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now,
+                                    bool emit) {
+  for (const DependencyAction& a : actions) {
+    auto [q_name, id] = SplitKey(a.dependent);
+    Shard& shard = ShardFor(q_name);
+    shard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+    Queue* q = shard.Find(q_name);
+    if (q == nullptr) continue;
+    Status s;
+    switch (a.kind) {
+      case DependencyAction::Kind::kRelease:
+        s = q->ReleaseWaiting(id, now, emit);
+        break;
+      case DependencyAction::Kind::kCancel:
+        s = q->FailWaiting(id, MessageState::kCanceled, a.reason, now, emit);
+        break;
+      case DependencyAction::Kind::kError:
+        s = q->FailWaiting(id, MessageState::kErrored, a.reason, now, emit);
+        break;
+    }
+    (void)s;  // a dependent no longer waiting (its queue purged) has nothing to follow
+  }
+}
+
+void Engine::ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+                            bool dead_lettered, TimeMs now, bool emit) {
+  std::vector<std::string> keys;
+  keys.reserve(removed.size());
+  // First every removed dependent stops waiting, so that none of them is released, canceled
+  // or errored by the removal of another.
+  for (const RemovedFromQueue& r : removed) {
+    keys.push_back(DependencyKey(queue, r.id));
+    if (r.state == MessageState::kWaiting) deps_.StopWaiting(keys.back());
+  }
+  // A dependency that had not finished acts as a failed one: its dependents' policies apply.
+  std::vector<DependencyAction> actions;
+  for (size_t i = 0; i < removed.size(); ++i) {
+    if (IsTerminal(removed[i].state)) continue;
+    if (dead_lettered) {
+      deps_.OnFailed(keys[i], /*errored=*/true, &actions);
+    } else {
+      deps_.OnRemoved(keys[i], &actions);
+    }
+  }
+  for (const std::string& key : keys) deps_.Forget(key);
+  ApplyDependencyActions(actions, now, emit);
+}
+
+Status Engine::RestoreDependent(Queue& q, const Effect& e) {
+  const Status bad(Code::kInternal, "effect: dependency entry does not apply");
+  if (e.depends_on == nullptr || e.depends_on->size() != e.dependency_edges.size() ||
+      e.type != EffectType::kMessageChanged || e.from != e.to) {
+    return bad;
+  }
+  Result<MessageOutcome> outcome = q.Outcome(e.id);
+  if (!outcome.ok() || outcome->state != e.to) return bad;
+  // The restated fields are the message's own (ExportState): applying them changes nothing,
+  // and a record that would change something is refused by the digest check after loading.
+  if (Status s = q.ApplyChanged(e); !s.ok()) return s;
+  for (size_t i = 0; i < e.depends_on->size(); ++i) {
+    if (static_cast<uint8_t>(e.dependency_edges[i]) & kEdgeGone) continue;
+    auto [dq_name, did] = SplitKey((*e.depends_on)[i]);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+    Queue* dq = dshard.Find(dq_name);
+    if (dq == nullptr || !dq->Contains(did)) return bad;
+  }
+  const std::string key = DependencyKey(e.queue, e.id);
+  const DependentEntry entry{key, e.on_dependency_failure, e.to == MessageState::kWaiting,
+                             e.depends_on, e.dependency_edges};
+  if (!deps_.RestoreDependent(entry)) return bad;
+  q.JoinGraph(e.id);
+  for (size_t i = 0; i < e.depends_on->size(); ++i) {
+    if (static_cast<uint8_t>(e.dependency_edges[i]) & kEdgeGone) continue;
+    auto [dq_name, did] = SplitKey((*e.depends_on)[i]);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();
+    dshard.Find(dq_name)->JoinGraph(did);
+  }
+  return Status::Ok();
+}
+
+Status Engine::ApplyWithDependencies(const Effect& e) {
+  AllShardsLock lock(this);
+  graph_used_.store(true, std::memory_order_relaxed);
+  Shard& shard = ShardFor(e.queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(e.queue);
+  if (q == nullptr) return Status(Code::kInternal, "effect: no such queue");
+  const std::string key = DependencyKey(e.queue, e.id);
+  switch (e.type) {
+    case EffectType::kMessageEnqueued: {
+      EnqueueItem item;
+      item.depends_on = *e.depends_on;
+      item.on_dependency_failure = e.on_dependency_failure;
+      std::vector<MessageState> states;
+      for (const std::string& dep : item.depends_on) {
+        auto [dq_name, did] = SplitKey(dep);
+        Shard& dshard = ShardFor(dq_name);
+        dshard.mu.AssertHeld();
+        Queue* dq = dshard.Find(dq_name);
+        Result<MessageOutcome> outcome =
+            dq == nullptr ? Result<MessageOutcome>(NotFound("")) : dq->Outcome(did);
+        if (!outcome.ok()) return Status(Code::kInternal, "effect: no such dependency");
+        states.push_back(outcome->state);
+      }
+      if (Status s = q->ApplyEnqueued(e); !s.ok()) return s;
+      q->JoinGraph(e.id);
+      if (e.to == MessageState::kWaiting) AddDependent(key, item, states, e.time, /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kMessageChanged: {
+      if (!e.dependency_edges.empty()) return RestoreDependent(*q, e);
+      Result<MessageOutcome> before = q->Outcome(e.id);
+      if (Status s = q->ApplyChanged(e); !s.ok()) return s;
+      if (before.ok() && before->state != e.to && IsTerminal(e.to)) {
+        ProcessTerminal(key, before->state, e.to, e.time, /*emit=*/false);
+      }
+      return Status::Ok();
+    }
+    case EffectType::kMessageRemoved: {
+      if (Status s = q->ApplyRemoved(e); !s.ok()) return s;
+      deps_.Forget(key);
+      return Status::Ok();
+    }
+    case EffectType::kMessageDeadLettered: {
+      Shard& dlq_shard = ShardFor(e.dead_letter_queue);
+      dlq_shard.mu.AssertHeld();
+      Result<MessageOutcome> before = q->Outcome(e.id);
+      if (!before.ok()) return Status(Code::kInternal, "effect: no such message");
+      if (Status s = q->ApplyDeadLettered(e, dlq_shard.Find(e.dead_letter_queue)); !s.ok()) {
+        return s;
+      }
+      ProcessRemoved(e.queue, {{std::string(e.id), before->state}}, /*dead_lettered=*/true, e.time,
+                     /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kQueuePurged: {
+      std::vector<RemovedFromQueue> removed;
+      (void)q->Purge(e.purge_states, e.time, /*emit=*/false, &removed);
+      ProcessRemoved(e.queue, removed, /*dead_lettered=*/false, e.time, /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kQueueDeleted: {
+      const std::vector<RemovedFromQueue> removed = q->GraphMessages();
+      const std::string queue(e.queue);
+      shard.queues.erase(queue);
+      ProcessRemoved(queue, removed, /*dead_lettered=*/false, e.time, /*emit=*/false);
+      return Status::Ok();
+    }
+    default:
+      return Status(Code::kInternal, "effect: unknown type");
+  }
+}
+
+Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> Engine::DependencyOutcomes(
+    std::string_view queue, std::string_view id) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  std::vector<std::pair<std::string, Result<MessageOutcome>>> out;
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  const Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  if (!q->Contains(id)) return NotFound("id: no such message");
+  for (std::string& key : deps_.DependenciesOf(DependencyKey(queue, id))) {
+    auto [dq_name, did] = SplitKey(key);
+    Shard& dshard = ShardFor(dq_name);
+    dshard.mu.AssertHeld();
+    const Queue* dq = dshard.Find(dq_name);
+    Result<MessageOutcome> outcome =
+        dq == nullptr ? Result<MessageOutcome>(NotFound("id: no such message")) : dq->Outcome(did);
+    out.emplace_back(std::move(key), std::move(outcome));
+  }
+  return out;
 }
 
 }  // namespace sundial

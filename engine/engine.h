@@ -23,16 +23,27 @@
 // other operation keep working, and what they free makes room again. allocated_bytes() is what
 // the structures really hold (records in their chunks, large payloads, indexes).
 //
+// Dependencies (docs/engine.md, "Dependencies"): one DependencyGraph for all queues, guarded by
+// deps_mu_. Lock order: every shard's mutex in index order, then deps_mu_; deps_mu_ is only
+// ever taken that way (AllShardsLock), so holding it means holding every shard. An operation
+// that may reach a message in the graph (a message flagged in_graph: a waiting dependent or a
+// dependency) finds out under its own shard's lock, lets it go and starts again under
+// AllShardsLock: the release, cancel or error of its dependents happens in that same operation,
+// under the same locks. Operations on messages outside the graph never take deps_mu_.
+//
 // Thread safety: every public method may be called concurrently from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/clock.h"
+#include "engine/dependencies.h"
 #include "engine/effect.h"
 #include "engine/mutex.h"
 #include "engine/status.h"
@@ -40,7 +51,8 @@
 
 namespace sundial {
 
-class Queue;  // engine/queue.h
+class Queue;              // engine/queue.h
+struct RemovedFromQueue;  // engine/queue.h
 
 inline constexpr uint64_t kMessageOverheadBytes = 80;
 
@@ -112,6 +124,10 @@ class Engine {
   Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
 
   Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  // get with include_dependency_results: the outcome of each dependency `id` listed at enqueue,
+  // in order, as "queue/id" keys (NOT_FOUND for one already removed by GC).
+  Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> DependencyOutcomes(
+      std::string_view queue, std::string_view id) const;
   // `wait`'s read: per id (1..1000) its state, result and last_error, or NOT_FOUND. The server
   // waits for them to be terminal (docs/semantics.md, "Results and waiting").
   std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
@@ -149,12 +165,15 @@ class Engine {
   // prefetched so that their cache misses overlap instead of coming one at a time.
   Status ApplyBatch(const Effect* effects, size_t count, size_t* applied);
   // XXH3 over all state: queues by name, each with the sum of one hash per message (no sort;
-  // docs/engine.md). Part of snapshot format v1. Two engines
-  // with the same queues and messages have the same digest.
+  // docs/engine.md), the epochs, and the dependency graph when it has a dependent. Part of the
+  // snapshot format (docs/wal-format.md, "Snapshots"). Two engines with the same queues,
+  // messages and graph have the same digest.
   uint64_t Digest() const;
   // Calls `visit` with a snapshot-equivalent sequence of effects (kQueueCreated for every queue,
-  // then kMessageEnqueued / kMessageChanged to rebuild each message), one shard at a time.
-  // Applying them to an empty engine gives the same digest. Used by checkpoints.
+  // then kMessageEnqueued to rebuild each message, one shard at a time; then, under every
+  // shard's lock, one restated kMessageChanged per dependent carrying its graph entry:
+  // effect.h, dependency_edges). Applying them to an empty engine gives the same digest. Used
+  // by checkpoints.
   void ExportState(EffectSink* visit) const;
 
   // The shard that holds queue `name` (0 .. shard_count() - 1): queues of different shards
@@ -170,6 +189,9 @@ class Engine {
  private:
   struct Shard;
   struct Accounting;
+  class DependencyBridge;
+  friend class DependencyBridge;
+  class AllShardsLock;
 
   Shard& ShardFor(std::string_view name) const;
   // Locks the shard of queue `name`, then returns fn(queue, now, shard), or missing() when the
@@ -179,6 +201,9 @@ class Engine {
   // Complete's items on `q`. REQUIRES: q's shard locked.
   std::vector<Status> CompleteLocked(Queue& q, const std::vector<CompleteItem>& items,
                                      TimeMs now) const;
+  // Whether some item names a message in the dependency graph (then the complete runs under
+  // AllShardsLock). REQUIRES: q's shard locked.
+  static bool AnyInGraph(const Queue& q, const std::vector<CompleteItem>& items);
   // Locks the shards of `a` and `b` (once when they share one) in index order.
   class PairLock;
 
@@ -192,6 +217,35 @@ class Engine {
   mutable Mutex epochs_mu_;
   std::vector<EpochStart> epochs_ GUARDED_BY(epochs_mu_);
   std::vector<std::unique_ptr<Shard>> shards_;
+  // After the shards in the lock order (AllShardsLock).
+  mutable Mutex deps_mu_;
+  DependencyGraph deps_ GUARDED_BY(deps_mu_);
+  // Whether any message ever joined the graph: until then Apply skips the graph's checks.
+  std::atomic<bool> graph_used_{false};
+
+  // Enqueue of items of which some name depends_on (under AllShardsLock).
+  std::vector<Result<EnqueueResult>> EnqueueWithDependencies(std::string_view queue,
+                                                             std::vector<EnqueueItem> items);
+  // Registers the just-enqueued waiting message `key` with `item`'s dependencies (whose
+  // `states` were read before) and applies what follows at once (released, canceled, errored).
+  void AddDependent(const std::string& key, const EnqueueItem& item,
+                    const std::vector<MessageState>& states, TimeMs now, bool emit)
+      REQUIRES(deps_mu_);
+  // Message `key` went from `from` to the terminal state `to`: its dependents follow.
+  void ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
+                       bool emit) REQUIRES(deps_mu_);
+  void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
+      REQUIRES(deps_mu_);
+  // Messages of the graph left `queue` without a terminal state there: purged or their queue
+  // deleted (a dependency that had not finished acts as removed: its dependents' policies
+  // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is
+  // forgotten by the graph.
+  void ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_);
+  // Replay of an effect that concerns the graph (under AllShardsLock).
+  Status ApplyWithDependencies(const Effect& e);
+  // A snapshot's entry of dependent `e.id` of `q` (effect.h, dependency_edges).
+  Status RestoreDependent(Queue& q, const Effect& e) REQUIRES(deps_mu_);
 };
 
 }  // namespace sundial

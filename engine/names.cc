@@ -19,6 +19,8 @@ std::string_view StateName(MessageState s) {
       return "canceled";
     case MessageState::kErrored:
       return "errored";
+    case MessageState::kWaiting:
+      return "waiting";
   }
   return "unknown";
 }
@@ -53,6 +55,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "running";
     case ExplainReason::kTerminal:
       return "terminal";
+    case ExplainReason::kWaitingOnDependencies:
+      return "waiting_on_dependencies";
   }
   return "unknown";
 }
@@ -103,6 +107,10 @@ std::string_view ChangeCauseName(ChangeCause cause) {
       return "became_visible";
     case ChangeCause::kLeaseExpired:
       return "lease_expired";
+    case ChangeCause::kReleased:
+      return "released";
+    case ChangeCause::kDependencyFailed:
+      return "dependency_failed";
   }
   return "unknown";
 }

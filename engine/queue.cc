@@ -207,6 +207,7 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
 
 void Queue::Erase(MessageRef ref) {
   Message* m = At(ref);
+  if (m->in_graph()) --graph_messages_;
   ids_.Erase(ref, m->id());
   uint64_t bytes = AccountedBytes(ref, m);
   if (m->has_error()) errors_.Erase(ref);
@@ -432,6 +433,9 @@ void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCaus
   Timing timing{SaturatingAdd(now, settings_.retention_ms),
                 to == MessageState::kCompleted ? old.token : 0};
   FinishChange(ref, from, to, now, cause, timing);
+  if (At(ref)->in_graph() && env_->dependencies != nullptr) {
+    env_->dependencies->OnTerminal(*this, At(ref)->id(), from, to, now);
+  }
 }
 
 Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const {
@@ -460,11 +464,12 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
 
 void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
                  std::string_view dead_letter_queue) const {
-  if (env_->sink == nullptr) return;
+  if (env_->sink == nullptr || silenced_) return;
   Effect e = MessageEffect(type, ref, now);
   e.cause = cause;
   e.from = from;
   e.dead_letter_queue = dead_letter_queue;
+  e.derived = emit_derived_;
   env_->sink->OnEffect(e);
 }
 
@@ -586,6 +591,7 @@ MessageRecord Queue::Record(MessageRef ref) const {
   r.attempts = m->attempts();
   r.max_attempts = m->max_attempts();
   if (state == MessageState::kInvisible) r.visible_at = timing.due_at;
+  if (state == MessageState::kWaiting) r.visible_at = timing.token;  // once released (queue.h)
   if (state == MessageState::kRunning) r.lease_expires_at = timing.due_at;
   if (state == MessageState::kRunning || state == MessageState::kCompleted) {
     r.lease_token = timing.token;
@@ -655,14 +661,27 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   m->enqueued_at = now;
   Stamp(ref, 1, now);
   Timing timing;
-  if (visible_at > now) {
+  if (!item.depends_on.empty()) {
+    // Waiting (queue.h): no timer of its own; the entry keeps the visible_at it will have.
+    m->set_state(MessageState::kWaiting);
+    m->set_in_graph();
+    ++graph_messages_;
+    timing = {kWaitingDueAt, visible_at > now ? static_cast<uint64_t>(visible_at) : 0};
+  } else if (visible_at > now) {
     m->set_state(MessageState::kInvisible);
     timing.due_at = visible_at;
   } else {
     m->set_state(MessageState::kPending);
   }
   Attach(ref, timing);
-  Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state(), ref, now);
+  if (item.depends_on.empty()) {
+    Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state(), ref, now);
+  } else if (env_->sink != nullptr) {
+    Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, now);
+    e.depends_on = &item.depends_on;
+    e.on_dependency_failure = item.on_dependency_failure;
+    env_->sink->OnEffect(e);
+  }
   return EnqueueResult{std::string(id), 1, false};
 }
 
@@ -739,8 +758,15 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
     e.dead_letter_queue = dead_letter->name_;
     env_->sink->OnEffect(e);
   }
+  const MessageState from = m->state();
+  const bool in_graph = m->in_graph();
+  const std::string id = in_graph ? std::string(m->id()) : std::string();
   Detach(ref);
   Erase(ref);
+  // Replay (!emit): the engine tells the graph itself (Engine::Apply).
+  if (emit && in_graph && env_->dependencies != nullptr) {
+    env_->dependencies->OnDeadLettered(*this, id, from, now);
+  }
 }
 
 bool Queue::ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter) {
@@ -890,12 +916,17 @@ uint64_t Queue::RedriveByFilter(const Filter& filter, TimeMs now) {
   return n;
 }
 
-uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit) {
+uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
+                      std::vector<RemovedFromQueue>* removed_in_graph) {
   std::vector<MessageRef> victims;
   store_.ForEach([&](MessageRef ref, const Message* m) {
     if (state_mask & Bit(m->state())) victims.push_back(ref);
   });
   for (MessageRef ref : victims) {
+    const Message* m = At(ref);
+    if (removed_in_graph != nullptr && m->in_graph()) {
+      removed_in_graph->push_back({std::string(m->id()), m->state()});
+    }
     Detach(ref);
     Erase(ref);
   }
@@ -910,7 +941,8 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit) {
   return victims.size();
 }
 
-bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked, uint64_t* count) {
+bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
+                    bool every_shard_locked, uint64_t* count) {
   while (!timers_.empty() && timers_.top().due_at <= now) {
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
@@ -926,12 +958,25 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked, u
           FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired,
                        Timing{});
         } else {
-          if (dead_letter_unlocked) return false;
+          if (dead_letter_unlocked || (m->in_graph() && !every_shard_locked)) return false;
           ErrorOrDeadLetter(ref, now, ChangeCause::kLeaseExpired, dead_letter);
         }
         break;
       }
       default: {
+        if (m->in_graph()) {
+          if (!every_shard_locked) return false;
+          if (env_->dependencies->KeepOnRemoval(*this, m->id())) {
+            // A waiting dependent still holds it: look again one retention later.
+            const Timing t = TimingOf(m);
+            timers_.Update(m->slot, {SaturatingAdd(now, settings_.retention_ms), t.token, ref});
+            continue;
+          }
+          Emit(EffectType::kMessageRemoved, ChangeCause::kNone, m->state(), ref, now);
+          Detach(ref);
+          Erase(ref);
+          break;
+        }
         // Removals (retention) come in runs: detach a run of due ones, prefetching their
         // id-table groups, then erase them, so that the table's cache misses overlap.
         constexpr size_t kRun = 16;
@@ -940,7 +985,7 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked, u
         while (n < kRun && !timers_.empty() && timers_.top().due_at <= now) {
           const MessageRef r = timers_.top().ref;
           const Message* due = At(r);
-          if (!IsTerminal(due->state())) break;
+          if (!IsTerminal(due->state()) || due->in_graph()) break;
           Emit(EffectType::kMessageRemoved, ChangeCause::kNone, due->state(), r, now);
           Detach(r);
           ids_.Prefetch(IdTable::Hash(due->id()));
@@ -1065,6 +1110,9 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
       break;
     case MessageState::kErrored:
       x.reason = ExplainReason::kAttemptsSpent;
+      break;
+    case MessageState::kWaiting:
+      x.reason = ExplainReason::kWaitingOnDependencies;
       break;
     default:
       x.reason = ExplainReason::kTerminal;
@@ -1282,6 +1330,70 @@ void Queue::EndBulk() {
     }
   }
   ready_.Heapify();
+}
+
+// ---- Dependencies (engine/dependencies.h) -----------------------------------------------------
+
+bool Queue::NeedsEveryShard(std::string_view id) const {
+  if (graph_messages_ == 0) return false;
+  const MessageRef ref = Find(id);
+  return ref != kNoRef && At(ref)->in_graph();
+}
+
+std::vector<RemovedFromQueue> Queue::GraphMessages() const {
+  std::vector<RemovedFromQueue> out;
+  if (graph_messages_ == 0) return out;
+  store_.ForEach([&](MessageRef, const Message* m) {
+    if (m->in_graph()) out.push_back({std::string(m->id()), m->state()});
+  });
+  return out;
+}
+
+bool Queue::Restate(std::string_view id, Effect* out) const {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return false;
+  *out = MessageEffect(EffectType::kMessageChanged, ref, UpdatedAtOf(ref, At(ref)));
+  out->payload = {};
+  out->packed_metadata = {};
+  return true;
+}
+
+MessageState Queue::JoinGraph(std::string_view id) {
+  Message* m = At(Find(id));
+  if (!m->in_graph()) {
+    m->set_in_graph();
+    ++graph_messages_;
+  }
+  return m->state();
+}
+
+Status Queue::ReleaseWaiting(std::string_view id, TimeMs now, bool emit) {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef || At(ref)->state() != MessageState::kWaiting) {
+    return Status(Code::kInternal, "dependencies: no such waiting message");
+  }
+  Timing old;
+  const MessageState from = BeginChange(ref, &old);
+  const bool invisible = static_cast<TimeMs>(old.token) > now;
+  const Timing timing = invisible ? Timing{static_cast<TimeMs>(old.token), 0} : Timing{};
+  DerivedEmission derived(this, emit);
+  FinishChange(ref, from, invisible ? MessageState::kInvisible : MessageState::kPending, now,
+               ChangeCause::kReleased, timing);
+  return Status::Ok();
+}
+
+Status Queue::FailWaiting(std::string_view id, MessageState to, std::string_view reason, TimeMs now,
+                          bool emit) {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef || At(ref)->state() != MessageState::kWaiting) {
+    return Status(Code::kInternal, "dependencies: no such waiting message");
+  }
+  SetError(ref, reason);
+  const MessageState from = BeginChange(ref);
+  DerivedEmission derived(this, emit);
+  FinishChange(ref, from, to, now, ChangeCause::kDependencyFailed,
+               Timing{SaturatingAdd(now, settings_.retention_ms), 0});
+  return Status::Ok();
 }
 
 }  // namespace sundial

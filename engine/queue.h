@@ -13,7 +13,9 @@
 //  - filters_: per (key, value) present in some message, an indexed heap of the pending
 //    messages carrying it and their count per state (count-by-filter without a scan).
 //  - timers_: indexed heap ordered by (due_at, seq) of every non-pending message: visibility,
-//    lease expiry, retention. Its entries hold the due time and lease token (message.h).
+//    lease expiry, retention. Its entries hold the due time and lease token (message.h). A
+//    waiting message's entry is {kWaitingDueAt, the visible_at it takes when released (0:
+//    none)}: never due, and the visible_at costs no field of its own.
 // Every state change goes through Detach (leave the old state's structures) and Attach (enter
 // the new one's), which also keep the per-state counters exact.
 //
@@ -60,10 +62,41 @@ struct StringHash {
   size_t operator()(std::string_view s) const;
 };
 
+class Queue;
+
+// What a queue reports to the engine about messages in its DependencyGraph (message.h
+// in_graph; engine/dependencies.h). Implemented by Engine. Every call REQUIRES every shard's
+// lock: an operation that may reach such a message asks Queue::NeedsEveryShard first and the
+// engine takes them all (docs/engine.md, "Dependencies", lock order).
+class DependencyHooks {
+ public:
+  virtual ~DependencyHooks() = default;
+  // Message `id` of `queue` left state `from` for terminal state `to` (by a request or a timer).
+  virtual void OnTerminal(Queue& queue, std::string_view id, MessageState from, MessageState to,
+                          TimeMs now) = 0;
+  // Retention of message `id` ran out: true keeps it (a waiting dependent still holds it),
+  // false lets it go (its node is forgotten).
+  virtual bool KeepOnRemoval(Queue& queue, std::string_view id) = 0;
+  // Message `id` (state `from`) failed its last attempt and moved to `queue`'s dead-letter
+  // queue: it is gone from `queue`, as an errored dependency.
+  virtual void OnDeadLettered(Queue& queue, std::string_view id, MessageState from, TimeMs now) = 0;
+};
+
+// A message of the dependency graph that left its queue without a terminal state there
+// (purge, delete_queue): its id and the state it had.
+struct RemovedFromQueue {
+  std::string id;
+  MessageState state = MessageState::kPending;
+};
+
 // What a queue needs from the engine. Owned by Engine; shared by all queues.
 struct QueueEnvironment {
   EffectSink* sink = nullptr;
+  DependencyHooks* dependencies = nullptr;
 };
+
+// The timer of a waiting message: never due (it leaves the state only by its dependencies).
+inline constexpr TimeMs kWaitingDueAt = INT64_MAX;
 
 // Heap entries: small values naming a record by its 32-bit MessageRef. Ties on the key are
 // broken by the records' enqueue sequence (a read of the record, needed only on a tie).
@@ -233,17 +266,43 @@ class Queue {
   uint64_t ReprioritizeByFilter(const Filter& filter, const ReprioritizeRequest& r, TimeMs now);
   Status Redrive(std::string_view id, TimeMs now);
   uint64_t RedriveByFilter(const Filter& filter, TimeMs now);
-  uint64_t Purge(uint8_t state_mask, TimeMs now, bool emit);
+  // Removes the messages whose state is in `state_mask`. Those of the dependency graph are
+  // appended to *removed_in_graph (if set; the engine tells the graph, engine.h).
+  uint64_t Purge(uint8_t state_mask, TimeMs now, bool emit,
+                 std::vector<RemovedFromQueue>* removed_in_graph = nullptr);
   // Processes timers due at or before `now`. Stops early (returning false) when a message must
   // move to `dead_letter_name` but `dead_letter` is null though that queue may exist: the caller
   // then retries with the dead-letter queue locked. Adds the transitions made to *count.
-  bool Advance(TimeMs now, Queue* dead_letter, bool dead_letter_missing, uint64_t* count);
+  // Likewise when a due timer concerns a message in the dependency graph and not
+  // `every_shard_locked` (the caller retries with every shard locked).
+  bool Advance(TimeMs now, Queue* dead_letter, bool dead_letter_missing, bool every_shard_locked,
+               uint64_t* count);
 
   Result<MessageRecord> Get(std::string_view id) const;
   Result<BrowsePage> Browse(const BrowseRequest& request) const;
   StateCounts Count(const Filter& filter) const;
   Result<Explanation> Explain(std::string_view id) const;
   Explanation ExplainFilter(const Filter& filter) const;
+
+  // ---- Dependencies (engine/dependencies.h; the engine holds every shard's lock) ------------
+  // True when an operation on message `id` may reach the dependency graph (it is in it).
+  bool NeedsEveryShard(std::string_view id) const;
+  // True when some message of this queue is in the graph (delete, purge).
+  bool HasGraphMessages() const { return graph_messages_ > 0; }
+  // Every message of this queue in the graph (delete_queue).
+  std::vector<RemovedFromQueue> GraphMessages() const;
+  // Message `id` restated unchanged: a kMessageChanged with its current fields, cause kNone,
+  // at its updated_at (the snapshot's carrier of a dependent's graph entry, effect.h). Views
+  // into the queue: valid while the shard lock is held. False when there is no such message.
+  bool Restate(std::string_view id, Effect* out) const;
+  // Marks message `id` (which exists) as in the graph; returns its state.
+  MessageState JoinGraph(std::string_view id);
+  // waiting -> pending, or invisible until the visible_at it was enqueued with (a derived
+  // effect, cause kReleased, when `emit`).
+  Status ReleaseWaiting(std::string_view id, TimeMs now, bool emit);
+  // waiting -> `to` (canceled or errored) with last_error `reason` (derived, kDependencyFailed).
+  Status FailWaiting(std::string_view id, MessageState to, std::string_view reason, TimeMs now,
+                     bool emit);
 
   // Removes every message (delete_queue).
   void Clear();
@@ -391,6 +450,26 @@ class Queue {
   uint64_t memory_bytes_ = 0;
   uint64_t large_bytes_ = 0;  // payloads stored apart
   bool bulk_ = false;
+  uint64_t graph_messages_ = 0;  // records with in_graph set
+  bool emit_derived_ = false;    // Emit marks its effects derived (ReleaseWaiting, FailWaiting)
+  bool silenced_ = false;        // Emit reports nothing (derived changes replayed by Apply)
+  // While alive, effects are derived (`emit`) or not reported at all (replay: !emit).
+  class DerivedEmission {
+   public:
+    DerivedEmission(Queue* q, bool emit) : q_(q) {
+      q_->emit_derived_ = true;
+      q_->silenced_ = !emit;
+    }
+    ~DerivedEmission() {
+      q_->emit_derived_ = false;
+      q_->silenced_ = false;
+    }
+    DerivedEmission(const DerivedEmission&) = delete;
+    DerivedEmission& operator=(const DerivedEmission&) = delete;
+
+   private:
+    Queue* q_;
+  };
 
   MessageStore store_;  // declared first among the structures: they point into it
   IdTable ids_{&store_};

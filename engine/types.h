@@ -23,6 +23,10 @@ inline constexpr size_t kMaxMetadataValueBytes = 256;
 inline constexpr size_t kMaxErrorBytes = 1024;
 inline constexpr size_t kMaxFilterPairs = 4;
 inline constexpr size_t kMaxBatchItems = 1000;
+inline constexpr size_t kMaxDependencies = 100'000;  // depends_on entries of one message (fan-in)
+// Bytes of one message's depends_on entries written as "queue/id" keys: its enqueue is one log
+// record, below the log's 16 MiB (docs/semantics.md, "Limits").
+inline constexpr size_t kMaxDependencyKeyBytes = size_t{12} << 20;
 inline constexpr uint32_t kMaxDequeueCount = 1000;
 inline constexpr uint32_t kMaxBrowseLimit = 1000;
 inline constexpr uint64_t kMaxLeaseToken = (uint64_t{1} << 53) - 1;
@@ -38,11 +42,25 @@ enum class MessageState : uint8_t {
   kCompleted = 3,
   kCanceled = 4,
   kErrored = 5,
+  // Enqueued with depends_on: not dequeueable until its last dependency completes
+  // (docs/semantics.md, "Dependencies"). Not terminal.
+  kWaiting = 6,
 };
-inline constexpr size_t kStateCount = 6;
+inline constexpr size_t kStateCount = 7;
 std::string_view StateName(MessageState s);  // "invisible", "pending", ...
 std::optional<MessageState> ParseState(std::string_view name);
-inline bool IsTerminal(MessageState s) { return s >= MessageState::kCompleted; }
+inline bool IsTerminal(MessageState s) {
+  return s == MessageState::kCompleted || s == MessageState::kCanceled ||
+         s == MessageState::kErrored;
+}
+
+// What happens to a waiting message when one of its dependencies is canceled or errored
+// (docs/semantics.md, "Dependencies").
+enum class DependencyFailurePolicy : uint8_t {
+  kCancel = 0,   // it is canceled, with a reason naming the dependency (default)
+  kRelease = 1,  // the dependency counts as finished: it runs anyway
+  kError = 2,    // it becomes errored, with a reason naming the dependency
+};
 
 enum class QueueType : uint8_t { kSimple = 0, kExclusive = 1 };
 std::string_view QueueTypeName(QueueType t);  // "simple", "exclusive"
@@ -119,6 +137,10 @@ struct EnqueueItem {
   std::optional<int64_t> delay_ms;       // relative delay; or
   std::optional<TimeMs> visible_at;      // absolute time (not both)
   std::optional<uint32_t> max_attempts;  // else the queue's default
+  // Messages that must complete first: "queue/id", or an id of this queue (at most
+  // kMaxDependencies). The message waits (state waiting) until the last one completes.
+  std::vector<std::string> depends_on = {};
+  DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
 };
 
 struct EnqueueResult {
@@ -219,6 +241,7 @@ enum class ExplainReason : uint8_t {
   kAttemptsSpent = 5,    // errored after `attempts` attempts
   kRunning = 6,          // leased by `lease_token` until `until`
   kTerminal = 7,         // completed or canceled
+  kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

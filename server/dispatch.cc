@@ -89,7 +89,8 @@ fb::Offset<PairVector> EncodePairs(fb::FlatBufferBuilder& b, const Metadata& met
 fb::Offset<p::StateCounts> EncodeCounts(fb::FlatBufferBuilder& b, const StateCounts& c) {
   return p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
                               c[MessageState::kRunning], c[MessageState::kCompleted],
-                              c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked);
+                              c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked,
+                              c[MessageState::kWaiting]);
 }
 
 fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& q) {

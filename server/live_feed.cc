@@ -78,10 +78,10 @@ fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
         s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused,
         s.dequeue_paused);
     const StateCounts& c = q.counts;
-    auto counts =
-        p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
-                             c[MessageState::kRunning], c[MessageState::kCompleted],
-                             c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked);
+    auto counts = p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
+                                       c[MessageState::kRunning], c[MessageState::kCompleted],
+                                       c[MessageState::kCanceled], c[MessageState::kErrored],
+                                       c.blocked, c[MessageState::kWaiting]);
     auto info = p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts,
                                          q.oldest_pending_age_ms, q.memory_bytes);
     auto it = totals.find(q.name);

@@ -80,6 +80,8 @@ std::string Explanation(const p::ExplainResult& x) {
       return "running: leased by " + std::to_string(x.lease_token()) + " until " + until;
     case p::ExplainReason::terminal:
       return "terminal: " + std::string(StateName(x.state()));
+    case p::ExplainReason::waiting_on_dependencies:
+      return "waiting: a dependency has not completed";
   }
   return "unknown reason";
 }

@@ -13,7 +13,15 @@ namespace {
 // `after_trailer`), or null.
 const char* Misplaced(const EffectPipeline::Item& record, FileKind kind, bool after_trailer) {
   if (after_trailer) return "record after the snapshot trailer";
-  if (record.type == RecordType::kEffect) return record.decoded ? nullptr : "undecodable effect";
+  if (record.type == RecordType::kEffect) {
+    if (!record.decoded) return "undecodable effect";
+    // A dependent's graph entry restated (engine/effect.h) is what a snapshot carries; a log
+    // replays the enqueue that made it.
+    if (kind == FileKind::kSegment && !record.effect.dependency_edges.empty()) {
+      return "dependency entry in a log segment";
+    }
+    return nullptr;
+  }
   if (kind == FileKind::kSegment) return "snapshot trailer in a log segment";
   if (record.type != RecordType::kSnapshotTrailer) return "unexpected record type in a snapshot";
   if (record.payload.size() != kSnapshotTrailerBytes) return "snapshot trailer of the wrong size";

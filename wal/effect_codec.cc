@@ -1,6 +1,8 @@
 #include "wal/effect_codec.h"
 
 #include <cstring>
+#include <deque>
+#include <vector>
 
 #include "wal/log_format.h"
 
@@ -9,11 +11,15 @@ namespace {
 
 constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kEpochStarted);
 constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
-constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kErrored);
+constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kWaiting);
+constexpr uint8_t kMaxPolicy = static_cast<uint8_t>(DependencyFailurePolicy::kError);
 constexpr uint8_t kMaxQueueType = static_cast<uint8_t>(QueueType::kExclusive);
 constexpr uint8_t kEnqueuePausedFlag = 1;
-// Extension tags of message effects (format version 2; docs/wal-format.md, "Extensions").
+// Extension tags of message effects (docs/wal-format.md, "Extensions"): version 2 added
+// `result`, version 3 `depends_on` and `dependency_entry`.
 constexpr uint8_t kResultTag = 1;
+constexpr uint8_t kDependsOnTag = 2;        // kMessageEnqueued of a waiting message
+constexpr uint8_t kDependencyEntryTag = 3;  // kMessageChanged restating a dependent (snapshots)
 constexpr uint8_t kDequeuePausedFlag = 2;
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
@@ -108,14 +114,15 @@ class FieldReader {
     out->assign(view);
   }
   // A view into the input (no copy).
-  void String(std::string_view* out) {
-    uint32_t len = U32();
-    if (!Have(len)) {
+  void String(std::string_view* out) { Bytes(U32(), out); }
+  // `n` bytes as a view into the input.
+  void Bytes(size_t n, std::string_view* out) {
+    if (!Have(n)) {
       *out = {};
       return;
     }
-    *out = rest_.substr(0, len);
-    rest_.remove_prefix(len);
+    *out = rest_.substr(0, n);
+    rest_.remove_prefix(n);
   }
 
  private:
@@ -174,6 +181,47 @@ Status ReadMessage(FieldReader* r, Effect* e) {
   return Status::Ok();
 }
 
+// The value of a `depends_on` extension, and of a `dependency_entry` (`with_edges`):
+//   policy:u8 count:u32le key:str{count} edge_flags:byte{count}?
+void PutDependencies(std::string* out, const Effect& e, bool with_edges) {
+  const size_t length_at = out->size();
+  PutFixed32(out, 0);  // the value's length, filled in below
+  PutU8(out, static_cast<uint8_t>(e.on_dependency_failure));
+  PutFixed32(out, static_cast<uint32_t>(e.depends_on->size()));
+  for (const std::string& key : *e.depends_on) PutString(out, key);
+  if (with_edges) out->append(e.dependency_edges);
+  const auto length = static_cast<uint32_t>(out->size() - length_at - 4);
+  for (int i = 0; i < 4; ++i) (*out)[length_at + i] = static_cast<char>(length >> (8 * i));
+}
+
+Status ReadDependencies(std::string_view value, bool with_edges, Effect* e,
+                        std::deque<std::vector<std::string>>* keys_storage) {
+  if (keys_storage == nullptr) return Malformed("wal: effect: dependencies without storage");
+  FieldReader r(value);
+  const uint8_t policy = r.U8();
+  const uint32_t count = r.U32();
+  if (!r.ok()) return Malformed("wal: effect: truncated dependencies");
+  if (policy > kMaxPolicy) return Malformed("wal: effect: unknown dependency failure policy");
+  // Each entry takes 5 bytes at least: a larger count is damage, found before allocating.
+  if (count == 0 || count > value.size() / 5) {
+    return Malformed("wal: effect: bad dependency count");
+  }
+  std::vector<std::string>& keys = keys_storage->emplace_back();
+  keys.reserve(count);
+  std::string_view key;
+  for (uint32_t i = 0; i < count && r.ok(); ++i) {
+    r.String(&key);
+    if (r.ok() && key.empty()) return Malformed("wal: effect: empty dependency key");
+    keys.emplace_back(key);
+  }
+  if (with_edges) r.Bytes(count, &e->dependency_edges);
+  if (!r.ok()) return Malformed("wal: effect: truncated dependencies");
+  if (!r.at_end()) return Malformed("wal: effect: trailing bytes in dependencies");
+  e->on_dependency_failure = static_cast<DependencyFailurePolicy>(policy);
+  e->depends_on = &keys;
+  return Status::Ok();
+}
+
 // Optional fields after a message effect's body: written only when set, so an effect that has
 // none is encoded exactly as in version 1.
 void PutExtensions(std::string* out, const Effect& e) {
@@ -181,21 +229,38 @@ void PutExtensions(std::string* out, const Effect& e) {
     PutU8(out, kResultTag);
     PutString(out, e.result);
   }
+  if (e.depends_on != nullptr && !e.depends_on->empty()) {
+    const bool entry = !e.dependency_edges.empty();
+    PutU8(out, entry ? kDependencyEntryTag : kDependsOnTag);
+    PutDependencies(out, e, entry);
+  }
 }
 
-Status ReadExtensions(FieldReader* r, Effect* e) {
+Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::string>>* keys) {
   uint32_t seen = 0;
   while (r->ok() && !r->at_end()) {
     // Bytes after the body that do not start a known extension are trailing bytes.
     const uint8_t tag = r->U8();
-    if (tag != kResultTag) return Malformed("wal: effect: trailing bytes");
+    const bool known = tag == kResultTag ||
+                       (tag == kDependsOnTag && e->type == EffectType::kMessageEnqueued) ||
+                       (tag == kDependencyEntryTag && e->type == EffectType::kMessageChanged);
+    if (!known) return Malformed("wal: effect: trailing bytes");
     if ((seen & (1u << tag)) != 0) return Malformed("wal: effect: repeated extension");
     seen |= 1u << tag;
     std::string_view value;
     r->String(&value);
     if (!r->ok()) return Malformed("wal: effect: truncated extension");
     if (value.empty()) return Malformed("wal: effect: empty extension");
-    e->result = value;
+    if (tag == kResultTag) {
+      e->result = value;
+      continue;
+    }
+    if ((seen & (1u << kDependsOnTag)) && (seen & (1u << kDependencyEntryTag))) {
+      return Malformed("wal: effect: repeated extension");
+    }
+    if (Status s = ReadDependencies(value, tag == kDependencyEntryTag, e, keys); !s.ok()) {
+      return s;
+    }
   }
   return Status::Ok();
 }
@@ -242,7 +307,8 @@ void EncodeEffect(const Effect& e, std::string* out) {
   }
 }
 
-Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings) {
+Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
+                        std::deque<std::vector<std::string>>* dependencies) {
   *out = Effect();
   Effect& e = *out;
   FieldReader r(bytes);
@@ -273,12 +339,12 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       r.String(&e.payload);
       r.String(&e.packed_metadata);
       r.String(&e.error);
-      if (s.ok()) s = ReadExtensions(&r, &e);
+      if (s.ok()) s = ReadExtensions(&r, &e, dependencies);
       break;
     case EffectType::kMessageChanged:
       s = ReadMessage(&r, &e);
       r.String(&e.error);
-      if (s.ok()) s = ReadExtensions(&r, &e);
+      if (s.ok()) s = ReadExtensions(&r, &e, dependencies);
       break;
     case EffectType::kMessageRemoved:
       s = ReadMessage(&r, &e);
@@ -302,7 +368,8 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
 
 Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   Effect& e = out->effect_;
-  Status s = DecodeEffectView(bytes, &e, &out->settings_);
+  out->dependencies_.clear();
+  Status s = DecodeEffectView(bytes, &e, &out->settings_, &out->dependencies_);
   // Own copies of the strings, then point the effect at them.
   auto own = [](std::string_view* view, std::string* storage) {
     storage->assign(*view);
@@ -315,6 +382,7 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   own(&e.error, &out->error_);
   own(&e.dead_letter_queue, &out->dead_letter_queue_);
   own(&e.result, &out->result_);
+  own(&e.dependency_edges, &out->dependency_edges_);
   return s;
 }
 

@@ -10,8 +10,10 @@
 // Thread safety: pure functions; a DecodedEffect is a value owned by one thread.
 #pragma once
 
+#include <deque>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/effect.h"
 #include "engine/status.h"
@@ -46,6 +48,8 @@ class DecodedEffect {
   std::string error_;
   std::string dead_letter_queue_;
   std::string result_;
+  std::string dependency_edges_;
+  std::deque<std::vector<std::string>> dependencies_;  // depends_on (one at most)
 };
 
 // Decodes one effect. On error returns kInternal with a detail naming what was malformed and
@@ -54,8 +58,11 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
 
 // The same without copying: the effect's strings are views into `bytes` (valid while they
 // are), its settings (queue effects) are written to *settings, which may be null for the
-// other effect types. Recovery decodes a batch of
-// records this way on one thread while another applies the previous batch.
-Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings);
+// other effect types, and its depends_on keys (a message effect with a dependency extension)
+// to a new element of *dependencies, which may be null when no effect has one (an effect
+// that does is then malformed). Recovery decodes a batch of records this way on one thread
+// while another applies the previous batch.
+Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
+                        std::deque<std::vector<std::string>>* dependencies = nullptr);
 
 }  // namespace sundial::wal

@@ -33,6 +33,7 @@ bool EffectPipeline::Fill(Batch* b) {
   b->bytes.reserve(kBatchBytes);
   b->bytes.resize_uninitialized(0);
   b->settings.clear();
+  b->dependencies.clear();
   b->last = false;
   LogReader::Record record;
   // Payloads are copied first and decoded after, so that growing `bytes` for an oversized
@@ -70,7 +71,7 @@ bool EffectPipeline::Fill(Batch* b) {
                                       type == static_cast<uint8_t>(EffectType::kQueueUpdated)
                                   ? &b->settings.emplace_back()
                                   : nullptr;
-    item.decoded = DecodeEffectView(item.payload, &item.effect, settings).ok();
+    item.decoded = DecodeEffectView(item.payload, &item.effect, settings, &b->dependencies).ok();
   }
   b->last = !more;
   return more;

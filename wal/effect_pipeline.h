@@ -73,7 +73,8 @@ class EffectPipeline {
     std::vector<Item> items;
     PodVector<char> bytes;               // on pages (mmap): given back whole when the pipeline ends
     std::deque<QueueSettings> settings;  // of queue effects (stable addresses)
-    bool last = false;                   // the reader stopped after these items
+    std::deque<std::vector<std::string>> dependencies;  // depends_on of message effects
+    bool last = false;                                  // the reader stopped after these items
   };
 
   // Files at least this large are worth a second thread.

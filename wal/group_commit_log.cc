@@ -555,6 +555,10 @@ Result<std::unique_ptr<GroupCommitLog>> GroupCommitLog::Open(FileSystem* fs, std
 }
 
 void GroupCommitLog::OnEffect(const Effect& effect) {
+  // A derived effect (a dependent released or failed by the effect before it) is not logged:
+  // Apply of that cause derives it again (engine/effect.h). The request's end LSN stays the
+  // cause's, which is what its durability waits for.
+  if (effect.derived) return;
   thread_local std::string scratch;
   scratch.clear();
   const size_t start = BeginRecord(&scratch);

@@ -1,5 +1,5 @@
 // Log format: the constants and fixed layouts of WAL segments and snapshots. The grammar is
-// defined in docs/wal-format.md (version 2, and every older version it still reads); this
+// defined in docs/wal-format.md (version 3, and every older version it still reads); this
 // header must agree with it.
 //
 //   file    := file_header record*
@@ -20,7 +20,7 @@ namespace sundial::wal {
 // The version a writer writes. A reader accepts kOldestReadableVersion..kFormatVersion: each
 // version only adds to the one before (docs/wal-format.md, "Versions"), so one decoder reads
 // them all.
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kOldestReadableVersion = 1;
 
 inline constexpr std::string_view kSegmentMagic{"SUNDWAL\0", 8};

@@ -65,6 +65,10 @@ struct RecordedEffect {
   std::string error;
   std::string dead_letter_queue;
   std::string result;
+  std::optional<std::vector<std::string>> depends_on;
+  DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  std::string dependency_edges;
+  bool derived = false;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -90,6 +94,10 @@ struct RecordedEffect {
     r.error = std::string(e.error);
     r.dead_letter_queue = std::string(e.dead_letter_queue);
     r.result = std::string(e.result);
+    if (e.depends_on != nullptr) r.depends_on = *e.depends_on;
+    r.on_dependency_failure = e.on_dependency_failure;
+    r.dependency_edges = std::string(e.dependency_edges);
+    r.derived = e.derived;
     return r;
   }
 
@@ -118,6 +126,10 @@ struct RecordedEffect {
     e.error = error;
     e.dead_letter_queue = dead_letter_queue;
     e.result = result;
+    e.depends_on = depends_on ? &*depends_on : nullptr;
+    e.on_dependency_failure = on_dependency_failure;
+    e.dependency_edges = dependency_edges;
+    e.derived = derived;
     return e;
   }
 

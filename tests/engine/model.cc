@@ -135,6 +135,7 @@ std::optional<TimeMs> TimerDue(const Model::Message& m) {
     case MessageState::kErrored:
       return m.gc_at;
     case MessageState::kPending:
+    case MessageState::kWaiting:  // (the model does not generate depends_on yet)
       break;
   }
   return std::nullopt;
@@ -702,6 +703,7 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kInvisible:
       case MessageState::kPending:
       case MessageState::kRunning:
+      case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
         MakeTerminal(*queue, m, MessageState::kCanceled, now);
@@ -975,6 +977,9 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
     case MessageState::kCompleted:
     case MessageState::kCanceled:
       e.reason = ExplainReason::kTerminal;
+      break;
+    case MessageState::kWaiting:
+      e.reason = ExplainReason::kWaitingOnDependencies;
       break;
   }
   return e;

@@ -241,6 +241,69 @@ TEST(Stream, ADivergentTailIsTruncatedWhereTheCommonEpochEndedAndTheNodeRecovers
   EXPECT_EQ((*counts)[MessageState::kPending], 5u) << "the divergent enqueue is gone";
 }
 
+// Dependencies travel in the records the primary logs (docs/wal-format.md, format version 3):
+// a standby holds the same waiting messages and graph, and derives the releases and failures
+// from the completions and cancels that follow, as the primary did, without their being
+// shipped. A snapshot the standby takes carries the graph too.
+TEST(Stream, AStandbyHoldsThePrimarysDependenciesAndDerivesTheirReleases) {
+  Node p;
+  p.StartEpoch(3);
+  p.Enqueue("q", "a");
+  p.Enqueue("q", "b");
+  EnqueueItem c;
+  c.id = "c";
+  c.depends_on = {"a", "b"};
+  EnqueueItem d;
+  d.id = "d";
+  d.depends_on = {"q/c"};
+  d.on_dependency_failure = DependencyFailurePolicy::kError;
+  ASSERT_TRUE(p.engine->Enqueue("q", {c})[0].ok());
+  ASSERT_TRUE(p.engine->Enqueue("other", {d})[0].ok());
+  auto complete_next = [&] {
+    MessageRecord m = p.engine->Dequeue("q", {}).value().at(0);
+    ASSERT_TRUE(p.engine->Complete("q", {CompleteItem{m.id, m.lease_token}})[0].ok());
+    ASSERT_TRUE(p.log->WaitDurable(p.log->AppendedEndLsn()).ok());
+  };
+  complete_next();  // a
+  // A snapshot at this point (as a checkpoint would write it for a standby far behind).
+  const uint64_t covered = p.log->AppendedEndLsn();
+  ASSERT_TRUE(wal::WriteSnapshot(p.fs.get(), "data", *p.engine, covered).ok());
+
+  Node s;
+  PrimaryStream primary(PrimaryOf(&p, 3));
+  StandbyStream standby(StandbyOf(&s));
+  Conversation conversation{&primary, &standby, &s};
+  EXPECT_EQ(conversation.Run(), StandbyStream::Next::kContinue) << standby.why() << primary.why();
+  EXPECT_EQ(s.engine->Digest(), p.engine->Digest());
+  EXPECT_EQ(s.engine->Get("q", "c")->state, MessageState::kWaiting);
+  complete_next();  // b: releases c on the primary, and on the standby by replay
+  EXPECT_EQ(conversation.Continue(), StandbyStream::Next::kContinue);
+  EXPECT_EQ(s.engine->Get("q", "c")->state, MessageState::kPending);
+  EXPECT_EQ(s.engine->Get("other", "d")->state, MessageState::kWaiting);
+  ASSERT_TRUE(p.engine->Cancel("q", {"c"})[0].ok());  // d errs by its policy
+  ASSERT_TRUE(p.log->WaitDurable(p.log->AppendedEndLsn()).ok());
+  EXPECT_EQ(conversation.Continue(), StandbyStream::Next::kContinue);
+  EXPECT_EQ(s.engine->Get("other", "d")->state, MessageState::kErrored);
+  EXPECT_EQ(s.engine->Digest(), p.engine->Digest());
+
+  // The snapshot, installed on a node that starts from it, holds the graph of its time.
+  Node late;
+  ASSERT_TRUE(late.log->Close().ok());
+  ASSERT_TRUE(p.fs->FileExists(wal::JoinPath("data", wal::SnapshotFileName(covered))));
+  auto bytes =
+      wal::ReadFileToString(p.fs.get(), wal::JoinPath("data", wal::SnapshotFileName(covered)));
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE(wal::WriteStringToFile(late.fs.get(), "snap", *bytes).ok());
+  ASSERT_TRUE(InstallSnapshot(late.fs.get(), "data", "snap", covered).ok());
+  auto recovered = Recover(late.fs.get());
+  ASSERT_NE(recovered.engine, nullptr);
+  EXPECT_EQ(recovered.engine->Get("q", "c")->state, MessageState::kWaiting);
+  MessageRecord b = recovered.engine->Dequeue("q", {}).value().at(0);
+  ASSERT_EQ(b.id, "b");
+  ASSERT_TRUE(recovered.engine->Complete("q", {CompleteItem{b.id, b.lease_token}})[0].ok());
+  EXPECT_EQ(recovered.engine->Get("q", "c")->state, MessageState::kPending);
+}
+
 TEST(Stream, AStandbyTheLogNoLongerReachesTakesTheNewestSnapshot) {
   // The primary's segments start at LSN 40 (a checkpoint removed the rest); its snapshot
   // covers up to 40.

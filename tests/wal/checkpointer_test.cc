@@ -91,14 +91,16 @@ struct CrashPoint {
 
 class CheckpointCrashTest : public ::testing::TestWithParam<CrashPoint> {};
 
-TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
+// The workload with dependencies (RandomOps): the snapshot then carries waiting messages and
+// the graph, and the log after it the enqueues and causes that recovery replays on top.
+void CrashAtStep(const CrashPoint& point, bool with_dependencies) {
   auto memory = NewMemoryFileSystem();
   FaultInjectionFileSystem faulty(memory.get());
   uint64_t digest = 0;
   {
     LoggedEngine e;
     ASSERT_TRUE(e.Open(&faulty, kDir, {}, SmallSegments()).ok());
-    RandomOps workload(2);
+    RandomOps workload(2, with_dependencies);
     workload.Setup(*e.engine);
     workload.Run(*e.engine, e.clock, 1'500);
     ASSERT_TRUE(e.Sync().ok());
@@ -110,7 +112,7 @@ TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
 
     int seen = 0;
     auto crashed = checkpointer.RunOnce([&](CheckpointStep step) {
-      if (step == GetParam().step && ++seen == GetParam().occurrence) {
+      if (step == point.step && ++seen == point.occurrence) {
         return Status(Code::kInternal, "test: crash here");
       }
       return Status::Ok();
@@ -130,7 +132,7 @@ TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
   LoggedEngine again;
   ASSERT_TRUE(again.Open(memory.get(), kDir, {}, SmallSegments()).ok());
   EXPECT_EQ(again.engine->Digest(), digest);
-  RandomOps more(3);
+  RandomOps more(3, with_dependencies);
   more.Run(*again.engine, again.clock, 300);
   ASSERT_TRUE(again.Sync().ok());
   Checkpointer checkpointer(memory.get(), kDir, again.log.get(), SmallCheckpoints());
@@ -138,6 +140,14 @@ TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
   const uint64_t final_digest = again.engine->Digest();
   again.log.reset();
   EXPECT_EQ(RecoveredDigest(memory.get(), kDir), final_digest);
+}
+
+TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
+  CrashAtStep(GetParam(), /*with_dependencies=*/false);
+}
+
+TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedDependencies) {
+  CrashAtStep(GetParam(), /*with_dependencies=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -3,6 +3,7 @@
 // allocating.
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -139,6 +140,110 @@ TEST(EffectCodec, RepeatedEmptyOrUnknownExtensionsAreRejected) {
   }
 }
 
+// Format version 3: a waiting message's enqueue carries its dependencies and policy; a
+// snapshot's restated dependent carries its graph entry. Both survive the round trip through
+// the owning decoder and the view decoder.
+TEST(EffectCodec, DependencyExtensionsRoundTrip) {
+  for (const Effect& original : SampleEffectsV3()) {
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(Encode(original), &decoded).ok());
+    ExpectSameLoggedFields(original, decoded.effect());
+    const std::string bytes = Encode(original);
+    Effect view;
+    std::deque<std::vector<std::string>> storage;
+    ASSERT_TRUE(DecodeEffectView(bytes, &view, nullptr, &storage).ok());
+    ExpectSameLoggedFields(original, view);
+    // Without storage for the keys, an effect that has some is refused, not half-decoded.
+    EXPECT_FALSE(DecodeEffectView(bytes, &view, nullptr, nullptr).ok());
+  }
+}
+
+// Only an effect with dependencies pays for them: every other one is byte-identical to its
+// version-2 encoding.
+TEST(EffectCodec, AnEffectWithoutDependenciesEncodesAsInVersionTwo) {
+  const std::vector<std::string> none;
+  for (const Effect& original : SampleEffectsV2()) {
+    Effect e = original;
+    e.depends_on = &none;  // an empty list is no extension
+    EXPECT_EQ(Encode(e), Encode(original));
+  }
+  Effect waiting = SampleEffectsV3()[0];
+  Effect bare = waiting;
+  bare.depends_on = nullptr;
+  size_t keys = 0;
+  for (const std::string& key : *waiting.depends_on) keys += 4 + key.size();
+  // tag, value length, policy, count, the keys.
+  EXPECT_EQ(Encode(waiting).size(), Encode(bare).size() + 1 + 4 + 1 + 4 + keys);
+}
+
+TEST(EffectCodec, AProperPrefixInsideADependencyExtensionIsRejected) {
+  for (const Effect& original : SampleEffectsV3()) {
+    Effect bare = original;
+    bare.depends_on = nullptr;
+    bare.dependency_edges = {};
+    const size_t body = Encode(bare).size();
+    const std::string bytes = Encode(original);
+    for (size_t n = body + 1; n < bytes.size(); ++n) {
+      DecodedEffect decoded;
+      EXPECT_FALSE(DecodeEffect(std::string_view(bytes).substr(0, n), &decoded).ok()) << n;
+    }
+    for (size_t i = body; i < bytes.size(); ++i) {
+      std::string damaged = bytes;
+      FlipByte(&damaged, i);
+      DecodedEffect decoded;
+      (void)DecodeEffect(damaged, &decoded);  // no crash, no sanitizer report
+    }
+  }
+}
+
+// A dependency extension where it does not belong, or with a bad policy, count or key, is
+// damage.
+TEST(EffectCodec, MalformedDependencyExtensionsAreRejected) {
+  const Effect waiting = SampleEffectsV3()[0];
+  Effect bare = waiting;
+  bare.depends_on = nullptr;
+  const std::string body = Encode(bare);
+  auto with_value = [&](uint8_t tag, const std::string& value) {
+    std::string bytes = body;
+    bytes.push_back(static_cast<char>(tag));
+    PutFixed32(&bytes, static_cast<uint32_t>(value.size()));
+    return bytes + value;
+  };
+  auto value = [](uint8_t policy, uint32_t count, const std::vector<std::string>& keys) {
+    std::string v(1, static_cast<char>(policy));
+    PutFixed32(&v, count);
+    for (const std::string& k : keys) {
+      PutFixed32(&v, static_cast<uint32_t>(k.size()));
+      v += k;
+    }
+    return v;
+  };
+  DecodedEffect decoded;
+  EXPECT_TRUE(DecodeEffect(with_value(2, value(0, 1, {"q/a"})), &decoded).ok());
+  EXPECT_EQ(DecodeEffect(with_value(2, value(3, 1, {"q/a"})), &decoded).detail(),
+            "wal: effect: unknown dependency failure policy");
+  EXPECT_EQ(DecodeEffect(with_value(2, value(0, 0, {})), &decoded).detail(),
+            "wal: effect: bad dependency count");
+  EXPECT_EQ(DecodeEffect(with_value(2, value(0, 1'000'000, {"q/a"})), &decoded).detail(),
+            "wal: effect: bad dependency count");
+  EXPECT_EQ(DecodeEffect(with_value(2, value(0, 1, {""})), &decoded).detail(),
+            "wal: effect: empty dependency key");
+  EXPECT_EQ(DecodeEffect(with_value(2, value(0, 1, {"q/a"}) + "x"), &decoded).detail(),
+            "wal: effect: trailing bytes in dependencies");
+  // A graph entry (tag 3) belongs to a kMessageChanged, a depends_on (tag 2) to an enqueue.
+  EXPECT_EQ(DecodeEffect(with_value(3, value(0, 1, {"q/a"}) + "\x01"), &decoded).detail(),
+            "wal: effect: trailing bytes");
+  Effect entry = SampleEffectsV3()[1];
+  Effect entry_bare = entry;
+  entry_bare.depends_on = nullptr;
+  entry_bare.dependency_edges = {};
+  std::string changed = Encode(entry_bare);
+  changed.push_back(2);
+  const std::string v = value(0, 1, {"q/a"});
+  PutFixed32(&changed, static_cast<uint32_t>(v.size()));
+  EXPECT_EQ(DecodeEffect(changed + v, &decoded).detail(), "wal: effect: trailing bytes");
+}
+
 TEST(EffectCodec, SampleEffectsCoverEveryEffectType) {
   std::vector<Effect> samples = SampleEffects();
   ASSERT_EQ(samples.size(), 8u);
@@ -181,7 +286,7 @@ TEST(EffectCodec, UnknownEffectTypeIsRejected) {
 
 TEST(EffectCodec, UnknownMessageStateIsRejected) {
   Effect e = SampleEffects()[5];
-  e.to = static_cast<MessageState>(6);
+  e.to = static_cast<MessageState>(7);
   DecodedEffect decoded;
   EXPECT_EQ(DecodeEffect(Encode(e), &decoded).detail(), "wal: effect: unknown message state");
 }

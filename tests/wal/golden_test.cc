@@ -24,6 +24,8 @@ const std::string kV1Segment =
     std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v1-wal-0000000000000001.log";
 const std::string kV2Segment =
     std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v2-wal-0000000000000001.log";
+const std::string kV3Segment =
+    std::string(SUNDIAL_TEST_DATA_DIR) + "/wal/v3-wal-0000000000000001.log";
 
 // Version 2: every version-1 sample, then the effects with the fields version 2 added, then
 // the effect type it added (a new primary's epoch record).
@@ -37,6 +39,20 @@ std::vector<Effect> SamplesV2() {
 std::string WriteSamplesV2() {
   std::vector<std::string> encodings;
   for (const Effect& e : SamplesV2()) encodings.push_back(Encode(e));
+  return WriteLog(encodings, /*segment=*/1, /*lsn=*/0).bytes;
+}
+
+// Version 3: every version-2 sample, then the effects with the fields version 3 added (the
+// dependencies of a waiting message, a snapshot's dependency entry).
+std::vector<Effect> SamplesV3() {
+  std::vector<Effect> all = SamplesV2();
+  for (const Effect& e : SampleEffectsV3()) all.push_back(e);
+  return all;
+}
+
+std::string WriteSamplesV3() {
+  std::vector<std::string> encodings;
+  for (const Effect& e : SamplesV3()) encodings.push_back(Encode(e));
   return WriteLog(encodings, /*segment=*/1, /*lsn=*/0).bytes;
 }
 
@@ -88,27 +104,56 @@ TEST(Golden, VersionTwoSegmentReadsBackAsTheSampleEffects) {
   }
 }
 
-TEST(Golden, CurrentWriterStillProducesTheVersionTwoBytes) {
-  ASSERT_EQ(kFormatVersion, 2u) << "version bumped: keep the v2 reader test, drop this one";
-  auto fs = NewPosixFileSystem();
-  auto bytes = ReadFileToString(fs.get(), kV2Segment);
+// Version 3 only adds: the version-2 samples encode as version 2 did (the file header's
+// version aside, which only a new file carries).
+TEST(Golden, EffectsWithoutVersionThreeFieldsEncodeAsInVersionTwo) {
+  auto bytes = ReadFileToString(NewPosixFileSystem().get(), kV2Segment);
   ASSERT_TRUE(bytes.ok());
-  EXPECT_TRUE(*bytes == WriteSamplesV2());
+  ReadResult r = ReadLog(*bytes, /*last_file=*/true, /*expected_number=*/1);
+  std::vector<std::string> encodings;
+  for (const Effect& e : SamplesV2()) encodings.push_back(Encode(e));
+  EXPECT_EQ(r.payloads, encodings);
+}
+
+TEST(Golden, VersionThreeSegmentReadsBackAsTheSampleEffects) {
+  auto fs = NewPosixFileSystem();
+  if (std::getenv("SUNDIAL_WRITE_GOLDEN") != nullptr && !fs->FileExists(kV3Segment)) {
+    ASSERT_TRUE(WriteStringToFile(fs.get(), kV3Segment, WriteSamplesV3()).ok());
+  }
+  auto bytes = ReadFileToString(fs.get(), kV3Segment);
+  ASSERT_TRUE(bytes.ok()) << kV3Segment;
+  ReadResult r = ReadLog(*bytes, /*last_file=*/true, /*expected_number=*/1);
+  EXPECT_TRUE(r.reports.empty());
+  const std::vector<Effect> samples = SamplesV3();
+  ASSERT_EQ(r.payloads.size(), samples.size());
+  for (size_t i = 0; i < samples.size(); ++i) {
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(r.payloads[i], &decoded).ok()) << i;
+    ExpectSameLoggedFields(samples[i], decoded.effect());
+  }
+}
+
+TEST(Golden, CurrentWriterStillProducesTheVersionThreeBytes) {
+  ASSERT_EQ(kFormatVersion, 3u) << "version bumped: keep the v3 reader test, drop this one";
+  auto fs = NewPosixFileSystem();
+  auto bytes = ReadFileToString(fs.get(), kV3Segment);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_TRUE(*bytes == WriteSamplesV3());
 }
 
 // The bytes production segments are made of: GroupCommitLog frames records with the same encoder
 // as LogWriter (the checksum sealed when the group is written), so the sample effects logged
 // through it give the golden file exactly.
 TEST(Golden, TheGroupCommitLogWritesTheCurrentVersionsBytes) {
-  ASSERT_EQ(kFormatVersion, 2u) << "version bumped: point this at the new version's golden file";
-  auto golden = ReadFileToString(NewPosixFileSystem().get(), kV2Segment);
+  ASSERT_EQ(kFormatVersion, 3u) << "version bumped: point this at the new version's golden file";
+  auto golden = ReadFileToString(NewPosixFileSystem().get(), kV3Segment);
   ASSERT_TRUE(golden.ok());
   auto memory = NewMemoryFileSystem();
   LogOptions options = Policy(FsyncPolicy::kNever);
   options.preallocate_bytes = 0;
   auto log = OpenLog(memory.get(), options, /*next_lsn=*/0, /*segment=*/1);
   ASSERT_NE(log, nullptr);
-  for (const Effect& e : SamplesV2()) log->OnEffect(e);
+  for (const Effect& e : SamplesV3()) log->OnEffect(e);
   ASSERT_TRUE(log->Close().ok());
   auto written = ReadFileToString(memory.get(), JoinPath("data", SegmentFileName(1)));
   ASSERT_TRUE(written.ok());

@@ -7,6 +7,7 @@
 #include "tests/wal/recovery_test_util.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/checkpointer.h"
+#include "wal/effect_codec.h"
 #include "wal/effect_pipeline.h"
 #include "wal/fault_injection_file_system.h"
 #include "wal/log_reader.h"
@@ -22,18 +23,25 @@ class RecoveryTest : public ::testing::Test {
  protected:
   // Runs `ops` random operations on a log in kDir (rotating every `segment_bytes`), closes the
   // log and returns the engine's digest.
-  uint64_t Populate(int ops, uint64_t seed = 1, uint64_t segment_bytes = 64ull << 20) {
+  uint64_t Populate(int ops, uint64_t seed = 1, uint64_t segment_bytes = 64ull << 20,
+                    bool with_dependencies = false) {
     LoggedEngine e;
     LogOptions options;
     options.segment_bytes = segment_bytes;
     EXPECT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
-    RandomOps workload(seed);
+    RandomOps workload(seed, with_dependencies);
     workload.Setup(*e.engine);
     workload.Run(*e.engine, e.clock, ops);
     EXPECT_TRUE(e.Sync().ok());
     next_lsn_ = e.log->stats().next_lsn;
     EXPECT_TRUE(e.log->Close().ok());
+    waiting_ = Waiting(*e.engine);
     return e.engine->Digest();
+  }
+  static uint64_t Waiting(const Engine& engine) {
+    uint64_t n = 0;
+    for (const QueueInfo& q : engine.ListQueues()) n += q.counts[MessageState::kWaiting];
+    return n;
   }
 
   std::string SegmentPath(size_t index) {
@@ -67,6 +75,7 @@ class RecoveryTest : public ::testing::Test {
 
   std::unique_ptr<FileSystem> fs_ = NewMemoryFileSystem();
   uint64_t next_lsn_ = 0;
+  uint64_t waiting_ = 0;  // waiting messages at the end of Populate
 };
 
 TEST_F(RecoveryTest, AnEmptyDirectoryRecoversToAnEmptyEngineAtLsnZero) {
@@ -166,6 +175,132 @@ TEST_F(RecoveryTest, TheLatestEffectTimeIsReportedFromSegmentsAndSnapshots) {
   EXPECT_FALSE(report.snapshot.empty());
   EXPECT_EQ(report.records_replayed, 0u);
   EXPECT_GE(report.latest_effect_time, latest);
+}
+
+// ---- Dependencies (docs/semantics.md, "Dependencies"; format version 3) ---------------------
+
+// How many dependents an export of `engine` carries graph entries for.
+size_t GraphEntries(const Engine& engine) {
+  struct Counter final : EffectSink {
+    void OnEffect(const Effect& effect) override { n += effect.dependency_edges.empty() ? 0 : 1; }
+    size_t n = 0;
+  } counter;
+  engine.ExportState(&counter);
+  return counter.n;
+}
+
+// Leases the next message of `queue` and completes it; returns its id.
+std::string CompleteNext(Engine& engine, std::string_view queue) {
+  auto leased = engine.Dequeue(queue, {});
+  if (!leased.ok() || leased->empty()) {
+    ADD_FAILURE() << "nothing to dequeue in " << queue;
+    return "";
+  }
+  const MessageRecord& m = (*leased)[0];
+  EXPECT_TRUE(engine.Complete(queue, {CompleteItem{m.id, m.lease_token}})[0].ok());
+  return m.id;
+}
+
+EnqueueItem After(std::string id, std::vector<std::string> depends_on,
+                  DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel) {
+  EnqueueItem item = Item(std::move(id));
+  item.depends_on = std::move(depends_on);
+  item.on_dependency_failure = policy;
+  return item;
+}
+
+// Parents p1..p3 in "jobs"; c1 (other) waits on p1 and p2, c2 (jobs) on p1 with the release
+// policy, c3 (other) on p3 with the error policy, d (jobs) on c1; p1 completed (releasing c2).
+void EnqueueFamily(Engine& engine) {
+  ASSERT_TRUE(engine.CreateQueue("jobs", {}).ok());
+  ASSERT_TRUE(engine.CreateQueue("other", {}).ok());
+  for (const char* id : {"p1", "p2", "p3"}) ASSERT_TRUE(engine.Enqueue("jobs", {Item(id)})[0].ok());
+  ASSERT_TRUE(engine.Enqueue("other", {After("c1", {"jobs/p1", "jobs/p2"})})[0].ok());
+  ASSERT_TRUE(
+      engine.Enqueue("jobs", {After("c2", {"p1"}, DependencyFailurePolicy::kRelease)})[0].ok());
+  ASSERT_TRUE(
+      engine.Enqueue("other", {After("c3", {"jobs/p3"}, DependencyFailurePolicy::kError)})[0].ok());
+  ASSERT_TRUE(engine.Enqueue("jobs", {After("d", {"other/c1"})})[0].ok());
+  ASSERT_EQ(CompleteNext(engine, "jobs"), "p1");
+  ASSERT_EQ(engine.Get("jobs", "c2")->state, MessageState::kPending);
+}
+
+MessageState StateIn(const Engine& engine, std::string_view queue, std::string_view id) {
+  auto m = engine.Get(queue, id);
+  return m.ok() ? m->state : MessageState::kPending;
+}
+
+// What is left after EnqueueFamily, on a recovered engine: the same waiting messages, and
+// the completions and failures still to come release or fail them.
+void FinishFamily(Engine& engine) {
+  EXPECT_EQ(StateIn(engine, "other", "c1"), MessageState::kWaiting);
+  EXPECT_EQ(StateIn(engine, "other", "c3"), MessageState::kWaiting);
+  EXPECT_EQ(StateIn(engine, "jobs", "d"), MessageState::kWaiting);
+  EXPECT_EQ(engine.Get("jobs", "c2")->state, MessageState::kPending);
+  EXPECT_EQ(CompleteNext(engine, "jobs"), "p2");
+  EXPECT_EQ(StateIn(engine, "other", "c1"), MessageState::kPending);
+  EXPECT_EQ(engine.Cancel("jobs", {"p3"})[0].code(), Code::kOk);
+  EXPECT_EQ(StateIn(engine, "other", "c3"), MessageState::kErrored);
+  EXPECT_EQ(engine.Get("other", "c3")->last_error, "dependency jobs/p3 canceled");
+  EXPECT_EQ(CompleteNext(engine, "other"), "c1");
+  EXPECT_EQ(StateIn(engine, "jobs", "d"), MessageState::kPending);
+}
+
+TEST_F(RecoveryTest, AcceptedDependenciesSurviveARestartFromTheLogAlone) {
+  uint64_t digest;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EnqueueFamily(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    digest = e.engine->Digest();
+  }
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
+  uint64_t after;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(e.engine->Digest(), digest);
+    FinishFamily(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    after = e.engine->Digest();
+  }
+  // The releases and failures were derived, not logged: replaying their causes derives them.
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), after);
+}
+
+TEST_F(RecoveryTest, DependenciesOfARandomWorkloadRecoverFromTheLog) {
+  const uint64_t digest = Populate(3'000, /*seed=*/11, 64ull << 20, /*with_dependencies=*/true);
+  EXPECT_GT(waiting_, 0u) << "the workload should leave messages waiting";
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
+}
+
+// A snapshot carries a dependent's graph entry; a segment never does (it logs the enqueue).
+TEST_F(RecoveryTest, ADependencyEntryInALogSegmentIsDamage) {
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    ASSERT_TRUE(e.engine->CreateQueue("jobs", {}).ok());
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {Item("p")})[0].ok());
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {After("c", {"p"})})[0].ok());
+    // The export's graph entries, encoded, then logged as if they were effects.
+    struct EntrySink final : EffectSink {
+      void OnEffect(const Effect& effect) override {
+        if (!effect.dependency_edges.empty()) EncodeEffect(effect, &entries.emplace_back());
+      }
+      std::vector<std::string> entries;
+    } exported;
+    e.engine->ExportState(&exported);
+    ASSERT_EQ(exported.entries.size(), 1u);
+    DecodedEffect entry;
+    ASSERT_TRUE(DecodeEffect(exported.entries[0], &entry).ok());
+    e.log->OnEffect(entry.effect());
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  RecoveryReport report;
+  EXPECT_FALSE(TryRecover(&report).ok());
+  ASSERT_TRUE(report.damage);
+  EXPECT_EQ(report.damage->reason, "dependency entry in a log segment");
 }
 
 TEST_F(RecoveryTest, ATornTailIsCutOffAndReportedWithItsSize) {
@@ -519,6 +654,75 @@ TEST_F(SnapshotRecoveryTest, LoadsTheSnapshotAndReplaysOnlyTheRecordsAfterIt) {
   EXPECT_GT(report.snapshot_effects, 0u);
   EXPECT_EQ(report.records_replayed, next_lsn_ - covered_);
   EXPECT_EQ(report.next_lsn, next_lsn_);
+}
+
+TEST_F(SnapshotRecoveryTest, AcceptedDependenciesSurviveARestartFromASnapshotAndTheTail) {
+  uint64_t digest;
+  {
+    LoggedEngine e;
+    LogOptions options;
+    options.segment_bytes = 16 << 10;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+    EnqueueFamily(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    CheckpointOptions checkpoint;
+    checkpoint.engine_options = TestEngineOptions();
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+    auto result = checkpointer.RunOnce();
+    ASSERT_TRUE(result.ok()) << result.status().detail();
+    // After the snapshot, in the tail: another dependent, and a purge that fails one.
+    ASSERT_TRUE(e.engine->CreateQueue("late", {}).ok());
+    ASSERT_TRUE(e.engine->Enqueue("late", {Item("x")})[0].ok());
+    ASSERT_TRUE(e.engine->Enqueue("late", {After("y", {"x", "jobs/p2"})})[0].ok());
+    ASSERT_TRUE(e.engine->Enqueue("jobs", {After("z", {"late/x"})})[0].ok());
+    ASSERT_EQ(e.engine->PurgeQueue("late", {MessageState::kPending}).value(), 1u);
+    ASSERT_EQ(StateIn(*e.engine, "jobs", "z"), MessageState::kCanceled);
+    ASSERT_TRUE(e.Sync().ok());
+    digest = e.engine->Digest();
+  }
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_FALSE(report.snapshot.empty());
+  EXPECT_GT(report.records_replayed, 0u);
+  uint64_t after;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(e.engine->Digest(), digest);
+    EXPECT_EQ(StateIn(*e.engine, "late", "y"), MessageState::kCanceled);
+    EXPECT_EQ(e.engine->Get("late", "y")->last_error, "dependency late/x removed");
+    FinishFamily(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    after = e.engine->Digest();
+    // A second checkpoint now: its snapshot holds the graph as it is after the releases.
+    CheckpointOptions checkpoint;
+    checkpoint.engine_options = TestEngineOptions();
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+    ASSERT_TRUE(checkpointer.RunOnce().ok());
+  }
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), after);
+}
+
+TEST_F(SnapshotRecoveryTest, DependenciesOfARandomWorkloadRecoverFromASnapshotAndTheTail) {
+  LoggedEngine e;
+  LogOptions options;
+  options.segment_bytes = 16 << 10;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+  RandomOps workload(13, /*with_dependencies=*/true);
+  workload.Setup(*e.engine);
+  workload.Run(*e.engine, e.clock, 3'000);
+  ASSERT_TRUE(e.Sync().ok());
+  EXPECT_GT(Waiting(*e.engine), 0u) << "the snapshot should hold waiting messages";
+  EXPECT_GT(GraphEntries(*e.engine), Waiting(*e.engine)) << "and released dependents";
+  CheckpointOptions checkpoint;
+  checkpoint.engine_options = TestEngineOptions();
+  Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+  ASSERT_TRUE(checkpointer.RunOnce().ok());
+  workload.Run(*e.engine, e.clock, 1'500);
+  ASSERT_TRUE(e.Sync().ok());
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), e.engine->Digest());
+  EXPECT_FALSE(report.snapshot.empty());
 }
 
 TEST_F(SnapshotRecoveryTest, ALargeSnapshotLoadsAndDamageInItIsFoundAtItsOffset) {

@@ -82,7 +82,11 @@ inline uint64_t RecoveredDigest(FileSystem* fs, const std::string& dir,
 // reprioritizes, redrives, and clock advances that fire visibility, lease expiry and retention.
 class RandomOps {
  public:
-  explicit RandomOps(uint64_t seed) : rng_(seed), seed_(seed) {}
+  // `with_dependencies`: a third of the enqueues name up to three earlier messages in
+  // depends_on (any queue, any policy), and now and then the waiting or pending messages of a
+  // queue are purged. Without it, the random sequence is the one it always was.
+  explicit RandomOps(uint64_t seed, bool with_dependencies = false)
+      : rng_(seed), seed_(seed), with_dependencies_(with_dependencies) {}
 
   void Setup(Engine& engine) {
     (void)engine.CreateQueue("simple", {});
@@ -110,7 +114,20 @@ class RandomOps {
         item.payload = std::string(rng_() % 200, static_cast<char>('a' + rng_() % 26));
         item.metadata = {{"tenant", "t" + std::to_string(rng_() % 5)}};
         if (rng_() % 4 == 0) item.delay_ms = static_cast<int64_t>(rng_() % 3'000);
-        (void)engine.Enqueue(queue, {item});
+        if (with_dependencies_ && !enqueued_.empty() && rng_() % 3 == 0) {
+          for (uint64_t k = 1 + rng_() % 3; k > 0; --k) {
+            item.depends_on.push_back(enqueued_[rng_() % enqueued_.size()]);
+          }
+          item.on_dependency_failure = static_cast<DependencyFailurePolicy>(rng_() % 3);
+        }
+        auto r = engine.Enqueue(queue, {item});
+        if (with_dependencies_ && r[0].ok()) {
+          enqueued_.push_back(queue + "/" + r[0]->id);
+          if (enqueued_.size() > 64) enqueued_.erase(enqueued_.begin());
+        }
+      } else if (with_dependencies_ && op < 37) {
+        (void)engine.PurgeQueue(queue,
+                                {rng_() % 2 ? MessageState::kWaiting : MessageState::kPending});
       } else if (op < 60) {
         DequeueRequest request;
         request.max = 1 + rng_() % 2;
@@ -165,6 +182,8 @@ class RandomOps {
 
   std::mt19937_64 rng_;
   uint64_t seed_;
+  bool with_dependencies_;
+  std::vector<std::string> enqueued_;  // recent "queue/id" keys (with_dependencies)
   uint64_t next_id_ = 0;
   std::vector<Lease> leases_;
 };

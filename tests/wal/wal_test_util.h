@@ -159,6 +159,34 @@ inline Effect SampleEpochEffect() {
   return epoch;
 }
 
+// Effects with the fields format version 3 added (docs/wal-format.md, "Extensions"): the
+// enqueue of a waiting message with its dependencies and policy, and a snapshot's restatement
+// of a dependent with its graph entry (which one it still waits on, which one is gone).
+inline std::vector<Effect> SampleEffectsV3() {
+  static const std::vector<std::string> depends_on = {"jobs/parent-1", "other.queue:x/a/b",
+                                                      "jobs/parent-1"};
+  static const std::string edges("\x01\x00\x02", 3);
+  std::vector<Effect> samples = SampleEffects();
+  std::vector<Effect> out;
+  Effect waiting = samples[4];  // kMessageEnqueued
+  waiting.from = waiting.to = MessageState::kWaiting;
+  waiting.due_at = INT64_MAX;
+  waiting.lease_token = 1'700'000'009'000;  // the visible_at it takes once released
+  waiting.depends_on = &depends_on;
+  waiting.on_dependency_failure = DependencyFailurePolicy::kError;
+  out.push_back(waiting);
+  Effect entry = samples[5];  // kMessageChanged
+  entry.cause = ChangeCause::kNone;
+  entry.from = entry.to = MessageState::kWaiting;
+  entry.due_at = INT64_MAX;
+  entry.lease_token = 0;
+  entry.depends_on = &depends_on;
+  entry.on_dependency_failure = DependencyFailurePolicy::kRelease;
+  entry.dependency_edges = edges;
+  out.push_back(entry);
+  return out;
+}
+
 // Checks the fields docs/wal-format.md logs for a.type.
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
@@ -201,6 +229,13 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   if (a.type == EffectType::kMessageEnqueued || a.type == EffectType::kMessageChanged) {
     EXPECT_EQ(a.error, b.error);
     EXPECT_EQ(a.result, b.result);
+    const bool has_dependencies = a.depends_on != nullptr && !a.depends_on->empty();
+    ASSERT_EQ(has_dependencies, b.depends_on != nullptr);
+    if (has_dependencies) {
+      EXPECT_EQ(*a.depends_on, *b.depends_on);
+      EXPECT_EQ(a.on_dependency_failure, b.on_dependency_failure);
+    }
+    EXPECT_EQ(a.dependency_edges, b.dependency_edges);
   }
   if (a.type == EffectType::kMessageDeadLettered) {
     EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);

@@ -4,10 +4,10 @@ Every one has ``as_dict()``, equality by value and a readable ``repr``. Times ar
 Unix epoch; states are strings (``"pending"``, ``"running"``, ...).
 """
 
-STATES = ("invisible", "pending", "running", "completed", "canceled", "errored")
+STATES = ("invisible", "pending", "running", "completed", "canceled", "errored", "waiting")
 QUEUE_TYPES = ("simple", "exclusive")
 EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
-                   "attempts_spent", "running", "terminal")
+                   "attempts_spent", "running", "terminal", "waiting_on_dependencies")
 
 
 class Record:

@@ -1,0 +1,634 @@
+// Dependencies (docs/semantics.md, "Dependencies"): enqueue with depends_on, the waiting state,
+// release in the operation that completes the last dependency, the on_dependency_failure
+// policies, cross-queue dependencies, GC holds, counts and browse, and replay.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/engine/engine_fixture.h"
+
+namespace sundial::engine_test {
+namespace {
+
+class DependenciesTest : public EngineTest {
+ protected:
+  std::string PutAfter(std::string_view queue, std::string id, std::vector<std::string> deps,
+                       DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel) {
+    EnqueueItem item = Item(std::move(id));
+    item.depends_on = std::move(deps);
+    item.on_dependency_failure = policy;
+    return Put(queue, std::move(item));
+  }
+  // Leases `id` (which must be the next message of `queue`) and completes it.
+  void Finish(std::string_view queue, std::string_view id) {
+    MessageRecord m = TakeOne(queue);
+    ASSERT_EQ(m.id, id);
+    ASSERT_TRUE(CompleteOne(queue, m.id, m.lease_token).ok());
+  }
+  // A new engine fed every effect that is not derived, as the WAL would be.
+  std::unique_ptr<Engine> Replayed() {
+    auto replayed = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : sink_.All()) {
+      if (e.derived) continue;
+      Status s = replayed->Apply(e.View());
+      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
+                          << s.detail();
+    }
+    return replayed;
+  }
+  // A new engine loaded from ExportState, as a snapshot would be.
+  std::unique_ptr<Engine> Exported() {
+    RecordingSink exported;
+    engine().ExportState(&exported);
+    auto loaded = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : exported.All()) {
+      Status s = loaded->Apply(e.View());
+      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
+                          << s.detail();
+    }
+    return loaded;
+  }
+  // Both engines ways: from the log's effects and from an export.
+  void ExpectReplayAndExportGiveTheSameState() {
+    auto replayed = Replayed();
+    EXPECT_EQ(replayed->Digest(), engine().Digest()) << "replayed from the effects";
+    EXPECT_EQ(Exported()->Digest(), engine().Digest()) << "loaded from an export";
+    for (const QueueInfo& q : engine().ListQueues()) {
+      Result<QueueInfo> r = replayed->GetQueue(q.name);
+      ASSERT_TRUE(r.ok()) << q.name;
+      for (size_t s = 0; s < kStateCount; ++s) {
+        EXPECT_EQ(r->counts[static_cast<MessageState>(s)], q.counts[static_cast<MessageState>(s)])
+            << q.name << " " << StateName(static_cast<MessageState>(s));
+      }
+    }
+  }
+};
+
+TEST_F(DependenciesTest, DependentWaitsAndIsNotDequeueable) {
+  Put("q", "parent");
+  PutAfter("q", "child", {"parent"});
+  EXPECT_EQ(StateOf("q", "child"), MessageState::kWaiting);
+  EXPECT_EQ(TakeIds("q", 10), std::vector<std::string>{"parent"});
+  EXPECT_EQ(Counts("q")[MessageState::kWaiting], 1u);
+  Result<Explanation> x = engine().Explain("q", "child");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
+}
+
+TEST_F(DependenciesTest, ReleasedByTheCompleteOfItsLastDependencyInThatOperation) {
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting);
+  sink_.Clear();
+  Finish("q", "b");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending) << "no Advance needed";
+  std::vector<RecordedEffect> effects = sink_.Take();
+  ASSERT_EQ(effects.size(), 3u);  // leased b, completed b, released c
+  EXPECT_EQ(effects[1].cause, ChangeCause::kCompleted);
+  EXPECT_FALSE(effects[1].derived);
+  EXPECT_EQ(effects[2].cause, ChangeCause::kReleased);
+  EXPECT_EQ(effects[2].id, "c");
+  EXPECT_TRUE(effects[2].derived);
+  Finish("q", "c");
+}
+
+TEST_F(DependenciesTest, ReleasedMessageKeepsItsDelay) {
+  Put("q", "a");
+  EnqueueItem item = Item("c");
+  item.depends_on = {"a"};
+  item.delay_ms = 10'000;
+  Put("q", std::move(item));
+  EXPECT_EQ(GetMessage("q", "c").visible_at, Now() + 10'000);
+  Finish("q", "a");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kInvisible);
+  AdvanceTime(10'000);
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, AlreadyCompletedDependencyCountsAsDone) {
+  Put("q", "a");
+  Finish("q", "a");
+  PutAfter("q", "c", {"a"});
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
+  Put("q", "a");
+  EnqueueItem item = Item("c");
+  item.depends_on = {"a", "nope"};
+  Result<EnqueueResult> r = EnqueueOne("q", std::move(item));
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_EQ(GetCode("q", "c"), Code::kNotFound);
+  item = Item("d");
+  item.depends_on = {"other/a"};
+  EXPECT_EQ(EnqueueOne("q", std::move(item)).status().code(), Code::kNotFound);
+}
+
+TEST_F(DependenciesTest, DependencyMayArriveEarlierInTheSameRequest) {
+  EnqueueItem a = Item("a");
+  EnqueueItem b = Item("b");
+  b.depends_on = {"a"};
+  std::vector<EnqueueItem> items;
+  items.push_back(std::move(a));
+  items.push_back(std::move(b));
+  for (const auto& r : engine().Enqueue("q", std::move(items))) EXPECT_TRUE(r.ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kWaiting);
+}
+
+TEST_F(DependenciesTest, CrossQueueDependencyReleasesInTheOtherQueue) {
+  MakeQueue("parents");
+  MakeQueue("children");
+  for (int i = 0; i < 8; ++i) Put("children", "c" + std::to_string(i));
+  std::vector<std::string> deps;
+  for (int i = 0; i < 8; ++i) deps.push_back("children/c" + std::to_string(i));
+  PutAfter("parents", "p", deps);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(StateOf("parents", "p"), MessageState::kWaiting);
+    Finish("children", "c" + std::to_string(i));
+  }
+  EXPECT_EQ(StateOf("parents", "p"), MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, CanceledDependencyCancelsTransitivelyWithAReason) {
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  PutAfter("q", "c", {"b"});
+  ASSERT_TRUE(CancelOne("q", "a").ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kCanceled);
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("q", "b").last_error, "dependency q/a canceled");
+  EXPECT_EQ(GetMessage("q", "c").last_error, "dependency q/b canceled");
+}
+
+TEST_F(DependenciesTest, ErroredDependencyWithErrorPolicyErrorsTheDependent) {
+  QueueSettings s;
+  s.max_attempts = 1;
+  MakeQueue("q", s);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"}, DependencyFailurePolicy::kError);
+  MessageRecord m = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", m.id, m.lease_token).ok());
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kErrored);
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kErrored);
+  EXPECT_EQ(GetMessage("q", "b").last_error, "dependency q/a errored");
+}
+
+TEST_F(DependenciesTest, ReleasePolicyRunsAnyway) {
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"}, DependencyFailurePolicy::kRelease);
+  ASSERT_TRUE(CancelOne("q", "a").ok());
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting);
+  Finish("q", "b");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, AlreadyCanceledDependencyCancelsAtEnqueue) {
+  Put("q", "a");
+  ASSERT_TRUE(CancelOne("q", "a").ok());
+  PutAfter("q", "c", {"a"});
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kCanceled);
+  PutAfter("q", "d", {"a"}, DependencyFailurePolicy::kRelease);
+  EXPECT_EQ(StateOf("q", "d"), MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, CanceledDependentIsNotReleasedLater) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  ASSERT_TRUE(CancelOne("q", "c").ok());
+  Finish("q", "a");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kCanceled);
+}
+
+TEST_F(DependenciesTest, CompletedDependencyIsKeptFromGcWhileADependentWaits) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "c still waits on it";
+  Finish("q", "b");
+  AdvanceTime(5'000);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+}
+
+TEST_F(DependenciesTest, BrowseListsWaitingMessages) {
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  PutAfter("q", "c", {"a"});
+  BrowseRequest r;
+  r.state = MessageState::kWaiting;
+  Result<BrowsePage> page = engine().Browse("q", r);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(IdsOf(page->messages), (std::vector<std::string>{"b", "c"}));
+}
+
+TEST_F(DependenciesTest, DependencyOutcomesGiveTheDependenciesResults) {
+  MakeQueue("other");
+  Put("q", "a");
+  Put("other", "b");
+  PutAfter("q", "c", {"a", "other/b"});
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(engine().Complete("q", {CompleteItem{"a", a.lease_token, "A!"}})[0].ok());
+  MessageRecord b = TakeOne("other");
+  ASSERT_TRUE(engine().Complete("other", {CompleteItem{"b", b.lease_token, "B!"}})[0].ok());
+  auto outcomes = engine().DependencyOutcomes("q", "c");
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 2u);
+  EXPECT_EQ((*outcomes)[0].first, "q/a");
+  EXPECT_EQ((*outcomes)[0].second->result, "A!");
+  EXPECT_EQ((*outcomes)[1].first, "other/b");
+  EXPECT_EQ((*outcomes)[1].second->result, "B!");
+}
+
+TEST_F(DependenciesTest, ReplayWithoutDerivedEffectsReproducesWaitingAndReleasedStates) {
+  MakeQueue("other");
+  Put("q", "a");
+  Put("other", "b");
+  PutAfter("q", "c", {"a", "other/b"});
+  PutAfter("other", "d", {"q/c"});
+  PutAfter("q", "e", {"a"});
+  Put("q", "f");
+  PutAfter("q", "g", {"f"});
+  Finish("q", "a");                       // releases e; c still waits on b
+  ASSERT_TRUE(CancelOne("q", "f").ok());  // cancels g
+  auto replayed = Replayed();
+  EXPECT_EQ(replayed->Digest(), engine().Digest());
+  EXPECT_EQ(replayed->Get("q", "c")->state, MessageState::kWaiting);
+  EXPECT_EQ(replayed->Get("q", "e")->state, MessageState::kPending);
+  EXPECT_EQ(replayed->Get("q", "g")->state, MessageState::kCanceled);
+  // The replayed engine goes on as the original would: b's completion releases c there too.
+  MessageRecord b = replayed->Dequeue("other", {}).value()[0];
+  ASSERT_TRUE(replayed->Complete("other", {CompleteItem{b.id, b.lease_token}})[0].ok());
+  EXPECT_EQ(replayed->Get("q", "c")->state, MessageState::kPending);
+}
+
+TEST_F(DependenciesTest, LeaseExpiryThatErrorsADependencyCancelsItsDependents) {
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.lease_ms = 1'000;
+  MakeQueue("q", s);
+  MakeQueue("r");
+  Put("q", "a");
+  PutAfter("r", "b", {"q/a"});
+  TakeOne("q");
+  AdvanceTime(1'000);
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kErrored);
+  EXPECT_EQ(StateOf("r", "b"), MessageState::kCanceled);
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueOfTheLastDependencyReleasesAndMayLeaseTheDependent) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  const MessageRecord a = TakeOne("q");
+  ASSERT_EQ(a.id, "a");
+  const size_t before = sink_.size();
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("q", {CompleteItem{a.id, a.lease_token}}, DequeueRequest{});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_TRUE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  // Released in the complete, then leased by the dequeue under the same locks.
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"c"});
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kRunning);
+  std::vector<RecordedEffect> effects = sink_.All();
+  effects.erase(effects.begin(), effects.begin() + static_cast<ptrdiff_t>(before));
+  ASSERT_EQ(effects.size(), 3u);  // completed a, released c, leased c
+  EXPECT_EQ(effects[0].cause, ChangeCause::kCompleted);
+  EXPECT_EQ(effects[1].cause, ChangeCause::kReleased);
+  EXPECT_EQ(effects[1].id, "c");
+  EXPECT_TRUE(effects[1].derived);
+  EXPECT_EQ(effects[2].cause, ChangeCause::kLeased);
+  EXPECT_EQ(effects[2].id, "c");
+  EXPECT_FALSE(effects[2].derived);
+  // Replay (every effect but the derived ones) derives the release from the completion, so
+  // the lease of the dependent applies.
+  std::unique_ptr<Engine> replayed = Replayed();
+  EXPECT_EQ(replayed->Digest(), engine().Digest());
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueReleasesADependentOfAnotherQueue) {
+  MakeQueue("children");
+  MakeQueue("parents");
+  Put("children", "c1");
+  Put("children", "c2");
+  Put("children", "other");
+  PutAfter("parents", "p", {"children/c1", "children/c2"});
+  Finish("children", "c1");
+  const MessageRecord c2 = TakeOne("children");
+  ASSERT_EQ(c2.id, "c2");
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("children", {CompleteItem{c2.id, c2.lease_token}}, {});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_TRUE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("parents", "p"), MessageState::kPending);
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"other"});
+}
+
+TEST_F(DependenciesTest, CompleteAndDequeueWithAStaleTokenOnAGraphMessageStillDequeues) {
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a"});
+  const MessageRecord a = TakeOne("q");
+  Engine::CompleteAndNextResult res =
+      engine().CompleteAndDequeue("q", {CompleteItem{a.id, a.lease_token + 1}}, {});
+  ASSERT_EQ(res.completed.size(), 1u);
+  EXPECT_FALSE(res.completed[0].ok());
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting);
+  ASSERT_TRUE(res.next.ok());
+  EXPECT_EQ(IdsOf(*res.next), std::vector<std::string>{"b"});
+}
+
+// ---- Snapshots: the graph in ExportState ----------------------------------------------------
+
+// A graph with every kind of entry: cross-queue, fan-in, a chain, a release policy, a
+// completed dependency held for a waiting dependent, one gone (purged) while held, a dependent
+// canceled while waiting and still listed by its unfinished dependency. An export loaded into
+// a new engine has the same digest (which covers the graph), and then behaves the same.
+TEST_F(DependenciesTest, AnExportedGraphLoadsIntoTheSameGraphAndGoesOnTheSame) {
+  MakeQueue("other");
+  MakeQueue("gone");
+  Put("q", "a");
+  Put("q", "b");
+  Put("other", "x");
+  Put("gone", "g");
+  PutAfter("q", "c", {"a", "other/x", "b"});                         // fan-in across queues
+  PutAfter("other", "d", {"q/c"}, DependencyFailurePolicy::kError);  // a chain
+  PutAfter("q", "e", {"a", "b"}, DependencyFailurePolicy::kRelease);
+  PutAfter("q", "f", {"b"});
+  PutAfter("q", "h", {"gone/g", "b"});
+  Finish("q", "a");  // c, e still wait: a is held
+  Finish("gone", "g");
+  ASSERT_TRUE(engine().PurgeQueue("gone", {MessageState::kCompleted}).ok());  // h's g: gone
+  ASSERT_TRUE(CancelOne("q", "f").ok());  // stops waiting; b's reverse list still names it
+  auto loaded = Exported();
+  EXPECT_EQ(loaded->Digest(), engine().Digest());
+  for (const char* id : {"c", "e", "h"}) {
+    EXPECT_EQ(loaded->Get("q", id)->state, MessageState::kWaiting) << id;
+  }
+  auto outcomes = loaded->DependencyOutcomes("q", "h");
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 2u);
+  EXPECT_EQ((*outcomes)[0].first, "gone/g");
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+  // The same operations on both: b's completion releases e and h, x's then releases c.
+  for (Engine* e : {&engine(), loaded.get()}) {
+    MessageRecord b = e->Dequeue("q", {}).value()[0];
+    ASSERT_EQ(b.id, "b");
+    ASSERT_TRUE(e->Complete("q", {CompleteItem{b.id, b.lease_token}})[0].ok());
+    EXPECT_EQ(e->Get("q", "e")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("q", "h")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kWaiting);
+    MessageRecord x = e->Dequeue("other", {}).value()[0];
+    ASSERT_TRUE(e->Complete("other", {CompleteItem{x.id, x.lease_token}})[0].ok());
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kPending);
+    EXPECT_EQ(e->Get("other", "d")->state, MessageState::kWaiting);
+  }
+  // (The digests now differ by the lease tokens each engine drew.) A completed dependency held
+  // only for dependents that no longer wait goes at its retention in both.
+  clock_.Advance(QueueSettings{}.retention_ms + 1);
+  for (Engine* e : {&engine(), loaded.get()}) {
+    e->Advance(Now());
+    EXPECT_EQ(e->Get("q", "a").status().code(), Code::kNotFound);
+    EXPECT_EQ(e->Get("q", "b").status().code(), Code::kNotFound);
+    EXPECT_EQ(e->Get("q", "c")->state, MessageState::kPending);
+  }
+}
+
+// The reverse lists keep their order through an export: the first dependent to be reached
+// decides the reason its own dependents read (a diamond a <- b, c <- d).
+TEST_F(DependenciesTest, AnExportKeepsTheOrderInWhichDependentsFail) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  PutAfter("q", "b", {"a"});
+  PutAfter("q", "d", {"b", "c"});
+  auto loaded = Exported();
+  ASSERT_TRUE(CancelOne("q", "a").ok());
+  ASSERT_TRUE(loaded->Cancel("q", {"a"})[0].ok());
+  EXPECT_EQ(GetMessage("q", "d").last_error, "dependency q/c canceled");
+  EXPECT_EQ(loaded->Get("q", "d")->last_error, "dependency q/c canceled");
+  EXPECT_EQ(loaded->Digest(), engine().Digest());
+}
+
+TEST_F(DependenciesTest, TheDigestCoversTheDependencyGraph) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  // The same messages without the graph entries of the export: another digest.
+  RecordingSink exported;
+  engine().ExportState(&exported);
+  Engine without(DefaultOptions(), &clock_, nullptr);
+  size_t entries = 0;
+  for (const RecordedEffect& e : exported.All()) {
+    if (!e.dependency_edges.empty()) {
+      ++entries;
+      continue;
+    }
+    ASSERT_TRUE(without.Apply(e.View()).ok());
+  }
+  EXPECT_EQ(entries, 1u);
+  EXPECT_NE(without.Digest(), engine().Digest());
+  // A state that never had dependencies keeps the digest it had before they existed.
+  Engine plain(DefaultOptions(), &clock_, nullptr);
+  Engine plain_too(DefaultOptions(), &clock_, nullptr);
+  ASSERT_TRUE(plain.CreateQueue("q", {}).ok());
+  ASSERT_TRUE(plain_too.CreateQueue("q", {}).ok());
+  EXPECT_EQ(plain.Digest(), plain_too.Digest());
+}
+
+TEST_F(DependenciesTest, AGraphEntryThatDoesNotFitIsRefused) {
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  RecordingSink exported;
+  engine().ExportState(&exported);
+  std::vector<RecordedEffect> all = exported.All();
+  auto entry = std::find_if(all.begin(), all.end(),
+                            [](const RecordedEffect& e) { return !e.dependency_edges.empty(); });
+  ASSERT_NE(entry, all.end());
+  auto load = [&](const RecordedEffect& changed) {
+    Engine loaded(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : all) {
+      if (&e == &*entry) return loaded.Apply(changed.View());
+      EXPECT_TRUE(loaded.Apply(e.View()).ok());
+    }
+    return Status::Ok();
+  };
+  RecordedEffect not_waiting_on_any = *entry;
+  not_waiting_on_any.dependency_edges = std::string(1, '\0');  // waiting, yet listed by none
+  EXPECT_FALSE(load(not_waiting_on_any).ok());
+  RecordedEffect missing_dependency = *entry;
+  missing_dependency.depends_on = std::vector<std::string>{"q/nope"};
+  EXPECT_FALSE(load(missing_dependency).ok());
+  RecordedEffect listed_and_gone = *entry;
+  listed_and_gone.dependency_edges = std::string(1, '\3');
+  EXPECT_FALSE(load(listed_and_gone).ok());
+  EXPECT_TRUE(load(*entry).ok());
+}
+
+// ---- Purge, delete_queue, dead-letter moves, redrive ----------------------------------------
+
+TEST_F(DependenciesTest, PurgingAWaitingDependentTakesItOutOfTheGraph) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  ASSERT_EQ(engine().PurgeQueue("q", {MessageState::kWaiting}).value(), 1u);
+  EXPECT_EQ(GetCode("q", "c"), Code::kNotFound);
+  AdvanceTime(5'000);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound) << "no dependent holds a any more";
+  Finish("q", "b");
+  // A new message may take the purged one's id, with dependencies of its own.
+  Put("q", "x");
+  PutAfter("q", "c", {"x"});
+  Finish("q", "x");
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, PurgingAnUnfinishedDependencyFailsItsDependentsByTheirPolicy) {
+  MakeQueue("work");
+  MakeQueue("next");
+  Put("work", "a");
+  Put("work", "b");
+  PutAfter("next", "cancel", {"work/a"});
+  PutAfter("next", "error", {"work/a"}, DependencyFailurePolicy::kError);
+  PutAfter("next", "release", {"work/a"}, DependencyFailurePolicy::kRelease);
+  PutAfter("next", "after", {"work/a", "work/b"}, DependencyFailurePolicy::kRelease);
+  PutAfter("next", "chained", {"next/cancel"});
+  const size_t before = sink_.All().size();
+  ASSERT_EQ(engine().PurgeQueue("work", {MessageState::kPending}).value(), 2u);
+  EXPECT_EQ(StateOf("next", "cancel"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "cancel").last_error, "dependency work/a removed");
+  EXPECT_EQ(StateOf("next", "error"), MessageState::kErrored);
+  EXPECT_EQ(GetMessage("next", "error").last_error, "dependency work/a removed");
+  EXPECT_EQ(StateOf("next", "release"), MessageState::kPending);
+  EXPECT_EQ(StateOf("next", "after"), MessageState::kPending);
+  EXPECT_EQ(StateOf("next", "chained"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "chained").last_error, "dependency next/cancel canceled");
+  // The purge's effect first, then its consequences, derived (the log keeps only the purge).
+  std::vector<RecordedEffect> effects = sink_.All();
+  effects.erase(effects.begin(), effects.begin() + static_cast<std::ptrdiff_t>(before));
+  ASSERT_FALSE(effects.empty());
+  EXPECT_EQ(effects[0].type, EffectType::kQueuePurged);
+  for (size_t i = 1; i < effects.size(); ++i) EXPECT_TRUE(effects[i].derived) << i;
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, PurgingAWaitingDependencyFailsItsOwnDependents) {
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  MakeQueue("r");
+  PutAfter("r", "c", {"q/b"}, DependencyFailurePolicy::kError);
+  ASSERT_EQ(engine().PurgeQueue("q", {MessageState::kWaiting}).value(), 1u);
+  EXPECT_EQ(StateOf("r", "c"), MessageState::kErrored);
+  EXPECT_EQ(GetMessage("r", "c").last_error, "dependency q/b removed");
+  Finish("q", "a");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DeletingAQueueFailsTheDependentsOfItsUnfinishedMessages) {
+  MakeQueue("work");
+  MakeQueue("next");
+  Put("work", "done");
+  Put("work", "todo");
+  Put("next", "other");
+  PutAfter("next", "c", {"work/done", "next/other"});
+  PutAfter("next", "d", {"work/todo"});
+  PutAfter("work", "w", {"next/other"});  // a waiting dependent in the deleted queue
+  Finish("work", "done");
+  const size_t before = sink_.All().size();
+  ASSERT_TRUE(engine().DeleteQueue("work").ok());
+  EXPECT_EQ(StateOf("next", "c"), MessageState::kWaiting) << "done had completed";
+  EXPECT_EQ(StateOf("next", "d"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("next", "d").last_error, "dependency work/todo removed");
+  std::vector<RecordedEffect> effects = sink_.All();
+  effects.erase(effects.begin(), effects.begin() + static_cast<std::ptrdiff_t>(before));
+  ASSERT_EQ(effects.size(), 2u);
+  EXPECT_EQ(effects[0].type, EffectType::kQueueDeleted);
+  EXPECT_TRUE(effects[1].derived);
+  auto outcomes = engine().DependencyOutcomes("next", "c");
+  ASSERT_TRUE(outcomes.ok());
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+  Finish("next", "other");
+  EXPECT_EQ(StateOf("next", "c"), MessageState::kPending);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ADependencyMovedToTheDeadLetterQueueCountsAsErrored) {
+  MakeQueue("dlq");
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("q", s);
+  MakeQueue("r");
+  Put("q", "a");
+  PutAfter("r", "cancel", {"q/a"});
+  PutAfter("r", "release", {"q/a"}, DependencyFailurePolicy::kRelease);
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", a.id, a.lease_token).ok());
+  EXPECT_EQ(StateOf("dlq", "a"), MessageState::kPending);
+  EXPECT_EQ(StateOf("r", "cancel"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("r", "cancel").last_error, "dependency q/a errored");
+  EXPECT_EQ(StateOf("r", "release"), MessageState::kPending);
+  // The copy in the dead-letter queue is another message: its completion releases nothing.
+  Finish("dlq", "a");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ALeaseExpiryThatDeadLettersADependencyFailsItsDependents) {
+  MakeQueue("dlq");
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.lease_ms = 1'000;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("q", s);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"}, DependencyFailurePolicy::kError);
+  TakeOne("q");
+  AdvanceTime(1'000);
+  EXPECT_EQ(StateOf("dlq", "a"), MessageState::kPending);
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kErrored);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, ARedrivenDependentRunsWithoutWaitingAgain) {
+  QueueSettings s;
+  s.max_attempts = 1;
+  MakeQueue("q", s);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"}, DependencyFailurePolicy::kError);
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", a.id, a.lease_token).ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kErrored);
+  ASSERT_TRUE(engine().Redrive("q", {"b"})[0].ok());
+  EXPECT_EQ(StateOf("q", "b"), MessageState::kPending);
+  ASSERT_TRUE(engine().Redrive("q", {"a"})[0].ok());  // the dependency: nothing follows
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DependencyKeysAreLimitedInBytes) {
+  Put("q", "a");
+  EnqueueItem item = Item("c");
+  const std::string id(kMaxIdBytes, 'a');
+  Put("q", id);
+  item.depends_on.assign(kMaxDependencyKeyBytes / (id.size() + 2) + 1, id);
+  Result<EnqueueResult> r = EnqueueOne("q", std::move(item));
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sundial::engine_test
