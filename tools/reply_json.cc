@@ -146,6 +146,13 @@ json::object MessageToJson(const p::Message& m) {
   PutMetadata(&o, m.metadata());
   PutText(&o, "payload", Bytes(m.payload()));
   PutText(&o, "result", Bytes(m.result()));
+  if (m.dependency_results() != nullptr) {
+    json::array dependencies;
+    for (const p::WaitItem* d : *m.dependency_results()) {
+      dependencies.push_back(WaitItemToJson(*d));
+    }
+    o["dependency_results"] = std::move(dependencies);
+  }
   return o;
 }
 
