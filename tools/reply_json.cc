@@ -125,6 +125,7 @@ json::object CountsToJson(const p::StateCounts* c) {
   o["canceled"] = c ? c->canceled() : 0;
   o["errored"] = c ? c->errored() : 0;
   o["blocked"] = c ? c->blocked() : 0;
+  o["waiting"] = c ? c->waiting() : 0;
   return o;
 }
 

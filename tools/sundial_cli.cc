@@ -155,8 +155,18 @@ client::Pairs ToPairs(const std::vector<std::string>& texts) {
   return out;
 }
 
-const std::vector<std::string> kStateNames{"invisible", "pending",  "running",
-                                           "completed", "canceled", "errored"};
+// In the order of the schema's MessageState values.
+const std::vector<std::string> kStateNames{"invisible", "pending", "running", "completed",
+                                           "canceled",  "errored", "waiting"};
+
+// on_dependency_failure's values, as the schema names them.
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> out;
+  for (const auto policy : p::EnumValuesDependencyFailurePolicy()) {
+    out.emplace_back(p::EnumNameDependencyFailurePolicy(policy));
+  }
+  return out;
+}
 
 p::MessageState ToState(const std::string& name) {
   for (size_t i = 0; i < kStateNames.size(); ++i) {
@@ -403,7 +413,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   enqueue
       ->add_option("--on-dependency-failure", a.on_dependency_failure,
                    "when a dependency is canceled or errored: cancel (default), release, error")
-      ->check(CLI::IsMember({"cancel", "release", "error"}));
+      ->check(CLI::IsMember(PolicyNames()));
   out.push_back(
       {enqueue, [&a](client::Client& c) {
          client::EnqueueItem item;
