@@ -86,6 +86,8 @@ export interface DequeueOptions extends MutationOptions {
   filter?: Metadata;
   /** A long poll of up to 60000 ms: answered as soon as a message is dequeueable, else [] at the end. */
   wait_ms?: number;
+  /** Each message carries its dependencies' outcomes (`dependency_results`, with their results). */
+  include_dependency_results?: boolean;
 }
 export interface CompleteOptions extends MutationOptions {
   /**
@@ -254,8 +256,9 @@ export class Client {
   /** Leases up to `max` pending messages, earliest priority first; each `running` with its lease_token. */
   dequeue(queue: string, options?: DequeueOptions): Promise<Message[]> {
     return this.runWith(async () => {
-      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", ...MUTATION_KEYS]);
-      return this.execute(codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms), o.timeout_ms, o.durability);
+      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", "include_dependency_results", ...MUTATION_KEYS]);
+      const call = codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms, o.include_dependency_results);
+      return this.execute(call, o.timeout_ms, o.durability);
     });
   }
 

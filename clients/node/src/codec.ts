@@ -18,6 +18,9 @@ import * as P from "./generated";
 import {
   BrowsePage,
   Counts,
+  DEPENDENCY_FAILURE_POLICIES,
+  DependencyFailurePolicy,
+  DependencyResult,
   EXPLAIN_REASONS,
   EnqueueResult,
   Explanation,
@@ -239,9 +242,26 @@ function metadataOf(table: { metadataLength(): number; metadata(i: number, obj?:
   return out;
 }
 
+function decodeDependencyResults(m: P.Message): DependencyResult[] {
+  const out: DependencyResult[] = [];
+  for (let i = 0, n = m.dependencyResultsLength(); i < n; i++) {
+    const item = m.dependencyResults(i)!;
+    const error = item.error();
+    const result = item.resultArray();
+    out.push({
+      id: text(item.id()),
+      state: error === null ? stateName(item.state()) : null,
+      result: result === null ? EMPTY : Buffer.from(result.buffer, result.byteOffset, result.length),
+      last_error: text(item.lastError()),
+      error: error === null ? null : new SundialError(codeName(error.code()), text(error.message()), "server"),
+    });
+  }
+  return out;
+}
+
 export function decodeMessage(m: P.Message): Message {
   const payload = m.payloadArray();
-  return {
+  const message: Message = {
     queue: text(m.queue()),
     id: text(m.id()),
     priority: Number(m.priority()),
@@ -259,11 +279,14 @@ export function decodeMessage(m: P.Message): Message {
     updated_at: Number(m.updatedAt()),
     last_error: text(m.lastError()),
   };
+  // Present only when asked for (include_dependency_results) and the message has dependencies.
+  if (m.dependencyResultsLength() > 0) message.dependency_results = decodeDependencyResults(m);
+  return message;
 }
 
 function decodeCounts(c: P.StateCounts | null): Counts {
   if (c === null) {
-    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, blocked: 0 };
+    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, waiting: 0, blocked: 0 };
   }
   return {
     invisible: Number(c.invisible()),
@@ -272,6 +295,7 @@ function decodeCounts(c: P.StateCounts | null): Counts {
     completed: Number(c.completed()),
     canceled: Number(c.canceled()),
     errored: Number(c.errored()),
+    waiting: Number(c.waiting()),
     blocked: Number(c.blocked()),
   };
 }
@@ -730,9 +754,23 @@ export interface EnqueueItem {
   delay_ms?: number | bigint;
   visible_at?: number | bigint;
   max_attempts?: number;
+  /** Messages that must complete first: "queue/id", or ids of this queue (up to 100000). */
+  depends_on?: string[];
+  /** When a dependency is canceled or errored: "cancel" (default), "release" or "error". */
+  on_dependency_failure?: DependencyFailurePolicy;
 }
 
-export const ITEM_KEYS = ["payload", "id", "priority", "metadata", "delay_ms", "visible_at", "max_attempts"] as const;
+export const ITEM_KEYS = [
+  "payload",
+  "id",
+  "priority",
+  "metadata",
+  "delay_ms",
+  "visible_at",
+  "max_attempts",
+  "depends_on",
+  "on_dependency_failure",
+] as const;
 
 interface CheckedItem {
   id: string | undefined;
@@ -742,6 +780,23 @@ interface CheckedItem {
   delay_ms: bigint | undefined;
   visible_at: bigint | undefined;
   max_attempts: number | undefined;
+  depends_on: string[];
+  on_dependency_failure: number;  // the schema's DependencyFailurePolicy value
+}
+
+function dependsOn(value: unknown): string[] {
+  if (value == null) return [];
+  if (!Array.isArray(value)) throw invalidArgument(`depends_on: must be an array of "queue/id" or id strings, not ${typeOf(value)}`);
+  return value.map((x) => str("depends_on", x));
+}
+
+function dependencyFailurePolicy(value: unknown): number {
+  if (value == null) return 0;
+  const index = DEPENDENCY_FAILURE_POLICIES.indexOf(value as DependencyFailurePolicy);
+  if (index < 0) {
+    throw invalidArgument(`on_dependency_failure: ${JSON.stringify(value)} is not one of ${DEPENDENCY_FAILURE_POLICIES.join(", ")}`);
+  }
+  return index;
 }
 
 export function checkItem(item: Record<string, unknown>): CheckedItem {
@@ -756,6 +811,8 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
     delay_ms: optional(item.delay_ms, (x) => int64("delay_ms", x)),
     visible_at: optional(item.visible_at, (x) => int64("visible_at", x)),
     max_attempts: optional(item.max_attempts, (x) => uint32("max_attempts", x)),
+    depends_on: dependsOn(item.depends_on),
+    on_dependency_failure: dependencyFailurePolicy(item.on_dependency_failure),
   };
 }
 
@@ -764,6 +821,9 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     const id = item.id ? createString(b, item.id) : 0;
     const payload = item.payload.length ? byteVector(b, item.payload) : 0;
     const metadata = item.metadata.length ? pairVector(b, item.metadata) : 0;
+    const dependsOnVector = item.depends_on.length
+      ? offsetVector(b, item.depends_on.map((d) => createString(b, d)))
+      : 0;
     P.EnqueueItem.startEnqueueItem(b);
     if (id) P.EnqueueItem.addId(b, id);
     if (item.priority !== 0n) P.EnqueueItem.addPriority(b, item.priority);
@@ -772,6 +832,8 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     if (item.delay_ms !== undefined) addPresent(b, () => P.EnqueueItem.addDelayMs(b, item.delay_ms!));
     if (item.visible_at !== undefined) addPresent(b, () => P.EnqueueItem.addVisibleAt(b, item.visible_at!));
     if (item.max_attempts !== undefined) addPresent(b, () => P.EnqueueItem.addMaxAttempts(b, item.max_attempts!));
+    if (dependsOnVector) P.EnqueueItem.addDependsOn(b, dependsOnVector);
+    if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
     return P.EnqueueItem.endEnqueueItem(b);
   });
   return offsetVector(b, offsets);
@@ -827,7 +889,14 @@ export function enqueueBatch(queue: unknown, items: unknown): Batch<EnqueueResul
   return { calls, combine: (chunks) => chunks.flat() };
 }
 
-export function dequeue(queue: unknown, max: unknown, leaseMs: unknown, filter: unknown, waitMs: unknown): Call<Message[]> {
+export function dequeue(
+  queue: unknown,
+  max: unknown,
+  leaseMs: unknown,
+  filter: unknown,
+  waitMs: unknown,
+  includeDependencyResults?: unknown,
+): Call<Message[]> {
   const q = str("queue", queue);
   const m = max === undefined ? 1 : uint32("max", max);
   const lease = optional(leaseMs, (x) => int64("lease_ms", x));
@@ -842,6 +911,7 @@ export function dequeue(queue: unknown, max: unknown, leaseMs: unknown, filter: 
     if (lease !== undefined) addPresent(b, () => P.Dequeue.addLeaseMs(b, lease));
     if (fo) P.Dequeue.addFilter(b, fo);
     if (wait) P.Dequeue.addWaitMs(b, wait);
+    if (includeDependencyResults) P.Dequeue.addIncludeDependencyResults(b, true);
     return P.Dequeue.endDequeue(b);
   }, (response) => {
     const r = expect(response, P.Result.DequeueResult, new P.DequeueResult(), "dequeue");

@@ -22,10 +22,12 @@ export type {
 export type { CompleteItem, Durability, EnqueueItem, Payload } from "./codec";
 export { SundialError } from "./errors";
 export type { ErrorCode, ErrorOrigin } from "./errors";
-export { STATES } from "./records";
+export { DEPENDENCY_FAILURE_POLICIES, STATES } from "./records";
 export type {
   BrowsePage,
   Counts,
+  DependencyFailurePolicy,
+  DependencyResult,
   EnqueueResult,
   Explanation,
   ExplainReason,

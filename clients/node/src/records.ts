@@ -6,7 +6,7 @@
 
 import type { SundialError } from "./errors";
 
-export const STATES = ["invisible", "pending", "running", "completed", "canceled", "errored"] as const;
+export const STATES = ["invisible", "pending", "running", "completed", "canceled", "errored", "waiting"] as const;
 export type State = (typeof STATES)[number];
 
 export const QUEUE_TYPES = ["simple", "exclusive"] as const;
@@ -21,6 +21,7 @@ export const EXPLAIN_REASONS = [
   "attempts_spent",
   "running",
   "terminal",
+  "waiting_on_dependencies",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 
@@ -47,6 +48,25 @@ export interface Message {
   enqueued_at: number;
   updated_at: number;
   last_error: string;
+  /**
+   * With include_dependency_results (dequeue): one entry per dependency listed at enqueue, in
+   * order; absent when not asked or when it has none.
+   */
+  dependency_results?: DependencyResult[];
+}
+
+/** What happens to a waiting message when a dependency is canceled or errored (default cancel). */
+export const DEPENDENCY_FAILURE_POLICIES = ["cancel", "release", "error"] as const;
+export type DependencyFailurePolicy = (typeof DEPENDENCY_FAILURE_POLICIES)[number];
+
+/** One dependency's outcome: `id` is "queue/id"; `error` when it is gone (NOT_FOUND). */
+export interface DependencyResult {
+  id: string;
+  state: State | null;
+  /** Completed: the result its complete carried (empty: none). */
+  result: Buffer;
+  last_error: string;
+  error: SundialError | null;
 }
 
 /** One enqueued message. `duplicate`: the same id with identical content existed (nothing changed). */
@@ -58,7 +78,7 @@ export interface EnqueueResult {
   error: SundialError | null;
 }
 
-/** Messages per state, and `blocked`: pending ones whose exclusivity value is leased. */
+/** Messages per state (`waiting`: on dependencies), and `blocked`: pending ones whose exclusivity value is leased. */
 export interface Counts {
   invisible: number;
   pending: number;
@@ -66,6 +86,7 @@ export interface Counts {
   completed: number;
   canceled: number;
   errored: number;
+  waiting: number;
   blocked: number;
 }
 
