@@ -12,6 +12,7 @@
 #include "client/client.h"
 #include "tests/e2e/net_helpers.h"
 #include "tests/e2e/server_test.h"
+#include "tests/e2e/ws_client.h"
 
 namespace sundial::e2e {
 namespace {
@@ -236,6 +237,40 @@ TEST_F(Dependencies, BadDependencyInputIsATypedError) {
   // Nothing of the refused items was kept.
   EXPECT_FALSE(client_->Get("q", "x").ok());
   EXPECT_FALSE(client_->Get("q", "y").ok());
+}
+
+TEST_F(Dependencies, WebSocketTextFramesCarryTheFieldsByName) {
+  WsClient ws;
+  ASSERT_FALSE(ws.Connect(server_->http_port()));
+  auto call = [&](const std::string& json) {
+    EXPECT_FALSE(ws.SendText(json));
+    auto m = ws.Read();
+    EXPECT_TRUE(m.has_value() && m->text) << json;
+    return m.has_value() ? m->data : std::string();
+  };
+  std::string reply =
+      call(R"({"request_id":1,"op_type":"Enqueue","op":{"queue":"w","items":[{"id":"p"},)"
+           R"({"id":"c","depends_on":["p"],"on_dependency_failure":"error"}]}})");
+  EXPECT_EQ(reply.find("\"error\""), std::string::npos) << reply;
+  reply = call(R"({"request_id":2,"op_type":"Get","op":{"queue":"w","id":"c"}})");
+  EXPECT_NE(reply.find(R"("state": "waiting")"), std::string::npos) << reply;
+  reply = call(R"({"request_id":3,"op_type":"Dequeue","op":{"queue":"w"}})");
+  const auto at = reply.find(R"("lease_token": )");
+  ASSERT_NE(at, std::string::npos) << reply;
+  const std::string token = reply.substr(at + 15, reply.find_first_of(",}", at) - at - 15);
+  reply = call(R"({"request_id":4,"op_type":"Complete","op":{"queue":"w","items":[{"id":"p",)"
+               R"("lease_token":)" +
+               token + R"(,"result":[104,105]}],"next":{"include_dependency_results":true}}})");
+  EXPECT_NE(reply.find(R"("dependency_results": [{"id": "w/p","state": "completed",)"
+                       R"("result": [104,105]}])"),
+            std::string::npos)
+      << reply;
+  // An unknown policy: the JSON is refused with a typed error, the connection stays.
+  reply = call(R"({"request_id":5,"op_type":"Enqueue","op":{"queue":"w","items":[)"
+               R"({"id":"d","depends_on":["p"],"on_dependency_failure":"retry"}]}})");
+  EXPECT_NE(reply.find("INVALID_ARGUMENT"), std::string::npos) << reply;
+  reply = call(R"({"request_id":6,"op_type":"Count","op":{"queue":"w"}})");
+  EXPECT_NE(reply.find("CountResult"), std::string::npos) << reply;
 }
 
 TEST_F(Dependencies, TheHttpApiTakesAndShowsDependencies) {
