@@ -57,9 +57,9 @@ int main(int argc, char** argv) {
     else
       return Fail(std::string("unknown option ") + argv[i]);
   }
-  const size_t colon = addr.rfind(':');
-  auto c = client::Client::Connect(
-      {addr.substr(0, colon), static_cast<uint16_t>(std::atoi(addr.c_str() + colon + 1))});
+  auto address = client::ParseAddress(addr);
+  if (!address.ok()) return Fail(address.error().ToString());
+  auto c = client::Client::Connect(*address);
   if (!c.ok()) return Fail(c.error().ToString());
   client::Client& client = **c;
   for (const std::string way : {"dequeue-complete", "worker"}) {

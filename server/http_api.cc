@@ -3,11 +3,11 @@
 #include <flatbuffers/flexbuffers.h>
 #include <flatbuffers/idl.h>
 
-#include <array>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "engine/validation.h"
 #include "protocol/schema_text.h"
 #include "protocol/sundial_generated.h"
 #include "protocol/verify.h"
@@ -61,40 +61,6 @@ std::string JsonString(std::string_view s) {
   std::string out;
   AppendJsonString(s, &out);
   return out;
-}
-
-bool ValidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1;
-      cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2;
-      cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    for (size_t k = 1; k <= n; ++k) {
-      const auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    static constexpr std::array<uint32_t, 4> kMin = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
-    i += n + 1;
-  }
-  return true;
 }
 
 constexpr std::string_view kBase64 =
@@ -165,7 +131,7 @@ std::string_view Bytes(const fb::Vector<uint8_t>* v) {
 
 // Bytes as the REST forms show them: a UTF-8 string as is, anything else as {"base64": ...}.
 void AppendPayload(std::string_view bytes, std::string* out) {
-  if (ValidUtf8(bytes)) return AppendJsonString(bytes, out);
+  if (IsValidUtf8(bytes)) return AppendJsonString(bytes, out);
   *out += R"({"base64":")";
   *out += Base64(bytes);
   *out += "\"}";

@@ -150,6 +150,10 @@ Status ReplicaNode::Promote(uint64_t epoch, std::chrono::steady_clock::time_poin
   info.epoch = epoch;
   info.primary = options_.node_name;
   info.primary_addr = addresses_.addr;
+  // The view as a standby named this node as the old primary's synchronous standby: a new
+  // primary has none until it publishes one (a switchover asked meanwhile would be refused).
+  info.sync_standby.clear();
+  for (MemberInfo& m : info.members) m.sync = false;
   core_->role()->Set(RoleKind::kPrimary, epoch, std::move(info));
   core_->timers().Notify();  // timers run on a primary only
   promotions_.fetch_add(1);

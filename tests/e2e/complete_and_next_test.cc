@@ -137,7 +137,7 @@ TEST_F(CompleteAndNext, FailWithNextRetriesAndLeasesTheNext) {
   client::FailOptions o;
   o.error = "boom";
   o.retry_delay_ms = 600'000;
-  o.next = client::DequeueOptions{};
+  o.next.emplace();
   auto r = client_->Fail("q", a.id, a.lease_token, o);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   const auto* failed = r->result<p::FailResult>();
@@ -153,7 +153,7 @@ TEST_F(CompleteAndNext, ARefusedFailLeasesNothing) {
   Put(*client_, "q", "b");
   const client::CompleteItem a = Lease(*client_, "q");
   client::FailOptions o;
-  o.next = client::DequeueOptions{};
+  o.next.emplace();
   auto r = client_->Fail("q", a.id, a.lease_token ^ 1, o);
   EXPECT_FALSE(r.ok() && r->result<p::FailResult>() != nullptr);
   EXPECT_EQ(StateOf(*client_, "q", "b"), p::MessageState::pending);

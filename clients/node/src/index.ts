@@ -8,6 +8,7 @@
 export { Client, DEFAULT_TIMEOUT_MS } from "./client";
 export type {
   BrowseOptions,
+  CallMessageOptions,
   CallOptions,
   ClientOptions,
   CompleteOptions,
@@ -17,17 +18,20 @@ export type {
   FailOptions,
   MutationOptions,
   ReprioritizeOptions,
+  SwitchoverOptions,
+  WaitOptions,
   WatchOptions,
 } from "./client";
-export type { CompleteItem, Durability, EnqueueItem, Payload } from "./codec";
+export type { CompleteItem, Durability, EnqueueItem, NextOptions, Payload } from "./codec";
 export { SundialError } from "./errors";
 export type { ErrorCode, ErrorOrigin } from "./errors";
-export { DEPENDENCY_FAILURE_POLICIES, STATES } from "./records";
+export { DEPENDENCY_FAILURE_POLICIES, NODE_ROLES, STATES } from "./records";
 export type {
   BrowsePage,
+  Cluster,
+  ClusterMember,
   Counts,
   DependencyFailurePolicy,
-  DependencyResult,
   EnqueueResult,
   Explanation,
   ExplainReason,
@@ -37,11 +41,15 @@ export type {
   MessageEvent,
   MessageSummary,
   Metadata,
+  NextResult,
+  NodeRole,
+  Outcome,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
   QueueStats,
   QueueType,
+  Resubscribed,
   State,
   Stats,
   StatsTick,

@@ -247,4 +247,18 @@ async function rejectsWith(promise, expected) {
   return error;
 }
 
-module.exports = { ROOT, SUNDIALD, Server, TestPki, childEnv, delay, rejectsWith, tempDir, uniqueQueue, waitFor };
+module.exports = {
+  FIXED_PORTS,
+  ROOT,
+  START_TIMEOUT_MS,
+  SUNDIALD,
+  Server,
+  TestPki,
+  childEnv,
+  delay,
+  portIsFree,
+  rejectsWith,
+  tempDir,
+  uniqueQueue,
+  waitFor,
+};

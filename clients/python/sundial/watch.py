@@ -160,6 +160,29 @@ def _moved(subscribed, located):
                         f"{now_node} is (epoch {now_epoch})", origin="connection")
 
 
+def _retry_delay(watch, error, start, tries, backoff):
+    """Following, a try to subscribe failed with `error`: how long to wait before the next, or
+    raises (and keeps as watch._failed) what ends the watch for good: an error a new primary
+    would not cure, or the retry budget spent."""
+    now = time.monotonic()
+    if not _follows(error) or now - start >= watch._retry_budget:
+        watch._failed = follow.gave_up(error, tries, now - start) if _follows(error) else error
+        raise watch._failed from None
+    return backoff.next(start + watch._retry_budget - now)
+
+
+def _subscribed(watch, http, node, epoch, ended):
+    """Following, subscribed on `node`: the Resubscribed marker that marks the gap since the
+    subscription `ended` (None for the first subscription, which has no gap)."""
+    watch._subscribed = (node, epoch)
+    watch._heard = time.monotonic()
+    if ended is None:
+        return None
+    watch.resubscriptions += 1
+    return records.Resubscribed(address=http[2], node=node, epoch=epoch, time=_now_ms(),
+                                error=ended)
+
+
 class Watch:
     """A blocking watch; made by ``Client.watch`` (subscribed when it returns).
 
@@ -244,21 +267,12 @@ class Watch:
                 http, node, epoch = self._locate(self._timeout)
                 self._subscribe(http)
             except SundialError as e:
-                now = time.monotonic()
-                if not _follows(e) or now - start >= self._retry_budget:
-                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
-                    raise self._failed from None
+                delay = _retry_delay(self, e, start, tries, backoff)
                 if self._closed:
                     raise StopIteration from None
-                time.sleep(backoff.next(start + self._retry_budget - now))
+                time.sleep(delay)
                 continue
-            self._subscribed = (node, epoch)
-            self._heard = time.monotonic()
-            if ended is None:
-                return None
-            self.resubscriptions += 1
-            return records.Resubscribed(address=http[2], node=node, epoch=epoch, time=_now_ms(),
-                                        error=ended)
+            return _subscribed(self, http, node, epoch, ended)
 
     def _step(self, deadline):
         """Writes what the session has, reads once (until `deadline`), feeds the session;
@@ -434,21 +448,12 @@ class AsyncWatch:
                 http, node, epoch = await self._locate(self._timeout)
                 await self._connect(http)
             except SundialError as e:
-                now = time.monotonic()
-                if not _follows(e) or now - start >= self._retry_budget:
-                    self._failed = e if not _follows(e) else follow.gave_up(e, tries, now - start)
-                    raise self._failed from None
+                delay = _retry_delay(self, e, start, tries, backoff)
                 if self._closed:
                     raise StopAsyncIteration from None
-                await asyncio.sleep(backoff.next(start + self._retry_budget - now))
+                await asyncio.sleep(delay)
                 continue
-            self._subscribed = (node, epoch)
-            self._heard = time.monotonic()
-            if ended is None:
-                return None
-            self.resubscriptions += 1
-            return records.Resubscribed(address=http[2], node=node, epoch=epoch, time=_now_ms(),
-                                        error=ended)
+            return _subscribed(self, http, node, epoch, ended)
 
     async def _connect(self, http):
         host, port, address = http
