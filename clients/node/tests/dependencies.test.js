@@ -45,8 +45,22 @@ test("a dependent waits, then carries its dependency's outcome", async () => {
   assert.equal(child.id, "child");
   assert.equal(child.dependency_results.length, 1);
   const [dep] = child.dependency_results;
-  assert.deepEqual([dep.id, dep.state, dep.error], [`${queue}/parent`, "completed", null]);
+  assert.deepEqual([dep.id, dep.state, dep.done, dep.error], [`${queue}/parent`, "completed", true, null]);
   assert.equal(dep.result.length, 0);
+});
+
+test("complete-and-next leases the released dependent with its dependency's result", async () => {
+  const queue = uniqueQueue("deps-next");
+  await client.enqueue(queue, "parent", { id: "parent" });
+  await client.enqueue(queue, "child", { id: "child", depends_on: [`${queue}/parent`] });
+  const [parent] = await client.dequeue(queue);
+  const r = await client.completeAndNext(queue, [{ id: "parent", lease_token: parent.lease_token, result: "42" }], {
+    include_dependency_results: true,
+  });
+  assert.deepEqual(r.errors, [null]);
+  assert.equal(r.next.length, 1);
+  assert.equal(r.next[0].id, "child");
+  assert.equal(r.next[0].dependency_results[0].result.toString(), "42");
 });
 
 test("bad dependencies are typed errors", async () => {
