@@ -111,6 +111,10 @@ export interface WaitOptions extends CallOptions {
   /** Up to 60000 (default 0: answer at once with what is terminal so far). */
   wait_ms?: number;
 }
+export interface GetOptions extends CallOptions {
+  /** The message carries its dependencies' outcomes (`dependency_results`). */
+  include_dependency_results?: boolean;
+}
 export interface DequeueOptions extends MutationOptions {
   /** 1–1000 messages (default 1). */
   max?: number;
@@ -459,8 +463,11 @@ export class Client {
   }
 
   /** The whole message, in any state until retention removes it. */
-  get(queue: string, id: string, options?: CallOptions): Promise<Message> {
-    return this.run(() => codec.get(queue, id), options, CALL_KEYS);
+  get(queue: string, id: string, options?: GetOptions): Promise<Message> {
+    return this.run(() => codec.get(queue, id, options?.include_dependency_results), options, [
+      ...CALL_KEYS,
+      "include_dependency_results",
+    ]);
   }
 
   /** Messages in one state (default pending), in dequeue order, a page at a time. */

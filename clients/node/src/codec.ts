@@ -1259,7 +1259,7 @@ export function reprioritize(queue: unknown, selector: unknown, priority: unknow
   });
 }
 
-export function get(queue: unknown, id: unknown): Call<Message> {
+export function get(queue: unknown, id: unknown, includeDependencyResults?: unknown): Call<Message> {
   const q = str("queue", queue);
   const i = str("id", id);
   return call("get", P.Operation.Get, false, (b) => {
@@ -1268,6 +1268,7 @@ export function get(queue: unknown, id: unknown): Call<Message> {
     P.Get.startGet(b);
     P.Get.addQueue(b, qo);
     P.Get.addId(b, io);
+    if (includeDependencyResults) P.Get.addIncludeDependencyResults(b, true);
     return P.Get.endGet(b);
   }, (response) => {
     const m = expect(response, P.Result.GetResult, new P.GetResult(), "get").message();

@@ -16,6 +16,7 @@ export type {
   DequeueOptions,
   EnqueueOptions,
   FailOptions,
+  GetOptions,
   MutationOptions,
   ReprioritizeOptions,
   SwitchoverOptions,

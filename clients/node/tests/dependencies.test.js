@@ -47,6 +47,9 @@ test("a dependent waits, then carries its dependency's outcome", async () => {
   const [dep] = child.dependency_results;
   assert.deepEqual([dep.id, dep.state, dep.done, dep.error], [`${queue}/parent`, "completed", true, null]);
   assert.equal(dep.result.length, 0);
+  const got = await client.get(queue, "child", { include_dependency_results: true });
+  assert.equal(got.dependency_results[0].id, `${queue}/parent`);
+  assert.equal((await client.get(queue, "child")).dependency_results, undefined);
 });
 
 test("complete-and-next leases the released dependent with its dependency's result", async () => {

@@ -2,9 +2,12 @@
 depends_on makes a waiting message; completing its dependency releases it, and dequeue or get
 with include_dependency_results carries the dependency's result; policies and bad input."""
 
-import pytest
+import threading
 
-from sundial import Outcome, SundialError
+import pytest
+from conftest import wait_for
+
+from sundial import Outcome, SundialError, Worker
 
 
 def test_a_dependent_waits_then_carries_its_dependencys_result(client, queue):
@@ -100,3 +103,26 @@ def test_the_async_client_takes_the_same_options(server, queue):
     m = asyncio.run(_async_round_trip(server, queue))
     assert m.id == "c"
     assert m.dependency_results[0].result == b"r"
+
+
+def test_a_worker_can_hand_its_handler_the_dependency_results(server, client, queue):
+    client.enqueue(queue, b"p", id="p")
+    [p] = client.dequeue(queue)
+    client.complete(queue, p.id, p.lease_token, result=b"parent's")
+    client.enqueue(queue, b"c", id="c", depends_on=["p"])
+    seen = []
+
+    def handler(message):
+        seen.append([(d.id, d.result) for d in message.dependency_results])
+        return b"done"
+
+    w = Worker(server.addr, queue, handler, concurrency=1, handle_signals=False, poll_ms=200,
+               include_dependency_results=True)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: client.get(queue, "c").state == "completed", message="c completed")
+    finally:
+        w.stop()
+        t.join(30)
+    assert seen == [[(f"{queue}/p", b"parent's")]]
