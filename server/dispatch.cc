@@ -132,10 +132,12 @@ fb::Offset<p::WaitItem> EncodeWaitItem(fb::FlatBufferBuilder& b, std::string_vie
                            last_error);
 }
 
-// include_dependency_results (docs/semantics.md, "Dependencies"): the engine's read of the
-// outcomes of the dependencies `m` listed at enqueue, or nullptr when not asked. A message
-// without dependencies gets none (an absent vector); so does one whose read failed (it was
-// removed between the operation and this read: the message itself is still answered).
+// include_dependency_results (docs/protocol.md, "Dependencies"): the engine's read of the
+// outcomes of the dependencies `m` listed at enqueue; nullopt when not asked. A message without
+// dependencies gets none (an absent vector); so does one whose read failed (it was removed
+// between the operation and this read: the message itself is still answered). The read is a
+// second engine call after the operation, under every shard's lock (Engine::DependencyOutcomes):
+// a dependency may have been removed by retention in between, then its item carries NOT_FOUND.
 using DependencyOutcomeList = std::vector<std::pair<std::string, Result<MessageOutcome>>>;
 
 std::optional<DependencyOutcomeList> DependencyOutcomesOf(const Engine& engine,
