@@ -7,8 +7,8 @@
 const assert = require("node:assert/strict");
 const { after, before, test } = require("node:test");
 
-const { Client, SundialError, Worker } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue, waitFor } = require("./helpers");
+const { Client, SundialError } = require("sundial-client");
+const { Server, answeredRequests, rejectsWith, startWorker: startServerWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
 
 let server;
 let client;
@@ -23,26 +23,9 @@ after(async () => {
   await server.stop();
 });
 
-function startWorker(queue, handler, options = {}) {
-  const w = new Worker(server.addr, queue, handler, { handle_signals: false, logger: null, ...options });
-  w.done = w.run();
-  w.done.catch(() => undefined);
-  return w;
-}
-
-async function stop(w) {
-  w.stop();
-  await w.done;
-}
-
-/** The server's count of answered requests of one operation (GET /metrics). */
-async function requests(op) {
-  const text = await (await fetch(`http://${server.httpAddr}/metrics`)).text();
-  let total = 0;
-  const pattern = new RegExp(`^sundial_operations_total\\{op="${op}",code="[A-Z_]+"\\} (\\d+)$`, "gm");
-  for (const [, n] of text.matchAll(pattern)) total += Number(n);
-  return total;
-}
+const startWorker = (queue, handler, options) => startServerWorker(server.addr, queue, handler, options);
+const stop = stopWorker;
+const requests = (op) => answeredRequests(server.httpAddr, op);
 
 test("a complete's result is read back by get and wait; the first result stays", async () => {
   const queue = uniqueQueue("result");
