@@ -125,13 +125,15 @@ class Worker:
     ``on_error(message, exception)`` (called on the handler's thread after it raised),
     ``on_lease_lost(message)``, ``handle_signals`` (default True: SIGTERM and SIGINT stop the
     worker while run() runs on the main thread), ``logger``; ``tls``, ``ca_file`` and
-    ``server_hostname`` as for Client.
+    ``server_hostname`` as for Client; ``include_dependency_results`` (default False: each
+    message the handler gets carries its dependencies' outcomes in ``dependency_results``).
     """
 
     def __init__(self, addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
                  shutdown_timeout_s=25, *, prefetch=0, token=None, poll_ms=20000,
                  on_error=None, on_lease_lost=None, handle_signals=True, logger=None,
-                 tls=False, ca_file=None, server_hostname=None):
+                 tls=False, ca_file=None, server_hostname=None,
+                 include_dependency_results=False):
         if not callable(handler):
             raise invalid_argument("handler: must be callable (it receives a Message)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or \
@@ -146,6 +148,7 @@ class Worker:
             raise invalid_argument("shutdown_timeout_s: must be >= 0")
         # Checks queue, lease_ms and filter now, so that a typo fails here, not in a thread.
         codec.dequeue(queue, concurrency, lease_ms, filter, poll_ms)
+        self.include_dependency_results = bool(include_dependency_results)
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -376,7 +379,8 @@ class Worker:
             n = min(self._credits, codec.MAX_BATCH)
             self._credits -= n
             self._fetches_in_flight += 1
-        call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms)
+        call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms,
+                             self.include_dependency_results)
         self._fetch_client._send(call, functools.partial(self._on_fetched, n))
 
     def _fetch_loop(self):

@@ -399,7 +399,8 @@ def test_count_with_and_without_filter(client, queue):
     assert (c.pending, c.invisible, c.running) == (2, 1, 0)
     assert client.count(queue, {"t": "a"}).as_dict() == dict(invisible=1, pending=1, running=0,
                                                              completed=0, canceled=0,
-                                                             errored=0, blocked=0)
+                                                             errored=0, waiting=0,
+                                                             blocked=0)
 
 
 def test_explain_by_id_and_filter(client, queue):
