@@ -327,7 +327,7 @@ EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<Messag
     return out;
   }
   ctx.empty_dequeue = leased->empty();
-  ctx.messages += leased->size();
+  ctx.next_leased += leased->size();
   std::vector<fb::Offset<p::Message>> messages;
   messages.reserve(leased->size());
   for (const MessageRecord& m : *leased) messages.push_back(EncodeMessage(b, m));
@@ -704,6 +704,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.empty_dequeue = ctx.empty_dequeue;
   out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   out.deferred = ctx.deferred;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
   if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
@@ -805,6 +806,7 @@ Dispatcher::Outcome Dispatcher::AnswerNext(const p::Request& request, std::strin
   out.code = r.code();
   out.empty_dequeue = ctx.empty_dequeue;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;
 }
