@@ -2,6 +2,7 @@
 # Sundial side by side with Redis and beanstalkd, on this machine, in one run (issue 5).
 #
 #   bash bench/compare.sh [--quick] [--keep-results FILE] [--output FILE]
+#        [--modes LIST --workloads LIST --connections LIST  (a subset; needs --output)]
 #   bash bench/compare.sh --from-results FILE [--output FILE]     (rewrite the report only)
 #
 # Starts every server itself on 127.0.0.1, on free ports, each with its own data dir under one
@@ -22,6 +23,9 @@
 #
 # --quick: 1 round of 1 s per run (about a third of the time; for trying the script, not for the
 # record). DURATION, ROUNDS and the PREFILL_* variables below can be set in the environment.
+# --modes (durable,relaxed), --workloads (enqueue,dequeue-complete,worker,...) and --connections
+# (1,16,64), comma-separated, run only the cases that match all three; such a partial report
+# must go to its own --output (it would replace the whole one in docs/BENCHMARKS.md).
 # Needs python3 (standard library only) for the report; installs redis-server and beanstalkd
 # from Debian when missing; runs `make build` when the binaries are missing.
 set -euo pipefail
@@ -44,17 +48,25 @@ RUN_SLACK_S=${RUN_SLACK_S:-180}          # a run is killed after DURATION + this
 READY_TIMEOUT_S=10                       # a server must accept connections within this
 STOP_TIMEOUT_S=10                        # SIGTERM, then SIGKILL after this
 
+ONLY_MODES='' ONLY_WORKLOADS='' ONLY_CONNECTIONS='' OUTPUT_GIVEN=''
 while (($#)); do
   case $1 in
     --quick) ROUNDS=1 DURATION=1 ;;
     --keep-results) (($# >= 2)) || usage; KEEP_RESULTS=$2; shift ;;
     --from-results) (($# >= 2)) || usage; FROM_RESULTS=$2; shift ;;
-    --output) (($# >= 2)) || usage; OUTPUT=$2; shift ;;
+    --output) (($# >= 2)) || usage; OUTPUT=$2; OUTPUT_GIVEN=1; shift ;;
+    --modes) (($# >= 2)) || usage; ONLY_MODES=$2; shift ;;
+    --workloads) (($# >= 2)) || usage; ONLY_WORKLOADS=$2; shift ;;
+    --connections) (($# >= 2)) || usage; ONLY_CONNECTIONS=$2; shift ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
   shift
 done
+if [[ -n $ONLY_MODES$ONLY_WORKLOADS$ONLY_CONNECTIONS && -z $OUTPUT_GIVEN && -z $FROM_RESULTS ]]; then
+  log "--modes/--workloads/--connections run a subset: give it its own --output FILE"
+  usage
+fi
 enter_repository
 
 # ---------------------------------------------------------------------------------------------
@@ -233,11 +245,34 @@ run_one() {
   fi
 }
 
-# The cases of a mode, one per line: WORKLOAD CONNECTIONS BATCH TARGETS (comma-separated).
+# in_list ITEM LIST: LIST (comma-separated) is empty or holds ITEM.
+in_list() { [[ -z $2 || ,$2, == *,$1,* ]]; }
+
+# The modes to run (--modes), one per line.
+modes() {
+  local mode
+  for mode in durable relaxed; do in_list "$mode" "$ONLY_MODES" && echo "$mode"; done
+  return 0
+}
+
+# The cases of a mode (those --workloads and --connections leave), one per line: WORKLOAD
+# CONNECTIONS BATCH TARGETS (comma-separated).
 cases_for_mode() {
+  local workload conns batch targets
+  all_cases_for_mode "$1" | while read -r workload conns batch targets; do
+    in_list "$workload" "$ONLY_WORKLOADS" && in_list "$conns" "$ONLY_CONNECTIONS" &&
+      echo "$workload $conns $batch $targets"
+  done
+  return 0
+}
+
+all_cases_for_mode() {
   local c
   for c in 1 16 64; do echo "enqueue $c 1 sundial,redis,beanstalk"; done
   for c in 1 16 64; do echo "dequeue-complete $c 1 sundial,redis,beanstalk"; done
+  # A worker's loop: dequeue once, then complete-and-next (Redis: one script call that ZREMs
+  # and leases; beanstalkd: delete then reserve, pipelined).
+  for c in 1 16 64; do echo "worker $c 1 sundial,redis,beanstalk"; done
   [[ $1 == durable ]] || return 0
   for c in 16 64; do echo "mixed $c 1 sundial,redis,beanstalk"; done
   for c in 16 64; do echo "filter $c 1 sundial,redis,beanstalk"; done
@@ -251,7 +286,7 @@ estimate_seconds() {
   local -a names
   local -A rate=([sundial]=150000 [redis]=100000 [beanstalk_durable]=6000
     [beanstalk_relaxed]=60000)  # rough prefill messages/s
-  for mode in durable relaxed; do
+  for mode in $(modes); do
     while read -r workload conns batch targets; do
       IFS=, read -ra names <<<"$targets"
       for name in "${names[@]}"; do
@@ -280,6 +315,12 @@ estimate_seconds() {
     'BEGIN { printf "%d %d\n", n * (r * (d + 0.3) + p / 1000) + 10, n * r }'
 }
 
+subset_text() {  # empty for a full run
+  [[ -n $ONLY_MODES$ONLY_WORKLOADS$ONLY_CONNECTIONS ]] || return 0
+  printf 'modes %s, workloads %s, connections %s' "${ONLY_MODES:-all}" "${ONLY_WORKLOADS:-all}" \
+    "${ONLY_CONNECTIONS:-all}"
+}
+
 collect_meta() {
   local -a machine
   mapfile -t machine < <(machine_meta)
@@ -288,7 +329,8 @@ collect_meta() {
     "rounds=$ROUNDS" "duration_s=$DURATION" "payload_bytes=$PAYLOAD_BYTES" \
     "prefill_sundial=$PREFILL_SUNDIAL" "prefill_redis=$PREFILL_REDIS" \
     "prefill_beanstalk_durable=$PREFILL_BEANSTALK_DURABLE" \
-    "prefill_beanstalk_relaxed=$PREFILL_BEANSTALK_RELAXED" <<'PY'
+    "prefill_beanstalk_relaxed=$PREFILL_BEANSTALK_RELAXED" \
+    "subset=$(subset_text)" <<'PY'
 import json, sys
 meta = {"kind": "meta", "prefill": {}}
 for arg in sys.argv[1:]:
@@ -453,6 +495,9 @@ if meta:
       f"{pre.get('beanstalk_relaxed', '?'):,} (beanstalkd relaxed). The latencies are "
       "sundial-bench's percentiles (`p50_us`, `p99_us`, `p999_us`).")
     w("")
+    if meta.get("subset"):
+        w(f"**A subset of the cases** ({meta['subset']}): targets without data are left out.")
+        w("")
 
 MODES = (("durable", "durable: Sundial `--fsync=always`, Redis `appendfsync always`, beanstalkd `-f 0`"),
          ("relaxed", "relaxed: Sundial `--fsync=interval:1000`, Redis `appendfsync everysec`, beanstalkd `-f 50`"))
@@ -498,13 +543,18 @@ s50, b50 = median_of(k1, "sundial", "p50_us"), median_of(k1, "beanstalk", "p50_u
 targets.append(("durable enqueue, c=1: Sundial p50 ≤ beanstalkd -f 0's p50",
                 "no data" if None in (s50, b50) else f"{fmt_us(s50)} vs {fmt_us(b50)}",
                 None if None in (s50, b50) else s50 <= b50))
-k1 = ("durable", "dequeue-complete", 1, 1)
-r = ratio(k1, "sundial", "beanstalk")
-targets.append(("durable dequeue-complete, c=1: Sundial ≥ 1× beanstalkd -f 0",
-                "no data" if r is None else
-                f"{fmt_ratio(r)} ({fmt_rate(median_of(k1, 'sundial', 'ops_per_sec'))} vs "
-                f"{fmt_rate(median_of(k1, 'beanstalk', 'ops_per_sec'))} ops/s)",
-                None if r is None else r >= 1))
+def beanstalk_target(workload, need):
+    k1 = ("durable", workload, 1, 1)
+    r = ratio(k1, "sundial", "beanstalk")
+    targets.append((f"durable {workload}, c=1: Sundial ≥ {need:g}× beanstalkd -f 0",
+                    "no data" if r is None else
+                    f"{fmt_ratio(r)} ({fmt_rate(median_of(k1, 'sundial', 'ops_per_sec'))} vs "
+                    f"{fmt_rate(median_of(k1, 'beanstalk', 'ops_per_sec'))} ops/s)",
+                    None if r is None else r >= need))
+
+beanstalk_target("dequeue-complete", 1)
+beanstalk_target("worker", 1.2)
+ratio_target("durable", "worker", 64, 2)
 ratio_target("relaxed", "enqueue", 64, 1.2)
 ratio_target("relaxed", "dequeue-complete", 64, 1.2)
 k64 = ("durable", "enqueue", 1, 64)
@@ -534,12 +584,16 @@ w("")
 w("| target | measured | |")
 w("| --- | --- | --- |")
 for t in targets:
+    if meta.get("subset") and t[2] is None:
+        continue
     target_row(*t)
 w("")
 
 # ---- Tables
 WORKLOADS = (("enqueue", 1, "enqueue"),
              ("dequeue-complete", 1, "dequeue + complete (a worker's loop: dequeue one, complete it)"),
+             ("worker", 1, "worker (dequeue once, then complete-and-next: Redis one script call "
+              "that ZREMs and leases, beanstalkd delete then reserve pipelined)"),
              ("mixed", 1, "mixed"),
              ("filter", 1, "filter (dequeue with a metadata filter)"),
              ("exclusive", 1, "exclusive queue (Sundial only: the peers have none)"),
@@ -630,7 +684,7 @@ log "$TOTAL_RUNS runs ($ROUNDS rounds, ${DURATION} s each); estimated wall time 
   "$(min_s "$ESTIMATE"); work dir $WORK"
 collect_meta
 
-for mode in durable relaxed; do
+for mode in $(modes); do
   log "mode $mode: starting servers"
   start_sundial "$mode"
   start_redis "$mode"
