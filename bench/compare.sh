@@ -650,7 +650,7 @@ if checked and not mismatched:
       "acknowledged (enqueued, leased, completed, over all its phases) equal what sundiald "
       "counted (`sundial_messages_total` before and after the run). CPU/op is the server "
       "process's utime+stime over the measured run divided by its operations (a request; for "
-      "dequeue-complete, a dequeue and its complete).")
+      "dequeue-complete, a dequeue and its complete; for worker, a complete-and-next).")
     w("")
 failed = [r for r in runs if r["failed"]]
 if failed:
