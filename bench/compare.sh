@@ -38,11 +38,12 @@ DURATION=${DURATION:-2}                  # seconds per run
 ROUNDS=${ROUNDS:-3}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-100}
 # Messages enqueued (untimed) before a dequeue-type run, sized so that no target runs dry within
-# DURATION: Sundial's durable dequeue+complete may pass 100K/s; beanstalkd -f 0 fsyncs every put
-# (about 6K puts/s), so its durable prefill is small or the prefill alone would take minutes.
-PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-100000}
-PREFILL_REDIS=${PREFILL_REDIS:-100000}
-PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-8000}
+# DURATION: Sundial's durable worker loop passed 75K/s at c=64 in a quiet moment; beanstalkd -f 0
+# fsyncs every put (6K to 10K puts/s here) and its worker loop at c=1 reached 8K/s, so its
+# durable prefill is what two seconds of that take, or the prefill alone would take minutes.
+PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-200000}
+PREFILL_REDIS=${PREFILL_REDIS:-200000}
+PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-20000}
 PREFILL_BEANSTALK_RELAXED=${PREFILL_BEANSTALK_RELAXED:-80000}
 RUN_SLACK_S=${RUN_SLACK_S:-180}          # a run is killed after DURATION + this (prefill included)
 READY_TIMEOUT_S=10                       # a server must accept connections within this
