@@ -16,6 +16,19 @@
 // Deadlines: every call has one (timeout_ms, default the client's, plus a long poll's wait_ms).
 // When it passes the call fails with UNAVAILABLE; the connection stays open and a late reply is
 // dropped.
+//
+// Clusters (docs/clients/typescript.md#clusters): given two or more distinct addresses the client
+// follows the cluster's primary, by the Python client's rules (follow.ts). It finds the primary
+// with the Cluster request (the node that says it is the primary, at an epoch no older than any
+// seen; a node that names another sends the client there) and sends every call there. On
+// NOT_PRIMARY, a lost connection, a call past its deadline or the server's UNAVAILABLE it looks
+// again and sends the call again, with a jittered backoff, until retry_budget_ms (default 20 s)
+// after the call began; then it rejects with the last error, its message saying so. A refusal
+// with NOT_PRIMARY is always sent again (nothing was applied); after an unknown outcome only a
+// Call whose `resend` allows it (reads, enqueues with ids, complete/fail/extend with their
+// tokens, dequeues, cancels; not deleteQueue, redrive or switchover). Enqueued messages without
+// an id get one of the client's own (codec.newMessageId), so a resend is a duplicate, never a
+// second message. Batches are sent one request after the other, each followed like a call.
 
 import {
   Address,
@@ -25,11 +38,14 @@ import {
   parseAddresses,
 } from "./address";
 import * as codec from "./codec";
-import type { Batch, Call, CompleteItem, Durability, EnqueueItem, Payload, SubscribeOptions } from "./codec";
+import type { Batch, Call, CompleteItem, Durability, EnqueueItem, NextOptions, Payload, SubscribeOptions } from "./codec";
 import { Connection, ConnectError, TransportOptions, openSocket, readCaFile } from "./connection";
 import { SundialError, invalidArgument, unavailable } from "./errors";
+import * as follow from "./follow";
+import type { Target } from "./follow";
 import type {
   BrowsePage,
+  Cluster,
   Counts,
   EnqueueResult,
   Explanation,
@@ -37,17 +53,18 @@ import type {
   Health,
   Message,
   Metadata,
+  NextResult,
+  Outcome,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
   State,
   Stats,
 } from "./records";
-import { Watch } from "./watch";
+import { Located, Watch } from "./watch";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
-const RECONNECT_INITIAL_MS = 50;
-const RECONNECT_MAX_MS = 2_000;
+const { RECONNECT_INITIAL_MS, RECONNECT_MAX_MS } = follow;
 
 export interface ClientOptions {
   /** The server's shared token (sundiald --auth-token-file), sent in an Auth request on every new connection. */
@@ -62,11 +79,16 @@ export interface ClientOptions {
   timeout_ms?: number;
   /** The default of mutating calls: "durable" (after the server's fsync) or "relaxed" (before it). */
   durability?: Durability;
-  /** The HTTP/WebSocket port for watch(): "host:port"; absent: the first address's host, port 7401. */
+  /**
+   * The HTTP/WebSocket port for watch(): "host:port"; absent: the first address's host, port 7401
+   * (following a cluster: the primary's, from its Cluster answer).
+   */
   http_addr?: string;
+  /** Following a cluster (two or more addresses): how long a call may keep retrying, in ms (default 20000). */
+  retry_budget_ms?: number;
 }
 
-const CLIENT_KEYS = ["token", "tls", "ca_file", "server_name", "timeout_ms", "durability", "http_addr"] as const;
+const CLIENT_KEYS = ["token", "tls", "ca_file", "server_name", "timeout_ms", "durability", "http_addr", "retry_budget_ms"] as const;
 
 /** Every method takes timeout_ms (ms; default: the client's). */
 export interface CallOptions {
@@ -76,7 +98,19 @@ export interface CallOptions {
 export interface MutationOptions extends CallOptions {
   durability?: Durability;
 }
-export interface EnqueueOptions extends Omit<EnqueueItem, "payload">, MutationOptions {}
+export interface EnqueueOptions extends Omit<EnqueueItem, "payload">, MutationOptions {
+  /**
+   * Up to 60000: the reply comes once the message is terminal (or the time runs out), with its
+   * `outcome`; see call().
+   */
+  wait_ms?: number;
+}
+/** call(): enqueue's options; timeout_ms (default 30000, at most 60000) is also how long it waits. */
+export type CallMessageOptions = Omit<EnqueueOptions, "wait_ms" | "visible_at">;
+export interface WaitOptions extends CallOptions {
+  /** Up to 60000 (default 0: answer at once with what is terminal so far). */
+  wait_ms?: number;
+}
 export interface DequeueOptions extends MutationOptions {
   /** 1–1000 messages (default 1). */
   max?: number;
@@ -89,8 +123,8 @@ export interface DequeueOptions extends MutationOptions {
 }
 export interface CompleteOptions extends MutationOptions {
   /**
-   * The message's result. The server does not store results yet: until the protocol's Complete
-   * carries one, a result is refused with INVALID_ARGUMENT (docs/clients/typescript.md#results).
+   * The message's result (a Buffer, or a string sent as UTF-8), stored with it up to the server's
+   * --max-result-bytes (64 KiB by default) and read back by get, wait and call.
    */
   result?: Payload;
 }
@@ -115,12 +149,26 @@ export interface CountOptions extends CallOptions {
   filter?: Metadata;
 }
 export interface WatchOptions extends SubscribeOptions, CallOptions {}
+export interface SwitchoverOptions extends CallOptions {
+  /** The node to promote; absent: the synchronous standby. */
+  to?: string;
+}
 
 const CALL_KEYS = ["timeout_ms"] as const;
 const MUTATION_KEYS = ["timeout_ms", "durability"] as const;
 
 function now(): number {
   return performance.now();
+}
+
+/** enqueue's item options (not payload, given apart). */
+const ENQUEUE_KEYS = codec.ITEM_KEYS.filter((k) => k !== "payload");
+
+function nonNegative(name: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw invalidArgument(`${name}: must be a number of ms >= 0, not ${String(value)}`);
+  }
+  return value;
 }
 
 function positive(name: string, value: unknown): number {
@@ -136,8 +184,14 @@ const fatalConnectErrors = new WeakSet<SundialError>();
 export class Client {
   /** Every address given, in order. */
   readonly addresses: readonly string[];
-  private readonly targets: Address[];
-  private current = 0; // the address connected to, or to try first
+  private readonly targets: Target[];
+  private at: Target; // the address connected to, or to try first
+  private readonly seeds: Target[] | null; // following a cluster: its distinct addresses
+  private readonly retryBudgetMs: number;
+  private onPrimary = false; // following: the connection is the primary's
+  private highestEpoch = 0; // following: the highest epoch a node answered with
+  private searching: Promise<void> | null = null; // following: the look for the primary under way
+  private readonly httpGiven: boolean;
   private readonly token: string | undefined;
   private readonly transport: TransportOptions;
   private readonly timeoutMs: number;
@@ -149,7 +203,7 @@ export class Client {
   private connectingDeadline = 0;
   private lastConnectError = "";
   private isClosed = false;
-  private wakeBackoff: (() => void) | null = null;
+  private readonly sleepers = new Set<() => void>(); // backoffs under way: close() ends them
 
   /**
    * `addr`: "host:port" (or "host", ":port", "[v6]:port"), a list of them, or "a:7400,b:7400".
@@ -157,8 +211,13 @@ export class Client {
    */
   constructor(addr: string | readonly string[] | Address = "127.0.0.1:7400", options: ClientOptions = {}) {
     const o = codec.checkKeys("Client options", options, CLIENT_KEYS);
-    this.targets = parseAddresses(addr);
-    this.addresses = this.targets.map(formatAddress);
+    const parsed = parseAddresses(addr);
+    this.targets = parsed.map((address) => ({ address, text: formatAddress(address) }));
+    this.addresses = this.targets.map((target) => target.text);
+    this.at = this.targets[0]!;
+    this.seeds = follow.clusterSeeds(parsed);
+    this.retryBudgetMs =
+      o.retry_budget_ms === undefined ? follow.DEFAULT_RETRY_BUDGET_MS : nonNegative("retry_budget_ms", o.retry_budget_ms);
     if (o.token !== undefined && typeof o.token !== "string") throw invalidArgument("token: must be a string");
     this.token = o.token as string | undefined;
     if (o.tls !== undefined && typeof o.tls !== "boolean") throw invalidArgument("tls: must be a boolean");
@@ -170,26 +229,32 @@ export class Client {
     };
     this.timeoutMs = o.timeout_ms === undefined ? DEFAULT_TIMEOUT_MS : positive("timeout_ms", o.timeout_ms);
     this.durability = o.durability === undefined ? "durable" : codec.checkDurability(o.durability);
+    this.httpGiven = o.http_addr !== undefined;
     this.httpAddress =
       o.http_addr === undefined
-        ? { host: this.targets[0]!.host, port: DEFAULT_HTTP_PORT }
+        ? { host: this.targets[0]!.address.host, port: DEFAULT_HTTP_PORT }
         : parseAddress(o.http_addr, DEFAULT_HTTP_PORT);
   }
 
-  /** The address in use (or to be tried first). */
+  /** The address in use (or to be tried first); following a cluster, the primary's once found. */
   get address(): string {
-    return this.addresses[this.current]!;
+    return this.at.text;
   }
 
-  /** Whether a connection is open now. */
+  /** Whether a connection is open now (following a cluster: to the primary). */
   get connected(): boolean {
-    return this.conn !== null && !this.conn.closed;
+    return this.conn !== null && !this.conn.closed && (this.seeds === null || this.onPrimary);
+  }
+
+  /** Whether the client follows a cluster's primary (it was given two or more addresses). */
+  get followsPrimary(): boolean {
+    return this.seeds !== null;
   }
 
   /** Closes the connection; calls in flight and later calls fail with UNAVAILABLE. */
   async close(): Promise<void> {
     this.isClosed = true;
-    this.wakeBackoff?.();
+    for (const wake of [...this.sleepers]) wake();
     const conn = this.conn;
     this.conn = null;
     conn?.close(unavailable(`${conn.address}: the client is closed`));
@@ -234,9 +299,48 @@ export class Client {
    */
   enqueue(queue: string, payload?: Payload, options?: EnqueueOptions): Promise<EnqueueResult> {
     return this.runWith(async () => {
-      const o = codec.checkKeys("enqueue options", options, [...codec.ITEM_KEYS.filter((k) => k !== "payload"), ...MUTATION_KEYS]);
-      const call = codec.enqueue(queue, { ...o, payload, timeout_ms: undefined, durability: undefined });
-      return this.execute(call, o.timeout_ms, o.durability);
+      const o = codec.checkKeys("enqueue options", options, [...ENQUEUE_KEYS, "wait_ms", ...MUTATION_KEYS]);
+      const item = { ...o, id: o.id ?? this.defaultId(), payload, timeout_ms: undefined, durability: undefined, wait_ms: undefined };
+      return this.execute(codec.enqueue(queue, item, o.wait_ms), o.timeout_ms, o.durability);
+    });
+  }
+
+  /**
+   * Request and response in one round trip: enqueues one message and resolves with its Outcome
+   * once a worker has finished it (state "completed" with the result the worker's handler
+   * returned; "errored" or "canceled" with last_error), or when timeout_ms (default 30000, at most
+   * 60000) has passed: then `done` is false and the message runs on; wait() can wait for it again.
+   */
+  call(queue: string, payload?: Payload, options?: CallMessageOptions): Promise<Outcome> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("call options", options, [...ENQUEUE_KEYS.filter((k) => k !== "visible_at"), ...MUTATION_KEYS]);
+      const waitMs = o.timeout_ms === undefined ? 30_000 : positive("timeout_ms", o.timeout_ms);
+      if (waitMs > codec.MAX_WAIT_MS) throw invalidArgument(`timeout_ms: must be at most ${codec.MAX_WAIT_MS}`);
+      const item = { ...o, id: o.id ?? this.defaultId(), payload, timeout_ms: undefined, durability: undefined };
+      const enqueue = codec.enqueue(queue, item, Math.ceil(waitMs));
+      const call: Call<Outcome> = {
+        ...enqueue,
+        decode: (response) => {
+          const result = enqueue.decode(response);
+          if (result.outcome === null) throw new SundialError("INTERNAL", "call: the reply carries no outcome", "connection");
+          return result.outcome;
+        },
+      };
+      // The deadline: the wait, plus the client's timeout for the round trip.
+      return this.execute(call, undefined, o.durability);
+    });
+  }
+
+  /**
+   * Each message's Outcome once every one is terminal (completed, canceled or errored), or after
+   * wait_ms (up to 60000) with what is terminal so far, in the order of `ids` (1 to 1000). An id
+   * with no message has its `error` (NOT_FOUND). Results are readable until retention removes
+   * the message.
+   */
+  wait(queue: string, ids: string[], options?: WaitOptions): Promise<Outcome[]> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("wait options", options, ["wait_ms", ...CALL_KEYS]);
+      return this.execute(codec.wait(queue, ids, o.wait_ms), o.timeout_ms);
     });
   }
 
@@ -247,7 +351,13 @@ export class Client {
   enqueueBatch(queue: string, items: EnqueueItem[], options?: MutationOptions): Promise<EnqueueResult[]> {
     return this.runWith(async () => {
       const o = codec.checkKeys("enqueueBatch options", options, MUTATION_KEYS);
-      return this.executeBatch(codec.enqueueBatch(queue, items), o.timeout_ms, o.durability);
+      let list = items;
+      if (this.seeds !== null && Array.isArray(items)) {
+        list = items.map((item) =>
+          item !== null && typeof item === "object" && (item as EnqueueItem).id == null ? { ...item, id: codec.newMessageId() } : item,
+        );
+      }
+      return this.executeBatch(codec.enqueueBatch(queue, list), o.timeout_ms, o.durability);
     });
   }
 
@@ -271,12 +381,30 @@ export class Client {
   completeBatch(queue: string, items: CompleteItem[], options?: MutationOptions): Promise<(SundialError | null)[]> {
     return this.runWith(async () => {
       const o = codec.checkKeys("completeBatch options", options, MUTATION_KEYS);
-      for (const item of items ?? []) {
-        if (item && (item as CompleteItem).result !== undefined) {
-          throw invalidArgument("result: this server's protocol has no results yet (docs/clients/typescript.md#results)");
-        }
-      }
       return this.executeBatch(codec.completeBatch(queue, items), o.timeout_ms, o.durability);
+    });
+  }
+
+  /**
+   * Complete-and-next (docs/semantics.md, "Complete-and-next"): completes `items` (up to 1000
+   * {id, lease_token, result?}; may be empty) and leases as `next` says ({queue?, max, lease_ms,
+   * filter, wait_ms}; its queue absent: this one), in one request, one log group and one reply.
+   * Resolves with per-item errors, the leased messages, and next_error when the dequeue was
+   * refused; the completions stand either way. With next.wait_ms the reply waits like a long
+   * poll when nothing is dequeueable.
+   */
+  completeAndNext(queue: string, items: CompleteItem[], next: NextOptions = {}, options?: MutationOptions): Promise<NextResult> {
+    return this.run(() => codec.completeAndNext(queue, items, next), options, MUTATION_KEYS);
+  }
+
+  /**
+   * fail with `next`: gives the message back as fail() does and leases as `next` says, in one
+   * request. A refused fail rejects with its error and leases nothing.
+   */
+  failAndNext(queue: string, id: string, lease_token: number | bigint, next: NextOptions = {}, options?: FailOptions): Promise<NextResult> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("fail options", options, ["error", "retry_delay_ms", ...MUTATION_KEYS]);
+      return this.execute(codec.failAndNext(queue, id, lease_token, o.error, o.retry_delay_ms, next), o.timeout_ms, o.durability);
     });
   }
 
@@ -364,6 +492,27 @@ export class Client {
   }
 
   /**
+   * The cluster as the node connected to sees it: primary, epoch, sync_standby, members with
+   * roles, log positions and lag. Any node answers; a client following a cluster asks the primary
+   * when it knows it. A server outside a cluster answers with itself alone (`cluster` is "").
+   */
+  cluster(options?: CallOptions): Promise<Cluster> {
+    return this.run(() => codec.cluster(), options, CALL_KEYS);
+  }
+
+  /**
+   * A planned change of primary: the primary hands over to `to` (a node name; default the
+   * synchronous standby) once it holds every record, and resolves when it has; the new primary
+   * then shows in cluster(). Never sent twice by the client.
+   */
+  switchover(options: SwitchoverOptions = {}): Promise<void> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("switchover options", options, ["to", ...CALL_KEYS]);
+      return this.execute(codec.switchover(o.to), o.timeout_ms);
+    });
+  }
+
+  /**
    * Subscribes to a queue's events ("*": every queue) over WebSocket on the HTTP port
    * (docs/protocol.md#subscriptions): an async iterable of MessageEvent and StatsTick.
    */
@@ -371,7 +520,23 @@ export class Client {
     const o = codec.checkKeys("watch options", options, [...codec.SUBSCRIBE_KEYS, ...CALL_KEYS]);
     const subscribe = codec.subscribe(queue, o as SubscribeOptions);
     const timeoutMs = o.timeout_ms === undefined ? this.timeoutMs : positive("timeout_ms", o.timeout_ms);
-    return new Watch(this.httpAddress, this.transport, this.token, subscribe, timeoutMs);
+    if (this.seeds === null || this.httpGiven) {
+      return new Watch(this.httpAddress, this.transport, this.token, subscribe, timeoutMs);
+    }
+    // Following a cluster: the primary's HTTP port, from its Cluster answer, again after a failover.
+    return new Watch(null, this.transport, this.token, subscribe, timeoutMs, {
+      locate: (ms) => this.locatePrimaryHttp(ms),
+      retryBudgetMs: this.retryBudgetMs,
+    });
+  }
+
+  private async locatePrimaryHttp(timeoutMs: number): Promise<Located> {
+    const view = await this.execute(codec.cluster(), timeoutMs);
+    const address = follow.primaryHttp(view);
+    if (address === null) {
+      throw new SundialError("NOT_PRIMARY", `watch: ${view.node} names no primary with an HTTP address (epoch ${view.epoch})`, "connection");
+    }
+    return { address, node: view.primary, epoch: view.epoch };
   }
 
   // ---- Calling -----------------------------------------------------------------------------
@@ -392,6 +557,7 @@ export class Client {
   async execute<T>(call: Call<T>, timeoutMs?: unknown, durability?: unknown): Promise<T> {
     const timeout = timeoutMs === undefined ? this.timeoutMs : positive("timeout_ms", timeoutMs);
     const d = durability === undefined ? this.durability : codec.checkDurability(durability);
+    if (this.seeds !== null) return this.executeFollowing(call, timeout, d);
     const deadline = now() + timeout + call.waitMs;
     for (;;) {
       const conn = this.conn !== null && !this.conn.closed ? this.conn : await this.connection(deadline);
@@ -418,6 +584,11 @@ export class Client {
     const timeout = timeoutMs === undefined ? this.timeoutMs : positive("timeout_ms", timeoutMs);
     const d = durability === undefined ? this.durability : codec.checkDurability(durability);
     if (batch.calls.length === 0) return batch.combine([]);
+    if (this.seeds !== null) {
+      const values: V[] = [];
+      for (const call of batch.calls) values.push(await this.executeFollowing(call, timeout, d));
+      return batch.combine(values);
+    }
     const deadline = now() + timeout;
     const conn = this.conn !== null && !this.conn.closed ? this.conn : await this.connection(deadline);
     const sent = batch.calls.map((call) => {
@@ -438,6 +609,186 @@ export class Client {
       values.push(batch.calls[i]!.decode(outcome.response!));
     }
     return batch.combine(values);
+  }
+
+  /** Following: one Call, to the cluster's primary, sent again by follow.failure's rules. */
+  private async executeFollowing<T>(call: Call<T>, timeout: number, durability: Durability): Promise<T> {
+    const start = now();
+    const giveUp = start + this.retryBudgetMs;
+    const backoff = new follow.Backoff();
+    let hint: string | null = null;
+    for (let tries = 1; ; tries++) {
+      const conn = await this.primaryConnection(Math.max(giveUp, now() + timeout), call.anyNode, hint);
+      const id = this.nextId++;
+      const outcome = await conn.call(id, codec.encode(call, id, durability), timeout + call.waitMs, call.name);
+      let error: SundialError;
+      let retry: follow.Retry;
+      if (outcome.error !== null) {
+        error = outcome.error;
+        retry = follow.failure(call, error, { sent: outcome.sent, fromServer: false, address: conn.address });
+        if (outcome.timedOut) conn.close(error); // a node that stopped answering: look again
+      } else {
+        const refused = codec.replyError(outcome.response!);
+        if (refused === null) return call.decode(outcome.response!);
+        error = refused;
+        retry = follow.failure(call, error, { sent: true, fromServer: true, address: conn.address });
+      }
+      if (retry.lost && this.conn === conn) this.onPrimary = false;
+      if (!retry.again) throw error;
+      hint = retry.hint;
+      const t = now();
+      if (t >= giveUp || this.isClosed) throw follow.gaveUp(error, tries, t - start);
+      if (hint === null) await this.sleep(backoff.next(giveUp - t));
+    }
+  }
+
+  /** The id of an enqueued message given none: one of the client's own when following (a resend is a duplicate). */
+  private defaultId(): string | undefined {
+    return this.seeds === null ? undefined : codec.newMessageId();
+  }
+
+  /** Waits `ms`; close() cuts it short. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.sleepers.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.sleepers.add(wake);
+    });
+  }
+
+  // ---- Following a cluster's primary -------------------------------------------------------
+
+  private primaryReady(anyNode: boolean): boolean {
+    return this.conn !== null && !this.conn.closed && (this.onPrimary || anyNode);
+  }
+
+  /**
+   * Following: the connection to the primary (with `anyNode`, to any node that answers), looked
+   * for with backoff until `deadline`; first at `hint`, where a node said the primary is. Rejects
+   * with the last error (NOT_PRIMARY: nodes answer but none leads; UNAVAILABLE: none answers).
+   * Calls at once share one look.
+   */
+  private async primaryConnection(deadline: number, anyNode: boolean, hint: string | null): Promise<Connection> {
+    const backoff = new follow.Backoff();
+    for (;;) {
+      if (this.isClosed) throw unavailable(`${this.address}: the client is closed`);
+      if (this.primaryReady(anyNode)) return this.conn!;
+      let last: SundialError | null = null;
+      if (this.searching === null) {
+        const search = this.findPrimary(deadline, hint);
+        this.searching = search;
+        const clear = () => {
+          if (this.searching === search) this.searching = null;
+        };
+        search.then(clear, clear);
+      }
+      try {
+        await withDeadline(this.searching, deadline, () => unavailable(`${this.address}: no primary found before the deadline`));
+      } catch (e) {
+        if (!(e instanceof SundialError)) throw e;
+        if (fatalConnectErrors.has(e) || e.code === "UNAUTHENTICATED") throw e;
+        last = e;
+      }
+      hint = null;
+      if (this.primaryReady(anyNode)) return this.conn!;
+      const remaining = deadline - now();
+      if (remaining <= 0) throw last ?? unavailable(`${this.address}: no primary`);
+      await this.sleep(backoff.next(remaining));
+    }
+  }
+
+  /** The Cluster answer of the node at the other end of `conn`. */
+  private async askCluster(conn: Connection, deadline: number): Promise<Cluster> {
+    const call = codec.cluster();
+    const id = this.nextId++;
+    const outcome = await conn.call(id, codec.encode(call, id, "durable"), deadline - now(), call.name);
+    if (outcome.error !== null) throw outcome.error;
+    const refused = codec.replyError(outcome.response!);
+    if (refused !== null) throw refused;
+    return call.decode(outcome.response!);
+  }
+
+  /** How long one node may take to connect and answer Cluster: the client's timeout, within `deadline`. */
+  private askDeadline(deadline: number): number {
+    return Math.min(deadline, now() + this.timeoutMs);
+  }
+
+  /**
+   * One look for the primary (follow.PrimarySearch): the node connected to (unless a node named
+   * another), then `hint`, the seeds and any primary a node names. Adopts the primary's
+   * connection; while none leads, a connection to a node that answered (for cluster()). Rejects
+   * when no node answers as the primary.
+   */
+  private async findPrimary(deadline: number, hint: string | null): Promise<void> {
+    this.onPrimary = false;
+    const search = new follow.PrimarySearch(this.seeds!, this.highestEpoch, hint);
+    let current = this.conn !== null && !this.conn.closed ? this.conn : null;
+    if (current !== null && hint === null) {
+      try {
+        const view = await this.askCluster(current, this.askDeadline(deadline));
+        const primary = search.answered(view);
+        this.highestEpoch = search.highestEpoch;
+        if (primary) {
+          this.onPrimary = this.conn === current && !current.closed;
+          if (this.onPrimary) return;
+        }
+      } catch (e) {
+        if (!(e instanceof SundialError)) throw e;
+        search.failed(e);
+        current.close();
+        if (this.conn === current) this.conn = null;
+        current = null;
+      }
+    }
+    search.addSeeds();
+    for (let k = 0; k < search.order.length; k++) {
+      const target = search.order[k]!; // the order grows while it is walked
+      if (this.isClosed) break;
+      if (current !== null && hint === null && target.text === this.at.text) continue; // asked above
+      let conn: Connection;
+      try {
+        conn = await this.connectTo(target, this.askDeadline(deadline) - now());
+      } catch (e) {
+        if (e instanceof ConnectError) {
+          if (e.fatal) throw fatal(unavailable(e.message));
+          search.failed(unavailable(e.message));
+          continue;
+        }
+        throw e; // UNAUTHENTICATED: no other node will take the token either
+      }
+      let view: Cluster;
+      try {
+        view = await this.askCluster(conn, this.askDeadline(deadline));
+      } catch (e) {
+        conn.close();
+        if (!(e instanceof SundialError)) throw e;
+        search.failed(e);
+        continue;
+      }
+      const primary = search.answered(view);
+      this.highestEpoch = search.highestEpoch;
+      if (this.isClosed) {
+        conn.close();
+        break;
+      }
+      if (primary || current === null) {
+        // The primary; or, while none is known, a node that answers.
+        if (this.conn !== null && this.conn !== conn) this.conn.close();
+        this.conn = current = conn;
+        this.at = target;
+      } else {
+        conn.close();
+      }
+      if (primary) {
+        this.onPrimary = true;
+        return;
+      }
+    }
+    throw search.error();
   }
 
   // ---- Connecting --------------------------------------------------------------------------
@@ -475,16 +826,17 @@ export class Client {
     for (;;) {
       for (let k = 0; k < this.targets.length; k++) {
         if (this.isClosed) throw unavailable(`${this.address}: the client is closed`);
-        const index = (this.current + k) % this.targets.length;
+        const start = this.targets.indexOf(this.at);
+        const target = this.targets[(start + k) % this.targets.length]!;
         const remaining = deadline - now();
-        if (remaining <= 0) throw unavailable(last || `${this.addresses[index]}: cannot connect: the deadline passed`);
+        if (remaining <= 0) throw unavailable(last || `${target.text}: cannot connect: the deadline passed`);
         try {
-          const conn = await this.connectTo(index, remaining);
+          const conn = await this.connectTo(target, remaining);
           if (this.isClosed) {
             conn.close();
             throw unavailable(`${this.address}: the client is closed`);
           }
-          this.current = index;
+          this.at = target;
           this.conn = conn;
           return conn;
         } catch (e) {
@@ -500,23 +852,16 @@ export class Client {
       const remaining = deadline - now();
       if (remaining <= 0) throw unavailable(last || `${this.address}: cannot connect: the deadline passed`);
       // Backoff with jitter, bounded by the deadline; close() cuts it short.
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, Math.min(delay * (0.5 + Math.random() / 2), remaining));
-        this.wakeBackoff = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wakeBackoff = null;
+      await this.sleep(Math.min(delay * (0.5 + Math.random() / 2), remaining));
       delay = Math.min(delay * 2, RECONNECT_MAX_MS);
     }
   }
 
-  /** One connection to targets[index], authenticated; ConnectError when it cannot be made. */
-  private async connectTo(index: number, timeoutMs: number): Promise<Connection> {
+  /** One connection to `target`, authenticated; ConnectError when it cannot be made. */
+  private async connectTo(target: Target, timeoutMs: number): Promise<Connection> {
     const start = now();
-    const socket = await openSocket(this.targets[index]!, this.transport, timeoutMs);
-    const conn = new Connection(socket, this.addresses[index]!);
+    const socket = await openSocket(target.address, this.transport, Math.max(timeoutMs, 1));
+    const conn = new Connection(socket, target.text);
     if (this.token === undefined) return conn;
     const id = this.nextId++;
     const outcome = await conn.call(id, codec.encode(codec.auth(this.token), id, "durable"), timeoutMs - (now() - start), "auth");

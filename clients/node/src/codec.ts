@@ -11,12 +11,15 @@
 // identifier "SUND"; replies are ServerMessages.
 
 import * as flatbuffers from "flatbuffers";
+import { randomBytes } from "crypto";
 import { TextDecoder } from "util";
 
 import { SundialError, codeName, invalidArgument } from "./errors";
 import * as P from "./generated";
 import {
   BrowsePage,
+  Cluster,
+  ClusterMember,
   Counts,
   EXPLAIN_REASONS,
   EnqueueResult,
@@ -26,6 +29,9 @@ import {
   Message,
   MessageSummary,
   Metadata,
+  NODE_ROLES,
+  NextResult,
+  Outcome,
   QUEUE_TYPES,
   Queue,
   QueueSettings,
@@ -57,6 +63,16 @@ export interface Call<T> {
   readonly mutates: boolean;
   /** How long the server may hold it on purpose (a long poll), added to the deadline. */
   readonly waitMs: number;
+  /**
+   * Following a cluster's primary: whether the request may be sent again when its outcome is
+   * unknown (the connection was lost after it was written, it timed out, the server answered
+   * UNAVAILABLE). True for reads and for the writes a repeat cannot harm (an enqueue whose items
+   * all have ids, complete/fail/extend with their token, cancel, a dequeue: a lease in a lost reply
+   * expires); false for deleteQueue, redrive and switchover.
+   */
+  readonly resend: boolean;
+  /** Any node of a cluster may answer it (cluster), not only the primary. */
+  readonly anyNode: boolean;
   build(b: flatbuffers.Builder): flatbuffers.Offset;
   decode(response: P.Response): T;
 }
@@ -197,8 +213,18 @@ function checkResponse(b: Uint8Array, response: number): void {
 /** The SundialError of a failed Response, else null. */
 export function replyError(response: P.Response): SundialError | null {
   const error = response.error();
-  if (error === null) return null;
-  return new SundialError(codeName(error.code()), error.message() ?? "", "server");
+  return error === null ? null : errorOf(error);
+}
+
+/** A protocol Error as a SundialError (NOT_PRIMARY: with the primary it names). */
+function errorOf(error: P.Error): SundialError {
+  return new SundialError(codeName(error.code()), text(error.message()), "server", error.primary() || null);
+}
+
+/** An ItemStatus: null when OK, else its SundialError. */
+function statusError(status: P.ItemStatus | null): SundialError | null {
+  if (status === null || status.code() === P.Code.OK) return null;
+  return new SundialError(codeName(status.code()), text(status.message()), "server");
 }
 
 function replyProblem(name: string, what: string): SundialError {
@@ -258,6 +284,27 @@ export function decodeMessage(m: P.Message): Message {
     enqueued_at: Number(m.enqueuedAt()),
     updated_at: Number(m.updatedAt()),
     last_error: text(m.lastError()),
+    result: bytesOf(m.resultArray()),
+  };
+}
+
+/** A view of a reply's bytes, not a copy: the frame is never reused. */
+function bytesOf(array: Uint8Array | null): Buffer {
+  return array === null ? EMPTY : Buffer.from(array.buffer, array.byteOffset, array.length);
+}
+
+const TERMINAL: ReadonlySet<State> = new Set(["completed", "canceled", "errored"]);
+
+function decodeOutcome(w: P.WaitItem): Outcome {
+  const error = w.error();
+  const state = stateName(w.state());
+  return {
+    id: text(w.id()),
+    state,
+    result: bytesOf(w.resultArray()),
+    last_error: text(w.lastError()),
+    done: error === null && TERMINAL.has(state),
+    error: error === null ? null : errorOf(error),
   };
 }
 
@@ -546,9 +593,18 @@ function call<T>(
   mutates: boolean,
   build: (b: flatbuffers.Builder) => flatbuffers.Offset,
   decode: (response: P.Response) => T,
-  options: { waitMs?: number } = {},
+  options: { waitMs?: number; resend?: boolean; anyNode?: boolean } = {},
 ): Call<T> {
-  return { name, opType, mutates, waitMs: options.waitMs ?? 0, build, decode };
+  return {
+    name,
+    opType,
+    mutates,
+    waitMs: options.waitMs ?? 0,
+    resend: options.resend ?? true,
+    anyNode: options.anyNode ?? false,
+    build,
+    decode,
+  };
 }
 
 // ---- Queues ------------------------------------------------------------------------------------
@@ -701,7 +757,7 @@ export function deleteQueue(name: unknown): Call<void> {
     return P.DeleteQueue.endDeleteQueue(b);
   }, (response) => {
     expect(response, P.Result.Done, new P.Done(), "deleteQueue");
-  });
+  }, { resend: false });
 }
 
 export function purgeQueue(name: unknown, states: unknown): Call<number> {
@@ -787,26 +843,39 @@ function decodeEnqueueResults(response: P.Response): EnqueueResult[] {
       id: text(item.id()),
       version: Number(item.version()),
       duplicate: item.duplicate(),
-      error: error === null ? null : new SundialError(codeName(error.code()), text(error.message()), "server"),
+      error: error === null ? null : errorOf(error),
+      outcome: item.outcome() === null ? null : decodeOutcome(item.outcome()!),
     });
   }
   return out;
 }
 
-/** One Enqueue request of up to MAX_BATCH checked items. */
-function enqueueChunk(queue: string, items: CheckedItem[]): Call<EnqueueResult[]> {
+/** One Enqueue request of up to MAX_BATCH checked items (wait_ms: answered with their outcomes). */
+function enqueueChunk(queue: string, items: CheckedItem[], waitMs = 0): Call<EnqueueResult[]> {
   return call("enqueue", P.Operation.Enqueue, true, (b) => {
     const vector = buildItems(b, items);
     const q = createString(b, queue);
     P.Enqueue.startEnqueue(b);
     P.Enqueue.addQueue(b, q);
     P.Enqueue.addItems(b, vector);
+    if (waitMs) P.Enqueue.addWaitMs(b, waitMs);
     return P.Enqueue.endEnqueue(b);
-  }, decodeEnqueueResults);
+    // Sent again after an unknown outcome only when the server can tell a repeat: ids.
+  }, decodeEnqueueResults, { waitMs, resend: items.every((item) => !!item.id) });
 }
 
-export function enqueue(queue: unknown, item: Record<string, unknown>): Call<EnqueueResult> {
-  const chunk = enqueueChunk(str("queue", queue), [checkItem(item)]);
+/** The most a request may be held for its wait_ms (long polls, wait, enqueue's wait_ms). */
+export const MAX_WAIT_MS = 60_000;
+
+function waitMsOf(value: unknown): number {
+  if (value === undefined || value === null) return 0;
+  const ms = uint32("wait_ms", value);
+  if (ms > MAX_WAIT_MS) throw invalidArgument(`wait_ms: ${ms} is above ${MAX_WAIT_MS}`);
+  return ms;
+}
+
+export function enqueue(queue: unknown, item: Record<string, unknown>, waitMs?: unknown): Call<EnqueueResult> {
+  const chunk = enqueueChunk(str("queue", queue), [checkItem(item)], waitMsOf(waitMs));
   return {
     ...chunk,
     decode(response) {
@@ -867,8 +936,6 @@ export function completeBatch(queue: unknown, items: unknown): Batch<(SundialErr
     return {
       id: str("id", i.id),
       token: int64("lease_token", i.lease_token, "uint64"),
-      // The protocol's CompleteItem has no `result` yet (docs/clients/typescript.md#results):
-      // it is checked here and written by buildComplete once the schema carries it.
       result: optional(i.result, payloadBytes),
     };
   });
@@ -876,42 +943,134 @@ export function completeBatch(queue: unknown, items: unknown): Batch<(SundialErr
   for (let i = 0; i < checked.length; i += MAX_BATCH) {
     const chunk = checked.slice(i, i + MAX_BATCH);
     calls.push(call("complete", P.Operation.Complete, true, (b) => {
-      const offsets = chunk.map((item) => {
-        const id = createString(b, item.id);
-        P.CompleteItem.startCompleteItem(b);
-        P.CompleteItem.addId(b, id);
-        P.CompleteItem.addLeaseToken(b, item.token);
-        return P.CompleteItem.endCompleteItem(b);
-      });
-      const vector = offsetVector(b, offsets);
-      const qo = createString(b, q);
-      P.Complete.startComplete(b);
-      P.Complete.addQueue(b, qo);
-      P.Complete.addItems(b, vector);
-      return P.Complete.endComplete(b);
+      return buildComplete(b, q, chunk, null);
     }, (response) => decodeItemResults(response, "complete")));
   }
   return { calls, combine: (chunks) => chunks.flat() };
 }
 
+interface CheckedComplete {
+  id: string;
+  token: bigint;
+  result: Uint8Array | undefined;
+}
+
+function buildComplete(b: flatbuffers.Builder, queue: string, items: CheckedComplete[], next: CheckedNext | null): flatbuffers.Offset {
+  const offsets = items.map((item) => {
+    const id = createString(b, item.id);
+    const result = item.result !== undefined && item.result.length ? byteVector(b, item.result) : 0;
+    P.CompleteItem.startCompleteItem(b);
+    P.CompleteItem.addId(b, id);
+    P.CompleteItem.addLeaseToken(b, item.token);
+    if (result) P.CompleteItem.addResult(b, result);
+    return P.CompleteItem.endCompleteItem(b);
+  });
+  const vector = offsetVector(b, offsets);
+  const no = next === null ? 0 : buildDequeue(b, next);
+  const qo = createString(b, queue);
+  P.Complete.startComplete(b);
+  P.Complete.addQueue(b, qo);
+  P.Complete.addItems(b, vector);
+  if (no) P.Complete.addNext(b, no);
+  return P.Complete.endComplete(b);
+}
+
 export function complete(queue: unknown, id: unknown, leaseToken: unknown, result: unknown): Call<void> {
-  if (result !== undefined && result !== null) {
-    throw invalidArgument(
-      "result: this server's protocol has no results yet (docs/clients/typescript.md#results); " +
-        "complete without one",
-    );
-  }
-  const single = completeBatch(queue, [{ id: str("id", id), lease_token: leaseToken }]).calls[0]!;
+  const single = completeBatch(queue, [{ id: str("id", id), lease_token: leaseToken, result: result ?? undefined }]).calls[0]!;
   return { ...single, decode: (response) => raiseSingle(decodeItemResults(response, "complete"), "complete") };
 }
 
+/** The dequeue a complete or fail carries as `next` (docs/semantics.md, "Complete-and-next"). */
+export interface NextOptions {
+  /** The queue to lease from; absent: the same queue. */
+  queue?: string;
+  /** 1–1000 (default 1). */
+  max?: number;
+  lease_ms?: number;
+  filter?: Metadata;
+  /** A long poll of up to 60000 ms when nothing is dequeueable (the completion is applied at once). */
+  wait_ms?: number;
+}
+
+export const NEXT_KEYS = ["queue", "max", "lease_ms", "filter", "wait_ms"] as const;
+
+interface CheckedNext {
+  queue: string;
+  max: number;
+  lease: bigint | undefined;
+  filter: [string, string][];
+  wait: number;
+}
+
+function checkNext(next: unknown): CheckedNext {
+  const n = checkKeys("next", next, NEXT_KEYS);
+  return {
+    queue: n.queue === undefined ? "" : str("next.queue", n.queue),
+    max: n.max === undefined ? 1 : uint32("max", n.max),
+    lease: optional(n.lease_ms, (x) => int64("lease_ms", x)),
+    filter: pairs("filter", n.filter),
+    wait: waitMsOf(n.wait_ms),
+  };
+}
+
+function buildDequeue(b: flatbuffers.Builder, d: CheckedNext): flatbuffers.Offset {
+  const qo = d.queue ? createString(b, d.queue) : 0;
+  const fo = d.filter.length ? pairVector(b, d.filter) : 0;
+  P.Dequeue.startDequeue(b);
+  if (qo) P.Dequeue.addQueue(b, qo);
+  P.Dequeue.addMax(b, d.max);
+  if (d.lease !== undefined) addPresent(b, () => P.Dequeue.addLeaseMs(b, d.lease!));
+  if (fo) P.Dequeue.addFilter(b, fo);
+  if (d.wait) P.Dequeue.addWaitMs(b, d.wait);
+  return P.Dequeue.endDequeue(b);
+}
+
+function decodeMessages(length: number, at: (i: number, m: P.Message) => P.Message | null): Message[] {
+  const out: Message[] = [];
+  const m = new P.Message();
+  for (let i = 0; i < length; i++) out.push(decodeMessage(at(i, m)!));
+  return out;
+}
+
+/** Completes `items` ({id, lease_token, result?}) and leases as `next` says, in one request. */
+export function completeAndNext(queue: unknown, items: unknown, next: unknown): Call<NextResult> {
+  const q = str("queue", queue);
+  if (!Array.isArray(items) || items.length > MAX_BATCH) {
+    throw invalidArgument(`items: must be an array of up to ${MAX_BATCH} {id, lease_token}`);
+  }
+  const checked = items.map((item, k) => {
+    const i = checkKeys(`items[${k}]`, item, ["id", "lease_token", "result"]);
+    return { id: str("id", i.id), token: int64("lease_token", i.lease_token, "uint64"), result: optional(i.result, payloadBytes) };
+  });
+  const n = checkNext(next);
+  return call("complete", P.Operation.Complete, true, (b) => buildComplete(b, q, checked, n), (response) => {
+    const r = expect(response, P.Result.ItemResults, new P.ItemResults(), "complete");
+    return {
+      errors: itemErrors(r),
+      next: decodeMessages(r.nextLength(), (i, m) => r.next(i, m)),
+      next_error: statusError(r.nextError()),
+    };
+  }, { waitMs: n.wait });
+}
+
 export function fail(queue: unknown, id: unknown, leaseToken: unknown, error: unknown, retryDelayMs: unknown): Call<FailResult> {
+  const c = failCall(queue, id, leaseToken, error, retryDelayMs, null);
+  return { ...c, decode: (response) => c.decode(response).fail! };
+}
+
+/** Fails one message and leases as `next` says, in one request (a refused fail leases nothing). */
+export function failAndNext(queue: unknown, id: unknown, leaseToken: unknown, error: unknown, retryDelayMs: unknown, next: unknown): Call<NextResult> {
+  return failCall(queue, id, leaseToken, error, retryDelayMs, checkNext(next));
+}
+
+function failCall(queue: unknown, id: unknown, leaseToken: unknown, error: unknown, retryDelayMs: unknown, next: CheckedNext | null): Call<NextResult> {
   const q = str("queue", queue);
   const i = str("id", id);
   const token = int64("lease_token", leaseToken, "uint64");
   const e = error === undefined || error === null ? "" : str("error", error);
   const delay = optional(retryDelayMs, (x) => int64("retry_delay_ms", x));
   return call("fail", P.Operation.Fail, true, (b) => {
+    const no = next === null ? 0 : buildDequeue(b, next);
     const qo = createString(b, q);
     const io = createString(b, i);
     const eo = e ? createString(b, e) : 0;
@@ -921,11 +1080,17 @@ export function fail(queue: unknown, id: unknown, leaseToken: unknown, error: un
     P.Fail.addLeaseToken(b, token);
     if (eo) P.Fail.addError(b, eo);
     if (delay !== undefined) addPresent(b, () => P.Fail.addRetryDelayMs(b, delay));
+    if (no) P.Fail.addNext(b, no);
     return P.Fail.endFail(b);
   }, (response) => {
     const r = expect(response, P.Result.FailResult, new P.FailResult(), "fail");
-    return { state: stateName(r.state()), visible_at: Number(r.visibleAt()), dead_letter_queue: r.deadLetterQueue() || null };
-  });
+    return {
+      errors: [],
+      next: decodeMessages(r.nextLength(), (k, m) => r.next(k, m)),
+      next_error: statusError(r.nextError()),
+      fail: { state: stateName(r.state()), visible_at: Number(r.visibleAt()), dead_letter_queue: r.deadLetterQueue() || null },
+    };
+  }, { waitMs: next?.wait ?? 0 });
 }
 
 export function extend(queue: unknown, id: unknown, leaseToken: unknown, leaseMs: unknown): Call<number> {
@@ -999,7 +1164,8 @@ export function cancel(queue: unknown, selector: unknown): Call<unknown> {
 }
 
 export function redrive(queue: unknown, selector: unknown): Call<unknown> {
-  return idsOrFilter("redrive", queue, selector);
+  // Not sent again after an unknown outcome: a repeat may move messages that errored again since.
+  return { ...idsOrFilter("redrive", queue, selector), resend: false };
 }
 
 export function reprioritize(queue: unknown, selector: unknown, priority: unknown, visibleAt: unknown): Call<number> {
@@ -1148,6 +1314,96 @@ export function health(): Call<Health> {
     const r = expect(response, P.Result.HealthResult, new P.HealthResult(), "health");
     return { live: r.live(), ready: r.ready(), reason: text(r.reason()) };
   });
+}
+
+/** Each id's Outcome once every one is terminal, or after wait_ms with what is terminal so far. */
+export function wait(queue: unknown, ids: unknown, waitMs: unknown): Call<Outcome[]> {
+  const q = str("queue", queue);
+  if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_BATCH) {
+    throw invalidArgument(`ids: must be an array of 1 to ${MAX_BATCH} ids`);
+  }
+  const list = ids.map((id, k) => str(`ids[${k}]`, id));
+  const w = waitMsOf(waitMs);
+  return call("wait", P.Operation.Wait, false, (b) => {
+    const io = stringVector(b, list);
+    const qo = createString(b, q);
+    P.Wait.startWait(b);
+    P.Wait.addQueue(b, qo);
+    P.Wait.addIds(b, io);
+    if (w) P.Wait.addWaitMs(b, w);
+    return P.Wait.endWait(b);
+  }, (response) => {
+    const r = expect(response, P.Result.WaitResult, new P.WaitResult(), "wait");
+    const out: Outcome[] = [];
+    for (let i = 0, n = r.itemsLength(); i < n; i++) out.push(decodeOutcome(r.items(i)!));
+    return out;
+  }, { waitMs: w });
+}
+
+function decodeMember(m: P.ClusterMember): ClusterMember {
+  return {
+    node: text(m.node()),
+    role: enumName(NODE_ROLES, m.role()),
+    addr: text(m.addr()),
+    http_addr: text(m.httpAddr()),
+    replication_addr: text(m.replicationAddr()),
+    epoch: Number(m.epoch()),
+    end_lsn: Number(m.endLsn()),
+    flushed_lsn: Number(m.flushedLsn()),
+    lag_records: Number(m.lagRecords()),
+    lag_ms: Number(m.lagMs()),
+    sync: m.sync(),
+  };
+}
+
+/** The cluster as the node that answers sees it; any node answers. */
+export function cluster(): Call<Cluster> {
+  return call("cluster", P.Operation.Cluster, false, (b) => {
+    P.Cluster.startCluster(b);
+    return P.Cluster.endCluster(b);
+  }, (response) => {
+    const r = expect(response, P.Result.ClusterResult, new P.ClusterResult(), "cluster");
+    const members: ClusterMember[] = [];
+    for (let i = 0, n = r.membersLength(); i < n; i++) members.push(decodeMember(r.members(i)!));
+    return {
+      cluster: text(r.cluster()),
+      node: text(r.node()),
+      epoch: Number(r.epoch()),
+      primary: text(r.primary()),
+      primary_addr: text(r.primaryAddr()),
+      sync_standby: text(r.syncStandby()),
+      replication: text(r.replication()),
+      members,
+    };
+  }, { anyNode: true });
+}
+
+/** A planned change of primary to `to` (a node name; absent: the synchronous standby). */
+export function switchover(to: unknown): Call<void> {
+  const t = to === undefined || to === null ? "" : str("to", to);
+  return call("switchover", P.Operation.Switchover, false, (b) => {
+    const to = t ? createString(b, t) : 0;
+    P.Switchover.startSwitchover(b);
+    if (to) P.Switchover.addTo(b, to);
+    return P.Switchover.endSwitchover(b);
+  }, (response) => {
+    expect(response, P.Result.Done, new P.Done(), "switchover");
+  }, { resend: false });
+}
+
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+/**
+ * A ULID like the server's (docs/semantics.md, "Enqueue"): 26 characters of Crockford base32, a
+ * 48-bit ms timestamp then 80 random bits. A client following a primary gives one to each
+ * enqueued message without an id, so that sending it again cannot enqueue twice.
+ */
+export function newMessageId(): string {
+  let value = (BigInt(Date.now()) & 0xffffffffffffn) << 80n;
+  value |= BigInt("0x" + randomBytes(10).toString("hex"));
+  let out = "";
+  for (let shift = 125n; shift >= 0n; shift -= 5n) out += CROCKFORD[Number((value >> shift) & 31n)];
+  return out;
 }
 
 export function auth(token: unknown): Call<void> {

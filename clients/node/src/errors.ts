@@ -35,12 +35,15 @@ export type ErrorOrigin = "server" | "connection" | "local";
 export class SundialError extends Error {
   readonly code: ErrorCode;
   readonly origin: ErrorOrigin;
+  /** NOT_PRIMARY: the primary's client address ("host:port") when the node knows it; else null. */
+  readonly primary: string | null;
 
-  constructor(code: ErrorCode, message: string, origin: ErrorOrigin = "server") {
+  constructor(code: ErrorCode, message: string, origin: ErrorOrigin = "server", primary: string | null = null) {
     super(message);
     this.name = "SundialError";
     this.code = code;
     this.origin = origin;
+    this.primary = primary;
   }
 
   override toString(): string {

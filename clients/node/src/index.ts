@@ -8,6 +8,7 @@
 export { Client, DEFAULT_TIMEOUT_MS } from "./client";
 export type {
   BrowseOptions,
+  CallMessageOptions,
   CallOptions,
   ClientOptions,
   CompleteOptions,
@@ -17,14 +18,18 @@ export type {
   FailOptions,
   MutationOptions,
   ReprioritizeOptions,
+  SwitchoverOptions,
+  WaitOptions,
   WatchOptions,
 } from "./client";
-export type { CompleteItem, Durability, EnqueueItem, Payload } from "./codec";
+export type { CompleteItem, Durability, EnqueueItem, NextOptions, Payload } from "./codec";
 export { SundialError } from "./errors";
 export type { ErrorCode, ErrorOrigin } from "./errors";
-export { STATES } from "./records";
+export { NODE_ROLES, STATES } from "./records";
 export type {
   BrowsePage,
+  Cluster,
+  ClusterMember,
   Counts,
   EnqueueResult,
   Explanation,
@@ -35,11 +40,15 @@ export type {
   MessageEvent,
   MessageSummary,
   Metadata,
+  NextResult,
+  NodeRole,
+  Outcome,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
   QueueStats,
   QueueType,
+  Resubscribed,
   State,
   Stats,
   StatsTick,

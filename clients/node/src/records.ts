@@ -47,6 +47,23 @@ export interface Message {
   enqueued_at: number;
   updated_at: number;
   last_error: string;
+  /** Completed: the result its complete carried (empty when none). */
+  result: Buffer;
+}
+
+/**
+ * A message's outcome as wait and call report it: `state` is terminal ("completed",
+ * "canceled", "errored") once the message has finished; `done` says so. `error`: this id's
+ * error (NOT_FOUND: no such message, or gone to retention or a dead-letter queue).
+ */
+export interface Outcome {
+  id: string;
+  state: State;
+  /** Completed: the result the worker's complete carried (empty when none). */
+  result: Buffer;
+  last_error: string;
+  done: boolean;
+  error: SundialError | null;
 }
 
 /** One enqueued message. `duplicate`: the same id with identical content existed (nothing changed). */
@@ -56,6 +73,8 @@ export interface EnqueueResult {
   duplicate: boolean;
   /** enqueueBatch only: this item's error (the others were enqueued); else null. */
   error: SundialError | null;
+  /** Enqueued with wait_ms: the message's outcome when the reply was sent; else null. */
+  outcome: Outcome | null;
 }
 
 /** Messages per state, and `blocked`: pending ones whose exclusivity value is leased. */
@@ -115,6 +134,56 @@ export interface FailResult {
   state: State;
   visible_at: number;
   dead_letter_queue: string | null;
+}
+
+/**
+ * What a complete or fail with `next` (complete-and-next) answered: per completed item null or
+ * its error (fail: none), the messages `next` leased, and the dequeue's error when it was refused
+ * (the completion stands either way: docs/semantics.md, "Complete-and-next").
+ */
+export interface NextResult {
+  errors: (SundialError | null)[];
+  next: Message[];
+  next_error: SundialError | null;
+  /** fail with `next` only: what the fail did. */
+  fail?: FailResult;
+}
+
+/** A node of a cluster as `cluster()` lists it. */
+export interface ClusterMember {
+  node: string;
+  role: NodeRole;
+  /** The binary TCP port clients use (host:port). */
+  addr: string;
+  http_addr: string;
+  replication_addr: string;
+  epoch: number;
+  end_lsn: number;
+  flushed_lsn: number;
+  lag_records: number;
+  lag_ms: number;
+  /** The published synchronous standby. */
+  sync: boolean;
+}
+
+export const NODE_ROLES = ["standalone", "primary", "standby", "unknown"] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
+
+/** The cluster as one node sees it (docs/operations.md, "High availability"). */
+export interface Cluster {
+  /** Empty: the server is not in a cluster. */
+  cluster: string;
+  /** The node that answered. */
+  node: string;
+  epoch: number;
+  /** The primary's node name; empty while none is known (an election is under way). */
+  primary: string;
+  /** And its client address. */
+  primary_addr: string;
+  sync_standby: string;
+  /** "sync" or "async". */
+  replication: string;
+  members: ClusterMember[];
 }
 
 /** A message as browse lists it (no payload or metadata). */
@@ -206,4 +275,20 @@ export interface StatsTick {
   queues: QueueStats[];
 }
 
-export type WatchEvent = MessageEvent | StatsTick;
+/**
+ * Not a change: a watch of a client that follows a cluster lost its subscription (the primary
+ * died, was demoted, or ended it) and has subscribed again on the primary at `address` (node
+ * `node`, `epoch`), at `time` (ms). Changes made between the last event before this marker and
+ * `time` were not delivered and are not replayed: read the state again if they matter. `error`
+ * ended the previous subscription.
+ */
+export interface Resubscribed {
+  type: "resubscribed";
+  address: string;
+  node: string;
+  epoch: number;
+  time: number;
+  error: SundialError;
+}
+
+export type WatchEvent = MessageEvent | StatsTick | Resubscribed;

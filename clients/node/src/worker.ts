@@ -16,8 +16,12 @@
 //   and fails travel on a second connection, batched: at most two complete requests are in
 //   flight, and what finishes meanwhile goes in the next one. A complete lost with the
 //   connection is sent again (it is idempotent for the same lease token).
-// - Results. What the handler resolves with is kept with the job and will be sent as the
-//   message's result once the protocol's complete carries one (docs/clients/typescript.md#results).
+// - Results. What the handler resolves with is the message's result, sent with its complete: a
+//   Buffer, Uint8Array or string as is, undefined or null as none, anything else as JSON (a value
+//   JSON cannot encode fails the message, saying so).
+// - Complete-and-next. A complete request also asks for as many messages as there are free slots
+//   then (its `next`, without a wait: docs/semantics.md, "Complete-and-next"), so a busy worker's
+//   loop is one request, one fsync per job; only when that finds nothing does a long poll go out.
 // - Leases. While a handler runs, its lease is extended at half-life (BullMQ's rule), by the lease
 //   length it was dequeued with; one timer serves every job (the earliest due). An extend refused
 //   with a stale token means the lease was lost (it expired while the server was unreachable, or
@@ -40,6 +44,7 @@
 import { Address } from "./address";
 import { Client, ClientOptions } from "./client";
 import * as codec from "./codec";
+import type { Payload } from "./codec";
 import { SundialError, invalidArgument } from "./errors";
 import type { Message, Metadata } from "./records";
 
@@ -154,6 +159,18 @@ function integerIn(name: string, value: unknown, low: number, high: number): num
   return value;
 }
 
+/**
+ * A handler's resolved value as a result: bytes and strings as they are, undefined and null as
+ * none, anything else as JSON; null when it cannot be encoded (the error is thrown).
+ */
+export function resultBytes(value: unknown): Payload | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (value instanceof Uint8Array || typeof value === "string") return value;
+  const json = JSON.stringify(value);
+  if (json === undefined) throw new TypeError(`a ${typeof value} has no JSON form`);
+  return json;
+}
+
 /** One leased message on its way through the worker. */
 class Job {
   readonly message: Message;
@@ -162,7 +179,7 @@ class Job {
   extending = false;
   leaseLost = false;
   abandoned = false;
-  result: unknown = undefined;
+  result: Payload | undefined = undefined;
 
   constructor(message: Message, received: number) {
     this.message = message;
@@ -357,6 +374,36 @@ export class Worker {
     if (this.onLeaseLost !== undefined) this.callHook(() => this.onLeaseLost!(job.message));
   }
 
+  /**
+   * @internal The free slots a complete may ask for as its `next` (complete-and-next): taken
+   * from the credits and counted as a fetch in flight until nextLeased or nextFailed.
+   */
+  takeNextCredits(): number {
+    if (this.stopping || this.credits === 0) return 0;
+    const n = Math.min(this.credits, codec.MAX_BATCH);
+    this.credits -= n;
+    this.fetchesInFlight++;
+    return n;
+  }
+
+  /** @internal what a complete's `next` leased for the `asked` credits of takeNextCredits. */
+  nextLeased(asked: number, messages: Message[]): void {
+    this.onFetched(asked, messages);
+  }
+
+  /** @internal a complete's `next` leased nothing it can tell (refused, or its reply lost). */
+  nextFailed(asked: number): void {
+    this.onFetched(asked, []);
+  }
+
+  /** @internal the dequeue a complete carries as `next`. */
+  nextOptions(max: number): codec.NextOptions {
+    const next: codec.NextOptions = { max };
+    if (this.leaseMs !== undefined) next.lease_ms = this.leaseMs;
+    if (this.filter !== undefined) next.filter = this.filter;
+    return next;
+  }
+
   /** @internal is this job's handler still running? */
   isRunning(job: Job): boolean {
     return this.running.has(job) || this.waiting.includes(job);
@@ -456,7 +503,6 @@ export class Worker {
       this.credits++;
       const next = this.stopping ? undefined : this.waiting.shift();
       if (next !== undefined) this.start(next);
-      this.fetchSome();
     }
     if (failed) {
       this.log.warn(`handler failed on message ${job.message.id} (attempt ${job.message.attempts}): ${errorText(error)}`, {
@@ -473,9 +519,21 @@ export class Worker {
     } else if (failed) {
       this.acker.fail(job, errorText(error));
     } else {
-      job.result = result;
-      this.acker.complete(job);
+      let bytes: Payload | undefined | null;
+      try {
+        bytes = resultBytes(result);
+      } catch (e) {
+        this.log.warn(`the result of message ${job.message.id} cannot be sent: ${errorText(e)}`, this.jobFields(job));
+        this.acker.fail(job, `result: ${errorText(e)}`);
+        bytes = null;
+      }
+      if (bytes !== null) {
+        job.result = bytes;
+        this.acker.complete(job); // its request asks for the free slots' next messages
+      }
     }
+    // What the complete did not ask for, a dequeue asks for (by fetchSome's rules).
+    if (!job.abandoned) this.fetchSome();
   }
 
   private callHook(hook: () => void): void {
@@ -713,12 +771,30 @@ class Acker {
     while (this.completes.length > 0 && this.inFlight < ACKS_IN_FLIGHT) {
       const jobs = this.completes.splice(0, codec.MAX_BATCH);
       this.inFlight++;
-      // The result travels once the protocol's CompleteItem has a field for it: codec.completeBatch
-      // already takes it (docs/clients/typescript.md#results).
-      const batch = codec.completeBatch(w.queue, jobs.map((j) => ({ id: j.message.id, lease_token: j.message.lease_token })));
-      w.controlClient.execute(batch.calls[0]!).then(
-        (results) => this.onCompleted(jobs, results, null),
-        (error: SundialError) => this.onCompleted(jobs, [], error),
+      const items = jobs.map((j) => ({ id: j.message.id, lease_token: j.message.lease_token, result: j.result }));
+      const asked = w.takeNextCredits();
+      if (asked === 0) {
+        w.controlClient.execute(codec.completeBatch(w.queue, items).calls[0]!).then(
+          (results) => this.onCompleted(jobs, results, null),
+          (error: SundialError) => this.onCompleted(jobs, [], error),
+        );
+        continue;
+      }
+      // Complete-and-next: the free slots' next messages come in the same reply.
+      w.controlClient.execute(codec.completeAndNext(w.queue, items, w.nextOptions(asked))).then(
+        (reply) => {
+          if (reply.next_error !== null) {
+            w.logger().warn(`dequeue with complete refused: ${reply.next_error.code}: ${reply.next_error.message}`, { sundial_queue: w.queue });
+            w.nextFailed(asked);
+          } else {
+            w.nextLeased(asked, reply.next);
+          }
+          this.onCompleted(jobs, reply.errors, null);
+        },
+        (error: SundialError) => {
+          w.nextFailed(asked);
+          this.onCompleted(jobs, [], error);
+        },
       );
     }
     for (const [job, text] of this.fails.splice(0)) {

@@ -139,7 +139,7 @@ test("getQueue, listQueues, purgeQueue and deleteQueue", async () => {
 test("enqueue resolves with id, version and duplicate; reuse with other content is ALREADY_EXISTS", async () => {
   const queue = uniqueQueue("enqueue");
   const r = await client.enqueue(queue, Buffer.from("hello"), { priority: 7, metadata: { tenant: "acme" }, id: "m-1" });
-  assert.deepEqual(r, { id: "m-1", version: 1, duplicate: false, error: null });
+  assert.deepEqual(r, { id: "m-1", version: 1, duplicate: false, error: null, outcome: null });
   const again = await client.enqueue(queue, "hello", { priority: 7, metadata: { tenant: "acme" }, id: "m-1" });
   assert.equal(again.duplicate, true);
   await rejectsWith(client.enqueue(queue, "other", { priority: 7, id: "m-1" }), { code: "ALREADY_EXISTS", origin: "server" });
@@ -282,8 +282,10 @@ test("complete, its idempotent repeat, and its errors", async () => {
   assert.equal((await client.get(queue, "a")).state, "completed");
   await rejectsWith(client.complete(queue, m.id, m.lease_token + 1), { code: "FAILED_PRECONDITION", origin: "server" });
   await rejectsWith(client.complete(queue, "nope", 1), { code: "NOT_FOUND" });
-  // Results wait for the protocol (docs/clients/typescript.md#results): refused, never dropped.
-  await rejectsWith(client.complete(queue, m.id, m.lease_token, { result: "42" }), { code: "INVALID_ARGUMENT", origin: "local", message: /result/ });
+  // A repeat that succeeded succeeds, and the first result stays (none here).
+  assert.equal(await client.complete(queue, m.id, m.lease_token, { result: "42" }), undefined);
+  assert.equal((await client.get(queue, "a")).result.length, 0);
+  await rejectsWith(client.complete(queue, m.id, m.lease_token, { result: 42 }), { code: "INVALID_ARGUMENT", origin: "local", message: /payload/ });
 });
 
 test("completeBatch answers per item", async () => {

@@ -13,7 +13,7 @@ const { Client, SundialError } = require("sundial-client");
 const { ROOT, Server, childEnv, tempDir, waitFor } = require("./helpers");
 
 const DOC = path.join(ROOT, "docs", "clients", "typescript.md");
-const EXAMPLES = ["worker", "enqueue", "errors", "pipelined", "watch", "exclusive"];
+const EXAMPLES = ["worker", "enqueue", "errors", "pipelined", "watch", "exclusive", "results"];
 
 let compiled; // the directory of the compiled examples
 
@@ -147,4 +147,11 @@ test("the exclusive queue and filter example builds the arm64 commits, one per r
     const built = script.lines.filter((l) => l.startsWith("building ")).sort();
     assert.deepEqual(built, ["building api c3", "building web a1", "building web b2"]);
     assert.equal((await client.count("builds")).pending, 1); // d4, x86_64: not this worker's
+  }));
+
+test("the results example gets the worker's answer through call()", () =>
+  withServer(async (server) => {
+    const script = new Script("results", server);
+    assert.equal(await script.exit, 0, script.errors);
+    assert.deepEqual(script.lines, ['completed {"width":320,"height":240}']);
   }));

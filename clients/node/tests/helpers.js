@@ -247,4 +247,45 @@ async function rejectsWith(promise, expected) {
   return error;
 }
 
-module.exports = { ROOT, SUNDIALD, Server, TestPki, childEnv, delay, rejectsWith, tempDir, uniqueQueue, waitFor };
+/** A Worker running (no signal handlers, no log); `.done` settles when run() does. */
+function startWorker(addr, queue, handler, options = {}) {
+  const { Worker } = require("sundial-client");
+  const w = new Worker(addr, queue, handler, { handle_signals: false, logger: null, ...options });
+  w.done = w.run();
+  w.done.catch(() => undefined); // read by the tests that expect it
+  return w;
+}
+
+/** Stops a Worker of startWorker and waits for run() to settle. */
+async function stopWorker(w) {
+  w.stop();
+  await w.done;
+}
+
+/** The server's count of answered requests of operation `op` (GET /metrics on `httpAddr`). */
+async function answeredRequests(httpAddr, op) {
+  const text = await (await fetch(`http://${httpAddr}/metrics`)).text();
+  let total = 0;
+  const pattern = new RegExp(`^sundial_operations_total\\{op="${op}",code="[A-Z_]+"\\} (\\d+)$`, "gm");
+  for (const [, n] of text.matchAll(pattern)) total += Number(n);
+  return total;
+}
+
+module.exports = {
+  answeredRequests,
+  startWorker,
+  stopWorker,
+  FIXED_PORTS,
+  ROOT,
+  START_TIMEOUT_MS,
+  SUNDIALD,
+  Server,
+  TestPki,
+  childEnv,
+  delay,
+  portIsFree,
+  rejectsWith,
+  tempDir,
+  uniqueQueue,
+  waitFor,
+};

@@ -7,7 +7,7 @@ const assert = require("node:assert/strict");
 const { after, before, test } = require("node:test");
 
 const { Client, SundialError, Worker, errorText } = require("sundial-client");
-const { Server, delay, rejectsWith, uniqueQueue, waitFor } = require("./helpers");
+const { Server, answeredRequests, delay, rejectsWith, startWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
 
 let server;
 let client;
@@ -29,18 +29,7 @@ function gate() {
   return { promise, open };
 }
 
-/** A Worker running; `.done` settles when run() does. */
-function startWorker(addr, queue, handler, options = {}) {
-  const w = new Worker(addr, queue, handler, { handle_signals: false, logger: null, ...options });
-  w.done = w.run();
-  w.done.catch(() => undefined); // read by the tests that expect it
-  return w;
-}
-
-async function stop(w) {
-  w.stop();
-  await w.done;
-}
+const stop = stopWorker;
 
 test("runs at most `concurrency` handlers and leases no more", async () => {
   const queue = uniqueQueue("concurrency");
@@ -66,14 +55,7 @@ test("runs at most `concurrency` handlers and leases no more", async () => {
   assert.equal(m.sundial_worker_running, 0);
 });
 
-/** The server's count of answered Complete requests (GET /metrics). */
-async function completeRequests() {
-  const response = await fetch(`http://${server.httpAddr}/metrics`);
-  const text = await response.text();
-  let total = 0;
-  for (const [, n] of text.matchAll(/^sundial_operations_total\{op="complete",code="[A-Z_]+"\} (\d+)$/gm)) total += Number(n);
-  return total;
-}
+const completeRequests = () => answeredRequests(server.httpAddr, "complete");
 
 test("completes are batched: fewer complete requests than jobs", async () => {
   const queue = uniqueQueue("batched");
