@@ -674,6 +674,9 @@ PY
 # ---------------------------------------------------------------------------------------------
 
 START=$SECONDS
+if [[ -z $FROM_RESULTS ]] && ! for m in $(modes); do cases_for_mode "$m"; done | grep -q .; then
+  die "no case matches --modes '$ONLY_MODES' --workloads '$ONLY_WORKLOADS' --connections '$ONLY_CONNECTIONS'"
+fi
 start_run redis-server:redis-server beanstalkd:beanstalkd
 
 read -r ESTIMATE TOTAL_RUNS <<<"$(estimate_seconds)"
