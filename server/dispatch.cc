@@ -384,7 +384,7 @@ EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<Messag
     return out;
   }
   ctx.empty_dequeue = leased->empty();
-  ctx.messages += leased->size();
+  ctx.next_leased += leased->size();
   out.messages = EncodeMessages(b, *ctx.engine, *leased, include_dependencies);
   return out;
 }
@@ -764,6 +764,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.empty_dequeue = ctx.empty_dequeue;
   out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   out.deferred = ctx.deferred;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
   if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
@@ -866,6 +867,7 @@ Dispatcher::Outcome Dispatcher::AnswerNext(const p::Request& request, std::strin
   out.code = r.code();
   out.empty_dequeue = ctx.empty_dequeue;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;
 }

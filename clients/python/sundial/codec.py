@@ -751,10 +751,8 @@ def result_bytes(value):
             from None
 
 
-def complete_batch(queue, items):
-    """[(id, lease_token)] or [(id, lease_token, result)] in requests of MAX_BATCH; value:
-    [None | SundialError]."""
-    queue = _str("queue", queue)
+def _complete_items(items):
+    """[(id, lease_token)] or [(id, lease_token, result)], checked: [(id, token, result bytes)]."""
     checked = []
     for k, item in enumerate(items):
         try:
@@ -767,31 +765,85 @@ def complete_batch(queue, items):
                 f"tuple") from None
         checked.append((_str("id", id_), _int("lease_token", token, _UINT64),
                         result_bytes(rest[0] if rest else None)))
+    return checked
+
+
+def _build_complete(b, queue, chunk, build_next=None):
+    """A Complete table of the checked items in `chunk`; `build_next(b)`: its ``next``."""
+    offsets = []
+    for id_, token, result in chunk:
+        i = b.CreateString(id_)
+        r = b.CreateByteVector(result) if result else 0
+        CompleteItem.CompleteItemStart(b)
+        CompleteItem.CompleteItemAddId(b, i)
+        CompleteItem.CompleteItemAddLeaseToken(b, token)
+        if r:
+            CompleteItem.CompleteItemAddResult(b, r)
+        offsets.append(CompleteItem.CompleteItemEnd(b))
+    vector = _offset_vector(b, Complete.CompleteStartItemsVector, offsets)
+    q = b.CreateString(queue)
+    n = build_next(b) if build_next is not None else 0
+    Complete.CompleteStart(b)
+    Complete.CompleteAddQueue(b, q)
+    Complete.CompleteAddItems(b, vector)
+    if n:
+        Complete.CompleteAddNext(b, n)
+    return Complete.CompleteEnd(b)
+
+
+def complete_batch(queue, items):
+    """[(id, lease_token)] or [(id, lease_token, result)] in requests of MAX_BATCH; value:
+    [None | SundialError]."""
+    queue = _str("queue", queue)
+    checked = _complete_items(items)
 
     def chunk_call(chunk):
-        def build(b):
-            offsets = []
-            for id_, token, result in chunk:
-                i = b.CreateString(id_)
-                r = b.CreateByteVector(result) if result else 0
-                CompleteItem.CompleteItemStart(b)
-                CompleteItem.CompleteItemAddId(b, i)
-                CompleteItem.CompleteItemAddLeaseToken(b, token)
-                if r:
-                    CompleteItem.CompleteItemAddResult(b, r)
-                offsets.append(CompleteItem.CompleteItemEnd(b))
-            vector = _offset_vector(b, Complete.CompleteStartItemsVector, offsets)
-            q = b.CreateString(queue)
-            Complete.CompleteStart(b)
-            Complete.CompleteAddQueue(b, q)
-            Complete.CompleteAddItems(b, vector)
-            return Complete.CompleteEnd(b)
-
-        return Call("complete", Operation.Operation.Complete, build,
+        return Call("complete", Operation.Operation.Complete,
+                    lambda b: _build_complete(b, queue, chunk),
                     lambda response: _decode_item_results(response, "complete"), True)
 
     return Batch([chunk_call(checked[i:i + MAX_BATCH]) for i in range(0, len(checked), MAX_BATCH)],
                  lambda results: [r for chunk in results for r in chunk])
+
+
+def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0):
+    """Complete of up to MAX_BATCH items with ``next``: a dequeue of this queue in the same
+    request, log group and reply (docs/semantics.md, "Complete-and-next"); value:
+    CompleteAndNextResult."""
+    queue = _str("queue", queue)
+    checked = _complete_items(items)
+    if len(checked) > MAX_BATCH:
+        raise invalid_argument(f"items: at most {MAX_BATCH} per complete_and_next")
+    max = _int("max", max, _UINT32)
+    wait_ms = _int("wait_ms", wait_ms, _UINT32)
+    lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
+    pairs = _pairs("filter", filter)
+
+    def build_next(b):  # the queue left out: this one
+        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
+        Dequeue.DequeueStart(b)
+        Dequeue.DequeueAddMax(b, max)
+        if lease_ms is not None:
+            Dequeue.DequeueAddLeaseMs(b, lease_ms)
+        if f:
+            Dequeue.DequeueAddFilter(b, f)
+        if wait_ms:
+            Dequeue.DequeueAddWaitMs(b, wait_ms)
+        return Dequeue.DequeueEnd(b)
+
+    def decode(response):
+        r = _expect(response, Result.Result.ItemResults, ItemResults, "complete_and_next")
+        error = r.NextError()
+        next_error = None if error is None else SundialError(
+            code_name(error.Code()), _text(error.Message()), origin="server")
+        return records.CompleteAndNextResult(
+            items=_item_errors(r, r.ItemsLength(), "complete_and_next"),
+            messages=[decode_message(r.Next(j)) for j in range(r.NextLength())],
+            next_error=next_error)
+
+    return Call("complete", Operation.Operation.Complete,
+                lambda b: _build_complete(b, queue, checked, build_next), decode, True,
+                wait_s=wait_ms / 1000.0)
 
 
 def complete(queue, id, lease_token, result=None):

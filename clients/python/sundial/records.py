@@ -142,6 +142,17 @@ class Queue(Record):
         return {name: getattr(self, name) for name in self.SETTINGS}
 
 
+class CompleteAndNextResult(Record):
+    """What complete_and_next did (docs/semantics.md, "Complete-and-next"): ``items``, per
+    completed item None (done) or its SundialError; ``messages``, the ``[Message]`` its ``next``
+    leased (maybe empty); ``next_error``, the SundialError of a ``next`` the server refused
+    (a bad queue, max, lease_ms or filter: then nothing was completed either), else None."""
+
+    __slots__ = ("items", "messages", "next_error")
+    FIELDS = __slots__
+    _decoders = {}
+
+
 class FailResult(Record):
     """What fail did: the message's new ``state`` (``invisible``, ``pending`` or ``errored``),
     ``visible_at`` when invisible, and ``dead_letter_queue`` when it moved there."""
