@@ -15,13 +15,14 @@ __path__ = extend_path(__path__, __name__)
 from .aio import AsyncClient  # noqa: E402
 from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
-from .records import (Batch, BrowsePage, Counts, EnqueueResult, Explanation, FailResult,  # noqa: E402
-                      Health, Message, MessageEvent, MessageSummary, Outcome, Queue,
-                      QueueStats, Resubscribed, Stats, StatsTick)
+from .records import (Batch, BrowsePage, CompleteAndNextResult, Counts,  # noqa: E402
+                      EnqueueResult, Explanation, FailResult, Health, Message, MessageEvent,
+                      MessageSummary, Outcome, Queue, QueueStats, Resubscribed, Stats, StatsTick)
 from .worker import Worker  # noqa: E402
 
 __version__ = "0.1.0"
 
-__all__ = ["AsyncClient", "Batch", "BrowsePage", "Client", "Counts", "EnqueueResult", "Explanation",
-           "FailResult", "Health", "Message", "MessageEvent", "MessageSummary", "Outcome",
-           "Queue", "QueueStats", "Resubscribed", "Stats", "StatsTick", "SundialError", "Worker"]
+__all__ = ["AsyncClient", "Batch", "BrowsePage", "Client", "CompleteAndNextResult", "Counts",
+           "EnqueueResult", "Explanation", "FailResult", "Health", "Message", "MessageEvent",
+           "MessageSummary", "Outcome", "Queue", "QueueStats", "Resubscribed", "Stats",
+           "StatsTick", "SundialError", "Worker"]
