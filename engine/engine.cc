@@ -157,6 +157,23 @@ R Engine::WithQueue(std::string_view name, Missing missing, Fn fn) const {
   return fn(*q, clock_->NowMs(), shard);
 }
 
+Queue* Engine::CreateDefaultQueue(Shard& shard, std::string_view name, TimeMs now) {
+  shard.mu.AssertHeld();
+  auto created =
+      std::make_unique<Queue>(std::string(name), QueueSettings{}, &accounting_->env, &shard.bytes);
+  Queue* q = created.get();
+  shard.queues.emplace(std::string(name), std::move(created));
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kQueueCreated;
+    e.time = now;
+    e.queue = q->name();
+    e.settings = &q->settings();
+    sink_->OnEffect(e);
+  }
+  return q;
+}
+
 Engine::Shard& Engine::ShardFor(std::string_view name) const {
   return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
 }
@@ -374,18 +391,7 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
-                                           &shard.bytes);
-    q = created.get();
-    shard.queues.emplace(std::string(queue), std::move(created));
-    if (sink_ != nullptr) {
-      Effect e;
-      e.type = EffectType::kQueueCreated;
-      e.time = now;
-      e.queue = q->name();
-      e.settings = &q->settings();
-      sink_->OnEffect(e);
-    }
+    q = CreateDefaultQueue(shard, queue, now);
   }
   // The id-table lookups of a batch miss cache one after another: start the next ones early.
   constexpr size_t kAhead = 4;
@@ -1035,18 +1041,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
-                                           &shard.bytes);
-    q = created.get();
-    shard.queues.emplace(std::string(queue), std::move(created));
-    if (sink_ != nullptr) {
-      Effect e;
-      e.type = EffectType::kQueueCreated;
-      e.time = now;
-      e.queue = q->name();
-      e.settings = &q->settings();
-      sink_->OnEffect(e);
-    }
+    q = CreateDefaultQueue(shard, queue, now);
   }
   std::vector<R> out;
   out.reserve(items.size());

@@ -702,6 +702,26 @@ def enqueue_batch(queue, items):
     return Batch(calls, lambda results: [r for chunk in results for r in chunk])
 
 
+def _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results):
+    """A Dequeue table: a request's own, or (`queue` None: the same queue) a complete's
+    `next`."""
+    q = b.CreateString(queue) if queue is not None else 0
+    f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
+    Dequeue.DequeueStart(b)
+    if q:
+        Dequeue.DequeueAddQueue(b, q)
+    Dequeue.DequeueAddMax(b, max)
+    if lease_ms is not None:
+        Dequeue.DequeueAddLeaseMs(b, lease_ms)
+    if f:
+        Dequeue.DequeueAddFilter(b, f)
+    if wait_ms:
+        Dequeue.DequeueAddWaitMs(b, wait_ms)
+    if include_dependency_results:
+        Dequeue.DequeueAddIncludeDependencyResults(b, True)
+    return Dequeue.DequeueEnd(b)
+
+
 def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
             include_dependency_results=False):
     queue = _str("queue", queue)
@@ -712,20 +732,7 @@ def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
     pairs = _pairs("filter", filter)
 
     def build(b):
-        q = b.CreateString(queue)
-        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
-        Dequeue.DequeueStart(b)
-        Dequeue.DequeueAddQueue(b, q)
-        Dequeue.DequeueAddMax(b, max)
-        if lease_ms is not None:
-            Dequeue.DequeueAddLeaseMs(b, lease_ms)
-        if f:
-            Dequeue.DequeueAddFilter(b, f)
-        if wait_ms:
-            Dequeue.DequeueAddWaitMs(b, wait_ms)
-        if include_dependency_results:
-            Dequeue.DequeueAddIncludeDependencyResults(b, True)
-        return Dequeue.DequeueEnd(b)
+        return _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results)
 
     def decode(response):
         r = _expect(response, Result.Result.DequeueResult, DequeueResult, "dequeue")
@@ -806,7 +813,8 @@ def complete_batch(queue, items):
                  lambda results: [r for chunk in results for r in chunk])
 
 
-def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0):
+def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
+                      include_dependency_results=False):
     """Complete of up to MAX_BATCH items with ``next``: a dequeue of this queue in the same
     request, log group and reply (docs/semantics.md, "Complete-and-next"); value:
     CompleteAndNextResult."""
@@ -818,18 +826,10 @@ def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0
     wait_ms = _int("wait_ms", wait_ms, _UINT32)
     lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
     pairs = _pairs("filter", filter)
+    include_dependency_results = bool(include_dependency_results)
 
     def build_next(b):  # the queue left out: this one
-        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
-        Dequeue.DequeueStart(b)
-        Dequeue.DequeueAddMax(b, max)
-        if lease_ms is not None:
-            Dequeue.DequeueAddLeaseMs(b, lease_ms)
-        if f:
-            Dequeue.DequeueAddFilter(b, f)
-        if wait_ms:
-            Dequeue.DequeueAddWaitMs(b, wait_ms)
-        return Dequeue.DequeueEnd(b)
+        return _build_dequeue(b, None, max, lease_ms, pairs, wait_ms, include_dependency_results)
 
     def decode(response):
         r = _expect(response, Result.Result.ItemResults, ItemResults, "complete_and_next")

@@ -145,15 +145,17 @@ class Operations:
         result)`` triples. Returns, per item, None (done) or its SundialError."""
         return self._execute(codec.complete_batch(queue, items), timeout, durability)
 
-    def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0, *,
-                          timeout=None, durability=None):
+    def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
+                          include_dependency_results=False, *, timeout=None, durability=None):
         """A worker's "finish these, give me the next" in one request, one fsync and one reply
         (docs/semantics.md, "Complete-and-next"): completes ``items`` (as ``complete_batch``'s,
         up to 1000), then leases up to ``max`` messages of the same queue as ``dequeue`` would
-        (``lease_ms``, ``filter``, ``wait_ms``). The dequeue runs whatever the items' outcomes.
-        Returns ``CompleteAndNextResult`` (``items``, ``messages``, ``next_error``)."""
+        (``lease_ms``, ``filter``, ``wait_ms``, ``include_dependency_results``). The dequeue
+        runs whatever the items' outcomes. Returns ``CompleteAndNextResult`` (``items``,
+        ``messages``, ``next_error``)."""
         return self._execute(codec.complete_and_next(queue, items, max, lease_ms, filter,
-                                                     wait_ms), timeout, durability)
+                                                     wait_ms, include_dependency_results),
+                             timeout, durability)
 
     def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,
              durability=None):
