@@ -150,6 +150,10 @@ class Engine {
   // RESOURCE_EXHAUSTED past kMaxSchedules.
   Result<ScheduleUpsertResult> UpsertSchedule(std::string_view queue, std::string_view name,
                                               const ScheduleSpec& spec);
+  // The same with the template's metadata given unpacked (checked against the limits of
+  // docs/semantics.md, "Limits", then packed into spec.packed_metadata).
+  Result<ScheduleUpsertResult> UpsertSchedule(std::string_view queue, std::string_view name,
+                                              ScheduleSpec spec, const Metadata& metadata);
   Result<ScheduleInfo> GetSchedule(std::string_view queue, std::string_view name) const;
   // Every schedule of `queue` (empty: of every queue), by (queue, name).
   std::vector<ScheduleInfo> ListSchedules(std::string_view queue) const;

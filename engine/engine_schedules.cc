@@ -116,6 +116,16 @@ Result<ScheduleUpsertResult> Engine::UpsertSchedule(std::string_view queue, std:
   return ScheduleUpsertResult{ScheduleInfoOf(entry), old == nullptr};
 }
 
+Result<ScheduleUpsertResult> Engine::UpsertSchedule(std::string_view queue, std::string_view name,
+                                                    ScheduleSpec spec, const Metadata& metadata) {
+  EnqueueItem check;
+  check.id = "x";
+  check.metadata = metadata;
+  if (Status s = ValidateItem(check, options_.max_payload_bytes); !s.ok()) return s;
+  spec.packed_metadata = metadata.empty() ? std::string() : PackMetadata(metadata);
+  return UpsertSchedule(queue, name, spec);
+}
+
 Result<ScheduleInfo> Engine::GetSchedule(std::string_view queue, std::string_view name) const {
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);

@@ -17,11 +17,12 @@ from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
 from .records import (BrowsePage, Counts, EnqueueResult, Explanation, FailResult,  # noqa: E402
                       Health, Message, MessageEvent, MessageSummary, Outcome, Queue,
-                      QueueStats, Resubscribed, Stats, StatsTick)
+                      QueueStats, Resubscribed, Schedule, Stats, StatsTick, TriggerResult)
 from .worker import Worker  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "BrowsePage", "Client", "Counts", "EnqueueResult", "Explanation",
            "FailResult", "Health", "Message", "MessageEvent", "MessageSummary", "Outcome",
-           "Queue", "QueueStats", "Resubscribed", "Stats", "StatsTick", "SundialError", "Worker"]
+           "Queue", "QueueStats", "Resubscribed", "Schedule", "Stats", "StatsTick", "SundialError",
+           "TriggerResult", "Worker"]
