@@ -2,6 +2,7 @@
 # Sundial side by side with Redis and beanstalkd, on this machine, in one run (issue 5).
 #
 #   bash bench/compare.sh [--quick] [--keep-results FILE] [--output FILE]
+#        [--modes LIST --workloads LIST --connections LIST  (a subset; needs --output)]
 #   bash bench/compare.sh --from-results FILE [--output FILE]     (rewrite the report only)
 #
 # Starts every server itself on 127.0.0.1, on free ports, each with its own data dir under one
@@ -22,6 +23,9 @@
 #
 # --quick: 1 round of 1 s per run (about a third of the time; for trying the script, not for the
 # record). DURATION, ROUNDS and the PREFILL_* variables below can be set in the environment.
+# --modes (durable,relaxed), --workloads (enqueue,dequeue-complete,worker,...) and --connections
+# (1,16,64), comma-separated, run only the cases that match all three; such a partial report
+# must go to its own --output (it would replace the whole one in docs/BENCHMARKS.md).
 # Needs python3 (standard library only) for the report; installs redis-server and beanstalkd
 # from Debian when missing; runs `make build` when the binaries are missing.
 set -euo pipefail
@@ -34,27 +38,36 @@ DURATION=${DURATION:-2}                  # seconds per run
 ROUNDS=${ROUNDS:-3}
 PAYLOAD_BYTES=${PAYLOAD_BYTES:-100}
 # Messages enqueued (untimed) before a dequeue-type run, sized so that no target runs dry within
-# DURATION: Sundial's durable dequeue+complete may pass 100K/s; beanstalkd -f 0 fsyncs every put
-# (about 6K puts/s), so its durable prefill is small or the prefill alone would take minutes.
-PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-100000}
-PREFILL_REDIS=${PREFILL_REDIS:-100000}
-PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-8000}
+# DURATION: Sundial's durable worker loop passed 75K/s at c=64 in a quiet moment; beanstalkd -f 0
+# fsyncs every put (6K to 10K puts/s here) and its worker loop at c=1 reached 8K/s, so its
+# durable prefill is what two seconds of that take, or the prefill alone would take minutes.
+PREFILL_SUNDIAL=${PREFILL_SUNDIAL:-200000}
+PREFILL_REDIS=${PREFILL_REDIS:-200000}
+PREFILL_BEANSTALK_DURABLE=${PREFILL_BEANSTALK_DURABLE:-20000}
 PREFILL_BEANSTALK_RELAXED=${PREFILL_BEANSTALK_RELAXED:-80000}
 RUN_SLACK_S=${RUN_SLACK_S:-180}          # a run is killed after DURATION + this (prefill included)
 READY_TIMEOUT_S=10                       # a server must accept connections within this
 STOP_TIMEOUT_S=10                        # SIGTERM, then SIGKILL after this
 
+ONLY_MODES='' ONLY_WORKLOADS='' ONLY_CONNECTIONS='' OUTPUT_GIVEN=''
 while (($#)); do
   case $1 in
     --quick) ROUNDS=1 DURATION=1 ;;
     --keep-results) (($# >= 2)) || usage; KEEP_RESULTS=$2; shift ;;
     --from-results) (($# >= 2)) || usage; FROM_RESULTS=$2; shift ;;
-    --output) (($# >= 2)) || usage; OUTPUT=$2; shift ;;
+    --output) (($# >= 2)) || usage; OUTPUT=$2; OUTPUT_GIVEN=1; shift ;;
+    --modes) (($# >= 2)) || usage; ONLY_MODES=$2; shift ;;
+    --workloads) (($# >= 2)) || usage; ONLY_WORKLOADS=$2; shift ;;
+    --connections) (($# >= 2)) || usage; ONLY_CONNECTIONS=$2; shift ;;
     -h | --help) usage ;;
     *) log "unknown argument: $1"; usage ;;
   esac
   shift
 done
+if [[ -n $ONLY_MODES$ONLY_WORKLOADS$ONLY_CONNECTIONS && -z $OUTPUT_GIVEN && -z $FROM_RESULTS ]]; then
+  log "--modes/--workloads/--connections run a subset: give it its own --output FILE"
+  usage
+fi
 enter_repository
 
 # ---------------------------------------------------------------------------------------------
@@ -233,11 +246,34 @@ run_one() {
   fi
 }
 
-# The cases of a mode, one per line: WORKLOAD CONNECTIONS BATCH TARGETS (comma-separated).
+# in_list ITEM LIST: LIST (comma-separated) is empty or holds ITEM.
+in_list() { [[ -z $2 || ,$2, == *,$1,* ]]; }
+
+# The modes to run (--modes), one per line.
+modes() {
+  local mode
+  for mode in durable relaxed; do in_list "$mode" "$ONLY_MODES" && echo "$mode"; done
+  return 0
+}
+
+# The cases of a mode (those --workloads and --connections leave), one per line: WORKLOAD
+# CONNECTIONS BATCH TARGETS (comma-separated).
 cases_for_mode() {
+  local workload conns batch targets
+  all_cases_for_mode "$1" | while read -r workload conns batch targets; do
+    in_list "$workload" "$ONLY_WORKLOADS" && in_list "$conns" "$ONLY_CONNECTIONS" &&
+      echo "$workload $conns $batch $targets"
+  done
+  return 0
+}
+
+all_cases_for_mode() {
   local c
   for c in 1 16 64; do echo "enqueue $c 1 sundial,redis,beanstalk"; done
   for c in 1 16 64; do echo "dequeue-complete $c 1 sundial,redis,beanstalk"; done
+  # A worker's loop: dequeue once, then complete-and-next (Redis: one script call that ZREMs
+  # and leases; beanstalkd: delete then reserve, pipelined).
+  for c in 1 16 64; do echo "worker $c 1 sundial,redis,beanstalk"; done
   [[ $1 == durable ]] || return 0
   for c in 16 64; do echo "mixed $c 1 sundial,redis,beanstalk"; done
   for c in 16 64; do echo "filter $c 1 sundial,redis,beanstalk"; done
@@ -251,7 +287,7 @@ estimate_seconds() {
   local -a names
   local -A rate=([sundial]=150000 [redis]=100000 [beanstalk_durable]=6000
     [beanstalk_relaxed]=60000)  # rough prefill messages/s
-  for mode in durable relaxed; do
+  for mode in $(modes); do
     while read -r workload conns batch targets; do
       IFS=, read -ra names <<<"$targets"
       for name in "${names[@]}"; do
@@ -280,6 +316,12 @@ estimate_seconds() {
     'BEGIN { printf "%d %d\n", n * (r * (d + 0.3) + p / 1000) + 10, n * r }'
 }
 
+subset_text() {  # empty for a full run
+  [[ -n $ONLY_MODES$ONLY_WORKLOADS$ONLY_CONNECTIONS ]] || return 0
+  printf 'modes %s, workloads %s, connections %s' "${ONLY_MODES:-all}" "${ONLY_WORKLOADS:-all}" \
+    "${ONLY_CONNECTIONS:-all}"
+}
+
 collect_meta() {
   local -a machine
   mapfile -t machine < <(machine_meta)
@@ -288,7 +330,8 @@ collect_meta() {
     "rounds=$ROUNDS" "duration_s=$DURATION" "payload_bytes=$PAYLOAD_BYTES" \
     "prefill_sundial=$PREFILL_SUNDIAL" "prefill_redis=$PREFILL_REDIS" \
     "prefill_beanstalk_durable=$PREFILL_BEANSTALK_DURABLE" \
-    "prefill_beanstalk_relaxed=$PREFILL_BEANSTALK_RELAXED" <<'PY'
+    "prefill_beanstalk_relaxed=$PREFILL_BEANSTALK_RELAXED" \
+    "subset=$(subset_text)" <<'PY'
 import json, sys
 meta = {"kind": "meta", "prefill": {}}
 for arg in sys.argv[1:]:
@@ -453,6 +496,9 @@ if meta:
       f"{pre.get('beanstalk_relaxed', '?'):,} (beanstalkd relaxed). The latencies are "
       "sundial-bench's percentiles (`p50_us`, `p99_us`, `p999_us`).")
     w("")
+    if meta.get("subset"):
+        w(f"**A subset of the cases** ({meta['subset']}): targets without data are left out.")
+        w("")
 
 MODES = (("durable", "durable: Sundial `--fsync=always`, Redis `appendfsync always`, beanstalkd `-f 0`"),
          ("relaxed", "relaxed: Sundial `--fsync=interval:1000`, Redis `appendfsync everysec`, beanstalkd `-f 50`"))
@@ -498,13 +544,18 @@ s50, b50 = median_of(k1, "sundial", "p50_us"), median_of(k1, "beanstalk", "p50_u
 targets.append(("durable enqueue, c=1: Sundial p50 ≤ beanstalkd -f 0's p50",
                 "no data" if None in (s50, b50) else f"{fmt_us(s50)} vs {fmt_us(b50)}",
                 None if None in (s50, b50) else s50 <= b50))
-k1 = ("durable", "dequeue-complete", 1, 1)
-r = ratio(k1, "sundial", "beanstalk")
-targets.append(("durable dequeue-complete, c=1: Sundial ≥ 1× beanstalkd -f 0",
-                "no data" if r is None else
-                f"{fmt_ratio(r)} ({fmt_rate(median_of(k1, 'sundial', 'ops_per_sec'))} vs "
-                f"{fmt_rate(median_of(k1, 'beanstalk', 'ops_per_sec'))} ops/s)",
-                None if r is None else r >= 1))
+def beanstalk_target(workload, need):
+    k1 = ("durable", workload, 1, 1)
+    r = ratio(k1, "sundial", "beanstalk")
+    targets.append((f"durable {workload}, c=1: Sundial ≥ {need:g}× beanstalkd -f 0",
+                    "no data" if r is None else
+                    f"{fmt_ratio(r)} ({fmt_rate(median_of(k1, 'sundial', 'ops_per_sec'))} vs "
+                    f"{fmt_rate(median_of(k1, 'beanstalk', 'ops_per_sec'))} ops/s)",
+                    None if r is None else r >= need))
+
+beanstalk_target("dequeue-complete", 1)
+beanstalk_target("worker", 1.2)
+ratio_target("durable", "worker", 64, 2)
 ratio_target("relaxed", "enqueue", 64, 1.2)
 ratio_target("relaxed", "dequeue-complete", 64, 1.2)
 k64 = ("durable", "enqueue", 1, 64)
@@ -534,12 +585,16 @@ w("")
 w("| target | measured | |")
 w("| --- | --- | --- |")
 for t in targets:
+    if meta.get("subset") and t[2] is None:
+        continue
     target_row(*t)
 w("")
 
 # ---- Tables
 WORKLOADS = (("enqueue", 1, "enqueue"),
              ("dequeue-complete", 1, "dequeue + complete (a worker's loop: dequeue one, complete it)"),
+             ("worker", 1, "worker (dequeue once, then complete-and-next: Redis one script call "
+              "that ZREMs and leases, beanstalkd delete then reserve pipelined)"),
              ("mixed", 1, "mixed"),
              ("filter", 1, "filter (dequeue with a metadata filter)"),
              ("exclusive", 1, "exclusive queue (Sundial only: the peers have none)"),
@@ -596,7 +651,7 @@ if checked and not mismatched:
       "acknowledged (enqueued, leased, completed, over all its phases) equal what sundiald "
       "counted (`sundial_messages_total` before and after the run). CPU/op is the server "
       "process's utime+stime over the measured run divided by its operations (a request; for "
-      "dequeue-complete, a dequeue and its complete).")
+      "dequeue-complete, a dequeue and its complete; for worker, a complete-and-next).")
     w("")
 failed = [r for r in runs if r["failed"]]
 if failed:
@@ -619,6 +674,9 @@ PY
 # ---------------------------------------------------------------------------------------------
 
 START=$SECONDS
+if [[ -z $FROM_RESULTS ]] && ! for m in $(modes); do cases_for_mode "$m"; done | grep -q .; then
+  die "no case matches --modes '$ONLY_MODES' --workloads '$ONLY_WORKLOADS' --connections '$ONLY_CONNECTIONS'"
+fi
 start_run redis-server:redis-server beanstalkd:beanstalkd
 
 read -r ESTIMATE TOTAL_RUNS <<<"$(estimate_seconds)"
@@ -630,7 +688,7 @@ log "$TOTAL_RUNS runs ($ROUNDS rounds, ${DURATION} s each); estimated wall time 
   "$(min_s "$ESTIMATE"); work dir $WORK"
 collect_meta
 
-for mode in durable relaxed; do
+for mode in $(modes); do
   log "mode $mode: starting servers"
   start_sundial "$mode"
   start_redis "$mode"

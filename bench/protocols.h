@@ -6,9 +6,11 @@
 //
 //   operation   Sundial                Redis                               beanstalkd
 //   enqueue     Enqueue (K items)      ZADD key score member (K pairs)     K × put
-//   dequeue     Dequeue max K          EVALSHA lease script (n = K)         K ×
-//   reserve-with-timeout 0 complete    Complete (K items)     ZREM key member… K × delete tenant
-//   metadata tenant=T,     key "<queue>:T"                      tube "<queue>.T"
+//   dequeue     Dequeue max K          EVALSHA lease script (n = K)        K × reserve-with-timeout
+//   0 complete    Complete (K items)     ZREM key member…                    K × delete complete
+//   Complete (K items)     EVALSHA lease script (n = M,        K × delete, then and next    with
+//   next: max M       members to ZREM first)              M × reserve-with-timeout 0 tenant
+//   metadata tenant=T,     key "<queue>:T"                     tube "<queue>.T"
 //               Dequeue filter
 //
 // Requests carry a `slot` (the driver's in-flight operation); replies hand it back through a
@@ -78,6 +80,13 @@ class Protocol {
   // `tenant`: the one the leases were dequeued with (Redis: the key they are in).
   virtual void Complete(uint32_t slot, std::string_view tenant, std::span<const Lease> leases,
                         std::string* out) = 0;
+  // The worker's loop step (complete-and-next, docs/semantics.md): completes `leases` and leases
+  // up to `next_max` more in one request (Redis: one script call; beanstalkd: the deletes and
+  // the reserves pipelined in one write). The new leases are reported like a dequeue's, before
+  // Done.
+  virtual void CompleteAndNext(uint32_t slot, std::string_view tenant,
+                               std::span<const Lease> leases, uint32_t next_max,
+                               std::string* out) = 0;
 
   // Consumes every complete reply at the front of `in`, reporting them to `sink`; returns the
   // bytes consumed, or -1 when the bytes cannot be a reply (the connection is then broken;

@@ -3,10 +3,12 @@
 // each keeping up to --pipeline operations in flight, framed by hand (bench/protocols.h) for
 // Sundial, Redis and beanstalkd alike.
 //
-// An operation is one unit of the workload: an enqueue request (K messages), or a worker's
-// dequeue followed by the complete of what it got. Its latency runs from its start to its last
-// reply; with --rate the start is the intended send time of an open-loop schedule, so a stall
-// of the server shows up as latency instead of as fewer requests (coordinated omission).
+// An operation is one unit of the workload: an enqueue request (K messages), a worker's
+// dequeue followed by the complete of what it got, or (the worker workload) one
+// complete-and-next request of a slot that dequeued once and then loops on it. Its latency runs
+// from its start to its last reply; with --rate the start is the intended send time of an open-loop
+// schedule, so a stall of the server shows up as latency instead of as fewer requests (coordinated
+// omission).
 //
 // Phases: connect; prepare (the first connection creates the queue); setup (each connection);
 // prefill (untimed, dequeue-type workloads); the measured run; teardown (the queue is deleted,
@@ -45,7 +47,7 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-enum class Workload : uint8_t { kEnqueue, kDequeueComplete, kMixed, kFilter, kExclusive };
+enum class Workload : uint8_t { kEnqueue, kDequeueComplete, kMixed, kFilter, kExclusive, kWorker };
 
 struct Config {
   Target target = Target::kSundial;
@@ -58,6 +60,7 @@ struct Config {
   uint32_t threads = 2;
   uint32_t pipeline = 1;
   uint32_t batch = 1;
+  uint32_t next_max = 0;  // worker: leases held at most (each request asks to refill); 0: batch
   uint32_t payload_bytes = 100;
   uint64_t messages = 0;  // 0: no count limit
   double duration_s = 10;
@@ -150,11 +153,12 @@ double ProcessCpuSeconds(int pid) {
 // What every thread shares during a phase.
 struct PhaseShared {
   bool measured = false;
-  // The shape of an operation: kEnqueue, kDequeueComplete (also filter's and exclusive's) or
-  // kMixed (alternating the two).
+  // The shape of an operation: kEnqueue, kDequeueComplete (also filter's and exclusive's),
+  // kMixed (alternating the two) or kWorker (complete-and-next).
   Workload workload = Workload::kEnqueue;
   bool tenants = false;  // filter: messages carry a tenant and dequeues filter on one
   uint32_t batch = 1;
+  uint32_t next_max = 1;  // kWorker: leases a slot holds at most
   uint32_t pipeline = 1;
   double rate_per_thread = 0;
   Clock::time_point start;
@@ -248,12 +252,14 @@ class Connection final : public ReplySink {
       kControl,
       kEnqueue,
       kDequeue,
-      kComplete
+      kComplete,
+      kCompleteAndNext
     } stage = Stage::kFree;
     int64_t start_ns = 0;
     uint32_t messages = 0;  // counted when the operation ends
     std::vector<Lease> leases;
-    size_t leased = 0;  // leases[0, leased) are live
+    size_t leased = 0;        // leases[0, leased) are live
+    uint32_t completing = 0;  // kCompleteAndNext: the leases it completes (no longer in leases)
   };
   std::vector<Slot>& slots() { return slots_; }
   // The phase uses slots [0, n): the free ones among them become takeable.
@@ -357,7 +363,8 @@ class Worker {
   std::vector<std::unique_ptr<Connection>>& connections() { return connections_; }
 
   Counters& counters() { return counters_; }  // of the current phase
-  Acked& acked() { return acked_; }           // over every phase
+  Workload workload() const { return phase_->workload; }
+  Acked& acked() { return acked_; }  // over every phase
 
   // Runs one phase on this thread until every operation it started has ended.
   void RunPhase(PhaseShared* phase) {
@@ -396,14 +403,8 @@ class Worker {
 
   // Called by a connection when an operation ends (latency from `start_ns`).
   void OpDone(Connection& c, uint32_t slot, uint32_t messages) {
-    auto& s = c.slots()[slot];
     const int64_t now = Nanos(Clock::now());
-    if (messages > 0) {
-      counters_.messages += messages;
-      counters_.last_done_ns = now;
-      if (phase_->measured) counters_.latency.Record(static_cast<uint64_t>(now - s.start_ns));
-      empty_streak_ = 0;
-    }
+    if (messages > 0) CountDone(c.slots()[slot], messages, now);
     c.ReleaseSlot(slot);
     if (!backlog_.empty() && !stopping_) {
       if (StartOp(c, backlog_.front())) backlog_.pop_front();
@@ -411,6 +412,51 @@ class Worker {
       StartOp(c, now);
     }
     MaybeFinish();
+  }
+
+  // The worker workload, after the reply to a slot's dequeue or complete-and-next, which
+  // completed `completed` messages (leases the slot held) and leased what the slot now holds:
+  // the next complete-and-next, completing up to --batch of them and asking for as many as
+  // keep the slot at --next-max. When the run is over (time, budget) the slot completes what
+  // it holds with a plain complete, as a worker that stops does, and the operation ends there.
+  void WorkerStep(Connection& c, uint32_t slot, uint32_t completed, bool failed) {
+    auto& s = c.slots()[slot];
+    const int64_t now = Nanos(Clock::now());
+    if (completed > 0) CountDone(s, completed, now);
+    if (failed) {
+      s.leased = 0;  // what a failed reply leased is left to its lease
+      OpDone(c, slot, 0);
+      return;
+    }
+    if (s.leased == 0) {  // the next came back empty
+      Empty();
+      OpDone(c, slot, 0);
+      return;
+    }
+    const auto held = static_cast<uint32_t>(s.leased);
+    const uint32_t complete = std::min(phase_->batch, held);
+    const uint32_t kept = held - complete;
+    const uint32_t want = phase_->next_max > kept ? phase_->next_max - kept : 0;
+    uint32_t n = 0;
+    if (!stopping_ && Clock::now() < phase_->end && want > 0) {
+      n = phase_->Claim(c.lane(), want);
+      if (n == 0 && AllLanesSpent()) stopping_ = true;
+    }
+    s.start_ns = now;
+    CountRequest();
+    if (n == 0) {  // the last request of this slot: everything it holds, no next
+      s.stage = Connection::Slot::Stage::kComplete;
+      c.protocol().Complete(slot, c.tenant(), std::span<const Lease>(s.leases.data(), s.leased),
+                            &c.out());
+      return;
+    }
+    s.stage = Connection::Slot::Stage::kCompleteAndNext;
+    s.completing = complete;
+    c.protocol().CompleteAndNext(slot, phase_->tenants ? c.tenant() : std::string_view(),
+                                 std::span<const Lease>(s.leases.data(), complete), n, &c.out());
+    // The kept leases move to the front; the reply's new ones are appended after them.
+    std::rotate(s.leases.begin(), s.leases.begin() + complete, s.leases.begin() + held);
+    s.leased = kept;
   }
 
   void Empty() {
@@ -438,6 +484,14 @@ class Worker {
     c.protocol().Complete(slot, c.tenant(), std::span<const Lease>(s.leases.data(), s.leased),
                           &c.out());
     CountRequest();
+  }
+
+  // A measured request's end: its messages and its latency (from `s.start_ns`).
+  void CountDone(const Connection::Slot& s, uint32_t messages, int64_t now) {
+    counters_.messages += messages;
+    counters_.last_done_ns = now;
+    if (phase_->measured) counters_.latency.Record(static_cast<uint64_t>(now - s.start_ns));
+    empty_streak_ = 0;
   }
 
   // Sends one control request (prepare, setup, teardown) on `c` and runs until its reply.
@@ -532,7 +586,8 @@ class Worker {
       stopping_ = true;
       return false;
     }
-    const uint32_t n = phase_->Claim(c.lane(), phase_->batch);
+    const bool worker = phase_->workload == Workload::kWorker;
+    const uint32_t n = phase_->Claim(c.lane(), worker ? phase_->next_max : phase_->batch);
     if (n == 0) {
       if (AllLanesSpent()) stopping_ = true;
       return false;
@@ -644,11 +699,19 @@ void Connection::Done(uint32_t slot, std::string_view error) {
       worker_->ControlDone();
       return;
     case Slot::Stage::kDequeue:
+      if (worker_->workload() == Workload::kWorker) {
+        worker_->WorkerStep(*this, slot, 0, !error.empty());
+        return;
+      }
       if (!error.empty()) {
         worker_->OpDone(*this, slot, 0);
         return;
       }
       worker_->Continue(*this, slot);
+      return;
+    case Slot::Stage::kCompleteAndNext:
+      if (error.empty()) worker_->acked().completed += s.completing;
+      worker_->WorkerStep(*this, slot, error.empty() ? s.completing : 0, !error.empty());
       return;
     case Slot::Stage::kComplete:
       if (error.empty()) worker_->acked().completed += s.leased;
@@ -875,11 +938,13 @@ int Run(Config& config) {
   // The measured run.
   PhaseShared run;
   run.measured = true;
-  run.workload = config.workload == Workload::kEnqueue || config.workload == Workload::kMixed
+  run.workload = config.workload == Workload::kEnqueue || config.workload == Workload::kMixed ||
+                         config.workload == Workload::kWorker
                      ? config.workload
                      : Workload::kDequeueComplete;
   run.tenants = config.workload == Workload::kFilter;
   run.batch = config.batch;
+  run.next_max = config.next_max;
   run.pipeline = config.pipeline;
   run.rate_per_thread = config.rate > 0 ? config.rate / nthreads : 0;
   run.SetLimit(config.messages, lanes);
@@ -919,20 +984,24 @@ int Run(Config& config) {
   if (config.json) {
     fmt::print(
         "{{\"target\":\"{}\",\"workload\":\"{}\",\"connections\":{},\"pipeline\":{},"
-        "\"batch\":{},\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:.1f},"
+        "\"batch\":{},\"next_max\":{},\"rate\":{},\"ops\":{},\"seconds\":{:.3f},\"ops_per_sec\":{:."
+        "1f},"
         "\"requests_per_sec\":{:.1f},\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},"
         "\"p999_us\":{:.1f},\"max_us\":{:.1f},"
         "\"errors\":{},\"empty\":{},\"first_error\":\"{}\","
         "\"server_cpu_s\":{:.3f},\"server_cpu_us_per_op\":{:.2f},"
         "\"acked\":{{\"enqueued\":{},\"leased\":{},\"completed\":{}}}}}\n",
         JsonEscape(config.target_text), config.workload_text, config.connections, config.pipeline,
-        config.batch, config.rate, t.messages, seconds, ops_per_sec, requests_per_sec, us(0.5),
-        us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3, t.errors, t.empty,
-        JsonEscape(t.first_error), server_cpu_s, server_cpu_us_per_op, acked.enqueued, acked.leased,
-        acked.completed);
+        config.batch, config.next_max, config.rate, t.messages, seconds, ops_per_sec,
+        requests_per_sec, us(0.5), us(0.9), us(0.99), us(0.999),
+        static_cast<double>(t.latency.Max()) / 1e3, t.errors, t.empty, JsonEscape(t.first_error),
+        server_cpu_s, server_cpu_us_per_op, acked.enqueued, acked.leased, acked.completed);
   } else {
-    fmt::print("target       {}\nworkload     {} (batch {}, payload {} B)\n", config.target_text,
-               config.workload_text, config.batch, config.payload_bytes);
+    fmt::print(
+        "target       {}\nworkload     {} (batch {}{}, payload {} B)\n", config.target_text,
+        config.workload_text, config.batch,
+        config.workload == Workload::kWorker ? fmt::format(", next max {}", config.next_max) : "",
+        config.payload_bytes);
     fmt::print("connections  {} on {} threads, pipeline {}{}\n", config.connections, nthreads,
                config.pipeline,
                config.rate > 0 ? fmt::format(", open loop at {:.0f} ops/s", config.rate) : "");
@@ -970,7 +1039,7 @@ int main(int argc, char** argv) {
       "Sundial: a cluster's nodes, comma-separated (a:7400,b:7400,c:7400): the run goes to "
       "the primary found with the Cluster request (not followed during the run)");
   app.add_option("--workload", config.workload_text,
-                 "enqueue | dequeue-complete | mixed | filter | exclusive")
+                 "enqueue | dequeue-complete | mixed | filter | exclusive | worker")
       ->capture_default_str();
   app.add_option("--connections,-c", config.connections, "connections")
       ->check(CLI::Range(1u, 4096u))
@@ -984,6 +1053,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch", config.batch, "messages per request (enqueue, dequeue, complete)")
       ->check(CLI::Range(1u, 1000u))
       ->capture_default_str();
+  app.add_option("--next-max", config.next_max,
+                 "worker: leases a slot holds at most; each request completes up to --batch of "
+                 "them and asks for the rest (default: --batch)")
+      ->check(CLI::Range(1u, 1000u));
   app.add_option("--payload-bytes", config.payload_bytes, "payload size")
       ->check(CLI::Range(0u, 1u << 20))
       ->capture_default_str();
@@ -1073,11 +1146,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::pair<const char*, Workload> workloads[] = {
-      {"enqueue", Workload::kEnqueue},
-      {"dequeue-complete", Workload::kDequeueComplete},
-      {"mixed", Workload::kMixed},
-      {"filter", Workload::kFilter},
-      {"exclusive", Workload::kExclusive}};
+      {"enqueue", Workload::kEnqueue},     {"dequeue-complete", Workload::kDequeueComplete},
+      {"mixed", Workload::kMixed},         {"filter", Workload::kFilter},
+      {"exclusive", Workload::kExclusive}, {"worker", Workload::kWorker}};
   bool known = false;
   for (const auto& [name, w] : workloads) {
     if (config.workload_text == name) {
@@ -1088,7 +1159,7 @@ int main(int argc, char** argv) {
   if (!known) {
     fmt::print(stderr,
                "sundial-bench: --workload '{}': expected enqueue, dequeue-complete, mixed, "
-               "filter or exclusive\n",
+               "filter, exclusive or worker\n",
                config.workload_text);
     return 2;
   }
@@ -1099,6 +1170,13 @@ int main(int argc, char** argv) {
                "Redis and beanstalkd have no equivalent\n");
     return 2;
   }
+  if (config.workload == Workload::kWorker && config.rate > 0) {
+    fmt::print(stderr,
+               "sundial-bench: --rate: the worker workload is a closed loop (each reply sends "
+               "the next request)\n");
+    return 2;
+  }
+  if (config.next_max == 0) config.next_max = config.batch;
   if (config.relaxed && config.target != Target::kSundial && config.target != Target::kHttp) {
     fmt::print(stderr,
                "sundial-bench: --relaxed is a Sundial request flag; set the peer's fsync "

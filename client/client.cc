@@ -754,8 +754,9 @@ Result<Reply> Client::RedriveAll(std::string_view queue) {
 Result<Reply> Client::RedriveByFilter(std::string_view queue, const Pairs& filter) {
   return Call(BuildRedriveByFilter(NextHeader(), queue, filter));
 }
-Result<Reply> Client::Get(std::string_view queue, std::string_view id) {
-  return Call(BuildGet(NextHeader(), queue, id));
+Result<Reply> Client::Get(std::string_view queue, std::string_view id,
+                          bool include_dependency_results) {
+  return Call(BuildGet(NextHeader(), queue, id, include_dependency_results));
 }
 Result<Reply> Client::Browse(std::string_view queue, const BrowseOptions& o) {
   return Call(BuildBrowse(NextHeader(), queue, o));

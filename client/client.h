@@ -236,11 +236,13 @@ class Client {
                         const std::vector<std::string>& ids);                  // ItemResults
   Result<Reply> RedriveAll(std::string_view queue);                            // Counted
   Result<Reply> RedriveByFilter(std::string_view queue, const Pairs& filter);  // Counted
-  Result<Reply> Get(std::string_view queue, std::string_view id);              // GetResult
-  Result<Reply> Browse(std::string_view queue, const BrowseOptions& o);        // BrowseResult
-  Result<Reply> Count(std::string_view queue, const Pairs& filter = {});       // CountResult
-  Result<Reply> Explain(std::string_view queue, std::string_view id);          // ExplainResult
-  Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);    // ExplainResult
+  // GetResult; include_dependency_results: with Message.dependency_results.
+  Result<Reply> Get(std::string_view queue, std::string_view id,
+                    bool include_dependency_results = false);
+  Result<Reply> Browse(std::string_view queue, const BrowseOptions& o);      // BrowseResult
+  Result<Reply> Count(std::string_view queue, const Pairs& filter = {});     // CountResult
+  Result<Reply> Explain(std::string_view queue, std::string_view id);        // ExplainResult
+  Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);  // ExplainResult
   Result<Reply> Wait(std::string_view queue, const std::vector<std::string>& ids,
                      uint32_t wait_ms);  // WaitResult
   Result<Reply> UpsertSchedule(std::string_view queue, std::string_view name,

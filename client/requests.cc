@@ -126,8 +126,10 @@ std::string BuildEnqueue(RequestHeader h, std::string_view queue,
     auto payload =
         b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
     auto metadata = PairsOf(b, item.metadata);
+    auto depends_on = item.depends_on.empty() ? 0 : StringsOf(b, item.depends_on);
     out.push_back(p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
-                                       item.visible_at, item.max_attempts));
+                                       item.visible_at, item.max_attempts, depends_on,
+                                       item.on_dependency_failure));
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out), wait_ms));
@@ -137,8 +139,9 @@ std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueO
   fb::FlatBufferBuilder b;
   auto q = StringOf(b, queue);
   auto filter = PairsOf(b, o.filter);
-  return Finish(b, h, p::Operation::Dequeue,
-                p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms));
+  return Finish(
+      b, h, p::Operation::Dequeue,
+      p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms, o.include_dependency_results));
 }
 
 namespace {
@@ -160,7 +163,8 @@ std::string BuildCompleteWith(RequestHeader h, std::string_view queue,
   fb::Offset<p::Dequeue> dequeue = 0;
   if (next != nullptr) {
     auto filter = PairsOf(b, next->filter);
-    dequeue = p::CreateDequeue(b, 0, next->max, next->lease_ms, filter, next->wait_ms);
+    dequeue = p::CreateDequeue(b, 0, next->max, next->lease_ms, filter, next->wait_ms,
+                               next->include_dependency_results);
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, vector, dequeue));
@@ -188,7 +192,8 @@ std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view 
   fb::Offset<p::Dequeue> next = 0;
   if (o.next) {
     auto filter = PairsOf(b, o.next->filter);
-    next = p::CreateDequeue(b, 0, o.next->max, o.next->lease_ms, filter, o.next->wait_ms);
+    next = p::CreateDequeue(b, 0, o.next->max, o.next->lease_ms, filter, o.next->wait_ms,
+                            o.next->include_dependency_results);
   }
   return Finish(b, h, p::Operation::Fail,
                 p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms, next));
@@ -256,11 +261,12 @@ std::string BuildRedriveByFilter(RequestHeader h, std::string_view queue, const 
   return Finish(b, h, p::Operation::Redrive, p::CreateRedrive(b, q, 0, false, f));
 }
 
-std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id) {
+std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id,
+                     bool include_dependency_results) {
   fb::FlatBufferBuilder b;
   auto q = StringOf(b, queue);
   auto i = StringOf(b, id);
-  return Finish(b, h, p::Operation::Get, p::CreateGet(b, q, i));
+  return Finish(b, h, p::Operation::Get, p::CreateGet(b, q, i, include_dependency_results));
 }
 
 std::string BuildBrowse(RequestHeader h, std::string_view queue, const BrowseOptions& o) {

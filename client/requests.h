@@ -76,6 +76,12 @@ struct EnqueueItem {
   std::optional<int64_t> delay_ms;    // relative; or
   std::optional<int64_t> visible_at;  // absolute (not both)
   std::optional<uint32_t> max_attempts;
+  // Messages that must complete first (docs/semantics.md, "Dependencies"): "queue/id", or an
+  // id of the same queue. Until the last one completes, the message is waiting.
+  std::vector<std::string> depends_on = {};
+  // What it does when a dependency is canceled or errored: cancel (the default), release, error.
+  protocol::DependencyFailurePolicy on_dependency_failure =
+      protocol::DependencyFailurePolicy::cancel;
 };
 
 struct DequeueOptions {
@@ -83,6 +89,9 @@ struct DequeueOptions {
   std::optional<int64_t> lease_ms;
   Pairs filter;
   uint32_t wait_ms = 0;  // long poll, 0..60000
+  // Each leased message carries its dependencies' outcomes: Message.dependency_results (per
+  // dependency, a WaitItem whose id is "queue/id": state, result, last_error).
+  bool include_dependency_results = false;
 };
 
 struct CompleteItem {
@@ -150,7 +159,9 @@ std::string BuildRedrive(RequestHeader h, std::string_view queue,
                          const std::vector<std::string>& ids);
 std::string BuildRedriveAll(RequestHeader h, std::string_view queue);
 std::string BuildRedriveByFilter(RequestHeader h, std::string_view queue, const Pairs& filter);
-std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id);
+// include_dependency_results: the message carries Message.dependency_results.
+std::string BuildGet(RequestHeader h, std::string_view queue, std::string_view id,
+                     bool include_dependency_results = false);
 std::string BuildBrowse(RequestHeader h, std::string_view queue, const BrowseOptions& o);
 std::string BuildCount(RequestHeader h, std::string_view queue, const Pairs& filter);
 std::string BuildExplain(RequestHeader h, std::string_view queue, std::string_view id);

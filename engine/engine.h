@@ -198,12 +198,15 @@ class Engine {
   // prefetched so that their cache misses overlap instead of coming one at a time.
   Status ApplyBatch(const Effect* effects, size_t count, size_t* applied);
   // XXH3 over all state: queues by name, each with the sum of one hash per message (no sort;
-  // docs/engine.md). Part of snapshot format v1. Two engines
-  // with the same queues and messages have the same digest.
+  // docs/engine.md), the epochs, and the dependency graph when it has a dependent. Part of the
+  // snapshot format (docs/wal-format.md, "Snapshots"). Two engines with the same queues,
+  // messages and graph have the same digest.
   uint64_t Digest() const;
   // Calls `visit` with a snapshot-equivalent sequence of effects (kQueueCreated for every queue,
-  // then kMessageEnqueued / kMessageChanged to rebuild each message), one shard at a time.
-  // Applying them to an empty engine gives the same digest. Used by checkpoints.
+  // then kMessageEnqueued to rebuild each message, one shard at a time; then, under every
+  // shard's lock, one restated kMessageChanged per dependent carrying its graph entry:
+  // effect.h, dependency_edges). Applying them to an empty engine gives the same digest. Used
+  // by checkpoints.
   void ExportState(EffectSink* visit) const;
 
   // The shard that holds queue `name` (0 .. shard_count() - 1): queues of different shards

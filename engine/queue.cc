@@ -967,9 +967,12 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
         if (m->in_graph()) {
           if (!every_shard_locked) return false;
           if (env_->dependencies->KeepOnRemoval(*this, m->id())) {
-            // A waiting dependent still holds it: look again one retention later.
+            // A waiting dependent still holds it: look again one retention later, and never
+            // sooner than kHeldRecheckMs (with retention 0 it would be due again at once, and
+            // this loop would never end).
             const Timing t = TimingOf(m);
-            timers_.Update(m->slot, {SaturatingAdd(now, settings_.retention_ms), t.token, ref});
+            const TimeMs again = std::max<TimeMs>(settings_.retention_ms, kHeldRecheckMs);
+            timers_.Update(m->slot, {SaturatingAdd(now, again), t.token, ref});
             continue;
           }
           Emit(EffectType::kMessageRemoved, ChangeCause::kNone, m->state(), ref, now);

@@ -75,7 +75,7 @@ void Core::Submit(const std::shared_ptr<Session>& session, std::string_view fram
   const Dispatcher::Outcome outcome = dispatcher_.Handle(
       *request, session->transport(), session.get(), &loop->builder(), session->access());
   if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
-  if (outcome.messages > 0) metrics_->CountMessages(static_cast<uint8_t>(op), outcome.messages);
+  CountMessages(op, outcome);
   if (outcome.deferred) {
     // A handover under way: answered from the coordinator's outcome, on this loop, later.
     return StartSwitchover(*request->op_as_Switchover(), std::move(completion), loop);

@@ -1,6 +1,7 @@
 #include "server/dispatch.h"
 
 #include <array>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -13,6 +14,19 @@ namespace sundial::server {
 
 namespace fb = flatbuffers;
 namespace p = protocol;
+
+// The schema's enums equal the engine's (protocol/sundial.fbs): conversion is a cast.
+static_assert(static_cast<int>(p::DependencyFailurePolicy::cancel) ==
+                  static_cast<int>(DependencyFailurePolicy::kCancel) &&
+              static_cast<int>(p::DependencyFailurePolicy::release) ==
+                  static_cast<int>(DependencyFailurePolicy::kRelease) &&
+              static_cast<int>(p::DependencyFailurePolicy::error) ==
+                  static_cast<int>(DependencyFailurePolicy::kError));
+static_assert(static_cast<int>(p::MessageState::waiting) ==
+              static_cast<int>(MessageState::kWaiting));
+static_assert(static_cast<int>(p::MisfirePolicy::MAX) == static_cast<int>(MisfirePolicy::kAll) &&
+              static_cast<int>(p::OverlapPolicy::MAX) ==
+                  static_cast<int>(OverlapPolicy::kSkipIfActive));
 
 std::string_view Str(const fb::String* s) { return s ? s->string_view() : std::string_view(); }
 
@@ -108,17 +122,6 @@ fb::Offset<fb::Vector<uint8_t>> EncodeBytes(fb::FlatBufferBuilder& b, std::strin
   return b.CreateVector(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
 }
 
-fb::Offset<p::Message> EncodeMessage(fb::FlatBufferBuilder& b, const MessageRecord& m) {
-  auto metadata = EncodePairs(b, m.metadata);
-  auto payload = EncodeBytes(b, m.payload);
-  auto result = m.result.empty() ? 0 : EncodeBytes(b, m.result);
-  return p::CreateMessage(b, b.CreateString(m.queue), b.CreateString(m.id), m.priority, payload,
-                          metadata, static_cast<p::MessageState>(m.state), m.attempts,
-                          m.max_attempts, m.visible_at, m.lease_token, m.lease_expires_at,
-                          m.version, m.enqueued_at, m.updated_at, b.CreateString(m.last_error),
-                          result);
-}
-
 // `wait` (docs/semantics.md, "Results and waiting"): an item is settled when its message is
 // terminal or it has an error (no such message: nothing to wait for).
 bool Settled(const Result<MessageOutcome>& o) { return !o.ok() || IsTerminal(o->state); }
@@ -130,6 +133,56 @@ fb::Offset<p::WaitItem> EncodeWaitItem(fb::FlatBufferBuilder& b, std::string_vie
   auto last_error = o->last_error.empty() ? 0 : b.CreateString(o->last_error);
   return p::CreateWaitItem(b, b.CreateString(id), static_cast<p::MessageState>(o->state), result,
                            last_error);
+}
+
+// include_dependency_results (docs/protocol.md, "Dependencies"): the engine's read of the
+// outcomes of the dependencies `m` listed at enqueue; nullopt when not asked. A message without
+// dependencies gets none (an absent vector); so does one whose read failed (it was removed
+// between the operation and this read: the message itself is still answered). The read is a
+// second engine call after the operation, under every shard's lock (Engine::DependencyOutcomes):
+// a dependency may have been removed by retention in between, then its item carries NOT_FOUND.
+using DependencyOutcomeList = std::vector<std::pair<std::string, Result<MessageOutcome>>>;
+
+std::optional<DependencyOutcomeList> DependencyOutcomesOf(const Engine& engine,
+                                                          const MessageRecord& m, bool asked) {
+  if (!asked) return std::nullopt;
+  auto outcomes = engine.DependencyOutcomes(m.queue, m.id);
+  if (!outcomes.ok() || outcomes->empty()) return std::nullopt;
+  return std::move(*outcomes);
+}
+
+fb::Offset<p::Message> EncodeMessage(fb::FlatBufferBuilder& b, const MessageRecord& m,
+                                     const DependencyOutcomeList* dependencies = nullptr) {
+  fb::Offset<fb::Vector<fb::Offset<p::WaitItem>>> dependency_results = 0;
+  if (dependencies != nullptr) {
+    std::vector<fb::Offset<p::WaitItem>> items;
+    items.reserve(dependencies->size());
+    for (const auto& [key, outcome] : *dependencies) {
+      items.push_back(EncodeWaitItem(b, key, outcome));
+    }
+    dependency_results = b.CreateVector(items);
+  }
+  auto metadata = EncodePairs(b, m.metadata);
+  auto payload = EncodeBytes(b, m.payload);
+  auto result = m.result.empty() ? 0 : EncodeBytes(b, m.result);
+  return p::CreateMessage(b, b.CreateString(m.queue), b.CreateString(m.id), m.priority, payload,
+                          metadata, static_cast<p::MessageState>(m.state), m.attempts,
+                          m.max_attempts, m.visible_at, m.lease_token, m.lease_expires_at,
+                          m.version, m.enqueued_at, m.updated_at, b.CreateString(m.last_error),
+                          result, dependency_results);
+}
+
+// Leased (or read) messages, each with its dependencies' outcomes when `include_dependencies`.
+fb::Offset<fb::Vector<fb::Offset<p::Message>>> EncodeMessages(
+    fb::FlatBufferBuilder& b, const Engine& engine, const std::vector<MessageRecord>& messages,
+    bool include_dependencies) {
+  std::vector<fb::Offset<p::Message>> out;
+  out.reserve(messages.size());
+  for (const MessageRecord& m : messages) {
+    const auto dependencies = DependencyOutcomesOf(engine, m, include_dependencies);
+    out.push_back(EncodeMessage(b, m, dependencies ? &*dependencies : nullptr));
+  }
+  return b.CreateVector(out);
 }
 
 // Enqueue with wait_ms: each accepted item's EnqueueResult with its message's outcome now.
@@ -242,6 +295,11 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
     if (op->items()->size() > kMaxBatchItems) return r.Error(TooManyItems());
     items.reserve(op->items()->size());  // moved, not regrown: batches of up to 1000
     for (const p::EnqueueItem* in : *op->items()) {
+      // A binary client may send any byte: only the schema's values have a meaning.
+      if (in->on_dependency_failure() > p::DependencyFailurePolicy::MAX) {
+        return r.Error(
+            InvalidArgument("on_dependency_failure: one of cancel (0), release (1), error (2)"));
+      }
       EnqueueItem item;
       item.id = std::string(Str(in->id()));
       item.priority = in->priority();
@@ -250,6 +308,9 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
       item.delay_ms = in->delay_ms();
       item.visible_at = in->visible_at();
       item.max_attempts = in->max_attempts();
+      item.depends_on = Strings(in->depends_on());
+      item.on_dependency_failure =
+          static_cast<DependencyFailurePolicy>(in->on_dependency_failure());
       items.push_back(std::move(item));
     }
   }
@@ -294,10 +355,8 @@ void RunDequeue(const p::Request& request, OpContext& ctx, Reply& r) {
   ctx.empty_dequeue = messages->empty();
   ctx.messages = messages->size();
   auto& b = r.b();
-  std::vector<fb::Offset<p::Message>> out;
-  out.reserve(messages->size());
-  for (const MessageRecord& m : *messages) out.push_back(EncodeMessage(b, m));
-  r.Ok(p::Result::DequeueResult, p::CreateDequeueResult(b, b.CreateVector(out)));
+  const auto out = EncodeMessages(b, *ctx.engine, *messages, op->include_dependency_results());
+  r.Ok(p::Result::DequeueResult, p::CreateDequeueResult(b, out));
 }
 
 // A Complete's or Fail's `next` (docs/semantics.md, "Complete-and-next").
@@ -320,7 +379,7 @@ struct EncodedNext {
 };
 
 EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<MessageRecord>>& leased,
-                       OpContext& ctx) {
+                       bool include_dependencies, OpContext& ctx) {
   EncodedNext out;
   if (!leased.ok()) {
     out.error = p::CreateItemStatus(b, static_cast<p::Code>(leased.status().code()),
@@ -328,27 +387,27 @@ EncodedNext EncodeNext(fb::FlatBufferBuilder& b, const Result<std::vector<Messag
     return out;
   }
   ctx.empty_dequeue = leased->empty();
-  ctx.messages += leased->size();
-  std::vector<fb::Offset<p::Message>> messages;
-  messages.reserve(leased->size());
-  for (const MessageRecord& m : *leased) messages.push_back(EncodeMessage(b, m));
-  out.messages = b.CreateVector(messages);
+  ctx.next_leased += leased->size();
+  out.messages = EncodeMessages(b, *ctx.engine, *leased, include_dependencies);
   return out;
 }
 
 void ItemResultsWithNext(Reply& r, const std::vector<Status>& statuses,
-                         const Result<std::vector<MessageRecord>>& leased, OpContext& ctx) {
+                         const Result<std::vector<MessageRecord>>& leased,
+                         bool include_dependencies, OpContext& ctx) {
   auto& b = r.b();
   const auto vector = EncodeItemStatuses(b, statuses);
-  const EncodedNext next = EncodeNext(b, leased, ctx);
+  const EncodedNext next = EncodeNext(b, leased, include_dependencies, ctx);
   r.Ok(p::Result::ItemResults, p::CreateItemResults(b, vector, next.messages, next.error));
 }
 
 void FailResultWithNext(Reply& r, const FailResult& failed,
-                        const Result<std::vector<MessageRecord>>* leased, OpContext& ctx) {
+                        const Result<std::vector<MessageRecord>>* leased, bool include_dependencies,
+                        OpContext& ctx) {
   auto& b = r.b();
   auto dlq = b.CreateString(failed.dead_letter_queue);
-  const EncodedNext next = leased != nullptr ? EncodeNext(b, *leased, ctx) : EncodedNext{};
+  const EncodedNext next =
+      leased != nullptr ? EncodeNext(b, *leased, include_dependencies, ctx) : EncodedNext{};
   r.Ok(p::Result::FailResult,
        p::CreateFailResult(b, static_cast<p::MessageState>(failed.state), failed.visible_at, dlq,
                            next.messages, next.error));
@@ -392,7 +451,7 @@ void RunComplete(const p::Request& request, OpContext& ctx, Reply& r) {
     res.next = ctx.engine->Dequeue(next_queue, d);
   }
   for (const Status& s : res.completed) ctx.messages += s.ok() ? 1 : 0;
-  ItemResultsWithNext(r, res.completed, res.next, ctx);
+  ItemResultsWithNext(r, res.completed, res.next, op->next()->include_dependency_results(), ctx);
 }
 
 void RunFail(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -405,12 +464,12 @@ void RunFail(const p::Request& request, OpContext& ctx, Reply& r) {
   // A fail has no per-item status: when it is refused (a stale token) the reply is that error
   // alone, so the next dequeue is not run (its leases would reach nobody).
   if (!res.ok()) return r.Error(res.status());
-  if (op->next() == nullptr) return FailResultWithNext(r, *res, nullptr, ctx);
+  if (op->next() == nullptr) return FailResultWithNext(r, *res, nullptr, false, ctx);
   // Fail takes a second shard's lock for a dead-letter queue: the dequeue is a second engine
   // call, appended before the reply reads the log's end (one reply, one wait).
   const Result<std::vector<MessageRecord>> leased =
       ctx.engine->Dequeue(NextQueue(*op->next(), queue), DequeueRequestOf(*op->next()));
-  FailResultWithNext(r, *res, &leased, ctx);
+  FailResultWithNext(r, *res, &leased, op->next()->include_dependency_results(), ctx);
 }
 
 void RunExtend(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -451,7 +510,10 @@ void RunGet(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Get();
   auto m = ctx.engine->Get(Str(op->queue()), Str(op->id()));
   if (!m.ok()) return r.Error(m.status());
-  r.Ok(p::Result::GetResult, p::CreateGetResult(r.b(), EncodeMessage(r.b(), *m)));
+  const auto dependencies = DependencyOutcomesOf(*ctx.engine, *m, op->include_dependency_results());
+  r.Ok(
+      p::Result::GetResult,
+      p::CreateGetResult(r.b(), EncodeMessage(r.b(), *m, dependencies ? &*dependencies : nullptr)));
 }
 
 void RunBrowse(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -712,6 +774,7 @@ Dispatcher::Outcome Dispatcher::Handle(const p::Request& request, Transport tran
   out.empty_dequeue = ctx.empty_dequeue;
   out.unfinished = ctx.unfinished;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   out.deferred = ctx.deferred;
   // The one place a reply learns what it waits for: the LSN its row's kind put in it.
   if (waits_for_log && request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
@@ -797,14 +860,15 @@ Dispatcher::Outcome Dispatcher::AnswerNext(const p::Request& request, std::strin
         statuses.emplace_back(static_cast<Code>(item->code()), Str(item->message()));
       }
     }
-    ItemResultsWithNext(r, statuses, leased, ctx);
+    ItemResultsWithNext(r, statuses, leased, next != nullptr && next->include_dependency_results(),
+                        ctx);
   } else if (const p::FailResult* failed =
                  response != nullptr ? response->result_as_FailResult() : nullptr) {
     FailResult f;
     f.state = static_cast<MessageState>(failed->state());
     f.visible_at = failed->visible_at();
     f.dead_letter_queue = std::string(Str(failed->dead_letter_queue()));
-    FailResultWithNext(r, f, &leased, ctx);
+    FailResultWithNext(r, f, &leased, next != nullptr && next->include_dependency_results(), ctx);
   } else {
     r.Error(Code::kInternal, "dispatch: a complete-and-next's first reply is not its result");
   }
@@ -813,6 +877,7 @@ Dispatcher::Outcome Dispatcher::AnswerNext(const p::Request& request, std::strin
   out.code = r.code();
   out.empty_dequeue = ctx.empty_dequeue;
   out.messages = ctx.messages;
+  out.next_leased = ctx.next_leased;
   if (request.durability() != p::Durability::relaxed) out.wait_lsn = r.lsn();
   return out;
 }

@@ -134,6 +134,9 @@ struct OpContext {
   // Messages the operation handled (sundial_messages_total): enqueue items accepted, messages
   // leased, complete items that succeeded.
   uint64_t messages = 0;
+  // Messages a Complete's or Fail's `next` leased: counted as op="dequeue", not as the
+  // request's operation (a lease is a dequeue's work whichever request carried it).
+  uint64_t next_leased = 0;
   // Set by Switchover: the server answers later; the reply built now is not sent.
   bool deferred = false;
 };
@@ -173,6 +176,7 @@ class Dispatcher {
     bool empty_dequeue = false;  // a Dequeue that succeeded with no message (long-poll waits)
     bool unfinished = false;     // OpContext::unfinished
     uint64_t messages = 0;       // OpContext::messages
+    uint64_t next_leased = 0;    // OpContext::next_leased
     bool deferred = false;       // OpContext::deferred: the caller answers later, not `response`
     const OperationRow* row = nullptr;  // null: the operation was unknown or refused before it
   };

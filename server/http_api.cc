@@ -189,6 +189,35 @@ void AppendMessage(const p::Message& m, std::string* out) {
     field("result");
     AppendPayload(Bytes(m.result()), out);
   }
+  if (m.dependency_results() != nullptr) {
+    // include_dependency_results: per dependency, as `wait` reports an item.
+    field("dependency_results");
+    *out += '[';
+    bool first = true;
+    for (const p::WaitItem* d : *m.dependency_results()) {
+      if (!first) *out += ',';
+      first = false;
+      *out += R"({"id":)";
+      AppendJsonString(Str(d->id()), out);
+      if (d->error() != nullptr) {
+        *out += R"(,"error":)";
+        *out += ErrorJson(static_cast<Code>(d->error()->code()), Str(d->error()->message()));
+      } else {
+        *out += R"(,"state":)";
+        AppendJsonString(p::EnumNameMessageState(d->state()), out);
+      }
+      if (d->result() != nullptr) {
+        *out += R"(,"result":)";
+        AppendPayload(Bytes(d->result()), out);
+      }
+      if (d->last_error() != nullptr) {
+        *out += R"(,"last_error":)";
+        AppendJsonString(Str(d->last_error()), out);
+      }
+      *out += '}';
+    }
+    *out += ']';
+  }
   *out += '}';
 }
 
@@ -268,6 +297,32 @@ class RestBody {
     }
     *error = std::string("body: \"") + key +
              "\" must be a string or {\"base64\": \"...\"} (standard alphabet)";
+    return false;
+  }
+  bool Bool(const char* key, bool* out, std::string* error) const {
+    const auto v = map_[key];
+    if (v.IsNull()) return true;
+    if (v.IsBool()) {
+      *out = v.AsBool();
+      return true;
+    }
+    *error = std::string("body: \"") + key + "\" must be true or false";
+    return false;
+  }
+  // ["a", "b", ...]
+  bool Strings(const char* key, std::vector<std::string>* out, std::string* error) const {
+    const auto v = map_[key];
+    if (v.IsNull()) return true;
+    if (v.IsVector() && !v.IsMap()) {
+      const auto items = v.AsVector();
+      bool ok = true;
+      for (size_t i = 0; i < items.size() && ok; ++i) {
+        ok = items[i].IsString();
+        if (ok) out->push_back(items[i].AsString().str());
+      }
+      if (ok) return true;
+    }
+    *error = std::string("body: \"") + key + "\" must be an array of strings";
     return false;
   }
   // {"key": "value", ...}
@@ -360,6 +415,30 @@ bool MayWait(const p::Request& r) {
   if (const auto* w = r.op_as_Wait()) return w->wait_ms() > 0;
   if (const auto* e = r.op_as_Enqueue()) return e->wait_ms() > 0;
   return false;
+}
+
+// `name` in the target's query (`?a=1&name=true`): true or 1, false or 0; absent: *out unchanged.
+bool QueryFlag(std::string_view target, std::string_view name, bool* out, std::string* error) {
+  const size_t question = target.find('?');
+  if (question == std::string_view::npos) return true;
+  std::string_view query = target.substr(question + 1);
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    const std::string_view value = eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    if (value == "true" || value == "1") {
+      *out = true;
+    } else if (value == "false" || value == "0") {
+      *out = false;
+    } else {
+      *error = "query: " + std::string(name) + " must be true or false";
+      return false;
+    }
+  }
+  return true;
 }
 
 bool OverHttp(const OperationRow& row) {
@@ -602,10 +681,11 @@ constexpr std::string_view kRestSchemas = R"(
 "Pairs":{"type":"object","additionalProperties":{"type":"string"}},
 "LeaseToken":{"oneOf":[{"type":"integer","minimum":0},{"type":"string","pattern":"^[0-9]+$"}]},
 "HttpError":{"type":"object","required":["error"],"properties":{"error":{"$ref":"#/components/schemas/Error"}}},
-"EnqueueBody":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},"payload":{"$ref":"#/components/schemas/Bytes"},"priority":{"type":"integer","format":"int64"},"metadata":{"$ref":"#/components/schemas/Pairs"},"delay_ms":{"type":"integer","format":"int64"}}},
+"EnqueueBody":{"type":"object","additionalProperties":false,"properties":{"id":{"type":"string"},"payload":{"$ref":"#/components/schemas/Bytes"},"priority":{"type":"integer","format":"int64"},"metadata":{"$ref":"#/components/schemas/Pairs"},"delay_ms":{"type":"integer","format":"int64"},"depends_on":{"type":"array","maxItems":100000,"items":{"type":"string","description":"queue/id, or an id of this queue"}},"on_dependency_failure":{"$ref":"#/components/schemas/DependencyFailurePolicy"}}},
 "Enqueued":{"type":"object","properties":{"id":{"type":"string"},"version":{"type":"integer"},"duplicate":{"type":"boolean"}}},
-"DequeueBody":{"type":"object","additionalProperties":false,"properties":{"max":{"type":"integer","minimum":1,"maximum":1000,"default":1},"lease_ms":{"type":"integer","format":"int64"},"filter":{"$ref":"#/components/schemas/Pairs"},"wait_ms":{"type":"integer","minimum":0,"maximum":60000,"default":0}}},
-"RestMessage":{"type":"object","properties":{"queue":{"type":"string"},"id":{"type":"string"},"priority":{"type":"integer"},"payload":{"$ref":"#/components/schemas/Bytes"},"metadata":{"$ref":"#/components/schemas/Pairs"},"state":{"$ref":"#/components/schemas/MessageState"},"attempts":{"type":"integer"},"max_attempts":{"type":"integer"},"visible_at":{"type":"integer"},"lease_token":{"type":"integer"},"lease_expires_at":{"type":"integer"},"version":{"type":"integer"},"enqueued_at":{"type":"integer"},"updated_at":{"type":"integer"},"last_error":{"type":"string"},"result":{"$ref":"#/components/schemas/Bytes"}}},
+"DequeueBody":{"type":"object","additionalProperties":false,"properties":{"max":{"type":"integer","minimum":1,"maximum":1000,"default":1},"lease_ms":{"type":"integer","format":"int64"},"filter":{"$ref":"#/components/schemas/Pairs"},"wait_ms":{"type":"integer","minimum":0,"maximum":60000,"default":0},"include_dependency_results":{"type":"boolean","default":false}}},
+"DependencyResult":{"type":"object","properties":{"id":{"type":"string","description":"queue/id"},"state":{"$ref":"#/components/schemas/MessageState"},"result":{"$ref":"#/components/schemas/Bytes"},"last_error":{"type":"string"},"error":{"$ref":"#/components/schemas/Error"}}},
+"RestMessage":{"type":"object","properties":{"queue":{"type":"string"},"id":{"type":"string"},"priority":{"type":"integer"},"payload":{"$ref":"#/components/schemas/Bytes"},"metadata":{"$ref":"#/components/schemas/Pairs"},"state":{"$ref":"#/components/schemas/MessageState"},"attempts":{"type":"integer"},"max_attempts":{"type":"integer"},"visible_at":{"type":"integer"},"lease_token":{"type":"integer"},"lease_expires_at":{"type":"integer"},"version":{"type":"integer"},"enqueued_at":{"type":"integer"},"updated_at":{"type":"integer"},"last_error":{"type":"string"},"result":{"$ref":"#/components/schemas/Bytes"},"dependency_results":{"type":"array","items":{"$ref":"#/components/schemas/DependencyResult"}}}},
 "Messages":{"type":"object","properties":{"messages":{"type":"array","items":{"$ref":"#/components/schemas/RestMessage"}}}},
 "CompleteBody":{"type":"object","additionalProperties":false,"required":["lease_token"],"properties":{"lease_token":{"$ref":"#/components/schemas/LeaseToken"},"result":{"$ref":"#/components/schemas/Bytes"}}},
 "FailBody":{"type":"object","additionalProperties":false,"required":["lease_token"],"properties":{"lease_token":{"$ref":"#/components/schemas/LeaseToken"},"error":{"type":"string"},"retry_delay_ms":{"type":"integer","format":"int64"}}},
@@ -677,8 +757,16 @@ void HttpApi::Impl::BuildOpenApi() {
            PathOperation("dequeueRest", "Lease messages, long-polling with wait_ms (Dequeue)",
                          Ref("DequeueBody"), Ref("Messages")) +
            "}";
-  paths += R"(,"/v1/queues/{q}/messages/{id}":{)" + qid + R"(,"get":)" +
-           PathOperation("getRest", "One message (Get)", "", Ref("RestMessage")) + "}";
+  // The GET's query parameter: its path has no other method.
+  const std::string qid_get =
+      std::string(R"("parameters":[)") + std::string(kQueueParam) + "," + std::string(kIdParam) +
+      R"(,{"name":"include_dependency_results","in":"query","required":false,"schema":{"type":"boolean","default":false}}])";
+  paths += R"(,"/v1/queues/{q}/messages/{id}":{)" + qid_get + R"(,"get":)" +
+           PathOperation("getRest",
+                         "One message (Get); ?include_dependency_results=true adds its "
+                         "dependencies' outcomes",
+                         "", Ref("RestMessage")) +
+           "}";
   paths += R"(,"/v1/queues/{q}/messages/{id}/complete":{)" + qid + R"(,"post":)" +
            PathOperation("completeRest", "Complete a leased message (Complete)",
                          Ref("CompleteBody"), Ref("Empty")) +
@@ -803,10 +891,14 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
     return finish(p::Operation::GetQueue, p::CreateGetQueue(b, q).Union(),
                   HttpReplyShape::kResultTable);
   }
-  // GET /v1/queues/{q}/messages/{id}
+  // GET /v1/queues/{q}/messages/{id}[?include_dependency_results=true]
   if (seg.size() == 4 && seg[2] == "messages") {
     if (!get) return method_not_allowed("GET");
-    return finish(p::Operation::Get, p::CreateGet(b, q, b.CreateString(id)).Union(),
+    bool dependencies = false;
+    if (!QueryFlag(req.target, "include_dependency_results", &dependencies, &error)) {
+      return refuse(400, Code::kInvalidArgument, error);
+    }
+    return finish(p::Operation::Get, p::CreateGet(b, q, b.CreateString(id), dependencies).Union(),
                   HttpReplyShape::kMessage);
   }
   const bool enqueue = seg.size() == 3 && seg[2] == "messages";
@@ -825,24 +917,47 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
   auto bad = [&] { return refuse(400, Code::kInvalidArgument, error); };
 
   if (enqueue) {
-    std::string msg_id, payload;
+    std::string msg_id, payload, policy_name;
     int64_t priority = 0, delay_ms = 0;
     std::vector<std::pair<std::string, std::string>> metadata;
-    if (!body.Only({"id", "payload", "priority", "metadata", "delay_ms"}, &error) ||
+    std::vector<std::string> depends_on;
+    if (!body.Only({"id", "payload", "priority", "metadata", "delay_ms", "depends_on",
+                    "on_dependency_failure"},
+                   &error) ||
         !body.String("id", &msg_id, &error) || !body.Payload("payload", &payload, &error) ||
         !body.Int("priority", &priority, &error) || !body.Pairs("metadata", &metadata, &error) ||
-        !body.Int("delay_ms", &delay_ms, &error)) {
+        !body.Int("delay_ms", &delay_ms, &error) ||
+        !body.Strings("depends_on", &depends_on, &error) ||
+        !body.String("on_dependency_failure", &policy_name, &error)) {
       return bad();
+    }
+    // The enum's names, as the schema spells them (one list: protocol/sundial.fbs).
+    auto policy = p::DependencyFailurePolicy::cancel;
+    if (body.Has("on_dependency_failure")) {
+      bool known = false;
+      for (const auto value : p::EnumValuesDependencyFailurePolicy()) {
+        if (policy_name == p::EnumNameDependencyFailurePolicy(value)) {
+          policy = value;
+          known = true;
+        }
+      }
+      if (!known) {
+        error = "body: \"on_dependency_failure\" must be \"cancel\", \"release\" or \"error\"";
+        return bad();
+      }
     }
     const auto id_offset = b.CreateString(msg_id);
     const auto payload_offset = EncodeBytes(b, payload);
     const auto metadata_offset = EncodePairs(b, metadata);
+    const auto depends_on_offset = depends_on.empty() ? 0 : b.CreateVectorOfStrings(depends_on);
     p::EnqueueItemBuilder built(b);
     built.add_id(id_offset);
     built.add_priority(priority);
     built.add_payload(payload_offset);
     built.add_metadata(metadata_offset);
     if (body.Has("delay_ms")) built.add_delay_ms(delay_ms);
+    if (!depends_on.empty()) built.add_depends_on(depends_on_offset);
+    built.add_on_dependency_failure(policy);
     const std::vector<fb::Offset<p::EnqueueItem>> items = {built.Finish()};
     return finish(p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(items)).Union(),
                   HttpReplyShape::kEnqueueOne);
@@ -850,10 +965,13 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
   if (dequeue) {
     uint64_t max = 1, wait_ms = 0;
     int64_t lease_ms = 0;
+    bool dependencies = false;
     std::vector<std::pair<std::string, std::string>> filter;
-    if (!body.Only({"max", "lease_ms", "filter", "wait_ms"}, &error) ||
+    if (!body.Only({"max", "lease_ms", "filter", "wait_ms", "include_dependency_results"},
+                   &error) ||
         !body.UInt("max", &max, &error) || !body.Int("lease_ms", &lease_ms, &error) ||
-        !body.Pairs("filter", &filter, &error) || !body.UInt("wait_ms", &wait_ms, &error)) {
+        !body.Pairs("filter", &filter, &error) || !body.UInt("wait_ms", &wait_ms, &error) ||
+        !body.Bool("include_dependency_results", &dependencies, &error)) {
       return bad();
     }
     if (max > UINT32_MAX || wait_ms > UINT32_MAX) {
@@ -867,6 +985,7 @@ HttpApiRoute HttpApi::Route(const HttpApiRequest& req, std::string_view auth_tok
     if (body.Has("lease_ms")) d.add_lease_ms(lease_ms);
     if (!filter.empty()) d.add_filter(filter_offset);
     d.add_wait_ms(static_cast<uint32_t>(wait_ms));
+    d.add_include_dependency_results(dependencies);
     return finish(p::Operation::Dequeue, d.Finish().Union(), HttpReplyShape::kMessages);
   }
   // .../messages/{id}/complete | fail | extend

@@ -542,6 +542,15 @@ class Core final : public EffectSink, public SessionOperations {
   void set_switchover(SwitchoverHandler handler) { switchover_ = std::move(handler); }
   wal::GroupCommitLog* log() const { return log_; }
   Metrics* metrics() const { return metrics_; }
+  // sundial_messages_total for one dispatched request of operation `op`: its messages as `op`,
+  // the leases of a Complete's or Fail's `next` as a dequeue's.
+  void CountMessages(protocol::Operation op, const Dispatcher::Outcome& outcome) const {
+    if (outcome.messages > 0) metrics_->CountMessages(static_cast<uint8_t>(op), outcome.messages);
+    if (outcome.next_leased > 0) {
+      metrics_->CountMessages(static_cast<uint8_t>(protocol::Operation::Dequeue),
+                              outcome.next_leased);
+    }
+  }
   const Dispatcher& dispatcher() const { return dispatcher_; }
   LongPolls& long_polls() { return long_polls_; }
   ResultWaits& result_waits() { return result_waits_; }

@@ -154,10 +154,7 @@ void LongPolls::Drain(Loop* loop, const std::string& queue) {
                                                       &loop->builder(), session->access())
                          : core_->dispatcher().AnswerNext(*request, w->first, &loop->builder());
     if (outcome.row != nullptr && outcome.row->kind == OpKind::kMutation) loop->ScheduleRound();
-    if (outcome.messages > 0) {
-      core_->metrics()->CountMessages(static_cast<uint8_t>(p::Operation::Dequeue),
-                                      outcome.messages);
-    }
+    core_->CountMessages(request->op_type(), outcome);
     const bool empty = outcome.empty_dequeue || outcome.code == Code::kNotFound;
     if (empty && SteadyClock::now() < w->deadline && !core_->draining()) {
       w->state.store(0);

@@ -125,6 +125,7 @@ json::object CountsToJson(const p::StateCounts* c) {
   o["canceled"] = c ? c->canceled() : 0;
   o["errored"] = c ? c->errored() : 0;
   o["blocked"] = c ? c->blocked() : 0;
+  o["waiting"] = c ? c->waiting() : 0;
   return o;
 }
 
@@ -146,6 +147,13 @@ json::object MessageToJson(const p::Message& m) {
   PutMetadata(&o, m.metadata());
   PutText(&o, "payload", Bytes(m.payload()));
   PutText(&o, "result", Bytes(m.result()));
+  if (m.dependency_results() != nullptr) {
+    json::array dependencies;
+    for (const p::WaitItem* d : *m.dependency_results()) {
+      dependencies.push_back(WaitItemToJson(*d));
+    }
+    o["dependency_results"] = std::move(dependencies);
+  }
   return o;
 }
 

@@ -24,7 +24,8 @@ namespace sundial::tools {
 boost::json::object QueueToJson(const protocol::QueueInfo& queue);
 // Per-state counts and `blocked`; all zero for a missing table.
 boost::json::object CountsToJson(const protocol::StateCounts* counts);
-// A whole message (get, dequeue).
+// A whole message (get, dequeue); with include_dependency_results, `dependency_results`: one
+// WaitItemToJson object per dependency (its id is "queue/id").
 boost::json::object MessageToJson(const protocol::Message& message);
 // One message's outcome (wait, enqueue --wait-ms): id, state, result, last_error; or, for an
 // id with an error, id, code and message.

@@ -155,8 +155,18 @@ client::Pairs ToPairs(const std::vector<std::string>& texts) {
   return out;
 }
 
-const std::vector<std::string> kStateNames{"invisible", "pending",  "running",
-                                           "completed", "canceled", "errored"};
+// In the order of the schema's MessageState values.
+const std::vector<std::string> kStateNames{"invisible", "pending", "running", "completed",
+                                           "canceled",  "errored", "waiting"};
+
+// on_dependency_failure's values, as the schema names them.
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> out;
+  for (const auto policy : p::EnumValuesDependencyFailurePolicy()) {
+    out.emplace_back(p::EnumNameDependencyFailurePolicy(policy));
+  }
+  return out;
+}
 
 p::MessageState ToState(const std::string& name) {
   for (size_t i = 0; i < kStateNames.size(); ++i) {
@@ -273,6 +283,9 @@ struct Args {
   CLI::Option* enqueue_delay = nullptr;
   CLI::Option* enqueue_visible_at = nullptr;
   CLI::Option* enqueue_max_attempts = nullptr;
+  std::vector<std::string> depends_on;
+  std::string on_dependency_failure;  // empty: not sent (cancel)
+  bool include_dependency_results = false;
 
   uint32_t max = 1;
   int64_t lease_ms = 0;
@@ -510,6 +523,15 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   enqueue->add_option("--wait-ms", a.wait_ms,
                       "answer once the message is terminal (at most this long), with its "
                       "state and result");
+  enqueue
+      ->add_option("--depends-on", a.depends_on,
+                   "messages that must complete first: queue/id or an id of this queue "
+                   "(repeatable, or comma-separated)")
+      ->delimiter(',');
+  enqueue
+      ->add_option("--on-dependency-failure", a.on_dependency_failure,
+                   "when a dependency is canceled or errored: cancel (default), release, error")
+      ->check(CLI::IsMember(PolicyNames()));
   out.push_back(
       {enqueue, [&a](client::Client& c) {
          client::EnqueueItem item;
@@ -520,6 +542,12 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
          if (a.enqueue_delay->count()) item.delay_ms = a.delay_ms;
          if (a.enqueue_visible_at->count()) item.visible_at = a.visible_at;
          if (a.enqueue_max_attempts->count()) item.max_attempts = a.max_attempts;
+         item.depends_on = a.depends_on;
+         for (const auto policy : p::EnumValuesDependencyFailurePolicy()) {
+           if (a.on_dependency_failure == p::EnumNameDependencyFailurePolicy(policy)) {
+             item.on_dependency_failure = policy;
+           }
+         }
          return Expect<p::EnqueueResults>(
              c.Enqueue(a.queue, {item}, a.wait_ms), [](const p::EnqueueResults& r) {
                if (!r.items() || r.items()->size() != 1) {
@@ -552,12 +580,15 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   dequeue->add_option("--filter", a.filters, "only messages with this metadata (repeatable)")
       ->check(kKeyValue);
   dequeue->add_option("--wait-ms", a.wait_ms, "long poll: wait this long for a message");
+  dequeue->add_flag("--include-dependency-results", a.include_dependency_results,
+                    "each message carries its dependencies' outcomes (dependency_results)");
   out.push_back({dequeue, [&a](client::Client& c) {
                    client::DequeueOptions o;
                    o.max = a.max;
                    if (a.dequeue_lease->count()) o.lease_ms = a.lease_ms;
                    o.filter = ToPairs(a.filters);
                    o.wait_ms = a.wait_ms;
+                   o.include_dependency_results = a.include_dependency_results;
                    return Expect<p::DequeueResult>(c.Dequeue(a.queue, o),
                                                    [](const p::DequeueResult& r) {
                                                      if (r.messages()) {
@@ -585,6 +616,8 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   complete->add_option("--filter", a.filters, "with --next: only messages with this metadata")
       ->check(kKeyValue);
   complete->add_option("--wait-ms", a.wait_ms, "with --next: wait this long for a message");
+  complete->add_flag("--include-dependency-results", a.include_dependency_results,
+                     "with --next: each message carries its dependencies' outcomes");
   out.push_back({complete, [&a](client::Client& c) {
                    client::CompleteItem item{a.id, a.lease_token, a.result};
                    if (!a.next) return PrintItems(c.Complete(a.queue, {item}), {a.id}, "completed");
@@ -593,6 +626,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
                    if (a.complete_lease->count()) o.lease_ms = a.lease_ms;
                    o.filter = ToPairs(a.filters);
                    o.wait_ms = a.wait_ms;
+                   o.include_dependency_results = a.include_dependency_results;
                    const auto reply = c.CompleteAndNext(a.queue, {item}, o);
                    const int code = PrintItems(reply, {a.id}, "completed");
                    if (!reply.ok()) return code;
@@ -754,8 +788,11 @@ void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
   CLI::App* get = app.add_subcommand("get", "One message, whole.");
   get->add_option("queue", a.queue, "queue name")->required();
   get->add_option("id", a.id, "message id")->required();
+  get->add_flag("--include-dependency-results", a.include_dependency_results,
+                "with its dependencies' outcomes (dependency_results)");
   out.push_back({get, [&a](client::Client& c) {
-                   return Expect<p::GetResult>(c.Get(a.queue, a.id), [](const p::GetResult& r) {
+                   const auto reply = c.Get(a.queue, a.id, a.include_dependency_results);
+                   return Expect<p::GetResult>(reply, [](const p::GetResult& r) {
                      if (r.message() == nullptr) {
                        return Failed(Error::Connection(Code::kInternal, "protocol: no message"));
                      }

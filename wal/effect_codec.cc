@@ -49,19 +49,37 @@ void PutSettings(std::string* out, const QueueSettings& s) {
         (s.enqueue_paused ? kEnqueuePausedFlag : 0) | (s.dequeue_paused ? kDequeuePausedFlag : 0));
 }
 
+// Little-endian stores into a stack buffer: a message effect's fixed-width fields go to the
+// output in one append rather than one per field (BM_EncodeEffect).
+char* Store8(char* p, uint8_t v) {
+  *p = static_cast<char>(v);
+  return p + 1;
+}
+char* Store32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return p + 4;
+}
+char* Store64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  return p + 8;
+}
+
 void PutMessage(std::string* out, const Effect& e) {
   PutString(out, e.id);
-  PutU8(out, static_cast<uint8_t>(e.cause));
-  PutU8(out, static_cast<uint8_t>(e.from));
-  PutU8(out, static_cast<uint8_t>(e.to));
-  PutFixed64(out, e.seq);
-  PutFixed64(out, e.version);
-  PutI64(out, e.priority);
-  PutFixed32(out, e.attempts);
-  PutFixed32(out, e.max_attempts);
-  PutI64(out, e.due_at);
-  PutFixed64(out, e.lease_token);
-  PutI64(out, e.enqueued_at);
+  char buf[3 + 8 * 3 + 4 * 2 + 8 * 3];
+  char* p = buf;
+  p = Store8(p, static_cast<uint8_t>(e.cause));
+  p = Store8(p, static_cast<uint8_t>(e.from));
+  p = Store8(p, static_cast<uint8_t>(e.to));
+  p = Store64(p, e.seq);
+  p = Store64(p, e.version);
+  p = Store64(p, static_cast<uint64_t>(e.priority));
+  p = Store32(p, e.attempts);
+  p = Store32(p, e.max_attempts);
+  p = Store64(p, static_cast<uint64_t>(e.due_at));
+  p = Store64(p, e.lease_token);
+  p = Store64(p, static_cast<uint64_t>(e.enqueued_at));
+  out->append(buf, static_cast<size_t>(p - buf));
 }
 
 void PutScheduleSpec(std::string* out, const ScheduleSpec& s) {

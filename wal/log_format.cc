@@ -8,18 +8,6 @@
 
 namespace sundial::wal {
 
-void PutFixed32(std::string* out, uint32_t v) {
-  char buf[4];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out->append(buf, 4);
-}
-
-void PutFixed64(std::string* out, uint64_t v) {
-  char buf[8];
-  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out->append(buf, 8);
-}
-
 void AppendFileHeader(const FileHeader& header, std::string* out) {
   std::string buf;
   buf.reserve(kFileHeaderBytes);

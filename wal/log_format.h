@@ -113,8 +113,17 @@ std::optional<uint64_t> ParseSnapshotFileName(std::string_view name);
 inline constexpr std::string_view kTempSuffix = ".tmp";
 
 // Little-endian fixed-width helpers shared by the codec, writer and reader.
-void PutFixed32(std::string* out, uint32_t v);
-void PutFixed64(std::string* out, uint64_t v);
+// Inline: the encoder writes a dozen per effect, one effect per message (BM_EncodeEffect).
+inline void PutFixed32(std::string* out, uint32_t v) {
+  char buf[4];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(buf, 4);
+}
+inline void PutFixed64(std::string* out, uint64_t v) {
+  char buf[8];
+  for (int i = 0; i < 8; ++i) buf[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(buf, 8);
+}
 // Inline: the decoder reads a dozen per effect, recovery millions of effects.
 inline uint32_t DecodeFixed32(const char* p) {
   uint32_t v = 0;

@@ -78,6 +78,23 @@ TEST(BenchBeanstalk, RequestsAndSplitRepliesPairUpInOrder) {
   EXPECT_EQ(r.replies[3].error, "beanstalkd: NOT_FOUND");
 }
 
+// The worker's step: the deletes, then the reserves, in one write; one reply for all of them.
+TEST(BenchBeanstalk, CompleteAndNextDeletesThenReservesAsOneReply) {
+  auto p = MakeProtocol(Target::kBeanstalk, {.queue = "q"});
+  std::string out;
+  Lease leases[2];
+  leases[0].id = "7";
+  leases[1].id = "8";
+  p->CompleteAndNext(4, "", leases, 2, &out);
+  EXPECT_EQ(out, "delete 7\r\ndelete 8\r\nreserve-with-timeout 0\r\nreserve-with-timeout 0\r\n");
+  Recorder r;
+  FeedByteByByte(*p, "DELETED\r\nDELETED\r\nRESERVED 9 2\r\nab\r\nTIMED_OUT\r\n", &r);
+  ASSERT_EQ(r.replies.size(), 1u);
+  EXPECT_EQ(r.replies[0].slot, 4u);
+  EXPECT_EQ(r.replies[0].error, "");
+  EXPECT_EQ(r.replies[0].leased, std::vector<std::string>{"9"});
+}
+
 TEST(BenchBeanstalk, AReplyNobodyAskedForBreaksTheConnection) {
   auto p = MakeProtocol(Target::kBeanstalk, {.queue = "q"});
   Recorder r;
@@ -102,6 +119,27 @@ TEST(BenchRedis, LeaseScriptRepliesAndErrors) {
   ASSERT_EQ(r.replies.size(), 3u);
   EXPECT_EQ(r.replies[1].leased, (std::vector<std::string>{"m1|x", "m2|y"}));
   EXPECT_EQ(r.replies[2].error, "redis: NOSCRIPT No matching script");
+}
+
+// The worker's step is one call of the lease script, with the members to remove after its three
+// arguments (the script ZREMs them first); its reply is a dequeue's.
+TEST(BenchRedis, CompleteAndNextIsOneLeaseScriptCallThatRemovesFirst) {
+  auto p = MakeProtocol(Target::kRedis, {.queue = "q"});
+  std::string out;
+  p->Setup(1, "", &out);
+  EXPECT_NE(out.find("ZREM"), std::string::npos) << out;
+  Recorder r;
+  FeedByteByByte(*p, "$3\r\nabc\r\n", &r);  // the script's sha
+  out.clear();
+  Lease lease;
+  lease.id = "m1|x";
+  p->CompleteAndNext(2, "", std::span(&lease, 1), 3, &out);
+  EXPECT_EQ(out.rfind("*8\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n1\r\n$1\r\nq\r\n", 0), 0u) << out;
+  EXPECT_NE(out.find("$1\r\n3\r\n$5\r\n30000\r\n$4\r\nm1|x\r\n"), std::string::npos) << out;
+  FeedByteByByte(*p, "*1\r\n$4\r\nm2|y\r\n", &r);
+  ASSERT_EQ(r.replies.size(), 2u);
+  EXPECT_EQ(r.replies[1].slot, 2u);
+  EXPECT_EQ(r.replies[1].leased, std::vector<std::string>{"m2|y"});
 }
 
 TEST(BenchSundial, RepliesComeBackBySlotInAnyOrder) {
@@ -211,7 +249,7 @@ class BenchEndToEnd : public ::testing::Test {
 
 TEST_F(BenchEndToEnd, EveryWorkloadRunsItsCountWithoutErrors) {
   for (const std::string workload :
-       {"enqueue", "dequeue-complete", "mixed", "filter", "exclusive"}) {
+       {"enqueue", "dequeue-complete", "mixed", "filter", "exclusive", "worker"}) {
     const Outcome o = RunBench(Target() + " --workload " + workload +
                                " --connections 4 --threads 2 --pipeline 2 --messages 400 "
                                "--prefill 800 --duration 30 --json");
@@ -228,9 +266,30 @@ TEST_F(BenchEndToEnd, EveryWorkloadRunsItsCountWithoutErrors) {
   EXPECT_EQ(list.exit_code, 0) << list.output;
 }
 
+// The worker workload's batch form: each request completes up to --batch of the leases a slot
+// holds and refills it to --next-max; every message leased is completed, the last ones by a
+// plain complete when the budget is spent.
+TEST_F(BenchEndToEnd, WorkerBatchesCompleteEveryLeaseExactly) {
+  for (const std::string shape :
+       {"--batch 1 --next-max 1", "--batch 3 --next-max 7", "--batch 10 --next-max 4"}) {
+    const Outcome o = RunBench(Target() + " --workload worker " + shape +
+                               " --connections 3 --threads 2 --pipeline 2 --messages 301 "
+                               "--prefill 400 --duration 30 --json");
+    ASSERT_EQ(o.exit_code, 0) << shape << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "ops"), 301u) << shape << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output, "empty"), 0u) << shape << ": " << o.output;
+    const size_t acked = o.output.find("\"acked\"");
+    ASSERT_NE(acked, std::string::npos) << o.output;
+    EXPECT_EQ(JsonNumber(o.output.substr(acked), "leased"), 301u) << shape << ": " << o.output;
+    EXPECT_EQ(JsonNumber(o.output.substr(acked), "completed"), 301u) << shape << ": " << o.output;
+  }
+  // A closed loop only.
+  EXPECT_EQ(RunBench(Target() + " --workload worker --rate 10").exit_code, 2);
+}
+
 // The HTTP JSON API target (docs/http-api.md) runs the workloads too.
 TEST_F(BenchEndToEnd, HttpTargetRunsEnqueueAndDequeueComplete) {
-  for (const std::string workload : {"enqueue", "dequeue-complete", "filter"}) {
+  for (const std::string workload : {"enqueue", "dequeue-complete", "filter", "worker"}) {
     const Outcome o =
         RunBench("--target http://127.0.0.1:" + std::to_string(server_.http_port()) +
                  " --workload " + workload +

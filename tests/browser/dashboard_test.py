@@ -41,7 +41,7 @@ from sundial_harness import (Server, UpgradeRefused, Ws, WsError, http_requests,
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-STATES = ["invisible", "pending", "running", "completed", "canceled", "errored"]
+STATES = ["waiting", "invisible", "pending", "running", "completed", "canceled", "errored"]
 
 
 class Context:
@@ -586,8 +586,47 @@ def test_cluster(ctx):
         c.cleanup()
 
 
+def test_dependencies(ctx):
+    """A message waiting on two others: counted as waiting on the overview and its queue page,
+    explained, its dependencies listed with their states and linked; released when they
+    complete (docs/dashboard.md, "Dependencies")."""
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.enqueue("extract", [{"id": "part-1"}, {"id": "part-2"}])
+    ws.enqueue("report", [{"id": "summary", "depends_on": ["extract/part-1", "extract/part-2"]}])
+    ctx.open(s.url + "/")
+    wait_for(lambda: row_counts(ctx, "report").get("waiting") == "1", 30, "report: 1 waiting")
+    ctx.go("#/q/report")
+    ctx.wait_text("#count-waiting", "1")
+    ctx.go("#/q/report/m/summary")
+    ctx.wait_text("#detail-field-state", "waiting")
+    wait_for(lambda: ctx.css("#detail-explain").get_attribute("data-reason") ==
+             "waiting_on_dependencies", 30, "explain: waiting on dependencies")
+    deps = lambda: ctx.js("return [...document.querySelectorAll('#detail-dependencies li')]"  # noqa: E731
+                          ".map(li => [li.dataset.key, li.dataset.state])")
+    wait_for(lambda: deps() == [["extract/part-1", "pending"], ["extract/part-2", "pending"]], 30,
+             lambda: f"both dependencies pending, listed: {deps()}")
+    href = ctx.css("#detail-dependencies li a").get_attribute("href")
+    assert href.endswith("#/q/extract/m/part-1"), href
+    assert ctx.css("#detail-cancel").is_enabled(), "a waiting message can be canceled"
+    ctx.shot("dependencies-waiting")
+    for m in ws.call("Dequeue", {"queue": "extract", "max": 2})["messages"]:
+        ws.call("Complete", {"queue": "extract",
+                             "items": [{"id": m["id"], "lease_token": m["lease_token"]}]})
+    # The last completion releases it: the page follows its transition.
+    ctx.wait_text("#detail-field-state", "pending")
+    wait_for(lambda: deps() == [["extract/part-1", "completed"], ["extract/part-2", "completed"]],
+             30, lambda: f"both dependencies completed, listed: {deps()}")
+    wait_for(lambda: "waiting → pending (released)" in ctx.text("#detail-transitions"), 30,
+             "the release among the transitions seen")
+    ctx.go("#/")
+    wait_for(lambda: row_counts(ctx, "report").get("waiting") == "0", 30, "report: 0 waiting")
+    ctx.no_script_errors()
+    ws.close()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
-         test_sign_in, test_off, test_cluster]
+         test_sign_in, test_off, test_cluster, test_dependencies]
 
 
 def main():

@@ -214,8 +214,8 @@ class Ws:
     def counts(self, queue):
         info = self.call("GetQueue", {"name": queue})["queue"]
         c = info.get("counts", {})
-        return {s: c.get(s, 0) for s in ("invisible", "pending", "running", "completed",
-                                          "canceled", "errored", "blocked")}
+        return {s: c.get(s, 0) for s in ("waiting", "invisible", "pending", "running",
+                                          "completed", "canceled", "errored", "blocked")}
 
     def settings(self, queue):
         return self.call("GetQueue", {"name": queue})["queue"].get("settings", {})

@@ -81,6 +81,31 @@ TEST(ReplyJson, WaitItemsShowStateResultOrTheirError) {
             R"({"id":"m9","code":"NOT_FOUND","message":"id: no such message"})");
 }
 
+TEST(ReplyJson, DependencyResultsAreWaitItemsAndAbsentWhenNotAsked) {
+  flatbuffers::FlatBufferBuilder b;
+  const std::vector<uint8_t> result{'o', 'k'};
+  std::vector<flatbuffers::Offset<p::WaitItem>> deps{
+      p::CreateWaitItemDirect(b, "q/parent", p::MessageState::completed, &result, "")};
+  auto deps_vector = b.CreateVector(deps);
+  auto queue = b.CreateString("q");
+  auto id = b.CreateString("child");
+  p::MessageBuilder m(b);
+  m.add_queue(queue);
+  m.add_id(id);
+  m.add_dependency_results(deps_vector);
+  b.Finish(m.Finish());
+  const json::object o = MessageToJson(*Root<p::Message>(b));
+  EXPECT_EQ(json::serialize(o.at("dependency_results")),
+            R"([{"id":"q/parent","state":"completed","result":"ok","last_error":""}])");
+
+  flatbuffers::FlatBufferBuilder plain;
+  plain.Finish(p::CreateMessageDirect(plain, "q", "m"));
+  EXPECT_FALSE(MessageToJson(*Root<p::Message>(plain)).contains("dependency_results"));
+  flatbuffers::FlatBufferBuilder counts;
+  counts.Finish(p::CreateStateCounts(counts, 0, 0, 0, 0, 0, 0, 0, 3));
+  EXPECT_EQ(CountsToJson(Root<p::StateCounts>(counts)).at("waiting").to_number<int64_t>(), 3);
+}
+
 TEST(ReplyJson, ErrorIsCodeAndMessage) {
   EXPECT_EQ(json::serialize(ErrorToJson(
                 client::Error::Server(Code::kFailedPrecondition, "lease_token: stale"))),

@@ -151,6 +151,33 @@ TEST_F(Requests, EnqueueItems) {
   EXPECT_EQ(second->metadata(), nullptr);
 }
 
+TEST_F(Requests, DependenciesTravelOnlyWhenGiven) {
+  EnqueueItem a;
+  a.id = "child";
+  a.depends_on = {"parent", "other/m7"};
+  a.on_dependency_failure = p::DependencyFailurePolicy::release;
+  EnqueueItem b;
+  b.id = "plain";
+  const p::Enqueue* op = Parse(BuildEnqueue({4}, "jobs", {a, b}))->op_as_Enqueue();
+  const p::EnqueueItem* first = op->items()->Get(0);
+  ASSERT_NE(first->depends_on(), nullptr);
+  ASSERT_EQ(first->depends_on()->size(), 2u);
+  EXPECT_EQ(first->depends_on()->Get(1)->str(), "other/m7");
+  EXPECT_EQ(first->on_dependency_failure(), p::DependencyFailurePolicy::release);
+  EXPECT_EQ(op->items()->Get(1)->depends_on(), nullptr);
+  EXPECT_EQ(op->items()->Get(1)->on_dependency_failure(), p::DependencyFailurePolicy::cancel);
+
+  DequeueOptions o;
+  o.include_dependency_results = true;
+  EXPECT_TRUE(Parse(BuildDequeue({5}, "jobs", o))->op_as_Dequeue()->include_dependency_results());
+  EXPECT_FALSE(Parse(BuildDequeue({6}, "jobs", {}))->op_as_Dequeue()->include_dependency_results());
+  const p::Complete* c = Parse(BuildCompleteAndNext({7}, "jobs", {{"a", 1}}, o))->op_as_Complete();
+  EXPECT_TRUE(c->next()->include_dependency_results());
+  EXPECT_TRUE(
+      Parse(BuildGet({8}, "jobs", "child", true))->op_as_Get()->include_dependency_results());
+  EXPECT_FALSE(Parse(BuildGet({9}, "jobs", "child"))->op_as_Get()->include_dependency_results());
+}
+
 TEST_F(Requests, DequeueAndSummary) {
   DequeueOptions o;
   o.max = 10;

@@ -339,6 +339,52 @@ TEST_F(CliE2E, BrowsePagesThroughEveryMessageInPriorityOrder) {
   EXPECT_EQ(seen, (std::vector<std::string>{"m6", "m5", "m4", "m3", "m2", "m1", "m0"}));
 }
 
+TEST_F(CliE2E, DependenciesWaitAndCarryTheirResults) {
+  Ok({"enqueue", "q", "--id", "parent"});
+  Ok({"enqueue", "other", "--id", "a"});
+  Ok({"enqueue", "q", "--id", "child", "--depends-on", "parent,other/a", "--on-dependency-failure",
+      "release"});
+  Ok({"enqueue", "q", "--id", "grandchild", "--depends-on", "child", "--depends-on", "parent"});
+  auto got = Ok({"get", "q", "child"});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(Str(got[0].at("state")), "waiting");
+  auto counts = Ok({"count", "q"});
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(Int(counts[0].at("waiting")), 2);
+  auto browsed = Ok({"browse", "q", "--state", "waiting"});
+  EXPECT_EQ(browsed.size(), 2u);
+  auto why = Ok({"explain", "q", "child"});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(Str(why[0].at("reason")), "waiting_on_dependencies");
+
+  // other/a is canceled: child's policy is release, so it still waits for parent only.
+  Ok({"cancel", "other", "a"});
+  const json::object parent = Lease("q");
+  ASSERT_EQ(Str(parent.at("id")), "parent");
+  Ok({"complete", "q", "parent", std::to_string(Int(parent.at("lease_token"))), "--result",
+      "from parent"});
+  auto leased = Ok({"dequeue", "q", "--include-dependency-results"});
+  ASSERT_EQ(leased.size(), 1u);
+  EXPECT_EQ(Str(leased[0].at("id")), "child");
+  const json::array& deps = leased[0].at("dependency_results").as_array();
+  ASSERT_EQ(deps.size(), 2u);
+  EXPECT_EQ(Str(deps[0].at("id")), "q/parent");
+  EXPECT_EQ(Str(deps[0].at("state")), "completed");
+  EXPECT_EQ(Str(deps[0].at("result")), "from parent");
+  EXPECT_EQ(Str(deps[1].at("id")), "other/a");
+  EXPECT_EQ(Str(deps[1].at("state")), "canceled");
+  got = Ok({"get", "q", "child", "--include-dependency-results"});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].at("dependency_results").as_array().size(), 2u);
+  EXPECT_FALSE(Ok({"get", "q", "child"})[0].contains("dependency_results"));
+
+  const std::string message = ServerError({"enqueue", "q", "--depends-on", "missing"}, "NOT_FOUND");
+  EXPECT_NE(message.find("depends_on"), std::string::npos) << message;
+  const CliRun bad =
+      Cli({"enqueue", "q", "--depends-on", "parent", "--on-dependency-failure", "retry"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+}
+
 TEST_F(CliE2E, StatsAndHealth) {
   Ok({"enqueue", "q"});
   auto stats = Ok({"stats"});

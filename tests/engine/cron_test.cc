@@ -99,13 +99,13 @@ TEST(CronTest, ListsRangesStepsAndNames) {
   for (int m : {5, 10, 11, 12, 50, 55}) expected.push_back(Utc(2026, 1, 1, 3, m));
   EXPECT_EQ(fires, expected);
   // 1-10/4: 1, 5, 9.
-  EXPECT_EQ(Cron("1-10/4 0 1 1 *").FiresBetween(Utc(2026, 1, 1), Utc(2026, 1, 2), 10),
-            (std::vector<TimeMs>{Utc(2026, 1, 1, 0, 1), Utc(2026, 1, 1, 0, 5),
-                                 Utc(2026, 1, 1, 0, 9)}));
+  EXPECT_EQ(
+      Cron("1-10/4 0 1 1 *").FiresBetween(Utc(2026, 1, 1), Utc(2026, 1, 2), 10),
+      (std::vector<TimeMs>{Utc(2026, 1, 1, 0, 1), Utc(2026, 1, 1, 0, 5), Utc(2026, 1, 1, 0, 9)}));
   // Names, in any case: weekdays of January and July at 09:00. 2026-01-01 is a Thursday.
   CronSchedule named = Cron("0 9 * jan,JUL Mon-fri");
   EXPECT_EQ(NextOf(named, Utc(2026, 1, 1)), Utc(2026, 1, 1, 9));
-  EXPECT_EQ(NextOf(named, Utc(2026, 1, 2, 9)), Utc(2026, 1, 5, 9));  // Friday -> Monday
+  EXPECT_EQ(NextOf(named, Utc(2026, 1, 2, 9)), Utc(2026, 1, 5, 9));   // Friday -> Monday
   EXPECT_EQ(NextOf(named, Utc(2026, 1, 30, 9)), Utc(2026, 7, 1, 9));  // February..June skipped
   // 7 is Sunday, as 0 is; 5-7: Friday to Sunday. 2026-05-04 is a Monday.
   CronSchedule weekend = Cron("0 0 * * 5-7");
@@ -136,10 +136,10 @@ TEST(CronTest, LeapDaysAndMonthEnds) {
   EXPECT_EQ(NextOf(feb29, Utc(2025, 3, 1)), Utc(2028, 2, 29));
   EXPECT_EQ(NextOf(feb29, Utc(2096, 3, 1)), Utc(2104, 2, 29));  // 2100 is not a leap year
   CronSchedule day31 = Cron("0 0 31 * *");
-  EXPECT_EQ(day31.FiresBetween(Utc(2026, 1, 1), Utc(2026, 12, 31, 1), 20),
-            (std::vector<TimeMs>{Utc(2026, 1, 31), Utc(2026, 3, 31), Utc(2026, 5, 31),
-                                 Utc(2026, 7, 31), Utc(2026, 8, 31), Utc(2026, 10, 31),
-                                 Utc(2026, 12, 31)}));
+  EXPECT_EQ(
+      day31.FiresBetween(Utc(2026, 1, 1), Utc(2026, 12, 31, 1), 20),
+      (std::vector<TimeMs>{Utc(2026, 1, 31), Utc(2026, 3, 31), Utc(2026, 5, 31), Utc(2026, 7, 31),
+                           Utc(2026, 8, 31), Utc(2026, 10, 31), Utc(2026, 12, 31)}));
 }
 
 TEST(CronTest, Macros) {
@@ -166,14 +166,14 @@ TEST(CronTest, ATimeZoneMovesTheFireWithItsOffset) {
 TEST(CronTest, AnHourSkippedInSpringFiresOnceAtTheJump) {
   // New York, 2026-03-08: 01:59:59 EST is followed by 03:00 EDT (07:00 UTC).
   CronSchedule c = Cron("30 2 * * *", "America/New_York");
-  EXPECT_EQ(NextOf(c, Utc(2026, 3, 7)), Utc(2026, 3, 7, 7, 30));  // 02:30 EST
+  EXPECT_EQ(NextOf(c, Utc(2026, 3, 7)), Utc(2026, 3, 7, 7, 30));     // 02:30 EST
   EXPECT_EQ(NextOf(c, Utc(2026, 3, 7, 7, 30)), Utc(2026, 3, 8, 7));  // no 02:30: at the jump
   EXPECT_EQ(NextOf(c, Utc(2026, 3, 8, 7)), Utc(2026, 3, 9, 6, 30));  // 02:30 EDT
   // Every quarter hour of the skipped hour: all at the jump, once; then on after it.
   CronSchedule quarter = Cron("*/15 2,3 * * *", "America/New_York");
   EXPECT_EQ(quarter.FiresBetween(Utc(2026, 3, 8, 6), Utc(2026, 3, 8, 8), 20),
-            (std::vector<TimeMs>{Utc(2026, 3, 8, 7), Utc(2026, 3, 8, 7, 15),
-                                 Utc(2026, 3, 8, 7, 30), Utc(2026, 3, 8, 7, 45)}));
+            (std::vector<TimeMs>{Utc(2026, 3, 8, 7), Utc(2026, 3, 8, 7, 15), Utc(2026, 3, 8, 7, 30),
+                                 Utc(2026, 3, 8, 7, 45)}));
   // Paris jumps from 02:00 to 03:00 CEST (01:00 UTC).
   EXPECT_EQ(NextOf(Cron("0 2 * * *", "Europe/Paris"), Utc(2026, 3, 28, 12)), Utc(2026, 3, 29, 1));
 }
@@ -181,21 +181,20 @@ TEST(CronTest, AnHourSkippedInSpringFiresOnceAtTheJump) {
 TEST(CronTest, AnHourRepeatedInAutumnFiresOnceAtItsFirstOccurrence) {
   // New York, 2026-11-01: 01:59:59 EDT (05:59:59 UTC) is followed by 01:00 EST (06:00 UTC).
   CronSchedule c = Cron("30 1 * * *", "America/New_York");
-  EXPECT_EQ(NextOf(c, Utc(2026, 11, 1)), Utc(2026, 11, 1, 5, 30));  // 01:30 EDT
+  EXPECT_EQ(NextOf(c, Utc(2026, 11, 1)), Utc(2026, 11, 1, 5, 30));         // 01:30 EDT
   EXPECT_EQ(NextOf(c, Utc(2026, 11, 1, 5, 30)), Utc(2026, 11, 2, 6, 30));  // not 01:30 EST
   // Asked from inside the repeated hour: its local times have fired already.
   EXPECT_EQ(NextOf(c, Utc(2026, 11, 1, 6, 10)), Utc(2026, 11, 2, 6, 30));
   CronSchedule half = Cron("*/30 * * * *", "America/New_York");
   EXPECT_EQ(half.FiresBetween(Utc(2026, 11, 1, 4, 45), Utc(2026, 11, 1, 8), 20),
-            (std::vector<TimeMs>{Utc(2026, 11, 1, 5), Utc(2026, 11, 1, 5, 30),
-                                 Utc(2026, 11, 1, 7), Utc(2026, 11, 1, 7, 30),
-                                 Utc(2026, 11, 1, 8)}));
+            (std::vector<TimeMs>{Utc(2026, 11, 1, 5), Utc(2026, 11, 1, 5, 30), Utc(2026, 11, 1, 7),
+                                 Utc(2026, 11, 1, 7, 30), Utc(2026, 11, 1, 8)}));
 }
 
 TEST(CronTest, AThirtyMinuteShiftIsHandledLikeAnHour) {
   // Lord Howe Island, 2026-10-04: 01:59:59 (+10:30) is followed by 02:30 (+11) at 15:30 UTC.
   CronSchedule c = Cron("15 2 * * *", "Australia/Lord_Howe");
-  EXPECT_EQ(NextOf(c, Utc(2026, 10, 3, 12)), Utc(2026, 10, 3, 15, 30));  // skipped: at the jump
+  EXPECT_EQ(NextOf(c, Utc(2026, 10, 3, 12)), Utc(2026, 10, 3, 15, 30));      // skipped: at the jump
   EXPECT_EQ(NextOf(c, Utc(2026, 10, 3, 15, 30)), Utc(2026, 10, 4, 15, 15));  // 02:15 +11
   // 2026-04-05: 01:59:59 (+11) is followed by 01:30 (+10:30) at 15:00 UTC; 01:45 exists twice.
   CronSchedule back = Cron("45 1 * * *", "Australia/Lord_Howe");
@@ -276,8 +275,8 @@ TEST(CronTest, EveryFireInUtcMatchesABruteForceScan) {
   for (int round = 0; round < 300; ++round) {
     Field minute, hour, dom, month, dow;
     std::string expr = RandomField(rng, 0, 59, &minute) + " " + RandomField(rng, 0, 23, &hour) +
-                       " " + RandomField(rng, 1, 31, &dom) + " " +
-                       RandomField(rng, 1, 12, &month) + " " + RandomField(rng, 0, 6, &dow);
+                       " " + RandomField(rng, 1, 31, &dom) + " " + RandomField(rng, 1, 12, &month) +
+                       " " + RandomField(rng, 0, 6, &dow);
     Result<CronSchedule> parsed = CronSchedule::Parse(expr);
     // The matcher: a UTC minute matches when its fields do (Vixie's day rule).
     auto matches = [&](TimeMs ms) {
@@ -295,8 +294,8 @@ TEST(CronTest, EveryFireInUtcMatchesABruteForceScan) {
       continue;
     }
     const CronSchedule& c = parsed.value();
-    TimeMs after = Utc(2026, 1, 1) + std::uniform_int_distribution<TimeMs>(
-                                         0, 365LL * 86'400'000)(rng);
+    TimeMs after =
+        Utc(2026, 1, 1) + std::uniform_int_distribution<TimeMs>(0, 365LL * 86'400'000)(rng);
     // The next 5 fires, each checked minute by minute against the matcher: it matches, and no
     // minute between the previous and it does. Days that cannot match are skipped whole.
     for (int k = 0; k < 5; ++k) {

@@ -221,6 +221,28 @@ TEST_F(DependenciesTest, CompletedDependencyIsKeptFromGcWhileADependentWaits) {
   EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
 }
 
+TEST_F(DependenciesTest, RetentionZeroKeepsAHeldDependencyWithoutSpinning) {
+  // Retention 0: a completed message is removed at the next Advance, unless a dependent still
+  // waits on it; then it is looked at again a second later (kHeldRecheckMs), not in a loop at
+  // the same instant (which never ended).
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(1);
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "c still waits on it";
+  Finish("q", "b");
+  AdvanceTime(1);
+  EXPECT_EQ(GetCode("q", "b"), Code::kNotFound) << "nothing holds b";
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "looked at again a second later";
+  AdvanceTime(kHeldRecheckMs);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+}
+
 TEST_F(DependenciesTest, BrowseListsWaitingMessages) {
   Put("q", "a");
   PutAfter("q", "b", {"a"});

@@ -170,6 +170,35 @@ TEST(Json, BadJsonIsRefusedWithAMessage) {
   }
 }
 
+TEST(Json, DependencyFieldsTravelByName) {
+  JsonCodec codec("Request");
+  std::string bytes, error;
+  ASSERT_TRUE(codec.FromJson(R"({"request_id": 8, "op_type": "Enqueue", "op": {"queue": "r",
+      "items": [{"id": "c", "depends_on": ["p", "other/x"], "on_dependency_failure": "release"}]}})",
+                             &bytes, &error))
+      << error;
+  ASSERT_TRUE(VerifyRequest(bytes));
+  const EnqueueItem* item = GetRequest(bytes.data())->op_as_Enqueue()->items()->Get(0);
+  ASSERT_EQ(item->depends_on()->size(), 2u);
+  EXPECT_EQ(item->depends_on()->Get(1)->str(), "other/x");
+  EXPECT_EQ(item->on_dependency_failure(), DependencyFailurePolicy::release);
+  std::string json;
+  ASSERT_TRUE(codec.ToJson(bytes, &json, &error)) << error;
+  EXPECT_NE(json.find(R"("on_dependency_failure": "release")"), std::string::npos) << json;
+
+  ASSERT_TRUE(codec.FromJson(R"({"request_id": 9, "op_type": "Dequeue",
+      "op": {"queue": "r", "include_dependency_results": true}})",
+                             &bytes, &error))
+      << error;
+  EXPECT_TRUE(GetRequest(bytes.data())->op_as_Dequeue()->include_dependency_results());
+
+  error.clear();
+  EXPECT_FALSE(codec.FromJson(R"({"request_id": 10, "op_type": "Enqueue", "op": {"queue": "r",
+      "items": [{"on_dependency_failure": "retry"}]}})",
+                              &bytes, &error));
+  EXPECT_FALSE(error.empty());
+}
+
 // The parser reads a NUL-terminated string: whatever followed a NUL byte was ignored, so a
 // text frame of a request, a NUL and garbage was accepted as the request (found by the ws_json
 // fuzz target's check). A NUL is never valid JSON text.

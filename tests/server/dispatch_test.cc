@@ -129,6 +129,29 @@ TEST_F(DispatchTest, EnqueueDequeueCompleteThroughTheProtocol) {
   EXPECT_EQ(count->result_as_CountResult()->counts()->completed(), 1u);
 }
 
+// sundial_messages_total counts a lease as a dequeue's whichever request carried it: a Complete
+// with `next` reports its completed items as its own messages and its leases apart (bench/
+// compare.sh checks what the bench saw acknowledged against these counters).
+TEST_F(DispatchTest, LeasesOfACompletesNextAreCountedApartFromItsCompletions) {
+  ASSERT_EQ(Run(R"({"request_id": 1, "op_type": "Enqueue", "op": {"queue": "jobs",
+      "items": [{"id": "a"}, {"id": "b"}, {"id": "c"}]}})")
+                ->error(),
+            nullptr);
+  const auto* leased = Run(R"({"request_id": 2, "op_type": "Dequeue",
+      "op": {"queue": "jobs", "max": 1}})");
+  ASSERT_EQ(outcome_.messages, 1u);
+  EXPECT_EQ(outcome_.next_leased, 0u);
+  const p::Message* m = leased->result_as_DequeueResult()->messages()->Get(0);
+  const auto* completed = Run(R"({"request_id": 3, "op_type": "Complete", "op": {"queue": "jobs",
+      "items": [{"id": ")" + m->id()->str() +
+                              R"(", "lease_token": )" + std::to_string(m->lease_token()) +
+                              R"(}], "next": {"max": 2}}})");
+  ASSERT_EQ(completed->error(), nullptr);
+  ASSERT_EQ(completed->result_as_ItemResults()->next()->size(), 2u);
+  EXPECT_EQ(outcome_.messages, 1u);     // the completion
+  EXPECT_EQ(outcome_.next_leased, 2u);  // the leases
+}
+
 TEST_F(DispatchTest, ErrorsAreTypedAndNameTheProblem) {
   const auto* missing = Run(R"({"request_id": 9, "op_type": "Get",
       "op": {"queue": "nope", "id": "x"}})");

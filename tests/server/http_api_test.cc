@@ -225,6 +225,70 @@ TEST_F(HttpApiTest, RestDequeueBuildsALongPoll) {
   EXPECT_EQ(d->filter()->size(), 1u);
 }
 
+TEST_F(HttpApiTest, RestFormsCarryDependencies) {
+  HttpApiRoute r = Route("POST", "/v1/queues/q/messages",
+                         R"({"id":"c","depends_on":["p","other/x"],)"
+                         R"("on_dependency_failure":"error"})");
+  ASSERT_TRUE(r.dispatch) << r.response.body;
+  const p::EnqueueItem* item = RequestOf(r).op_as_Enqueue()->items()->Get(0);
+  ASSERT_EQ(item->depends_on()->size(), 2u);
+  EXPECT_EQ(item->depends_on()->Get(1)->str(), "other/x");
+  EXPECT_EQ(item->on_dependency_failure(), p::DependencyFailurePolicy::error);
+  r = Route("POST", "/v1/queues/q/messages", R"({"id":"c"})");
+  ASSERT_TRUE(r.dispatch) << r.response.body;
+  EXPECT_EQ(RequestOf(r).op_as_Enqueue()->items()->Get(0)->depends_on(), nullptr);
+
+  r = Route("POST", "/v1/queues/q/dequeue", R"({"include_dependency_results":true})");
+  ASSERT_TRUE(r.dispatch) << r.response.body;
+  EXPECT_TRUE(RequestOf(r).op_as_Dequeue()->include_dependency_results());
+  r = Route("GET", "/v1/queues/q/messages/c?include_dependency_results=true");
+  ASSERT_TRUE(r.dispatch) << r.response.body;
+  EXPECT_TRUE(RequestOf(r).op_as_Get()->include_dependency_results());
+  r = Route("GET", "/v1/queues/q/messages/c?x=1&include_dependency_results=0");
+  ASSERT_TRUE(r.dispatch) << r.response.body;
+  EXPECT_FALSE(RequestOf(r).op_as_Get()->include_dependency_results());
+
+  for (const char* body :
+       {R"({"depends_on":"p"})", R"({"depends_on":[1]})", R"({"depends_on":{"a":"b"}})",
+        R"({"on_dependency_failure":"retry"})", R"({"on_dependency_failure":1})"}) {
+    const HttpApiRoute bad = Route("POST", "/v1/queues/q/messages", body);
+    EXPECT_FALSE(bad.dispatch) << body;
+    EXPECT_EQ(bad.response.status, 400) << body;
+  }
+  EXPECT_EQ(
+      Route("POST", "/v1/queues/q/dequeue", R"({"include_dependency_results":1})").response.status,
+      400);
+  EXPECT_EQ(Route("GET", "/v1/queues/q/messages/c?include_dependency_results=yes").response.status,
+            400);
+}
+
+TEST_F(HttpApiTest, RestMessagesShowTheirDependencyResults) {
+  fb::FlatBufferBuilder b;
+  const std::vector<uint8_t> result{'o', 'k'};
+  auto error = p::CreateErrorDirect(b, p::Code::NOT_FOUND, "id: no such message");
+  std::vector<fb::Offset<p::WaitItem>> deps{
+      p::CreateWaitItemDirect(b, "q/a", p::MessageState::completed, &result),
+      p::CreateWaitItemDirect(b, "q/b", p::MessageState::invisible, nullptr, nullptr, error)};
+  auto deps_vector = b.CreateVector(deps);
+  auto id = b.CreateString("c");
+  p::MessageBuilder m(b);
+  m.add_id(id);
+  m.add_dependency_results(deps_vector);
+  const auto message = m.Finish();
+  auto get = p::CreateGetResult(b, message);
+  b.Finish(p::CreateServerMessage(
+      b, p::ServerBody::Response,
+      p::CreateResponse(b, 1, 0, 0, p::Result::GetResult, get.Union()).Union()));
+  const std::string reply(reinterpret_cast<const char*>(b.GetBufferPointer()), b.GetSize());
+  const HttpApiResponse r = api_.MapReply(HttpReplyShape::kMessage, reply);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(
+      r.body.find(R"("dependency_results":[{"id":"q/a","state":"completed","result":"ok"},)"
+                  R"({"id":"q/b","error":{"code":"NOT_FOUND","message":"id: no such message"}}])"),
+      std::string::npos)
+      << r.body;
+}
+
 TEST_F(HttpApiTest, EveryTypedErrorOfAReplyMapsToItsStatusWithTheErrorAsBody) {
   for (int c = 1; c <= 9; ++c) {
     const Code code = static_cast<Code>(c);

@@ -1,7 +1,8 @@
 // Number, time and byte formatting, and the defaults the server leaves out of its JSON
 // (docs/protocol.md, "The JSON form": a field equal to its schema default is absent).
 
-export const STATES = ['invisible', 'pending', 'running', 'completed', 'canceled', 'errored'];
+// `waiting`: enqueued with depends_on, not dequeueable until its dependencies complete.
+export const STATES = ['waiting', 'invisible', 'pending', 'running', 'completed', 'canceled', 'errored'];
 
 const intFormat = new Intl.NumberFormat('en-US');
 const rateFormat = new Intl.NumberFormat('en-US', {maximumFractionDigits: 1});
@@ -107,6 +108,13 @@ export function message(m) {
     enqueued_at: m.enqueued_at || 0,
     updated_at: m.updated_at || 0,
     last_error: m.last_error || '',
+    // With include_dependency_results: one outcome per dependency ({id: "queue/id", state, …}).
+    dependency_results: (m.dependency_results || []).map((d) => ({
+      id: d.id || '',
+      state: d.state || 'invisible',
+      error: d.error || null,
+      last_error: d.last_error || '',
+    })),
   };
 }
 

@@ -18,7 +18,15 @@ const EXPLAIN = {
   attempts_spent: (x) => `Errored: all ${x.attempts || 0} attempts spent. Redrive it to try again.`,
   running: (x) => `Running: leased by token ${x.lease_token || 0} until ${time(x.until)}.`,
   terminal: () => 'Finished (completed or canceled): kept until retention removes it.',
+  waiting_on_dependencies: () => 'Waiting on its dependencies: it becomes pending when the last ' +
+                                 'one completes (see Dependencies below).',
 };
+
+// A dependency's key "queue/id" (or a bare id of this queue) as [queue, id].
+function splitKey(key, queue) {
+  const slash = key.indexOf('/');
+  return slash < 0 ? [queue, key] : [key.slice(0, slash), key.slice(slash + 1)];
+}
 
 // UTF-8 text, or null for binary; `partial`: the bytes are a prefix (may end mid-character).
 function decodeText(bytes, partial) {
@@ -68,6 +76,8 @@ export class MessageDetail {
     this.hexBtn = h('button', {type: 'button', id: 'payload-hex', text: 'Hex', onclick: () => this.setMode('hex')});
     this.payloadEl = h('pre', {class: 'payload', id: 'detail-payload'});
     this.transitions = h('ol', {class: 'feed', id: 'detail-transitions'});
+    this.depsTitle = h('h3', {text: 'Dependencies', hidden: true});
+    this.deps = h('ul', {class: 'feed', id: 'detail-dependencies', hidden: true});
     this.problem = h('p', {class: 'error', id: 'detail-problem', hidden: true});
     this.actions = null;
     if (!readOnly()) {
@@ -82,6 +92,7 @@ export class MessageDetail {
                   h('h2', null, 'Message ', h('code', {text: this.id}), ' ', this.stateEl),
                   h('a', {href: '#/q/' + encodeURIComponent(q), class: 'close', text: 'Close ✕'})),
                 this.problem, this.explainEl, this.actions, this.fields, this.errorEl,
+                this.depsTitle, this.deps,
                 h('h3', {text: 'Metadata'}),
                 h('table', {class: 'kv'}, h('thead', null, h('tr', null, h('th', {text: 'key'}), h('th', {text: 'value'}))),
                   this.metaBody),
@@ -100,7 +111,7 @@ export class MessageDetail {
     const conn = this.conn;
     try {
       const [got, explained] = await Promise.all([
-        conn.request('Get', {queue: this.view.name, id: this.id}),
+        conn.request('Get', {queue: this.view.name, id: this.id, include_dependency_results: true}),
         conn.request('Explain', {queue: this.view.name, id: this.id}).catch(() => null),
       ]);
       if (seq !== this.seq) return;
@@ -154,10 +165,27 @@ export class MessageDetail {
     }
     if (!m.metadata.length) this.metaBody.append(h('tr', null, h('td', {colspan: 2, class: 'muted', text: 'none'})));
     if (this.actions) {
-      this.cancelBtn.disabled = !['invisible', 'pending', 'running'].includes(m.state);
+      this.cancelBtn.disabled = !['waiting', 'invisible', 'pending', 'running'].includes(m.state);
       this.redriveBtn.disabled = m.state !== 'errored';
     }
+    this.renderDependencies();
     this.renderPayload();
+  }
+
+  // Each dependency with its state, linked to its own page; one that retention or a purge
+  // removed says so.
+  renderDependencies() {
+    const deps = this.msg.dependency_results;
+    this.depsTitle.hidden = this.deps.hidden = deps.length === 0;
+    clear(this.deps);
+    for (const d of deps) {
+      const [queue, id] = splitKey(d.id, this.view.name);
+      const state = d.error ? 'removed' : d.state;
+      this.deps.append(h('li', {dataset: {key: d.id, state}},
+                         h('a', {href: `#/q/${encodeURIComponent(queue)}/m/${encodeURIComponent(id)}`, text: d.id}),
+                         ' ', h('span', {class: 'badge state-' + state, text: state}),
+                         d.last_error ? h('span', {class: 'muted', text: ' ' + d.last_error}) : ''));
+    }
   }
 
   setMode(mode) {

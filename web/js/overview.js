@@ -12,6 +12,7 @@ const COLUMNS = [
   {key: 'name', label: 'Queue', text: true},
   {key: 'type', label: 'Type', text: true},
   {key: 'status', label: 'Status', text: true},
+  {key: 'waiting', label: 'Waiting'},
   {key: 'invisible', label: 'Invisible'},
   {key: 'pending', label: 'Pending'},
   {key: 'running', label: 'Running'},

@@ -111,6 +111,10 @@ export interface WaitOptions extends CallOptions {
   /** Up to 60000 (default 0: answer at once with what is terminal so far). */
   wait_ms?: number;
 }
+export interface GetOptions extends CallOptions {
+  /** The message carries its dependencies' outcomes (`dependency_results`). */
+  include_dependency_results?: boolean;
+}
 export interface DequeueOptions extends MutationOptions {
   /** 1–1000 messages (default 1). */
   max?: number;
@@ -120,6 +124,8 @@ export interface DequeueOptions extends MutationOptions {
   filter?: Metadata;
   /** A long poll of up to 60000 ms: answered as soon as a message is dequeueable, else [] at the end. */
   wait_ms?: number;
+  /** Each message carries its dependencies' outcomes (`dependency_results`, with their results). */
+  include_dependency_results?: boolean;
 }
 export interface CompleteOptions extends MutationOptions {
   /**
@@ -364,8 +370,9 @@ export class Client {
   /** Leases up to `max` pending messages, earliest priority first; each `running` with its lease_token. */
   dequeue(queue: string, options?: DequeueOptions): Promise<Message[]> {
     return this.runWith(async () => {
-      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", ...MUTATION_KEYS]);
-      return this.execute(codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms), o.timeout_ms, o.durability);
+      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", "include_dependency_results", ...MUTATION_KEYS]);
+      const call = codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms, o.include_dependency_results);
+      return this.execute(call, o.timeout_ms, o.durability);
     });
   }
 
@@ -456,8 +463,11 @@ export class Client {
   }
 
   /** The whole message, in any state until retention removes it. */
-  get(queue: string, id: string, options?: CallOptions): Promise<Message> {
-    return this.run(() => codec.get(queue, id), options, CALL_KEYS);
+  get(queue: string, id: string, options?: GetOptions): Promise<Message> {
+    return this.run(() => codec.get(queue, id, options?.include_dependency_results), options, [
+      ...CALL_KEYS,
+      "include_dependency_results",
+    ]);
   }
 
   /** Messages in one state (default pending), in dequeue order, a page at a time. */

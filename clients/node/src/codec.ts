@@ -21,6 +21,8 @@ import {
   Cluster,
   ClusterMember,
   Counts,
+  DEPENDENCY_FAILURE_POLICIES,
+  DependencyFailurePolicy,
   EXPLAIN_REASONS,
   EnqueueResult,
   Explanation,
@@ -267,7 +269,7 @@ function metadataOf(table: { metadataLength(): number; metadata(i: number, obj?:
 
 export function decodeMessage(m: P.Message): Message {
   const payload = m.payloadArray();
-  return {
+  const message: Message = {
     queue: text(m.queue()),
     id: text(m.id()),
     priority: Number(m.priority()),
@@ -286,6 +288,14 @@ export function decodeMessage(m: P.Message): Message {
     last_error: text(m.lastError()),
     result: bytesOf(m.resultArray()),
   };
+  // Present only when asked for (include_dependency_results) and the message has dependencies:
+  // one Outcome per dependency, its id "queue/id".
+  if (m.dependencyResultsLength() > 0) {
+    const dependencies: Outcome[] = [];
+    for (let i = 0, n = m.dependencyResultsLength(); i < n; i++) dependencies.push(decodeOutcome(m.dependencyResults(i)!));
+    message.dependency_results = dependencies;
+  }
+  return message;
 }
 
 /** A view of a reply's bytes, not a copy: the frame is never reused. */
@@ -310,7 +320,7 @@ function decodeOutcome(w: P.WaitItem): Outcome {
 
 function decodeCounts(c: P.StateCounts | null): Counts {
   if (c === null) {
-    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, blocked: 0 };
+    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, waiting: 0, blocked: 0 };
   }
   return {
     invisible: Number(c.invisible()),
@@ -319,6 +329,7 @@ function decodeCounts(c: P.StateCounts | null): Counts {
     completed: Number(c.completed()),
     canceled: Number(c.canceled()),
     errored: Number(c.errored()),
+    waiting: Number(c.waiting()),
     blocked: Number(c.blocked()),
   };
 }
@@ -786,9 +797,23 @@ export interface EnqueueItem {
   delay_ms?: number | bigint;
   visible_at?: number | bigint;
   max_attempts?: number;
+  /** Messages that must complete first: "queue/id", or ids of this queue (up to 100000). */
+  depends_on?: string[];
+  /** When a dependency is canceled or errored: "cancel" (default), "release" or "error". */
+  on_dependency_failure?: DependencyFailurePolicy;
 }
 
-export const ITEM_KEYS = ["payload", "id", "priority", "metadata", "delay_ms", "visible_at", "max_attempts"] as const;
+export const ITEM_KEYS = [
+  "payload",
+  "id",
+  "priority",
+  "metadata",
+  "delay_ms",
+  "visible_at",
+  "max_attempts",
+  "depends_on",
+  "on_dependency_failure",
+] as const;
 
 interface CheckedItem {
   id: string | undefined;
@@ -798,6 +823,23 @@ interface CheckedItem {
   delay_ms: bigint | undefined;
   visible_at: bigint | undefined;
   max_attempts: number | undefined;
+  depends_on: string[];
+  on_dependency_failure: number;  // the schema's DependencyFailurePolicy value
+}
+
+function dependsOn(value: unknown): string[] {
+  if (value == null) return [];
+  if (!Array.isArray(value)) throw invalidArgument(`depends_on: must be an array of "queue/id" or id strings, not ${typeOf(value)}`);
+  return value.map((x) => str("depends_on", x));
+}
+
+function dependencyFailurePolicy(value: unknown): number {
+  if (value == null) return 0;
+  const index = DEPENDENCY_FAILURE_POLICIES.indexOf(value as DependencyFailurePolicy);
+  if (index < 0) {
+    throw invalidArgument(`on_dependency_failure: ${JSON.stringify(value)} is not one of ${DEPENDENCY_FAILURE_POLICIES.join(", ")}`);
+  }
+  return index;
 }
 
 export function checkItem(item: Record<string, unknown>): CheckedItem {
@@ -812,6 +854,8 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
     delay_ms: optional(item.delay_ms, (x) => int64("delay_ms", x)),
     visible_at: optional(item.visible_at, (x) => int64("visible_at", x)),
     max_attempts: optional(item.max_attempts, (x) => uint32("max_attempts", x)),
+    depends_on: dependsOn(item.depends_on),
+    on_dependency_failure: dependencyFailurePolicy(item.on_dependency_failure),
   };
 }
 
@@ -820,6 +864,9 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     const id = item.id ? createString(b, item.id) : 0;
     const payload = item.payload.length ? byteVector(b, item.payload) : 0;
     const metadata = item.metadata.length ? pairVector(b, item.metadata) : 0;
+    const dependsOnVector = item.depends_on.length
+      ? offsetVector(b, item.depends_on.map((d) => createString(b, d)))
+      : 0;
     P.EnqueueItem.startEnqueueItem(b);
     if (id) P.EnqueueItem.addId(b, id);
     if (item.priority !== 0n) P.EnqueueItem.addPriority(b, item.priority);
@@ -828,6 +875,8 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     if (item.delay_ms !== undefined) addPresent(b, () => P.EnqueueItem.addDelayMs(b, item.delay_ms!));
     if (item.visible_at !== undefined) addPresent(b, () => P.EnqueueItem.addVisibleAt(b, item.visible_at!));
     if (item.max_attempts !== undefined) addPresent(b, () => P.EnqueueItem.addMaxAttempts(b, item.max_attempts!));
+    if (dependsOnVector) P.EnqueueItem.addDependsOn(b, dependsOnVector);
+    if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
     return P.EnqueueItem.endEnqueueItem(b);
   });
   return offsetVector(b, offsets);
@@ -896,7 +945,14 @@ export function enqueueBatch(queue: unknown, items: unknown): Batch<EnqueueResul
   return { calls, combine: (chunks) => chunks.flat() };
 }
 
-export function dequeue(queue: unknown, max: unknown, leaseMs: unknown, filter: unknown, waitMs: unknown): Call<Message[]> {
+export function dequeue(
+  queue: unknown,
+  max: unknown,
+  leaseMs: unknown,
+  filter: unknown,
+  waitMs: unknown,
+  includeDependencyResults?: unknown,
+): Call<Message[]> {
   const q = str("queue", queue);
   const m = max === undefined ? 1 : uint32("max", max);
   const lease = optional(leaseMs, (x) => int64("lease_ms", x));
@@ -911,6 +967,7 @@ export function dequeue(queue: unknown, max: unknown, leaseMs: unknown, filter: 
     if (lease !== undefined) addPresent(b, () => P.Dequeue.addLeaseMs(b, lease));
     if (fo) P.Dequeue.addFilter(b, fo);
     if (wait) P.Dequeue.addWaitMs(b, wait);
+    if (includeDependencyResults) P.Dequeue.addIncludeDependencyResults(b, true);
     return P.Dequeue.endDequeue(b);
   }, (response) => {
     const r = expect(response, P.Result.DequeueResult, new P.DequeueResult(), "dequeue");
@@ -990,9 +1047,11 @@ export interface NextOptions {
   filter?: Metadata;
   /** A long poll of up to 60000 ms when nothing is dequeueable (the completion is applied at once). */
   wait_ms?: number;
+  /** Each leased message carries its dependencies' outcomes (`dependency_results`). */
+  include_dependency_results?: boolean;
 }
 
-export const NEXT_KEYS = ["queue", "max", "lease_ms", "filter", "wait_ms"] as const;
+export const NEXT_KEYS = ["queue", "max", "lease_ms", "filter", "wait_ms", "include_dependency_results"] as const;
 
 interface CheckedNext {
   queue: string;
@@ -1000,6 +1059,7 @@ interface CheckedNext {
   lease: bigint | undefined;
   filter: [string, string][];
   wait: number;
+  dependencies: boolean;
 }
 
 function checkNext(next: unknown): CheckedNext {
@@ -1010,6 +1070,7 @@ function checkNext(next: unknown): CheckedNext {
     lease: optional(n.lease_ms, (x) => int64("lease_ms", x)),
     filter: pairs("filter", n.filter),
     wait: waitMsOf(n.wait_ms),
+    dependencies: Boolean(n.include_dependency_results),
   };
 }
 
@@ -1022,6 +1083,7 @@ function buildDequeue(b: flatbuffers.Builder, d: CheckedNext): flatbuffers.Offse
   if (d.lease !== undefined) addPresent(b, () => P.Dequeue.addLeaseMs(b, d.lease!));
   if (fo) P.Dequeue.addFilter(b, fo);
   if (d.wait) P.Dequeue.addWaitMs(b, d.wait);
+  if (d.dependencies) P.Dequeue.addIncludeDependencyResults(b, true);
   return P.Dequeue.endDequeue(b);
 }
 
@@ -1197,7 +1259,7 @@ export function reprioritize(queue: unknown, selector: unknown, priority: unknow
   });
 }
 
-export function get(queue: unknown, id: unknown): Call<Message> {
+export function get(queue: unknown, id: unknown, includeDependencyResults?: unknown): Call<Message> {
   const q = str("queue", queue);
   const i = str("id", id);
   return call("get", P.Operation.Get, false, (b) => {
@@ -1206,6 +1268,7 @@ export function get(queue: unknown, id: unknown): Call<Message> {
     P.Get.startGet(b);
     P.Get.addQueue(b, qo);
     P.Get.addId(b, io);
+    if (includeDependencyResults) P.Get.addIncludeDependencyResults(b, true);
     return P.Get.endGet(b);
   }, (response) => {
     const m = expect(response, P.Result.GetResult, new P.GetResult(), "get").message();

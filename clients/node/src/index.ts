@@ -16,6 +16,7 @@ export type {
   DequeueOptions,
   EnqueueOptions,
   FailOptions,
+  GetOptions,
   MutationOptions,
   ReprioritizeOptions,
   SwitchoverOptions,
@@ -25,12 +26,13 @@ export type {
 export type { CompleteItem, Durability, EnqueueItem, NextOptions, Payload } from "./codec";
 export { SundialError } from "./errors";
 export type { ErrorCode, ErrorOrigin } from "./errors";
-export { NODE_ROLES, STATES } from "./records";
+export { DEPENDENCY_FAILURE_POLICIES, NODE_ROLES, STATES } from "./records";
 export type {
   BrowsePage,
   Cluster,
   ClusterMember,
   Counts,
+  DependencyFailurePolicy,
   EnqueueResult,
   Explanation,
   ExplainReason,

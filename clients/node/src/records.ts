@@ -6,7 +6,7 @@
 
 import type { SundialError } from "./errors";
 
-export const STATES = ["invisible", "pending", "running", "completed", "canceled", "errored"] as const;
+export const STATES = ["invisible", "pending", "running", "completed", "canceled", "errored", "waiting"] as const;
 export type State = (typeof STATES)[number];
 
 export const QUEUE_TYPES = ["simple", "exclusive"] as const;
@@ -21,6 +21,7 @@ export const EXPLAIN_REASONS = [
   "attempts_spent",
   "running",
   "terminal",
+  "waiting_on_dependencies",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 
@@ -49,7 +50,16 @@ export interface Message {
   last_error: string;
   /** Completed: the result its complete carried (empty when none). */
   result: Buffer;
+  /**
+   * With include_dependency_results (dequeue): one Outcome per dependency listed at enqueue, in
+   * order, its `id` "queue/id"; absent when not asked or when it has none.
+   */
+  dependency_results?: Outcome[];
 }
+
+/** What happens to a waiting message when a dependency is canceled or errored (default cancel). */
+export const DEPENDENCY_FAILURE_POLICIES = ["cancel", "release", "error"] as const;
+export type DependencyFailurePolicy = (typeof DEPENDENCY_FAILURE_POLICIES)[number];
 
 /**
  * A message's outcome as wait and call report it: `state` is terminal ("completed",
@@ -77,7 +87,7 @@ export interface EnqueueResult {
   outcome: Outcome | null;
 }
 
-/** Messages per state, and `blocked`: pending ones whose exclusivity value is leased. */
+/** Messages per state (`waiting`: on dependencies), and `blocked`: pending ones whose exclusivity value is leased. */
 export interface Counts {
   invisible: number;
   pending: number;
@@ -85,6 +95,7 @@ export interface Counts {
   completed: number;
   canceled: number;
   errored: number;
+  waiting: number;
   blocked: number;
 }
 

@@ -433,6 +433,7 @@ test("count with and without a filter", async () => {
     completed: 0,
     canceled: 0,
     errored: 0,
+    waiting: 0,
     blocked: 0,
   });
 });

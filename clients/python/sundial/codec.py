@@ -185,6 +185,7 @@ def _bytes_field(table, vtable_offset):
 
 _MESSAGE_PAYLOAD_SLOT = 10  # Message.payload, field 3
 _MESSAGE_RESULT_SLOT = 34  # Message.result, field 15
+_MESSAGE_DEPENDENCY_RESULTS_SLOT = 36  # Message.dependency_results, field 16
 _WAIT_ITEM_RESULT_SLOT = 8  # WaitItem.result, field 2
 
 
@@ -223,8 +224,17 @@ records.Message._decoders = {
     "updated_at": lambda m: m.UpdatedAt(),
     "last_error": lambda m: _text(m.LastError()),
     "result": lambda m: _bytes_field(m, _MESSAGE_RESULT_SLOT),
+    "dependency_results": lambda m: _dependency_results(m),
 }
 assert set(records.Message._decoders) == set(records.Message.FIELDS)
+
+
+def _dependency_results(m):
+    """include_dependency_results: one Outcome per dependency (its id "queue/id"), in the
+    order they were listed; None when not asked (or the message has none)."""
+    if not m._tab.Offset(_MESSAGE_DEPENDENCY_RESULTS_SLOT):
+        return None
+    return [decode_outcome(m.DependencyResults(j)) for j in range(m.DependencyResultsLength())]
 
 def _outcome_error(item):
     error = item.Error()
@@ -256,7 +266,7 @@ def _decode_counts(c):
         return records.Counts(**{name: 0 for name in records.Counts.__slots__})
     return records.Counts(invisible=c.Invisible(), pending=c.Pending(), running=c.Running(),
                   completed=c.Completed(), canceled=c.Canceled(), errored=c.Errored(),
-                  blocked=c.Blocked())
+                  waiting=c.Waiting(), blocked=c.Blocked())
 
 
 def _empty_settings():
@@ -554,11 +564,31 @@ def purge_queue(name, states):
 
 
 _ITEM_KEYS = frozenset(("payload", "priority", "metadata", "id", "delay_ms", "visible_at",
-                        "max_attempts"))
+                        "max_attempts", "depends_on", "on_dependency_failure"))
+
+# on_dependency_failure's values, in the order of the schema's enum (docs/protocol.md).
+DEPENDENCY_FAILURE_POLICIES = ("cancel", "release", "error")
+
+
+def _depends_on(value):
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise invalid_argument("depends_on: must be a list of \"queue/id\" or id strings")
+    return tuple(_str("depends_on", entry) for entry in value)
+
+
+def _policy(value):
+    if value is None:
+        return None
+    if value not in DEPENDENCY_FAILURE_POLICIES:
+        raise invalid_argument("on_dependency_failure: must be one of "
+                               + ", ".join(DEPENDENCY_FAILURE_POLICIES))
+    return DEPENDENCY_FAILURE_POLICIES.index(value)
 
 
 def enqueue_item(payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
-                 visible_at=None, max_attempts=None):
+                 visible_at=None, max_attempts=None, depends_on=None, on_dependency_failure=None):
     """One item, checked, as a tuple for _build_items."""
     if delay_ms is not None and visible_at is not None:
         raise invalid_argument("delay_ms, visible_at: give one, not both")
@@ -566,16 +596,20 @@ def enqueue_item(payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
             _pairs("metadata", metadata),
             None if delay_ms is None else _int("delay_ms", delay_ms),
             None if visible_at is None else _int("visible_at", visible_at),
-            None if max_attempts is None else _int("max_attempts", max_attempts, _UINT32))
+            None if max_attempts is None else _int("max_attempts", max_attempts, _UINT32),
+            _depends_on(depends_on), _policy(on_dependency_failure))
 
 
 def _build_items(b, items):
     offsets = []
-    for id_, priority, payload, metadata, delay_ms, visible_at, max_attempts in items:
+    for (id_, priority, payload, metadata, delay_ms, visible_at, max_attempts, depends_on,
+         policy) in items:
         id_off = b.CreateString(id_) if id_ else 0
         payload_off = b.CreateByteVector(payload) if payload else 0
         metadata_off = (_pair_vector(b, EnqueueItem.EnqueueItemStartMetadataVector, metadata)
                         if metadata else 0)
+        depends_on_off = (_string_vector(b, EnqueueItem.EnqueueItemStartDependsOnVector,
+                                         depends_on) if depends_on else 0)
         EnqueueItem.EnqueueItemStart(b)
         if id_off:
             EnqueueItem.EnqueueItemAddId(b, id_off)
@@ -591,6 +625,10 @@ def _build_items(b, items):
             EnqueueItem.EnqueueItemAddVisibleAt(b, visible_at)
         if max_attempts is not None:
             EnqueueItem.EnqueueItemAddMaxAttempts(b, max_attempts)
+        if depends_on_off:
+            EnqueueItem.EnqueueItemAddDependsOn(b, depends_on_off)
+        if policy:
+            EnqueueItem.EnqueueItemAddOnDependencyFailure(b, policy)
         offsets.append(EnqueueItem.EnqueueItemEnd(b))
     return _offset_vector(b, Enqueue.EnqueueStartItemsVector, offsets)
 
@@ -629,7 +667,8 @@ def enqueue_chunk(queue, items, wait_ms=0):
             Enqueue.EnqueueAddWaitMs(b, wait_ms)
         return Enqueue.EnqueueEnd(b)
 
-    size = 128 + sum(64 + len(item[2]) + 32 * len(item[3]) for item in items)
+    size = 128 + sum(64 + len(item[2]) + 32 * len(item[3]) + 32 * len(item[7])
+                     for item in items)
     # Sent again after an unknown outcome only when the server can tell a repeat: ids.
     return Call("enqueue", Operation.Operation.Enqueue, build, _decode_enqueue_results, True,
                 wait_s=wait_ms / 1000.0, size=size, resend=all(item[0] for item in items))
@@ -667,8 +706,10 @@ def enqueue_batch(queue, items):
     return Batch(calls, lambda results: [r for chunk in results for r in chunk])
 
 
-def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0):
+def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
+            include_dependency_results=False):
     queue = _str("queue", queue)
+    include_dependency_results = bool(include_dependency_results)
     max = _int("max", max, _UINT32)
     wait_ms = _int("wait_ms", wait_ms, _UINT32)
     lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
@@ -686,6 +727,8 @@ def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0):
             Dequeue.DequeueAddFilter(b, f)
         if wait_ms:
             Dequeue.DequeueAddWaitMs(b, wait_ms)
+        if include_dependency_results:
+            Dequeue.DequeueAddIncludeDependencyResults(b, True)
         return Dequeue.DequeueEnd(b)
 
     def decode(response):
@@ -712,10 +755,8 @@ def result_bytes(value):
             from None
 
 
-def complete_batch(queue, items):
-    """[(id, lease_token)] or [(id, lease_token, result)] in requests of MAX_BATCH; value:
-    [None | SundialError]."""
-    queue = _str("queue", queue)
+def _complete_items(items):
+    """[(id, lease_token)] or [(id, lease_token, result)], checked: [(id, token, result bytes)]."""
     checked = []
     for k, item in enumerate(items):
         try:
@@ -728,31 +769,85 @@ def complete_batch(queue, items):
                 f"tuple") from None
         checked.append((_str("id", id_), _int("lease_token", token, _UINT64),
                         result_bytes(rest[0] if rest else None)))
+    return checked
+
+
+def _build_complete(b, queue, chunk, build_next=None):
+    """A Complete table of the checked items in `chunk`; `build_next(b)`: its ``next``."""
+    offsets = []
+    for id_, token, result in chunk:
+        i = b.CreateString(id_)
+        r = b.CreateByteVector(result) if result else 0
+        CompleteItem.CompleteItemStart(b)
+        CompleteItem.CompleteItemAddId(b, i)
+        CompleteItem.CompleteItemAddLeaseToken(b, token)
+        if r:
+            CompleteItem.CompleteItemAddResult(b, r)
+        offsets.append(CompleteItem.CompleteItemEnd(b))
+    vector = _offset_vector(b, Complete.CompleteStartItemsVector, offsets)
+    q = b.CreateString(queue)
+    n = build_next(b) if build_next is not None else 0
+    Complete.CompleteStart(b)
+    Complete.CompleteAddQueue(b, q)
+    Complete.CompleteAddItems(b, vector)
+    if n:
+        Complete.CompleteAddNext(b, n)
+    return Complete.CompleteEnd(b)
+
+
+def complete_batch(queue, items):
+    """[(id, lease_token)] or [(id, lease_token, result)] in requests of MAX_BATCH; value:
+    [None | SundialError]."""
+    queue = _str("queue", queue)
+    checked = _complete_items(items)
 
     def chunk_call(chunk):
-        def build(b):
-            offsets = []
-            for id_, token, result in chunk:
-                i = b.CreateString(id_)
-                r = b.CreateByteVector(result) if result else 0
-                CompleteItem.CompleteItemStart(b)
-                CompleteItem.CompleteItemAddId(b, i)
-                CompleteItem.CompleteItemAddLeaseToken(b, token)
-                if r:
-                    CompleteItem.CompleteItemAddResult(b, r)
-                offsets.append(CompleteItem.CompleteItemEnd(b))
-            vector = _offset_vector(b, Complete.CompleteStartItemsVector, offsets)
-            q = b.CreateString(queue)
-            Complete.CompleteStart(b)
-            Complete.CompleteAddQueue(b, q)
-            Complete.CompleteAddItems(b, vector)
-            return Complete.CompleteEnd(b)
-
-        return Call("complete", Operation.Operation.Complete, build,
+        return Call("complete", Operation.Operation.Complete,
+                    lambda b: _build_complete(b, queue, chunk),
                     lambda response: _decode_item_results(response, "complete"), True)
 
     return Batch([chunk_call(checked[i:i + MAX_BATCH]) for i in range(0, len(checked), MAX_BATCH)],
                  lambda results: [r for chunk in results for r in chunk])
+
+
+def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0):
+    """Complete of up to MAX_BATCH items with ``next``: a dequeue of this queue in the same
+    request, log group and reply (docs/semantics.md, "Complete-and-next"); value:
+    CompleteAndNextResult."""
+    queue = _str("queue", queue)
+    checked = _complete_items(items)
+    if len(checked) > MAX_BATCH:
+        raise invalid_argument(f"items: at most {MAX_BATCH} per complete_and_next")
+    max = _int("max", max, _UINT32)
+    wait_ms = _int("wait_ms", wait_ms, _UINT32)
+    lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
+    pairs = _pairs("filter", filter)
+
+    def build_next(b):  # the queue left out: this one
+        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
+        Dequeue.DequeueStart(b)
+        Dequeue.DequeueAddMax(b, max)
+        if lease_ms is not None:
+            Dequeue.DequeueAddLeaseMs(b, lease_ms)
+        if f:
+            Dequeue.DequeueAddFilter(b, f)
+        if wait_ms:
+            Dequeue.DequeueAddWaitMs(b, wait_ms)
+        return Dequeue.DequeueEnd(b)
+
+    def decode(response):
+        r = _expect(response, Result.Result.ItemResults, ItemResults, "complete_and_next")
+        error = r.NextError()
+        next_error = None if error is None else SundialError(
+            code_name(error.Code()), _text(error.Message()), origin="server")
+        return records.CompleteAndNextResult(
+            items=_item_errors(r, r.ItemsLength(), "complete_and_next"),
+            messages=[decode_message(r.Next(j)) for j in range(r.NextLength())],
+            next_error=next_error)
+
+    return Call("complete", Operation.Operation.Complete,
+                lambda b: _build_complete(b, queue, checked, build_next), decode, True,
+                wait_s=wait_ms / 1000.0)
 
 
 def complete(queue, id, lease_token, result=None):
@@ -920,14 +1015,17 @@ def wait(queue, ids, wait_ms=0):
     return Call("wait", Operation.Operation.Wait, build, decode, False, wait_s=wait_ms / 1000.0)
 
 
-def get(queue, id):
+def get(queue, id, include_dependency_results=False):
     queue, id = _str("queue", queue), _str("id", id)
+    include_dependency_results = bool(include_dependency_results)
 
     def build(b):
         q, i = b.CreateString(queue), b.CreateString(id)
         Get.GetStart(b)
         Get.GetAddQueue(b, q)
         Get.GetAddId(b, i)
+        if include_dependency_results:
+            Get.GetAddIncludeDependencyResults(b, True)
         return Get.GetEnd(b)
 
     def decode(response):

@@ -102,8 +102,8 @@ class Operations:
     # ---- Messages ------------------------------------------------------------------------
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
-                max_attempts=None, *, visible_at=None, wait_ms=None, timeout=None,
-                durability=None):
+                max_attempts=None, *, visible_at=None, wait_ms=None, depends_on=None,
+                on_dependency_failure=None, timeout=None, durability=None):
         """Puts one message; returns ``EnqueueResult`` (``id``, ``version``, ``duplicate``).
 
         ``payload``: bytes (a str is sent as UTF-8). ``priority``: lower runs first (by
@@ -112,11 +112,15 @@ class Operations:
         ms): invisible until then (neither: the queue's ``invisibility_ms``). The queue is
         created with the defaults if it does not exist. Raises the item's error.
         ``wait_ms`` (up to 60000): the reply comes once the message is terminal (or the time
-        runs out), with its ``outcome`` (an ``Outcome``); see ``call``."""
+        runs out), with its ``outcome`` (an ``Outcome``); see ``call``.
+        ``depends_on``: messages that must complete first, a list of "queue/id" (or ids of
+        this queue, up to 100000); until then the message is ``waiting``. A dependency that
+        does not exist is NOT_FOUND. ``on_dependency_failure``: what it does when one is
+        canceled or errored: "cancel" (the default), "release" (it runs anyway) or "error"."""
         if id is None:
             id = self._default_id()
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
-                                  max_attempts)
+                                  max_attempts, depends_on, on_dependency_failure)
         return self._execute(codec.enqueue(queue, item, wait_ms or 0), timeout, durability)
 
     def call(self, queue, payload=b"", *, timeout=30.0, priority=0, metadata=None, id=None,
@@ -147,7 +151,9 @@ class Operations:
 
     def enqueue_batch(self, queue, items, *, timeout=None, durability=None):
         """Puts many messages: ``items`` are dicts of enqueue's arguments (``payload``,
-        ``priority``, ``metadata``, ``id``, ``delay_ms``, ``visible_at``, ``max_attempts``).
+        ``priority``, ``metadata``, ``id``, ``delay_ms``, ``visible_at``, ``max_attempts``,
+        ``depends_on``, ``on_dependency_failure``); an item may depend on an earlier one of
+        the same request.
         Sent 1000 to a request, the requests pipelined. Returns one ``EnqueueResult`` per
         item, in order; an item the server refused has its SundialError in ``.error`` (the
         others are enqueued)."""
@@ -156,15 +162,17 @@ class Operations:
                      else dict(item, id=self._default_id()) for item in items]
         return self._execute(codec.enqueue_batch(queue, items), timeout, durability)
 
-    def dequeue(self, queue, max=1, lease_ms=None, filter=None, wait_ms=0, *, timeout=None,
-                durability=None):
+    def dequeue(self, queue, max=1, lease_ms=None, filter=None, wait_ms=0, *,
+                include_dependency_results=False, timeout=None, durability=None):
         """Leases up to ``max`` (1–1000) pending messages, earliest priority first, for
         ``lease_ms`` (default: the queue's). ``filter``: a dict that the metadata must hold
         (up to 4 pairs). ``wait_ms`` (up to 60000): a long poll, answered as soon as a message
         is dequeueable, or empty when it runs out. Returns ``[Message]``, each ``running``
-        with its ``lease_token``."""
-        return self._execute(codec.dequeue(queue, max, lease_ms, filter, wait_ms), timeout,
-                             durability)
+        with its ``lease_token``. ``include_dependency_results``: each message carries its
+        dependencies' outcomes in ``dependency_results`` (their ``result`` among them)."""
+        return self._execute(
+            codec.dequeue(queue, max, lease_ms, filter, wait_ms, include_dependency_results),
+            timeout, durability)
 
     def complete(self, queue, id, lease_token, result=None, *, timeout=None, durability=None):
         """Marks a leased message completed. A stale or expired token is
@@ -178,6 +186,16 @@ class Operations:
         """Completes many: ``items`` are ``(id, lease_token)`` pairs or ``(id, lease_token,
         result)`` triples. Returns, per item, None (done) or its SundialError."""
         return self._execute(codec.complete_batch(queue, items), timeout, durability)
+
+    def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0, *,
+                          timeout=None, durability=None):
+        """A worker's "finish these, give me the next" in one request, one fsync and one reply
+        (docs/semantics.md, "Complete-and-next"): completes ``items`` (as ``complete_batch``'s,
+        up to 1000), then leases up to ``max`` messages of the same queue as ``dequeue`` would
+        (``lease_ms``, ``filter``, ``wait_ms``). The dequeue runs whatever the items' outcomes.
+        Returns ``CompleteAndNextResult`` (``items``, ``messages``, ``next_error``)."""
+        return self._execute(codec.complete_and_next(queue, items, max, lease_ms, filter,
+                                                     wait_ms), timeout, durability)
 
     def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,
              durability=None):
@@ -212,9 +230,11 @@ class Operations:
         count)."""
         return self._execute(codec.redrive(queue, ids, all, filter), timeout, durability)
 
-    def get(self, queue, id, *, timeout=None):
-        """The whole message, in any state until retention removes it (``Message``)."""
-        return self._execute(codec.get(queue, id), timeout)
+    def get(self, queue, id, *, include_dependency_results=False, timeout=None):
+        """The whole message, in any state until retention removes it (``Message``);
+        ``include_dependency_results``: with its dependencies' outcomes
+        (``dependency_results``)."""
+        return self._execute(codec.get(queue, id, include_dependency_results), timeout)
 
     def browse(self, queue, state="pending", filter=None, cursor=None, limit=100, *,
                timeout=None):

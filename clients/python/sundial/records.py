@@ -71,12 +71,14 @@ class Message(Record):
 
     ``payload`` is bytes, ``metadata`` a dict of str to str. While ``running``,
     ``lease_token`` and ``lease_expires_at`` describe the lease that complete, fail and extend
-    must present.
+    must present. ``dependency_results``: asked for with ``include_dependency_results``, one
+    ``Outcome`` per dependency listed at enqueue (``id`` "queue/id", ``state``, ``result``,
+    ``last_error``), in order; None when not asked or when it has no dependencies.
     """
 
     __slots__ = ("queue", "id", "priority", "payload", "metadata", "state", "attempts",
                  "max_attempts", "visible_at", "lease_token", "lease_expires_at", "version",
-                 "enqueued_at", "updated_at", "last_error", "result")
+                 "enqueued_at", "updated_at", "last_error", "result", "dependency_results")
     FIELDS = __slots__
     _decoders = {}
 
@@ -111,7 +113,8 @@ class Outcome(Record):
 
 
 class Counts(Record):
-    """Messages per state, and ``blocked``: pending ones whose exclusivity value is leased."""
+    """Messages per state (``waiting``: on dependencies), and ``blocked``: pending ones whose
+    exclusivity value is leased."""
 
     __slots__ = STATES + ("blocked",)
     FIELDS = __slots__
@@ -137,6 +140,17 @@ class Queue(Record):
     def settings(self):
         """The settings alone, as keyword arguments for create_queue."""
         return {name: getattr(self, name) for name in self.SETTINGS}
+
+
+class CompleteAndNextResult(Record):
+    """What complete_and_next did (docs/semantics.md, "Complete-and-next"): ``items``, per
+    completed item None (done) or its SundialError; ``messages``, the ``[Message]`` its ``next``
+    leased (maybe empty); ``next_error``, the SundialError of a ``next`` the server refused
+    (a bad queue, max, lease_ms or filter: then nothing was completed either), else None."""
+
+    __slots__ = ("items", "messages", "next_error")
+    FIELDS = __slots__
+    _decoders = {}
 
 
 class FailResult(Record):

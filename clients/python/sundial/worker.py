@@ -12,10 +12,15 @@ What it does (docs/clients/python.md has the user's view):
   wait behind another. ``prefetch=N`` leases up to N more, which wait for a free thread (their
   leases extended like the running ones): on a fast queue it hides the round trip of the
   dequeue (its fsync) behind the running handlers; on slow jobs it makes other workers idle
-  while these wait (Celery's prefetch trade-off). A dequeue goes out as soon as a thread is
-  free (from that thread: no hand-off), while no other dequeue is in flight or half of the
-  capacity is free. A fetch connection of its own carries the long polls, so closing it at
-  shutdown cancels a waiting poll on the server (nothing is leased for a closed connection).
+  while these wait (Celery's prefetch trade-off). **A finished message asks for the next**:
+  a complete request carries a ``next`` dequeue for the free capacity (complete-and-next,
+  docs/semantics.md: one request, one fsync and one reply instead of a complete and a
+  dequeue), without waiting (its ``next`` has no ``wait_ms``). A plain dequeue goes out when
+  no complete is waiting to be sent (that complete will carry it) and there is room: from the
+  thread that freed it (no hand-off), while no other dequeue is in flight or half of the
+  capacity is free; so an idle worker long-polls. A fetch connection of its own carries the
+  long polls, so closing it at shutdown cancels a waiting poll on the server (nothing is
+  leased for a closed connection).
 - **Outcome.** The handler returns: the message is completed, and what it returned is the
   message's result (bytes as they are, a str as UTF-8, None as no result, anything else as
   JSON: ``Client.wait`` and ``Client.call`` read it back; a value that cannot be encoded fails
@@ -125,13 +130,15 @@ class Worker:
     ``on_error(message, exception)`` (called on the handler's thread after it raised),
     ``on_lease_lost(message)``, ``handle_signals`` (default True: SIGTERM and SIGINT stop the
     worker while run() runs on the main thread), ``logger``; ``tls``, ``ca_file`` and
-    ``server_hostname`` as for Client.
+    ``server_hostname`` as for Client; ``include_dependency_results`` (default False: each
+    message the handler gets carries its dependencies' outcomes in ``dependency_results``).
     """
 
     def __init__(self, addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
                  shutdown_timeout_s=25, *, prefetch=0, token=None, poll_ms=20000,
                  on_error=None, on_lease_lost=None, handle_signals=True, logger=None,
-                 tls=False, ca_file=None, server_hostname=None):
+                 tls=False, ca_file=None, server_hostname=None,
+                 include_dependency_results=False):
         if not callable(handler):
             raise invalid_argument("handler: must be callable (it receives a Message)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or \
@@ -146,6 +153,7 @@ class Worker:
             raise invalid_argument("shutdown_timeout_s: must be >= 0")
         # Checks queue, lease_ms and filter now, so that a typo fails here, not in a thread.
         codec.dequeue(queue, concurrency, lease_ms, filter, poll_ms)
+        self.include_dependency_results = bool(include_dependency_results)
         self.queue = queue
         self.handler = handler
         self.concurrency = concurrency
@@ -357,17 +365,39 @@ class Worker:
 
     # ---- Fetching ------------------------------------------------------------------------
 
+    def _fetch_waits(self):
+        """Whether a dequeue must not go out now (REQUIRES: _fetch_cond held): stopping, no
+        capacity, a fetch in flight while less than half of the capacity is free (so
+        requests carry several messages, and one is always on its way), or a complete
+        waiting to be sent, which will ask for the next itself (_claim_next). The acker
+        notifies _fetch_cond whenever it sends completes, so a waiting fetch looks again."""
+        return (self._stopping or not self._credits
+                or (self._fetches_in_flight and self._credits * 2 < self._capacity)
+                or self._acker.completes_waiting())
+
+    def _claim_next(self):
+        """How many messages a complete about to be sent may lease with its ``next`` (0:
+        none): the free capacity, unless stopping or backing off after a failed fetch. The
+        claim counts as a fetch in flight until _on_fetched or _on_fetch_error."""
+        with self._fetch_cond:
+            n = 0
+            if (not self._stopping and self._credits
+                    and time.monotonic() >= self._fetch_retry_at):
+                n = min(self._credits, codec.MAX_BATCH)
+                self._credits -= n
+                self._fetches_in_flight += 1
+            self._fetch_cond.notify()  # the completes went: a waiting fetch looks again
+        return n
+
     def _fetch_some(self, inline=True):
-        """Asks for messages for the idle handler threads, if the rules allow: not stopping,
-        not backing off after an error, and either no dequeue in flight or at least half of
-        the threads idle (so requests carry several messages, and one is always on its way).
+        """Asks for messages for the idle handler threads, if the rules allow (_fetch_waits)
+        and not backing off after an error.
 
         Inline (a handler thread that just finished, or the reader thread with a reply in
         hand) the request is sent by the caller: no hand-off to another thread. When the
         connection is down, connecting would block, so the fetch thread does it instead."""
         with self._fetch_cond:
-            if (self._stopping or not self._credits
-                    or (self._fetches_in_flight and self._credits * 2 < self._capacity)):
+            if self._fetch_waits():
                 return
             if time.monotonic() < self._fetch_retry_at or (
                     inline and not self._fetch_client.connected):
@@ -376,7 +406,8 @@ class Worker:
             n = min(self._credits, codec.MAX_BATCH)
             self._credits -= n
             self._fetches_in_flight += 1
-        call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms)
+        call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms,
+                             self.include_dependency_results)
         self._fetch_client._send(call, functools.partial(self._on_fetched, n))
 
     def _fetch_loop(self):
@@ -387,14 +418,14 @@ class Worker:
                 if self._stopping:
                     return
                 wait = self._fetch_retry_at - time.monotonic()
-                if wait > 0 or not self._credits or (
-                        self._fetches_in_flight and self._credits * 2 < self._capacity):
+                if wait > 0 or self._fetch_waits():
                     self._fetch_cond.wait(wait if wait > 0 else None)
                     continue
             self._fetch_some(inline=False)
 
     def _on_fetched(self, asked, messages, error):
-        """A dequeue's reply (on the fetch connection's reader thread)."""
+        """A dequeue's reply (on the fetch connection's reader thread), or the leases of a
+        complete's ``next`` (on the control connection's)."""
         if error is not None:
             self._on_fetch_error(asked, error)
             return
@@ -461,8 +492,8 @@ class Worker:
             current[slot] = None
             with self._fetch_cond:
                 self._credits += 1
+            self._finish(job, error)  # a complete sent now carries the next fetch
             self._fetch_some()
-            self._finish(job, error)
         with self._lock:
             self._handlers_alive -= 1
         self._wake()
@@ -628,6 +659,12 @@ class _Acker(threading.Thread):
             work = self._take(inline=True)
         self._send(*work)
 
+    def completes_waiting(self):
+        """Whether completes wait to be sent. Read without the lock (a list's truth value is
+        atomic under the GIL), so that the fetch rules may ask while holding _fetch_cond: a
+        stale answer costs one dequeue, or a wait that the acker's next send ends."""
+        return bool(self._completes)
+
     def pending(self):
         with self._cond:
             return (len(self._completes) + len(self._fails) + len(self._releases)
@@ -668,9 +705,15 @@ class _Acker(threading.Thread):
     def _send(self, completes, fails, releases):
         w = self._worker
         if completes:
-            batch = codec.complete_batch(
-                w.queue, [(j.message.id, j.message.lease_token, j.result) for j in completes])
-            w._control._send(batch.calls[0], functools.partial(self._on_completed, completes))
+            items = [(j.message.id, j.message.lease_token, j.result) for j in completes]
+            asked = w._claim_next()
+            if asked:  # complete-and-next: the free capacity rides on the complete
+                call = codec.complete_and_next(w.queue, items, asked, w.lease_ms, w.filter)
+                w._control._send(call, functools.partial(self._on_completed_and_next,
+                                                         completes, asked))
+            else:
+                call = codec.complete_batch(w.queue, items).calls[0]
+                w._control._send(call, functools.partial(self._on_completed, completes))
         for job, text in fails:
             m = job.message
             w._control._send(codec.fail(w.queue, m.id, m.lease_token, text),
@@ -750,6 +793,20 @@ class _Acker(threading.Thread):
             w.log.warning("message %s: %s; failing it", job.message.id, text,
                           extra=w._job_extra(job))
             self.fail(job, text)
+
+    def _on_completed_and_next(self, jobs, asked, value, error):
+        """A complete-and-next's reply: the leases go to the handlers first (so the completes
+        waiting now may ask for what is still free), then the completes are settled."""
+        w = self._worker
+        if error is not None:  # nothing was done, or it is unknown: the completes are resent
+            w._on_fetched(asked, [], None)
+            self._on_completed(jobs, None, error)
+            return
+        if value.next_error is not None:  # refused (bad queue or filter): a failed fetch
+            w._on_fetch_error(asked, value.next_error)
+        else:
+            w._on_fetched(asked, value.messages, None)
+        self._on_completed(jobs, value.items, None)
 
     def _on_released(self, job, result, error):
         w = self._worker

@@ -267,6 +267,28 @@ def test_complete_batch_answers_per_item(client, queue):
     assert results[1].code == "FAILED_PRECONDITION" and results[3].code == "NOT_FOUND"
 
 
+def test_complete_and_next_completes_and_leases_in_one_request(client, queue):
+    client.enqueue_batch(queue, [dict(id=f"m{i}", priority=i) for i in range(4)])
+    (m,) = client.dequeue(queue)
+    r = client.complete_and_next(queue, [(m.id, m.lease_token, "done")], max=2)
+    assert r.items == [None] and r.next_error is None
+    assert [n.id for n in r.messages] == ["m1", "m2"]
+    assert all(n.state == "running" for n in r.messages)
+    assert client.get(queue, "m0").state == "completed"
+    # The next runs whatever the items' outcomes: a stale token is that item's error.
+    stale = (r.messages[0].id, r.messages[0].lease_token + 1)
+    r = client.complete_and_next(queue, [stale], max=5)
+    assert r.items[0].code == "FAILED_PRECONDITION"
+    assert [n.id for n in r.messages] == ["m3"]
+    # A refused next (a bad filter) refuses the completes too, per item and in next_error.
+    m2 = client.get(queue, "m2")
+    r = client.complete_and_next(queue, [("m2", m2.lease_token)],
+                                 filter={f"k{i}": "v" for i in range(5)})
+    assert r.next_error.code == "INVALID_ARGUMENT" and r.items[0].code == "INVALID_ARGUMENT"
+    assert r.messages == []
+    assert client.get(queue, "m2").state == "running"
+
+
 def test_fail_retries_with_backoff_then_errors_or_dead_letters(client, queue):
     dlq = queue + ".dlq"
     client.create_queue(dlq)
@@ -399,7 +421,8 @@ def test_count_with_and_without_filter(client, queue):
     assert (c.pending, c.invisible, c.running) == (2, 1, 0)
     assert client.count(queue, {"t": "a"}).as_dict() == dict(invisible=1, pending=1, running=0,
                                                              completed=0, canceled=0,
-                                                             errored=0, blocked=0)
+                                                             errored=0, waiting=0,
+                                                             blocked=0)
 
 
 def test_explain_by_id_and_filter(client, queue):

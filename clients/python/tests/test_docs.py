@@ -19,8 +19,8 @@ DOC = os.path.join(ROOT, "docs", "clients", "python.md")
 def examples():
     text = open(DOC, encoding="utf-8").read()
     found = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
-    assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch", "call"}, \
-        sorted(found)
+    assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch", "call",
+                          "dependencies"}, sorted(found)
     return found
 
 
@@ -132,3 +132,9 @@ def test_the_request_and_response_example(run_example):
     script = run_example("call")
     assert script.finish(60) == 0, script.errors
     assert script.lines[-1] == "completed b'thumb:cat.png'", script.lines
+
+
+def test_the_dependencies_example(run_example):
+    script = run_example("dependencies")
+    assert script.finish(60) == 0, script.errors
+    assert script.lines == ["waiting", "renders/render-1 completed b'rendered.pdf'"], script.lines

@@ -3,11 +3,13 @@ lease extension and loss, shutdown (stop(), SIGTERM, a handler that never return
 server killed under it."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 from conftest import python_env, wait_for
@@ -75,6 +77,29 @@ def test_runs_at_most_concurrency_handlers_and_leases_no_more(server, client, qu
     m = w.metrics()
     assert (m["sundial_worker_leased_total"], m["sundial_worker_completed_total"]) == (10, 10)
     assert m["sundial_worker_running"] == 0
+
+
+def dequeue_requests(server):
+    """The server's Dequeue requests answered so far (sundial_operations_total)."""
+    text = urllib.request.urlopen(f"http://{server.http_addr}/metrics", timeout=10).read()
+    pattern = rb'^sundial_operations_total\{op="dequeue",[^}]*\} (\d+)$'
+    return sum(int(n) for n in re.findall(pattern, text, re.M))
+
+
+def test_a_finished_message_asks_for_the_next_in_its_complete(server, client, queue,
+                                                              start_worker):
+    # One handler at a time: each finished message's complete carries the next dequeue
+    # (complete-and-next), so the worker sends a plain dequeue only to start and once the
+    # queue is empty (its long poll), not one per message.
+    client.enqueue_batch(queue, [dict(id=f"j{i}", payload=b"%d" % i) for i in range(50)])
+    before = dequeue_requests(server)
+    w = start_worker(server.addr, queue, lambda m: m.payload, concurrency=1, poll_ms=1000)
+    wait_for(lambda: client.count(queue).completed == 50, message="50 completed")
+    stop(w)
+    assert dequeue_requests(server) - before < 10
+    m = w.metrics()
+    assert (m["sundial_worker_leased_total"], m["sundial_worker_completed_total"]) == (50, 50)
+    assert client.get(queue, "j7").result == b"7"  # the result travels in the complete
 
 
 def test_a_handler_that_raises_fails_the_message_and_the_servers_backoff_brings_it_back(

@@ -1,0 +1,78 @@
+// Dependencies against a real sundiald (docs/semantics.md, "Dependencies"): enqueue with
+// depends_on makes a waiting message (counted as waiting); once its dependency completes, a
+// dequeue with include_dependency_results carries the dependency's outcome; bad input.
+"use strict";
+
+const assert = require("node:assert/strict");
+const { after, before, test } = require("node:test");
+
+const { Client, STATES } = require("sundial-client");
+const { Server, rejectsWith, uniqueQueue } = require("./helpers");
+
+let server;
+let client;
+
+before(async () => {
+  server = await new Server().start();
+  client = new Client(server.addr, { timeout_ms: 20_000 });
+});
+
+after(async () => {
+  await client.close();
+  await server.stop();
+});
+
+test("the state list knows waiting (6)", () => {
+  assert.equal(STATES[6], "waiting");
+});
+
+test("a dependent waits, then carries its dependency's outcome", async () => {
+  const queue = uniqueQueue("deps");
+  await client.enqueue(queue, "parent", { id: "parent" });
+  await client.enqueue(queue, "child", { id: "child", depends_on: ["parent"], on_dependency_failure: "release" });
+  assert.equal((await client.get(queue, "child")).state, "waiting");
+  const counts = await client.count(queue);
+  assert.deepEqual([counts.waiting, counts.pending], [1, 1]);
+  assert.equal((await client.explain(queue, "child")).reason, "waiting_on_dependencies");
+
+  const [parent] = await client.dequeue(queue);
+  assert.equal(parent.id, "parent");
+  assert.equal(parent.dependency_results, undefined);
+  assert.deepEqual(await client.dequeue(queue), []);
+  await client.complete(queue, "parent", parent.lease_token);
+
+  const [child] = await client.dequeue(queue, { include_dependency_results: true });
+  assert.equal(child.id, "child");
+  assert.equal(child.dependency_results.length, 1);
+  const [dep] = child.dependency_results;
+  assert.deepEqual([dep.id, dep.state, dep.done, dep.error], [`${queue}/parent`, "completed", true, null]);
+  assert.equal(dep.result.length, 0);
+  const got = await client.get(queue, "child", { include_dependency_results: true });
+  assert.equal(got.dependency_results[0].id, `${queue}/parent`);
+  assert.equal((await client.get(queue, "child")).dependency_results, undefined);
+});
+
+test("complete-and-next leases the released dependent with its dependency's result", async () => {
+  const queue = uniqueQueue("deps-next");
+  await client.enqueue(queue, "parent", { id: "parent" });
+  await client.enqueue(queue, "child", { id: "child", depends_on: [`${queue}/parent`] });
+  const [parent] = await client.dequeue(queue);
+  const r = await client.completeAndNext(queue, [{ id: "parent", lease_token: parent.lease_token, result: "42" }], {
+    include_dependency_results: true,
+  });
+  assert.deepEqual(r.errors, [null]);
+  assert.equal(r.next.length, 1);
+  assert.equal(r.next[0].id, "child");
+  assert.equal(r.next[0].dependency_results[0].result.toString(), "42");
+});
+
+test("bad dependencies are typed errors", async () => {
+  const queue = uniqueQueue("deps-bad");
+  await rejectsWith(client.enqueue(queue, "", { id: "c", depends_on: ["missing"] }), { code: "NOT_FOUND" });
+  await rejectsWith(client.enqueue(queue, "", { id: "c", depends_on: [""] }), { code: "INVALID_ARGUMENT" });
+  await rejectsWith(client.enqueue(queue, "", { id: "c", depends_on: ["x"], on_dependency_failure: "retry" }), {
+    code: "INVALID_ARGUMENT",
+    origin: "local",
+  });
+  await rejectsWith(client.enqueue(queue, "", { id: "c", depends_on: "x" }), { code: "INVALID_ARGUMENT", origin: "local" });
+});
