@@ -32,7 +32,19 @@ enum class EffectType : uint8_t {
   // A leadership began (docs/replication.md, "Epochs"): `epoch`, and `start_lsn`, the LSN of
   // this record. No queue: the engine keeps the log's epochs in order, in snapshots too.
   kEpochStarted = 9,
+  // Schedules (docs/semantics.md, "Schedules"): `queue`, `id` the schedule's name, and
+  // `schedule_progress` whole (absolute values), `error` the last refused fire's reason.
+  kScheduleUpserted = 10,  // also *schedule: its whole spec (also a snapshot's schedule)
+  kScheduleDeleted = 11,   // no progress
+  kSchedulePaused = 12,
+  kScheduleResumed = 13,
+  // Fires made at `time` (their enqueues are the kMessageEnqueued effects just before it;
+  // a repeated one, after a crash between the two, is a duplicate: the id is name@T).
+  kScheduleFired = 14,
 };
+inline bool IsScheduleEffect(EffectType t) {
+  return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
+}
 std::string_view EffectTypeName(EffectType type);
 
 // Why a kMessageChanged happened (subscribers and `sundial-wal dump` show it).
@@ -96,6 +108,10 @@ struct Effect {
   // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see
   // it; the log does not record it, since Apply of the cause derives it again.
   bool derived = false;
+  // Schedule effects (kSchedule*). due_at is the schedule's next fire (0: none), so that a
+  // timer sleeping past it wakes.
+  const ScheduleSpec* schedule = nullptr;  // kScheduleUpserted
+  ScheduleProgress schedule_progress = {};
 };
 
 class EffectSink {

@@ -799,7 +799,7 @@ uint64_t Engine::Advance(TimeMs now) {
       }
     }
   }
-  return count;
+  return count + FireSchedules(now);
 }
 
 TimeMs Engine::NextDueTime() const {
@@ -808,7 +808,8 @@ TimeMs Engine::NextDueTime() const {
     MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) next = std::min(next, q->NextDueTime());
   }
-  return next;
+  MutexLock lock(&schedules_mu_);
+  return std::min(next, schedules_.NextDueTime());
 }
 
 Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) {
@@ -855,6 +856,7 @@ std::vector<EpochStart> Engine::Epochs() const {
 }
 
 Status Engine::Apply(const Effect& e) {
+  if (IsScheduleEffect(e.type)) return ApplySchedule(e);
   if (e.depends_on != nullptr && !e.depends_on->empty()) return ApplyWithDependencies(e);
   if (graph_used_.load(std::memory_order_relaxed)) {
     const bool of_message = e.type == EffectType::kMessageChanged ||
@@ -929,6 +931,13 @@ Status Engine::Apply(const Effect& e) {
 }
 
 uint64_t Engine::Digest() const {
+  // The schedules first (the lock order), when there are some (none: the digest of a state
+  // without schedules, as before they existed).
+  uint64_t schedules = 0;
+  {
+    MutexLock lock(&schedules_mu_);
+    schedules = schedules_.Digest();
+  }
   std::vector<std::unique_lock<Mutex>> locks;
   for (const auto& shard : shards_) locks.emplace_back(shard->mu);
   std::vector<const Queue*> queues;
@@ -958,12 +967,14 @@ uint64_t Engine::Digest() const {
       XXH3_64bits_update(state, &graph, sizeof graph);
     }
   }
+  if (schedules != 0) XXH3_64bits_update(state, &schedules, sizeof schedules);
   uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return digest;
 }
 
 void Engine::ExportState(EffectSink* visit) const {
+  ExportSchedules(visit);
   {
     MutexLock lock(&epochs_mu_);
     for (const EpochStart& epoch : epochs_) {

@@ -69,6 +69,8 @@ struct RecordedEffect {
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
   std::string dependency_edges;
   bool derived = false;
+  std::optional<ScheduleSpec> schedule;
+  ScheduleProgress schedule_progress;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -98,6 +100,8 @@ struct RecordedEffect {
     r.on_dependency_failure = e.on_dependency_failure;
     r.dependency_edges = std::string(e.dependency_edges);
     r.derived = e.derived;
+    if (e.schedule != nullptr) r.schedule = *e.schedule;
+    r.schedule_progress = e.schedule_progress;
     return r;
   }
 
@@ -130,6 +134,8 @@ struct RecordedEffect {
     e.on_dependency_failure = on_dependency_failure;
     e.dependency_edges = dependency_edges;
     e.derived = derived;
+    e.schedule = schedule ? &*schedule : nullptr;
+    e.schedule_progress = schedule_progress;
     return e;
   }
 

@@ -57,6 +57,48 @@ class Operations:
         many."""
         return self._execute(codec.purge_queue(name, states), timeout, durability)
 
+    # ---- Schedules (docs/semantics.md, "Schedules") -------------------------------------
+
+    def upsert_schedule(self, queue, name, *, cron=None, tz=None, every_ms=None, payload=b"",
+                        metadata=None, priority_offset_ms=0, max_attempts=0, misfire="skip",
+                        overlap="allow", timeout=None, durability=None):
+        """Creates or replaces the schedule ``name`` of ``queue``; returns it (``Schedule``,
+        ``created`` True when new). Exactly one of ``cron`` (5 fields or a macro, in the IANA
+        zone ``tz``; default UTC) and ``every_ms``. Each fire at time T enqueues the message
+        ``name@T`` with ``payload``, ``metadata`` and ``max_attempts`` at priority
+        T + ``priority_offset_ms``. ``misfire``: "skip", "one" or "all" (fires missed while the
+        server was down); ``overlap``: "allow" or "skip_if_active"."""
+        return self._execute(
+            codec.upsert_schedule(queue, name, cron, tz, every_ms, payload, metadata,
+                                  priority_offset_ms, max_attempts, misfire, overlap),
+            timeout, durability)
+
+    def get_schedule(self, queue, name, *, timeout=None):
+        """The schedule, its next and last fires and its counts (``Schedule``)."""
+        return self._execute(codec.get_schedule(queue, name), timeout)
+
+    def list_schedules(self, queue=None, *, timeout=None):
+        """Every schedule of ``queue`` (None: of every queue), by queue then name."""
+        return self._execute(codec.list_schedules(queue), timeout)
+
+    def delete_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Removes the schedule (the messages it enqueued stay)."""
+        return self._execute(codec.delete_schedule(queue, name), timeout, durability)
+
+    def pause_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Stops its fires until resumed; returns the ``Schedule``."""
+        return self._execute(codec.pause_schedule(queue, name), timeout, durability)
+
+    def resume_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Fires again from now on (fires while paused are not made); returns the
+        ``Schedule``."""
+        return self._execute(codec.resume_schedule(queue, name), timeout, durability)
+
+    def trigger_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Fires it now, paused or not: returns ``TriggerResult`` (``id`` ``name@T``,
+        ``fire_at``, ``duplicate``)."""
+        return self._execute(codec.trigger_schedule(queue, name), timeout, durability)
+
     # ---- Messages ------------------------------------------------------------------------
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
