@@ -157,10 +157,11 @@ R Engine::WithQueue(std::string_view name, Missing missing, Fn fn) const {
   return fn(*q, clock_->NowMs(), shard);
 }
 
-Queue* Engine::CreateDefaultQueue(Shard& shard, std::string_view name, TimeMs now) {
+Queue* Engine::AddQueue(Shard& shard, std::string_view name, const QueueSettings& settings,
+                        TimeMs now) {
   shard.mu.AssertHeld();
   auto created =
-      std::make_unique<Queue>(std::string(name), QueueSettings{}, &accounting_->env, &shard.bytes);
+      std::make_unique<Queue>(std::string(name), settings, &accounting_->env, &shard.bytes);
   Queue* q = created.get();
   shard.queues.emplace(std::string(name), std::move(created));
   if (sink_ != nullptr) {
@@ -228,19 +229,7 @@ Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings
   if (!dlq.empty() && dlq_shard.Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
-  auto queue =
-      std::make_unique<Queue>(std::string(name), settings, &accounting_->env, &shard.bytes);
-  Queue* q = queue.get();
-  shard.queues.emplace(std::string(name), std::move(queue));
-  if (sink_ != nullptr) {
-    Effect e;
-    e.type = EffectType::kQueueCreated;
-    e.time = now;
-    e.queue = q->name();
-    e.settings = &q->settings();
-    sink_->OnEffect(e);
-  }
-  return q->Info(now);
+  return AddQueue(shard, name, settings, now)->Info(now);
 }
 
 Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettingsUpdate& update) {
@@ -391,7 +380,7 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    q = CreateDefaultQueue(shard, queue, now);
+    q = AddQueue(shard, queue, QueueSettings{}, now);
   }
   // The id-table lookups of a batch miss cache one after another: start the next ones early.
   constexpr size_t kAhead = 4;
@@ -1052,7 +1041,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    q = CreateDefaultQueue(shard, queue, now);
+    q = AddQueue(shard, queue, QueueSettings{}, now);
   }
   std::vector<R> out;
   out.reserve(items.size());

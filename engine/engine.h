@@ -227,9 +227,10 @@ class Engine {
   class AllShardsLock;
 
   Shard& ShardFor(std::string_view name) const;
-  // The queue `name` made with the default settings by an enqueue (auto_create_queues), its
-  // creation announced to the sink. REQUIRES: shard.mu held, no queue of that name.
-  Queue* CreateDefaultQueue(Shard& shard, std::string_view name, TimeMs now);
+  // A new queue `name` with `settings` (CreateQueue; an enqueue's auto-created queue with the
+  // defaults), its creation announced to the sink. REQUIRES: shard.mu held, no queue of that
+  // name, settings valid.
+  Queue* AddQueue(Shard& shard, std::string_view name, const QueueSettings& settings, TimeMs now);
   // Locks the shard of queue `name`, then returns fn(queue, now, shard), or missing() when the
   // queue does not exist. The clock is read under the lock.
   template <typename R, typename Missing, typename Fn>
