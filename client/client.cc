@@ -485,6 +485,8 @@ RequestResend ResendRule(std::string_view request) {
     case O::Subscribe:
     case O::Unsubscribe:
     case O::Switchover:
+    case O::DeleteSchedule:   // a repeat that follows a success is NOT_FOUND
+    case O::TriggerSchedule:  // a repeat later is another fire (another T)
     case O::NONE:
       return RequestResend::kNotSafe;
     case O::Enqueue: {
@@ -499,7 +501,8 @@ RequestResend ResendRule(std::string_view request) {
     default:
       // Reads; create/update/purge queue (a repeat leaves the same state); dequeue (a lease in
       // a lost answer expires: at least once); complete, fail, extend (with their tokens);
-      // cancel, reprioritize; wait; cluster, stats, health.
+      // cancel, reprioritize; wait; cluster, stats, health; upsert, pause and resume of a
+      // schedule (a repeat leaves the same state).
       return RequestResend::kSafe;
   }
 }
@@ -782,6 +785,28 @@ Result<Reply> Client::GetBatch(std::string_view id) {
 Result<Reply> Client::Wait(std::string_view queue, const std::vector<std::string>& ids,
                            uint32_t wait_ms) {
   return Call(BuildWait(NextHeader(), queue, ids, wait_ms));
+}
+Result<Reply> Client::UpsertSchedule(std::string_view queue, std::string_view name,
+                                     const ScheduleTemplate& t) {
+  return Call(BuildUpsertSchedule(NextHeader(), queue, name, t));
+}
+Result<Reply> Client::GetSchedule(std::string_view queue, std::string_view name) {
+  return Call(BuildGetSchedule(NextHeader(), queue, name));
+}
+Result<Reply> Client::ListSchedules(std::string_view queue) {
+  return Call(BuildListSchedules(NextHeader(), queue));
+}
+Result<Reply> Client::DeleteSchedule(std::string_view queue, std::string_view name) {
+  return Call(BuildDeleteSchedule(NextHeader(), queue, name));
+}
+Result<Reply> Client::PauseSchedule(std::string_view queue, std::string_view name) {
+  return Call(BuildPauseSchedule(NextHeader(), queue, name));
+}
+Result<Reply> Client::ResumeSchedule(std::string_view queue, std::string_view name) {
+  return Call(BuildResumeSchedule(NextHeader(), queue, name));
+}
+Result<Reply> Client::TriggerSchedule(std::string_view queue, std::string_view name) {
+  return Call(BuildTriggerSchedule(NextHeader(), queue, name));
 }
 Result<Reply> Client::Stats() { return Call(BuildStats(NextHeader())); }
 Result<Reply> Client::Health() { return Call(BuildHealth(NextHeader())); }

@@ -244,12 +244,20 @@ class Client {
   Result<Reply> Explain(std::string_view queue, std::string_view id);        // ExplainResult
   Result<Reply> ExplainFilter(std::string_view queue, const Pairs& filter);  // ExplainResult
   Result<Reply> Wait(std::string_view queue, const std::vector<std::string>& ids,
-                     uint32_t wait_ms);                                         // WaitResult
-  Result<Reply> CreateBatch(std::string_view id, const CreateBatchOptions& o);  // BatchResult
-  Result<Reply> SealBatch(std::string_view id);                                 // BatchResult
-  Result<Reply> GetBatch(std::string_view id);                                  // BatchResult
-  Result<Reply> Stats();                                                        // StatsResult
-  Result<Reply> Health();                                                       // HealthResult
+                     uint32_t wait_ms);  // WaitResult
+  Result<Reply> UpsertSchedule(std::string_view queue, std::string_view name,
+                               const ScheduleTemplate& t);                       // ScheduleResult
+  Result<Reply> GetSchedule(std::string_view queue, std::string_view name);      // ScheduleResult
+  Result<Reply> ListSchedules(std::string_view queue = {});                      // ScheduleList
+  Result<Reply> DeleteSchedule(std::string_view queue, std::string_view name);   // Done
+  Result<Reply> PauseSchedule(std::string_view queue, std::string_view name);    // ScheduleResult
+  Result<Reply> ResumeSchedule(std::string_view queue, std::string_view name);   // ScheduleResult
+  Result<Reply> TriggerSchedule(std::string_view queue, std::string_view name);  // TriggerResult
+  Result<Reply> CreateBatch(std::string_view id, const CreateBatchOptions& o);   // BatchResult
+  Result<Reply> SealBatch(std::string_view id);                                  // BatchResult
+  Result<Reply> GetBatch(std::string_view id);                                   // BatchResult
+  Result<Reply> Stats();                                                         // StatsResult
+  Result<Reply> Health();                                                        // HealthResult
   Result<Reply> Cluster();                             // ClusterResult (any node answers)
   Result<Reply> Switchover(std::string_view to = {});  // Done
 

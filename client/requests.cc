@@ -337,6 +337,63 @@ std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector
   return Finish(b, h, p::Operation::Wait, p::CreateWait(b, q, b.CreateVector(out), wait_ms));
 }
 
+std::string BuildUpsertSchedule(RequestHeader h, std::string_view queue, std::string_view name,
+                                const ScheduleTemplate& t) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  auto cron = t.cron.empty() ? 0 : b.CreateString(t.cron);
+  auto tz = t.tz.empty() ? 0 : b.CreateString(t.tz);
+  auto payload =
+      b.CreateVector(reinterpret_cast<const uint8_t*>(t.payload.data()), t.payload.size());
+  auto metadata = PairsOf(b, t.metadata);
+  return Finish(
+      b, h, p::Operation::UpsertSchedule,
+      p::CreateUpsertSchedule(b, q, n, cron, tz, t.every_ms, payload, metadata,
+                              t.priority_offset_ms, t.max_attempts, t.misfire, t.overlap));
+}
+
+std::string BuildGetSchedule(RequestHeader h, std::string_view queue, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  return Finish(b, h, p::Operation::GetSchedule, p::CreateGetSchedule(b, q, n));
+}
+
+std::string BuildListSchedules(RequestHeader h, std::string_view queue) {
+  fb::FlatBufferBuilder b;
+  auto q = queue.empty() ? 0 : b.CreateString(queue);
+  return Finish(b, h, p::Operation::ListSchedules, p::CreateListSchedules(b, q));
+}
+
+std::string BuildDeleteSchedule(RequestHeader h, std::string_view queue, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  return Finish(b, h, p::Operation::DeleteSchedule, p::CreateDeleteSchedule(b, q, n));
+}
+
+std::string BuildPauseSchedule(RequestHeader h, std::string_view queue, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  return Finish(b, h, p::Operation::PauseSchedule, p::CreatePauseSchedule(b, q, n));
+}
+
+std::string BuildResumeSchedule(RequestHeader h, std::string_view queue, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  return Finish(b, h, p::Operation::ResumeSchedule, p::CreateResumeSchedule(b, q, n));
+}
+
+std::string BuildTriggerSchedule(RequestHeader h, std::string_view queue, std::string_view name) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto n = StringOf(b, name);
+  return Finish(b, h, p::Operation::TriggerSchedule, p::CreateTriggerSchedule(b, q, n));
+}
+
 std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o) {
   fb::FlatBufferBuilder b;
   auto batch_id = StringOf(b, id);

@@ -186,6 +186,27 @@ std::string BuildExplainFilter(RequestHeader h, std::string_view queue, const Pa
 std::string BuildWait(RequestHeader h, std::string_view queue, const std::vector<std::string>& ids,
                       uint32_t wait_ms);
 
+// Schedules (docs/semantics.md, "Schedules"): exactly one of cron (with tz) and every_ms.
+struct ScheduleTemplate {
+  std::string cron;  // 5 fields or a macro
+  std::string tz;    // IANA zone of cron; empty: UTC
+  int64_t every_ms = 0;
+  std::string payload;
+  Pairs metadata;
+  int64_t priority_offset_ms = 0;  // a fire at T enqueues name@T at priority T + this
+  uint32_t max_attempts = 0;       // 0: the queue's default
+  protocol::MisfirePolicy misfire = protocol::MisfirePolicy::skip;
+  protocol::OverlapPolicy overlap = protocol::OverlapPolicy::allow;
+};
+std::string BuildUpsertSchedule(RequestHeader h, std::string_view queue, std::string_view name,
+                                const ScheduleTemplate& t);
+std::string BuildGetSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+std::string BuildListSchedules(RequestHeader h, std::string_view queue);  // empty: all
+std::string BuildDeleteSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+std::string BuildPauseSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+std::string BuildResumeSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+std::string BuildTriggerSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+
 // Batches (docs/semantics.md, "Batches"): each answered with a BatchResult.
 std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o);
 std::string BuildSealBatch(RequestHeader h, std::string_view id);

@@ -32,6 +32,15 @@ enum class EffectType : uint8_t {
   // A leadership began (docs/replication.md, "Epochs"): `epoch`, and `start_lsn`, the LSN of
   // this record. No queue: the engine keeps the log's epochs in order, in snapshots too.
   kEpochStarted = 9,
+  // Schedules (docs/semantics.md, "Schedules"): `queue`, `id` the schedule's name, and
+  // `schedule_progress` whole (absolute values), `error` the last refused fire's reason.
+  kScheduleUpserted = 10,  // also *schedule: its whole spec (also a snapshot's schedule)
+  kScheduleDeleted = 11,   // no progress
+  kSchedulePaused = 12,
+  kScheduleResumed = 13,
+  // Fires made at `time` (their enqueues are the kMessageEnqueued effects just before it;
+  // a repeated one, after a crash between the two, is a duplicate: the id is name@T).
+  kScheduleFired = 14,
   // Batches (docs/semantics.md, "Batches"): values of their own, from 32. `batch` names the
   // batch. kBatchCreated: `batch_fields`, and when it has a callback its template in `queue`,
   // `id` (resolved), `priority`, `payload`, `packed_metadata`, `max_attempts` (0: the queue's
@@ -42,6 +51,9 @@ enum class EffectType : uint8_t {
   kBatchSealed = 33,
   kBatchRemoved = 34,  // retention of a done batch ran out (GC)
 };
+inline bool IsScheduleEffect(EffectType t) {
+  return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
+}
 std::string_view EffectTypeName(EffectType type);
 
 // Why a kMessageChanged happened (subscribers and `sundial-wal dump` show it).
@@ -116,6 +128,10 @@ struct Effect {
   // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see
   // it; the log does not record it, since Apply of the cause derives it again.
   bool derived = false;
+  // Schedule effects (kSchedule*). due_at is the schedule's next fire (0: none), so that a
+  // timer sleeping past it wakes.
+  const ScheduleSpec* schedule = nullptr;  // kScheduleUpserted
+  ScheduleProgress schedule_progress = {};
   // kMessageEnqueued: the batch the message joins. A snapshot (ExportState) restates each
   // active member unchanged in a kMessageChanged (cause kNone, from = to) carrying its batch,
   // after the batches. kBatch*: the batch. Empty everywhere else.

@@ -162,6 +162,24 @@ R Engine::WithQueue(std::string_view name, Missing missing, Fn fn) const {
   return fn(*q, clock_->NowMs(), shard);
 }
 
+Queue* Engine::AddQueue(Shard& shard, std::string_view name, const QueueSettings& settings,
+                        TimeMs now) {
+  shard.mu.AssertHeld();
+  auto created =
+      std::make_unique<Queue>(std::string(name), settings, &accounting_->env, &shard.bytes);
+  Queue* q = created.get();
+  shard.queues.emplace(std::string(name), std::move(created));
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kQueueCreated;
+    e.time = now;
+    e.queue = q->name();
+    e.settings = &q->settings();
+    sink_->OnEffect(e);
+  }
+  return q;
+}
+
 Engine::Shard& Engine::ShardFor(std::string_view name) const {
   return *shards_[XXH3_64bits(name.data(), name.size()) % shards_.size()];
 }
@@ -216,19 +234,7 @@ Result<QueueInfo> Engine::CreateQueue(std::string_view name, const QueueSettings
   if (!dlq.empty() && dlq_shard.Find(dlq) == nullptr) {
     return NotFound("dead_letter_queue: no such queue");
   }
-  auto queue =
-      std::make_unique<Queue>(std::string(name), settings, &accounting_->env, &shard.bytes);
-  Queue* q = queue.get();
-  shard.queues.emplace(std::string(name), std::move(queue));
-  if (sink_ != nullptr) {
-    Effect e;
-    e.type = EffectType::kQueueCreated;
-    e.time = now;
-    e.queue = q->name();
-    e.settings = &q->settings();
-    sink_->OnEffect(e);
-  }
-  return q->Info(now);
+  return AddQueue(shard, name, settings, now)->Info(now);
 }
 
 Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettingsUpdate& update) {
@@ -625,18 +631,7 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
-                                           &shard.bytes);
-    q = created.get();
-    shard.queues.emplace(std::string(queue), std::move(created));
-    if (sink_ != nullptr) {
-      Effect e;
-      e.type = EffectType::kQueueCreated;
-      e.time = now;
-      e.queue = q->name();
-      e.settings = &q->settings();
-      sink_->OnEffect(e);
-    }
+    q = AddQueue(shard, queue, QueueSettings{}, now);
   }
   // The id-table lookups of a batch miss cache one after another: start the next ones early.
   constexpr size_t kAhead = 4;
@@ -1044,6 +1039,7 @@ uint64_t Engine::Advance(TimeMs now) {
       }
     }
   }
+  count += FireSchedules(now);
   return count + RemoveDueBatches(now);
 }
 
@@ -1057,7 +1053,8 @@ TimeMs Engine::NextDueTime() const {
     MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) next = std::min(next, q->NextDueTime());
   }
-  return next;
+  MutexLock lock(&schedules_mu_);
+  return std::min(next, schedules_.NextDueTime());
 }
 
 Status Engine::ApplyBatch(const Effect* effects, size_t count, size_t* applied) {
@@ -1104,6 +1101,7 @@ std::vector<EpochStart> Engine::Epochs() const {
 }
 
 Status Engine::Apply(const Effect& e) {
+  if (IsScheduleEffect(e.type)) return ApplySchedule(e);
   if (e.type == EffectType::kBatchCreated || e.type == EffectType::kBatchSealed ||
       e.type == EffectType::kBatchRemoved) {
     return ApplyBatchEffect(e);
@@ -1184,6 +1182,13 @@ Status Engine::Apply(const Effect& e) {
 }
 
 uint64_t Engine::Digest() const {
+  // The schedules first (the lock order), when there are some (none: the digest of a state
+  // without schedules, as before they existed).
+  uint64_t schedules = 0;
+  {
+    MutexLock lock(&schedules_mu_);
+    schedules = schedules_.Digest();
+  }
   std::vector<std::unique_lock<Mutex>> locks;
   for (const auto& shard : shards_) locks.emplace_back(shard->mu);
   std::vector<const Queue*> queues;
@@ -1213,6 +1218,7 @@ uint64_t Engine::Digest() const {
       XXH3_64bits_update(state, &graph, sizeof graph);
     }
   }
+  if (schedules != 0) XXH3_64bits_update(state, &schedules, sizeof schedules);
   {
     // The batches, when there is one (none: the digest of a state without batches, as before
     // they existed).
@@ -1227,6 +1233,7 @@ uint64_t Engine::Digest() const {
 }
 
 void Engine::ExportState(EffectSink* visit) const {
+  ExportSchedules(visit);
   {
     MutexLock lock(&epochs_mu_);
     for (const EpochStart& epoch : epochs_) {
@@ -1320,18 +1327,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
   Queue* q = shard.Find(queue);
   if (q == nullptr) {
     if (!options_.auto_create_queues) return Repeat<R>(items.size(), kQueueNotFound);
-    auto created = std::make_unique<Queue>(std::string(queue), QueueSettings{}, &accounting_->env,
-                                           &shard.bytes);
-    q = created.get();
-    shard.queues.emplace(std::string(queue), std::move(created));
-    if (sink_ != nullptr) {
-      Effect e;
-      e.type = EffectType::kQueueCreated;
-      e.time = now;
-      e.queue = q->name();
-      e.settings = &q->settings();
-      sink_->OnEffect(e);
-    }
+    q = AddQueue(shard, queue, QueueSettings{}, now);
   }
   std::vector<R> out;
   out.reserve(items.size());

@@ -31,6 +31,9 @@
 // AllShardsLock: the release, cancel or error of its dependents happens in that same operation,
 // under the same locks. Operations on messages outside the graph never take deps_mu_.
 //
+// Schedules (docs/semantics.md, "Schedules"): one ScheduleBook for all queues, guarded by
+// schedules_mu_, which comes first in the lock order (before any shard): a fire enqueues its
+// message and records the schedule's progress under it, so the two are one step.
 // Batches (docs/engine.md, "Batches"; engine/batches.h): one BatchTable for all queues, guarded
 // by batches_mu_, last in the lock order: AllShardsLock takes it after deps_mu_, and
 // create_batch, get_batch and the GC of done batches take it alone (they touch no queue). A
@@ -54,6 +57,7 @@
 #include "engine/dependencies.h"
 #include "engine/effect.h"
 #include "engine/mutex.h"
+#include "engine/schedules.h"
 #include "engine/status.h"
 #include "engine/types.h"
 
@@ -145,6 +149,29 @@ class Engine {
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
   Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
 
+  // ---- Schedules (docs/semantics.md, "Schedules") -------------------------------------------
+  // Creates or replaces schedule (queue, name). A new one, or one whose timing (cron, tz,
+  // every_ms) changes, starts from now: its first fire is the first after now. Otherwise its
+  // progress (last fire, pause) is kept. INVALID_ARGUMENT for a bad name, timing or template;
+  // NOT_FOUND when the queue does not exist and queues are not created on demand;
+  // RESOURCE_EXHAUSTED past kMaxSchedules.
+  Result<ScheduleUpsertResult> UpsertSchedule(std::string_view queue, std::string_view name,
+                                              const ScheduleSpec& spec);
+  // The same with the template's metadata given unpacked (checked against the limits of
+  // docs/semantics.md, "Limits", then packed into spec.packed_metadata).
+  Result<ScheduleUpsertResult> UpsertSchedule(std::string_view queue, std::string_view name,
+                                              ScheduleSpec spec, const Metadata& metadata);
+  Result<ScheduleInfo> GetSchedule(std::string_view queue, std::string_view name) const;
+  // Every schedule of `queue` (empty: of every queue), by (queue, name).
+  std::vector<ScheduleInfo> ListSchedules(std::string_view queue) const;
+  Status DeleteSchedule(std::string_view queue, std::string_view name);
+  // A paused schedule does not fire; resuming starts from now (fires while paused are not
+  // made). Pausing a paused schedule, or resuming a running one, changes nothing.
+  Result<ScheduleInfo> PauseSchedule(std::string_view queue, std::string_view name);
+  Result<ScheduleInfo> ResumeSchedule(std::string_view queue, std::string_view name);
+  // Fires it now (T = now), paused or not, whatever its overlap policy; its regular fires
+  // go on as before.
+  Result<ScheduleTriggerResult> TriggerSchedule(std::string_view queue, std::string_view name);
   // ---- Batches (docs/semantics.md, "Batches") ------------------------------------------------
   // A new open batch. Repeating it with the same callback and retention returns the batch as
   // it is now; with different ones ALREADY_EXISTS (also while a done batch is kept).
@@ -163,10 +190,14 @@ class Engine {
   std::vector<EpochStart> Epochs() const;
 
   // ---- Time, replay, inspection -------------------------------------------------------------
-  // Processes every timer due at or before `now`: visibility, lease expiry, retention GC.
-  // Returns the number of transitions made.
+  // Processes every timer due at or before `now`: visibility, lease expiry, retention GC, and
+  // the schedules' fires (FireSchedules). Returns the number of transitions and fires made.
   uint64_t Advance(TimeMs now);
-  // Earliest due time of any timer, or INT64_MAX when none.
+  // Makes every schedule fire due at or before `now` (misfire and overlap policies applied):
+  // each fire's enqueue, then the schedule's kScheduleFired, in one call under the schedule
+  // lock. Returns the number of fires that enqueued.
+  uint64_t FireSchedules(TimeMs now);
+  // Earliest due time of any timer or schedule fire, or INT64_MAX when none.
   TimeMs NextDueTime() const;
   // Applies one effect recorded from another engine (recovery). Reports nothing to the sink.
   // An effect that does not fit the current state gives INTERNAL and changes nothing.
@@ -211,6 +242,10 @@ class Engine {
   class AllShardsLock;
 
   Shard& ShardFor(std::string_view name) const;
+  // A new queue `name` with `settings` (CreateQueue; an enqueue's auto-created queue with the
+  // defaults), its creation announced to the sink. REQUIRES: shard.mu held, no queue of that
+  // name, settings valid.
+  Queue* AddQueue(Shard& shard, std::string_view name, const QueueSettings& settings, TimeMs now);
   // Locks the shard of queue `name`, then returns fn(queue, now, shard), or missing() when the
   // queue does not exist. The clock is read under the lock.
   template <typename R, typename Missing, typename Fn>
@@ -237,6 +272,9 @@ class Engine {
   // After the shards in the lock order (AllShardsLock).
   mutable Mutex deps_mu_;
   DependencyGraph deps_ GUARDED_BY(deps_mu_);
+  // Schedules: their own lock, first in the lock order (a fire enqueues under it).
+  mutable Mutex schedules_mu_;
+  ScheduleBook schedules_ GUARDED_BY(schedules_mu_);
   // Whether any message ever joined the graph: until then Apply skips the graph's checks.
   std::atomic<bool> graph_used_{false};
 
@@ -261,6 +299,17 @@ class Engine {
                       bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
   // Replay of an effect that concerns the graph (under AllShardsLock).
   Status ApplyWithDependencies(const Effect& e);
+  // Schedules (engine_schedules.cc).
+  ScheduleInfo ScheduleInfoOf(const ScheduleBook::Entry& entry) const REQUIRES(schedules_mu_);
+  void EmitSchedule(EffectType type, const ScheduleBook::Entry& entry, TimeMs now) const
+      REQUIRES(schedules_mu_);
+  // Makes the fires `fires` of `entry` and records them (kScheduleFired) with `after`
+  // and `dropped` missed fires. `check_overlap`: the overlap policy applies.
+  void MakeFires(const ScheduleBook::Entry& entry, const std::vector<TimeMs>& fires, TimeMs after,
+                 uint64_t dropped, bool check_overlap, TimeMs now, uint64_t* enqueued,
+                 bool* duplicate) REQUIRES(schedules_mu_);
+  Status ApplySchedule(const Effect& e);
+  void ExportSchedules(EffectSink* visit) const;
 
   // After the shards and deps_mu_ in the lock order (AllShardsLock), or alone.
   mutable Mutex batches_mu_ ACQUIRED_AFTER(deps_mu_);

@@ -81,6 +81,16 @@ std::string_view EffectTypeName(EffectType type) {
       return "message_dead_lettered";
     case EffectType::kEpochStarted:
       return "epoch_started";
+    case EffectType::kScheduleUpserted:
+      return "schedule_upserted";
+    case EffectType::kScheduleDeleted:
+      return "schedule_deleted";
+    case EffectType::kSchedulePaused:
+      return "schedule_paused";
+    case EffectType::kScheduleResumed:
+      return "schedule_resumed";
+    case EffectType::kScheduleFired:
+      return "schedule_fired";
     case EffectType::kBatchCreated:
       return "batch_created";
     case EffectType::kBatchSealed:
@@ -119,6 +129,42 @@ std::string_view ChangeCauseName(ChangeCause cause) {
       return "dependency_failed";
   }
   return "unknown";
+}
+
+std::string_view MisfirePolicyName(MisfirePolicy p) {
+  switch (p) {
+    case MisfirePolicy::kSkip:
+      return "skip";
+    case MisfirePolicy::kOne:
+      return "one";
+    case MisfirePolicy::kAll:
+      return "all";
+  }
+  return "unknown";
+}
+
+std::optional<MisfirePolicy> ParseMisfirePolicy(std::string_view name) {
+  for (auto p : {MisfirePolicy::kSkip, MisfirePolicy::kOne, MisfirePolicy::kAll}) {
+    if (MisfirePolicyName(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
+std::string_view OverlapPolicyName(OverlapPolicy p) {
+  switch (p) {
+    case OverlapPolicy::kAllow:
+      return "allow";
+    case OverlapPolicy::kSkipIfActive:
+      return "skip_if_active";
+  }
+  return "unknown";
+}
+
+std::optional<OverlapPolicy> ParseOverlapPolicy(std::string_view name) {
+  for (auto p : {OverlapPolicy::kAllow, OverlapPolicy::kSkipIfActive}) {
+    if (OverlapPolicyName(p) == name) return p;
+  }
+  return std::nullopt;
 }
 
 }  // namespace sundial

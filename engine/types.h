@@ -261,6 +261,88 @@ struct Explanation {
   uint32_t attempts = 0;
 };
 
+// ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------
+
+// Fires missed by more than kScheduleMisfireGraceMs (the server was down, or stalled) follow the
+// schedule's misfire policy; at most kMaxCatchUpFires of them are made, and none older than
+// kScheduleCatchUpHorizonMs.
+inline constexpr TimeMs kScheduleMisfireGraceMs = 60'000;
+inline constexpr size_t kMaxCatchUpFires = 100;
+inline constexpr TimeMs kScheduleCatchUpHorizonMs = TimeMs{400} * 86'400'000;
+inline constexpr size_t kMaxScheduleNameBytes = 100;  // the fire id name@T stays <= 128 bytes
+inline constexpr size_t kMaxSchedules = 100'000;
+inline constexpr int64_t kMinScheduleEveryMs = 10;
+
+enum class MisfirePolicy : uint8_t {
+  kSkip = 0,  // missed fires are dropped (default)
+  kOne = 1,   // the latest missed fire is made, the others dropped
+  kAll = 2,   // every missed fire is made, the latest kMaxCatchUpFires at most
+};
+std::string_view MisfirePolicyName(MisfirePolicy p);  // "skip", "one", "all"
+std::optional<MisfirePolicy> ParseMisfirePolicy(std::string_view name);
+
+enum class OverlapPolicy : uint8_t {
+  kAllow = 0,         // every fire enqueues (default)
+  kSkipIfActive = 1,  // a fire is skipped while the previous fire's message is not terminal
+};
+std::string_view OverlapPolicyName(OverlapPolicy p);  // "allow", "skip_if_active"
+std::optional<OverlapPolicy> ParseOverlapPolicy(std::string_view name);
+
+// What upsert_schedule sets: when it fires (`cron` in `tz`, or `every_ms`) and the message
+// each fire enqueues (id name@T, priority T + priority_offset_ms).
+struct ScheduleSpec {
+  std::string cron;      // 5 fields or a macro (engine/cron.h); empty: every_ms
+  std::string tz;        // IANA zone of `cron`; empty: UTC
+  int64_t every_ms = 0;  // 0: cron
+  std::string payload;
+  std::string packed_metadata;  // metadata.h format
+  int64_t priority_offset_ms = 0;
+  uint32_t max_attempts = 0;  // 0: the queue's default
+  MisfirePolicy misfire = MisfirePolicy::kSkip;
+  OverlapPolicy overlap = OverlapPolicy::kAllow;
+
+  bool operator==(const ScheduleSpec&) const = default;
+};
+
+// What a schedule's fires, pauses and resumes change; logged whole (absolute values) by every
+// schedule effect.
+struct ScheduleProgress {
+  TimeMs created_at = 0;
+  TimeMs updated_at = 0;
+  TimeMs anchor_at = 0;         // every_ms fires at anchor_at + k * every_ms, k >= 1
+  TimeMs after = 0;             // the next fire is the first one strictly after this
+  TimeMs last_fire_at = 0;      // T of the latest fire made (enqueued or skipped); 0: none
+  TimeMs last_enqueued_at = 0;  // T of the latest fire that enqueued name@T; 0: none
+  uint64_t fires = 0;           // fires that enqueued (a duplicate counts)
+  uint64_t overlap_skips = 0;   // fires skipped by skip_if_active
+  uint64_t missed = 0;          // fires dropped by the misfire policy
+  uint64_t failed = 0;          // fires whose enqueue was refused (last_error says why)
+  bool paused = false;
+
+  bool operator==(const ScheduleProgress&) const = default;
+};
+
+struct ScheduleInfo {
+  std::string queue;
+  std::string name;
+  ScheduleSpec spec;
+  ScheduleProgress progress;
+  TimeMs next_fire_at = 0;  // 0: none (paused)
+  std::string last_error;   // the latest refused fire's reason; empty: none
+};
+
+struct ScheduleUpsertResult {
+  ScheduleInfo schedule;
+  bool created = false;
+};
+
+// trigger_schedule: the fire made now.
+struct ScheduleTriggerResult {
+  std::string id;  // name@T
+  TimeMs fire_at = 0;
+  bool duplicate = false;  // a fire at the same T existed already
+};
+
 // ---- Batches (docs/semantics.md, "Batches"; engine/batches.h) --------------------------------
 
 // A batch id: 1-kMaxBatchIdBytes bytes of valid UTF-8, so that its callback's default id

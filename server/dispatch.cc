@@ -8,14 +8,12 @@
 
 #include "protocol/sundial_generated.h"
 #include "server/metrics.h"
+#include "server/schedule_ops.h"
 
 namespace sundial::server {
-namespace {
 
 namespace fb = flatbuffers;
 namespace p = protocol;
-
-using PairVector = fb::Vector<fb::Offset<p::MetadataPair>>;
 
 // The schema's enums equal the engine's (protocol/sundial.fbs): conversion is a cast.
 static_assert(static_cast<int>(p::DependencyFailurePolicy::cancel) ==
@@ -26,6 +24,9 @@ static_assert(static_cast<int>(p::DependencyFailurePolicy::cancel) ==
                   static_cast<int>(DependencyFailurePolicy::kError));
 static_assert(static_cast<int>(p::MessageState::waiting) ==
               static_cast<int>(MessageState::kWaiting));
+static_assert(static_cast<int>(p::MisfirePolicy::MAX) == static_cast<int>(MisfirePolicy::kAll) &&
+              static_cast<int>(p::OverlapPolicy::MAX) ==
+                  static_cast<int>(OverlapPolicy::kSkipIfActive));
 
 std::string_view Str(const fb::String* s) { return s ? s->string_view() : std::string_view(); }
 
@@ -36,6 +37,17 @@ Metadata Pairs(const PairVector* v) {
   for (const p::MetadataPair* pair : *v) out.push_back({pair->key()->str(), pair->value()->str()});
   return out;
 }
+
+fb::Offset<PairVector> EncodePairs(fb::FlatBufferBuilder& b, const Metadata& metadata) {
+  std::vector<fb::Offset<p::MetadataPair>> pairs;
+  pairs.reserve(metadata.size());
+  for (const auto& [k, v] : metadata) {
+    pairs.push_back(p::CreateMetadataPair(b, b.CreateString(k), b.CreateString(v)));
+  }
+  return b.CreateVector(pairs);
+}
+
+namespace {
 
 std::vector<std::string> Strings(const fb::Vector<fb::Offset<fb::String>>* v) {
   std::vector<std::string> out;
@@ -86,15 +98,6 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
 
 fb::Offset<p::Error> ItemError(fb::FlatBufferBuilder& b, const Status& status) {  // of one item
   return p::CreateError(b, static_cast<p::Code>(status.code()), b.CreateString(status.detail()));
-}
-
-fb::Offset<PairVector> EncodePairs(fb::FlatBufferBuilder& b, const Metadata& metadata) {
-  std::vector<fb::Offset<p::MetadataPair>> pairs;
-  pairs.reserve(metadata.size());
-  for (const auto& [k, v] : metadata) {
-    pairs.push_back(p::CreateMetadataPair(b, b.CreateString(k), b.CreateString(v)));
-  }
-  return b.CreateVector(pairs);
 }
 
 fb::Offset<p::StateCounts> EncodeCounts(fb::FlatBufferBuilder& b, const StateCounts& c) {
@@ -700,6 +703,13 @@ constexpr std::array kTable = {
     OperationRow{O::Cluster, "Cluster", kSession, kAny, RunCluster},
     OperationRow{O::Switchover, "Switchover", OpKind::kControl, kAny, RunSwitchover},
     OperationRow{O::Wait, "Wait", kDurableRead, kAny, RunWait},
+    OperationRow{O::UpsertSchedule, "UpsertSchedule", kMutation, kAny, RunUpsertSchedule},
+    OperationRow{O::GetSchedule, "GetSchedule", kRead, kAny, RunGetSchedule},
+    OperationRow{O::ListSchedules, "ListSchedules", kRead, kAny, RunListSchedules},
+    OperationRow{O::DeleteSchedule, "DeleteSchedule", kMutation, kAny, RunDeleteSchedule},
+    OperationRow{O::PauseSchedule, "PauseSchedule", kMutation, kAny, RunPauseSchedule},
+    OperationRow{O::ResumeSchedule, "ResumeSchedule", kMutation, kAny, RunResumeSchedule},
+    OperationRow{O::TriggerSchedule, "TriggerSchedule", kMutation, kAny, RunTriggerSchedule},
     OperationRow{O::CreateBatch, "CreateBatch", kMutation, kAny, RunCreateBatch},
     OperationRow{O::SealBatch, "SealBatch", kMutation, kAny, RunSealBatch},
     OperationRow{O::GetBatch, "GetBatch", kDurableRead, kAny, RunGetBatch},

@@ -78,6 +78,33 @@ std::string Hex64(uint64_t v) {
   return buf;
 }
 
+// A schedule effect: its name, spec (kScheduleUpserted) and progress.
+void PutScheduleFields(const Effect& e, json::object* out) {
+  PutText(out, "name", e.id);
+  if (e.type == EffectType::kScheduleDeleted) return;
+  if (e.schedule != nullptr) {
+    const ScheduleSpec& s = *e.schedule;
+    if (!s.cron.empty()) PutText(out, "cron", s.cron);
+    if (!s.tz.empty()) PutText(out, "tz", s.tz);
+    if (s.every_ms != 0) (*out)["every_ms"] = s.every_ms;
+    PutText(out, "payload", s.payload);
+    PutMetadata(out, s.packed_metadata);
+    (*out)["priority_offset_ms"] = s.priority_offset_ms;
+    (*out)["max_attempts"] = s.max_attempts;
+    (*out)["misfire"] = MisfirePolicyName(s.misfire);
+    (*out)["overlap"] = OverlapPolicyName(s.overlap);
+  }
+  const ScheduleProgress& p = e.schedule_progress;
+  (*out)["after"] = p.after;
+  (*out)["last_fire_at"] = p.last_fire_at;
+  (*out)["last_enqueued_at"] = p.last_enqueued_at;
+  (*out)["fires"] = p.fires;
+  (*out)["overlap_skips"] = p.overlap_skips;
+  (*out)["missed"] = p.missed;
+  (*out)["failed"] = p.failed;
+  (*out)["paused"] = p.paused;
+  if (!e.error.empty()) PutText(out, "last_error", e.error);
+}
 }  // namespace
 
 void AppendEffectJson(const Effect& e, json::object* out) {
@@ -124,6 +151,13 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kEpochStarted:
       (*out)["epoch"] = e.epoch;
       (*out)["start_lsn"] = e.start_lsn;
+      return;
+    case EffectType::kScheduleUpserted:
+    case EffectType::kScheduleDeleted:
+    case EffectType::kSchedulePaused:
+    case EffectType::kScheduleResumed:
+    case EffectType::kScheduleFired:
+      PutScheduleFields(e, out);
       return;
     case EffectType::kBatchCreated: {
       const BatchFields& f = e.batch_fields;

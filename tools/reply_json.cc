@@ -157,6 +157,33 @@ json::object MessageToJson(const p::Message& m) {
   return o;
 }
 
+json::object ScheduleToJson(const p::Schedule& s) {
+  json::object o;
+  PutText(&o, "queue", s.queue());
+  PutText(&o, "name", s.name());
+  PutText(&o, "cron", s.cron());
+  PutText(&o, "tz", s.tz());
+  o["every_ms"] = s.every_ms();
+  PutText(&o, "payload", Bytes(s.payload()));
+  PutMetadata(&o, s.metadata());
+  o["priority_offset_ms"] = s.priority_offset_ms();
+  o["max_attempts"] = s.max_attempts();
+  o["misfire"] = p::EnumNameMisfirePolicy(s.misfire());
+  o["overlap"] = p::EnumNameOverlapPolicy(s.overlap());
+  o["paused"] = s.paused();
+  o["next_fire_at"] = s.next_fire_at();
+  o["last_fire_at"] = s.last_fire_at();
+  o["last_enqueued_at"] = s.last_enqueued_at();
+  o["fires"] = s.fires();
+  o["overlap_skips"] = s.overlap_skips();
+  o["missed"] = s.missed();
+  o["failed"] = s.failed();
+  PutText(&o, "last_error", s.last_error());
+  o["created_at"] = s.created_at();
+  o["updated_at"] = s.updated_at();
+  return o;
+}
+
 json::object BatchToJson(const p::BatchInfo& b) {
   json::object o;
   PutText(&o, "id", b.id());

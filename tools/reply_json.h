@@ -30,6 +30,10 @@ boost::json::object MessageToJson(const protocol::Message& message);
 // One message's outcome (wait, enqueue --wait-ms): id, state, result, last_error; or, for an
 // id with an error, id, code and message.
 boost::json::object WaitItemToJson(const protocol::WaitItem& item);
+// A schedule: queue, name, cron and tz or every_ms, the template (payload, metadata,
+// priority_offset_ms, max_attempts), misfire, overlap, paused, next_fire_at, last_fire_at,
+// last_enqueued_at, fires, overlap_skips, missed, failed, last_error, created_at, updated_at.
+boost::json::object ScheduleToJson(const protocol::Schedule& schedule);
 // A browse entry.
 boost::json::object SummaryToJson(const protocol::MessageSummary& summary);
 // explain: the reason's name, its fields, and `explanation`, one sentence for people.

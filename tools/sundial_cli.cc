@@ -317,6 +317,14 @@ struct Args {
 
   bool table = false;  // cluster status
   std::string to;      // cluster switchover
+
+  std::string name;  // schedule
+  std::string cron;
+  std::string tz;
+  int64_t every_ms = 0;
+  int64_t priority_offset_ms = 0;
+  std::string misfire = "skip";
+  std::string overlap = "allow";
 };
 
 using Runner = std::function<int(client::Client&)>;
@@ -328,6 +336,116 @@ struct Subcommand {
 };
 
 // ---- Subcommands -------------------------------------------------------------------------
+
+int PrintSchedule(const client::Result<Reply>& reply) {
+  return Expect<p::ScheduleResult>(reply, [](const p::ScheduleResult& r) {
+    if (r.schedule() == nullptr) return Failed(Error::Connection(Code::kInternal, "no schedule"));
+    json::object o = ScheduleToJson(*r.schedule());
+    o["created"] = r.created();
+    Print(o);
+    return kExitOk;
+  });
+}
+
+// sundial schedule upsert|get|list|delete|pause|resume|trigger (docs/cli.md, "Schedules").
+void AddScheduleSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* schedule = app.add_subcommand("schedule", "Server-held schedules: cron or every_ms.");
+  schedule->require_subcommand(1);
+
+  CLI::App* upsert = schedule->add_subcommand(
+      "upsert", "Create or replace a schedule; each fire at T enqueues the message NAME@T.");
+  upsert->add_option("queue", a.queue, "queue name")->required();
+  upsert->add_option("name", a.name, "schedule name")->required();
+  CLI::Option* cron = upsert->add_option("--cron", a.cron, "5 fields or a macro (@daily, ...)");
+  CLI::Option* every = upsert->add_option("--every-ms", a.every_ms, "fire every N ms");
+  cron->excludes(every);
+  upsert->add_option("--tz", a.tz, "IANA time zone of --cron (default UTC)")->needs(cron);
+  upsert->add_option("--payload", a.payload, "the message's payload text");
+  upsert->add_option("--payload-file", a.payload_file, "read the payload from a file");
+  upsert->add_option("--meta", a.meta, "metadata pair (repeatable)")->check(kKeyValue);
+  upsert->add_option("--priority-offset-ms", a.priority_offset_ms,
+                     "the fire at T gets priority T + this (its deadline)");
+  upsert->add_option("--max-attempts", a.max_attempts, "0: the queue's default");
+  upsert->add_option("--misfire", a.misfire, "fires missed while down: skip|one|all")
+      ->check(CLI::IsMember({"skip", "one", "all"}))
+      ->capture_default_str();
+  upsert->add_option("--overlap", a.overlap, "allow|skip_if_active")
+      ->check(CLI::IsMember({"allow", "skip_if_active"}))
+      ->capture_default_str();
+  out.push_back({upsert, [&a, cron, every](client::Client& c) {
+                   if (cron->count() + every->count() != 1) {
+                     return UsageError("schedule upsert: give --cron or --every-ms");
+                   }
+                   client::ScheduleTemplate t;
+                   t.cron = a.cron;
+                   t.tz = a.tz;
+                   t.every_ms = a.every_ms;
+                   t.payload = a.payload;
+                   t.metadata = ToPairs(a.meta);
+                   t.priority_offset_ms = a.priority_offset_ms;
+                   t.max_attempts = a.max_attempts;
+                   p::MisfirePolicy misfire = p::MisfirePolicy::skip;
+                   for (auto m : p::EnumValuesMisfirePolicy()) {
+                     if (a.misfire == p::EnumNameMisfirePolicy(m)) misfire = m;
+                   }
+                   t.misfire = misfire;
+                   t.overlap = a.overlap == "skip_if_active" ? p::OverlapPolicy::skip_if_active
+                                                             : p::OverlapPolicy::allow;
+                   return PrintSchedule(c.UpsertSchedule(a.queue, a.name, t));
+                 }});
+
+  const auto named = [&](const char* verb, const char* help) {
+    CLI::App* cmd = schedule->add_subcommand(verb, help);
+    cmd->add_option("queue", a.queue, "queue name")->required();
+    cmd->add_option("name", a.name, "schedule name")->required();
+    return cmd;
+  };
+  out.push_back(
+      {named("get", "A schedule, its next and last fires and its counts."),
+       [&a](client::Client& c) { return PrintSchedule(c.GetSchedule(a.queue, a.name)); }});
+  out.push_back(
+      {named("pause", "Stop a schedule's fires until it is resumed."),
+       [&a](client::Client& c) { return PrintSchedule(c.PauseSchedule(a.queue, a.name)); }});
+  out.push_back(
+      {named("resume", "Fire again, from now on (fires while paused are not made)."),
+       [&a](client::Client& c) { return PrintSchedule(c.ResumeSchedule(a.queue, a.name)); }});
+  out.push_back(
+      {named("delete", "Delete a schedule (the messages it made stay)."), [&a](client::Client& c) {
+         return Expect<p::Done>(c.DeleteSchedule(a.queue, a.name), [&a](const p::Done&) {
+           json::object o;
+           o["queue"] = a.queue;
+           o["name"] = a.name;
+           o["deleted"] = true;
+           Print(o);
+           return kExitOk;
+         });
+       }});
+  out.push_back(
+      {named("trigger", "Fire now: enqueues NAME@now, paused or not."), [&a](client::Client& c) {
+         return Expect<p::TriggerResult>(
+             c.TriggerSchedule(a.queue, a.name), [](const p::TriggerResult& r) {
+               json::object o;
+               o["id"] = r.id() ? r.id()->string_view() : std::string_view();
+               o["fire_at"] = r.fire_at();
+               o["duplicate"] = r.duplicate();
+               Print(o);
+               return kExitOk;
+             });
+       }});
+
+  CLI::App* list = schedule->add_subcommand("list", "Every schedule (of QUEUE), one per line.");
+  list->add_option("queue", a.queue, "queue name (default: every queue)");
+  out.push_back({list, [&a](client::Client& c) {
+                   return Expect<p::ScheduleList>(c.ListSchedules(a.queue),
+                                                  [](const p::ScheduleList& r) {
+                                                    if (r.schedules()) {
+                                                      for (const p::Schedule* s : *r.schedules())
+                                                        Print(ScheduleToJson(*s));
+                                                    }
+                                                    return kExitOk;
+                                                  });
+                 }});
+}
 
 void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
   CLI::App* create = app.add_subcommand("create-queue", "Create a queue (or confirm it).");
@@ -1003,6 +1121,7 @@ int Main(int argc, char** argv) {
   AddBulkSubcommands(app, a, subcommands);
   AddReadSubcommands(app, a, subcommands);
   AddClusterSubcommands(app, a, subcommands);
+  AddScheduleSubcommands(app, a, subcommands);
   AddBatchSubcommands(app, a, subcommands);
 
   CLI::App* watch = app.add_subcommand(

@@ -9,7 +9,7 @@
 namespace sundial::wal {
 namespace {
 
-constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kEpochStarted);
+constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kScheduleFired);
 constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
 constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kWaiting);
 constexpr uint8_t kMaxPolicy = static_cast<uint8_t>(DependencyFailurePolicy::kError);
@@ -21,6 +21,9 @@ constexpr uint8_t kResultTag = 1;
 constexpr uint8_t kDependsOnTag = 2;        // kMessageEnqueued of a waiting message
 constexpr uint8_t kDependencyEntryTag = 3;  // kMessageChanged restating a dependent (snapshots)
 constexpr uint8_t kDequeuePausedFlag = 2;
+constexpr uint8_t kSchedulePausedFlag = 1;
+constexpr uint8_t kMaxMisfire = static_cast<uint8_t>(MisfirePolicy::kAll);
+constexpr uint8_t kMaxOverlap = static_cast<uint8_t>(OverlapPolicy::kSkipIfActive);
 // Batches (docs/wal-format.md, "Batches"), added to version 3: the batch a message joins (its
 // enqueue), or is an active member of (a snapshot's restated kMessageChanged). A tag of its own
 // range, away from the ones above.
@@ -86,6 +89,32 @@ void PutMessage(std::string* out, const Effect& e) {
   p = Store64(p, e.lease_token);
   p = Store64(p, static_cast<uint64_t>(e.enqueued_at));
   out->append(buf, static_cast<size_t>(p - buf));
+}
+
+void PutScheduleSpec(std::string* out, const ScheduleSpec& s) {
+  PutString(out, s.cron);
+  PutString(out, s.tz);
+  PutI64(out, s.every_ms);
+  PutString(out, s.payload);
+  PutString(out, s.packed_metadata);
+  PutI64(out, s.priority_offset_ms);
+  PutFixed32(out, s.max_attempts);
+  PutU8(out, static_cast<uint8_t>(s.misfire));
+  PutU8(out, static_cast<uint8_t>(s.overlap));
+}
+
+void PutScheduleProgress(std::string* out, const ScheduleProgress& p) {
+  PutI64(out, p.created_at);
+  PutI64(out, p.updated_at);
+  PutI64(out, p.anchor_at);
+  PutI64(out, p.after);
+  PutI64(out, p.last_fire_at);
+  PutI64(out, p.last_enqueued_at);
+  PutFixed64(out, p.fires);
+  PutFixed64(out, p.overlap_skips);
+  PutFixed64(out, p.missed);
+  PutFixed64(out, p.failed);
+  PutU8(out, p.paused ? kSchedulePausedFlag : 0);
 }
 
 // Reads fixed-width fields off the front of `rest_`; the first shortage makes ok() false and
@@ -187,6 +216,42 @@ Status ReadMessage(FieldReader* r, Effect* e) {
   e->cause = static_cast<ChangeCause>(cause);
   e->from = static_cast<MessageState>(from);
   e->to = static_cast<MessageState>(to);
+  return Status::Ok();
+}
+
+Status ReadScheduleSpec(FieldReader* r, ScheduleSpec* s) {
+  r->String(&s->cron);
+  r->String(&s->tz);
+  s->every_ms = r->I64();
+  r->String(&s->payload);
+  r->String(&s->packed_metadata);
+  s->priority_offset_ms = r->I64();
+  s->max_attempts = r->U32();
+  const uint8_t misfire = r->U8();
+  const uint8_t overlap = r->U8();
+  if (!r->ok()) return Malformed("wal: effect: truncated schedule");
+  if (misfire > kMaxMisfire) return Malformed("wal: effect: unknown misfire policy");
+  if (overlap > kMaxOverlap) return Malformed("wal: effect: unknown overlap policy");
+  s->misfire = static_cast<MisfirePolicy>(misfire);
+  s->overlap = static_cast<OverlapPolicy>(overlap);
+  return Status::Ok();
+}
+
+Status ReadScheduleProgress(FieldReader* r, ScheduleProgress* p) {
+  p->created_at = r->I64();
+  p->updated_at = r->I64();
+  p->anchor_at = r->I64();
+  p->after = r->I64();
+  p->last_fire_at = r->I64();
+  p->last_enqueued_at = r->I64();
+  p->fires = r->U64();
+  p->overlap_skips = r->U64();
+  p->missed = r->U64();
+  p->failed = r->U64();
+  const uint8_t flags = r->U8();
+  if (!r->ok()) return Malformed("wal: effect: truncated schedule progress");
+  if ((flags & ~kSchedulePausedFlag) != 0) return Malformed("wal: effect: unknown schedule flags");
+  p->paused = (flags & kSchedulePausedFlag) != 0;
   return Status::Ok();
 }
 
@@ -376,6 +441,22 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutFixed64(out, e.epoch);
       PutFixed64(out, e.start_lsn);
       break;
+    case EffectType::kScheduleUpserted:
+      PutString(out, e.id);
+      PutScheduleSpec(out, *e.schedule);
+      PutScheduleProgress(out, e.schedule_progress);
+      PutString(out, e.error);
+      break;
+    case EffectType::kScheduleDeleted:
+      PutString(out, e.id);
+      break;
+    case EffectType::kSchedulePaused:
+    case EffectType::kScheduleResumed:
+    case EffectType::kScheduleFired:
+      PutString(out, e.id);
+      PutScheduleProgress(out, e.schedule_progress);
+      PutString(out, e.error);
+      break;
     case EffectType::kBatchCreated:
       PutBatchCreated(out, e);
       break;
@@ -387,7 +468,8 @@ void EncodeEffect(const Effect& e, std::string* out) {
 }
 
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
-                        std::deque<std::vector<std::string>>* dependencies) {
+                        std::deque<std::vector<std::string>>* dependencies,
+                        ScheduleSpec* schedule) {
   *out = Effect();
   Effect& e = *out;
   FieldReader r(bytes);
@@ -450,6 +532,28 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       r.String(&e.batch);
       if (r.ok() && e.batch.empty()) s = Malformed("wal: effect: empty batch id");
       break;
+    case EffectType::kScheduleUpserted:
+      if (schedule == nullptr) return Malformed("wal: effect: schedule without storage");
+      *schedule = ScheduleSpec();
+      r.String(&e.id);
+      s = ReadScheduleSpec(&r, schedule);
+      if (s.ok()) s = ReadScheduleProgress(&r, &e.schedule_progress);
+      r.String(&e.error);
+      e.schedule = schedule;
+      break;
+    case EffectType::kScheduleDeleted:
+      r.String(&e.id);
+      break;
+    case EffectType::kSchedulePaused:
+    case EffectType::kScheduleResumed:
+    case EffectType::kScheduleFired:
+      r.String(&e.id);
+      s = ReadScheduleProgress(&r, &e.schedule_progress);
+      r.String(&e.error);
+      break;
+  }
+  if (s.ok() && IsScheduleEffect(e.type) && (e.queue.empty() || e.id.empty())) {
+    return Malformed("wal: effect: a schedule without queue or name");
   }
   if (!s.ok()) return s;
   if (!r.ok()) return Malformed("wal: effect: truncated string field");
@@ -460,7 +564,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
 Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   Effect& e = out->effect_;
   out->dependencies_.clear();
-  Status s = DecodeEffectView(bytes, &e, &out->settings_, &out->dependencies_);
+  Status s = DecodeEffectView(bytes, &e, &out->settings_, &out->dependencies_, &out->schedule_);
   // Own copies of the strings, then point the effect at them.
   auto own = [](std::string_view* view, std::string* storage) {
     storage->assign(*view);

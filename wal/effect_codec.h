@@ -51,6 +51,7 @@ class DecodedEffect {
   std::string dependency_edges_;
   std::string batch_;
   std::deque<std::vector<std::string>> dependencies_;  // depends_on (one at most)
+  ScheduleSpec schedule_;                              // kScheduleUpserted
 };
 
 // Decodes one effect. On error returns kInternal with a detail naming what was malformed and
@@ -61,9 +62,11 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
 // are), its settings (queue effects) are written to *settings, which may be null for the
 // other effect types, and its depends_on keys (a message effect with a dependency extension)
 // to a new element of *dependencies, which may be null when no effect has one (an effect
-// that does is then malformed). Recovery decodes a batch of records this way on one thread
+// that does is then malformed), and a kScheduleUpserted's spec to *schedule (null: such an
+// effect is malformed). Recovery decodes a batch of records this way on one thread
 // while another applies the previous batch.
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
-                        std::deque<std::vector<std::string>>* dependencies = nullptr);
+                        std::deque<std::vector<std::string>>* dependencies = nullptr,
+                        ScheduleSpec* schedule = nullptr);
 
 }  // namespace sundial::wal

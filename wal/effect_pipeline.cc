@@ -34,6 +34,7 @@ bool EffectPipeline::Fill(Batch* b) {
   b->bytes.resize_uninitialized(0);
   b->settings.clear();
   b->dependencies.clear();
+  b->schedules.clear();
   b->last = false;
   LogReader::Record record;
   // Payloads are copied first and decoded after, so that growing `bytes` for an oversized
@@ -71,7 +72,11 @@ bool EffectPipeline::Fill(Batch* b) {
                                       type == static_cast<uint8_t>(EffectType::kQueueUpdated)
                                   ? &b->settings.emplace_back()
                                   : nullptr;
-    item.decoded = DecodeEffectView(item.payload, &item.effect, settings, &b->dependencies).ok();
+    ScheduleSpec* schedule = type == static_cast<uint8_t>(EffectType::kScheduleUpserted)
+                                 ? &b->schedules.emplace_back()
+                                 : nullptr;
+    item.decoded =
+        DecodeEffectView(item.payload, &item.effect, settings, &b->dependencies, schedule).ok();
   }
   b->last = !more;
   return more;

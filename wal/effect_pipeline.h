@@ -74,6 +74,7 @@ class EffectPipeline {
     PodVector<char> bytes;               // on pages (mmap): given back whole when the pipeline ends
     std::deque<QueueSettings> settings;  // of queue effects (stable addresses)
     std::deque<std::vector<std::string>> dependencies;  // depends_on of message effects
+    std::deque<ScheduleSpec> schedules;                 // of kScheduleUpserted effects
     bool last = false;                                  // the reader stopped after these items
   };
 

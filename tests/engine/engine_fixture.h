@@ -69,6 +69,8 @@ struct RecordedEffect {
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
   std::string dependency_edges;
   bool derived = false;
+  std::optional<ScheduleSpec> schedule;
+  ScheduleProgress schedule_progress;
   std::string batch;
   BatchFields batch_fields;
 
@@ -100,6 +102,8 @@ struct RecordedEffect {
     r.on_dependency_failure = e.on_dependency_failure;
     r.dependency_edges = std::string(e.dependency_edges);
     r.derived = e.derived;
+    if (e.schedule != nullptr) r.schedule = *e.schedule;
+    r.schedule_progress = e.schedule_progress;
     r.batch = std::string(e.batch);
     r.batch_fields = e.batch_fields;
     return r;
@@ -134,6 +138,8 @@ struct RecordedEffect {
     e.on_dependency_failure = on_dependency_failure;
     e.dependency_edges = dependency_edges;
     e.derived = derived;
+    e.schedule = schedule ? &*schedule : nullptr;
+    e.schedule_progress = schedule_progress;
     e.batch = batch;
     e.batch_fields = batch_fields;
     return e;

@@ -177,6 +177,75 @@ TEST_F(DispatchTest, ErrorsAreTypedAndNameTheProblem) {
   EXPECT_EQ(too_many->error()->code(), p::Code::INVALID_ARGUMENT);
 }
 
+// Schedules through the protocol (docs/protocol.md, "Schedules"): the JSON form is the
+// schema's, the fires are made by the engine's Advance.
+TEST_F(DispatchTest, SchedulesUpsertGetListTriggerPauseAndDelete) {
+  const auto* created = Run(R"({"request_id": 1, "op_type": "UpsertSchedule",
+      "op": {"queue": "jobs", "name": "tick", "every_ms": 1000, "payload": [104, 105],
+             "metadata": [{"key": "k", "value": "v"}], "priority_offset_ms": 50,
+             "misfire": "all", "overlap": "skip_if_active"}})");
+  ASSERT_EQ(created->error(), nullptr) << created->error()->message()->str();
+  const p::ScheduleResult* result = created->result_as_ScheduleResult();
+  EXPECT_TRUE(result->created());
+  EXPECT_EQ(result->schedule()->next_fire_at(), 1'700'000'001'000);
+  EXPECT_EQ(result->schedule()->misfire(), p::MisfirePolicy::all);
+  EXPECT_EQ(result->schedule()->overlap(), p::OverlapPolicy::skip_if_active);
+  EXPECT_EQ(result->schedule()->metadata()->Get(0)->value()->str(), "v");
+  EXPECT_NE(Json().find(R"("misfire": "all")"), std::string::npos) << Json();
+
+  clock_.Advance(1000);
+  engine_.Advance(clock_.NowMs());
+  const auto* got = Run(R"({"request_id": 2, "op_type": "GetSchedule",
+      "op": {"queue": "jobs", "name": "tick"}})");
+  ASSERT_EQ(got->error(), nullptr);
+  EXPECT_EQ(got->result_as_ScheduleResult()->schedule()->fires(), 1u);
+  EXPECT_EQ(got->result_as_ScheduleResult()->schedule()->last_fire_at(), 1'700'000'001'000);
+  const auto* message = Run(R"({"request_id": 3, "op_type": "Get",
+      "op": {"queue": "jobs", "id": "tick@1700000001000"}})");
+  ASSERT_EQ(message->error(), nullptr);
+  EXPECT_EQ(message->result_as_GetResult()->message()->priority(), 1'700'000'001'050);
+
+  clock_.Advance(10);
+  const auto* fired = Run(R"({"request_id": 4, "op_type": "TriggerSchedule",
+      "op": {"queue": "jobs", "name": "tick"}})");
+  ASSERT_EQ(fired->error(), nullptr);
+  EXPECT_EQ(fired->result_as_TriggerResult()->id()->str(), "tick@1700000001010");
+
+  const auto* paused = Run(R"({"request_id": 5, "op_type": "PauseSchedule",
+      "op": {"queue": "jobs", "name": "tick"}})");
+  EXPECT_TRUE(paused->result_as_ScheduleResult()->schedule()->paused());
+  EXPECT_EQ(paused->result_as_ScheduleResult()->schedule()->next_fire_at(), 0);
+  const auto* listed = Run(R"({"request_id": 6, "op_type": "ListSchedules", "op": {}})");
+  EXPECT_EQ(listed->result_as_ScheduleList()->schedules()->size(), 1u);
+  const auto* deleted = Run(R"({"request_id": 7, "op_type": "DeleteSchedule",
+      "op": {"queue": "jobs", "name": "tick"}})");
+  EXPECT_EQ(deleted->error(), nullptr);
+  const auto* gone = Run(R"({"request_id": 8, "op_type": "GetSchedule",
+      "op": {"queue": "jobs", "name": "tick"}})");
+  ASSERT_NE(gone->error(), nullptr);
+  EXPECT_EQ(gone->error()->code(), p::Code::NOT_FOUND);
+
+  const auto* both = Run(R"({"request_id": 9, "op_type": "UpsertSchedule",
+      "op": {"queue": "jobs", "name": "x", "every_ms": 1000, "cron": "* * * * *"}})");
+  ASSERT_NE(both->error(), nullptr);
+  EXPECT_EQ(both->error()->code(), p::Code::INVALID_ARGUMENT);
+}
+
+TEST_F(DispatchTest, AnOutOfRangeMisfirePolicyIsInvalidArgument) {
+  flatbuffers::FlatBufferBuilder b;
+  auto op = p::CreateUpsertScheduleDirect(b, "jobs", "x", nullptr, nullptr, 1000, nullptr, nullptr,
+                                          0, 0, static_cast<p::MisfirePolicy>(9));
+  b.Finish(
+      p::CreateRequest(b, 1, p::Durability::durable, p::Operation::UpsertSchedule, op.Union()));
+  const auto outcome =
+      dispatcher_.Handle(*p::GetRequest(b.GetBufferPointer()), Transport::kTcp, nullptr, &builder_);
+  const auto* response =
+      flatbuffers::GetRoot<p::ServerMessage>(outcome.response.data())->body_as_Response();
+  ASSERT_NE(response->error(), nullptr);
+  EXPECT_EQ(response->error()->code(), p::Code::INVALID_ARGUMENT);
+  EXPECT_EQ(response->error()->message()->str(), "misfire: one of skip, one, all");
+}
+
 TEST_F(DispatchTest, BulkFormsAndExplain) {
   Run(R"({"request_id": 1, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
       {"id": "x", "metadata": [{"key": "k", "value": "1"}]},
@@ -192,8 +261,8 @@ TEST_F(DispatchTest, BulkFormsAndExplain) {
   EXPECT_EQ(listed->result_as_QueueList()->queues()->size(), 1u);
 }
 
-// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, and an open batch
-// "open", in an engine whose effects go to a log in memory.
+// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, a schedule "s" of "q"
+// every minute, and an open batch "open", in an engine whose effects go to a log in memory.
 struct LoggedEngine {
   LoggedEngine() {
     auto opened = wal::GroupCommitLog::Open(&faulty, "data", {}, 0, 1);
@@ -211,6 +280,9 @@ struct LoggedEngine {
     auto leased = engine->Dequeue("q", DequeueRequest{});
     EXPECT_TRUE(leased.ok() && leased->size() == 1);
     token = leased.ok() && !leased->empty() ? (*leased)[0].lease_token : 0;
+    ScheduleSpec every_minute;
+    every_minute.every_ms = 60'000;
+    EXPECT_TRUE(engine->UpsertSchedule("q", "s", every_minute).ok());
     CreateBatchRequest batch;
     batch.id = "open";
     EXPECT_TRUE(engine->CreateBatch(batch).ok());
@@ -256,6 +328,14 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"Cluster", R"({})"},
       {"Switchover", R"({"to": "b"})"},
       {"Wait", R"({"queue": "q", "ids": ["a"], "wait_ms": 0})"},
+      {"UpsertSchedule", R"({"queue": "q", "name": "t", "cron": "@daily", "tz": "UTC",
+                             "misfire": "one", "overlap": "skip_if_active"})"},
+      {"GetSchedule", R"({"queue": "q", "name": "s"})"},
+      {"ListSchedules", R"({"queue": "q"})"},
+      {"DeleteSchedule", R"({"queue": "q", "name": "s"})"},
+      {"PauseSchedule", R"({"queue": "q", "name": "s"})"},
+      {"ResumeSchedule", R"({"queue": "q", "name": "s"})"},
+      {"TriggerSchedule", R"({"queue": "q", "name": "s"})"},
       {"CreateBatch", R"({"id": "new", "callback": {"queue": "done"}})"},
       {"SealBatch", R"({"id": "open"})"},
       {"GetBatch", R"({"id": "open"})"},

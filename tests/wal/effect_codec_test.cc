@@ -73,6 +73,54 @@ TEST(EffectCodec, ResultExtensionRoundTripsOnCompletionAndExport) {
   }
 }
 
+// Schedule effects (docs/wal-format.md, "Schedule effects").
+TEST(EffectCodec, ScheduleEffectsRoundTripAndRejectPrefixesTrailingBytesAndBadEnums) {
+  for (const Effect& original : SampleScheduleEffects()) {
+    SCOPED_TRACE(EffectTypeName(original.type));
+    const std::string bytes = Encode(original);
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(bytes, &decoded).ok());
+    ExpectSameLoggedFields(original, decoded.effect());
+    EXPECT_EQ(Encode(decoded.effect()), bytes);
+    // The view decoder needs storage for an upsert's spec.
+    Effect view;
+    ScheduleSpec spec;
+    ASSERT_TRUE(DecodeEffectView(bytes, &view, nullptr, nullptr, &spec).ok());
+    if (original.type == EffectType::kScheduleUpserted) {
+      EXPECT_FALSE(DecodeEffectView(bytes, &view, nullptr, nullptr, nullptr).ok());
+    }
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      EXPECT_FALSE(DecodeEffect(std::string_view(bytes).substr(0, n), &decoded).ok()) << n;
+    }
+    EXPECT_EQ(DecodeEffect(bytes + '\0', &decoded).detail(), "wal: effect: trailing bytes");
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      std::string damaged = bytes;
+      FlipByte(&damaged, i);
+      (void)DecodeEffect(damaged, &decoded);  // no crash, no sanitizer report
+    }
+  }
+}
+
+TEST(EffectCodec, ScheduleEffectWithoutANameIsMalformed) {
+  Effect e = SampleScheduleEffects()[2];
+  e.id = {};
+  DecodedEffect decoded;
+  EXPECT_EQ(DecodeEffect(Encode(e), &decoded).detail(),
+            "wal: effect: a schedule without queue or name");
+}
+
+TEST(EffectCodec, UnknownMisfirePolicyIsMalformed) {
+  const Effect upsert = SampleScheduleEffects()[0];
+  std::string bytes = Encode(upsert);
+  // The misfire byte follows max_attempts (4 = 0x04 0 0 0) in the spec: find and damage it.
+  const std::string tail = std::string("\x04\0\0\0\x01\x01", 6);
+  const size_t at = bytes.find(tail);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 4] = 7;
+  DecodedEffect decoded;
+  EXPECT_EQ(DecodeEffect(bytes, &decoded).detail(), "wal: effect: unknown misfire policy");
+}
+
 TEST(EffectCodec, EpochRecordRoundTripsAndNamesNoQueue) {
   const Effect original = SampleEpochEffect();
   DecodedEffect decoded;
@@ -275,7 +323,7 @@ TEST(EffectCodec, DecodingAgainReplacesEveryField) {
 }
 
 TEST(EffectCodec, UnknownEffectTypeIsRejected) {
-  for (uint8_t type : {0, 10, 255}) {
+  for (uint8_t type : {0, 15, 255}) {
     std::string bytes = Encode(SampleEffects()[2]);
     bytes[0] = static_cast<char>(type);
     DecodedEffect decoded;

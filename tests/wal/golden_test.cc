@@ -43,10 +43,11 @@ std::string WriteSamplesV2() {
 }
 
 // Version 3: every version-2 sample, then the effects with the fields version 3 added (the
-// dependencies of a waiting message, a snapshot's dependency entry).
+// dependencies of a waiting message, a snapshot's dependency entry, the schedule effects).
 std::vector<Effect> SamplesV3() {
   std::vector<Effect> all = SamplesV2();
   for (const Effect& e : SampleEffectsV3()) all.push_back(e);
+  for (const Effect& e : SampleScheduleEffects()) all.push_back(e);
   return all;
 }
 

@@ -159,6 +159,67 @@ inline Effect SampleEpochEffect() {
   return epoch;
 }
 
+// The schedule effects format version 3 added (docs/wal-format.md, "Schedule effects"): an
+// upsert of a cron schedule and of an every_ms one, delete, pause, resume and a fire.
+inline std::vector<Effect> SampleScheduleEffects() {
+  static const ScheduleSpec cron = [] {
+    ScheduleSpec s;
+    s.cron = "30 2 * * MON-FRI";
+    s.tz = "Europe/Paris";
+    s.payload = std::string("nightly\0report", 14);
+    s.packed_metadata = PackMetadata({{"kind", "report"}});
+    s.priority_offset_ms = -60'000;
+    s.max_attempts = 4;
+    s.misfire = MisfirePolicy::kOne;
+    s.overlap = OverlapPolicy::kSkipIfActive;
+    return s;
+  }();
+  static const ScheduleSpec every = [] {
+    ScheduleSpec s;
+    s.every_ms = 90'000;
+    s.misfire = MisfirePolicy::kAll;
+    return s;
+  }();
+  ScheduleProgress progress;
+  progress.created_at = 1'700'000'000'001;
+  progress.updated_at = 1'700'000'000'002;
+  progress.anchor_at = 1'700'000'000'003;
+  progress.after = 1'700'000'000'004;
+  progress.last_fire_at = 1'700'000'000'005;
+  progress.last_enqueued_at = 1'700'000'000'006;
+  progress.fires = 7;
+  progress.overlap_skips = 8;
+  progress.missed = 9;
+  progress.failed = 10;
+  progress.paused = true;
+  Effect base;
+  base.time = 1'700'000'000'789;
+  base.queue = "jobs";
+  base.id = "nightly";
+  std::vector<Effect> out;
+  Effect upsert = base;
+  upsert.type = EffectType::kScheduleUpserted;
+  upsert.schedule = &cron;
+  upsert.schedule_progress = progress;
+  upsert.error = "fire at 1700000000005: queue: enqueue is paused";
+  out.push_back(upsert);
+  Effect upsert_every = base;
+  upsert_every.type = EffectType::kScheduleUpserted;
+  upsert_every.id = "every-90s";
+  upsert_every.schedule = &every;
+  out.push_back(upsert_every);
+  for (EffectType type : {EffectType::kSchedulePaused, EffectType::kScheduleResumed,
+                          EffectType::kScheduleFired, EffectType::kScheduleDeleted}) {
+    Effect e = base;
+    e.type = type;
+    if (type != EffectType::kScheduleDeleted) e.schedule_progress = progress;
+    progress.paused = !progress.paused;
+    ++progress.fires;
+    out.push_back(e);
+  }
+  return out;
+}
+
 // Effects with the fields format version 3 added (docs/wal-format.md, "Extensions"): the
 // enqueue of a waiting message with its dependencies and policy, and a snapshot's restatement
 // of a dependent with its graph entry (which one it still waits on, which one is gone).
@@ -258,6 +319,21 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
     case EffectType::kEpochStarted:
       EXPECT_EQ(a.epoch, b.epoch);
       EXPECT_EQ(a.start_lsn, b.start_lsn);
+      return;
+    case EffectType::kScheduleUpserted:
+    case EffectType::kScheduleDeleted:
+    case EffectType::kSchedulePaused:
+    case EffectType::kScheduleResumed:
+    case EffectType::kScheduleFired:
+      EXPECT_EQ(a.id, b.id);
+      ASSERT_EQ(a.schedule != nullptr, b.schedule != nullptr);
+      if (a.schedule != nullptr) {
+        EXPECT_TRUE(*a.schedule == *b.schedule);
+      }
+      if (a.type != EffectType::kScheduleDeleted) {
+        EXPECT_TRUE(a.schedule_progress == b.schedule_progress);
+        EXPECT_EQ(a.error, b.error);
+      }
       return;
     case EffectType::kBatchCreated: {
       EXPECT_EQ(a.batch, b.batch);

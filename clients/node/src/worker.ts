@@ -108,6 +108,8 @@ export interface WorkerOptions extends Pick<ClientOptions, "token" | "tls" | "ca
   handle_signals?: boolean;
   /** Where to log (default: stderr); null: nowhere. */
   logger?: Logger | null;
+  /** Each message carries its dependencies' outcomes (`dependency_results`; default false). */
+  include_dependency_results?: boolean;
 }
 
 const WORKER_KEYS = [
@@ -121,6 +123,7 @@ const WORKER_KEYS = [
   "on_lease_lost",
   "handle_signals",
   "logger",
+  "include_dependency_results",
   "token",
   "tls",
   "ca_file",
@@ -203,6 +206,7 @@ export class Worker {
   private readonly onLeaseLost: WorkerOptions["on_lease_lost"];
   private readonly handleSignals: boolean;
   private readonly log: Logger;
+  private readonly dependencyResults: boolean;
   /** @internal the long polls' connection. */
   readonly fetchClient: Client;
   /** @internal completes, fails and extends. */
@@ -252,6 +256,10 @@ export class Worker {
     this.onError = o.on_error as WorkerOptions["on_error"];
     this.onLeaseLost = o.on_lease_lost as WorkerOptions["on_lease_lost"];
     this.handleSignals = o.handle_signals !== false;
+    if (o.include_dependency_results !== undefined && typeof o.include_dependency_results !== "boolean") {
+      throw invalidArgument("include_dependency_results: must be a boolean");
+    }
+    this.dependencyResults = o.include_dependency_results === true;
     this.log = o.logger === null ? SILENT : ((o.logger as Logger | undefined) ?? STDERR_LOGGER);
     const clientOptions: ClientOptions = { token: o.token as string, tls: o.tls as boolean, ca_file: o.ca_file as string };
     if (o.server_name !== undefined) clientOptions.server_name = o.server_name as string;
@@ -399,6 +407,7 @@ export class Worker {
   /** @internal the dequeue a complete carries as `next`. */
   nextOptions(max: number): codec.NextOptions {
     const next: codec.NextOptions = { max };
+    if (this.dependencyResults) next.include_dependency_results = true;
     if (this.leaseMs !== undefined) next.lease_ms = this.leaseMs;
     if (this.filter !== undefined) next.filter = this.filter;
     return next;
@@ -428,7 +437,7 @@ export class Worker {
     const n = Math.min(this.credits, codec.MAX_BATCH);
     this.credits -= n;
     this.fetchesInFlight++;
-    const call = codec.dequeue(this.queue, n, this.leaseMs, this.filter, this.pollMs);
+    const call = codec.dequeue(this.queue, n, this.leaseMs, this.filter, this.pollMs, this.dependencyResults);
     this.fetchClient.execute(call).then(
       (messages) => this.onFetched(n, messages),
       (error: SundialError) => this.onFetchError(n, error),

@@ -7,7 +7,7 @@ const assert = require("node:assert/strict");
 const { after, before, test } = require("node:test");
 
 const { Client, STATES } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue } = require("./helpers");
+const { Server, rejectsWith, startWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
 
 let server;
 let client;
@@ -75,4 +75,20 @@ test("bad dependencies are typed errors", async () => {
     origin: "local",
   });
   await rejectsWith(client.enqueue(queue, "", { id: "c", depends_on: "x" }), { code: "INVALID_ARGUMENT", origin: "local" });
+});
+
+test("a Worker hands its handler the dependency results, also for a lease its complete brought", async () => {
+  // p runs first; its complete carries the next dequeue, which leases c (released by that very
+  // complete): c must still come with p's result.
+  const queue = uniqueQueue("deps-worker");
+  await client.enqueue(queue, "p", { id: "p" });
+  await client.enqueue(queue, "c", { id: "c", depends_on: ["p"] });
+  const seen = {};
+  const w = startWorker(server.addr, queue, (m) => {
+    seen[m.id] = (m.dependency_results ?? []).map((d) => [d.id, d.result.toString()]);
+    return `from ${m.id}`;
+  }, { concurrency: 1, include_dependency_results: true });
+  await waitFor(async () => (await client.get(queue, "c")).state === "completed", { message: "c completed" });
+  await stopWorker(w);
+  assert.deepEqual(seen, { p: [], c: [[`${queue}/p`, "from p"]] });
 });

@@ -121,7 +121,7 @@ class _Connection:
         self.close(error)
 
 
-class AsyncClient(Operations):
+class AsyncClient(follow.FollowingClient, Operations):
     """``AsyncClient("127.0.0.1:7400", token=None, timeout=10.0, durability="durable",
     tls=False, ca_file=None, server_hostname=None, http_addr=None, retry_budget=20.0)``:
     Client's methods as coroutines, and the same settings; a list of addresses follows a
@@ -403,29 +403,10 @@ class AsyncClient(Operations):
                 conn.close()
                 search.failed(e)
                 continue
-            primary = search.answered(view)
-            self._highest_epoch = search.highest_epoch
-            if primary or current is None:
-                # The primary; or, while none is known, a node that answers.
-                if self._conn is not None and self._conn is not conn:
-                    self._conn.close()
-                self._conn = current = conn
-                self._host, self._port, self._address = host, port, text
-            else:
-                conn.close()
+            primary, current = self._adopt(search, view, conn, current, host, port, text)
             if primary:
-                self._on_primary = True
                 return
         raise search.error()
-
-    def _ask_deadline(self, deadline):
-        """How long one node may take to connect and answer Cluster: the client's timeout
-        (a paused node accepts connections and answers nothing), within `deadline`."""
-        return min(deadline, time.monotonic() + self._timeout)
-
-    def _lost_primary(self, conn):
-        if self._conn is conn:
-            self._on_primary = False
 
     async def _execute_following(self, request, timeout, durability):
         """One Call, to the cluster's primary, sent again by follow.failure's rules."""

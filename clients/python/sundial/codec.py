@@ -29,6 +29,10 @@ try:
                            Stats, StatsResult, StatsTick, Subscribe, SubscriptionClosed,
                            Switchover, UpdateQueue, VersionResult, Wait, WaitResult)
     from .protocol import Cluster as ClusterOp, ClusterResult
+    from .protocol import (DeleteSchedule, GetSchedule, ListSchedules, PauseSchedule,
+                           ResumeSchedule, ScheduleList, ScheduleResult, TriggerSchedule,
+                           UpsertSchedule)
+    from .protocol import TriggerResult as TriggerResultTable
     from .protocol import (BatchCallback, BatchResult, CreateBatch, GetBatch,  # batches
                            SealBatch)
 except ImportError as e:  # pragma: no cover - an install or build step was skipped
@@ -709,6 +713,26 @@ def enqueue_batch(queue, items):
     return Batch(calls, lambda results: [r for chunk in results for r in chunk])
 
 
+def _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results):
+    """A Dequeue table: a request's own, or (`queue` None: the same queue) a complete's
+    `next`."""
+    q = b.CreateString(queue) if queue is not None else 0
+    f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
+    Dequeue.DequeueStart(b)
+    if q:
+        Dequeue.DequeueAddQueue(b, q)
+    Dequeue.DequeueAddMax(b, max)
+    if lease_ms is not None:
+        Dequeue.DequeueAddLeaseMs(b, lease_ms)
+    if f:
+        Dequeue.DequeueAddFilter(b, f)
+    if wait_ms:
+        Dequeue.DequeueAddWaitMs(b, wait_ms)
+    if include_dependency_results:
+        Dequeue.DequeueAddIncludeDependencyResults(b, True)
+    return Dequeue.DequeueEnd(b)
+
+
 def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
             include_dependency_results=False):
     queue = _str("queue", queue)
@@ -719,20 +743,7 @@ def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
     pairs = _pairs("filter", filter)
 
     def build(b):
-        q = b.CreateString(queue)
-        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
-        Dequeue.DequeueStart(b)
-        Dequeue.DequeueAddQueue(b, q)
-        Dequeue.DequeueAddMax(b, max)
-        if lease_ms is not None:
-            Dequeue.DequeueAddLeaseMs(b, lease_ms)
-        if f:
-            Dequeue.DequeueAddFilter(b, f)
-        if wait_ms:
-            Dequeue.DequeueAddWaitMs(b, wait_ms)
-        if include_dependency_results:
-            Dequeue.DequeueAddIncludeDependencyResults(b, True)
-        return Dequeue.DequeueEnd(b)
+        return _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results)
 
     def decode(response):
         r = _expect(response, Result.Result.DequeueResult, DequeueResult, "dequeue")
@@ -813,7 +824,8 @@ def complete_batch(queue, items):
                  lambda results: [r for chunk in results for r in chunk])
 
 
-def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0):
+def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
+                      include_dependency_results=False):
     """Complete of up to MAX_BATCH items with ``next``: a dequeue of this queue in the same
     request, log group and reply (docs/semantics.md, "Complete-and-next"); value:
     CompleteAndNextResult."""
@@ -825,18 +837,10 @@ def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0
     wait_ms = _int("wait_ms", wait_ms, _UINT32)
     lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
     pairs = _pairs("filter", filter)
+    include_dependency_results = bool(include_dependency_results)
 
     def build_next(b):  # the queue left out: this one
-        f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
-        Dequeue.DequeueStart(b)
-        Dequeue.DequeueAddMax(b, max)
-        if lease_ms is not None:
-            Dequeue.DequeueAddLeaseMs(b, lease_ms)
-        if f:
-            Dequeue.DequeueAddFilter(b, f)
-        if wait_ms:
-            Dequeue.DequeueAddWaitMs(b, wait_ms)
-        return Dequeue.DequeueEnd(b)
+        return _build_dequeue(b, None, max, lease_ms, pairs, wait_ms, include_dependency_results)
 
     def decode(response):
         r = _expect(response, Result.Result.ItemResults, ItemResults, "complete_and_next")
@@ -1433,3 +1437,137 @@ def read_server_message(frame):
         c.Init(table.Bytes, table.Pos)
         return "closed", _text(c.Reason())
     raise ValueError(f"unknown event type {kind}")
+
+
+# ---- Schedules (docs/semantics.md, "Schedules") ---------------------------------------------
+
+MISFIRE_POLICIES = ("skip", "one", "all")
+OVERLAP_POLICIES = ("allow", "skip_if_active")
+_SCHEDULE_PAYLOAD_SLOT = 14  # Schedule.payload, field 5
+
+
+def _decode_schedule(s, created=False):
+    return records.Schedule(
+        queue=_text(s.Queue()), name=_text(s.Name()), cron=_text(s.Cron()), tz=_text(s.Tz()),
+        every_ms=s.EveryMs(), payload=_bytes_field(s, _SCHEDULE_PAYLOAD_SLOT),
+        metadata=_metadata(s), priority_offset_ms=s.PriorityOffsetMs(),
+        max_attempts=s.MaxAttempts(), misfire=_enum_name(MISFIRE_POLICIES, s.Misfire()),
+        overlap=_enum_name(OVERLAP_POLICIES, s.Overlap()), paused=s.Paused(),
+        next_fire_at=s.NextFireAt(), last_fire_at=s.LastFireAt(),
+        last_enqueued_at=s.LastEnqueuedAt(), fires=s.Fires(), overlap_skips=s.OverlapSkips(),
+        missed=s.Missed(), failed=s.Failed(), last_error=_text(s.LastError()),
+        created_at=s.CreatedAt(), updated_at=s.UpdatedAt(), created=created)
+
+
+def _decode_schedule_result(response):
+    r = _expect(response, Result.Result.ScheduleResult, ScheduleResult, "schedule")
+    return _decode_schedule(r.Schedule(), r.Created())
+
+
+def upsert_schedule(queue, name, cron=None, tz=None, every_ms=None, payload=b"", metadata=None,
+                    priority_offset_ms=0, max_attempts=0, misfire="skip", overlap="allow"):
+    queue, name = _str("queue", queue), _str("name", name)
+    if (cron is None) == (every_ms is None):
+        raise invalid_argument("schedule: give exactly one of cron and every_ms")
+    cron = None if cron is None else _str("cron", cron)
+    tz = None if tz is None else _str("tz", tz)
+    every_ms = 0 if every_ms is None else _int("every_ms", every_ms)
+    payload = _payload(payload)
+    pairs = _pairs("metadata", metadata)
+    priority_offset_ms = _int("priority_offset_ms", priority_offset_ms)
+    max_attempts = _int("max_attempts", max_attempts, _UINT32)
+    if misfire not in MISFIRE_POLICIES:
+        raise invalid_argument("misfire: one of skip, one, all")
+    if overlap not in OVERLAP_POLICIES:
+        raise invalid_argument("overlap: one of allow, skip_if_active")
+
+    def build(b):
+        q, n = b.CreateString(queue), b.CreateString(name)
+        c = b.CreateString(cron) if cron else 0
+        z = b.CreateString(tz) if tz else 0
+        p = b.CreateByteVector(payload) if payload else 0
+        m = _pair_vector(b, UpsertSchedule.UpsertScheduleStartMetadataVector, pairs) if pairs else 0
+        UpsertSchedule.UpsertScheduleStart(b)
+        UpsertSchedule.UpsertScheduleAddQueue(b, q)
+        UpsertSchedule.UpsertScheduleAddName(b, n)
+        if c:
+            UpsertSchedule.UpsertScheduleAddCron(b, c)
+        if z:
+            UpsertSchedule.UpsertScheduleAddTz(b, z)
+        if every_ms:
+            UpsertSchedule.UpsertScheduleAddEveryMs(b, every_ms)
+        if p:
+            UpsertSchedule.UpsertScheduleAddPayload(b, p)
+        if m:
+            UpsertSchedule.UpsertScheduleAddMetadata(b, m)
+        if priority_offset_ms:
+            UpsertSchedule.UpsertScheduleAddPriorityOffsetMs(b, priority_offset_ms)
+        if max_attempts:
+            UpsertSchedule.UpsertScheduleAddMaxAttempts(b, max_attempts)
+        UpsertSchedule.UpsertScheduleAddMisfire(b, MISFIRE_POLICIES.index(misfire))
+        UpsertSchedule.UpsertScheduleAddOverlap(b, OVERLAP_POLICIES.index(overlap))
+        return UpsertSchedule.UpsertScheduleEnd(b)
+
+    return Call("upsert_schedule", Operation.Operation.UpsertSchedule, build,
+                _decode_schedule_result, True)
+
+
+def _queue_and_name(call_name, module, op_type, decode, mutates, resend=True):
+    prefix = module.__name__.rsplit(".", 1)[1]
+    start, add_queue, add_name, end = (getattr(module, f"{prefix}{part}")
+                                       for part in ("Start", "AddQueue", "AddName", "End"))
+
+    def make(queue, name):
+        queue, name = _str("queue", queue), _str("name", name)
+
+        def build(b):
+            q, n = b.CreateString(queue), b.CreateString(name)
+            start(b)
+            add_queue(b, q)
+            add_name(b, n)
+            return end(b)
+
+        call = Call(call_name, op_type, build, decode, mutates)
+        if not resend:
+            call.resend = False
+        return call
+
+    return make
+
+
+def _decode_trigger(response):
+    r = _expect(response, Result.Result.TriggerResult, TriggerResultTable, "trigger_schedule")
+    return records.TriggerResult(id=_text(r.Id()), fire_at=r.FireAt(), duplicate=r.Duplicate())
+
+
+get_schedule = _queue_and_name("get_schedule", GetSchedule, Operation.Operation.GetSchedule,
+                               _decode_schedule_result, False)
+pause_schedule = _queue_and_name("pause_schedule", PauseSchedule,
+                                 Operation.Operation.PauseSchedule, _decode_schedule_result, True)
+resume_schedule = _queue_and_name("resume_schedule", ResumeSchedule,
+                                  Operation.Operation.ResumeSchedule, _decode_schedule_result,
+                                  True)
+# A repeat after a success is NOT_FOUND; a repeated trigger is another fire.
+delete_schedule = _queue_and_name("delete_schedule", DeleteSchedule,
+                                  Operation.Operation.DeleteSchedule, lambda response: None, True,
+                                  resend=False)
+trigger_schedule = _queue_and_name("trigger_schedule", TriggerSchedule,
+                                   Operation.Operation.TriggerSchedule, _decode_trigger, True,
+                                   resend=False)
+
+
+def list_schedules(queue=None):
+    queue = None if queue is None else _str("queue", queue)
+
+    def build(b):
+        q = b.CreateString(queue) if queue else 0
+        ListSchedules.ListSchedulesStart(b)
+        if q:
+            ListSchedules.ListSchedulesAddQueue(b, q)
+        return ListSchedules.ListSchedulesEnd(b)
+
+    def decode(response):
+        r = _expect(response, Result.Result.ScheduleList, ScheduleList, "list_schedules")
+        return [_decode_schedule(r.Schedules(j)) for j in range(r.SchedulesLength())]
+
+    return Call("list_schedules", Operation.Operation.ListSchedules, build, decode, False)

@@ -10,9 +10,12 @@
   the connection is still the primary's.
 - ``Backoff`` and ``gave_up``: the waits between tries, and the error after ``retry_budget``.
 - ``primary_http``: the primary's HTTP/WebSocket address, from a Cluster answer (watches).
+- ``FollowingClient``: what Client and AsyncClient do alike with those answers (which
+  connection they keep, the highest epoch seen, whether they are on the primary).
 """
 
 import random
+import time
 
 from .address import format_address, parse_address
 from .errors import SundialError, invalid_argument, unavailable
@@ -192,3 +195,40 @@ def primary_http(view):
             host, port = parse_address(member.http_addr, default_port=DEFAULT_HTTP_PORT)
             return host, port, format_address(host, port)
     return None
+
+
+class FollowingClient:
+    """The part of following that Client (threads) and AsyncClient (asyncio) share: what a
+    search does with a node's answer and when a connection stops being the primary's. The
+    class using it has ``_conn``, ``_host``, ``_port``, ``_address``, ``_highest_epoch``,
+    ``_on_primary`` and ``_timeout``; it connects and asks on its own (blocking or awaited)."""
+
+    __slots__ = ()
+
+    def _adopt(self, search, view, conn, current, host, port, text):
+        """`conn` to (host, port, text) answered Cluster with `view` in `search`. Keeps it if
+        it is the primary's, or, while none is known, as the connection that answers; closes
+        it otherwise. Returns (whether it is the primary's, the connection now kept)."""
+        primary = search.answered(view)
+        self._highest_epoch = search.highest_epoch
+        if primary or current is None:
+            # The primary; or, while none is known, a node that answers.
+            if self._conn is not None and self._conn is not conn:
+                self._conn.close()
+            self._conn = current = conn
+            self._host, self._port, self._address = host, port, text
+        else:
+            conn.close()
+        if primary:
+            self._on_primary = True
+        return primary, current
+
+    def _ask_deadline(self, deadline):
+        """How long one node may take to connect and answer Cluster: the client's timeout
+        (a paused node accepts connections and answers nothing), within `deadline`."""
+        return min(deadline, time.monotonic() + self._timeout)
+
+    def _lost_primary(self, conn):
+        """A call on `conn` found it is not the primary's any more (or lost it)."""
+        if self._conn is conn:
+            self._on_primary = False

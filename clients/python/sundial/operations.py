@@ -57,6 +57,48 @@ class Operations:
         many."""
         return self._execute(codec.purge_queue(name, states), timeout, durability)
 
+    # ---- Schedules (docs/semantics.md, "Schedules") -------------------------------------
+
+    def upsert_schedule(self, queue, name, *, cron=None, tz=None, every_ms=None, payload=b"",
+                        metadata=None, priority_offset_ms=0, max_attempts=0, misfire="skip",
+                        overlap="allow", timeout=None, durability=None):
+        """Creates or replaces the schedule ``name`` of ``queue``; returns it (``Schedule``,
+        ``created`` True when new). Exactly one of ``cron`` (5 fields or a macro, in the IANA
+        zone ``tz``; default UTC) and ``every_ms``. Each fire at time T enqueues the message
+        ``name@T`` with ``payload``, ``metadata`` and ``max_attempts`` at priority
+        T + ``priority_offset_ms``. ``misfire``: "skip", "one" or "all" (fires missed while the
+        server was down); ``overlap``: "allow" or "skip_if_active"."""
+        return self._execute(
+            codec.upsert_schedule(queue, name, cron, tz, every_ms, payload, metadata,
+                                  priority_offset_ms, max_attempts, misfire, overlap),
+            timeout, durability)
+
+    def get_schedule(self, queue, name, *, timeout=None):
+        """The schedule, its next and last fires and its counts (``Schedule``)."""
+        return self._execute(codec.get_schedule(queue, name), timeout)
+
+    def list_schedules(self, queue=None, *, timeout=None):
+        """Every schedule of ``queue`` (None: of every queue), by queue then name."""
+        return self._execute(codec.list_schedules(queue), timeout)
+
+    def delete_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Removes the schedule (the messages it enqueued stay)."""
+        return self._execute(codec.delete_schedule(queue, name), timeout, durability)
+
+    def pause_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Stops its fires until resumed; returns the ``Schedule``."""
+        return self._execute(codec.pause_schedule(queue, name), timeout, durability)
+
+    def resume_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Fires again from now on (fires while paused are not made); returns the
+        ``Schedule``."""
+        return self._execute(codec.resume_schedule(queue, name), timeout, durability)
+
+    def trigger_schedule(self, queue, name, *, timeout=None, durability=None):
+        """Fires it now, paused or not: returns ``TriggerResult`` (``id`` ``name@T``,
+        ``fire_at``, ``duplicate``)."""
+        return self._execute(codec.trigger_schedule(queue, name), timeout, durability)
+
     # ---- Messages ------------------------------------------------------------------------
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
@@ -169,15 +211,17 @@ class Operations:
         result)`` triples. Returns, per item, None (done) or its SundialError."""
         return self._execute(codec.complete_batch(queue, items), timeout, durability)
 
-    def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0, *,
-                          timeout=None, durability=None):
+    def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
+                          include_dependency_results=False, *, timeout=None, durability=None):
         """A worker's "finish these, give me the next" in one request, one fsync and one reply
         (docs/semantics.md, "Complete-and-next"): completes ``items`` (as ``complete_batch``'s,
         up to 1000), then leases up to ``max`` messages of the same queue as ``dequeue`` would
-        (``lease_ms``, ``filter``, ``wait_ms``). The dequeue runs whatever the items' outcomes.
-        Returns ``CompleteAndNextResult`` (``items``, ``messages``, ``next_error``)."""
+        (``lease_ms``, ``filter``, ``wait_ms``, ``include_dependency_results``). The dequeue
+        runs whatever the items' outcomes. Returns ``CompleteAndNextResult`` (``items``,
+        ``messages``, ``next_error``)."""
         return self._execute(codec.complete_and_next(queue, items, max, lease_ms, filter,
-                                                     wait_ms), timeout, durability)
+                                                     wait_ms, include_dependency_results),
+                             timeout, durability)
 
     def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,
              durability=None):

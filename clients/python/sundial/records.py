@@ -221,6 +221,31 @@ class Health(Record):
     _decoders = {}
 
 
+class Schedule(Record):
+    """A server-held schedule (docs/semantics.md, "Schedules"): ``cron`` and ``tz``, or
+    ``every_ms``; the message template (``payload``, ``metadata``, ``priority_offset_ms``,
+    ``max_attempts``); ``misfire`` ("skip", "one", "all") and ``overlap`` ("allow",
+    "skip_if_active"); ``paused``; ``next_fire_at`` (0 while paused), ``last_fire_at``,
+    ``last_enqueued_at``; the counts ``fires``, ``overlap_skips``, ``missed``, ``failed`` and
+    ``last_error``; ``created_at``, ``updated_at``. ``created``: upsert_schedule made it (False
+    elsewhere)."""
+
+    __slots__ = ("queue", "name", "cron", "tz", "every_ms", "payload", "metadata",
+                 "priority_offset_ms", "max_attempts", "misfire", "overlap", "paused",
+                 "next_fire_at", "last_fire_at", "last_enqueued_at", "fires", "overlap_skips",
+                 "missed", "failed", "last_error", "created_at", "updated_at", "created")
+    FIELDS = __slots__
+    _decoders = {}
+
+
+class TriggerResult(Record):
+    """The fire trigger_schedule made: ``id`` (``name@T``), ``fire_at`` (T), ``duplicate``."""
+
+    __slots__ = ("id", "fire_at", "duplicate")
+    FIELDS = __slots__
+    _decoders = {}
+
+
 class ClusterMember(Record):
     """One node of a cluster as ``Client.cluster`` reports it (docs/protocol.md, Cluster):
     ``node``, ``role`` ("primary", "standby", "unknown", "standalone"), ``addr`` (binary TCP),

@@ -708,7 +708,8 @@ class _Acker(threading.Thread):
             items = [(j.message.id, j.message.lease_token, j.result) for j in completes]
             asked = w._claim_next()
             if asked:  # complete-and-next: the free capacity rides on the complete
-                call = codec.complete_and_next(w.queue, items, asked, w.lease_ms, w.filter)
+                call = codec.complete_and_next(w.queue, items, asked, w.lease_ms, w.filter, 0,
+                                               w.include_dependency_results)
                 w._control._send(call, functools.partial(self._on_completed_and_next,
                                                          completes, asked))
             else:

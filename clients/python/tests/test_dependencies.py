@@ -126,3 +126,27 @@ def test_a_worker_can_hand_its_handler_the_dependency_results(server, client, qu
         w.stop()
         t.join(30)
     assert seen == [[(f"{queue}/p", b"parent's")]]
+
+
+def test_a_worker_leasing_through_complete_and_next_still_hands_the_dependency_results(
+        server, client, queue):
+    # p runs first; its complete carries `next`, which leases c (released by that very
+    # complete): c must still come with p's result.
+    client.enqueue(queue, b"p", id="p")
+    client.enqueue(queue, b"c", id="c", depends_on=["p"])
+    seen = {}
+
+    def handler(message):  # dependency_results: None for a message without dependencies
+        seen[message.id] = [(d.id, d.result) for d in message.dependency_results or []]
+        return b"from " + message.id.encode()
+
+    w = Worker(server.addr, queue, handler, concurrency=1, handle_signals=False, poll_ms=200,
+               include_dependency_results=True)
+    t = threading.Thread(target=w.run, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: client.get(queue, "c").state == "completed", message="c completed")
+    finally:
+        w.stop()
+        t.join(30)
+    assert seen == {"p": [], "c": [(f"{queue}/p", b"from p")]}
