@@ -35,6 +35,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "engine/effect.h"
+#include "engine/history.h"
 #include "engine/id_table.h"
 #include "engine/indexed_heap.h"
 #include "engine/message.h"
@@ -284,6 +285,10 @@ class Queue {
                uint64_t* count);
 
   Result<MessageRecord> Get(std::string_view id) const;
+  // History (docs/semantics.md, "History"; engine/history.h): message `id`'s entries, and a
+  // worker's note under its lease (FAILED_PRECONDITION when the queue's history is off).
+  Result<MessageHistory> History(std::string_view id) const;
+  Status Note(std::string_view id, uint64_t token, std::string_view text, TimeMs now);
   Result<BrowsePage> Browse(const BrowseRequest& request) const;
   StateCounts Count(const Filter& filter) const;
   Result<Explanation> Explain(std::string_view id) const;
@@ -316,6 +321,7 @@ class Queue {
   Status ApplyEnqueued(const Effect& e);
   Status ApplyChanged(const Effect& e);
   Status ApplyRemoved(const Effect& e);
+  Status ApplyNoted(const Effect& e);
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
@@ -403,7 +409,7 @@ class Queue {
   // re-attaches with `timing` and emits the effect.
   MessageState BeginChange(MessageRef ref, Timing* old = nullptr);
   void FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
-                    ChangeCause cause, Timing timing);
+                    ChangeCause cause, Timing timing, std::string_view worker_id = {});
   void MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause);
   void MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                         uint32_t max_attempts, std::string_view error, TimeMs now, bool emit);
@@ -428,8 +434,17 @@ class Queue {
   uint64_t AccountedBytes(MessageRef ref, const Message* m) const;
   // An effect of `type` carrying the message's current fields (from = to = its state).
   Effect MessageEffect(EffectType type, MessageRef ref, TimeMs time) const;
+  // Reports the change to the sink (unless silenced) and records it in the history: the one
+  // way a live change reaches both.
   void Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
-            std::string_view dead_letter_queue = {}) const;
+            std::string_view dead_letter_queue = {}, std::string_view worker_id = {});
+  // The history entry effect `e` makes for message `ref` (none when the queue's history is
+  // off), counted in memory_bytes_.
+  void RecordHistory(MessageRef ref, const Effect& e);
+  void AddMemoryBytes(int64_t delta) {
+    memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
+    AddShardBytes(delta);
+  }
 
   // Selection.
   bool Matches(const Message* m, const Filter& filter) const;
@@ -483,8 +498,9 @@ class Queue {
   TimerHeap timers_{TimerTraits{&store_}};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
-  MessageTexts errors_;   // last_error (not counted in the memory budget)
-  MessageTexts results_;  // completed messages' results (counted)
+  MessageTexts errors_;         // last_error (not counted in the memory budget)
+  MessageTexts results_;        // completed messages' results (counted)
+  MessageHistories histories_;  // per-message history blocks (counted)
   struct WideFields {
     uint64_t version;
     TimeMs updated_at;

@@ -1,0 +1,232 @@
+#include "engine/history.h"
+
+#include <algorithm>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+
+namespace sundial {
+namespace {
+
+constexpr uint32_t kAttemptBits = 20;
+constexpr uint32_t kAttemptMask = (1u << kAttemptBits) - 1;
+constexpr size_t kMaxTextBytes = UINT16_MAX;
+
+void Store16(char* p, uint16_t v) {
+  p[0] = static_cast<char>(v & 0xff);
+  p[1] = static_cast<char>(v >> 8);
+}
+void Store32(char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void Store64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint64_t Load(const char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= uint64_t{static_cast<uint8_t>(p[i])} << (8 * i);
+  return v;
+}
+
+// Header fields (history.h).
+uint16_t CountOf(std::string_view b) { return static_cast<uint16_t>(Load(b.data(), 2)); }
+uint32_t DroppedOf(std::string_view b) { return static_cast<uint32_t>(Load(b.data() + 2, 4)); }
+uint64_t LeaseTokenOf(std::string_view b) { return Load(b.data() + 6, 8); }
+
+// Entry fields at `p` (history.h).
+TimeMs TimeAt(const char* p) { return static_cast<TimeMs>(Load(p, 8)); }
+uint64_t TokenAt(const char* p) { return Load(p + 8, 8); }
+uint32_t BitsAt(const char* p) { return static_cast<uint32_t>(Load(p + 16, 4)); }
+size_t EntrySize(const char* p) { return kHistoryEntryFixedBytes + Load(p + 20, 2); }
+HistoryEvent EventOf(uint32_t bits) { return static_cast<HistoryEvent>((bits >> 26) & 31); }
+
+uint32_t PackBits(uint32_t attempt, MessageState from, MessageState to, HistoryEvent event) {
+  return std::min(attempt, kAttemptMask) | (static_cast<uint32_t>(from) << 20) |
+         (static_cast<uint32_t>(to) << 23) | (static_cast<uint32_t>(event) << 26);
+}
+
+bool KnownEvent(uint32_t v) {
+  return v <= static_cast<uint32_t>(HistoryEvent::kDependencyFailed) ||
+         v == static_cast<uint32_t>(HistoryEvent::kDeadLettered) ||
+         v == static_cast<uint32_t>(HistoryEvent::kNoted);
+}
+
+// The text an entry keeps of its effect.
+std::string_view TextOf(const Effect& e, HistoryEvent event) {
+  switch (event) {
+    case HistoryEvent::kLeased:
+      return e.worker_id;
+    case HistoryEvent::kFailed:
+    case HistoryEvent::kDependencyFailed:
+    case HistoryEvent::kDeadLettered:
+      return e.error;
+    case HistoryEvent::kNoted:
+      return e.note;
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+bool HistoryEntryOf(const Effect& e, HistoryEntry* out) {
+  switch (e.type) {
+    case EffectType::kMessageEnqueued:
+      if (e.restated) return false;
+      out->event = HistoryEvent::kEnqueued;
+      break;
+    case EffectType::kMessageChanged:
+      if (e.cause == ChangeCause::kNone) return false;  // a snapshot's restatement
+      out->event = static_cast<HistoryEvent>(e.cause);
+      break;
+    case EffectType::kMessageDeadLettered:
+      out->event = HistoryEvent::kDeadLettered;
+      break;
+    case EffectType::kMessageNoted:
+      out->event = HistoryEvent::kNoted;
+      break;
+    default:
+      return false;
+  }
+  out->time = e.time;
+  out->from = e.type == EffectType::kMessageEnqueued ? e.to : e.from;
+  out->to = e.to;
+  out->attempt = e.attempts;
+  out->lease_token = e.lease_token;
+  out->text.assign(TextOf(e, out->event));
+  return true;
+}
+
+bool ValidHistoryBlock(std::string_view block) {
+  if (block.size() < kHistoryHeaderBytes) return false;
+  const uint16_t count = CountOf(block);
+  size_t at = kHistoryHeaderBytes;
+  for (uint16_t i = 0; i < count; ++i) {
+    if (block.size() - at < kHistoryEntryFixedBytes) return false;
+    const char* p = block.data() + at;
+    const uint32_t bits = BitsAt(p);
+    if (((bits >> 20) & 7) >= kStateCount || ((bits >> 23) & 7) >= kStateCount ||
+        !KnownEvent((bits >> 26) & 31) || (bits >> 31) != 0) {
+      return false;
+    }
+    const size_t size = EntrySize(p);
+    if (block.size() - at < size) return false;
+    at += size;
+  }
+  return at == block.size();
+}
+
+MessageHistory DecodeHistoryBlock(std::string_view block) {
+  MessageHistory h;
+  if (block.size() < kHistoryHeaderBytes) return h;
+  h.dropped = DroppedOf(block);
+  const uint16_t count = CountOf(block);
+  h.entries.reserve(count);
+  boost::unordered_flat_map<uint64_t, size_t> lease_of;  // token -> the lease's entry
+  size_t at = kHistoryHeaderBytes;
+  for (uint16_t i = 0; i < count; ++i) {
+    const char* p = block.data() + at;
+    const uint32_t bits = BitsAt(p);
+    HistoryEntry& x = h.entries.emplace_back();
+    x.time = TimeAt(p);
+    x.lease_token = TokenAt(p);
+    x.attempt = bits & kAttemptMask;
+    x.from = static_cast<MessageState>((bits >> 20) & 7);
+    x.to = static_cast<MessageState>((bits >> 23) & 7);
+    x.event = EventOf(bits);
+    x.text.assign(p + kHistoryEntryFixedBytes, EntrySize(p) - kHistoryEntryFixedBytes);
+    if (x.event == HistoryEvent::kLeased) lease_of[x.lease_token] = h.entries.size() - 1;
+    at += EntrySize(p);
+  }
+  for (HistoryEntry& x : h.entries) {
+    if (x.lease_token == 0) continue;
+    if (auto it = lease_of.find(x.lease_token); it != lease_of.end()) {
+      x.worker_id = h.entries[it->second].text;
+    }
+  }
+  return h;
+}
+
+int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) {
+  thread_local HistoryEntry entry;
+  if (!HistoryEntryOf(e, &entry)) return 0;
+  max = std::max<uint32_t>(max, 2);
+  auto [it, added] = blocks_.try_emplace(ref);
+  std::string& b = it->second;
+  const size_t before = added ? 0 : b.size();
+  if (added) b.assign(kHistoryHeaderBytes, '\0');
+  uint64_t token = entry.lease_token;
+  if (entry.event == HistoryEvent::kLeased) Store64(b.data() + 6, token);
+  if (token == 0 && entry.from == MessageState::kRunning) token = LeaseTokenOf(b);
+  uint16_t count = CountOf(b);
+  const uint32_t bits = PackBits(entry.attempt, entry.from, entry.to, entry.event);
+  // Consecutive extends of one lease: one entry, at the latest.
+  if (entry.event == HistoryEvent::kExtended && count > 0) {
+    size_t last = kHistoryHeaderBytes;
+    for (uint16_t i = 1; i < count; ++i) last += EntrySize(b.data() + last);
+    const char* p = b.data() + last;
+    if (EventOf(BitsAt(p)) == HistoryEvent::kExtended && TokenAt(p) == token) {
+      Store64(b.data() + last, static_cast<uint64_t>(entry.time));
+      Store32(b.data() + last + 16, bits);
+      return 0;
+    }
+  }
+  // Past max: keep the first and the latest max - 1.
+  while (count >= max) {
+    const size_t second = kHistoryHeaderBytes + EntrySize(b.data() + kHistoryHeaderBytes);
+    b.erase(second, EntrySize(b.data() + second));
+    --count;
+    Store32(b.data() + 2, DroppedOf(b) + 1);
+  }
+  const std::string_view text =
+      std::string_view(entry.text).substr(0, std::min(entry.text.size(), kMaxTextBytes));
+  char fixed[kHistoryEntryFixedBytes];
+  Store64(fixed, static_cast<uint64_t>(entry.time));
+  Store64(fixed + 8, token);
+  Store32(fixed + 16, bits);
+  Store16(fixed + 20, static_cast<uint16_t>(text.size()));
+  b.append(fixed, sizeof fixed);
+  b.append(text);
+  Store16(b.data(), static_cast<uint16_t>(count + 1));
+  const int64_t delta = static_cast<int64_t>(b.size()) - static_cast<int64_t>(before);
+  bytes_ += static_cast<uint64_t>(delta);
+  return delta;
+}
+
+int64_t MessageHistories::Restore(MessageRef ref, std::string_view block) {
+  const int64_t freed = static_cast<int64_t>(Erase(ref));
+  if (block.size() < kHistoryHeaderBytes || (CountOf(block) == 0 && DroppedOf(block) == 0)) {
+    return -freed;
+  }
+  blocks_.emplace(ref, std::string(block));
+  bytes_ += block.size();
+  return static_cast<int64_t>(block.size()) - freed;
+}
+
+uint64_t MessageHistories::MoveTo(MessageRef from, MessageHistories* other, MessageRef to) {
+  auto it = blocks_.find(from);
+  if (it == blocks_.end()) return 0;
+  const uint64_t n = it->second.size();
+  (void)other->Erase(to);
+  other->blocks_.emplace(to, std::move(it->second));
+  other->bytes_ += n;
+  blocks_.erase(it);
+  bytes_ -= n;
+  return n;
+}
+
+uint64_t MessageHistories::Erase(MessageRef ref) {
+  auto it = blocks_.find(ref);
+  if (it == blocks_.end()) return 0;
+  const uint64_t n = it->second.size();
+  blocks_.erase(it);
+  bytes_ -= n;
+  return n;
+}
+
+uint64_t MessageHistories::allocated_bytes() const {
+  uint64_t total = blocks_.size() * (sizeof(MessageRef) + sizeof(std::string));
+  for (const auto& [ref, block] : blocks_) total += block.capacity() + 1;
+  return total;
+}
+
+}  // namespace sundial

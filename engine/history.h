@@ -1,0 +1,87 @@
+// MessageHistories: each message's transitions (docs/semantics.md, "History"), kept apart from
+// its record and keyed by its MessageRef, as MessageTexts keeps results. Internal to engine/.
+//
+// Derived, never remembered on the side: every entry is computed by HistoryEntryOf from an
+// Effect the queue already produces (live: the effect it emits; replay: the effect it applies),
+// so a log replay rebuilds exactly what the live engine built. The only new logged bytes are a
+// dequeue's `worker_id` (in the lease's effect) and notes (kMessageNoted): docs/wal-format.md.
+//
+// Per message, one block of bytes (one allocation, however many entries), little-endian:
+//
+//   header:  count:u16 dropped:u32 lease_token:u64            (kHistoryHeaderBytes = 14)
+//   entry*:  time:i64 token:u64 bits:u32 text_len:u16 text[text_len]
+//            bits = attempt:20 | from:3 | to:3 | event:5 (HistoryEvent)
+//
+// `lease_token` in the header is the token of the message's latest lease: an entry whose
+// effect carries no token (a fail, a lease expiry: the message is no longer running) but
+// which leaves the running state takes it, so every entry of an attempt names its lease.
+// At most `max` entries: past it the first and the latest max - 1 are kept and `dropped`
+// counts the others. Consecutive extends of one lease are one entry (its time the latest),
+// so a heartbeating worker does not push out the rest. The snapshot extension `history`
+// is this block verbatim (docs/wal-format.md, "Extensions").
+//
+// bytes() is the sum of the blocks' sizes: what the memory budget counts for history
+// (docs/semantics.md, "Memory budget"); allocated_bytes() what they really hold.
+//
+// Thread safety: none; guarded by the shard lock of its queue.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/unordered/unordered_flat_map.hpp>
+
+#include "engine/effect.h"
+#include "engine/message_store.h"
+#include "engine/status.h"
+#include "engine/types.h"
+
+namespace sundial {
+
+inline constexpr size_t kHistoryHeaderBytes = 14;
+inline constexpr size_t kHistoryEntryFixedBytes = 22;
+
+// Reads a block. Malformed blocks (a snapshot's extension) are refused by ValidHistoryBlock.
+bool ValidHistoryBlock(std::string_view block);
+// The entries of a valid block, oldest first, with the dropped count; worker ids resolved
+// (HistoryEntry::worker_id: the worker_id of the lease whose token the entry carries, when
+// that lease's entry is kept).
+MessageHistory DecodeHistoryBlock(std::string_view block);
+
+// The entry effect `e` makes for its message, if any (false: none, e.g. a kMessageRemoved or
+// a snapshot's restated kMessageChanged, cause kNone). The entry's token is left to the
+// caller when the effect has none (the header's lease token, above).
+bool HistoryEntryOf(const Effect& e, HistoryEntry* out);
+
+class MessageHistories {
+ public:
+  // Appends the entry of effect `e` to message `ref`'s history, keeping at most `max` entries
+  // (max >= 2). Returns the change in bytes().
+  int64_t Record(MessageRef ref, const Effect& e, uint32_t max);
+  // Replaces `ref`'s history by `block` (ValidHistoryBlock; empty or count 0: none). Returns the
+  // change in bytes().
+  int64_t Restore(MessageRef ref, std::string_view block);
+  // Moves `from`'s history into `to` of `other` (a dead-letter move). Returns the bytes moved.
+  uint64_t MoveTo(MessageRef from, MessageHistories* other, MessageRef to);
+  // Erases `ref`'s history, if any; returns the bytes freed.
+  uint64_t Erase(MessageRef ref);
+  // The block of `ref` (empty: none).
+  std::string_view Block(MessageRef ref) const {
+    auto it = blocks_.find(ref);
+    return it == blocks_.end() ? std::string_view() : std::string_view(it->second);
+  }
+  void Clear() {
+    blocks_.clear();
+    bytes_ = 0;
+  }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t allocated_bytes() const;
+
+ private:
+  boost::unordered_flat_map<MessageRef, std::string> blocks_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace sundial
