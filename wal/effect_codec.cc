@@ -39,6 +39,9 @@ constexpr uint8_t kBatchDone = 4;
 constexpr uint8_t kWorkerIdTag = 4;
 constexpr uint8_t kHistoryTag = 5;
 constexpr uint8_t kHistoryMaxTag = 17;
+// kMessageDeadLettered: the moved message's last_error (kept by the move: docs/semantics.md),
+// which the record did not carry before, so a recovery lost it.
+constexpr uint8_t kDeadLetterErrorTag = 6;
 constexpr uint8_t kNotedEffect = static_cast<uint8_t>(EffectType::kMessageNoted);
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
@@ -401,9 +404,11 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
   while (r->ok() && !r->at_end()) {
     // Bytes after the body that do not start a known extension are trailing bytes.
     const uint8_t tag = r->U8();
-    const bool known = tag == kResultTag || tag == kBatchTag ||
+    const bool dead_lettered = e->type == EffectType::kMessageDeadLettered;
+    const bool known = (!dead_lettered && (tag == kResultTag || tag == kBatchTag)) ||
                        (tag == kWorkerIdTag && e->type == EffectType::kMessageChanged) ||
                        (tag == kHistoryTag && e->type == EffectType::kMessageEnqueued) ||
+                       (tag == kDeadLetterErrorTag && dead_lettered) ||
                        (tag == kDependsOnTag && e->type == EffectType::kMessageEnqueued) ||
                        (tag == kDependencyEntryTag && e->type == EffectType::kMessageChanged);
     if (!known) return Malformed("wal: effect: trailing bytes");
@@ -427,6 +432,10 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
     }
     if (tag == kHistoryTag) {
       e->history = value;
+      continue;
+    }
+    if (tag == kDeadLetterErrorTag) {
+      e->error = value;
       continue;
     }
     if ((seen & (1u << kDependsOnTag)) && (seen & (1u << kDependencyEntryTag))) {
@@ -473,6 +482,10 @@ void EncodeEffect(const Effect& e, std::string* out) {
     case EffectType::kMessageDeadLettered:
       PutMessage(out, e);
       PutString(out, e.dead_letter_queue);
+      if (!e.error.empty()) {
+        PutU8(out, kDeadLetterErrorTag);
+        PutString(out, e.error);
+      }
       break;
     case EffectType::kEpochStarted:
       PutFixed64(out, e.epoch);
@@ -558,6 +571,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kMessageDeadLettered:
       s = ReadMessage(&r, &e);
       r.String(&e.dead_letter_queue);
+      if (s.ok()) s = ReadExtensions(&r, &e, dependencies);
       break;
     case EffectType::kEpochStarted:
       if (!e.queue.empty()) return Malformed("wal: effect: an epoch names a queue");
