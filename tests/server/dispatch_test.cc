@@ -339,6 +339,8 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"CreateBatch", R"({"id": "new", "callback": {"queue": "done"}})"},
       {"SealBatch", R"({"id": "open"})"},
       {"GetBatch", R"({"id": "open"})"},
+      {"History", R"({"queue": "q", "id": "b"})"},
+      {"Note", R"({"queue": "q", "id": "a", "text": "n", "lease_token": )" + t + "}"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";
