@@ -1,6 +1,9 @@
 #include "engine/history.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
@@ -146,19 +149,34 @@ MessageHistory DecodeHistoryBlock(std::string_view block) {
   return h;
 }
 
+void MessageHistories::Assign(Bytes* b, std::string_view v) {
+  if (v.size() != b->size) {
+    void* p = std::realloc(b->data, v.size());
+    if (p == nullptr) throw std::bad_alloc();
+    b->data = static_cast<char*>(p);
+    b->size = static_cast<uint32_t>(v.size());
+  }
+  std::memcpy(b->data, v.data(), v.size());
+}
+
 int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) {
   thread_local HistoryEntry entry;
+  thread_local std::string b;  // the block being changed, written back whole
   if (!HistoryEntryOf(e, &entry)) return 0;
   max = std::max<uint32_t>(max, 2);
   auto [it, added] = blocks_.try_emplace(ref);
-  std::string& b = it->second;
-  const size_t before = added ? 0 : b.size();
-  if (added) b.assign(kHistoryHeaderBytes, '\0');
+  const size_t before = it->second.size;
+  if (added) {
+    b.assign(kHistoryHeaderBytes, '\0');
+  } else {
+    b.assign(it->second.view());
+  }
   uint64_t token = entry.lease_token;
   if (entry.event == HistoryEvent::kLeased) Store64(b.data() + 6, token);
   if (token == 0 && entry.from == MessageState::kRunning) token = LeaseTokenOf(b);
   uint16_t count = CountOf(b);
   const uint32_t bits = PackBits(entry.attempt, entry.from, entry.to, entry.event);
+  bool coalesced = false;
   // Consecutive extends of one lease: one entry, at the latest.
   if (entry.event == HistoryEvent::kExtended && count > 0) {
     size_t last = kHistoryHeaderBytes;
@@ -167,26 +185,29 @@ int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) 
     if (EventOf(BitsAt(p)) == HistoryEvent::kExtended && TokenAt(p) == token) {
       Store64(b.data() + last, static_cast<uint64_t>(entry.time));
       Store32(b.data() + last + 16, bits);
-      return 0;
+      coalesced = true;
     }
   }
-  // Past max: keep the first and the latest max - 1.
-  while (count >= max) {
-    const size_t second = kHistoryHeaderBytes + EntrySize(b.data() + kHistoryHeaderBytes);
-    b.erase(second, EntrySize(b.data() + second));
-    --count;
-    Store32(b.data() + 2, DroppedOf(b) + 1);
+  if (!coalesced) {
+    // Past max: keep the first and the latest max - 1.
+    while (count >= max) {
+      const size_t second = kHistoryHeaderBytes + EntrySize(b.data() + kHistoryHeaderBytes);
+      b.erase(second, EntrySize(b.data() + second));
+      --count;
+      Store32(b.data() + 2, DroppedOf(b) + 1);
+    }
+    const std::string_view text =
+        std::string_view(entry.text).substr(0, std::min(entry.text.size(), kMaxTextBytes));
+    char fixed[kHistoryEntryFixedBytes];
+    Store64(fixed, static_cast<uint64_t>(entry.time));
+    Store64(fixed + 8, token);
+    Store32(fixed + 16, bits);
+    Store16(fixed + 20, static_cast<uint16_t>(text.size()));
+    b.append(fixed, sizeof fixed);
+    b.append(text);
+    Store16(b.data(), static_cast<uint16_t>(count + 1));
   }
-  const std::string_view text =
-      std::string_view(entry.text).substr(0, std::min(entry.text.size(), kMaxTextBytes));
-  char fixed[kHistoryEntryFixedBytes];
-  Store64(fixed, static_cast<uint64_t>(entry.time));
-  Store64(fixed + 8, token);
-  Store32(fixed + 16, bits);
-  Store16(fixed + 20, static_cast<uint16_t>(text.size()));
-  b.append(fixed, sizeof fixed);
-  b.append(text);
-  Store16(b.data(), static_cast<uint16_t>(count + 1));
+  Assign(&it->second, b);
   const int64_t delta = static_cast<int64_t>(b.size()) - static_cast<int64_t>(before);
   bytes_ += static_cast<uint64_t>(delta);
   return delta;
@@ -197,7 +218,7 @@ int64_t MessageHistories::Restore(MessageRef ref, std::string_view block) {
   if (block.size() < kHistoryHeaderBytes || (CountOf(block) == 0 && DroppedOf(block) == 0)) {
     return -freed;
   }
-  blocks_.emplace(ref, std::string(block));
+  Assign(&blocks_[ref], block);
   bytes_ += block.size();
   return static_cast<int64_t>(block.size()) - freed;
 }
@@ -205,11 +226,11 @@ int64_t MessageHistories::Restore(MessageRef ref, std::string_view block) {
 uint64_t MessageHistories::MoveTo(MessageRef from, MessageHistories* other, MessageRef to) {
   auto it = blocks_.find(from);
   if (it == blocks_.end()) return 0;
-  const uint64_t n = it->second.size();
+  const uint64_t n = it->second.size;
   (void)other->Erase(to);
-  other->blocks_.emplace(to, std::move(it->second));
+  other->blocks_.emplace(to, it->second);
   other->bytes_ += n;
-  blocks_.erase(it);
+  blocks_.erase(it);  // the bytes now belong to `other`
   bytes_ -= n;
   return n;
 }
@@ -217,15 +238,25 @@ uint64_t MessageHistories::MoveTo(MessageRef from, MessageHistories* other, Mess
 uint64_t MessageHistories::Erase(MessageRef ref) {
   auto it = blocks_.find(ref);
   if (it == blocks_.end()) return 0;
-  const uint64_t n = it->second.size();
+  const uint64_t n = it->second.size;
+  std::free(it->second.data);
   blocks_.erase(it);
   bytes_ -= n;
+  if (blocks_.empty()) decltype(blocks_)().swap(blocks_);  // a drained queue gives its table back
   return n;
 }
 
+void MessageHistories::Clear() {
+  for (auto& [ref, block] : blocks_) std::free(block.data);
+  decltype(blocks_)().swap(blocks_);
+  bytes_ = 0;
+}
+
 uint64_t MessageHistories::allocated_bytes() const {
-  uint64_t total = blocks_.size() * (sizeof(MessageRef) + sizeof(std::string));
-  for (const auto& [ref, block] : blocks_) total += block.capacity() + 1;
+  // The table's slots (with its spare ones) and each block as malloc rounds it (16-byte
+  // chunks with an 8-byte header).
+  uint64_t total = blocks_.bucket_count() * (sizeof(MessageRef) + sizeof(Bytes));
+  for (const auto& [ref, block] : blocks_) total += (block.size + 8 + 15) / 16 * 16;
   return total;
 }
 

@@ -57,6 +57,11 @@ bool HistoryEntryOf(const Effect& e, HistoryEntry* out);
 
 class MessageHistories {
  public:
+  MessageHistories() = default;
+  ~MessageHistories() { Clear(); }
+  MessageHistories(const MessageHistories&) = delete;
+  MessageHistories& operator=(const MessageHistories&) = delete;
+
   // Appends the entry of effect `e` to message `ref`'s history, keeping at most `max` entries
   // (max >= 2). Returns the change in bytes().
   int64_t Record(MessageRef ref, const Effect& e, uint32_t max);
@@ -70,17 +75,24 @@ class MessageHistories {
   // The block of `ref` (empty: none).
   std::string_view Block(MessageRef ref) const {
     auto it = blocks_.find(ref);
-    return it == blocks_.end() ? std::string_view() : std::string_view(it->second);
+    return it == blocks_.end() ? std::string_view() : it->second.view();
   }
-  void Clear() {
-    blocks_.clear();
-    bytes_ = 0;
-  }
+  void Clear();
   uint64_t bytes() const { return bytes_; }
   uint64_t allocated_bytes() const;
 
  private:
-  boost::unordered_flat_map<MessageRef, std::string> blocks_;
+  // Exactly `size` bytes from malloc (no spare capacity: a block grows by one entry at a
+  // time, and a std::string's doubling would hold up to twice what is counted).
+  struct Bytes {
+    char* data = nullptr;
+    uint32_t size = 0;
+    std::string_view view() const { return {data, size}; }
+  };
+  // Replaces `b`'s bytes by `v` (reallocated to exactly its size).
+  static void Assign(Bytes* b, std::string_view v);
+
+  boost::unordered_flat_map<MessageRef, Bytes> blocks_;
   uint64_t bytes_ = 0;
 };
 

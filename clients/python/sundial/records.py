@@ -170,7 +170,8 @@ class Queue(Record):
 
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
-                "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused", "history_max")
+                "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
+                "history_max")
 
     @property
     def settings(self):
