@@ -118,6 +118,18 @@ TEST_F(DependenciesTest, AlreadyCompletedDependencyCountsAsDone) {
   EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
 }
 
+// Found by the model test: max_depth counts the non-terminal messages (SPEC §1), and a waiting
+// message is not terminal; the engine counted only invisible, pending and running ones.
+TEST_F(DependenciesTest, WaitingMessagesCountTowardsMaxDepth) {
+  QueueSettings settings;
+  settings.max_depth = 2;
+  MakeQueue("q", settings);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  EnqueueItem item = Item("c");
+  EXPECT_EQ(EnqueueOne("q", std::move(item)).status().code(), Code::kResourceExhausted);
+}
+
 TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
   Put("q", "a");
   EnqueueItem item = Item("c");
