@@ -262,6 +262,15 @@ std::vector<std::string> DependencyGraph::DependenciesOf(std::string_view depend
   return keys;
 }
 
+std::vector<DependencyGraph::Listed> DependencyGraph::ListedDependencies(
+    std::string_view dependent) const {
+  std::vector<Listed> out;
+  if (const auto n = Lookup(dependent)) {
+    for (uint32_t f : nodes_[*n].waits_on) out.push_back({nodes_[f].key, nodes_[f].forgotten});
+  }
+  return out;
+}
+
 void DependencyGraph::ExportDependents(
     const std::function<void(const DependentEntry&)>& visit) const {
   std::vector<std::pair<uint64_t, uint32_t>> order;  // (joined, node)

@@ -1285,14 +1285,16 @@ Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> Engine::Depe
   const Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   if (!q->Contains(id)) return NotFound("id: no such message");
-  for (std::string& key : deps_.DependenciesOf(DependencyKey(queue, id))) {
-    auto [dq_name, did] = SplitKey(key);
+  for (DependencyGraph::Listed& listed : deps_.ListedDependencies(DependencyKey(queue, id))) {
+    auto [dq_name, did] = SplitKey(listed.key);
     Shard& dshard = ShardFor(dq_name);
     dshard.mu.AssertHeld();
     const Queue* dq = dshard.Find(dq_name);
-    Result<MessageOutcome> outcome =
-        dq == nullptr ? Result<MessageOutcome>(NotFound("id: no such message")) : dq->Outcome(did);
-    out.emplace_back(std::move(key), std::move(outcome));
+    // A dependency that is gone stays gone: a later message with its key is another one.
+    Result<MessageOutcome> outcome = dq == nullptr || listed.gone
+                                         ? Result<MessageOutcome>(NotFound("id: no such message"))
+                                         : dq->Outcome(did);
+    out.emplace_back(std::move(listed.key), std::move(outcome));
   }
   return out;
 }

@@ -130,6 +130,25 @@ TEST_F(DependenciesTest, WaitingMessagesCountTowardsMaxDepth) {
   EXPECT_EQ(EnqueueOne("q", std::move(item)).status().code(), Code::kResourceExhausted);
 }
 
+// Found by the model test: a dependency removed by GC is NOT_FOUND in DependencyOutcomes even
+// when a new message has taken its id since (the engine read the new one's outcome).
+TEST_F(DependenciesTest, DependencyOutcomesDoNotMistakeANewMessageForARemovedDependency) {
+  QueueSettings settings;
+  settings.retention_ms = 1000;
+  MakeQueue("q", settings);
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  Finish("q", "a");   // c is released (pending)
+  AdvanceTime(1000);  // a's retention: c no longer waits, a goes
+  ASSERT_EQ(GetCode("q", "a"), Code::kNotFound);
+  Put("q", "a");  // another message with a's id
+  auto outcomes = engine().DependencyOutcomes("q", "c");
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].first, "q/a");
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+}
+
 TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
   Put("q", "a");
   EnqueueItem item = Item("c");
