@@ -1143,8 +1143,13 @@ void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions
   }
 }
 
-void Engine::ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+void Engine::ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue> removed,
                             bool dead_lettered, TimeMs now, bool emit) {
+  // In the order of their ids, not the store's: a dependent of two removed messages names the
+  // first in its reason, and a replay or a standby (whose store may be laid out otherwise) must
+  // name the same one (docs/semantics.md, "Dependencies").
+  std::sort(removed.begin(), removed.end(),
+            [](const RemovedFromQueue& a, const RemovedFromQueue& b) { return a.id < b.id; });
   std::vector<std::string> keys;
   keys.reserve(removed.size());
   // First every removed dependent stops waiting, so that none of them is released, canceled

@@ -149,6 +149,20 @@ TEST_F(DependenciesTest, DependencyOutcomesDoNotMistakeANewMessageForARemovedDep
   EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
 }
 
+// Found by the model test: when one purge removes several dependencies of a dependent, its
+// reason names the first by id, whatever the order of the queue's store (which a replay or a
+// standby may not share).
+TEST_F(DependenciesTest, APurgeOfSeveralDependenciesNamesTheFirstByIdInTheReason) {
+  Put("q", "b");
+  Put("q", "a");
+  Put("other", "x");
+  PutAfter("other", "d", {"q/b", "q/a"});
+  ASSERT_TRUE(engine().PurgeQueue("q", {MessageState::kPending}).ok());
+  EXPECT_EQ(StateOf("other", "d"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("other", "d").last_error, "dependency q/a removed");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
 TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
   Put("q", "a");
   EnqueueItem item = Item("c");
