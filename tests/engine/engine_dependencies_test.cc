@@ -288,6 +288,26 @@ TEST_F(DependenciesTest, RetentionZeroKeepsAHeldDependencyWithoutSpinning) {
   EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
 }
 
+// Found by the model test (ReplayTest.ReplayingEffectsReproducesDigest/WithDependencies), NOT
+// FIXED YET, hence disabled: when Advance finds a completed dependency due for GC while a
+// dependent still waits, it moves the message's GC timer a retention (at least 1 s) later but
+// reports no effect, so an engine fed the effects (the log's replay, a standby) keeps the old
+// due time and its Digest differs from the original's until the message is removed. Nothing
+// observable differs (an export carries the moved timer, so snapshots check); the fix needs the
+// recheck to be derivable from the effects (or to be an effect).
+TEST_F(DependenciesTest, DISABLED_ReplayAfterAHeldDependencyIsLookedAtAgainHasTheSameDigest) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(1);  // a is held by c: its GC timer moves to now + 1 s, with no effect
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  EXPECT_EQ(Replayed()->Digest(), engine().Digest());
+}
+
 TEST_F(DependenciesTest, BrowseListsWaitingMessages) {
   Put("q", "a");
   PutAfter("q", "b", {"a"});

@@ -1206,6 +1206,7 @@ uint64_t Model::Advance(TimeMs now) {
           if (IsHeld(m.uid)) {
             // A waiting dependent listed it: looked at again one retention (at least 1 s) later.
             --transitions;
+            ++held_rechecks_;
             m.gc_at = now + std::max<TimeMs>(queue.settings.retention_ms, kHeldRecheck);
             break;
           }

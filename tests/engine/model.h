@@ -175,6 +175,9 @@ class Model {
   // For the test driver: the model's whole state (queues in creation order).
   const std::vector<Queue>& queues() const { return queues_; }
   const std::vector<Schedule>& schedules() const { return schedules_; }
+  // How many times Advance found a terminal message due for GC but held by a waiting dependent
+  // (its removal is looked at again later; the engine reports no effect for that).
+  uint64_t held_rechecks() const { return held_rechecks_; }
   const Queue* FindQueue(std::string_view name) const;
 
   // Accounted bytes of one message: overhead + id + payload + packed metadata + result.
@@ -219,6 +222,7 @@ class Model {
   std::vector<Schedule> schedules_;  // in no particular order
   uint64_t placeholder_counter_ = 0;
   uint64_t next_uid_ = 1;
+  uint64_t held_rechecks_ = 0;
 };
 
 // Validation helpers (public so the test driver can build valid and invalid inputs).
