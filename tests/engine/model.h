@@ -39,6 +39,8 @@
 // the queue name; then every check of the arguments alone (ids, limits, filters, settings); then
 // the queue's existence; then the message and its state. Batch operations (enqueue, complete,
 // cancel, redrive) check the batch size and the queue for all items, then each item on its own.
+// An enqueue item with depends_on: its arguments, then its dependencies' existence (NOT_FOUND),
+// then the exclusivity key, then duplicate, pause, depth and budget (semantics.md, "Enqueue").
 //
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
