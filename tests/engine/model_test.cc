@@ -2461,6 +2461,213 @@ TEST(ModelTest, ShrinkingFindsTheShortestPrefixOfAnInjectedDivergence) {
   EXPECT_LE(minimised, 2u) << text;
 }
 
+// ---- Focused differential cases ---------------------------------------------------------------
+// Hand-written sequences run on both sides through the same harness (every answer compared, the
+// full state at the end), then a few facts checked on the model.
+
+Op MakeOp(OpKind kind, std::string queue) {
+  Op op;
+  op.kind = kind;
+  op.queue = std::move(queue);
+  return op;
+}
+Op CreateOp(std::string queue, QueueSettings settings = CanonicalSettings("")) {
+  Op op = MakeOp(OpKind::kCreateQueue, std::move(queue));
+  op.settings = std::move(settings);
+  return op;
+}
+Op EnqueueOp(std::string queue, std::string id, std::vector<std::string> depends_on = {},
+             DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel,
+             Metadata metadata = {}) {
+  Op op = MakeOp(OpKind::kEnqueue, std::move(queue));
+  EnqueueItem item;
+  item.id = std::move(id);
+  item.metadata = std::move(metadata);
+  item.depends_on = std::move(depends_on);
+  item.on_dependency_failure = policy;
+  op.items.push_back(std::move(item));
+  return op;
+}
+Op DequeueOp(std::string queue, uint32_t max = 10) {
+  Op op = MakeOp(OpKind::kDequeue, std::move(queue));
+  op.dequeue.max = max;
+  return op;
+}
+Op CompleteOp(std::string queue, std::string id) {
+  Op op = MakeOp(OpKind::kComplete, std::move(queue));
+  op.completes.push_back({std::move(id), kCurrentToken, "done"});
+  return op;
+}
+Op FailOp(std::string queue, std::string id) {
+  Op op = MakeOp(OpKind::kFail, std::move(queue));
+  op.fail.id = std::move(id);
+  op.fail.lease_token = kCurrentToken;
+  op.fail.error = "boom";
+  return op;
+}
+Op IdsOp(OpKind kind, std::string queue, std::vector<std::string> ids) {
+  Op op = MakeOp(kind, std::move(queue));
+  op.ids = std::move(ids);
+  return op;
+}
+Op ClockOp(int64_t delta) {
+  Op op = MakeOp(OpKind::kMoveClock, "");
+  op.delta = delta;
+  op.advance_after = true;
+  return op;
+}
+Op ScheduleOp(OpKind kind, std::string queue, std::string name) {
+  Op op = MakeOp(kind, std::move(queue));
+  op.schedule = std::move(name);
+  return op;
+}
+Op UpsertOp(std::string queue, std::string name, ScheduleSpec spec) {
+  Op op = ScheduleOp(OpKind::kUpsertSchedule, std::move(queue), std::move(name));
+  op.spec = std::move(spec);
+  return op;
+}
+
+// Runs `ops` on a fresh harness; every answer and the final state must agree.
+void RunFocused(Harness& h, const std::vector<Op>& ops) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ASSERT_TRUE(h.Execute(ops[i])) << "operation " << i << "\n" << h.report();
+  }
+  ASSERT_TRUE(h.CompareFullState()) << h.report();
+}
+
+MessageState ModelState(const Harness& h, std::string_view queue, std::string_view id) {
+  Result<MessageRecord> r = h.model().Get(queue, id);
+  EXPECT_TRUE(r.ok()) << queue << "/" << id;
+  return r.ok() ? r->state : MessageState::kPending;
+}
+
+TEST(ModelFocusedTest, AChainIsReleasedLinkByLinkEachInTheCompleteOfItsDependency) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  RunFocused(h, {CreateOp("q"), EnqueueOp("q", "a"), EnqueueOp("q", "b", {"a"}),
+                 EnqueueOp("q", "c", {"b", "q/a"}), DequeueOp("q")});
+  EXPECT_EQ(ModelState(h, "q", "b"), MessageState::kWaiting);
+  RunFocused(h, {CompleteOp("q", "a")});
+  EXPECT_EQ(ModelState(h, "q", "b"), MessageState::kPending);
+  EXPECT_EQ(ModelState(h, "q", "c"), MessageState::kWaiting);
+  RunFocused(h, {DequeueOp("q"), CompleteOp("q", "b"), MakeOp(OpKind::kAdvance, "")});
+  EXPECT_EQ(ModelState(h, "q", "c"), MessageState::kPending);
+  Op outcomes = MakeOp(OpKind::kDependencyOutcomes, "q");
+  outcomes.id = "c";
+  RunFocused(h, {outcomes});
+  EXPECT_EQ(h.stats()["dependency.released"], 2u);
+}
+
+TEST(ModelFocusedTest, EachPolicyFollowsACanceledDependencyTransitivelyAcrossQueues) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  RunFocused(h, {CreateOp("q"), CreateOp("r"), EnqueueOp("q", "a"), EnqueueOp("q", "x"),
+                 EnqueueOp("r", "by-cancel", {"q/a"}, DependencyFailurePolicy::kCancel),
+                 EnqueueOp("r", "by-error", {"q/a"}, DependencyFailurePolicy::kError),
+                 EnqueueOp("r", "by-release", {"q/a", "q/x"}, DependencyFailurePolicy::kRelease),
+                 EnqueueOp("q", "grandchild", {"r/by-error"}), IdsOp(OpKind::kCancel, "q", {"a"})});
+  EXPECT_EQ(ModelState(h, "r", "by-cancel"), MessageState::kCanceled);
+  EXPECT_EQ(ModelState(h, "r", "by-error"), MessageState::kErrored);
+  EXPECT_EQ(ModelState(h, "r", "by-release"), MessageState::kWaiting) << "x is not done";
+  EXPECT_EQ(ModelState(h, "q", "grandchild"), MessageState::kCanceled);
+  EXPECT_EQ(h.model().Get("q", "grandchild")->last_error, "dependency r/by-error errored");
+  RunFocused(h, {DequeueOp("q"), CompleteOp("q", "x")});
+  EXPECT_EQ(ModelState(h, "r", "by-release"), MessageState::kPending);
+  // Enqueued after the failure: the policy applies at once.
+  RunFocused(h, {EnqueueOp("r", "late", {"q/a"}, DependencyFailurePolicy::kError)});
+  EXPECT_EQ(ModelState(h, "r", "late"), MessageState::kErrored);
+}
+
+TEST(ModelFocusedTest, PurgeDeleteAndDeadLetterMovesFailDependentsAsRemovalsInIdOrder) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings once;
+  once.max_attempts = 1;
+  once.dead_letter_queue = "dead";
+  RunFocused(
+      h, {CreateOp("dead"), CreateOp("src", once), CreateOp("p"), CreateOp("d"),
+          EnqueueOp("p", "b"), EnqueueOp("p", "a"), EnqueueOp("src", "s"), EnqueueOp("d", "gone"),
+          EnqueueOp("p", "after-purge", {"b", "a"}),  // waiting: not purged below
+          EnqueueOp("src", "after-move", {"s"}), EnqueueOp("src", "after-delete", {"d/gone"}),
+          [] {
+            Op purge = MakeOp(OpKind::kPurgeQueue, "p");
+            purge.states = {MessageState::kPending};
+            return purge;
+          }(),
+          DequeueOp("src", 1), FailOp("src", "s"), MakeOp(OpKind::kDeleteQueue, "d")});
+  EXPECT_EQ(h.model().Get("p", "after-purge")->last_error, "dependency p/a removed");
+  EXPECT_EQ(h.model().Get("src", "after-move")->last_error, "dependency src/s errored");
+  EXPECT_EQ(h.model().Get("src", "after-delete")->last_error, "dependency d/gone removed");
+}
+
+TEST(ModelFocusedTest, AHeldDependencyOutlivesItsRetentionUntilItsDependentStopsWaiting) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings no_retention;
+  no_retention.retention_ms = 0;
+  RunFocused(
+      h, {CreateOp("q", no_retention), EnqueueOp("q", "a"), EnqueueOp("q", "b"),
+          EnqueueOp("q", "c", {"a", "b"}), DequeueOp("q", 1), CompleteOp("q", "a"), ClockOp(1)});
+  EXPECT_EQ(ModelState(h, "q", "a"), MessageState::kCompleted) << "c waits on it";
+  EXPECT_EQ(h.model().held_rechecks(), 1u);
+  RunFocused(h, {DequeueOp("q", 1), CompleteOp("q", "b"), ClockOp(1), ClockOp(1000)});
+  EXPECT_FALSE(h.model().Get("q", "a").ok()) << "gone a second after c stopped waiting";
+}
+
+TEST(ModelFocusedTest, MisfiresFollowEachPolicyAndOnTimeFiresAreAllMade) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  ScheduleSpec every;
+  every.every_ms = 10'000;
+  ScheduleSpec skip = every, one = every, all = every;
+  one.misfire = MisfirePolicy::kOne;
+  all.misfire = MisfirePolicy::kAll;
+  // 10 minutes with no Advance: 60 fires due, the last 7 within the 60 s grace (a fire made
+  // exactly 60 s late is on time).
+  Op gap = ClockOp(600'000);
+  gap.advance_after = false;
+  RunFocused(h, {CreateOp("q"), UpsertOp("q", "skip", skip), UpsertOp("q", "one", one),
+                 UpsertOp("q", "all", all), gap, MakeOp(OpKind::kAdvance, "")});
+  EXPECT_EQ(h.model().FindSchedule("q", "skip")->progress.fires, 7u);
+  EXPECT_EQ(h.model().FindSchedule("q", "skip")->progress.missed, 53u);
+  EXPECT_EQ(h.model().FindSchedule("q", "one")->progress.fires, 8u);
+  EXPECT_EQ(h.model().FindSchedule("q", "all")->progress.fires, 60u);
+  EXPECT_EQ(h.stats()["schedule.fire_enqueued"], 75u);
+}
+
+TEST(ModelFocusedTest, SkipIfActiveSkipsWhileThePreviousFireRunsAndTriggersAreIdempotent) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  ScheduleSpec spec;
+  spec.every_ms = 1000;
+  spec.overlap = OverlapPolicy::kSkipIfActive;
+  RunFocused(
+      h, {CreateOp("q"), UpsertOp("q", "s", spec), ClockOp(1000), ClockOp(1000), ClockOp(1000)});
+  EXPECT_EQ(h.model().FindSchedule("q", "s")->progress.fires, 1u);
+  EXPECT_EQ(h.model().FindSchedule("q", "s")->progress.overlap_skips, 2u);
+  RunFocused(h, {DequeueOp("q"), CompleteOp("q", "s@1700000001000"), ClockOp(1000),
+                 ScheduleOp(OpKind::kTriggerSchedule, "q", "s"),
+                 ScheduleOp(OpKind::kTriggerSchedule, "q", "s"),  // same ms: a duplicate
+                 ScheduleOp(OpKind::kPauseSchedule, "q", "s"), ClockOp(5000),
+                 ScheduleOp(OpKind::kResumeSchedule, "q", "s"), ClockOp(999), ClockOp(1)});
+  const Model::Schedule* s = h.model().FindSchedule("q", "s");
+  EXPECT_EQ(s->progress.fires, 4u);  // 1000, 4000, the trigger (twice: once new, once duplicate)
+  EXPECT_EQ(s->progress.missed, 0u) << "fires while paused are not misfires";
+}
+
+TEST(ModelFocusedTest, ACronScheduleInAZoneCatchesUpAcrossDaylightSavingTime) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  ScheduleSpec spec;
+  spec.cron = "30 2 * * *";
+  spec.tz = "Europe/Paris";
+  spec.misfire = MisfirePolicy::kAll;
+  // From November 2023 past 31 March 2024 (02:30 does not exist that day: fires at 03:00).
+  RunFocused(h, {CreateOp("q"), UpsertOp("q", "nightly", spec),
+                 [] {
+                   Op gap = ClockOp(int64_t{140} * 86'400'000);
+                   gap.advance_after = false;
+                   return gap;
+                 }(),
+                 MakeOp(OpKind::kAdvance, ""), MakeOp(OpKind::kListSchedules, "")});
+  const Model::Schedule* s = h.model().FindSchedule("q", "nightly");
+  EXPECT_EQ(s->progress.fires, kMaxCatchUpFires);
+  EXPECT_EQ(s->progress.fires + s->progress.missed, 140u);
+}
+
 // Differences between the observable states of two engines (ListQueues, memory, and a Get of
 // every message the model knows). The clocks must agree.
 std::string EngineDifferences(const Engine& original, const Engine& replica, const Model& model) {
