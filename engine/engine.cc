@@ -962,9 +962,23 @@ Result<StateCounts> Engine::Count(std::string_view queue, const Filter& filter) 
 Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
-  return WithQueue<Result<Explanation>>(
+  Result<Explanation> x = WithQueue<Result<Explanation>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
+  if (!x.ok() || x->reason != ExplainReason::kWaitingOnDependencies) return x;
+  // Which dependencies it still waits on: read under every shard's lock, after the queue's
+  // (a release in between leaves the counts of the moment they were read).
+  auto outcomes = DependencyOutcomes(queue, id);
+  if (!outcomes.ok()) return x;
+  x->dependencies = static_cast<uint32_t>(outcomes->size());
+  for (const auto& [key, outcome] : *outcomes) {
+    // A dependency that failed or is gone would have ended the wait (its policy): only the
+    // ones not terminal yet hold it.
+    if (!outcome.ok() || IsTerminal(outcome->state)) continue;
+    ++x->unfinished;
+    if (x->waiting_on.size() < kMaxExplainWaitingOn) x->waiting_on.push_back(key);
+  }
+  return x;
 }
 
 Result<Explanation> Engine::ExplainFilter(std::string_view queue, const Filter& filter) const {

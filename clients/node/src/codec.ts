@@ -1365,6 +1365,9 @@ export function explain(queue: unknown, selector: unknown): Call<Explanation> {
       lease_token: Number(r.leaseToken()),
       exclusivity_value: text(r.exclusivityValue()),
       attempts: r.attempts(),
+      dependencies: r.dependencies(),
+      unfinished: r.unfinished(),
+      waiting_on: Array.from({ length: r.waitingOnLength() }, (_, k) => r.waitingOn(k)),
     };
   });
 }

@@ -225,6 +225,10 @@ export interface Explanation {
   lease_token: number;
   exclusivity_value: string;
   attempts: number;
+  /** Waiting on its dependencies: how many it has, how many are not finished, the first 10 of those ("queue/id"). */
+  dependencies: number;
+  unfinished: number;
+  waiting_on: string[];
 }
 
 /** The server's figures (docs/protocol.md#stats). */
