@@ -66,6 +66,7 @@ class Checker {
     CheckLeases();
     CheckCompletes();
     CheckReleases();
+    CheckDependencyResults();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -282,6 +283,36 @@ class Checker {
           Add("dependency", key + ": leased by " + Describe(*d) + " before its dependency " +
                                 blocking + " could have finished");
         }
+      }
+    }
+  }
+
+  // A dependency's outcome carried by a dependent's lease: once its complete was acknowledged
+  // (answered before the dequeue was sent), completed with that complete's result; any result
+  // shown is one a complete sent before the dequeue was answered may have stored.
+  void CheckDependencyResults() {
+    for (const DependencyResult& r : h_.dependency_results) {
+      ++report_.result_checks;
+      const std::string where = r.queue + "/" + r.id + ": its dependency " + r.key;
+      auto m = messages_.find(r.key);
+      const Op* acked = nullptr;
+      bool possible = false;
+      if (m != messages_.end()) {
+        for (const Op* op : m->second.ops) {
+          if (op->kind != "complete" || !MayHaveHappened(*op) || op->t0 >= r.t1) continue;
+          const std::string stored = ResultFor(m->second.id, static_cast<uint64_t>(op->arg));
+          possible |= r.state == "completed" && r.result == stored;
+          if (op->outcome == Outcome::kOk && op->t1 < r.t0) acked = op;
+        }
+      }
+      if (acked != nullptr) {
+        const std::string want = ResultFor(m->second.id, static_cast<uint64_t>(acked->arg));
+        if (r.state != "completed" || r.result != want) {
+          Add("result", where + " after its acknowledged complete (" + Describe(*acked) +
+                            ", stored " + want + ") shows " + r.state + " '" + r.result + "'");
+        }
+      } else if (r.state == "completed" && !possible) {
+        Add("result", where + " shows result '" + r.result + "' that no complete sent stores");
       }
     }
   }

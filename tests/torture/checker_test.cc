@@ -506,12 +506,40 @@ TEST(TortureChecker, ADependentReleasedTwiceAfterItsCompleteIsReported) {
   EXPECT_GE(r.Count("not_stuck"), 1u) << r.Summary();
 }
 
+TEST(TortureChecker, ADependencysResultCarriedByALeaseMustBeItsAcknowledgedOne) {
+  const std::string history =
+      "deps q d1 cancel q/m1 q/m2 q/m3\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 12 22 c0 enqueue q ok m3 5\n"
+      "op 23 24 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 3 m1:77 m2:78 m3:79\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 51 61 c0 complete q ok m2 78\n"
+      "op 52 62 c0 complete q none m3 79\n"  // unanswered: its result may be there
+      "op 70 80 c1 dequeue q ok - 1 d1:90\n";
+  const Report clean = CheckText(history +
+                                 "depres 70 80 q d1 q/m1 completed res:m1:77\n"
+                                 "depres 70 80 q d1 q/m2 completed res:m2:78\n"
+                                 "depres 70 80 q d1 q/m3 completed res:m3:79\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report bad = CheckText(history +
+                               "depres 70 80 q d1 q/m1 completed -\n"           // lost
+                               "depres 70 80 q d1 q/m2 running -\n"             // undone
+                               "depres 70 80 q d1 q/m3 completed res:m3:5\n");  // no such
+  EXPECT_EQ(bad.Count("result"), 3u) << bad.Summary();
+}
+
 TEST(TortureChecker, DependenciesRoundTripThroughTheirLine) {
   History h;
   std::string error;
   ASSERT_TRUE(ParseHistory("deps q d1 release q/m1 p/m2\n", &h, &error)) << error;
   ASSERT_EQ(h.dependents.size(), 1u);
   EXPECT_EQ(FormatDependent(h.dependents[0]), "deps q d1 release q/m1 p/m2");
+  ASSERT_TRUE(ParseHistory("depres 1 2 q d1 q/m1 completed res:m1:7\n", &h, &error)) << error;
+  ASSERT_EQ(h.dependency_results.size(), 1u);
+  EXPECT_EQ(FormatDependencyResult(h.dependency_results[0]),
+            "depres 1 2 q d1 q/m1 completed res:m1:7");
   EXPECT_FALSE(ParseHistory("deps q d1 release\n", &h, &error));
   EXPECT_FALSE(ParseHistory("deps q d1 maybe q/m1\n", &h, &error));
 }

@@ -44,6 +44,13 @@ std::string FormatDependent(const Dependent& d) {
   return line;
 }
 
+std::string FormatDependencyResult(const DependencyResult& r) {
+  std::ostringstream out;
+  out << "depres " << r.t0 << ' ' << r.t1 << ' ' << r.queue << ' ' << r.id << ' ' << r.key << ' '
+      << r.state << ' ' << (r.result.empty() ? "-" : r.result);
+  return out.str();
+}
+
 std::string FormatScheduleUpsert(const ScheduleUpsert& u) {
   std::ostringstream out;
   out << "schedule " << u.t0 << ' ' << u.t1 << ' ' << u.queue << ' ' << u.name << ' ' << u.every_ms
@@ -103,6 +110,13 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       while (in >> key) d.keys.push_back(key);
       if (d.keys.empty()) return bad("deps without a dependency");
       h->dependents.push_back(std::move(d));
+    } else if (tag == "depres") {
+      DependencyResult r;
+      if (!(in >> r.t0 >> r.t1 >> r.queue >> r.id >> r.key >> r.state >> r.result)) {
+        return bad("short depres");
+      }
+      if (r.result == "-") r.result.clear();
+      h->dependency_results.push_back(std::move(r));
     } else if (tag == "schedule") {
       ScheduleUpsert u;
       std::string outcome;

@@ -15,6 +15,10 @@
 //   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)
 //   deps QUEUE ID POLICY KEY...   the dependencies (`queue/id` keys) and on_dependency_failure
 //                                 policy (cancel, error, release) an enqueue carried
+//   depres T0 T1 QUEUE ID KEY STATE RESULT
+//                                 a dependency's outcome (KEY: queue/id; STATE a message state
+//                                 or not_found; RESULT "-" for none) carried by the lease of
+//                                 dependent ID that a dequeue sent at T0, answered at T1, got
 //   schedule T0 T1 QUEUE NAME EVERY_MS OUTCOME NEXT_FIRE_AT CREATED
 //                                 an upsert_schedule of an every_ms schedule (misfire `all`) and
 //                                 its reply's next_fire_at and created (0 0 unless OUTCOME ok)
@@ -87,6 +91,15 @@ struct Dependent {
   std::vector<std::string> keys;  // queue/id
 };
 
+// A dependency's outcome as a dependent's lease carried it (include_dependency_results).
+struct DependencyResult {
+  int64_t t0 = 0, t1 = 0;  // the dequeue's
+  std::string queue, id;   // the dependent
+  std::string key;         // the dependency, queue/id
+  std::string state;       // a message state, or not_found
+  std::string result;      // "" none
+};
+
 // An upsert_schedule of an every_ms schedule (misfire `all`, overlap `allow`, no offset).
 struct ScheduleUpsert {
   int64_t t0 = 0, t1 = 0;
@@ -111,12 +124,14 @@ struct History {
   // (queue, id) -> exclusivity value
   std::vector<std::tuple<std::string, std::string, std::string>> meta;
   std::vector<Dependent> dependents;
+  std::vector<DependencyResult> dependency_results;
   std::vector<ScheduleUpsert> schedules;
 };
 
 // Line forms of the events above.
 std::string FormatOp(const Op& op);
 std::string FormatDependent(const Dependent& d);
+std::string FormatDependencyResult(const DependencyResult& r);
 std::string FormatScheduleUpsert(const ScheduleUpsert& u);
 // Parses every line of `text` into `h` (appending). False and `error` on a malformed line.
 bool ParseHistory(const std::string& text, History* h, std::string* error);

@@ -215,6 +215,9 @@ class TortureClient {
       o.filter = {{"color", "red"}};
       filter = "color=red";
     }
+    // A dependent's lease carries its dependencies' outcomes: the checker holds each result to
+    // the complete that stored it.
+    o.include_dependency_results = which == kDependent;
     Op op = Start(short_lease ? "dequeue-short" : "dequeue", q, filter, 0);
     auto r = client_->Dequeue(q, o);
     return Record(op, r, [&](const client::Reply& reply, Op& d) {
@@ -222,6 +225,23 @@ class TortureClient {
       if (messages == nullptr) return;
       for (const p::Message* m : *messages) {
         d.leased.emplace_back(m->id()->str(), m->lease_token());
+        if (m->dependency_results() != nullptr) {
+          for (const p::WaitItem* item : *m->dependency_results()) {
+            DependencyResult dr{
+                d.t0,
+                d.t1,
+                q,
+                m->id()->str(),
+                item->id()->str(),
+                item->error() != nullptr ? "not_found" : p::EnumNameMessageState(item->state()),
+                ""};
+            if (item->result() != nullptr) {
+              dr.result.assign(reinterpret_cast<const char*>(item->result()->data()),
+                               item->result()->size());
+            }
+            std::fprintf(out_, "%s\n", FormatDependencyResult(dr).c_str());
+          }
+        }
         if (!short_lease) held_.push_back({q, m->id()->str(), m->lease_token()});
       }
       d.arg = static_cast<int64_t>(d.leased.size());
