@@ -256,8 +256,9 @@ class TortureClient {
       held_.erase(held_.begin() + static_cast<ptrdiff_t>(i));
       Op op = Start("complete", lease.queue, lease.id, static_cast<int64_t>(lease.token));
       // Its result names the lease: the checker knows what every later read must show.
-      auto r = client_->Complete(lease.queue,
-                                 {{lease.id, lease.token, ResultFor(lease.id, lease.token)}});
+      const client::CompleteItem item{lease.id, lease.token, ResultFor(lease.id, lease.token)};
+      if (action < 2) return CompleteAndNext(op, item);
+      auto r = client_->Complete(lease.queue, {item});
       return Record(op, r, ItemOutcome);
     }
     if (action < 8) {
@@ -272,6 +273,42 @@ class TortureClient {
     Op op = Start("extend", lease.queue, lease.id, static_cast<int64_t>(lease.token));
     auto r = client_->Extend(lease.queue, lease.id, lease.token, kLeaseMs);
     return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  // A complete that carries the next dequeue of its queue (docs/semantics.md,
+  // "Complete-and-next": one engine call, the release of the dependents it completes the last
+  // dependency of before the dequeue, so the dequeue may lease them). Recorded as the complete
+  // and a dequeue with the same times; the dequeue ran whatever the item's outcome.
+  bool CompleteAndNext(Op& op, const client::CompleteItem& item) {
+    client::DequeueOptions next;
+    next.max = 1 + static_cast<uint32_t>(Pick(2));
+    next.lease_ms = kLeaseMs;
+    auto r = client_->CompleteAndNext(op.queue, {item}, next);
+    const bool alive = Record(op, r, ItemOutcome);
+    Op d = op;
+    d.kind = "dequeue";
+    d.id = "-";
+    d.arg = 0;
+    d.error.clear();
+    if (r.ok()) {
+      d.outcome = Outcome::kOk;
+      const auto* result = r->result<p::ItemResults>();
+      if (result->next_error() != nullptr && result->next_error()->code() != p::Code::OK) {
+        d.outcome = Outcome::kError;
+        d.error = p::EnumNameCode(result->next_error()->code());
+      } else if (result->next() != nullptr) {
+        for (const p::Message* m : *result->next()) {
+          d.leased.emplace_back(m->id()->str(), m->lease_token());
+          held_.push_back({op.queue, m->id()->str(), m->lease_token()});
+        }
+      }
+    } else {
+      d.outcome = op.outcome;  // refused whole (nothing was leased), or no answer
+      d.error = op.error;
+    }
+    d.arg = static_cast<int64_t>(d.leased.size());
+    std::fprintf(out_, "%s\n", FormatOp(d).c_str());
+    return alive;
   }
 
   bool Cancel() {
