@@ -66,7 +66,7 @@ class Checker {
     CheckLeases();
     CheckCompletes();
     CheckReleases();
-    CheckDependencyResults();
+    CheckResultReads();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -287,32 +287,46 @@ class Checker {
     }
   }
 
-  // A dependency's outcome carried by a dependent's lease: once its complete was acknowledged
-  // (answered before the dequeue was sent), completed with that complete's result; any result
-  // shown is one a complete sent before the dequeue was answered may have stored.
-  void CheckDependencyResults() {
-    for (const DependencyResult& r : h_.dependency_results) {
-      ++report_.result_checks;
-      const std::string where = r.queue + "/" + r.id + ": its dependency " + r.key;
-      auto m = messages_.find(r.key);
-      const Op* acked = nullptr;
-      bool possible = false;
-      if (m != messages_.end()) {
-        for (const Op* op : m->second.ops) {
-          if (op->kind != "complete" || !MayHaveHappened(*op) || op->t0 >= r.t1) continue;
-          const std::string stored = ResultFor(m->second.id, static_cast<uint64_t>(op->arg));
-          possible |= r.state == "completed" && r.result == stored;
-          if (op->outcome == Outcome::kOk && op->t1 < r.t0) acked = op;
-        }
+  // A message's outcome as a read showed it (a dependent's lease or get carrying its
+  // dependencies' outcomes, a get): once its complete was acknowledged (answered before the
+  // read was sent), completed with that complete's result; any result shown is one a complete
+  // sent before the read was answered may have stored.
+  void CheckResultRead(int64_t t0, int64_t t1, const Key& key, const std::string& state,
+                       const std::string& result, const std::string& where) {
+    ++report_.result_checks;
+    auto m = messages_.find(key);
+    const Op* acked = nullptr;
+    bool possible = false;
+    if (m != messages_.end()) {
+      for (const Op* op : m->second.ops) {
+        if (op->kind != "complete" || !MayHaveHappened(*op) || op->t0 >= t1) continue;
+        possible |= result == ResultFor(m->second.id, static_cast<uint64_t>(op->arg));
+        if (op->outcome == Outcome::kOk && op->t1 < t0) acked = op;
       }
-      if (acked != nullptr) {
-        const std::string want = ResultFor(m->second.id, static_cast<uint64_t>(acked->arg));
-        if (r.state != "completed" || r.result != want) {
-          Add("result", where + " after its acknowledged complete (" + Describe(*acked) +
-                            ", stored " + want + ") shows " + r.state + " '" + r.result + "'");
-        }
-      } else if (r.state == "completed" && !possible) {
-        Add("result", where + " shows result '" + r.result + "' that no complete sent stores");
+    }
+    if (acked != nullptr) {
+      const std::string want = ResultFor(m->second.id, static_cast<uint64_t>(acked->arg));
+      if (state != "completed" || result != want) {
+        Add("result", where + " after its acknowledged complete (" + Describe(*acked) +
+                          ", stored " + want + ") shows " + state + " '" + result + "'");
+      }
+    } else if (state == "completed" && !possible) {
+      Add("result", where + " shows result '" + result + "' that no complete sent stores");
+    }
+  }
+
+  void CheckResultReads() {
+    for (const DependencyResult& r : h_.dependency_results) {
+      CheckResultRead(r.t0, r.t1, r.key, r.state, r.result,
+                      r.queue + "/" + r.id + ": its dependency " + r.key);
+    }
+    for (const MessageRead& r : h_.gets) {
+      const Key key = KeyOf(r.queue, r.id);
+      CheckResultRead(r.t0, r.t1, key, r.state, r.result, "get of " + key);
+      // A completed message keeps the token that completed it: its result names that lease.
+      if (r.state == "completed" && r.result != ResultFor(r.id, r.token)) {
+        Add("result", "get of " + key + ": completed by lease " + std::to_string(r.token) +
+                          " with result '" + r.result + "'");
       }
     }
   }

@@ -34,8 +34,10 @@
 //   phantom       a message, a state or a priority that no request sent could have caused;
 //   result        a completed message whose result is not the one its acknowledged complete
 //                 stored, or (phantom result) is none that a complete sent could store
-//                 (docs/semantics.md, "Results and waiting"); the same for a dependency's
-//                 outcome that a dependent's lease carried (include_dependency_results);
+//                 (docs/semantics.md, "Results and waiting"); the same for a get, and for a
+//                 dependency's outcome that a dependent's lease or get carried
+//                 (include_dependency_results); a get's completed message whose result does
+//                 not name the lease token it shows;
 //   dependency    a dependent (docs/semantics.md, "Dependencies") leased, or shown out of
 //                 waiting other than canceled or errored, before a complete (under `release`:
 //                 or a failure) of each of its dependencies was sent; shown waiting although no

@@ -530,6 +530,23 @@ TEST(TortureChecker, ADependencysResultCarriedByALeaseMustBeItsAcknowledgedOne) 
   EXPECT_EQ(bad.Count("result"), 3u) << bad.Summary();
 }
 
+TEST(TortureChecker, AGetMustShowTheAcknowledgedResultAndTheLeaseThatStoredIt) {
+  const std::string history =
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 30 40 c0 dequeue q ok - 2 m1:77 m2:78\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 51 61 c0 complete q ok m2 78\n";
+  const Report clean = CheckText(history +
+                                 "get 70 80 q m1 completed 77 res:m1:77\n"
+                                 "get 70 80 q m2 completed 78 res:m2:78\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report bad = CheckText(history +
+                               "get 70 80 q m1 running 77 -\n"              // undone
+                               "get 70 80 q m2 completed 79 res:m2:78\n");  // another token
+  EXPECT_EQ(bad.Count("result"), 2u) << bad.Summary();
+}
+
 TEST(TortureChecker, DependenciesRoundTripThroughTheirLine) {
   History h;
   std::string error;
@@ -540,6 +557,9 @@ TEST(TortureChecker, DependenciesRoundTripThroughTheirLine) {
   ASSERT_EQ(h.dependency_results.size(), 1u);
   EXPECT_EQ(FormatDependencyResult(h.dependency_results[0]),
             "depres 1 2 q d1 q/m1 completed res:m1:7");
+  ASSERT_TRUE(ParseHistory("get 1 2 q m1 completed 7 res:m1:7\n", &h, &error)) << error;
+  ASSERT_EQ(h.gets.size(), 1u);
+  EXPECT_EQ(FormatMessageRead(h.gets[0]), "get 1 2 q m1 completed 7 res:m1:7");
   EXPECT_FALSE(ParseHistory("deps q d1 release\n", &h, &error));
   EXPECT_FALSE(ParseHistory("deps q d1 maybe q/m1\n", &h, &error));
 }

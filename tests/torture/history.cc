@@ -51,6 +51,13 @@ std::string FormatDependencyResult(const DependencyResult& r) {
   return out.str();
 }
 
+std::string FormatMessageRead(const MessageRead& r) {
+  std::ostringstream out;
+  out << "get " << r.t0 << ' ' << r.t1 << ' ' << r.queue << ' ' << r.id << ' ' << r.state << ' '
+      << r.token << ' ' << (r.result.empty() ? "-" : r.result);
+  return out.str();
+}
+
 std::string FormatScheduleUpsert(const ScheduleUpsert& u) {
   std::ostringstream out;
   out << "schedule " << u.t0 << ' ' << u.t1 << ' ' << u.queue << ' ' << u.name << ' ' << u.every_ms
@@ -117,6 +124,13 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       }
       if (r.result == "-") r.result.clear();
       h->dependency_results.push_back(std::move(r));
+    } else if (tag == "get") {
+      MessageRead r;
+      if (!(in >> r.t0 >> r.t1 >> r.queue >> r.id >> r.state >> r.token >> r.result)) {
+        return bad("short get");
+      }
+      if (r.result == "-") r.result.clear();
+      h->gets.push_back(std::move(r));
     } else if (tag == "schedule") {
       ScheduleUpsert u;
       std::string outcome;

@@ -19,6 +19,10 @@
 //                                 a dependency's outcome (KEY: queue/id; STATE a message state
 //                                 or not_found; RESULT "-" for none) carried by the lease of
 //                                 dependent ID that a dequeue sent at T0, answered at T1, got
+//                                 (or a get of it sent at T0, answered at T1)
+//   get T0 T1 QUEUE ID STATE TOKEN RESULT
+//                                 a get of a message sent at T0, answered at T1: its state (or
+//                                 not_found), lease token and result ("-" for none)
 //   schedule T0 T1 QUEUE NAME EVERY_MS OUTCOME NEXT_FIRE_AT CREATED
 //                                 an upsert_schedule of an every_ms schedule (misfire `all`) and
 //                                 its reply's next_fire_at and created (0 0 unless OUTCOME ok)
@@ -100,6 +104,15 @@ struct DependencyResult {
   std::string result;      // "" none
 };
 
+// A message as a get read it.
+struct MessageRead {
+  int64_t t0 = 0, t1 = 0;
+  std::string queue, id;
+  std::string state;  // a message state, or not_found
+  uint64_t token = 0;
+  std::string result;  // "" none
+};
+
 // An upsert_schedule of an every_ms schedule (misfire `all`, overlap `allow`, no offset).
 struct ScheduleUpsert {
   int64_t t0 = 0, t1 = 0;
@@ -125,6 +138,7 @@ struct History {
   std::vector<std::tuple<std::string, std::string, std::string>> meta;
   std::vector<Dependent> dependents;
   std::vector<DependencyResult> dependency_results;
+  std::vector<MessageRead> gets;
   std::vector<ScheduleUpsert> schedules;
 };
 
@@ -132,6 +146,7 @@ struct History {
 std::string FormatOp(const Op& op);
 std::string FormatDependent(const Dependent& d);
 std::string FormatDependencyResult(const DependencyResult& r);
+std::string FormatMessageRead(const MessageRead& r);
 std::string FormatScheduleUpsert(const ScheduleUpsert& u);
 // Parses every line of `text` into `h` (appending). False and `error` on a malformed line.
 bool ParseHistory(const std::string& text, History* h, std::string* error);

@@ -461,6 +461,68 @@ class Torture {
     return true;
   }
 
+  // Gets a few messages the inventory `rows` showed (completed ones first), with their
+  // dependencies' outcomes: each read's result is held to the acknowledged complete's, like the
+  // inventory's (which reads results with wait).
+  bool ReadSome(Client& client, int round, const std::string& rows) {
+    std::vector<std::pair<std::string, std::string>> completed, others;
+    std::istringstream lines(rows);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream in(line);
+      std::string tag, t, r, q, id, state;
+      if (!(in >> tag >> t >> r >> q >> id >> state) || tag != "inventory") continue;
+      (state == "completed" ? completed : others).emplace_back(q, id);
+    }
+    std::mt19937_64 rng(o_.seed * 1'000'003 + static_cast<uint64_t>(round));
+    std::shuffle(completed.begin(), completed.end(), rng);
+    std::shuffle(others.begin(), others.end(), rng);
+    completed.resize(std::min<size_t>(completed.size(), 12));
+    others.resize(std::min<size_t>(others.size(), 4));
+    completed.insert(completed.end(), others.begin(), others.end());
+    std::string out;
+    for (const auto& [q, id] : completed) {
+      MessageRead read{NowNs(), 0, q, id, "not_found", 0, ""};
+      auto r = client.Get(q, id, /*include_dependency_results=*/true);
+      read.t1 = NowNs();
+      if (!r.ok()) {
+        if (r.error().origin != client::Error::Origin::kServer ||
+            r.error().code != Code::kNotFound) {
+          return Refused(r.error());
+        }
+      } else {
+        const p::Message* m = r->result<p::GetResult>()->message();
+        read.state = p::EnumNameMessageState(m->state());
+        read.token = m->lease_token();
+        if (m->result() != nullptr) {
+          read.result.assign(reinterpret_cast<const char*>(m->result()->data()),
+                             m->result()->size());
+        }
+        if (m->dependency_results() != nullptr) {
+          for (const p::WaitItem* item : *m->dependency_results()) {
+            DependencyResult dr{
+                read.t0,
+                read.t1,
+                q,
+                id,
+                item->id()->str(),
+                item->error() != nullptr ? "not_found" : p::EnumNameMessageState(item->state()),
+                ""};
+            if (item->result() != nullptr) {
+              dr.result.assign(reinterpret_cast<const char*>(item->result()->data()),
+                               item->result()->size());
+            }
+            out += FormatDependencyResult(dr) + '\n';
+          }
+        }
+      }
+      out += FormatMessageRead(read) + '\n';
+    }
+    std::fputs(out.c_str(), history_);
+    std::fflush(history_);
+    return true;
+  }
+
   // Upserts this epoch's schedule (every kEveryMs ms, misfire `all`: every fire missed while
   // the server was down is made on restart; docs/semantics.md, "Schedules"), recorded with the
   // next_fire_at it answered. Repeated each round: a replacement that keeps the timing keeps
@@ -523,6 +585,7 @@ class Torture {
     block << "inventory-end " << t << ' ' << round << '\n';
     std::fputs(block.str().c_str(), history_);
     std::fflush(history_);
+    if (!ReadSome(client, round, rows)) return false;
     if (round >= o_.rounds) return true;
     for (const char* kind : kQueueKinds) {
       client::QueueSettings s;
