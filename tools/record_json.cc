@@ -129,6 +129,7 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     }
     case EffectType::kMessageEnqueued:
       PutMessageFields(e, out);
+      if (!e.batch.empty()) PutText(out, "batch", e.batch);
       PutText(out, "payload", e.payload);
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
@@ -136,6 +137,7 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);
+      if (!e.batch.empty()) PutText(out, "batch", e.batch);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
       return;
@@ -156,6 +158,31 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
       PutScheduleFields(e, out);
+      return;
+    case EffectType::kBatchCreated: {
+      const BatchFields& f = e.batch_fields;
+      PutText(out, "batch", e.batch);
+      (*out)["retention_ms"] = f.retention_ms;
+      (*out)["created_at"] = f.created_at;
+      (*out)["sealed"] = f.sealed;
+      (*out)["done"] = f.done;
+      (*out)["done_at"] = f.done_at;
+      (*out)["members"] = f.counts.members;
+      (*out)["completed"] = f.counts.completed;
+      (*out)["canceled"] = f.counts.canceled;
+      (*out)["errored"] = f.counts.errored;
+      if (f.has_callback) {
+        PutText(out, "callback_id", e.id);
+        (*out)["priority"] = e.priority;
+        PutText(out, "payload", e.payload);
+        PutMetadata(out, e.packed_metadata);
+        (*out)["max_attempts"] = e.max_attempts;
+      }
+      return;
+    }
+    case EffectType::kBatchSealed:
+    case EffectType::kBatchRemoved:
+      PutText(out, "batch", e.batch);
       return;
   }
 }

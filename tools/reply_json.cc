@@ -184,6 +184,38 @@ json::object ScheduleToJson(const p::Schedule& s) {
   return o;
 }
 
+json::object BatchToJson(const p::BatchInfo& b) {
+  json::object o;
+  PutText(&o, "id", b.id());
+  o["sealed"] = b.sealed();
+  o["done"] = b.done();
+  o["done_at"] = b.done_at();
+  o["created_at"] = b.created_at();
+  o["retention_ms"] = b.retention_ms();
+  o["members"] = b.members();
+  o["active"] = b.active();
+  o["completed"] = b.completed();
+  o["canceled"] = b.canceled();
+  o["errored"] = b.errored();
+  if (const p::BatchCallback* c = b.callback()) {
+    json::object cb;
+    PutText(&cb, "queue", c->queue());
+    PutText(&cb, "id", c->id());
+    cb["priority"] = c->priority();
+    PutText(&cb, "payload", Bytes(c->payload()));
+    PutMetadata(&cb, c->metadata());
+    if (c->max_attempts()) {
+      cb["max_attempts"] = *c->max_attempts();
+    } else {
+      cb["max_attempts"] = nullptr;
+    }
+    o["callback"] = std::move(cb);
+  } else {
+    o["callback"] = nullptr;
+  }
+  return o;
+}
+
 json::object WaitItemToJson(const p::WaitItem& item) {
   json::object o;
   PutText(&o, "id", item.id());

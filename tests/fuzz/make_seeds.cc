@@ -117,6 +117,16 @@ std::vector<Scenario> Scenarios() {
             {"id": "$ID"}, {"id": "fresh"}], "wait_ms": 0}})",
         R"({"request_id": 10, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
             {"id": "later"}], "wait_ms": 60001}})"}},
+      {"batches",
+       {R"({"request_id": 1, "op_type": "CreateBatch", "op": {"id": "b", "callback":
+            {"queue": "done", "payload": [1, 2], "metadata": [{"key": "k", "value": "v"}]}}})",
+        R"({"request_id": 2, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
+            {"id": "m1", "batch": "b"}, {"id": "m2", "batch": "nope"}]}})",
+        R"({"request_id": 3, "op_type": "SealBatch", "op": {"id": "b"}})",
+        R"({"request_id": 4, "op_type": "Enqueue", "op": {"queue": "emails", "items": [
+            {"id": "m3", "batch": "b"}]}})",
+        R"({"request_id": 5, "op_type": "GetBatch", "op": {"id": "b"}})",
+        R"({"request_id": 6, "op_type": "CreateBatch", "op": {"id": "b"}})"}},
       {"session_ops",
        {R"({"request_id": 1, "op_type": "Auth", "op": {"token": "secret"}})",
         R"({"request_id": 2, "op_type": "Subscribe", "op": {"queue": "emails",

@@ -161,7 +161,10 @@ export class MessageDetail {
     this.explainEl.dataset.reason = reason || '';
     clear(this.metaBody);
     for (const p of m.metadata) {
-      this.metaBody.append(h('tr', null, h('td', {text: p.key}), h('td', {text: p.value})));
+      // A batch's callback names its batch: a link to the batch page.
+      const value = p.key === 'x-batch-id' ?
+          h('a', {href: `#/batches/${encodeURIComponent(p.value)}`, class: 'batch-link', text: p.value}) : p.value;
+      this.metaBody.append(h('tr', null, h('td', {text: p.key}), h('td', null, value)));
     }
     if (!m.metadata.length) this.metaBody.append(h('tr', null, h('td', {colspan: 2, class: 'muted', text: 'none'})));
     if (this.actions) {
