@@ -770,6 +770,18 @@ Result<Reply> Client::Explain(std::string_view queue, std::string_view id) {
 Result<Reply> Client::ExplainFilter(std::string_view queue, const Pairs& filter) {
   return Call(BuildExplainFilter(NextHeader(), queue, filter));
 }
+Result<Reply> Client::CreateBatch(std::string_view id, const CreateBatchOptions& o) {
+  return Call(BuildCreateBatch(NextHeader(), id, o));
+}
+
+Result<Reply> Client::SealBatch(std::string_view id) {
+  return Call(BuildSealBatch(NextHeader(), id));
+}
+
+Result<Reply> Client::GetBatch(std::string_view id) {
+  return Call(BuildGetBatch(NextHeader(), id));
+}
+
 Result<Reply> Client::Wait(std::string_view queue, const std::vector<std::string>& ids,
                            uint32_t wait_ms) {
   return Call(BuildWait(NextHeader(), queue, ids, wait_ms));

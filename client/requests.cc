@@ -127,9 +127,10 @@ std::string BuildEnqueue(RequestHeader h, std::string_view queue,
         b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
     auto metadata = PairsOf(b, item.metadata);
     auto depends_on = item.depends_on.empty() ? 0 : StringsOf(b, item.depends_on);
+    auto batch = item.batch.empty() ? 0 : b.CreateString(item.batch);
     out.push_back(p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
                                        item.visible_at, item.max_attempts, depends_on,
-                                       item.on_dependency_failure));
+                                       item.on_dependency_failure, batch));
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out), wait_ms));
@@ -391,6 +392,36 @@ std::string BuildTriggerSchedule(RequestHeader h, std::string_view queue, std::s
   auto q = StringOf(b, queue);
   auto n = StringOf(b, name);
   return Finish(b, h, p::Operation::TriggerSchedule, p::CreateTriggerSchedule(b, q, n));
+}
+
+std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  fb::Offset<p::BatchCallback> callback;
+  if (o.callback) {
+    const BatchCallback& c = *o.callback;
+    auto queue = StringOf(b, c.queue);
+    auto callback_id = c.id.empty() ? 0 : b.CreateString(c.id);
+    auto payload =
+        b.CreateVector(reinterpret_cast<const uint8_t*>(c.payload.data()), c.payload.size());
+    auto metadata = PairsOf(b, c.metadata);
+    callback = p::CreateBatchCallback(b, queue, callback_id, c.priority, payload, metadata,
+                                      c.max_attempts);
+  }
+  return Finish(b, h, p::Operation::CreateBatch,
+                p::CreateCreateBatch(b, batch_id, callback, o.retention_ms));
+}
+
+std::string BuildSealBatch(RequestHeader h, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  return Finish(b, h, p::Operation::SealBatch, p::CreateSealBatch(b, batch_id));
+}
+
+std::string BuildGetBatch(RequestHeader h, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto batch_id = StringOf(b, id);
+  return Finish(b, h, p::Operation::GetBatch, p::CreateGetBatch(b, batch_id));
 }
 
 std::optional<RequestSummary> SummarizeRequest(std::string_view bytes) {

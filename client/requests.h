@@ -82,6 +82,22 @@ struct EnqueueItem {
   // What it does when a dependency is canceled or errored: cancel (the default), release, error.
   protocol::DependencyFailurePolicy on_dependency_failure =
       protocol::DependencyFailurePolicy::cancel;
+  std::string batch = {};  // the batch it joins (docs/semantics.md, "Batches"); empty: none
+};
+
+// create_batch's callback: the message enqueued once the batch is done (protocol/sundial.fbs).
+struct BatchCallback {
+  std::string queue;
+  std::string id;  // empty: "batch:<batch id>"
+  int64_t priority = 0;
+  std::string payload;  // bytes
+  Pairs metadata;       // at most 11 pairs; the server adds the x-batch-* ones
+  std::optional<uint32_t> max_attempts;
+};
+
+struct CreateBatchOptions {
+  std::optional<BatchCallback> callback;  // unset: none
+  std::optional<int64_t> retention_ms;    // unset: the server's default (3600000)
 };
 
 struct DequeueOptions {
@@ -190,6 +206,11 @@ std::string BuildDeleteSchedule(RequestHeader h, std::string_view queue, std::st
 std::string BuildPauseSchedule(RequestHeader h, std::string_view queue, std::string_view name);
 std::string BuildResumeSchedule(RequestHeader h, std::string_view queue, std::string_view name);
 std::string BuildTriggerSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+
+// Batches (docs/semantics.md, "Batches"): each answered with a BatchResult.
+std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o);
+std::string BuildSealBatch(RequestHeader h, std::string_view id);
+std::string BuildGetBatch(RequestHeader h, std::string_view id);
 
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);

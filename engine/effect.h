@@ -41,6 +41,15 @@ enum class EffectType : uint8_t {
   // Fires made at `time` (their enqueues are the kMessageEnqueued effects just before it;
   // a repeated one, after a crash between the two, is a duplicate: the id is name@T).
   kScheduleFired = 14,
+  // Batches (docs/semantics.md, "Batches"): values of their own, from 32. `batch` names the
+  // batch. kBatchCreated: `batch_fields`, and when it has a callback its template in `queue`,
+  // `id` (resolved), `priority`, `payload`, `packed_metadata`, `max_attempts` (0: the queue's
+  // default). A snapshot restates each batch as a kBatchCreated with its whole state
+  // (sealed, counts, done). Done is not logged: Apply of the cause (the seal, or the last
+  // member's terminal change) derives it and the callback's enqueue again.
+  kBatchCreated = 32,
+  kBatchSealed = 33,
+  kBatchRemoved = 34,  // retention of a done batch ran out (GC)
 };
 inline bool IsScheduleEffect(EffectType t) {
   return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
@@ -63,6 +72,17 @@ enum class ChangeCause : uint8_t {
   kDependencyFailed = 11,  // waiting -> canceled | errored: a dependency failed (its policy)
 };
 std::string_view ChangeCauseName(ChangeCause cause);
+
+// kBatchCreated's state of the batch (a new one: created_at = time, the rest zero).
+struct BatchFields {
+  bool has_callback = false;
+  int64_t retention_ms = 0;
+  TimeMs created_at = 0;
+  bool sealed = false;
+  bool done = false;
+  TimeMs done_at = 0;
+  BatchCounts counts;
+};
 
 struct Effect {
   EffectType type = EffectType::kMessageChanged;
@@ -112,6 +132,11 @@ struct Effect {
   // timer sleeping past it wakes.
   const ScheduleSpec* schedule = nullptr;  // kScheduleUpserted
   ScheduleProgress schedule_progress = {};
+  // kMessageEnqueued: the batch the message joins. A snapshot (ExportState) restates each
+  // active member unchanged in a kMessageChanged (cause kNone, from = to) carrying its batch,
+  // after the batches. kBatch*: the batch. Empty everywhere else.
+  std::string_view batch = {};
+  BatchFields batch_fields = {};  // kBatchCreated
 };
 
 class EffectSink {

@@ -8,6 +8,7 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "engine/metadata.h"
 #include "engine/queue.h"
 #include "engine/validation.h"
 
@@ -36,6 +37,7 @@ class Engine::DependencyBridge : public DependencyHooks {
   void OnTerminal(Queue& queue, std::string_view id, MessageState from, MessageState to,
                   TimeMs now) override {
     engine_->deps_mu_.AssertHeld();  // queues call it only under AllShardsLock (engine.h)
+    engine_->batches_mu_.AssertHeld();
     engine_->ProcessTerminal(DependencyKey(queue.name(), id), from, to, now, /*emit=*/true);
   }
   bool KeepOnRemoval(Queue& queue, std::string_view id) override {
@@ -47,6 +49,7 @@ class Engine::DependencyBridge : public DependencyHooks {
   }
   void OnDeadLettered(Queue& queue, std::string_view id, MessageState from, TimeMs now) override {
     engine_->deps_mu_.AssertHeld();
+    engine_->batches_mu_.AssertHeld();
     engine_->ProcessRemoved(queue.name(), {{std::string(id), from}}, /*dead_lettered=*/true, now,
                             /*emit=*/true);
   }
@@ -61,16 +64,18 @@ struct Engine::Accounting {
   QueueEnvironment env;
 };
 
-// Every shard's lock in index order, then deps_mu_ (engine.h, "lock order").
+// Every shard's lock in index order, then deps_mu_, then batches_mu_ (engine.h, "lock order").
 class SCOPED_CAPABILITY Engine::AllShardsLock {
  public:
   // Not analysed inside: the shards are a run-time list.
-  explicit AllShardsLock(const Engine* engine) ACQUIRE(engine->deps_mu_) NO_THREAD_SAFETY_ANALYSIS
-      : engine_(engine) {
+  explicit AllShardsLock(const Engine* engine)
+      ACQUIRE(engine->deps_mu_, engine->batches_mu_) NO_THREAD_SAFETY_ANALYSIS : engine_(engine) {
     for (const auto& shard : engine_->shards_) shard->mu.Lock();
     engine_->deps_mu_.Lock();
+    engine_->batches_mu_.Lock();
   }
   ~AllShardsLock() RELEASE() NO_THREAD_SAFETY_ANALYSIS {
+    engine_->batches_mu_.Unlock();
     engine_->deps_mu_.Unlock();
     for (auto it = engine_->shards_.rbegin(); it != engine_->shards_.rend(); ++it) {
       (*it)->mu.Unlock();
@@ -355,6 +360,250 @@ Result<uint64_t> Engine::PurgeQueue(std::string_view name,
   return n;
 }
 
+// ---- Batches (engine.h; engine/batches.h) ----------------------------------------------------
+
+namespace {
+
+// kBatchCreated of `b` as it is (effect.h); its views point into `b` and *packed.
+Effect BatchCreatedEffect(const BatchInfo& b, TimeMs now, std::string* packed) {
+  Effect e;
+  e.type = EffectType::kBatchCreated;
+  e.time = now;
+  e.batch = b.id;
+  e.batch_fields.has_callback = b.callback.has_value();
+  e.batch_fields.retention_ms = b.retention_ms;
+  e.batch_fields.created_at = b.created_at;
+  e.batch_fields.sealed = b.sealed;
+  e.batch_fields.done = b.done;
+  e.batch_fields.done_at = b.done_at;
+  e.batch_fields.counts = b.counts;
+  if (b.callback) {
+    const BatchCallback& c = *b.callback;
+    *packed = PackMetadata(c.metadata);
+    e.queue = c.queue;
+    e.id = c.id;
+    e.priority = c.priority;
+    e.payload = c.payload;
+    e.packed_metadata = *packed;
+    e.max_attempts = c.max_attempts.value_or(0);
+  }
+  return e;
+}
+
+// The BatchInfo a kBatchCreated describes; nullopt when its fields do not fit together.
+std::optional<BatchInfo> BatchFromEffect(const Effect& e) {
+  const BatchFields& f = e.batch_fields;
+  BatchInfo b;
+  b.id = std::string(e.batch);
+  b.retention_ms = f.retention_ms;
+  b.created_at = f.created_at;
+  b.sealed = f.sealed;
+  b.done = f.done;
+  b.done_at = f.done_at;
+  b.counts = f.counts;
+  const BatchCounts& c = f.counts;
+  if (c.completed > c.members || c.canceled > c.members - c.completed ||
+      c.errored > c.members - c.completed - c.canceled || (f.done && !f.sealed) ||
+      (f.done && c.active() != 0) || !IsValidDuration(f.retention_ms)) {
+    return std::nullopt;
+  }
+  CreateBatchRequest request;
+  request.id = b.id;
+  request.retention_ms = f.retention_ms;
+  if (f.has_callback) {
+    BatchCallback cb;
+    cb.queue = std::string(e.queue);
+    cb.id = std::string(e.id);
+    cb.priority = e.priority;
+    cb.payload = std::string(e.payload);
+    std::optional<Metadata> metadata = UnpackMetadata(e.packed_metadata);
+    if (!metadata) return std::nullopt;
+    cb.metadata = std::move(*metadata);
+    if (e.max_attempts != 0) cb.max_attempts = e.max_attempts;
+    request.callback = cb;
+    b.callback = std::move(cb);
+  } else if (!e.queue.empty() || !e.id.empty()) {
+    return std::nullopt;
+  }
+  if (!ValidateCreateBatch(request).ok()) return std::nullopt;
+  return b;
+}
+
+// The callback's metadata: the template's, then the batch's id and outcome counts.
+Metadata CallbackMetadata(const BatchInfo& b) {
+  Metadata m = b.callback->metadata;
+  m.push_back({std::string(kBatchIdKey), b.id});
+  m.push_back({std::string(kBatchTotalKey), std::to_string(b.counts.members)});
+  m.push_back({std::string(kBatchCompletedKey), std::to_string(b.counts.completed)});
+  m.push_back({std::string(kBatchCanceledKey), std::to_string(b.counts.canceled)});
+  m.push_back({std::string(kBatchErroredKey), std::to_string(b.counts.errored)});
+  return m;
+}
+
+}  // namespace
+
+Result<BatchInfo> Engine::CreateBatch(const CreateBatchRequest& request) {
+  if (Status s = ValidateCreateBatch(request); !s.ok()) return s;
+  BatchInfo b;
+  b.id = request.id;
+  if (request.callback) {
+    b.callback = *request.callback;
+    b.callback->id = BatchCallbackId(request);
+  }
+  b.retention_ms = request.retention_ms.value_or(kDefaultBatchRetentionMs);
+  MutexLock lock(&batches_mu_);
+  if (const BatchInfo* existing = batches_.Find(b.id)) {
+    if (existing->callback == b.callback && existing->retention_ms == b.retention_ms) {
+      return *existing;
+    }
+    return AlreadyExists("id: a batch with this id and another callback or retention exists");
+  }
+  b.created_at = clock_->NowMs();
+  batches_.Add(b);
+  if (sink_ != nullptr) {
+    std::string packed;
+    sink_->OnEffect(BatchCreatedEffect(b, b.created_at, &packed));
+  }
+  return b;
+}
+
+Result<BatchInfo> Engine::SealBatch(std::string_view id) {
+  {
+    MutexLock lock(&batches_mu_);
+    const BatchInfo* b = batches_.Find(id);
+    if (b == nullptr) return NotFound("batch: no such batch");
+    if (b->sealed) return *b;
+  }
+  // The seal may make it done: its callback enters a queue, under every shard's lock.
+  AllShardsLock lock(this);
+  if (batches_.Find(id) == nullptr) return NotFound("batch: no such batch");
+  if (batches_.Find(id)->sealed) return *batches_.Find(id);
+  const TimeMs now = clock_->NowMs();
+  const bool done = batches_.Seal(id);
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kBatchSealed;
+    e.time = now;
+    e.batch = id;
+    sink_->OnEffect(e);
+  }
+  if (done) FinishBatch(std::string(id), now, /*emit=*/true);
+  return *batches_.Find(id);
+}
+
+Result<BatchInfo> Engine::GetBatch(std::string_view id) const {
+  MutexLock lock(&batches_mu_);
+  const BatchInfo* b = batches_.Find(id);
+  if (b == nullptr) return NotFound("batch: no such batch");
+  return *b;
+}
+
+void Engine::FinishMember(const std::string& key, BatchOutcome outcome, TimeMs now, bool emit) {
+  if (std::optional<std::string> done = batches_.Finish(key, outcome)) {
+    FinishBatch(*done, now, emit);
+  }
+}
+
+void Engine::FinishBatch(const std::string& id, TimeMs now, bool emit) {
+  batches_.MarkDone(id, now);
+  const BatchInfo& b = *batches_.Find(id);
+  if (!b.callback) return;
+  const BatchCallback& c = *b.callback;
+  Shard& shard = ShardFor(c.queue);
+  shard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+  Queue* q = shard.Find(c.queue);
+  if (q == nullptr) {
+    // Created as auto-create would, whatever auto_create_queues says: the callback is never
+    // lost. Derived as the callback itself (replay creates it again).
+    auto created =
+        std::make_unique<Queue>(c.queue, QueueSettings{}, &accounting_->env, &shard.bytes);
+    q = created.get();
+    shard.queues.emplace(c.queue, std::move(created));
+    if (emit && sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kQueueCreated;
+      e.time = now;
+      e.queue = q->name();
+      e.settings = &q->settings();
+      e.derived = true;
+      sink_->OnEffect(e);
+    }
+  }
+  EnqueueItem item;
+  item.id = c.id;
+  item.priority = c.priority;
+  item.payload = c.payload;
+  item.metadata = CallbackMetadata(b);
+  item.max_attempts = c.max_attempts;
+  // Refused only by the queue's own rules (an exclusive queue without its key in the
+  // template, the id taken by another message): documented, and the same on replay.
+  (void)q->EnqueueCallback(item, now, &shard.rng, emit);
+}
+
+Status Engine::ApplyBatchEffect(const Effect& e) {
+  switch (e.type) {
+    case EffectType::kBatchCreated: {
+      std::optional<BatchInfo> b = BatchFromEffect(e);
+      if (!b) return Status(Code::kInternal, "effect: batch fields do not fit");
+      MutexLock lock(&batches_mu_);
+      if (const BatchInfo* existing = batches_.Find(b->id)) {
+        return *existing == *b ? Status::Ok() : Status(Code::kInternal, "effect: batch exists");
+      }
+      batches_.Add(std::move(*b));
+      return Status::Ok();
+    }
+    case EffectType::kBatchSealed: {
+      AllShardsLock lock(this);
+      graph_used_.store(true, std::memory_order_relaxed);
+      const BatchInfo* b = batches_.Find(e.batch);
+      if (b == nullptr) return Status(Code::kInternal, "effect: no such batch");
+      if (b->sealed) return Status(Code::kInternal, "effect: batch already sealed");
+      if (batches_.Seal(e.batch)) FinishBatch(std::string(e.batch), e.time, /*emit=*/false);
+      return Status::Ok();
+    }
+    case EffectType::kBatchRemoved: {
+      MutexLock lock(&batches_mu_);
+      const BatchInfo* b = batches_.Find(e.batch);
+      if (b == nullptr || !b->done) return Status(Code::kInternal, "effect: no done batch");
+      batches_.Remove(e.batch);
+      return Status::Ok();
+    }
+    default:
+      return Status(Code::kInternal, "effect: not a batch effect");
+  }
+}
+
+Status Engine::RestoreMember(Queue& q, const Effect& e) {
+  const Status bad(Code::kInternal, "effect: batch member entry does not apply");
+  if (e.type != EffectType::kMessageChanged || e.from != e.to || IsTerminal(e.to)) return bad;
+  const BatchInfo* b = batches_.Find(e.batch);
+  if (b == nullptr || b->done) return bad;
+  const std::string key = DependencyKey(e.queue, e.id);
+  if (batches_.BatchOf(key) != nullptr) return bad;
+  Result<MessageOutcome> outcome = q.Outcome(e.id);
+  if (!outcome.ok() || outcome->state != e.to) return bad;
+  if (Status s = q.ApplyChanged(e); !s.ok()) return s;
+  q.JoinGraph(e.id);
+  batches_.AddMember(e.batch, key, /*count=*/false);
+  return Status::Ok();
+}
+
+uint64_t Engine::RemoveDueBatches(TimeMs now) {
+  MutexLock lock(&batches_mu_);
+  const std::vector<std::string> due = batches_.DueForRemoval(now);
+  for (const std::string& id : due) {
+    batches_.Remove(id);
+    if (sink_ != nullptr) {
+      Effect e;
+      e.type = EffectType::kBatchRemoved;
+      e.time = now;
+      e.batch = id;
+      sink_->OnEffect(e);
+    }
+  }
+  return due.size();
+}
+
 // ---- Messages ---------------------------------------------------------------------------------
 
 std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
@@ -368,7 +617,9 @@ std::vector<Result<EnqueueResult>> Engine::Enqueue(std::string_view queue,
   out.reserve(items.size());
   if (items.empty()) return out;
   for (const auto& item : items) {
-    if (!item.depends_on.empty()) return EnqueueWithDependencies(queue, std::move(items));
+    if (!item.depends_on.empty() || !item.batch.empty()) {
+      return EnqueueWithDependencies(queue, std::move(items));
+    }
   }
   std::vector<Status> checks;
   checks.reserve(items.size());
@@ -711,9 +962,23 @@ Result<StateCounts> Engine::Count(std::string_view queue, const Filter& filter) 
 Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
-  return WithQueue<Result<Explanation>>(
+  Result<Explanation> x = WithQueue<Result<Explanation>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
+  if (!x.ok() || x->reason != ExplainReason::kWaitingOnDependencies) return x;
+  // Which dependencies it still waits on: read under every shard's lock, after the queue's
+  // (a release in between leaves the counts of the moment they were read).
+  auto outcomes = DependencyOutcomes(queue, id);
+  if (!outcomes.ok()) return x;
+  x->dependencies = static_cast<uint32_t>(outcomes->size());
+  for (const auto& [key, outcome] : *outcomes) {
+    // A dependency that failed or is gone would have ended the wait (its policy): only the
+    // ones not terminal yet hold it.
+    if (!outcome.ok() || IsTerminal(outcome->state)) continue;
+    ++x->unfinished;
+    if (x->waiting_on.size() < kMaxExplainWaitingOn) x->waiting_on.push_back(key);
+  }
+  return x;
 }
 
 Result<Explanation> Engine::ExplainFilter(std::string_view queue, const Filter& filter) const {
@@ -788,11 +1053,16 @@ uint64_t Engine::Advance(TimeMs now) {
       }
     }
   }
-  return count + FireSchedules(now);
+  count += FireSchedules(now);
+  return count + RemoveDueBatches(now);
 }
 
 TimeMs Engine::NextDueTime() const {
   TimeMs next = INT64_MAX;
+  {
+    MutexLock lock(&batches_mu_);
+    next = batches_.NextDueTime();
+  }
   for (const auto& shard : shards_) {
     MutexLock lock(&shard->mu);
     for (const auto& [name, q] : shard->queues) next = std::min(next, q->NextDueTime());
@@ -846,7 +1116,13 @@ std::vector<EpochStart> Engine::Epochs() const {
 
 Status Engine::Apply(const Effect& e) {
   if (IsScheduleEffect(e.type)) return ApplySchedule(e);
-  if (e.depends_on != nullptr && !e.depends_on->empty()) return ApplyWithDependencies(e);
+  if (e.type == EffectType::kBatchCreated || e.type == EffectType::kBatchSealed ||
+      e.type == EffectType::kBatchRemoved) {
+    return ApplyBatchEffect(e);
+  }
+  if ((e.depends_on != nullptr && !e.depends_on->empty()) || !e.batch.empty()) {
+    return ApplyWithDependencies(e);
+  }
   if (graph_used_.load(std::memory_order_relaxed)) {
     const bool of_message = e.type == EffectType::kMessageChanged ||
                             e.type == EffectType::kMessageRemoved ||
@@ -957,6 +1233,14 @@ uint64_t Engine::Digest() const {
     }
   }
   if (schedules != 0) XXH3_64bits_update(state, &schedules, sizeof schedules);
+  {
+    // The batches, when there is one (none: the digest of a state without batches, as before
+    // they existed).
+    MutexLock lock(&batches_mu_);
+    if (const uint64_t batches = batches_.Digest(); batches != 0) {
+      XXH3_64bits_update(state, &batches, sizeof batches);
+    }
+  }
   uint64_t digest = XXH3_64bits_digest(state);
   XXH3_freeState(state);
   return digest;
@@ -1004,6 +1288,22 @@ void Engine::ExportState(EffectSink* visit) const {
     e.dependency_edges = d.edges;
     visit->OnEffect(e);
   });
+  // The batches, in creation order, each with its whole state; then every active member
+  // restated with its batch (effect.h, batch).
+  batches_.ForEachBatch([&](const BatchInfo& b) {
+    std::string packed;
+    Effect e = BatchCreatedEffect(b, clock_->NowMs(), &packed);
+    visit->OnEffect(e);
+  });
+  batches_.ForEachMember([&](std::string_view key, std::string_view batch)
+                             NO_THREAD_SAFETY_ANALYSIS {
+                               auto [q_name, id] = SplitKey(key);
+                               const Queue* q = ShardFor(q_name).Find(q_name);  // AllShardsLock
+                               Effect e;
+                               if (q == nullptr || !q->Restate(id, &e)) return;  // cannot be
+                               e.batch = batch;
+                               visit->OnEffect(e);
+                             });
 }
 
 // ---- Dependencies (engine.h; engine/dependencies.h) -------------------------------------------
@@ -1072,10 +1372,29 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
       out.push_back(missing);
       continue;
     }
+    // The batch must be open; a repeated enqueue of a message that exists answers as before
+    // (duplicate, or ALREADY_EXISTS) and joins nothing.
+    const bool exists = !item.id.empty() && q->Contains(item.id);
+    if (!item.batch.empty() && !exists) {
+      const BatchInfo* batch = batches_.Find(item.batch);
+      if (batch == nullptr) {
+        out.push_back(NotFound("batch: no such batch"));
+        continue;
+      }
+      if (batch->sealed) {
+        out.push_back(FailedPrecondition("batch: sealed, no member may join"));
+        continue;
+      }
+    }
     R r = q->Enqueue(item, now, &shard.rng, options_.memory_budget_bytes, memory_bytes(),
                      budget_exhausted_);
     if (r.ok() && !r->duplicate) {
-      AddDependent(DependencyKey(queue, r->id), item, states, now, /*emit=*/true);
+      const std::string key = DependencyKey(queue, r->id);
+      if (!item.batch.empty()) {
+        q->JoinGraph(r->id);
+        batches_.AddMember(item.batch, key);
+      }
+      if (!item.depends_on.empty()) AddDependent(key, item, states, now, /*emit=*/true);
     }
     out.push_back(std::move(r));
   }
@@ -1117,6 +1436,11 @@ void Engine::ProcessTerminal(const std::string& key, MessageState from, MessageS
     deps_.OnFailed(key, to == MessageState::kErrored, &actions);
   }
   ApplyDependencyActions(actions, now, emit);
+  FinishMember(key,
+               to == MessageState::kCompleted  ? BatchOutcome::kCompleted
+               : to == MessageState::kCanceled ? BatchOutcome::kCanceled
+                                               : BatchOutcome::kErrored,
+               now, emit);
 }
 
 void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now,
@@ -1139,7 +1463,13 @@ void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions
         s = q->FailWaiting(id, MessageState::kErrored, a.reason, now, emit);
         break;
     }
-    (void)s;  // a dependent no longer waiting (its queue purged) has nothing to follow
+    // A dependent no longer waiting (its queue purged) has nothing to follow.
+    if (s.ok() && a.kind != DependencyAction::Kind::kRelease) {
+      FinishMember(a.dependent,
+                   a.kind == DependencyAction::Kind::kCancel ? BatchOutcome::kCanceled
+                                                             : BatchOutcome::kErrored,
+                   now, emit);
+    }
   }
 }
 
@@ -1170,6 +1500,12 @@ void Engine::ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue
   }
   for (const std::string& key : keys) deps_.Forget(key);
   ApplyDependencyActions(actions, now, emit);
+  // A batch member that left unfinished counts as errored (dead-letter move) or canceled.
+  for (size_t i = 0; i < removed.size(); ++i) {
+    if (IsTerminal(removed[i].state)) continue;
+    FinishMember(keys[i], dead_lettered ? BatchOutcome::kErrored : BatchOutcome::kCanceled, now,
+                 emit);
+  }
 }
 
 Status Engine::RestoreDependent(Queue& q, const Effect& e) {
@@ -1217,7 +1553,7 @@ Status Engine::ApplyWithDependencies(const Effect& e) {
   switch (e.type) {
     case EffectType::kMessageEnqueued: {
       EnqueueItem item;
-      item.depends_on = *e.depends_on;
+      if (e.depends_on != nullptr) item.depends_on = *e.depends_on;
       item.on_dependency_failure = e.on_dependency_failure;
       std::vector<MessageState> states;
       for (const std::string& dep : item.depends_on) {
@@ -1230,13 +1566,21 @@ Status Engine::ApplyWithDependencies(const Effect& e) {
         if (!outcome.ok()) return Status(Code::kInternal, "effect: no such dependency");
         states.push_back(outcome->state);
       }
+      if (!e.batch.empty()) {
+        const BatchInfo* batch = batches_.Find(e.batch);
+        if (batch == nullptr || batch->sealed) {
+          return Status(Code::kInternal, "effect: no open batch to join");
+        }
+      }
       if (Status s = q->ApplyEnqueued(e); !s.ok()) return s;
       q->JoinGraph(e.id);
+      if (!e.batch.empty()) batches_.AddMember(e.batch, key);
       if (e.to == MessageState::kWaiting) AddDependent(key, item, states, e.time, /*emit=*/false);
       return Status::Ok();
     }
     case EffectType::kMessageChanged: {
       if (!e.dependency_edges.empty()) return RestoreDependent(*q, e);
+      if (!e.batch.empty()) return RestoreMember(*q, e);
       Result<MessageOutcome> before = q->Outcome(e.id);
       if (Status s = q->ApplyChanged(e); !s.ok()) return s;
       if (before.ok() && before->state != e.to && IsTerminal(e.to)) {

@@ -34,6 +34,12 @@
 // Schedules (docs/semantics.md, "Schedules"): one ScheduleBook for all queues, guarded by
 // schedules_mu_, which comes first in the lock order (before any shard): a fire enqueues its
 // message and records the schedule's progress under it, so the two are one step.
+// Batches (docs/engine.md, "Batches"; engine/batches.h): one BatchTable for all queues, guarded
+// by batches_mu_, last in the lock order: AllShardsLock takes it after deps_mu_, and
+// create_batch, get_batch and the GC of done batches take it alone (they touch no queue). A
+// batch's members are flagged in_graph as dependencies are, so their terminal changes run
+// under AllShardsLock and count into their batch in that same operation; the change that makes
+// a batch done (the seal, the last member's) enqueues its callback as a derived effect.
 //
 // Thread safety: every public method may be called concurrently from any thread.
 #pragma once
@@ -46,6 +52,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/batches.h"
 #include "engine/clock.h"
 #include "engine/dependencies.h"
 #include "engine/effect.h"
@@ -165,6 +172,14 @@ class Engine {
   // Fires it now (T = now), paused or not, whatever its overlap policy; its regular fires
   // go on as before.
   Result<ScheduleTriggerResult> TriggerSchedule(std::string_view queue, std::string_view name);
+  // ---- Batches (docs/semantics.md, "Batches") ------------------------------------------------
+  // A new open batch. Repeating it with the same callback and retention returns the batch as
+  // it is now; with different ones ALREADY_EXISTS (also while a done batch is kept).
+  Result<BatchInfo> CreateBatch(const CreateBatchRequest& request);
+  // No more members may join (enqueue with this batch: FAILED_PRECONDITION). When no member is
+  // active the batch is done at once and its callback enqueued. Repeating it is harmless.
+  Result<BatchInfo> SealBatch(std::string_view id);
+  Result<BatchInfo> GetBatch(std::string_view id) const;
 
   // ---- Leaderships (docs/replication.md, "Epochs") ------------------------------------------
   // A new primary's first record: logs kEpochStarted(epoch, lsn) — `lsn` being the LSN that
@@ -270,19 +285,19 @@ class Engine {
   // `states` were read before) and applies what follows at once (released, canceled, errored).
   void AddDependent(const std::string& key, const EnqueueItem& item,
                     const std::vector<MessageState>& states, TimeMs now, bool emit)
-      REQUIRES(deps_mu_);
+      REQUIRES(deps_mu_, batches_mu_);
   // Message `key` went from `from` to the terminal state `to`: its dependents follow.
   void ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
-                       bool emit) REQUIRES(deps_mu_);
+                       bool emit) REQUIRES(deps_mu_, batches_mu_);
   void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
-      REQUIRES(deps_mu_);
+      REQUIRES(deps_mu_, batches_mu_);
   // Messages of the graph left `queue` without a terminal state there: purged or their queue
   // deleted (a dependency that had not finished acts as removed: its dependents' policies
   // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is
   // forgotten by the graph.
   // They are taken in the order of their ids (a dependent's reason names the first).
   void ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue> removed,
-                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_);
+                      bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
   // Replay of an effect that concerns the graph (under AllShardsLock).
   Status ApplyWithDependencies(const Effect& e);
   // Schedules (engine_schedules.cc).
@@ -296,6 +311,22 @@ class Engine {
                  bool* duplicate) REQUIRES(schedules_mu_);
   Status ApplySchedule(const Effect& e);
   void ExportSchedules(EffectSink* visit) const;
+
+  // After the shards and deps_mu_ in the lock order (AllShardsLock), or alone.
+  mutable Mutex batches_mu_ ACQUIRED_AFTER(deps_mu_);
+  BatchTable batches_ GUARDED_BY(batches_mu_);
+  // Message `key` stopped being active with `outcome`: when it was a batch's last active
+  // member of a sealed batch, that batch is done (FinishBatch).
+  void FinishMember(const std::string& key, BatchOutcome outcome, TimeMs now, bool emit)
+      REQUIRES(deps_mu_, batches_mu_);
+  // Batch `id` is done: marked so, and its callback enqueued (a derived effect when `emit`).
+  void FinishBatch(const std::string& id, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
+  // Replay of kBatchCreated, kBatchSealed, kBatchRemoved.
+  Status ApplyBatchEffect(const Effect& e);
+  // A snapshot's active member `e.id` of `q` (effect.h, batch).
+  Status RestoreMember(Queue& q, const Effect& e) REQUIRES(deps_mu_, batches_mu_);
+  // GC of done batches whose retention ran out (Advance).
+  uint64_t RemoveDueBatches(TimeMs now);
   // A snapshot's entry of dependent `e.id` of `q` (effect.h, dependency_edges).
   Status RestoreDependent(Queue& q, const Effect& e) REQUIRES(deps_mu_);
 };

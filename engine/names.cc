@@ -91,6 +91,12 @@ std::string_view EffectTypeName(EffectType type) {
       return "schedule_resumed";
     case EffectType::kScheduleFired:
       return "schedule_fired";
+    case EffectType::kBatchCreated:
+      return "batch_created";
+    case EffectType::kBatchSealed:
+      return "batch_sealed";
+    case EffectType::kBatchRemoved:
+      return "batch_removed";
   }
   return "unknown";
 }

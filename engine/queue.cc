@@ -638,8 +638,8 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
       return EnqueueResult{std::string(id), VersionOf(found, existing), true};
     }
   }
-  if (settings_.enqueue_paused) return FailedPrecondition("queue: enqueue is paused");
-  if (settings_.max_depth > 0) {
+  if (settings_.enqueue_paused && !forced_) return FailedPrecondition("queue: enqueue is paused");
+  if (settings_.max_depth > 0 && !forced_) {
     // Non-terminal (SPEC §1): waiting messages count too.
     uint64_t live = counts_[MessageState::kInvisible] + counts_[MessageState::kPending] +
                     counts_[MessageState::kRunning] + counts_[MessageState::kWaiting];
@@ -675,12 +675,15 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
     m->set_state(MessageState::kPending);
   }
   Attach(ref, timing);
-  if (item.depends_on.empty()) {
+  if (item.depends_on.empty() && item.batch.empty()) {
     Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state(), ref, now);
   } else if (env_->sink != nullptr) {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, now);
-    e.depends_on = &item.depends_on;
-    e.on_dependency_failure = item.on_dependency_failure;
+    if (!item.depends_on.empty()) {
+      e.depends_on = &item.depends_on;
+      e.on_dependency_failure = item.on_dependency_failure;
+    }
+    e.batch = item.batch;
     env_->sink->OnEffect(e);
   }
   return EnqueueResult{std::string(id), 1, false};
@@ -1369,6 +1372,15 @@ MessageState Queue::JoinGraph(std::string_view id) {
     ++graph_messages_;
   }
   return m->state();
+}
+
+Result<EnqueueResult> Queue::EnqueueCallback(const EnqueueItem& item, TimeMs now, Random* rng,
+                                             bool emit) {
+  DerivedEmission derived(this, emit);
+  forced_ = true;
+  Result<EnqueueResult> r = Enqueue(item, now, rng, 0, 0, Status::Ok());
+  forced_ = false;
+  return r;
 }
 
 Status Queue::ReleaseWaiting(std::string_view id, TimeMs now, bool emit) {

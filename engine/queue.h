@@ -254,6 +254,11 @@ class Queue {
   Result<EnqueueResult> Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
                                 uint64_t memory_budget, uint64_t memory_used,
                                 const Status& budget_exhausted);
+  // A batch's callback (docs/semantics.md, "Batches"): enqueued as Enqueue does, but neither
+  // enqueue_paused nor max_depth nor the memory budget refuse it; its effects are derived
+  // (`emit`) or not reported (replay).
+  Result<EnqueueResult> EnqueueCallback(const EnqueueItem& item, TimeMs now, Random* rng,
+                                        bool emit);
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
   Status Complete(const CompleteItem& item, TimeMs now);
   // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).
@@ -453,6 +458,7 @@ class Queue {
   uint64_t graph_messages_ = 0;  // records with in_graph set
   bool emit_derived_ = false;    // Emit marks its effects derived (ReleaseWaiting, FailWaiting)
   bool silenced_ = false;        // Emit reports nothing (derived changes replayed by Apply)
+  bool forced_ = false;          // Enqueue ignores pause and max_depth (EnqueueCallback)
   // While alive, effects are derived (`emit`) or not reported at all (replay: !emit).
   class DerivedEmission {
    public:

@@ -144,6 +144,9 @@ struct EnqueueItem {
   // kMaxDependencies). The message waits (state waiting) until the last one completes.
   std::vector<std::string> depends_on = {};
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  // The batch it joins (docs/semantics.md, "Batches"): an open batch of this server, else
+  // NOT_FOUND (none) or FAILED_PRECONDITION (sealed). Empty: none.
+  std::string batch = {};
 };
 
 struct EnqueueResult {
@@ -256,7 +259,13 @@ struct Explanation {
   uint64_t lease_token = 0;
   std::string exclusivity_value;
   uint32_t attempts = 0;
+  // kWaitingOnDependencies: how many it depends on, how many of them are not finished yet, and
+  // the first kMaxExplainWaitingOn of those ("queue/id"), in the order listed at enqueue.
+  uint32_t dependencies = 0;
+  uint32_t unfinished = 0;
+  std::vector<std::string> waiting_on;
 };
+inline constexpr size_t kMaxExplainWaitingOn = 10;
 
 // ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------
 
@@ -338,6 +347,62 @@ struct ScheduleTriggerResult {
   std::string id;  // name@T
   TimeMs fire_at = 0;
   bool duplicate = false;  // a fire at the same T existed already
+};
+
+// ---- Batches (docs/semantics.md, "Batches"; engine/batches.h) --------------------------------
+
+// A batch id: 1-kMaxBatchIdBytes bytes of valid UTF-8, so that its callback's default id
+// "batch:<id>" is a valid message id.
+inline constexpr size_t kMaxBatchIdBytes = 120;
+// Metadata pairs of a callback template: the engine adds kBatchCallbackKeys more.
+inline constexpr size_t kBatchCallbackKeys = 5;
+// The callback's metadata keys added by the engine (values in decimal).
+inline constexpr std::string_view kBatchIdKey = "x-batch-id";
+inline constexpr std::string_view kBatchTotalKey = "x-batch-total";
+inline constexpr std::string_view kBatchCompletedKey = "x-batch-completed";
+inline constexpr std::string_view kBatchCanceledKey = "x-batch-canceled";
+inline constexpr std::string_view kBatchErroredKey = "x-batch-errored";
+// A done batch is kept (readable, its id taken) this long by default, as a queue's
+// retention_ms.
+inline constexpr int64_t kDefaultBatchRetentionMs = 3'600'000;
+
+// The message a batch enqueues when it is done.
+struct BatchCallback {
+  std::string queue;
+  std::string id;  // empty: "batch:<batch id>"
+  int64_t priority = 0;
+  std::string payload;
+  Metadata metadata;                     // at most 16 - kBatchCallbackKeys pairs, no x-batch-*
+  std::optional<uint32_t> max_attempts;  // else the queue's default
+  bool operator==(const BatchCallback&) const = default;
+};
+
+struct CreateBatchRequest {
+  std::string id;
+  std::optional<BatchCallback> callback;
+  std::optional<int64_t> retention_ms;  // else kDefaultBatchRetentionMs
+};
+
+// Members per outcome. A member is active until it becomes terminal (or leaves its queue).
+struct BatchCounts {
+  uint64_t members = 0;  // every message that joined
+  uint64_t completed = 0;
+  uint64_t canceled = 0;  // canceled, purged or deleted with its queue
+  uint64_t errored = 0;   // errored, or moved to a dead-letter queue
+  uint64_t active() const { return members - completed - canceled - errored; }
+  bool operator==(const BatchCounts&) const = default;
+};
+
+struct BatchInfo {
+  std::string id;
+  std::optional<BatchCallback> callback;  // its id resolved ("batch:<id>" by default)
+  int64_t retention_ms = kDefaultBatchRetentionMs;
+  TimeMs created_at = 0;
+  bool sealed = false;
+  bool done = false;   // sealed and no member active: the callback was enqueued
+  TimeMs done_at = 0;  // when done; removed at done_at + retention_ms
+  BatchCounts counts;
+  bool operator==(const BatchInfo&) const = default;
 };
 
 }  // namespace sundial

@@ -311,6 +311,7 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
       item.depends_on = Strings(in->depends_on());
       item.on_dependency_failure =
           static_cast<DependencyFailurePolicy>(in->on_dependency_failure());
+      item.batch = std::string(Str(in->batch()));
       items.push_back(std::move(item));
     }
   }
@@ -551,10 +552,12 @@ void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
                : ctx.engine->Explain(Str(op->queue()), Str(op->id()));
   if (!x.ok()) return r.Error(x.status());
   auto& b = r.b();
+  auto waiting_on = x->waiting_on.empty() ? 0 : b.CreateVectorOfStrings(x->waiting_on);
   r.Ok(p::Result::ExplainResult,
        p::CreateExplainResult(b, static_cast<p::ExplainReason>(x->reason), b.CreateString(x->id),
                               static_cast<p::MessageState>(x->state), x->until, x->lease_token,
-                              b.CreateString(x->exclusivity_value), x->attempts));
+                              b.CreateString(x->exclusivity_value), x->attempts, x->dependencies,
+                              x->unfinished, waiting_on));
 }
 
 void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -575,6 +578,57 @@ void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {
   }
   ctx.unfinished = !done;
   r.Ok(p::Result::WaitResult, p::CreateWaitResult(b, b.CreateVector(items), done));
+}
+
+// ---- Batches (docs/semantics.md, "Batches") --------------------------------------------------
+
+fb::Offset<p::BatchCallback> EncodeBatchCallback(fb::FlatBufferBuilder& b, const BatchCallback& c) {
+  auto queue = b.CreateString(c.queue);
+  auto id = b.CreateString(c.id);
+  auto payload =
+      b.CreateVector(reinterpret_cast<const uint8_t*>(c.payload.data()), c.payload.size());
+  auto metadata = EncodePairs(b, c.metadata);
+  return p::CreateBatchCallback(b, queue, id, c.priority, payload, metadata, c.max_attempts);
+}
+
+void BatchReply(Reply& r, const Result<BatchInfo>& batch) {
+  if (!batch.ok()) return r.Error(batch.status());
+  auto& b = r.b();
+  const BatchInfo& info = *batch;
+  auto id = b.CreateString(info.id);
+  fb::Offset<p::BatchCallback> callback;
+  if (info.callback) callback = EncodeBatchCallback(b, *info.callback);
+  const BatchCounts& c = info.counts;
+  auto encoded = p::CreateBatchInfo(b, id, callback, info.retention_ms, info.created_at,
+                                    info.sealed, info.done, info.done_at, c.members, c.active(),
+                                    c.completed, c.canceled, c.errored);
+  r.Ok(p::Result::BatchResult, p::CreateBatchResult(b, encoded));
+}
+
+void RunCreateBatch(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_CreateBatch();
+  CreateBatchRequest create;
+  create.id = std::string(Str(op->id()));
+  if (const p::BatchCallback* in = op->callback()) {
+    BatchCallback c;
+    c.queue = std::string(Str(in->queue()));
+    c.id = std::string(Str(in->id()));
+    c.priority = in->priority();
+    if (in->payload()) c.payload.assign(in->payload()->begin(), in->payload()->end());
+    c.metadata = Pairs(in->metadata());
+    c.max_attempts = in->max_attempts();
+    create.callback = std::move(c);
+  }
+  create.retention_ms = op->retention_ms();
+  BatchReply(r, ctx.engine->CreateBatch(create));
+}
+
+void RunSealBatch(const p::Request& request, OpContext& ctx, Reply& r) {
+  BatchReply(r, ctx.engine->SealBatch(Str(request.op_as_SealBatch()->id())));
+}
+
+void RunGetBatch(const p::Request& request, OpContext& ctx, Reply& r) {
+  BatchReply(r, ctx.engine->GetBatch(Str(request.op_as_GetBatch()->id())));
 }
 
 // Session operations: the server answers them (SessionOperations).
@@ -658,6 +712,9 @@ constexpr std::array kTable = {
     OperationRow{O::PauseSchedule, "PauseSchedule", kMutation, kAny, RunPauseSchedule},
     OperationRow{O::ResumeSchedule, "ResumeSchedule", kMutation, kAny, RunResumeSchedule},
     OperationRow{O::TriggerSchedule, "TriggerSchedule", kMutation, kAny, RunTriggerSchedule},
+    OperationRow{O::CreateBatch, "CreateBatch", kMutation, kAny, RunCreateBatch},
+    OperationRow{O::SealBatch, "SealBatch", kMutation, kAny, RunSealBatch},
+    OperationRow{O::GetBatch, "GetBatch", kDurableRead, kAny, RunGetBatch},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 static_assert(static_cast<size_t>(O::MAX) < Metrics::kOps, "every operation has its metrics");

@@ -3,6 +3,7 @@
 #include <boost/json/array.hpp>
 #include <cstdio>
 
+#include "engine/dependencies.h"
 #include "engine/metadata.h"
 #include "engine/types.h"
 #include "engine/validation.h"
@@ -105,6 +106,25 @@ void PutScheduleFields(const Effect& e, json::object* out) {
   (*out)["paused"] = p.paused;
   if (!e.error.empty()) PutText(out, "last_error", e.error);
 }
+// A waiting message's dependencies (an enqueue's, or a snapshot's restated dependent with
+// the flags of each edge: engine/dependencies.h).
+void PutDependencies(const Effect& e, json::object* out) {
+  if (e.depends_on == nullptr || e.depends_on->empty()) return;
+  json::array deps;
+  for (const std::string& key : *e.depends_on) deps.emplace_back(json::string(key));
+  (*out)["depends_on"] = std::move(deps);
+  (*out)["on_dependency_failure"] = DependencyFailurePolicyName(e.on_dependency_failure);
+  if (e.dependency_edges.empty()) return;
+  json::array edges;
+  for (const char flags : e.dependency_edges) {
+    const auto f = static_cast<uint8_t>(flags);
+    json::object edge;
+    edge["listed"] = (f & kEdgeListed) != 0;
+    edge["gone"] = (f & kEdgeGone) != 0;
+    edges.emplace_back(std::move(edge));
+  }
+  (*out)["dependency_edges"] = std::move(edges);
+}
 }  // namespace
 
 void AppendEffectJson(const Effect& e, json::object* out) {
@@ -129,6 +149,8 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     }
     case EffectType::kMessageEnqueued:
       PutMessageFields(e, out);
+      if (!e.batch.empty()) PutText(out, "batch", e.batch);
+      PutDependencies(e, out);
       PutText(out, "payload", e.payload);
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
@@ -136,6 +158,8 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);
+      if (!e.batch.empty()) PutText(out, "batch", e.batch);
+      PutDependencies(e, out);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
       return;
@@ -156,6 +180,31 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
       PutScheduleFields(e, out);
+      return;
+    case EffectType::kBatchCreated: {
+      const BatchFields& f = e.batch_fields;
+      PutText(out, "batch", e.batch);
+      (*out)["retention_ms"] = f.retention_ms;
+      (*out)["created_at"] = f.created_at;
+      (*out)["sealed"] = f.sealed;
+      (*out)["done"] = f.done;
+      (*out)["done_at"] = f.done_at;
+      (*out)["members"] = f.counts.members;
+      (*out)["completed"] = f.counts.completed;
+      (*out)["canceled"] = f.counts.canceled;
+      (*out)["errored"] = f.counts.errored;
+      if (f.has_callback) {
+        PutText(out, "callback_id", e.id);
+        (*out)["priority"] = e.priority;
+        PutText(out, "payload", e.payload);
+        PutMetadata(out, e.packed_metadata);
+        (*out)["max_attempts"] = e.max_attempts;
+      }
+      return;
+    }
+    case EffectType::kBatchSealed:
+    case EffectType::kBatchRemoved:
+      PutText(out, "batch", e.batch);
       return;
   }
 }

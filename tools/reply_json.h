@@ -46,6 +46,10 @@ boost::json::object HealthToJson(const protocol::HealthResult& health);
 boost::json::object ClusterToJson(const protocol::ClusterResult& cluster);
 // watch: {"event":"message"|"stats"|"closed", ...the event's fields}.
 boost::json::object EventToJson(const protocol::EventMessage& event);
+// A batch (create_batch, seal_batch, get_batch): id, sealed, done, done_at, created_at,
+// retention_ms, the counts (members, active, completed, canceled, errored) and `callback` (its
+// queue, id, priority, payload, metadata, max_attempts; null when it has none).
+boost::json::object BatchToJson(const protocol::BatchInfo& batch);
 // {"code":"NOT_FOUND","message":"..."}; NOT_PRIMARY adds "primary" (the primary's address)
 // when the node named it.
 boost::json::object ErrorToJson(const client::Error& error);

@@ -286,6 +286,14 @@ struct Args {
   std::vector<std::string> depends_on;
   std::string on_dependency_failure;  // empty: not sent (cancel)
   bool include_dependency_results = false;
+  std::string batch;  // enqueue --batch
+
+  // batch create
+  std::string callback_queue;
+  std::string callback_id;
+  int64_t retention_ms = 0;
+  CLI::Option* batch_retention = nullptr;
+  CLI::Option* batch_max_attempts = nullptr;
 
   uint32_t max = 1;
   int64_t lease_ms = 0;
@@ -520,6 +528,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
           ->excludes(a.enqueue_delay);
   a.enqueue_max_attempts =
       enqueue->add_option("--max-attempts", a.max_attempts, "instead of the queue's default");
+  enqueue->add_option("--batch", a.batch, "the batch it joins (open, not sealed)");
   enqueue->add_option("--wait-ms", a.wait_ms,
                       "answer once the message is terminal (at most this long), with its "
                       "state and result");
@@ -548,6 +557,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
              item.on_dependency_failure = policy;
            }
          }
+         item.batch = a.batch;
          return Expect<p::EnqueueResults>(
              c.Enqueue(a.queue, {item}, a.wait_ms), [](const p::EnqueueResults& r) {
                if (!r.items() || r.items()->size() != 1) {
@@ -939,6 +949,66 @@ void PutPrimary(json::object& o, const p::ClusterResult& r) {
   o["epoch"] = r.epoch();
 }
 
+int PrintBatch(client::Result<Reply> reply) {
+  return Expect<p::BatchResult>(std::move(reply), [](const p::BatchResult& r) {
+    if (r.batch() == nullptr)
+      return Failed(Error::Connection(Code::kInternal, "protocol: no batch"));
+    Print(BatchToJson(*r.batch()));
+    return kExitOk;
+  });
+}
+
+void AddBatchSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* batch = app.add_subcommand(
+      "batch", "Batches: create one, seal it, read its counts (docs/semantics.md, Batches).");
+  batch->require_subcommand(1);
+
+  CLI::App* create = batch->add_subcommand(
+      "create", "Create an open batch (or confirm it), with the message to enqueue once done.");
+  create->add_option("id", a.id, "batch id")->required();
+  create->add_option("--callback-queue", a.callback_queue,
+                     "the queue of the callback message (none: no callback)");
+  create->add_option("--callback-id", a.callback_id, "its id (default: batch:<id>)");
+  create->add_option("--priority", a.priority, "its priority");
+  CLI::Option* text = create->add_option("--payload", a.payload, "its payload text");
+  create->add_option("--payload-file", a.payload_file, "its payload from a file ('-': stdin)")
+      ->excludes(text);
+  create->add_option("--meta", a.meta, "its metadata pair (repeatable)")->check(kKeyValue);
+  a.batch_max_attempts = create->add_option("--max-attempts", a.max_attempts, "its max_attempts");
+  a.batch_retention = create->add_option("--retention-ms", a.retention_ms,
+                                         "how long a done batch stays readable (default 3600000)");
+  out.push_back({create, [&a](client::Client& c) {
+                   client::CreateBatchOptions o;
+                   const bool has_callback = !a.callback_queue.empty();
+                   if (!has_callback &&
+                       (!a.callback_id.empty() || !a.payload.empty() || !a.meta.empty() ||
+                        a.priority != 0 || a.batch_max_attempts->count())) {
+                     return UsageError("batch create: the callback flags need --callback-queue");
+                   }
+                   if (has_callback) {
+                     client::BatchCallback cb;
+                     cb.queue = a.callback_queue;
+                     cb.id = a.callback_id;
+                     cb.priority = a.priority;
+                     cb.payload = a.payload;  // --payload-file was read into it
+                     cb.metadata = ToPairs(a.meta);
+                     if (a.batch_max_attempts->count()) cb.max_attempts = a.max_attempts;
+                     o.callback = std::move(cb);
+                   }
+                   if (a.batch_retention->count()) o.retention_ms = a.retention_ms;
+                   return PrintBatch(c.CreateBatch(a.id, o));
+                 }});
+
+  CLI::App* seal = batch->add_subcommand(
+      "seal", "No member may join any more; done (callback enqueued) once none is active.");
+  seal->add_option("id", a.id, "batch id")->required();
+  out.push_back({seal, [&a](client::Client& c) { return PrintBatch(c.SealBatch(a.id)); }});
+
+  CLI::App* get = batch->add_subcommand("get", "A batch's state and its members' counts.");
+  get->add_option("id", a.id, "batch id")->required();
+  out.push_back({get, [&a](client::Client& c) { return PrintBatch(c.GetBatch(a.id)); }});
+}
+
 void AddClusterSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
   CLI::App* cluster = app.add_subcommand(
       "cluster", "A cluster's members and roles (status); a planned change of primary.");
@@ -1052,6 +1122,7 @@ int Main(int argc, char** argv) {
   AddReadSubcommands(app, a, subcommands);
   AddClusterSubcommands(app, a, subcommands);
   AddScheduleSubcommands(app, a, subcommands);
+  AddBatchSubcommands(app, a, subcommands);
 
   CLI::App* watch = app.add_subcommand(
       "watch", "Stream a queue's events (or every queue's: '*') over WebSocket, one per line.");

@@ -20,6 +20,12 @@ const char* Misplaced(const EffectPipeline::Item& record, FileKind kind, bool af
     if (kind == FileKind::kSegment && !record.effect.dependency_edges.empty()) {
       return "dependency entry in a log segment";
     }
+    // The same for a batch's active member restated with its batch (docs/wal-format.md,
+    // "Batches"): a log has the member's enqueue.
+    if (kind == FileKind::kSegment && record.effect.type == EffectType::kMessageChanged &&
+        !record.effect.batch.empty()) {
+      return "batch member entry in a log segment";
+    }
     return nullptr;
   }
   if (kind == FileKind::kSegment) return "snapshot trailer in a log segment";

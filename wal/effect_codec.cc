@@ -24,6 +24,15 @@ constexpr uint8_t kDequeuePausedFlag = 2;
 constexpr uint8_t kSchedulePausedFlag = 1;
 constexpr uint8_t kMaxMisfire = static_cast<uint8_t>(MisfirePolicy::kAll);
 constexpr uint8_t kMaxOverlap = static_cast<uint8_t>(OverlapPolicy::kSkipIfActive);
+// Batches (docs/wal-format.md, "Batches"), added to version 3: the batch a message joins (its
+// enqueue), or is an active member of (a snapshot's restated kMessageChanged). A tag of its own
+// range, away from the ones above.
+constexpr uint8_t kBatchTag = 16;
+constexpr uint8_t kFirstBatchEffect = static_cast<uint8_t>(EffectType::kBatchCreated);
+constexpr uint8_t kLastBatchEffect = static_cast<uint8_t>(EffectType::kBatchRemoved);
+constexpr uint8_t kBatchHasCallback = 1;
+constexpr uint8_t kBatchSealed = 2;
+constexpr uint8_t kBatchDone = 4;
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -299,6 +308,65 @@ void PutExtensions(std::string* out, const Effect& e) {
     PutU8(out, entry ? kDependencyEntryTag : kDependsOnTag);
     PutDependencies(out, e, entry);
   }
+  if (!e.batch.empty()) {
+    PutU8(out, kBatchTag);
+    PutString(out, e.batch);
+  }
+}
+
+// kBatchCreated after the header (whose queue is the callback's):
+//   batch:str flags:u8 retention_ms:i64 created_at:i64 done_at:i64 members:u64 completed:u64
+//   canceled:u64 errored:u64 [id:str priority:i64 payload:str metadata:str max_attempts:u32]
+void PutBatchCreated(std::string* out, const Effect& e) {
+  const BatchFields& f = e.batch_fields;
+  PutString(out, e.batch);
+  PutU8(out, (f.has_callback ? kBatchHasCallback : 0) | (f.sealed ? kBatchSealed : 0) |
+                 (f.done ? kBatchDone : 0));
+  PutI64(out, f.retention_ms);
+  PutI64(out, f.created_at);
+  PutI64(out, f.done_at);
+  PutFixed64(out, f.counts.members);
+  PutFixed64(out, f.counts.completed);
+  PutFixed64(out, f.counts.canceled);
+  PutFixed64(out, f.counts.errored);
+  if (f.has_callback) {
+    PutString(out, e.id);
+    PutI64(out, e.priority);
+    PutString(out, e.payload);
+    PutString(out, e.packed_metadata);
+    PutFixed32(out, e.max_attempts);
+  }
+}
+
+Status ReadBatchCreated(FieldReader* r, Effect* e) {
+  BatchFields& f = e->batch_fields;
+  r->String(&e->batch);
+  const uint8_t flags = r->U8();
+  f.retention_ms = r->I64();
+  f.created_at = r->I64();
+  f.done_at = r->I64();
+  f.counts.members = r->U64();
+  f.counts.completed = r->U64();
+  f.counts.canceled = r->U64();
+  f.counts.errored = r->U64();
+  if (!r->ok()) return Malformed("wal: effect: truncated batch");
+  if ((flags & ~(kBatchHasCallback | kBatchSealed | kBatchDone)) != 0) {
+    return Malformed("wal: effect: unknown batch flags");
+  }
+  f.has_callback = (flags & kBatchHasCallback) != 0;
+  f.sealed = (flags & kBatchSealed) != 0;
+  f.done = (flags & kBatchDone) != 0;
+  if (f.has_callback) {
+    r->String(&e->id);
+    e->priority = r->I64();
+    r->String(&e->payload);
+    r->String(&e->packed_metadata);
+    e->max_attempts = r->U32();
+  } else if (!e->queue.empty()) {
+    return Malformed("wal: effect: a batch without callback names a queue");
+  }
+  if (e->batch.empty()) return Malformed("wal: effect: empty batch id");
+  return Status::Ok();
 }
 
 Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::string>>* keys) {
@@ -306,7 +374,7 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
   while (r->ok() && !r->at_end()) {
     // Bytes after the body that do not start a known extension are trailing bytes.
     const uint8_t tag = r->U8();
-    const bool known = tag == kResultTag ||
+    const bool known = tag == kResultTag || tag == kBatchTag ||
                        (tag == kDependsOnTag && e->type == EffectType::kMessageEnqueued) ||
                        (tag == kDependencyEntryTag && e->type == EffectType::kMessageChanged);
     if (!known) return Malformed("wal: effect: trailing bytes");
@@ -318,6 +386,10 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
     if (value.empty()) return Malformed("wal: effect: empty extension");
     if (tag == kResultTag) {
       e->result = value;
+      continue;
+    }
+    if (tag == kBatchTag) {
+      e->batch = value;
       continue;
     }
     if ((seen & (1u << kDependsOnTag)) && (seen & (1u << kDependencyEntryTag))) {
@@ -385,6 +457,13 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutScheduleProgress(out, e.schedule_progress);
       PutString(out, e.error);
       break;
+    case EffectType::kBatchCreated:
+      PutBatchCreated(out, e);
+      break;
+    case EffectType::kBatchSealed:
+    case EffectType::kBatchRemoved:
+      PutString(out, e.batch);
+      break;
   }
 }
 
@@ -398,7 +477,10 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   e.time = r.I64();
   r.String(&e.queue);
   if (!r.ok()) return Malformed("wal: effect: truncated header");
-  if (type < 1 || type > kMaxEffectType) return Malformed("wal: effect: unknown effect type");
+  if ((type < 1 || type > kMaxEffectType) &&
+      (type < kFirstBatchEffect || type > kLastBatchEffect)) {
+    return Malformed("wal: effect: unknown effect type");
+  }
   e.type = static_cast<EffectType>(type);
 
   Status s;
@@ -440,6 +522,15 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       e.epoch = r.U64();
       e.start_lsn = r.U64();
       if (!r.ok()) s = Malformed("wal: effect: truncated epoch");
+      break;
+    case EffectType::kBatchCreated:
+      s = ReadBatchCreated(&r, &e);
+      break;
+    case EffectType::kBatchSealed:
+    case EffectType::kBatchRemoved:
+      if (!e.queue.empty()) return Malformed("wal: effect: a batch seal or removal names a queue");
+      r.String(&e.batch);
+      if (r.ok() && e.batch.empty()) s = Malformed("wal: effect: empty batch id");
       break;
     case EffectType::kScheduleUpserted:
       if (schedule == nullptr) return Malformed("wal: effect: schedule without storage");
@@ -487,6 +578,7 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   own(&e.dead_letter_queue, &out->dead_letter_queue_);
   own(&e.result, &out->result_);
   own(&e.dependency_edges, &out->dependency_edges_);
+  own(&e.batch, &out->batch_);
   return s;
 }
 

@@ -49,6 +49,7 @@ class DecodedEffect {
   std::string dead_letter_queue_;
   std::string result_;
   std::string dependency_edges_;
+  std::string batch_;
   std::deque<std::vector<std::string>> dependencies_;  // depends_on (one at most)
   ScheduleSpec schedule_;                              // kScheduleUpserted
 };

@@ -79,6 +79,30 @@ TEST_F(DependenciesTest, DependentWaitsAndIsNotDequeueable) {
   EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
 }
 
+TEST_F(DependenciesTest, ExplainCountsTheDependenciesNotFinishedAndNamesThem) {
+  for (int i = 0; i < 14; ++i) Put("other", "d" + std::to_string(i));
+  std::vector<std::string> deps;
+  for (int i = 0; i < 14; ++i) deps.push_back("other/d" + std::to_string(i));
+  Put("q", "a");
+  deps.push_back("a");
+  PutAfter("q", "child", deps);
+  Finish("other", "d0");
+  Finish("other", "d1");
+  Result<Explanation> x = engine().Explain("q", "child");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
+  EXPECT_EQ(x->dependencies, 15u);
+  EXPECT_EQ(x->unfinished, 13u);
+  ASSERT_EQ(x->waiting_on.size(), kMaxExplainWaitingOn);
+  EXPECT_EQ(x->waiting_on.front(), "other/d2") << "in the order listed, finished ones left out";
+  EXPECT_EQ(x->waiting_on.back(), "other/d11");
+  // Not waiting: no dependency figures.
+  Result<Explanation> y = engine().Explain("q", "a");
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(y->dependencies, 0u);
+  EXPECT_TRUE(y->waiting_on.empty());
+}
+
 TEST_F(DependenciesTest, ReleasedByTheCompleteOfItsLastDependencyInThatOperation) {
   Put("q", "a");
   Put("q", "b");

@@ -71,6 +71,8 @@ struct RecordedEffect {
   bool derived = false;
   std::optional<ScheduleSpec> schedule;
   ScheduleProgress schedule_progress;
+  std::string batch;
+  BatchFields batch_fields;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -102,6 +104,8 @@ struct RecordedEffect {
     r.derived = e.derived;
     if (e.schedule != nullptr) r.schedule = *e.schedule;
     r.schedule_progress = e.schedule_progress;
+    r.batch = std::string(e.batch);
+    r.batch_fields = e.batch_fields;
     return r;
   }
 
@@ -136,6 +140,8 @@ struct RecordedEffect {
     e.derived = derived;
     e.schedule = schedule ? &*schedule : nullptr;
     e.schedule_progress = schedule_progress;
+    e.batch = batch;
+    e.batch_fields = batch_fields;
     return e;
   }
 

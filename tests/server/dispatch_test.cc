@@ -261,8 +261,8 @@ TEST_F(DispatchTest, BulkFormsAndExplain) {
   EXPECT_EQ(listed->result_as_QueueList()->queues()->size(), 1u);
 }
 
-// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, and a schedule "s" of
-// "q" every minute, in an engine whose effects go to a log in memory.
+// A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, a schedule "s" of "q"
+// every minute, and an open batch "open", in an engine whose effects go to a log in memory.
 struct LoggedEngine {
   LoggedEngine() {
     auto opened = wal::GroupCommitLog::Open(&faulty, "data", {}, 0, 1);
@@ -283,6 +283,9 @@ struct LoggedEngine {
     ScheduleSpec every_minute;
     every_minute.every_ms = 60'000;
     EXPECT_TRUE(engine->UpsertSchedule("q", "s", every_minute).ok());
+    CreateBatchRequest batch;
+    batch.id = "open";
+    EXPECT_TRUE(engine->CreateBatch(batch).ok());
   }
   ~LoggedEngine() { (void)log->Close(); }
 
@@ -333,6 +336,9 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"PauseSchedule", R"({"queue": "q", "name": "s"})"},
       {"ResumeSchedule", R"({"queue": "q", "name": "s"})"},
       {"TriggerSchedule", R"({"queue": "q", "name": "s"})"},
+      {"CreateBatch", R"({"id": "new", "callback": {"queue": "done"}})"},
+      {"SealBatch", R"({"id": "open"})"},
+      {"GetBatch", R"({"id": "open"})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";

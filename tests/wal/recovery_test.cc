@@ -903,5 +903,131 @@ TEST(RecoverySyncTest, RecordsReplayedFromThePageCacheAreMadeDurable) {
   EXPECT_EQ(RecoveredDigest(memory.get(), kDir), digest);
 }
 
+// ---- Batches (docs/semantics.md, "Batches") --------------------------------------------------
+
+// Batch "b" with a callback into "done"; members m1..m3 across "jobs" and "other"; sealed; m1
+// completed and m2 canceled. One member (other/m3) is still active.
+void StartBatch(Engine& engine) {
+  CreateBatchRequest request;
+  request.id = "b";
+  request.callback = BatchCallback{"done", "", 1, "report", {{"kind", "import"}}, std::nullopt};
+  ASSERT_TRUE(engine.CreateBatch(request).ok());
+  for (auto [queue, id] : {std::pair{"jobs", "m1"}, {"jobs", "m2"}, {"other", "m3"}}) {
+    EnqueueItem item = Item(id);
+    item.batch = "b";
+    ASSERT_TRUE(engine.Enqueue(queue, {item})[0].ok());
+  }
+  ASSERT_TRUE(engine.SealBatch("b").ok());
+  ASSERT_EQ(CompleteNext(engine, "jobs"), "m1");
+  ASSERT_TRUE(engine.Cancel("jobs", {"m2"})[0].ok());
+  ASSERT_FALSE(engine.GetBatch("b")->done);
+}
+
+// On a recovered engine: the batch as StartBatch left it; the last member's completion
+// enqueues the callback once.
+void EndBatch(Engine& engine) {
+  Result<BatchInfo> b = engine.GetBatch("b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_TRUE(b->sealed);
+  EXPECT_FALSE(b->done);
+  EXPECT_EQ(b->counts, (BatchCounts{3, 1, 1, 0}));
+  EXPECT_EQ(engine.Get("done", "batch:b").status().code(), Code::kNotFound);
+  ASSERT_EQ(CompleteNext(engine, "other"), "m3");
+  EXPECT_TRUE(engine.GetBatch("b")->done);
+  EXPECT_EQ(engine.Get("done", "batch:b")->version, 1u);
+}
+
+// After EndBatch, on a recovered engine: the callback is there once, unchanged.
+void ExpectOneCallback(const Engine& engine) {
+  Result<MessageRecord> cb = engine.Get("done", "batch:b");
+  ASSERT_TRUE(cb.ok());
+  EXPECT_EQ(cb->state, MessageState::kPending);
+  EXPECT_EQ(cb->version, 1u);
+  Result<QueueInfo> done = engine.GetQueue("done");
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->counts[MessageState::kPending], 1u);
+  EXPECT_TRUE(engine.GetBatch("b")->done);
+}
+
+TEST_F(RecoveryTest, ABatchCallbackIsNeitherLostNorDoubledAcrossRestartsFromTheLogAlone) {
+  uint64_t digest;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    StartBatch(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    digest = e.engine->Digest();
+  }
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), digest);
+  uint64_t after;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(e.engine->Digest(), digest);
+    EndBatch(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    after = e.engine->Digest();
+  }
+  // The callback was derived, not logged: replaying the completion derives it, once.
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), after);
+  LoggedEngine e;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+  ExpectOneCallback(*e.engine);
+  // The batch's retention: removed (logged), and after another restart still gone.
+  e.clock.Advance(3'600'000);
+  e.engine->Advance(e.clock.NowMs());
+  EXPECT_EQ(e.engine->GetBatch("b").status().code(), Code::kNotFound);
+  ASSERT_TRUE(e.Sync().ok());
+  const uint64_t removed = e.engine->Digest();
+  ASSERT_TRUE(e.log->Close().ok());
+  e.log.reset();
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir), removed);
+}
+
+TEST_F(SnapshotRecoveryTest, ABatchCallbackIsNeitherLostNorDoubledFromASnapshotAndTheTail) {
+  uint64_t digest;
+  CheckpointOptions checkpoint;
+  checkpoint.engine_options = TestEngineOptions();
+  {
+    LoggedEngine e;
+    LogOptions options;
+    options.segment_bytes = 16 << 10;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir, {}, options).ok());
+    StartBatch(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+    ASSERT_TRUE(checkpointer.RunOnce().ok());
+    // In the tail: another open batch with one member.
+    CreateBatchRequest late;
+    late.id = "late";
+    ASSERT_TRUE(e.engine->CreateBatch(late).ok());
+    EnqueueItem item = Item("x");
+    item.batch = "late";
+    ASSERT_TRUE(e.engine->Enqueue("other", {item})[0].ok());
+    ASSERT_TRUE(e.Sync().ok());
+    digest = e.engine->Digest();
+  }
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), digest);
+  EXPECT_FALSE(report.snapshot.empty());
+  uint64_t after;
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+    EXPECT_EQ(e.engine->Digest(), digest);
+    EXPECT_EQ(e.engine->GetBatch("late")->counts.members, 1u);
+    EndBatch(*e.engine);
+    ASSERT_TRUE(e.Sync().ok());
+    after = e.engine->Digest();
+    // A second snapshot, holding the done batch and its callback.
+    Checkpointer checkpointer(fs_.get(), kDir, e.log.get(), checkpoint);
+    ASSERT_TRUE(checkpointer.RunOnce().ok());
+  }
+  EXPECT_EQ(RecoveredDigest(fs_.get(), kDir, &report), after);
+  LoggedEngine e;
+  ASSERT_TRUE(e.Open(fs_.get(), kDir).ok());
+  ExpectOneCallback(*e.engine);
+}
+
 }  // namespace
 }  // namespace sundial::wal::test

@@ -248,6 +248,58 @@ inline std::vector<Effect> SampleEffectsV3() {
   return out;
 }
 
+// Batches, added to format 3 (docs/wal-format.md, "Batches"): a new batch with a callback, a
+// snapshot's done batch without one, a seal, a removal, a member's enqueue, a snapshot's
+// restated member.
+inline std::vector<Effect> SampleEffectsBatches() {
+  static const std::string packed = PackMetadata({{"tenant", "acme"}, {"empty", ""}});
+  std::vector<Effect> samples = SampleEffects();
+  std::vector<Effect> out;
+  Effect created;
+  created.type = EffectType::kBatchCreated;
+  created.time = 1'700'000'000'100;
+  created.queue = "callbacks";
+  created.batch = "import-2026-11-28";
+  created.id = "batch:import-2026-11-28";
+  created.priority = -5;
+  created.payload = std::string_view("\0done\xff", 6);
+  created.packed_metadata = packed;
+  created.max_attempts = 3;
+  created.batch_fields.has_callback = true;
+  created.batch_fields.retention_ms = 3'600'000;
+  created.batch_fields.created_at = created.time;
+  out.push_back(created);
+  Effect done;
+  done.type = EffectType::kBatchCreated;
+  done.time = 1'700'000'000'200;
+  done.batch = "b";
+  done.batch_fields.retention_ms = 0;
+  done.batch_fields.created_at = 1'600'000'000'000;
+  done.batch_fields.sealed = true;
+  done.batch_fields.done = true;
+  done.batch_fields.done_at = 1'650'000'000'000;
+  done.batch_fields.counts = {100'000, 99'000, 600, 400};
+  out.push_back(done);
+  Effect sealed;
+  sealed.type = EffectType::kBatchSealed;
+  sealed.time = 1'700'000'000'300;
+  sealed.batch = created.batch;
+  out.push_back(sealed);
+  Effect removed = sealed;
+  removed.type = EffectType::kBatchRemoved;
+  removed.time = 1'700'000'000'400;
+  out.push_back(removed);
+  Effect member = samples[4];  // kMessageEnqueued
+  member.batch = created.batch;
+  out.push_back(member);
+  Effect restated = samples[5];  // kMessageChanged
+  restated.cause = ChangeCause::kNone;
+  restated.from = restated.to;
+  restated.batch = "b";
+  out.push_back(restated);
+  return out;
+}
+
 // Checks the fields docs/wal-format.md logs for a.type.
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
@@ -283,6 +335,28 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
         EXPECT_EQ(a.error, b.error);
       }
       return;
+    case EffectType::kBatchCreated: {
+      EXPECT_EQ(a.batch, b.batch);
+      const BatchFields& f = a.batch_fields;
+      const BatchFields& g = b.batch_fields;
+      EXPECT_EQ(f.has_callback, g.has_callback);
+      EXPECT_EQ(f.retention_ms, g.retention_ms);
+      EXPECT_EQ(f.created_at, g.created_at);
+      EXPECT_EQ(f.sealed, g.sealed);
+      EXPECT_EQ(f.done, g.done);
+      EXPECT_EQ(f.done_at, g.done_at);
+      EXPECT_EQ(f.counts, g.counts);
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.priority, b.priority);
+      EXPECT_EQ(a.payload, b.payload);
+      EXPECT_EQ(a.packed_metadata, b.packed_metadata);
+      EXPECT_EQ(a.max_attempts, b.max_attempts);
+      return;
+    }
+    case EffectType::kBatchSealed:
+    case EffectType::kBatchRemoved:
+      EXPECT_EQ(a.batch, b.batch);
+      return;
     default:
       break;
   }
@@ -312,6 +386,7 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
       EXPECT_EQ(a.on_dependency_failure, b.on_dependency_failure);
     }
     EXPECT_EQ(a.dependency_edges, b.dependency_edges);
+    EXPECT_EQ(a.batch, b.batch);
   }
   if (a.type == EffectType::kMessageDeadLettered) {
     EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);

@@ -103,7 +103,7 @@ class Operations:
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
                 max_attempts=None, *, visible_at=None, wait_ms=None, depends_on=None,
-                on_dependency_failure=None, timeout=None, durability=None):
+                on_dependency_failure=None, batch=None, timeout=None, durability=None):
         """Puts one message; returns ``EnqueueResult`` (``id``, ``version``, ``duplicate``).
 
         ``payload``: bytes (a str is sent as UTF-8). ``priority``: lower runs first (by
@@ -116,11 +116,13 @@ class Operations:
         ``depends_on``: messages that must complete first, a list of "queue/id" (or ids of
         this queue, up to 100000); until then the message is ``waiting``. A dependency that
         does not exist is NOT_FOUND. ``on_dependency_failure``: what it does when one is
-        canceled or errored: "cancel" (the default), "release" (it runs anyway) or "error"."""
+        canceled or errored: "cancel" (the default), "release" (it runs anyway) or "error".
+        ``batch``: the batch it joins (``create_batch``; NOT_FOUND when none,
+        FAILED_PRECONDITION once sealed)."""
         if id is None:
             id = self._default_id()
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
-                                  max_attempts, depends_on, on_dependency_failure)
+                                  max_attempts, depends_on, on_dependency_failure, batch)
         return self._execute(codec.enqueue(queue, item, wait_ms or 0), timeout, durability)
 
     def call(self, queue, payload=b"", *, timeout=30.0, priority=0, metadata=None, id=None,
@@ -140,6 +142,28 @@ class Operations:
         enqueue_decode = request.decode
         request.decode = lambda response: enqueue_decode(response).outcome
         return self._execute(request, None, durability)
+
+    # ---- Batches (docs/semantics.md, "Batches") ---------------------------------------------
+
+    def create_batch(self, id, callback=None, *, retention_ms=None, timeout=None,
+                     durability=None):
+        """Creates an open batch (server-wide; members may be in any queue); returns it
+        (``Batch``). ``callback``: a dict — ``queue`` and optionally ``id`` (default
+        "batch:<id>"), ``priority``, ``payload``, ``metadata`` (at most 11 pairs),
+        ``max_attempts`` — the message enqueued once, when the batch is sealed and every member
+        is terminal, with the counts in its metadata (``x-batch-total``, ``x-batch-completed``,
+        ``x-batch-canceled``, ``x-batch-errored``, ``x-batch-id``). Repeating it with the same
+        callback returns the batch; with another it raises ALREADY_EXISTS."""
+        return self._execute(codec.create_batch(id, callback, retention_ms), timeout, durability)
+
+    def seal_batch(self, id, *, timeout=None, durability=None):
+        """No member may join any more; the batch is done (its callback enqueued) once no
+        member is active — at once if none is. Returns the ``Batch``."""
+        return self._execute(codec.seal_batch(id), timeout, durability)
+
+    def get_batch(self, id, *, timeout=None):
+        """The ``Batch`` with its members' counts (NOT_FOUND when none)."""
+        return self._execute(codec.get_batch(id), timeout)
 
     def wait(self, queue, ids, wait_ms=0, *, timeout=None):
         """Each message's ``Outcome`` once every one is terminal (completed, canceled or

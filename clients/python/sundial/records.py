@@ -93,6 +93,20 @@ class EnqueueResult(Record):
     _decoders = {}
 
 
+class Batch(Record):
+    """A batch (docs/semantics.md, "Batches"): ``id``, ``callback`` (a dict: ``queue``, ``id``,
+    ``priority``, ``payload``, ``metadata``, ``max_attempts``; None without one),
+    ``retention_ms``, ``created_at``, ``sealed``, ``done`` (sealed and no member active: the
+    callback was enqueued), ``done_at``, and the members' counts: ``members``, ``active``,
+    ``completed``, ``canceled`` (also purged or deleted with their queue), ``errored`` (also
+    moved to a dead-letter queue)."""
+
+    __slots__ = ("id", "callback", "retention_ms", "created_at", "sealed", "done", "done_at",
+                 "members", "active", "completed", "canceled", "errored")
+    FIELDS = __slots__
+    _decoders = {}
+
+
 TERMINAL_STATES = ("completed", "canceled", "errored")
 
 
@@ -181,10 +195,12 @@ class BrowsePage(Record):
 
 class Explanation(Record):
     """Why a message (or a filter) is or is not dequeueable now; see docs/protocol.md#explain.
-    ``reason`` is one of EXPLAIN_REASONS."""
+    ``reason`` is one of EXPLAIN_REASONS. Waiting on its dependencies: ``dependencies`` (how
+    many), ``unfinished`` (how many are not finished) and ``waiting_on`` (the first 10 of those,
+    "queue/id")."""
 
     __slots__ = ("reason", "id", "state", "until", "lease_token", "exclusivity_value",
-                 "attempts")
+                 "attempts", "dependencies", "unfinished", "waiting_on")
     FIELDS = __slots__
     _decoders = {}
 
