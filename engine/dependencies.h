@@ -124,6 +124,10 @@ class DependencyGraph {
     bool gone = false;
   };
   std::vector<Listed> ListedDependencies(std::string_view dependent) const;
+  // Per entry of ListedDependencies: whether `dependent` still waits on it (it waits, and that
+  // dependency has neither completed nor failed since it was listed). All false when it does
+  // not wait.
+  std::vector<bool> UnfinishedEntries(std::string_view dependent) const;
 
   // Snapshots: calls `visit` for every dependent whose message exists, in the order they
   // joined (see the top of this file). The entry's views are valid during the call.

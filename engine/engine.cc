@@ -966,17 +966,19 @@ Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id)
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
   if (!x.ok() || x->reason != ExplainReason::kWaitingOnDependencies) return x;
-  // Which dependencies it still waits on: read under every shard's lock, after the queue's
-  // (a release in between leaves the counts of the moment they were read).
-  auto outcomes = DependencyOutcomes(queue, id);
-  if (!outcomes.ok()) return x;
-  x->dependencies = static_cast<uint32_t>(outcomes->size());
-  for (const auto& [key, outcome] : *outcomes) {
-    // A dependency that failed or is gone would have ended the wait (its policy): only the
-    // ones not terminal yet hold it.
-    if (!outcome.ok() || IsTerminal(outcome->state)) continue;
+  // Which dependencies it still waits on, as the graph says (read under every shard's lock,
+  // after the queue's: a release in between leaves the counts of the moment they were read).
+  // Not the dependencies' states: one that errored under the release policy and was redriven
+  // since is pending again, but counted finished for good.
+  AllShardsLock lock(this);
+  const std::string key = DependencyKey(queue, id);
+  std::vector<DependencyGraph::Listed> listed = deps_.ListedDependencies(key);
+  const std::vector<bool> unfinished = deps_.UnfinishedEntries(key);
+  x->dependencies = static_cast<uint32_t>(listed.size());
+  for (size_t i = 0; i < listed.size() && i < unfinished.size(); ++i) {
+    if (!unfinished[i]) continue;
     ++x->unfinished;
-    if (x->waiting_on.size() < kMaxExplainWaitingOn) x->waiting_on.push_back(key);
+    if (x->waiting_on.size() < kMaxExplainWaitingOn) x->waiting_on.push_back(listed[i].key);
   }
   return x;
 }

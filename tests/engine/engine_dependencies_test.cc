@@ -187,6 +187,33 @@ TEST_F(DependenciesTest, APurgeOfSeveralDependenciesNamesTheFirstByIdInTheReason
   ExpectReplayAndExportGiveTheSameState();
 }
 
+// Found by the model test: explain counts the dependencies a message still waits on; one that
+// errored under the release policy counted as finished and stays so when it is redriven (the
+// engine read its state, pending again, and listed it).
+TEST_F(DependenciesTest, ExplainDoesNotCountARedrivenDependencyAsUnfinished) {
+  QueueSettings once;
+  once.max_attempts = 1;
+  MakeQueue("q", once);
+  Put("q", "x");
+  Put("q", "y");
+  PutAfter("q", "d", {"x", "y"}, DependencyFailurePolicy::kRelease);
+  MessageRecord m = TakeOne("q");
+  ASSERT_EQ(m.id, "x");
+  ASSERT_TRUE(engine()
+                  .Fail("q", FailRequest{.id = "x",
+                                         .lease_token = m.lease_token,
+                                         .error = "e",
+                                         .retry_delay_ms = std::nullopt})
+                  .ok());
+  ASSERT_TRUE(engine().Redrive("q", {"x"})[0].ok());
+  Result<Explanation> x = engine().Explain("q", "d");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
+  EXPECT_EQ(x->dependencies, 2u);
+  EXPECT_EQ(x->unfinished, 1u);
+  EXPECT_EQ(x->waiting_on, std::vector<std::string>{"q/y"});
+}
+
 TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
   Put("q", "a");
   EnqueueItem item = Item("c");
