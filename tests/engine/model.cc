@@ -1089,7 +1089,14 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
       e.reason = ExplainReason::kTerminal;
       break;
     case MessageState::kWaiting:
+      // How many it listed, how many have not finished, the first 10 of those in listed order.
       e.reason = ExplainReason::kWaitingOnDependencies;
+      e.dependencies = static_cast<uint32_t>(m.dependencies.size());
+      for (const Dependency& d : m.dependencies) {
+        if (d.finished) continue;
+        ++e.unfinished;
+        if (e.waiting_on.size() < 10) e.waiting_on.push_back(d.key);
+      }
       break;
   }
   return e;

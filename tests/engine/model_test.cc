@@ -246,6 +246,12 @@ void CompareExplanation(Diff& d, const std::string& at, const Explanation& e,
   d.Check(at + ".lease_token", e.lease_token, m.lease_token);
   d.Check(at + ".exclusivity_value", e.exclusivity_value, m.exclusivity_value);
   d.Check(at + ".attempts", e.attempts, m.attempts);
+  d.Check(at + ".dependencies", e.dependencies, m.dependencies);
+  d.Check(at + ".unfinished", e.unfinished, m.unfinished);
+  d.Check(at + ".waiting_on.size", e.waiting_on.size(), m.waiting_on.size());
+  for (size_t i = 0; i < e.waiting_on.size() && i < m.waiting_on.size(); ++i) {
+    d.Check(at + ".waiting_on[" + std::to_string(i) + "]", e.waiting_on[i], m.waiting_on[i]);
+  }
 }
 
 void CompareStatus(Diff& d, const std::string& at, const Status& e, const Status& m) {
@@ -2595,6 +2601,25 @@ TEST(ModelFocusedTest, PurgeDeleteAndDeadLetterMovesFailDependentsAsRemovalsInId
   EXPECT_EQ(h.model().Get("p", "after-purge")->last_error, "dependency p/a removed");
   EXPECT_EQ(h.model().Get("src", "after-move")->last_error, "dependency src/s errored");
   EXPECT_EQ(h.model().Get("src", "after-delete")->last_error, "dependency d/gone removed");
+}
+
+TEST(ModelFocusedTest, ExplainOfAWaitingMessageCountsTheDependenciesItStillWaitsOn) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings once;
+  once.max_attempts = 1;
+  Op explain = MakeOp(OpKind::kExplain, "q");
+  explain.id = "d";
+  // d (release) waits on x and y; x errors (counted finished), then is redriven: d still waits
+  // on y alone.
+  RunFocused(h, {CreateOp("q", once), EnqueueOp("q", "x"), EnqueueOp("q", "y"),
+                 EnqueueOp("q", "d", {"x", "y", "q/y"}, DependencyFailurePolicy::kRelease),
+                 DequeueOp("q", 1), FailOp("q", "x"), explain, IdsOp(OpKind::kRedrive, "q", {"x"}),
+                 explain});
+  Result<Explanation> x = h.model().Explain("q", "d");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->dependencies, 3u);
+  EXPECT_EQ(x->unfinished, 2u);
+  EXPECT_EQ(x->waiting_on, (std::vector<std::string>{"q/y", "q/y"}));
 }
 
 TEST(ModelFocusedTest, AHeldDependencyOutlivesItsRetentionUntilItsDependentStopsWaiting) {
