@@ -4,6 +4,7 @@
 // seconds (js/cluster.js). Routes are in the URL's hash, so moving between views makes no HTTP
 // request.
 
+import {BatchView} from './js/batches.js';
 import {ClusterPanel} from './js/cluster.js';
 import {readOnly} from './js/confirm.js';
 import {Connection} from './js/conn.js';
@@ -11,6 +12,7 @@ import {h, setText} from './js/dom.js';
 import {bytes, duration, int, rate} from './js/format.js';
 import {OverviewView} from './js/overview.js';
 import {QueueView} from './js/queue.js';
+import {SchedulesView} from './js/schedules.js';
 import {Store} from './js/store.js';
 
 class App {
@@ -134,25 +136,41 @@ class App {
     const m = /^#\/q\/([^/]+)(?:\/m\/(.+))?$/.exec(hash);
     const queue = m ? decodeURIComponent(m[1]) : null;
     const id = m && m[2] ? decodeURIComponent(m[2]) : null;
-    const key = queue ? 'q:' + queue : 'overview';
+    // #/schedules[/QUEUE] and #/batches[/ID]: pages of their own, built anew each time.
+    const other = /^#\/(schedules|batches)(?:\/(.+))?$/.exec(hash);
+    const arg = other && other[2] ? decodeURIComponent(other[2]) : '';
+    const key = queue ? 'q:' + queue : other ? `${other[1]}:${arg}` : 'overview';
     if (key === this.viewKey && this.view) {
       if (queue) this.view.showDetail(id);
       return;
     }
     if (this.view) this.view.unmount();
     this.viewKey = key;
+    let crumb = '';
     if (queue) {
       this.view = new QueueView(this, queue);
       this.view.mount(this.main, id);
       document.title = `${queue} · Sundial`;
+      crumb = ' / ' + queue;
+    } else if (other) {
+      const View = other[1] === 'schedules' ? SchedulesView : BatchView;
+      this.view = new View(this, arg);
+      this.view.mount(this.main);
+      const title = other[1] === 'schedules' ? 'Schedules' : 'Batches';
+      document.title = `${arg ? arg + ' · ' : ''}${title} · Sundial`;
+      crumb = ` / ${title}${arg ? ' / ' + arg : ''}`;
     } else {
       if (!this.overview) this.overview = new OverviewView(this);
       this.view = this.overview;
       this.view.mount(this.main);
       document.title = 'Sundial';
     }
-    this.crumbs.replaceChildren(h('a', {href: '#/', text: 'Queues'}),
-                                queue ? h('span', {text: ' / ' + queue}) : '');
+    this.crumbs.replaceChildren(h('a', {href: '#/', text: 'Queues'}), crumb ? h('span', {text: crumb}) : '');
+    const section = queue || !other ? 'queues' : other[1];
+    for (const a of document.querySelectorAll('#sections a')) {
+      if (a.dataset.section === section) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
     this.cluster.routed();
   }
 

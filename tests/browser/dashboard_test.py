@@ -625,8 +625,135 @@ def test_dependencies(ctx):
     ws.close()
 
 
+def schedule_cells(ctx, key):
+    """The schedules page's cells of one schedule ("queue/name"), by column key."""
+    return ctx.js("const r = document.querySelector(`tr[data-schedule=\"${arguments[0]}\"]`);"
+                  "return r ? Object.fromEntries([...r.querySelectorAll('td[data-key]')]"
+                  ".map(c => [c.dataset.key, c.textContent])) : null;", key)
+
+
+def test_schedules(ctx):
+    """The schedules page: each schedule with its timing, state, fires and counts; run now,
+    pause, resume and delete behind confirmations; the last fire's message linked; the queue
+    page's link to its schedules (docs/dashboard.md, "Schedules")."""
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "reports"})
+    ws.call("UpsertSchedule", {"queue": "reports", "name": "nightly", "cron": "30 2 * * *",
+                               "tz": "Europe/Paris", "misfire": "one"})
+    ws.call("UpsertSchedule", {"queue": "reports", "name": "hourly", "every_ms": 3600000})
+    ws.call("CreateQueue", {"name": "other"})
+    ws.call("UpsertSchedule", {"queue": "other", "name": "tick", "every_ms": 60000})
+    ctx.open(s.url + "/#/schedules")
+    wait_for(lambda: schedule_cells(ctx, "reports/nightly") is not None, 30, "nightly listed")
+    nightly = schedule_cells(ctx, "reports/nightly")
+    assert nightly["when"] == "30 2 * * * (Europe/Paris)", nightly
+    assert nightly["status"] == "active" and nightly["fires"] == "0", nightly
+    assert nightly["next"].startswith("20") and nightly["next"].endswith("m"), nightly  # "…in 11h 43m"
+    assert ctx.text('tr[data-schedule="reports/nightly"] td[data-key="next"] .rel').startswith("in ")
+    assert schedule_cells(ctx, "reports/hourly")["when"] == "every 1h 00m"
+    assert schedule_cells(ctx, "other/tick") is not None
+    ctx.shot("schedules")
+
+    # Run now: one fire, its message linked from the row and present in the queue.
+    ctx.click('tr[data-schedule="reports/hourly"] button[data-act="trigger"]')
+    ctx.confirm(must_mention=["hourly", "reports"])
+    wait_for(lambda: schedule_cells(ctx, "reports/hourly")["fires"] == "1", 30, "one fire counted")
+    fired = schedule_cells(ctx, "reports/hourly")["enqueued"]
+    assert fired.startswith("hourly@"), fired
+    msg = ws.call("Get", {"queue": "reports", "id": fired})
+    assert msg["message"]["id"] == fired, msg
+    link = ctx.css('tr[data-schedule="reports/hourly"] td[data-key="enqueued"] a')
+    assert link.get_attribute("href").endswith("#/q/reports/m/" + fired.replace("@", "%40"))
+
+    # Pause, then resume: the server's state follows, and the row shows it.
+    ctx.click('tr[data-schedule="reports/nightly"] button[data-act="pause"]')
+    ctx.confirm(must_mention=["nightly"])
+    wait_for(lambda: schedule_cells(ctx, "reports/nightly")["status"] == "paused", 30, "paused")
+    assert ws.call("GetSchedule", {"queue": "reports", "name": "nightly"})["schedule"]["paused"]
+    assert schedule_cells(ctx, "reports/nightly")["next"] == "—"
+    ctx.click('tr[data-schedule="reports/nightly"] button[data-act="resume"]')
+    ctx.confirm(must_mention=["nightly"])
+    wait_for(lambda: schedule_cells(ctx, "reports/nightly")["status"] == "active", 30, "resumed")
+
+    # One queue's schedules, reached from its page.
+    ctx.go("#/q/reports")
+    ctx.click("#queue-schedules-link")
+    wait_for(lambda: ctx.js("return location.hash") == "#/schedules/reports", 30, "the link")
+    wait_for(lambda: schedule_cells(ctx, "reports/nightly") is not None, 30, "reports' listed")
+    assert schedule_cells(ctx, "other/tick") is None, "another queue's schedule is not listed"
+
+    # Delete asks for the name to be typed; the messages it made stay.
+    ctx.click('tr[data-schedule="reports/hourly"] button[data-act="delete"]')
+    wait_for(lambda: ctx.css("#confirm[open]"), 30, "the confirmation")
+    assert not ctx.css("#confirm-ok").is_enabled(), "deleting needs the name typed"
+    ctx.css("#confirm-typed").send_keys("hourly")
+    ctx.confirm(must_mention=["1 messages it made stay"])
+    wait_for(lambda: schedule_cells(ctx, "reports/hourly") is None, 30, "hourly gone")
+    try:
+        ws.call("GetSchedule", {"queue": "reports", "name": "hourly"})
+        raise AssertionError("the deleted schedule is still there")
+    except WsError as e:
+        assert "NOT_FOUND" in str(e), e
+    assert ws.call("Get", {"queue": "reports", "id": fired})["message"]["id"] == fired
+    ctx.no_script_errors()
+    ws.close()
+
+
+def test_batches(ctx):
+    """The batch page: found by id, its members' progress as they finish, sealed from the page,
+    done with its callback linked; the callback's batch linked back (docs/dashboard.md,
+    "Batches")."""
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.call("CreateBatch", {"id": "import-7", "callback": {"queue": "done"}})
+    ws.call("CreateQueue", {"name": "parts", "settings": {"max_attempts": 1}})
+    ws.enqueue("parts", [{"id": f"p{i}", "batch": "import-7"} for i in range(4)])
+    ctx.open(s.url + "/#/batches")
+    ctx.css("#batch-id").send_keys("import-7")
+    ctx.click("#batch-go")
+    ctx.wait_text("#batch-members", "4")
+    ctx.wait_text("#batch-active", "4")
+    assert ctx.css("#batch-body").get_attribute("data-state") == "open"
+    leased = ws.call("Dequeue", {"queue": "parts", "max": 3})["messages"]
+    ws.call("Complete", {"queue": "parts", "items": [
+        {"id": m["id"], "lease_token": m["lease_token"]} for m in leased[:2]]})
+    ws.call("Fail", {"queue": "parts", "id": leased[2]["id"],
+                     "lease_token": leased[2]["lease_token"], "error": "bad row"})
+    ws.call("Cancel", {"queue": "parts", "ids": ["p3"]})
+    ctx.wait_text("#batch-completed", "2")
+    ctx.wait_text("#batch-errored", "1")
+    ctx.wait_text("#batch-canceled", "1")
+    ctx.wait_text("#batch-active", "0")
+    parts = ctx.js("return [...document.querySelectorAll('#batch-progress .part')]"
+                   ".map(p => [p.dataset.part, Math.round(parseFloat(p.style.width))])")
+    assert parts == [["completed", 50], ["canceled", 25], ["errored", 25]], parts
+    ctx.shot("batch-open")
+    # Not sealed: not done, although no member is active. Sealing from the page finishes it.
+    ctx.click("#batch-seal")
+    ctx.confirm(must_mention=["import-7", "done at once"])
+    wait_for(lambda: ctx.css("#batch-body").get_attribute("data-state") == "done", 30, "done")
+    link = ctx.css("#batch-callback-link")
+    assert link.text == "done/batch:import-7", link.text
+    assert not ctx.all("#batch-seal"), "a sealed batch offers no seal"
+    ctx.shot("batch-done")
+    link.click()
+    wait_for(lambda: ctx.all("#detail-metadata a.batch-link"), 30, "the callback's batch link")
+    meta = ctx.js("return Object.fromEntries([...document.querySelectorAll('#detail-metadata tr')]"
+                  ".map(r => [r.cells[0].textContent, r.cells[1].textContent]))")
+    assert meta["x-batch-completed"] == "2" and meta["x-batch-errored"] == "1", meta
+    # In one script: the detail re-renders its metadata with every update of the message.
+    ctx.js("document.querySelector('#detail-metadata a.batch-link').click()")
+    wait_for(lambda: ctx.js("return location.hash") == "#/batches/import-7", 30, "back to the batch")
+    ctx.go("#/batches/no-such-batch")
+    wait_for(lambda: "No batch" in ctx._safe_text("#batch-error"), 30, "an unknown batch named")
+    ctx.no_script_errors()
+    ws.close()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
-         test_sign_in, test_off, test_cluster, test_dependencies]
+         test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
+         test_batches]
 
 
 def main():

@@ -34,7 +34,23 @@
 //   phantom       a message, a state or a priority that no request sent could have caused;
 //   result        a completed message whose result is not the one its acknowledged complete
 //                 stored, or (phantom result) is none that a complete sent could store
-//                 (docs/semantics.md, "Results and waiting").
+//                 (docs/semantics.md, "Results and waiting"); the same for a get, and for a
+//                 dependency's outcome that a dependent's lease or get carried
+//                 (include_dependency_results); a get's completed message whose result does
+//                 not name the lease token it shows;
+//   dependency    a dependent (docs/semantics.md, "Dependencies") leased, or shown out of
+//                 waiting other than canceled or errored, before a complete (under `release`:
+//                 or a failure) of each of its dependencies was sent; shown waiting although no
+//                 dependency in the same read is unfinished, or (policy cancel or error) one
+//                 failed; canceled or errored by a failure no request could have caused (a
+//                 phantom);
+//   schedule      a fire of an every_ms schedule (misfire `all`) that is not at one of its times
+//                 (two ids for one fire), before its first, or missing between the earliest
+//                 fire read and the latest the server made, beyond those it counted dropped
+//                 (docs/semantics.md, "Schedules"); a fire is otherwise a message like any
+//                 other, acknowledged once a dequeue that leased it was;
+//   drain         a message pending or invisible in a queue drained before the read (a dequeue
+//                 that waited found nothing more).
 #pragma once
 
 #include <cstdint>
@@ -46,20 +62,24 @@
 namespace sundial::torture {
 
 struct Violation {
-  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result
+  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result,
+  // dependency, schedule, drain
   std::string kind;
   std::string text;
 };
 
 struct Report {
-  uint64_t ops = 0;             // requests in the history
-  uint64_t acknowledged = 0;    // of which answered ok
-  uint64_t acked_enqueues = 0;  // enqueues answered ok
-  uint64_t inventories = 0;     // complete inventory blocks
-  uint64_t message_checks = 0;  // (message, inventory) pairs compared
-  uint64_t lease_checks = 0;    // pairs of acknowledged leases compared
-  uint64_t result_checks = 0;   // completed messages whose result was compared
-  uint64_t lost = 0;            // distinct messages whose acknowledged enqueue was lost
+  uint64_t ops = 0;                // requests in the history
+  uint64_t acknowledged = 0;       // of which answered ok
+  uint64_t acked_enqueues = 0;     // enqueues answered ok
+  uint64_t inventories = 0;        // complete inventory blocks
+  uint64_t message_checks = 0;     // (message, inventory) pairs compared
+  uint64_t lease_checks = 0;       // pairs of acknowledged leases compared
+  uint64_t result_checks = 0;      // completed messages whose result was compared
+  uint64_t dependency_checks = 0;  // dependents' leases and states judged against their deps
+  uint64_t schedule_checks = 0;    // fire times looked for in an inventory
+  uint64_t drain_checks = 0;       // messages of drained queues looked at
+  uint64_t lost = 0;               // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 
   uint64_t Count(const std::string& kind) const;

@@ -18,8 +18,9 @@ const EXPLAIN = {
   attempts_spent: (x) => `Errored: all ${x.attempts || 0} attempts spent. Redrive it to try again.`,
   running: (x) => `Running: leased by token ${x.lease_token || 0} until ${time(x.until)}.`,
   terminal: () => 'Finished (completed or canceled): kept until retention removes it.',
-  waiting_on_dependencies: () => 'Waiting on its dependencies: it becomes pending when the last ' +
-                                 'one completes (see Dependencies below).',
+  waiting_on_dependencies: (x) => `Waiting on ${x.unfinished || 0} of ${x.dependencies || 0} dependencies` +
+      `${(x.waiting_on || []).length ? ': ' + x.waiting_on.join(', ') + ((x.unfinished || 0) > x.waiting_on.length ? ', …' : '') : ''}` +
+      '. It becomes pending when the last one completes (see Dependencies below).',
 };
 
 // A dependency's key "queue/id" (or a bare id of this queue) as [queue, id].
@@ -161,7 +162,10 @@ export class MessageDetail {
     this.explainEl.dataset.reason = reason || '';
     clear(this.metaBody);
     for (const p of m.metadata) {
-      this.metaBody.append(h('tr', null, h('td', {text: p.key}), h('td', {text: p.value})));
+      // A batch's callback names its batch: a link to the batch page.
+      const value = p.key === 'x-batch-id' ?
+          h('a', {href: `#/batches/${encodeURIComponent(p.value)}`, class: 'batch-link', text: p.value}) : p.value;
+      this.metaBody.append(h('tr', null, h('td', {text: p.key}), h('td', null, value)));
     }
     if (!m.metadata.length) this.metaBody.append(h('tr', null, h('td', {colspan: 2, class: 'muted', text: 'none'})));
     if (this.actions) {

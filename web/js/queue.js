@@ -73,7 +73,9 @@ export class QueueView {
     this.detailBox = h('section', {class: 'detail', id: 'detail-box', hidden: true});
 
     this.el = h('section', {id: 'queue-view', dataset: {queue: this.name}},
-                h('div', {class: 'toolbar'}, this.title, this.badges),
+                h('div', {class: 'toolbar'}, this.title, this.badges,
+                  h('a', {href: `#/schedules/${encodeURIComponent(this.name)}`, id: 'queue-schedules-link',
+                          text: 'Schedules'})),
                 this.settingsLine, this.missing, this.actions, this.cards,
                 h('div', {class: 'charts'}, this.depthChart, this.rateChart),
                 this.detailBox,
