@@ -94,7 +94,9 @@ bool HistoryEntryOf(const Effect& e, HistoryEntry* out) {
   out->from = e.type == EffectType::kMessageEnqueued ? e.to : e.from;
   out->to = e.to;
   out->attempt = e.attempts;
-  out->lease_token = e.lease_token;
+  // An enqueue concerns no lease (a waiting message's effect carries its future visible_at in
+  // the token: queue.h).
+  out->lease_token = e.type == EffectType::kMessageEnqueued ? 0 : e.lease_token;
   out->text.assign(TextOf(e, out->event));
   return true;
 }

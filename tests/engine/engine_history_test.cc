@@ -252,6 +252,22 @@ TEST_F(HistoryTest, ADependentsReleaseIsRecordedLiveAndOnReplay) {
   ExpectReplayAndExportAgree("q", "child");
 }
 
+// Found by the model test: a waiting message keeps the visible_at it will have in its timer's
+// token slot (queue.h), and its enqueued entry took that as its lease token. An entry names a
+// lease only when it concerns one (docs/semantics.md, "History").
+TEST_F(HistoryTest, TheEnqueuedEntryOfADelayedDependentNamesNoLease) {
+  Put("q", "parent");
+  EnqueueItem child = Item("child");
+  child.depends_on = {"parent"};
+  child.delay_ms = 5000;
+  Put("q", std::move(child));
+  MessageHistory h = HistoryOf("q", "child");
+  ASSERT_EQ(EventsOf(h), (std::vector<HistoryEvent>{HistoryEvent::kEnqueued}));
+  EXPECT_EQ(h.entries[0].to, MessageState::kWaiting);
+  EXPECT_EQ(h.entries[0].lease_token, 0u);
+  ExpectReplayAndExportAgree("q", "child");
+}
+
 TEST_F(HistoryTest, TheDigestSeesHistory) {
   Put("q", "a");
   MessageRecord m = TakeAs("q", "w");
