@@ -421,12 +421,13 @@ MessageState Queue::BeginChange(MessageRef ref, Timing* old) {
 }
 
 void Queue::FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
-                         ChangeCause cause, Timing timing, std::string_view worker_id) {
+                         ChangeCause cause, Timing timing, std::string_view worker_id,
+                         uint64_t ended_lease) {
   Message* m = At(ref);
   m->set_state(to);
   Stamp(ref, VersionOf(ref, m) + 1, now);
   Attach(ref, timing);
-  Emit(EffectType::kMessageChanged, cause, from, ref, now, {}, worker_id);
+  Emit(EffectType::kMessageChanged, cause, from, ref, now, {}, worker_id, ended_lease);
 }
 
 void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause) {
@@ -434,7 +435,8 @@ void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCaus
   MessageState from = BeginChange(ref, &old);
   Timing timing{SaturatingAdd(now, settings_.retention_ms),
                 to == MessageState::kCompleted ? old.token : 0};
-  FinishChange(ref, from, to, now, cause, timing);
+  FinishChange(ref, from, to, now, cause, timing, {},
+               from == MessageState::kRunning ? old.token : 0);
   if (At(ref)->in_graph() && env_->dependencies != nullptr) {
     env_->dependencies->OnTerminal(*this, At(ref)->id(), from, to, now);
   }
@@ -465,7 +467,8 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
 }
 
 void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
-                 std::string_view dead_letter_queue, std::string_view worker_id) {
+                 std::string_view dead_letter_queue, std::string_view worker_id,
+                 uint64_t ended_lease) {
   const bool history = settings_.history_max > 0 && type != EffectType::kMessageRemoved;
   const bool report = env_->sink != nullptr && !silenced_;
   if (!history && !report) return;
@@ -475,13 +478,20 @@ void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageR
   e.dead_letter_queue = dead_letter_queue;
   e.derived = emit_derived_;
   e.worker_id = worker_id;
-  if (history) RecordHistory(ref, e);
+  if (history) RecordHistory(ref, e, ended_lease);
   if (report) env_->sink->OnEffect(e);
 }
 
-void Queue::RecordHistory(MessageRef ref, const Effect& e) {
+void Queue::RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease) {
   if (settings_.history_max == 0) return;
-  const int64_t delta = histories_.Record(ref, e, settings_.history_max);
+  int64_t delta;
+  if (ended_lease != 0 && e.lease_token == 0 && e.from == MessageState::kRunning) {
+    Effect named = e;
+    named.lease_token = ended_lease;
+    delta = histories_.Record(ref, named, settings_.history_max);
+  } else {
+    delta = histories_.Record(ref, e, settings_.history_max);
+  }
   if (delta == 0) return;
   At(ref)->set_has_history(true);
   AddMemoryBytes(delta);
@@ -754,6 +764,7 @@ bool Queue::CanEnter(const Message* m) const {
 void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                              uint32_t max_attempts, std::string_view error, TimeMs now, bool emit) {
   const Message* m = At(ref);
+  const uint64_t ended_lease = m->state() == MessageState::kRunning ? TimingOf(m).token : 0;
   std::string packed = WithOrigin(m->packed_metadata(), name_);
   const MessageRef moved =
       dead_letter->Insert(m->id(), IdTable::Hash(m->id()), m->payload(), packed, PairCount(packed));
@@ -782,7 +793,7 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
   e.queue = name_;
   e.from = m->state();
   e.dead_letter_queue = dead_letter->name_;
-  dead_letter->RecordHistory(moved, e);
+  dead_letter->RecordHistory(moved, e, ended_lease);
   if (emit && env_->sink != nullptr) env_->sink->OnEffect(e);
   const MessageState from = m->state();
   const bool in_graph = m->in_graph();
@@ -838,14 +849,16 @@ Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* r
     int64_t d = (base > 0 && base > (cap >> shift)) ? cap : std::min(cap, base << shift);
     delay = std::llround(static_cast<double>(d) * (0.9 + 0.2 * rng->NextUnit()));
   }
-  MessageState from = BeginChange(ref);
+  Timing old;
+  MessageState from = BeginChange(ref, &old);
   if (delay <= 0) {
-    FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kFailed, Timing{});
+    FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kFailed, Timing{}, {},
+                 old.token);
     result.state = MessageState::kPending;
   } else {
     const TimeMs visible_at = SaturatingAdd(now, delay);
     FinishChange(ref, from, MessageState::kInvisible, now, ChangeCause::kFailed,
-                 Timing{visible_at, 0});
+                 Timing{visible_at, 0}, {}, old.token);
     result.state = MessageState::kInvisible;
     result.visible_at = visible_at;
   }
@@ -980,9 +993,10 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
       }
       case MessageState::kRunning: {
         if (m->attempts() < m->max_attempts()) {
-          MessageState from = BeginChange(ref);
-          FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired,
-                       Timing{});
+          Timing old;
+          MessageState from = BeginChange(ref, &old);
+          FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired, Timing{},
+                       {}, old.token);
         } else {
           if (dead_letter_unlocked || (m->in_graph() && !every_shard_locked)) return false;
           ErrorOrDeadLetter(ref, now, ChangeCause::kLeaseExpired, dead_letter);
@@ -1259,6 +1273,8 @@ Status Queue::ApplyChanged(const Effect& e) {
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
+  const uint64_t ended_lease =
+      At(ref)->state() == MessageState::kRunning ? TimingOf(At(ref)).token : 0;
   Detach(ref);
   Message* m = At(ref);
   m->set_state(e.to);
@@ -1269,7 +1285,7 @@ Status Queue::ApplyChanged(const Effect& e) {
   SetError(ref, e.error);
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
-  RecordHistory(ref, e);
+  RecordHistory(ref, e, ended_lease);
   return Status::Ok();
 }
 

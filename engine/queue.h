@@ -406,10 +406,12 @@ class Queue {
 
   // A transition: BeginChange detaches the message and returns its state (and its timing in
   // *old); the caller sets the fields; FinishChange sets state, version and updated_at,
-  // re-attaches with `timing` and emits the effect.
+  // re-attaches with `timing` and emits the effect. `ended_lease`: the token of the lease a
+  // change from running ends (for its history entry; RecordHistory).
   MessageState BeginChange(MessageRef ref, Timing* old = nullptr);
   void FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
-                    ChangeCause cause, Timing timing, std::string_view worker_id = {});
+                    ChangeCause cause, Timing timing, std::string_view worker_id = {},
+                    uint64_t ended_lease = 0);
   void MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause);
   void MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                         uint32_t max_attempts, std::string_view error, TimeMs now, bool emit);
@@ -437,10 +439,14 @@ class Queue {
   // Reports the change to the sink (unless silenced) and records it in the history: the one
   // way a live change reaches both.
   void Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
-            std::string_view dead_letter_queue = {}, std::string_view worker_id = {});
+            std::string_view dead_letter_queue = {}, std::string_view worker_id = {},
+            uint64_t ended_lease = 0);
   // The history entry effect `e` makes for message `ref` (none when the queue's history is
-  // off), counted in memory_bytes_.
-  void RecordHistory(MessageRef ref, const Effect& e);
+  // off), counted in memory_bytes_. An entry that ends a lease (from running, no token in the
+  // effect: a fail, an expiry, a cancel, a dead-letter move) names `ended_lease`, that lease's
+  // token, when given: its leased entry may not be in the history (recorded while history was
+  // off), so the history's own latest lease may be another one (docs/semantics.md, "History").
+  void RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease = 0);
   void AddMemoryBytes(int64_t delta) {
     memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
     AddShardBytes(delta);

@@ -268,6 +268,42 @@ TEST_F(HistoryTest, TheEnqueuedEntryOfADelayedDependentNamesNoLease) {
   ExpectReplayAndExportAgree("q", "child");
 }
 
+// Found by the model test: history turned on while a message is running. The fail of that
+// lease must name it (docs/semantics.md, "History": the lease it concerns), though its leased
+// entry was not recorded; it named no lease, or an earlier lease (and that lease's worker).
+TEST_F(HistoryTest, AnEntryEndingALeaseRecordedBeforeHistoryWasOnNamesThatLease) {
+  MakeQueue("q", QueueSettings{});
+  Put("q", "a");
+  MessageRecord first = TakeAs("q", "w1");
+  ASSERT_TRUE(Fail("q", first, "one").ok());
+  QueueSettingsUpdate off;
+  off.history_max = 0;
+  ASSERT_TRUE(engine().UpdateQueue("q", off).ok());
+  MessageRecord second = TakeAs("q", "w2");
+  QueueSettingsUpdate on;
+  on.history_max = 5;
+  ASSERT_TRUE(engine().UpdateQueue("q", on).ok());
+  ASSERT_TRUE(Fail("q", second, "two").ok());
+  QueueSettings none;
+  none.history_max = 0;
+  MakeQueue("r", none);
+  Put("r", "b");
+  MessageRecord third = TakeAs("r", "w3");
+  ASSERT_TRUE(engine().UpdateQueue("r", on).ok());
+  ASSERT_TRUE(engine().Cancel("r", {"b"})[0].ok());
+
+  MessageHistory a = HistoryOf("q", "a");
+  ASSERT_EQ(EventsOf(a), (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased,
+                                                    HistoryEvent::kFailed, HistoryEvent::kFailed}));
+  EXPECT_EQ(a.entries[3].lease_token, second.lease_token);
+  EXPECT_EQ(a.entries[3].worker_id, "");  // the lease's entry is not kept
+  MessageHistory b = HistoryOf("r", "b");
+  ASSERT_EQ(EventsOf(b), (std::vector<HistoryEvent>{HistoryEvent::kCanceled}));
+  EXPECT_EQ(b.entries[0].lease_token, third.lease_token);
+  ExpectReplayAndExportAgree("q", "a");
+  ExpectReplayAndExportAgree("r", "b");
+}
+
 TEST_F(HistoryTest, TheDigestSeesHistory) {
   Put("q", "a");
   MessageRecord m = TakeAs("q", "w");
