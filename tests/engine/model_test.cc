@@ -926,6 +926,9 @@ class Harness {
     Count(std::string(kOpNames[static_cast<size_t>(kind)]) + "." + std::string(Name(s.code())));
   }
   bool Diverged(const Op& op, const Diff& d);
+  // Compares the history of every message `op` named (and leased), in its queue and that
+  // queue's dead-letter queue, so a history divergence shows at the operation that made it.
+  void CompareTouchedHistories(Diff& d, const Op& op);
   // Counts what a history read shows (entries dropped, worker ids, notes, extends).
   void CountHistory(const MessageHistory& h) {
     if (h.dropped > 0) Count("history.with_dropped");
@@ -964,6 +967,7 @@ class Harness {
     uint64_t token;
   };
   std::vector<Lease> recent_leases_;
+  std::vector<std::string> dequeued_;  // ids the current operation leased
   // A running message (queue, id) whose lease expiry the clock was just moved to.
   std::optional<std::pair<std::string, std::string>> focus_;
   // An open browse session: each side continues from its own cursor.
@@ -1937,6 +1941,32 @@ bool Harness::CheckReleases(Diff& d) {
   return d.empty();
 }
 
+void Harness::CompareTouchedHistories(Diff& d, const Op& op) {
+  std::vector<std::string> ids = op.ids;
+  for (const std::string& id : {op.id, op.fail.id}) ids.push_back(id);
+  for (const CompleteItem& item : op.completes) ids.push_back(item.id);
+  for (const EnqueueItem& item : op.items) ids.push_back(item.id);
+  ids.insert(ids.end(), dequeued_.begin(), dequeued_.end());
+  dequeued_.clear();
+  const Model::Queue* queue = model_.FindQueue(op.queue);
+  if (queue == nullptr) return;
+  // Its dead-letter queue too: a fail or expiry may have moved the message there.
+  std::vector<std::string> queues = {queue->name};
+  if (!queue->settings.dead_letter_queue.empty() &&
+      model_.FindQueue(queue->settings.dead_letter_queue) != nullptr) {
+    queues.push_back(queue->settings.dead_letter_queue);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const std::string& q : queues) {
+    for (const std::string& id : ids) {
+      if (id.empty() || id.size() > kMaxIdBytes || !model::IsValidUtf8(id)) continue;
+      CompareResult(d, "history(" + q + "," + id + ")", engine_.History(q, id),
+                    model_.History(q, id), CompareHistory);
+    }
+  }
+}
+
 bool Harness::Diverged(const Op& op, const Diff& d) {
   if (d.empty()) return false;
   signature_ = std::string(kOpNames[static_cast<size_t>(op.kind)]) + ":" + d.first_field();
@@ -2053,6 +2083,7 @@ bool Harness::Execute(const Op& op) {
       if (m.ok()) {
         Count("dequeue.leased", m->size());
         for (const MessageRecord& r : *m) {
+          dequeued_.push_back(r.id);
           Lease lease{q, r.id, r.lease_token};
           if (recent_leases_.size() < 64) {
             recent_leases_.push_back(lease);
@@ -2351,6 +2382,7 @@ bool Harness::Execute(const Op& op) {
     }
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CompareTouchedHistories(d, op);
   CheckReleases(d);
   return !Diverged(op, d);
 }
