@@ -2879,6 +2879,102 @@ std::string EngineDifferences(const Engine& original, const Engine& replica, con
   return d.text();
 }
 
+// ---- History (docs/semantics.md, "History") ---------------------------------------------------
+
+Op WorkerDequeueOp(std::string queue, std::string worker_id) {
+  Op op = DequeueOp(std::move(queue), 1);
+  op.dequeue.worker_id = std::move(worker_id);
+  return op;
+}
+Op ExtendOp(std::string queue, std::string id) {
+  Op op = MakeOp(OpKind::kExtend, std::move(queue));
+  op.id = std::move(id);
+  op.lease_token = kCurrentToken;
+  op.lease_ms = 30'000;
+  return op;
+}
+Op NoteOp(std::string queue, std::string id, std::string text) {
+  Op op = MakeOp(OpKind::kNote, std::move(queue));
+  op.id = std::move(id);
+  op.lease_token = kCurrentToken;
+  op.note = std::move(text);
+  return op;
+}
+Op HistoryMaxOp(std::string queue, uint32_t history_max) {
+  Op op = MakeOp(OpKind::kUpdateQueue, std::move(queue));
+  op.update.history_max = history_max;
+  return op;
+}
+
+MessageHistory ModelHistory(const Harness& h, std::string_view queue, std::string_view id) {
+  Result<MessageHistory> r = h.model().History(queue, id);
+  EXPECT_TRUE(r.ok()) << queue << "/" << id;
+  return r.ok() ? *r : MessageHistory{};
+}
+
+std::vector<HistoryEvent> EventsOf(const MessageHistory& history) {
+  std::vector<HistoryEvent> out;
+  for (const HistoryEntry& e : history.entries) out.push_back(e.event);
+  return out;
+}
+
+TEST(ModelFocusedTest, AHistoryCoalescesExtendsAndIsTrimmedWhenItIsDeadLettered) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings dlq = CanonicalSettings("");
+  dlq.history_max = 3;
+  QueueSettings src = CanonicalSettings("");
+  src.max_attempts = 2;
+  src.dead_letter_queue = "dlq";
+  RunFocused(h, {CreateOp("dlq", dlq), CreateOp("src", src), EnqueueOp("src", "a"),
+                 WorkerDequeueOp("src", "w1"), ClockOp(10), ExtendOp("src", "a"), ClockOp(10),
+                 ExtendOp("src", "a"), ClockOp(10), ExtendOp("src", "a")});
+  const uint64_t first_lease = h.model().Get("src", "a")->lease_token;
+  MessageHistory before = ModelHistory(h, "src", "a");
+  ASSERT_EQ(EventsOf(before),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased,
+                                       HistoryEvent::kExtended}));
+  EXPECT_EQ(before.entries[2].time, h.clock().NowMs());  // the latest extend's
+  EXPECT_EQ(before.entries[2].worker_id, "w1");
+  RunFocused(h, {NoteOp("src", "a", "half way"), ExtendOp("src", "a"), FailOp("src", "a"),
+                 ClockOp(5000), WorkerDequeueOp("src", "w2")});
+  const uint64_t second_lease = h.model().Get("src", "a")->lease_token;
+  MessageHistory running = ModelHistory(h, "src", "a");
+  ASSERT_EQ(running.entries.size(), 8u);  // a note parts the extends
+  EXPECT_EQ(running.entries[5].lease_token, first_lease);
+  EXPECT_EQ(running.entries[5].text, "boom");
+  RunFocused(h, {FailOp("src", "a")});  // attempts spent: to dlq, keeping 3
+  MessageHistory moved = ModelHistory(h, "dlq", "a");
+  ASSERT_EQ(EventsOf(moved),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased,
+                                       HistoryEvent::kDeadLettered}));
+  EXPECT_EQ(moved.dropped, 6u);  // 8 entries and its dead_lettered, 3 kept
+  const HistoryEntry& arrived = moved.entries[2];
+  EXPECT_EQ(arrived.from, MessageState::kRunning);
+  EXPECT_EQ(arrived.to, MessageState::kPending);
+  EXPECT_EQ(arrived.attempt, 0u);
+  EXPECT_EQ(arrived.lease_token, second_lease);
+  EXPECT_EQ(arrived.worker_id, "w2");
+  EXPECT_EQ(arrived.text, "boom");
+}
+
+TEST(ModelFocusedTest, HistoryTurnedOnMidLeaseNamesThatLeaseAndOffRefusesNotes) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings off = CanonicalSettings("");
+  off.history_max = 0;
+  RunFocused(h, {CreateOp("q", off), EnqueueOp("q", "b"), WorkerDequeueOp("q", "w3"),
+                 NoteOp("q", "b", "refused")});
+  const uint64_t lease = h.model().Get("q", "b")->lease_token;
+  EXPECT_TRUE(ModelHistory(h, "q", "b").entries.empty());
+  RunFocused(h, {HistoryMaxOp("q", 2), NoteOp("q", "b", "one"), NoteOp("q", "b", "two"),
+                 IdsOp(OpKind::kCancel, "q", {"b"})});
+  MessageHistory after = ModelHistory(h, "q", "b");
+  ASSERT_EQ(EventsOf(after),
+            (std::vector<HistoryEvent>{HistoryEvent::kNoted, HistoryEvent::kCanceled}));
+  EXPECT_EQ(after.dropped, 1u);
+  EXPECT_EQ(after.entries[1].lease_token, lease);
+  EXPECT_EQ(after.entries[1].worker_id, "");  // that lease's entry was never recorded
+}
+
 // What the exports of two engines restate differently: each message's timer (`with_due_at`)
 // and sequence, and each dependent's graph entry.
 std::string ExportDifferences(const Engine& original, const Engine& replica, bool with_due_at) {
