@@ -50,6 +50,14 @@ enum class EffectType : uint8_t {
   kBatchCreated = 32,
   kBatchSealed = 33,
   kBatchRemoved = 34,  // retention of a done batch ran out (GC)
+  // Flows (docs/semantics.md, "Flows"; engine/flows.h): one enqueue_flow's effects as one
+  // group, so that the log holds the whole flow in one record or none of it. `members`: the
+  // flow's non-derived effects in the order they happened (kQueueCreated of an auto-created
+  // queue, kMessageEnqueued per node); no queue of its own. Apply applies the members in
+  // order. The engine reports the group first, then each member again as a derived effect, so
+  // that subscribers see the messages and the log holds the group alone. Value 40: 35-39 are
+  // left to the history effects.
+  kFlowEnqueued = 40,
 };
 inline bool IsScheduleEffect(EffectType t) {
   return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
@@ -137,6 +145,8 @@ struct Effect {
   // after the batches. kBatch*: the batch. Empty everywhere else.
   std::string_view batch = {};
   BatchFields batch_fields = {};  // kBatchCreated
+  // kFlowEnqueued: its members (none of them a kFlowEnqueued). Null everywhere else.
+  const std::vector<Effect>* members = nullptr;
 };
 
 class EffectSink {
