@@ -34,6 +34,8 @@ constexpr uint8_t kBatchHasCallback = 1;
 constexpr uint8_t kBatchSealed = 2;
 constexpr uint8_t kBatchDone = 4;
 
+constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
+
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
 void PutU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
@@ -125,6 +127,7 @@ class FieldReader {
 
   bool ok() const { return ok_; }
   bool at_end() const { return rest_.empty(); }
+  size_t left() const { return rest_.size(); }
 
   uint8_t U8() {
     if (!Have(1)) return 0;
@@ -404,6 +407,39 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
 
 }  // namespace
 
+// kFlowEnqueued's members: each a kQueueCreated or a kMessageEnqueued (docs/wal-format.md,
+// "Flows"), decoded as views into the same bytes.
+static Status ReadGroup(FieldReader* r, Effect* e,
+                        std::deque<std::vector<std::string>>* dependencies,
+                        EffectGroupStorage* group) {
+  if (group == nullptr) return Malformed("wal: effect: a flow without storage");
+  if (!e->queue.empty()) return Malformed("wal: effect: a flow names a queue");
+  const uint32_t count = r->U32();
+  if (!r->ok()) return Malformed("wal: effect: truncated flow");
+  // A member takes 4 + 13 bytes at least: a larger count is damage, found before allocating.
+  if (count == 0 || count > r->left() / 17) return Malformed("wal: effect: bad flow member count");
+  std::vector<Effect>& members = group->members.emplace_back();
+  members.reserve(count);
+  std::string_view bytes;
+  for (uint32_t i = 0; i < count; ++i) {
+    r->String(&bytes);
+    if (!r->ok()) return Malformed("wal: effect: truncated flow member");
+    const auto type = bytes.empty() ? 0 : static_cast<uint8_t>(bytes[0]);
+    const bool queue = type == static_cast<uint8_t>(EffectType::kQueueCreated);
+    if (!queue && type != static_cast<uint8_t>(EffectType::kMessageEnqueued)) {
+      return Malformed("wal: effect: a flow member that is not a queue or an enqueue");
+    }
+    QueueSettings* settings = queue ? &group->settings.emplace_back() : nullptr;
+    if (Status s = DecodeEffectView(bytes, &members.emplace_back(), settings, dependencies, nullptr,
+                                    nullptr);
+        !s.ok()) {
+      return s;
+    }
+  }
+  e->members = &members;
+  return Status::Ok();
+}
+
 void EncodeEffect(const Effect& e, std::string* out) {
   PutU8(out, static_cast<uint8_t>(e.type));
   PutI64(out, e.time);
@@ -464,12 +500,23 @@ void EncodeEffect(const Effect& e, std::string* out) {
     case EffectType::kBatchRemoved:
       PutString(out, e.batch);
       break;
+    case EffectType::kFlowEnqueued:
+      // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
+      PutFixed32(out, static_cast<uint32_t>(e.members->size()));
+      for (const Effect& member : *e.members) {
+        const size_t length_at = out->size();
+        PutFixed32(out, 0);  // filled in below
+        EncodeEffect(member, out);
+        const auto length = static_cast<uint32_t>(out->size() - length_at - 4);
+        for (int i = 0; i < 4; ++i) (*out)[length_at + i] = static_cast<char>(length >> (8 * i));
+      }
+      break;
   }
 }
 
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
-                        std::deque<std::vector<std::string>>* dependencies,
-                        ScheduleSpec* schedule) {
+                        std::deque<std::vector<std::string>>* dependencies, ScheduleSpec* schedule,
+                        EffectGroupStorage* group) {
   *out = Effect();
   Effect& e = *out;
   FieldReader r(bytes);
@@ -478,7 +525,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   r.String(&e.queue);
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
-      (type < kFirstBatchEffect || type > kLastBatchEffect)) {
+      (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kFlowEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -544,6 +591,9 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kScheduleDeleted:
       r.String(&e.id);
       break;
+    case EffectType::kFlowEnqueued:
+      s = ReadGroup(&r, &e, dependencies, group);
+      break;
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
@@ -564,6 +614,13 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
 Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   Effect& e = out->effect_;
   out->dependencies_.clear();
+  out->group_.clear();
+  if (!bytes.empty() && static_cast<uint8_t>(bytes[0]) == kFlowEffect) {
+    // A group: every view (the members' too) into one copy of the bytes.
+    out->group_bytes_.assign(bytes);
+    return DecodeEffectView(out->group_bytes_, &e, &out->settings_, &out->dependencies_,
+                            &out->schedule_, &out->group_);
+  }
   Status s = DecodeEffectView(bytes, &e, &out->settings_, &out->dependencies_, &out->schedule_);
   // Own copies of the strings, then point the effect at them.
   auto own = [](std::string_view* view, std::string* storage) {
