@@ -339,6 +339,8 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"CreateBatch", R"({"id": "new", "callback": {"queue": "done"}})"},
       {"SealBatch", R"({"id": "open"})"},
       {"GetBatch", R"({"id": "open"})"},
+      {"EnqueueFlow", R"({"nodes": [{"queue": "q", "item": {"id": "p"},
+                                    "children": [{"queue": "q", "item": {"id": "c"}}]}]})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";
