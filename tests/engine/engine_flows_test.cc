@@ -38,7 +38,7 @@ class FlowTest : public EngineTest {
 
 TEST_F(FlowTest, ATreeAcrossThreeQueuesIsAnsweredInPreOrder) {
   auto r = engine().EnqueueFlow(Tree());
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status().detail();
   std::vector<std::string> keys;
   for (const FlowNodeResult& n : *r) {
     keys.push_back(n.queue + "/" + n.id);
@@ -77,7 +77,7 @@ TEST_F(FlowTest, AParentIsReleasedExactlyOnceWhenItsLastChildCompletes) {
 TEST_F(FlowTest, GeneratedIdsAreAnsweredAndNamedInTheParentsDependencies) {
   std::vector<FlowNode> flow = {Node("p", "", {Node("c", ""), Node("c", "")})};
   auto r = engine().EnqueueFlow(std::move(flow));
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status().detail();
   ASSERT_EQ(r->size(), 3u);
   for (const FlowNodeResult& n : *r) EXPECT_EQ(n.id.size(), 26u);  // ULIDs
   auto outcomes = engine().DependencyOutcomes("p", (*r)[0].id);
@@ -104,7 +104,9 @@ TEST_F(FlowTest, TheEffectsAreOneGroupThenItsMessagesAsDerived) {
 }
 
 TEST_F(FlowTest, AFailingNodeLeavesNothingBehind) {
-  MakeQueue("paused", QueueSettings{.enqueue_paused = true});
+  QueueSettings paused;
+  paused.enqueue_paused = true;
+  MakeQueue("paused", paused);
   const size_t queues = QueueCount();
   std::vector<FlowNode> flow = Tree();
   flow[0].children[1].children.push_back(Node("paused", "x"));
@@ -158,7 +160,9 @@ TEST_F(FlowTest, InvalidNodesAreRefusedBeforeAnything) {
 }
 
 TEST_F(FlowTest, MaxDepthAndTheMemoryBudgetAreCheckedForTheWholeFlow) {
-  MakeQueue("small", QueueSettings{.max_depth = 2});
+  QueueSettings small;
+  small.max_depth = 2;
+  MakeQueue("small", small);
   // Three leaves in `small`: the third would pass max_depth, so none is enqueued.
   std::vector<FlowNode> flow = {
       Node("p", "root", {Node("small", "a"), Node("small", "b"), Node("small", "c")})};
@@ -182,7 +186,7 @@ TEST_F(FlowTest, AResentFlowIsADuplicateAndAnExistingChildIsAlreadyExists) {
   CompleteOne("texts");
   sink_.Clear();
   auto again = engine().EnqueueFlow(Tree());
-  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(again.ok()) << again.status().detail();
   for (const FlowNodeResult& n : *again) EXPECT_TRUE(n.duplicate) << n.id;
   EXPECT_EQ((*again)[4].id, "b");
   EXPECT_EQ((*again)[4].version, 3u);  // completed since
@@ -204,7 +208,7 @@ TEST_F(FlowTest, ANodeMayAlsoWaitOnAnExistingMessageAndAnEarlierNode) {
   root.item.depends_on = {"ext/e", "c/a"};     // c/a is its child already: listed once
   root.children[1].item.depends_on = {"c/a"};  // b waits on its earlier sibling too
   auto r = engine().EnqueueFlow({std::move(root)});
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status().detail();
   auto outcomes = engine().DependencyOutcomes("p", "root");
   ASSERT_TRUE(outcomes.ok());
   std::vector<std::string> keys;
@@ -223,7 +227,7 @@ TEST_F(FlowTest, FanInAndFanOutOfAThousandNodes) {
   std::vector<FlowNode> children;
   for (int i = 0; i < 999; ++i) children.push_back(Node("leaves", "l" + std::to_string(i)));
   auto r = engine().EnqueueFlow({Node("root", "r", std::move(children))});
-  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status().detail();
   EXPECT_EQ(r->size(), 1000u);
   for (int i = 0; i < 998; ++i) CompleteOne("leaves");
   EXPECT_EQ(StateOf("root", "r"), MessageState::kWaiting);
