@@ -80,6 +80,41 @@ TEST(FlowRecord, AFlowIsOneRecordOfItsQueueCreationsAndEnqueues) {
   EXPECT_EQ(Encode(group), sink.encoded[0]);
 }
 
+// docs/wal-format.md, "Flows": flow := count:u32le (length:u32le effect)*count, after the
+// header (type 40, time, an empty queue).
+TEST(FlowRecord, TheRecordHasTheDocumentedLayout) {
+  QueueSettings settings;
+  Effect created;
+  created.type = EffectType::kQueueCreated;
+  created.time = kStartTime;
+  created.queue = "q";
+  created.settings = &settings;
+  Effect enqueued;
+  enqueued.type = EffectType::kMessageEnqueued;
+  enqueued.time = kStartTime;
+  enqueued.queue = "q";
+  enqueued.id = "m";
+  enqueued.version = 1;
+  enqueued.payload = "p";
+  std::vector<Effect> members = {created, enqueued};
+  Effect group;
+  group.type = EffectType::kFlowEnqueued;
+  group.time = kStartTime;
+  group.members = &members;
+
+  std::string expected;
+  expected.push_back(40);
+  PutFixed64(&expected, static_cast<uint64_t>(kStartTime));
+  PutFixed32(&expected, 0);  // queue: empty
+  PutFixed32(&expected, 2);  // count
+  for (const Effect& m : members) {
+    const std::string bytes = Encode(m);
+    PutFixed32(&expected, static_cast<uint32_t>(bytes.size()));
+    expected += bytes;
+  }
+  EXPECT_EQ(Encode(group), expected);
+}
+
 TEST(FlowRecord, ReplayingTheRecordGivesTheSameState) {
   ManualClock clock(kStartTime);
   EncodingSink sink;
