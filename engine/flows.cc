@@ -301,7 +301,7 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     }
     std::string packed;
     AppendPackedMetadata(item.metadata, &packed);
-    new_bytes += kMessageOverheadBytes + std::max<size_t>(item.id.size(), 26) +
+    new_bytes += kMessageOverheadBytes + (item.id.empty() ? size_t{26} : item.id.size()) +
                  item.payload.size() + packed.size();
   }
   if (options_.memory_budget_bytes > 0 &&
