@@ -102,6 +102,11 @@ class Checker {
         batch_ops_[op.id].push_back(&op);
         continue;
       }
+      if (op.kind == "trigger") {
+        triggers_[op.queue].push_back(&op);
+        if (!op.id.empty()) MessageOf(op.queue, op.id);  // a fire, judged as one
+        continue;
+      }
       if (op.kind == "dequeue" || op.kind == "dequeue-short") {
         if (op.outcome == Outcome::kNone) unknown_dequeues_[op.queue].push_back(&op);
         if (op.outcome != Outcome::kOk) continue;
@@ -364,11 +369,32 @@ class Checker {
         if (!u->created && u->t1 < inv.t) made = std::max(made, u->next_fire_at - s.every_ms);
       }
       if (!known) continue;  // no upsert answered: nothing to align the fires with
+      // Triggers sent before this read: their fires are at the server's time, off the
+      // schedule's times (one whose answer was lost may explain one such fire), and each sets
+      // last_fire_at to its time (so a last_fire_at that is a trigger's bounds nothing: the
+      // timer may not have made the regular fires before it yet).
+      std::set<std::string> triggered;
+      std::set<int64_t> trigger_times;
+      uint64_t unknown_triggers = 0;
+      if (auto t = triggers_.find(s.queue); t != triggers_.end()) {
+        for (const Op* op : t->second) {
+          if (op->t0 >= inv.t || !MayHaveHappened(*op)) continue;
+          if (op->outcome == Outcome::kOk && op->id.rfind(s.name + "@", 0) == 0) {
+            triggered.insert(op->id);
+            trigger_times.insert(op->arg);
+          } else if (op->outcome == Outcome::kNone) {
+            ++unknown_triggers;
+          }
+        }
+      }
+      uint64_t unexplained_triggers = 0;
       std::set<int64_t> fires;
       for (const InventoryRow& row : inv.rows) {
         if (row.queue != s.queue || row.id.rfind(s.name + "@", 0) != 0) continue;
         const int64_t t = FireTime(row.queue, row.id);
         if (t == 0 || (t - phase) % s.every_ms != 0 || (first != 0 && t < first)) {
+          if (triggered.count(row.id) && row.priority == t) continue;
+          if (t != 0 && row.priority == t && unexplained_triggers++ < unknown_triggers) continue;
           Add("schedule", where + ": fire " + row.id + " is not one of the schedule's times");
           continue;
         }
@@ -382,7 +408,9 @@ class Checker {
       for (const ScheduleState& st : inv.schedules) {
         if (st.queue != s.queue || st.name != s.name) continue;
         dropped = st.missed + st.failed;
-        if (st.last_fire_at != 0) made = std::max(made, st.last_fire_at);
+        const bool regular =
+            (st.last_fire_at - phase) % s.every_ms == 0 && !trigger_times.count(st.last_fire_at);
+        if (st.last_fire_at != 0 && regular) made = std::max(made, st.last_fire_at);
       }
       if (!fires.empty()) s.first_seen = std::min(s.first_seen, *fires.begin());
       const int64_t lower = first != 0 ? first : s.first_seen;
@@ -456,6 +484,12 @@ class Checker {
       for (const Op* d : m.dequeued_by) {
         if (d->outcome == Outcome::kOk && d->t1 < inv.t) acked_lease = d;
       }
+      // Or once a trigger that made it was.
+      if (auto t = triggers_.find(m.queue); t != triggers_.end() && acked_lease == nullptr) {
+        for (const Op* op : t->second) {
+          if (op->outcome == Outcome::kOk && op->t1 < inv.t && op->id == m.id) acked_lease = op;
+        }
+      }
     }
     if (!any_enqueue_sent) return;
     ++report_.message_checks;
@@ -463,8 +497,10 @@ class Checker {
       const Op* acked = acked_enqueue != nullptr ? acked_enqueue : acked_lease;
       if (acked != nullptr) {
         Add("lost", where + ": acknowledged " +
-                        (acked_enqueue ? "enqueue (" : "lease of a fire (") + Describe(*acked) +
-                        ") missing after the restart");
+                        (acked_enqueue              ? "enqueue ("
+                         : acked->kind == "trigger" ? "trigger of a fire ("
+                                                    : "lease of a fire (") +
+                        Describe(*acked) + ") missing after the restart");
         if (lost_.insert(KeyOf(m.queue, m.id)).second) ++report_.lost;
       }
       return;
@@ -884,6 +920,7 @@ class Checker {
   std::unordered_map<Key, const Dependent*> dependents_;
   std::unordered_map<Key, int64_t> failed_by_;
   std::unordered_map<std::string, std::vector<const Op*>> batch_ops_;      // by batch id
+  std::unordered_map<std::string, std::vector<const Op*>> triggers_;       // by queue
   std::map<Key, Schedule> schedules_;                                      // queue '/' name
   std::unordered_map<std::string, std::set<std::string>> schedule_names_;  // by queue
 };

@@ -382,11 +382,26 @@ class TortureClient {
     return true;
   }
 
-  // One request: now and then a seal or a get_batch of a random batch, else the messages'.
+  // A fire of the epoch's schedule now (docs/semantics.md, "Schedules": `name@T`, T the
+  // server's time, off the every_ms times mostly): recorded as a trigger op whose ID is the
+  // fire's message and ARG its time ("-" 0 without an answer).
+  bool TriggerSchedule() {
+    Op op = Start("trigger", queues_[kScheduled], "", 0);
+    auto r = client_->TriggerSchedule(op.queue, kScheduleName);
+    return Record(op, r, [](const client::Reply& reply, Op& o) {
+      const auto* t = reply.result<p::TriggerResult>();
+      o.id = t->id()->str();
+      o.arg = t->fire_at();
+    });
+  }
+
+  // One request: now and then a seal or a get_batch of a random batch or a trigger of the
+  // schedule, else the messages'.
   bool Step() {
     const int roll = Pick(200);
     if (roll == 0) return SealBatch();
     if (roll < 3) return GetBatch();
+    if (roll == 3) return TriggerSchedule();
     return StepOf(Pick(100));
   }
 
