@@ -48,7 +48,10 @@
 //                 (two ids for one fire), before its first, or missing between the earliest
 //                 fire read and the latest the server made, beyond those it counted dropped
 //                 (docs/semantics.md, "Schedules"); a fire is otherwise a message like any
-//                 other, acknowledged once a dequeue that leased it was;
+//                 other, acknowledged once a dequeue that leased it or a trigger that made it
+//                 was; a fire off the times is a trigger's (acknowledged, or one per trigger
+//                 without an answer), and a last_fire_at that is a trigger's time bounds
+//                 nothing;
 //   drain         a message pending or invisible in a queue drained before the read (a dequeue
 //                 that waited found nothing more);
 //   batch         (docs/semantics.md, "Batches") an enqueue with `batch` acknowledged after a

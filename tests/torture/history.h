@@ -7,7 +7,9 @@
 //     T0: just before the request was sent; T1: when its outcome was known (both steady ns).
 //     KIND: enqueue (ARG = priority), dequeue and dequeue-short (a 20 ms lease, left to
 //     expire; ID = the filter "k=v" or "-", ARG = count of leased ID:TOKEN that follow), complete /
-//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority).
+//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority),
+//     trigger (QUEUE: the schedule's; ID: the fire name@T it answered, ARG = T; "-" 0 without
+//     an answer), create_batch / seal_batch (ID = the batch, ARG = 0).
 //     A dequeue's lease outlasts the run, unless written dequeue/MS: a lease of MS ms, which
 //     expires MS ms after it was granted (the failover torture's).
 //     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
