@@ -640,8 +640,9 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   }
   if (settings_.enqueue_paused && !forced_) return FailedPrecondition("queue: enqueue is paused");
   if (settings_.max_depth > 0 && !forced_) {
+    // Non-terminal (SPEC §1): waiting messages count too.
     uint64_t live = counts_[MessageState::kInvisible] + counts_[MessageState::kPending] +
-                    counts_[MessageState::kRunning];
+                    counts_[MessageState::kRunning] + counts_[MessageState::kWaiting];
     if (live >= settings_.max_depth) return ResourceExhausted("queue: max_depth reached");
   }
   thread_local std::string packed;
