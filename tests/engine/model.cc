@@ -562,18 +562,25 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     r.version += 1;
     r.updated_at = now;
     r.result = item.result;
-    MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
+    MakeTerminal(*queue, index, MessageState::kCompleted, now);  // keeps the token
     out.push_back(Status::Ok());
   }
   return out;
 }
 
-void Model::MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now) {
+bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  // Retention 0: removed by the operation that made it terminal (semantics.md, "Retention").
+  if (queue.settings.retention_ms == 0) {
+    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    return true;
+  }
+  Message& message = queue.messages[index];
   message.record.state = state;
   message.record.visible_at = 0;
   message.record.lease_expires_at = 0;
   if (state != MessageState::kCompleted) message.record.lease_token = 0;
   message.gc_at = now + queue.settings.retention_ms;
+  return false;
 }
 
 std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
@@ -584,7 +591,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
                   (dlq->settings.type != QueueType::kExclusive ||
                    FindValue(m.record.metadata, dlq->settings.exclusivity_key));
   if (!can_move) {
-    MakeTerminal(queue, m, MessageState::kErrored, now);
+    MakeTerminal(queue, index, MessageState::kErrored, now);
     return "";
   }
   Message moved = std::move(m);
@@ -706,7 +713,7 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
-        MakeTerminal(*queue, m, MessageState::kCanceled, now);
+        MakeTerminal(*queue, index, MessageState::kCanceled, now);
         out.push_back(Status::Ok());
         break;
     }
@@ -721,11 +728,15 @@ Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter
   if (queue == nullptr) return NotFound("queue");
   TimeMs now = clock_->NowMs();
   uint64_t count = 0;
-  for (Message& m : queue->messages) {
-    if (IsTerminal(m.record.state) || !Matches(m.record.metadata, filter)) continue;
+  for (size_t i = 0; i < queue->messages.size();) {
+    Message& m = queue->messages[i];
+    if (IsTerminal(m.record.state) || !Matches(m.record.metadata, filter)) {
+      ++i;
+      continue;
+    }
     m.record.version += 1;
     m.record.updated_at = now;
-    MakeTerminal(*queue, m, MessageState::kCanceled, now);
+    if (!MakeTerminal(*queue, i, MessageState::kCanceled, now)) ++i;  // else i names the next
     ++count;
   }
   return count;

@@ -131,7 +131,9 @@ class Model {
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
   std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now);
-  void MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now);
+  // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
+  // `index` then names the message after it).
+  bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
 
   Options options_;
   const Clock* clock_;
