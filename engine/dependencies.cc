@@ -262,6 +262,40 @@ std::vector<std::string> DependencyGraph::DependenciesOf(std::string_view depend
   return keys;
 }
 
+std::vector<DependencyGraph::Listed> DependencyGraph::ListedDependencies(
+    std::string_view dependent) const {
+  std::vector<Listed> out;
+  if (const auto n = Lookup(dependent)) {
+    for (uint32_t f : nodes_[*n].waits_on) out.push_back({nodes_[f].key, nodes_[f].forgotten});
+  }
+  return out;
+}
+
+std::vector<bool> DependencyGraph::UnfinishedEntries(std::string_view dependent) const {
+  std::vector<bool> out;
+  const auto n = Lookup(dependent);
+  if (!n) return out;
+  const Node& node = nodes_[*n];
+  out.assign(node.waits_on.size(), false);
+  if (!node.waiting) return out;
+  // An entry is unfinished while the dependent is in its dependency's reverse list (consumed
+  // when that one completes or fails); a dependency named twice is there twice.
+  boost::unordered_flat_map<uint32_t, uint32_t> listed;
+  for (uint32_t f : node.waits_on) {
+    if (listed.contains(f)) continue;
+    const std::vector<uint32_t>& dependents = nodes_[f].dependents;
+    listed[f] = static_cast<uint32_t>(std::count(dependents.begin(), dependents.end(), *n));
+  }
+  for (size_t i = 0; i < node.waits_on.size(); ++i) {
+    uint32_t& left = listed[node.waits_on[i]];
+    if (left > 0) {
+      --left;
+      out[i] = true;
+    }
+  }
+  return out;
+}
+
 void DependencyGraph::ExportDependents(
     const std::function<void(const DependentEntry&)>& visit) const {
   std::vector<std::pair<uint64_t, uint32_t>> order;  // (joined, node)

@@ -117,6 +117,17 @@ class DependencyGraph {
   bool IsHeld(std::string_view dependency) const;
   // The dependencies `dependent` listed at enqueue, in order (empty: none).
   std::vector<std::string> DependenciesOf(std::string_view dependent) const;
+  // The same, each with whether that message is gone (removed since: GC, purge, its queue
+  // deleted, a dead-letter move), so that a later message with the same key is not taken for it.
+  struct Listed {
+    std::string key;
+    bool gone = false;
+  };
+  std::vector<Listed> ListedDependencies(std::string_view dependent) const;
+  // Per entry of ListedDependencies: whether `dependent` still waits on it (it waits, and that
+  // dependency has neither completed nor failed since it was listed). All false when it does
+  // not wait.
+  std::vector<bool> UnfinishedEntries(std::string_view dependent) const;
 
   // Snapshots: calls `visit` for every dependent whose message exists, in the order they
   // joined (see the top of this file). The entry's views are valid during the call.

@@ -25,7 +25,7 @@ enum class EffectType : uint8_t {
   kQueuePurged = 4,      // queue, purge_states: removes every message in those states
   kMessageEnqueued = 5,  // a new message; every field below is meaningful
   kMessageChanged = 6,   // an existing message's new state and mutable fields; `cause` says why
-  kMessageRemoved = 7,   // retention ran out (GC): the message and its id are gone
+  kMessageRemoved = 7,   // retention ran out (GC, or retention 0): the message and its id are gone
   // The message leaves `queue` and enters `dead_letter_queue` as pending, attempts 0, with `seq`
   // its new enqueue sequence there and metadata x-origin-queue = queue.
   kMessageDeadLettered = 8,
@@ -111,7 +111,8 @@ struct Effect {
   uint32_t attempts = 0;
   uint32_t max_attempts = 0;
   // to == invisible: visible_at; running: lease_expires_at; completed, canceled, errored: the
-  // time retention removes it; pending: 0.
+  // time retention removes it, or 0 when the same operation removes it (retention 0: its
+  // kMessageRemoved follows at once); pending: 0.
   TimeMs due_at = 0;
   uint64_t lease_token = 0;
   TimeMs enqueued_at = 0;

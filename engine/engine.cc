@@ -927,9 +927,25 @@ Result<StateCounts> Engine::Count(std::string_view queue, const Filter& filter) 
 Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (!IsValidId(id)) return kBadId;
-  return WithQueue<Result<Explanation>>(
+  Result<Explanation> x = WithQueue<Result<Explanation>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
+  if (!x.ok() || x->reason != ExplainReason::kWaitingOnDependencies) return x;
+  // Which dependencies it still waits on, as the graph says (read under every shard's lock,
+  // after the queue's: a release in between leaves the counts of the moment they were read).
+  // Not the dependencies' states: one that errored under the release policy and was redriven
+  // since is pending again, but counted finished for good.
+  AllShardsLock lock(this);
+  const std::string key = DependencyKey(queue, id);
+  std::vector<DependencyGraph::Listed> listed = deps_.ListedDependencies(key);
+  const std::vector<bool> unfinished = deps_.UnfinishedEntries(key);
+  x->dependencies = static_cast<uint32_t>(listed.size());
+  for (size_t i = 0; i < listed.size() && i < unfinished.size(); ++i) {
+    if (!unfinished[i]) continue;
+    ++x->unfinished;
+    if (x->waiting_on.size() < kMaxExplainWaitingOn) x->waiting_on.push_back(listed[i].key);
+  }
+  return x;
 }
 
 Result<Explanation> Engine::ExplainFilter(std::string_view queue, const Filter& filter) const {
@@ -1437,8 +1453,13 @@ void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions
   }
 }
 
-void Engine::ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+void Engine::ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue> removed,
                             bool dead_lettered, TimeMs now, bool emit) {
+  // In the order of their ids, not the store's: a dependent of two removed messages names the
+  // first in its reason, and a replay or a standby (whose store may be laid out otherwise) must
+  // name the same one (docs/semantics.md, "Dependencies").
+  std::sort(removed.begin(), removed.end(),
+            [](const RemovedFromQueue& a, const RemovedFromQueue& b) { return a.id < b.id; });
   std::vector<std::string> keys;
   keys.reserve(removed.size());
   // First every removed dependent stops waiting, so that none of them is released, canceled
@@ -1593,14 +1614,16 @@ Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> Engine::Depe
   const Queue* q = shard.Find(queue);
   if (q == nullptr) return kQueueNotFound;
   if (!q->Contains(id)) return NotFound("id: no such message");
-  for (std::string& key : deps_.DependenciesOf(DependencyKey(queue, id))) {
-    auto [dq_name, did] = SplitKey(key);
+  for (DependencyGraph::Listed& listed : deps_.ListedDependencies(DependencyKey(queue, id))) {
+    auto [dq_name, did] = SplitKey(listed.key);
     Shard& dshard = ShardFor(dq_name);
     dshard.mu.AssertHeld();
     const Queue* dq = dshard.Find(dq_name);
-    Result<MessageOutcome> outcome =
-        dq == nullptr ? Result<MessageOutcome>(NotFound("id: no such message")) : dq->Outcome(did);
-    out.emplace_back(std::move(key), std::move(outcome));
+    // A dependency that is gone stays gone: a later message with its key is another one.
+    Result<MessageOutcome> outcome = dq == nullptr || listed.gone
+                                         ? Result<MessageOutcome>(NotFound("id: no such message"))
+                                         : dq->Outcome(did);
+    out.emplace_back(std::move(listed.key), std::move(outcome));
   }
   return out;
 }

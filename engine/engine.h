@@ -305,7 +305,8 @@ class Engine {
   // deleted (a dependency that had not finished acts as removed: its dependents' policies
   // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is
   // forgotten by the graph.
-  void ProcessRemoved(std::string_view queue, const std::vector<RemovedFromQueue>& removed,
+  // They are taken in the order of their ids (a dependent's reason names the first).
+  void ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue> removed,
                       bool dead_lettered, TimeMs now, bool emit) REQUIRES(deps_mu_, batches_mu_);
   // Replay of an effect that concerns the graph (under AllShardsLock).
   Status ApplyWithDependencies(const Effect& e);

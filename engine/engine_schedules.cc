@@ -127,6 +127,8 @@ Result<ScheduleUpsertResult> Engine::UpsertSchedule(std::string_view queue, std:
 }
 
 Result<ScheduleInfo> Engine::GetSchedule(std::string_view queue, std::string_view name) const {
+  // The names first, as every operation checks them (docs/semantics.md, "Order of checks").
+  if (Status s = ValidateKey(queue, name); !s.ok()) return s;
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);
   if (entry == nullptr) return kScheduleNotFound;
@@ -143,6 +145,8 @@ std::vector<ScheduleInfo> Engine::ListSchedules(std::string_view queue) const {
 }
 
 Status Engine::DeleteSchedule(std::string_view queue, std::string_view name) {
+  // The names first, as every operation checks them (docs/semantics.md, "Order of checks").
+  if (Status s = ValidateKey(queue, name); !s.ok()) return s;
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);
   if (entry == nullptr) return kScheduleNotFound;
@@ -160,6 +164,8 @@ Status Engine::DeleteSchedule(std::string_view queue, std::string_view name) {
 }
 
 Result<ScheduleInfo> Engine::PauseSchedule(std::string_view queue, std::string_view name) {
+  // The names first, as every operation checks them (docs/semantics.md, "Order of checks").
+  if (Status s = ValidateKey(queue, name); !s.ok()) return s;
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);
   if (entry == nullptr) return kScheduleNotFound;
@@ -174,6 +180,8 @@ Result<ScheduleInfo> Engine::PauseSchedule(std::string_view queue, std::string_v
 }
 
 Result<ScheduleInfo> Engine::ResumeSchedule(std::string_view queue, std::string_view name) {
+  // The names first, as every operation checks them (docs/semantics.md, "Order of checks").
+  if (Status s = ValidateKey(queue, name); !s.ok()) return s;
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);
   if (entry == nullptr) return kScheduleNotFound;
@@ -190,6 +198,8 @@ Result<ScheduleInfo> Engine::ResumeSchedule(std::string_view queue, std::string_
 
 Result<ScheduleTriggerResult> Engine::TriggerSchedule(std::string_view queue,
                                                       std::string_view name) {
+  // The names first, as every operation checks them (docs/semantics.md, "Order of checks").
+  if (Status s = ValidateKey(queue, name); !s.ok()) return s;
   MutexLock lock(&schedules_mu_);
   const ScheduleBook::Entry* entry = schedules_.Find(queue, name);
   if (entry == nullptr) return kScheduleNotFound;

@@ -430,10 +430,20 @@ void Queue::FinishChange(MessageRef ref, MessageState from, MessageState to, Tim
 void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause) {
   Timing old;
   MessageState from = BeginChange(ref, &old);
-  Timing timing{SaturatingAdd(now, settings_.retention_ms),
+  const bool in_graph = At(ref)->in_graph();
+  // Retention 0 outside the dependency graph: removed by this operation (docs/semantics.md,
+  // "Retention"), so no timer is armed for it (due_at 0 in the effect: never due).
+  const bool remove_now = settings_.retention_ms == 0 && !in_graph;
+  Timing timing{remove_now ? 0 : SaturatingAdd(now, settings_.retention_ms),
                 to == MessageState::kCompleted ? old.token : 0};
   FinishChange(ref, from, to, now, cause, timing);
-  if (At(ref)->in_graph() && env_->dependencies != nullptr) {
+  if (remove_now) {
+    Emit(EffectType::kMessageRemoved, ChangeCause::kNone, to, ref, now);
+    Detach(ref);
+    Erase(ref);
+    return;
+  }
+  if (in_graph && env_->dependencies != nullptr) {
     env_->dependencies->OnTerminal(*this, At(ref)->id(), from, to, now);
   }
 }
@@ -640,8 +650,9 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   }
   if (settings_.enqueue_paused && !forced_) return FailedPrecondition("queue: enqueue is paused");
   if (settings_.max_depth > 0 && !forced_) {
+    // Non-terminal (SPEC §1): waiting messages count too.
     uint64_t live = counts_[MessageState::kInvisible] + counts_[MessageState::kPending] +
-                    counts_[MessageState::kRunning];
+                    counts_[MessageState::kRunning] + counts_[MessageState::kWaiting];
     if (live >= settings_.max_depth) return ResourceExhausted("queue: max_depth reached");
   }
   thread_local std::string packed;

@@ -259,7 +259,13 @@ struct Explanation {
   uint64_t lease_token = 0;
   std::string exclusivity_value;
   uint32_t attempts = 0;
+  // kWaitingOnDependencies: how many it depends on, how many of them are not finished yet, and
+  // the first kMaxExplainWaitingOn of those ("queue/id"), in the order listed at enqueue.
+  uint32_t dependencies = 0;
+  uint32_t unfinished = 0;
+  std::vector<std::string> waiting_on;
 };
+inline constexpr size_t kMaxExplainWaitingOn = 10;
 
 // ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------
 

@@ -560,10 +560,12 @@ void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
                : ctx.engine->Explain(Str(op->queue()), Str(op->id()));
   if (!x.ok()) return r.Error(x.status());
   auto& b = r.b();
+  auto waiting_on = x->waiting_on.empty() ? 0 : b.CreateVectorOfStrings(x->waiting_on);
   r.Ok(p::Result::ExplainResult,
        p::CreateExplainResult(b, static_cast<p::ExplainReason>(x->reason), b.CreateString(x->id),
                               static_cast<p::MessageState>(x->state), x->until, x->lease_token,
-                              b.CreateString(x->exclusivity_value), x->attempts));
+                              b.CreateString(x->exclusivity_value), x->attempts, x->dependencies,
+                              x->unfinished, waiting_on));
 }
 
 void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {

@@ -3,6 +3,7 @@
 #include <boost/json/array.hpp>
 #include <cstdio>
 
+#include "engine/dependencies.h"
 #include "engine/metadata.h"
 #include "engine/types.h"
 #include "engine/validation.h"
@@ -105,6 +106,25 @@ void PutScheduleFields(const Effect& e, json::object* out) {
   (*out)["paused"] = p.paused;
   if (!e.error.empty()) PutText(out, "last_error", e.error);
 }
+// A waiting message's dependencies (an enqueue's, or a snapshot's restated dependent with
+// the flags of each edge: engine/dependencies.h).
+void PutDependencies(const Effect& e, json::object* out) {
+  if (e.depends_on == nullptr || e.depends_on->empty()) return;
+  json::array deps;
+  for (const std::string& key : *e.depends_on) deps.emplace_back(json::string(key));
+  (*out)["depends_on"] = std::move(deps);
+  (*out)["on_dependency_failure"] = DependencyFailurePolicyName(e.on_dependency_failure);
+  if (e.dependency_edges.empty()) return;
+  json::array edges;
+  for (const char flags : e.dependency_edges) {
+    const auto f = static_cast<uint8_t>(flags);
+    json::object edge;
+    edge["listed"] = (f & kEdgeListed) != 0;
+    edge["gone"] = (f & kEdgeGone) != 0;
+    edges.emplace_back(std::move(edge));
+  }
+  (*out)["dependency_edges"] = std::move(edges);
+}
 }  // namespace
 
 void AppendEffectJson(const Effect& e, json::object* out) {
@@ -130,6 +150,7 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kMessageEnqueued:
       PutMessageFields(e, out);
       if (!e.batch.empty()) PutText(out, "batch", e.batch);
+      PutDependencies(e, out);
       PutText(out, "payload", e.payload);
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
@@ -138,6 +159,7 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);
       if (!e.batch.empty()) PutText(out, "batch", e.batch);
+      PutDependencies(e, out);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
       return;

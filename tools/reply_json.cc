@@ -80,8 +80,20 @@ std::string Explanation(const p::ExplainResult& x) {
       return "running: leased by " + std::to_string(x.lease_token()) + " until " + until;
     case p::ExplainReason::terminal:
       return "terminal: " + std::string(StateName(x.state()));
-    case p::ExplainReason::waiting_on_dependencies:
-      return "waiting: a dependency has not completed";
+    case p::ExplainReason::waiting_on_dependencies: {
+      // "waiting on 2 of 3: emails/a, emails/b"
+      std::string text = "waiting on " + std::to_string(x.unfinished()) + " of " +
+                         std::to_string(x.dependencies()) + " dependencies";
+      if (x.waiting_on() != nullptr && x.waiting_on()->size() > 0) {
+        text += ": ";
+        for (flatbuffers::uoffset_t i = 0; i < x.waiting_on()->size(); ++i) {
+          if (i > 0) text += ", ";
+          text += x.waiting_on()->Get(i)->string_view();
+        }
+        if (x.unfinished() > x.waiting_on()->size()) text += ", …";
+      }
+      return text;
+    }
   }
   return "unknown reason";
 }
@@ -262,6 +274,15 @@ json::object ExplainToJson(const p::ExplainResult& x) {
   o["lease_token"] = x.lease_token();
   PutText(&o, "exclusivity_value", x.exclusivity_value());
   o["attempts"] = x.attempts();
+  if (x.reason() == p::ExplainReason::waiting_on_dependencies) {
+    o["dependencies"] = x.dependencies();
+    o["unfinished"] = x.unfinished();
+    json::array keys;
+    if (x.waiting_on() != nullptr) {
+      for (const auto* key : *x.waiting_on()) keys.emplace_back(json::string(key->string_view()));
+    }
+    o["waiting_on"] = std::move(keys);
+  }
   o["explanation"] = Explanation(x);
   return o;
 }

@@ -356,6 +356,9 @@ TEST_F(CliE2E, DependenciesWaitAndCarryTheirResults) {
   auto why = Ok({"explain", "q", "child"});
   ASSERT_EQ(why.size(), 1u);
   EXPECT_EQ(Str(why[0].at("reason")), "waiting_on_dependencies");
+  EXPECT_EQ(Int(why[0].at("dependencies")), 2);
+  EXPECT_EQ(Int(why[0].at("unfinished")), 2);
+  EXPECT_EQ(Str(why[0].at("explanation")), "waiting on 2 of 2 dependencies: q/parent, other/a");
 
   // other/a is canceled: child's policy is release, so it still waits for parent only.
   Ok({"cancel", "other", "a"});

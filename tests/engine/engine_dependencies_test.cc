@@ -79,6 +79,30 @@ TEST_F(DependenciesTest, DependentWaitsAndIsNotDequeueable) {
   EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
 }
 
+TEST_F(DependenciesTest, ExplainCountsTheDependenciesNotFinishedAndNamesThem) {
+  for (int i = 0; i < 14; ++i) Put("other", "d" + std::to_string(i));
+  std::vector<std::string> deps;
+  for (int i = 0; i < 14; ++i) deps.push_back("other/d" + std::to_string(i));
+  Put("q", "a");
+  deps.push_back("a");
+  PutAfter("q", "child", deps);
+  Finish("other", "d0");
+  Finish("other", "d1");
+  Result<Explanation> x = engine().Explain("q", "child");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
+  EXPECT_EQ(x->dependencies, 15u);
+  EXPECT_EQ(x->unfinished, 13u);
+  ASSERT_EQ(x->waiting_on.size(), kMaxExplainWaitingOn);
+  EXPECT_EQ(x->waiting_on.front(), "other/d2") << "in the order listed, finished ones left out";
+  EXPECT_EQ(x->waiting_on.back(), "other/d11");
+  // Not waiting: no dependency figures.
+  Result<Explanation> y = engine().Explain("q", "a");
+  ASSERT_TRUE(y.ok());
+  EXPECT_EQ(y->dependencies, 0u);
+  EXPECT_TRUE(y->waiting_on.empty());
+}
+
 TEST_F(DependenciesTest, ReleasedByTheCompleteOfItsLastDependencyInThatOperation) {
   Put("q", "a");
   Put("q", "b");
@@ -116,6 +140,78 @@ TEST_F(DependenciesTest, AlreadyCompletedDependencyCountsAsDone) {
   Finish("q", "a");
   PutAfter("q", "c", {"a"});
   EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
+}
+
+// Found by the model test: max_depth counts the non-terminal messages (SPEC §1), and a waiting
+// message is not terminal; the engine counted only invisible, pending and running ones.
+TEST_F(DependenciesTest, WaitingMessagesCountTowardsMaxDepth) {
+  QueueSettings settings;
+  settings.max_depth = 2;
+  MakeQueue("q", settings);
+  Put("q", "a");
+  PutAfter("q", "b", {"a"});
+  EnqueueItem item = Item("c");
+  EXPECT_EQ(EnqueueOne("q", std::move(item)).status().code(), Code::kResourceExhausted);
+}
+
+// Found by the model test: a dependency removed by GC is NOT_FOUND in DependencyOutcomes even
+// when a new message has taken its id since (the engine read the new one's outcome).
+TEST_F(DependenciesTest, DependencyOutcomesDoNotMistakeANewMessageForARemovedDependency) {
+  QueueSettings settings;
+  settings.retention_ms = 1000;
+  MakeQueue("q", settings);
+  Put("q", "a");
+  PutAfter("q", "c", {"a"});
+  Finish("q", "a");   // c is released (pending)
+  AdvanceTime(1000);  // a's retention: c no longer waits, a goes
+  ASSERT_EQ(GetCode("q", "a"), Code::kNotFound);
+  Put("q", "a");  // another message with a's id
+  auto outcomes = engine().DependencyOutcomes("q", "c");
+  ASSERT_TRUE(outcomes.ok());
+  ASSERT_EQ(outcomes->size(), 1u);
+  EXPECT_EQ((*outcomes)[0].first, "q/a");
+  EXPECT_EQ((*outcomes)[0].second.status().code(), Code::kNotFound);
+}
+
+// Found by the model test: when one purge removes several dependencies of a dependent, its
+// reason names the first by id, whatever the order of the queue's store (which a replay or a
+// standby may not share).
+TEST_F(DependenciesTest, APurgeOfSeveralDependenciesNamesTheFirstByIdInTheReason) {
+  Put("q", "b");
+  Put("q", "a");
+  Put("other", "x");
+  PutAfter("other", "d", {"q/b", "q/a"});
+  ASSERT_TRUE(engine().PurgeQueue("q", {MessageState::kPending}).ok());
+  EXPECT_EQ(StateOf("other", "d"), MessageState::kCanceled);
+  EXPECT_EQ(GetMessage("other", "d").last_error, "dependency q/a removed");
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+// Found by the model test: explain counts the dependencies a message still waits on; one that
+// errored under the release policy counted as finished and stays so when it is redriven (the
+// engine read its state, pending again, and listed it).
+TEST_F(DependenciesTest, ExplainDoesNotCountARedrivenDependencyAsUnfinished) {
+  QueueSettings once;
+  once.max_attempts = 1;
+  MakeQueue("q", once);
+  Put("q", "x");
+  Put("q", "y");
+  PutAfter("q", "d", {"x", "y"}, DependencyFailurePolicy::kRelease);
+  MessageRecord m = TakeOne("q");
+  ASSERT_EQ(m.id, "x");
+  ASSERT_TRUE(engine()
+                  .Fail("q", FailRequest{.id = "x",
+                                         .lease_token = m.lease_token,
+                                         .error = "e",
+                                         .retry_delay_ms = std::nullopt})
+                  .ok());
+  ASSERT_TRUE(engine().Redrive("q", {"x"})[0].ok());
+  Result<Explanation> x = engine().Explain("q", "d");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kWaitingOnDependencies);
+  EXPECT_EQ(x->dependencies, 2u);
+  EXPECT_EQ(x->unfinished, 1u);
+  EXPECT_EQ(x->waiting_on, std::vector<std::string>{"q/y"});
 }
 
 TEST_F(DependenciesTest, MissingDependencyIsNotFound) {
@@ -241,6 +337,26 @@ TEST_F(DependenciesTest, RetentionZeroKeepsAHeldDependencyWithoutSpinning) {
   EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "looked at again a second later";
   AdvanceTime(kHeldRecheckMs);
   EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+}
+
+// Found by the model test (ReplayTest.ReplayingEffectsReproducesDigest/WithDependencies), NOT
+// FIXED YET, hence disabled: when Advance finds a completed dependency due for GC while a
+// dependent still waits, it moves the message's GC timer a retention (at least 1 s) later but
+// reports no effect, so an engine fed the effects (the log's replay, a standby) keeps the old
+// due time and its Digest differs from the original's until the message is removed. Nothing
+// observable differs (an export carries the moved timer, so snapshots check); the fix needs the
+// recheck to be derivable from the effects (or to be an effect).
+TEST_F(DependenciesTest, DISABLED_ReplayAfterAHeldDependencyIsLookedAtAgainHasTheSameDigest) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(1);  // a is held by c: its GC timer moves to now + 1 s, with no effect
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  EXPECT_EQ(Replayed()->Digest(), engine().Digest());
 }
 
 TEST_F(DependenciesTest, BrowseListsWaitingMessages) {

@@ -228,6 +228,24 @@ TEST_F(ScheduleTest, TriggerFiresNowEvenWhenPausedAndKeepsTheCadence) {
   EXPECT_EQ(PendingIds("jobs").size(), 1u);
 }
 
+// Found by the model test: an operation on a schedule checks the queue's and the schedule's
+// names before looking the schedule up (docs/semantics.md, "Order of checks"), as upsert does.
+TEST_F(ScheduleTest, MalformedNamesAreInvalidArgumentForEveryScheduleOperation) {
+  const std::string long_name(kMaxScheduleNameBytes + 1, 'n');
+  for (auto [queue, name] : {std::pair<std::string, std::string>{"bad queue", "s"},
+                             {"jobs", "bad name"},
+                             {"jobs", long_name},
+                             {"jobs", ""}}) {
+    SCOPED_TRACE(queue + " " + name);
+    EXPECT_EQ(engine().GetSchedule(queue, name).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine().DeleteSchedule(queue, name).code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine().PauseSchedule(queue, name).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine().ResumeSchedule(queue, name).status().code(), Code::kInvalidArgument);
+    EXPECT_EQ(engine().TriggerSchedule(queue, name).status().code(), Code::kInvalidArgument);
+  }
+  EXPECT_EQ(engine().GetSchedule("jobs", "s").status().code(), Code::kNotFound);
+}
+
 TEST_F(ScheduleTest, DeletedScheduleStopsFiring) {
   Upsert("jobs", "s", Every(1000));
   ASSERT_TRUE(engine().DeleteSchedule("jobs", "s").ok());

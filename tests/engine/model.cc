@@ -135,7 +135,7 @@ std::optional<TimeMs> TimerDue(const Model::Message& m) {
     case MessageState::kErrored:
       return m.gc_at;
     case MessageState::kPending:
-    case MessageState::kWaiting:  // (the model does not generate depends_on yet)
+    case MessageState::kWaiting:  // released by its dependencies, not by a timer
       break;
   }
   return std::nullopt;
@@ -161,6 +161,36 @@ template <typename T>
 std::vector<T> Repeat(size_t n, const T& value) {
   return std::vector<T>(n, value);
 }
+
+// A depends_on entry as a key "queue/id": "queue/id" when the part before the first '/' is a
+// valid queue name (and an id follows), else an id of `own_queue`.
+std::string ResolveEntry(std::string_view own_queue, std::string_view entry) {
+  size_t slash = entry.find('/');
+  if (slash != std::string_view::npos && slash + 1 < entry.size() &&
+      IsValidQueueName(entry.substr(0, slash))) {
+    return std::string(entry);
+  }
+  return std::string(own_queue) + "/" + std::string(entry);
+}
+
+std::pair<std::string, std::string> SplitEntryKey(std::string_view key) {
+  size_t slash = key.find('/');
+  return {std::string(key.substr(0, slash)), std::string(key.substr(slash + 1))};
+}
+
+std::string Key(std::string_view queue, std::string_view id) {
+  return std::string(queue) + "/" + std::string(id);
+}
+
+constexpr size_t kMaxDependencyEntries = 100'000;
+constexpr size_t kMaxDependencyBytes = size_t{12} << 20;
+constexpr TimeMs kHeldRecheck = 1'000;
+constexpr size_t kMaxScheduleName = 100;
+constexpr size_t kScheduleLimit = 100'000;
+constexpr int64_t kMinEveryMs = 10;
+constexpr TimeMs kMisfireGraceMs = 60'000;
+constexpr size_t kCatchUpFires = 100;
+constexpr TimeMs kCatchUpHorizonMs = TimeMs{400} * 86'400'000;
 
 }  // namespace
 
@@ -365,7 +395,9 @@ Status Model::DeleteQueue(std::string_view name) {
   if (!IsValidQueueName(name)) return InvalidArgument("name");
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].name == name) {
+      Queue gone = std::move(queues_[i]);
       queues_.erase(queues_.begin() + static_cast<ptrdiff_t>(i));
+      DependenciesRemoved(gone.name, std::move(gone.messages), clock_->NowMs());
       return Status::Ok();
     }
   }
@@ -377,17 +409,18 @@ Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<Mess
   if (states.empty() || states.size() > kStateCount) return InvalidArgument("states");
   Queue* queue = MutableQueue(name);
   if (queue == nullptr) return NotFound("queue");
-  uint64_t removed = 0;
-  std::vector<Message> kept;
+  std::vector<Message> kept, removed;
   for (Message& m : queue->messages) {
     if (std::find(states.begin(), states.end(), m.record.state) != states.end()) {
-      ++removed;
+      removed.push_back(std::move(m));
     } else {
       kept.push_back(std::move(m));
     }
   }
   queue->messages = std::move(kept);
-  return removed;
+  const uint64_t count = removed.size();
+  DependenciesRemoved(queue->name, std::move(removed), clock_->NowMs());
+  return count;
 }
 
 // ---- Enqueue ----------------------------------------------------------------------------------
@@ -440,6 +473,25 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
     return InvalidArgument("max_attempts");
   }
+  // depends_on: its form, then (state) every entry names an existing message.
+  if (item.depends_on.size() > kMaxDependencyEntries) return InvalidArgument("depends_on");
+  std::vector<std::string> keys;
+  size_t key_bytes = 0;
+  for (const std::string& entry : item.depends_on) {
+    keys.push_back(ResolveEntry(queue.name, entry));
+    auto [dq, did] = SplitEntryKey(keys.back());
+    if (!IsValidQueueName(dq) || !ValidId(did)) return InvalidArgument("depends_on");
+    key_bytes += keys.back().size();
+  }
+  if (key_bytes > kMaxDependencyBytes) return InvalidArgument("depends_on");
+  std::vector<Message*> named;
+  for (const std::string& key : keys) {
+    auto [dq, did] = SplitEntryKey(key);
+    Queue* q = MutableQueue(dq);
+    size_t index = q == nullptr ? kNpos : FindIndex(*q, did);
+    if (index == kNpos) return NotFound("depends_on: no such message");
+    named.push_back(&q->messages[index]);
+  }
   if (queue.settings.type == QueueType::kExclusive &&
       !FindValue(item.metadata, queue.settings.exclusivity_key)) {
     return InvalidArgument("exclusivity key missing");
@@ -482,15 +534,55 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   TimeMs visible_at = item.visible_at
                           ? *item.visible_at
                           : now + item.delay_ms.value_or(queue.settings.invisibility_ms);
-  if (visible_at > now) {
+  if (!keys.empty()) {
+    // Waiting; `get` shows the visible_at it will have once released (0: at once).
+    r.state = MessageState::kWaiting;
+    r.visible_at = visible_at > now ? visible_at : 0;
+  } else if (visible_at > now) {
     r.state = MessageState::kInvisible;
     r.visible_at = visible_at;
   } else {
     r.state = MessageState::kPending;
     r.visible_at = 0;
   }
+  // The dependencies as they are now: completed ones count as done, and so do failed ones
+  // under the release policy; the first other failed one applies the policy at once.
+  std::string failure;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const MessageState s = named[i]->record.state;
+    const bool failed = s == MessageState::kCanceled || s == MessageState::kErrored;
+    const bool finished =
+        s == MessageState::kCompleted ||
+        (failed && item.on_dependency_failure == DependencyFailurePolicy::kRelease);
+    message.dependencies.push_back(Dependency{keys[i], named[i]->uid, finished});
+    named[i]->in_graph = true;
+    if (failed && !finished && failure.empty()) {
+      failure = "dependency " + keys[i] + (s == MessageState::kErrored ? " errored" : " canceled");
+    }
+  }
+  message.policy = item.on_dependency_failure;
+  message.in_graph = !keys.empty();
+  message.uid = next_uid_++;
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
+  Message& added = queue.messages.back();
+  if (!keys.empty()) {
+    bool all_finished = std::all_of(added.dependencies.begin(), added.dependencies.end(),
+                                    [](const Dependency& d) { return d.finished; });
+    if (all_finished) {
+      Release(queue, added, now);
+    } else if (!failure.empty()) {
+      // It has no dependents yet: nothing follows.
+      added.record.last_error = failure;
+      added.record.version += 1;
+      added.record.updated_at = now;
+      MakeTerminal(queue, queue.messages.size() - 1,  // a dependent: in the graph, kept
+                   item.on_dependency_failure == DependencyFailurePolicy::kError
+                       ? MessageState::kErrored
+                       : MessageState::kCanceled,
+                   now);
+    }
+  }
   return EnqueueResult{id, 1, false};
 }
 
@@ -562,32 +654,49 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     r.version += 1;
     r.updated_at = now;
     r.result = item.result;
-    MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
+    const uint64_t uid = m.uid;
+    if (!MakeTerminal(*queue, index, MessageState::kCompleted, now)) {  // keeps the token
+      DependencyCompleted(uid, now);
+    }
     out.push_back(Status::Ok());
   }
   return out;
 }
 
-void Model::MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now) {
+bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
+  // graph (semantics.md, "Retention").
+  if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
+    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    return true;
+  }
+  Message& message = queue.messages[index];
   message.record.state = state;
   message.record.visible_at = 0;
   message.record.lease_expires_at = 0;
   if (state != MessageState::kCompleted) message.record.lease_token = 0;
   message.gc_at = now + queue.settings.retention_ms;
+  return false;
 }
 
 std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
   Message& m = queue.messages[index];
+  // Errored here, or moved (gone from here): either way a failed dependency.
+  const uint64_t uid = m.uid;
+  const std::string key = Key(queue.name, m.record.id);
   const std::string& dlq_name = queue.settings.dead_letter_queue;
   Queue* dlq = dlq_name.empty() ? nullptr : MutableQueue(dlq_name);
   bool can_move = dlq != nullptr && dlq != &queue && FindIndex(*dlq, m.record.id) == kNpos &&
                   (dlq->settings.type != QueueType::kExclusive ||
                    FindValue(m.record.metadata, dlq->settings.exclusivity_key));
   if (!can_move) {
-    MakeTerminal(queue, m, MessageState::kErrored, now);
+    if (!MakeTerminal(queue, index, MessageState::kErrored, now)) {
+      DependencyFailed(uid, key, "errored", now);
+    }
     return "";
   }
   Message moved = std::move(m);
+  moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
   MessageRecord& r = moved.record;
   r.queue = dlq->name;
@@ -603,8 +712,12 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
   r.metadata.push_back(MetadataPair{std::string(kOriginQueueKey), queue.name});
   moved.seq = dlq->next_seq++;
   moved.gc_at = 0;
+  moved.uid = next_uid_++;  // another message: its completion releases nothing
+  moved.dependencies.clear();
   dlq->messages.push_back(std::move(moved));
-  return dlq->name;
+  std::string moved_to = dlq->name;
+  DependencyFailed(uid, key, "errored", now);
+  return moved_to;
 }
 
 Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& request,
@@ -706,7 +819,10 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
-        MakeTerminal(*queue, m, MessageState::kCanceled, now);
+        if (const uint64_t uid = m.uid;
+            !MakeTerminal(*queue, index, MessageState::kCanceled, now)) {
+          DependencyFailed(uid, Key(queue->name, id), "canceled", now);
+        }
         out.push_back(Status::Ok());
         break;
     }
@@ -720,12 +836,30 @@ Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter
   Queue* queue = MutableQueue(queue_name);
   if (queue == nullptr) return NotFound("queue");
   TimeMs now = clock_->NowMs();
+  // In (priority, enqueue sequence) order: a dependent canceled by an earlier match's cancel is
+  // canceled by its dependency, not by this request, and is not counted.
+  std::vector<size_t> matches;
+  for (size_t i = 0; i < queue->messages.size(); ++i) {
+    if (Matches(queue->messages[i].record.metadata, filter)) matches.push_back(i);
+  }
+  std::sort(matches.begin(), matches.end(),
+            [&](size_t a, size_t b) { return Before(queue->messages[a], queue->messages[b]); });
+  std::vector<uint64_t> order;
+  for (size_t i : matches) order.push_back(queue->messages[i].uid);
   uint64_t count = 0;
-  for (Message& m : queue->messages) {
-    if (IsTerminal(m.record.state) || !Matches(m.record.metadata, filter)) continue;
+  for (const uint64_t uid : order) {
+    // By uid: a removal (retention 0) moves the later messages down.
+    size_t i = 0;
+    while (i < queue->messages.size() && queue->messages[i].uid != uid) ++i;
+    if (i == queue->messages.size()) continue;
+    Message& m = queue->messages[i];
+    if (IsTerminal(m.record.state)) continue;
     m.record.version += 1;
     m.record.updated_at = now;
-    MakeTerminal(*queue, m, MessageState::kCanceled, now);
+    const std::string key = Key(queue->name, m.record.id);
+    if (!MakeTerminal(*queue, i, MessageState::kCanceled, now)) {
+      DependencyFailed(uid, key, "canceled", now);
+    }
     ++count;
   }
   return count;
@@ -979,7 +1113,14 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
       e.reason = ExplainReason::kTerminal;
       break;
     case MessageState::kWaiting:
+      // How many it listed, how many have not finished, the first 10 of those in listed order.
       e.reason = ExplainReason::kWaitingOnDependencies;
+      e.dependencies = static_cast<uint32_t>(m.dependencies.size());
+      for (const Dependency& d : m.dependencies) {
+        if (d.finished) continue;
+        ++e.unfinished;
+        if (e.waiting_on.size() < 10) e.waiting_on.push_back(d.key);
+      }
       break;
   }
   return e;
@@ -1045,8 +1186,18 @@ Result<Explanation> Model::ExplainFilter(std::string_view queue_name, const Filt
 
 uint64_t Model::Advance(TimeMs now) {
   uint64_t transitions = 0;
-  for (size_t qi = 0; qi < queues_.size(); ++qi) {
-    Queue& queue = queues_[qi];
+  std::vector<std::string> order;
+  for (const Queue& q : queues_) order.push_back(q.name);
+  if (options_.visit_rank) {
+    std::stable_sort(order.begin(), order.end(),
+                     [this](const std::string& a, const std::string& b) {
+                       return options_.visit_rank(a) < options_.visit_rank(b);
+                     });
+  }
+  for (const std::string& name : order) {
+    Queue* found = MutableQueue(name);
+    if (found == nullptr) continue;
+    Queue& queue = *found;
     while (true) {
       // The due timer with the smallest (due time, enqueue sequence).
       size_t next = kNpos;
@@ -1083,12 +1234,394 @@ uint64_t Model::Advance(TimeMs now) {
           }
           break;
         default:  // terminal: retention ran out
+          if (IsHeld(m.uid)) {
+            // A waiting dependent listed it: looked at again one retention (at least 1 s) later.
+            --transitions;
+            ++held_rechecks_;
+            m.gc_at = now + std::max<TimeMs>(queue.settings.retention_ms, kHeldRecheck);
+            break;
+          }
           queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(next));
           break;
       }
     }
   }
-  return transitions;
+  return transitions + FireSchedules(now);
+}
+
+// ---- Dependencies -----------------------------------------------------------------------------
+
+std::vector<std::pair<Model::Queue*, size_t>> Model::WaitingOn(uint64_t uid) {
+  std::vector<std::pair<Queue*, size_t>> out;
+  for (Queue& q : queues_) {
+    for (size_t i = 0; i < q.messages.size(); ++i) {
+      const Message& m = q.messages[i];
+      if (m.record.state != MessageState::kWaiting) continue;
+      for (const Dependency& d : m.dependencies) {
+        if (d.uid == uid && !d.finished) {
+          out.emplace_back(&q, i);
+          break;
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.first->messages[a.second].uid < b.first->messages[b.second].uid;
+  });
+  return out;
+}
+
+bool Model::IsHeld(uint64_t uid) const {
+  for (const Queue& q : queues_) {
+    for (const Message& m : q.messages) {
+      if (m.record.state != MessageState::kWaiting) continue;
+      for (const Dependency& d : m.dependencies) {
+        if (d.uid == uid) return true;
+      }
+    }
+  }
+  return false;
+}
+
+void Model::Release(Queue& queue, Message& message, TimeMs now) {
+  (void)queue;
+  MessageRecord& r = message.record;
+  if (r.visible_at > now) {
+    r.state = MessageState::kInvisible;
+  } else {
+    r.state = MessageState::kPending;
+    r.visible_at = 0;
+  }
+  r.version += 1;
+  r.updated_at = now;
+}
+
+// Marks `uid`'s entries of `m` finished; true when none is left unfinished.
+static bool CountFinished(Model::Message& m, uint64_t uid) {
+  bool all = true;
+  for (Model::Dependency& d : m.dependencies) {
+    if (d.uid == uid) d.finished = true;
+    all = all && d.finished;
+  }
+  return all;
+}
+
+void Model::DependencyCompleted(uint64_t uid, TimeMs now) {
+  for (auto [q, i] : WaitingOn(uid)) {
+    Message& m = q->messages[i];
+    if (CountFinished(m, uid)) Release(*q, m, now);
+  }
+}
+
+void Model::DependencyFailed(uint64_t uid, const std::string& key, const std::string& verb,
+                             TimeMs now) {
+  struct Failed {
+    uint64_t uid;
+    std::string key;
+    std::string verb;
+  };
+  // Breadth first: the dependents a failure cancels or errors fail in turn.
+  std::vector<Failed> failed{{uid, key, verb}};
+  for (size_t f = 0; f < failed.size(); ++f) {
+    const std::string reason = "dependency " + failed[f].key + " " + failed[f].verb;
+    for (auto [q, i] : WaitingOn(failed[f].uid)) {
+      Message& m = q->messages[i];
+      if (m.record.state != MessageState::kWaiting) continue;
+      switch (m.policy) {
+        case DependencyFailurePolicy::kRelease:
+          if (CountFinished(m, failed[f].uid)) Release(*q, m, now);
+          break;
+        case DependencyFailurePolicy::kCancel:
+        case DependencyFailurePolicy::kError: {
+          const bool error = m.policy == DependencyFailurePolicy::kError;
+          m.record.last_error = reason;
+          m.record.version += 1;
+          m.record.updated_at = now;
+          MakeTerminal(*q, i, error ? MessageState::kErrored : MessageState::kCanceled, now);
+          failed.push_back({m.uid, Key(q->name, m.record.id), error ? "errored" : "canceled"});
+          break;
+        }
+      }
+    }
+  }
+}
+
+void Model::DependenciesRemoved(const std::string& queue_name, std::vector<Message> removed,
+                                TimeMs now) {
+  // They are gone already (a removed dependent waits no more); each that had not finished is a
+  // failed dependency, in the order of their ids.
+  std::sort(removed.begin(), removed.end(),
+            [](const Message& a, const Message& b) { return a.record.id < b.record.id; });
+  for (const Message& m : removed) {
+    if (IsTerminal(m.record.state)) continue;
+    DependencyFailed(m.uid, Key(queue_name, m.record.id), "removed", now);
+  }
+}
+
+Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> Model::DependencyOutcomes(
+    std::string_view queue_name, std::string_view id) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  std::vector<std::pair<std::string, Result<MessageOutcome>>> out;
+  for (const Dependency& d : queue->messages[index].dependencies) {
+    Result<MessageOutcome> outcome = NotFound("id");
+    for (const Queue& q : queues_) {
+      for (const Message& m : q.messages) {
+        if (m.uid == d.uid) {
+          outcome =
+              MessageOutcome{m.record.id, m.record.state, m.record.result, m.record.last_error};
+        }
+      }
+    }
+    out.emplace_back(d.key, std::move(outcome));
+  }
+  return out;
+}
+
+// ---- Schedules --------------------------------------------------------------------------------
+
+namespace {
+
+std::string FireId(std::string_view name, TimeMs t) {
+  return std::string(name) + "@" + std::to_string(t);
+}
+
+bool ValidScheduleName(std::string_view name) {
+  return name.size() <= kMaxScheduleName && IsValidQueueName(name);
+}
+
+}  // namespace
+
+const Model::Schedule* Model::FindSchedule(std::string_view queue, std::string_view name) const {
+  for (const Schedule& s : schedules_) {
+    if (s.queue == queue && s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+Model::Schedule* Model::MutableSchedule(std::string_view queue, std::string_view name) {
+  return const_cast<Schedule*>(FindSchedule(queue, name));
+}
+
+TimeMs Model::NextFire(const Schedule& schedule, TimeMs after) {
+  if (schedule.cron) return schedule.cron->Next(after).value_or(0);
+  // anchor + k * every_ms, the first strictly after `after` (k >= 1).
+  const int64_t every = schedule.spec.every_ms;
+  const TimeMs anchor = schedule.progress.anchor_at;
+  if (after < anchor) return anchor + every;
+  return anchor + ((after - anchor) / every + 1) * every;
+}
+
+ScheduleInfo Model::InfoOf(const Schedule& schedule) const {
+  ScheduleInfo info;
+  info.queue = schedule.queue;
+  info.name = schedule.name;
+  info.spec = schedule.spec;
+  info.progress = schedule.progress;
+  info.next_fire_at = schedule.progress.paused ? 0 : NextFire(schedule, schedule.progress.after);
+  info.last_error = schedule.last_error;
+  return info;
+}
+
+Result<ScheduleUpsertResult> Model::UpsertSchedule(std::string_view queue, std::string_view name,
+                                                   ScheduleSpec spec, const Metadata& metadata) {
+  if (!ValidMetadata(metadata)) return InvalidArgument("metadata");
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  spec.packed_metadata.clear();
+  std::optional<CronSchedule> cron;
+  if (spec.cron.empty() == (spec.every_ms == 0)) return InvalidArgument("cron or every_ms");
+  if (spec.cron.empty()) {
+    if (!spec.tz.empty()) return InvalidArgument("tz");
+    if (spec.every_ms < kMinEveryMs || spec.every_ms > kMaxDelayMs) {
+      return InvalidArgument("every_ms");
+    }
+  } else {
+    Result<CronSchedule> parsed = CronSchedule::Parse(spec.cron, spec.tz);
+    if (!parsed.ok()) return parsed.status();
+    cron = std::move(*parsed);
+  }
+  if (spec.priority_offset_ms < -kMaxDelayMs || spec.priority_offset_ms > kMaxDelayMs) {
+    return InvalidArgument("priority_offset_ms");
+  }
+  if (spec.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
+  if (spec.max_attempts != 0 && !ValidMaxAttempts(spec.max_attempts)) {
+    return InvalidArgument("max_attempts");
+  }
+  if (!options_.auto_create_queues && FindQueue(queue) == nullptr) return NotFound("queue");
+  TimeMs now = clock_->NowMs();
+  Schedule* existing = MutableSchedule(queue, name);
+  if (existing == nullptr && schedules_.size() >= kScheduleLimit) {
+    return ResourceExhausted("schedules");
+  }
+  bool created = existing == nullptr;
+  if (created) {
+    schedules_.push_back(Schedule{std::string(queue), std::string(name), {}, {}, {}, {}, {}});
+    existing = &schedules_.back();
+    existing->progress.created_at = now;
+  }
+  Schedule& s = *existing;
+  bool same_timing = !created && s.spec.cron == spec.cron && s.spec.tz == spec.tz &&
+                     s.spec.every_ms == spec.every_ms;
+  if (!same_timing) {
+    s.progress.anchor_at = now;
+    s.progress.after = now;
+  }
+  s.progress.updated_at = now;
+  s.spec = std::move(spec);
+  s.metadata = metadata;
+  s.cron = std::move(cron);
+  return ScheduleUpsertResult{InfoOf(s), created};
+}
+
+Result<ScheduleInfo> Model::GetSchedule(std::string_view queue, std::string_view name) const {
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  const Schedule* s = FindSchedule(queue, name);
+  if (s == nullptr) return NotFound("schedule");
+  return InfoOf(*s);
+}
+
+std::vector<ScheduleInfo> Model::ListSchedules(std::string_view queue) const {
+  std::vector<const Schedule*> found;
+  for (const Schedule& s : schedules_) {
+    if (queue.empty() || s.queue == queue) found.push_back(&s);
+  }
+  std::sort(found.begin(), found.end(), [](const Schedule* a, const Schedule* b) {
+    return std::tie(a->queue, a->name) < std::tie(b->queue, b->name);
+  });
+  std::vector<ScheduleInfo> out;
+  for (const Schedule* s : found) out.push_back(InfoOf(*s));
+  return out;
+}
+
+Status Model::DeleteSchedule(std::string_view queue, std::string_view name) {
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  for (size_t i = 0; i < schedules_.size(); ++i) {
+    if (schedules_[i].queue == queue && schedules_[i].name == name) {
+      schedules_.erase(schedules_.begin() + static_cast<ptrdiff_t>(i));
+      return Status::Ok();
+    }
+  }
+  return NotFound("schedule");
+}
+
+Result<ScheduleInfo> Model::PauseSchedule(std::string_view queue, std::string_view name) {
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  Schedule* s = MutableSchedule(queue, name);
+  if (s == nullptr) return NotFound("schedule");
+  if (!s->progress.paused) {
+    s->progress.paused = true;
+    s->progress.updated_at = clock_->NowMs();
+  }
+  return InfoOf(*s);
+}
+
+Result<ScheduleInfo> Model::ResumeSchedule(std::string_view queue, std::string_view name) {
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  Schedule* s = MutableSchedule(queue, name);
+  if (s == nullptr) return NotFound("schedule");
+  if (s->progress.paused) {
+    TimeMs now = clock_->NowMs();
+    s->progress.paused = false;
+    s->progress.after = std::max(s->progress.after, now);  // fires while paused are not made
+    s->progress.updated_at = now;
+  }
+  return InfoOf(*s);
+}
+
+Result<ScheduleTriggerResult> Model::TriggerSchedule(std::string_view queue,
+                                                     std::string_view name) {
+  if (!IsValidQueueName(queue)) return InvalidArgument("queue");
+  if (!ValidScheduleName(name)) return InvalidArgument("name");
+  Schedule* s = MutableSchedule(queue, name);
+  if (s == nullptr) return NotFound("schedule");
+  TimeMs now = clock_->NowMs();
+  uint64_t enqueued = 0;
+  bool duplicate = false;
+  MakeFires(*s, {now}, s->progress.after, 0, /*check_overlap=*/false, &enqueued, &duplicate);
+  if (enqueued == 0) return FailedPrecondition("schedule: fire refused");
+  return ScheduleTriggerResult{FireId(name, now), now, duplicate};
+}
+
+void Model::MakeFires(Schedule& schedule, const std::vector<TimeMs>& fires, TimeMs after,
+                      uint64_t dropped, bool check_overlap, uint64_t* enqueued, bool* duplicate) {
+  ScheduleProgress& p = schedule.progress;
+  for (TimeMs t : fires) {
+    p.last_fire_at = t;
+    if (check_overlap && schedule.spec.overlap == OverlapPolicy::kSkipIfActive &&
+        p.last_enqueued_at != 0) {
+      // The previous fire's message, if it still exists and is not terminal.
+      const Queue* q = FindQueue(schedule.queue);
+      size_t index =
+          q == nullptr ? kNpos : FindIndex(*q, FireId(schedule.name, p.last_enqueued_at));
+      if (index != kNpos && !IsTerminal(q->messages[index].record.state)) {
+        ++p.overlap_skips;
+        continue;
+      }
+    }
+    EnqueueItem item;
+    item.id = FireId(schedule.name, t);
+    item.priority = t + schedule.spec.priority_offset_ms;
+    item.payload = schedule.spec.payload;
+    item.metadata = schedule.metadata;
+    if (schedule.spec.max_attempts != 0) item.max_attempts = schedule.spec.max_attempts;
+    std::vector<EnqueueItem> items;
+    items.push_back(std::move(item));
+    Result<EnqueueResult> r = Enqueue(schedule.queue, std::move(items)).front();
+    if (r.ok() || r.status().code() == Code::kAlreadyExists) {
+      // A message with this id exists: the fire was made before (a crash, a replay).
+      ++p.fires;
+      ++*enqueued;
+      p.last_enqueued_at = t;
+      *duplicate = !r.ok() || r->duplicate;
+    } else {
+      ++p.failed;
+      schedule.last_error = "fire at " + std::to_string(t);
+    }
+  }
+  p.after = after;
+  p.missed += dropped;
+}
+
+uint64_t Model::FireSchedules(TimeMs now) {
+  // Due schedules in (next fire, queue, name) order.
+  std::vector<std::tuple<TimeMs, std::string, std::string>> due;
+  for (const Schedule& s : schedules_) {
+    if (s.progress.paused) continue;
+    TimeMs next = NextFire(s, s.progress.after);
+    if (next != 0 && next <= now) due.emplace_back(next, s.queue, s.name);
+  }
+  std::sort(due.begin(), due.end());
+  uint64_t enqueued = 0;
+  for (const auto& [next, queue, name] : due) {
+    Schedule& s = *MutableSchedule(queue, name);
+    // Every fire in (after, now], none older than the horizon: on time ones (late by at most
+    // the grace) always, missed ones by the misfire policy; the latest 100 at most.
+    std::vector<TimeMs> on_time, missed;
+    for (TimeMs t = NextFire(s, std::max(s.progress.after, now - kCatchUpHorizonMs));
+         t != 0 && t <= now; t = NextFire(s, t)) {
+      (now - t <= kMisfireGraceMs ? on_time : missed).push_back(t);
+    }
+    std::vector<TimeMs> made;
+    if (s.spec.misfire == MisfirePolicy::kAll) made = missed;
+    if (s.spec.misfire == MisfirePolicy::kOne && !missed.empty()) made.push_back(missed.back());
+    made.insert(made.end(), on_time.begin(), on_time.end());
+    if (made.size() > kCatchUpFires) {
+      made.erase(made.begin(), made.end() - static_cast<ptrdiff_t>(kCatchUpFires));
+    }
+    uint64_t dropped = on_time.size() + missed.size() - made.size();
+    bool duplicate = false;
+    MakeFires(s, made, now, dropped, /*check_overlap=*/true, &enqueued, &duplicate);
+  }
+  return enqueued;
 }
 
 }  // namespace sundial::model

@@ -1,10 +1,30 @@
 // Model: a deliberately simple reference implementation of the engine's operations, written from
 // docs/semantics.md alone, for the differential test (model_test.cc).
 //
-// It shares nothing with engine/ but the public value types (types.h, status.h, clock.h): queues
-// are a std::vector, each queue's messages a std::vector, and every operation is a linear scan.
-// Speed is not a goal; being obviously right is. Each method has the signature of the Engine
-// method of the same name and returns the same codes and values.
+// It shares nothing with engine/ but the public value types (types.h, status.h, clock.h) and one
+// pure function: a schedule's cron expression is parsed and its next fire times computed by
+// engine/cron.h's CronSchedule (tested on its own, tests/engine/cron_test.cc); everything a
+// schedule does with those times is the model's own. Queues are a std::vector, each queue's
+// messages a std::vector, schedules a std::vector, and every operation is a linear scan. Speed
+// is not a goal; being obviously right is. Each method has the signature of the Engine method
+// of the same name and returns the same codes and values.
+//
+// Dependencies (docs/semantics.md, "Dependencies") are held on the dependents: each message
+// has a model-wide serial number (`uid`, new for every enqueue and every dead-letter copy), and
+// a dependent lists, per depends_on entry, the key "queue/id", the uid of the message it named
+// and whether that one has counted as finished. A message that leaves its queue takes its uid
+// with it, so a later message with the same key is another dependency. Every consequence (a
+// release, a cancel or error by policy, transitively) is found by scanning every queue.
+//
+// Schedules (docs/semantics.md, "Schedules"): the template's metadata is kept unpacked, so the
+// ScheduleInfo the model returns has an empty spec.packed_metadata (the test unpacks the
+// engine's to compare), and last_error holds only "fire at T" (the engine's reason text
+// follows). Advance makes the timers' transitions first, then the schedules' fires.
+//
+// Advance order. Dependencies and dead-letter moves cross queues, so what one Advance does can
+// depend on the order it visits queues (semantics.md, "Small conventions"). The engine visits
+// them by shard; Options::visit_rank, when set, gives the model the same order (ties, and no
+// rank: creation order).
 //
 // Nondeterminism. The engine draws lease tokens, generated ids and fail-backoff jitter at random;
 // the model cannot predict them, so it is told them:
@@ -19,6 +39,8 @@
 // the queue name; then every check of the arguments alone (ids, limits, filters, settings); then
 // the queue's existence; then the message and its state. Batch operations (enqueue, complete,
 // cancel, redrive) check the batch size and the queue for all items, then each item on its own.
+// An enqueue item with depends_on: its arguments, then its dependencies' existence (NOT_FOUND),
+// then the exclusivity key, then duplicate, pause, depth and budget (semantics.md, "Enqueue").
 //
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
@@ -34,6 +56,7 @@
 #include <vector>
 
 #include "engine/clock.h"
+#include "engine/cron.h"
 #include "engine/status.h"
 #include "engine/types.h"
 
@@ -52,13 +75,37 @@ class Model {
     size_t max_payload_bytes = 1 << 20;
     size_t max_result_bytes = kDefaultMaxResultBytes;
     bool auto_create_queues = true;
+    // The order in which Advance visits queues (lower first); null: creation order.
+    std::function<size_t(std::string_view)> visit_rank = nullptr;
+  };
+
+  // One depends_on entry of a dependent.
+  struct Dependency {
+    std::string key;        // "queue/id", resolved
+    uint64_t uid = 0;       // the message it named at enqueue
+    bool finished = false;  // it completed (or failed, under the release policy)
   };
 
   // A message as the model stores it: the record get() returns, plus the queue-internal fields.
   struct Message {
     MessageRecord record;
-    uint64_t seq = 0;  // enqueue sequence in its queue
-    TimeMs gc_at = 0;  // terminal: when retention GC removes it
+    uint64_t seq = 0;                      // enqueue sequence in its queue
+    TimeMs gc_at = 0;                      // terminal: when retention GC removes it
+    uint64_t uid = 0;                      // model-wide serial (see the top of this file)
+    std::vector<Dependency> dependencies;  // as listed at enqueue (empty: not a dependent)
+    DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
+    // A dependent, or listed by one: never removed by the finishing operation (retention 0).
+    bool in_graph = false;
+  };
+
+  struct Schedule {
+    std::string queue;
+    std::string name;
+    ScheduleSpec spec;  // packed_metadata empty: `metadata` instead
+    Metadata metadata;
+    ScheduleProgress progress;
+    std::string last_error;
+    std::optional<CronSchedule> cron;
   };
 
   struct Queue {
@@ -101,6 +148,8 @@ class Model {
   Result<uint64_t> RedriveByFilter(std::string_view queue, const Filter& filter);
 
   Result<MessageRecord> Get(std::string_view queue, std::string_view id) const;
+  Result<std::vector<std::pair<std::string, Result<MessageOutcome>>>> DependencyOutcomes(
+      std::string_view queue, std::string_view id) const;
   std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
                                                const std::vector<std::string>& ids) const;
   Result<BrowsePage> Browse(std::string_view queue, const BrowseRequest& request) const;
@@ -108,12 +157,31 @@ class Model {
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
   Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
 
+  // ---- Schedules ----------------------------------------------------------------------------
+  // The engine's overload that takes the template's metadata unpacked (spec.packed_metadata is
+  // ignored).
+  Result<ScheduleUpsertResult> UpsertSchedule(std::string_view queue, std::string_view name,
+                                              ScheduleSpec spec, const Metadata& metadata);
+  Result<ScheduleInfo> GetSchedule(std::string_view queue, std::string_view name) const;
+  std::vector<ScheduleInfo> ListSchedules(std::string_view queue) const;
+  Status DeleteSchedule(std::string_view queue, std::string_view name);
+  Result<ScheduleInfo> PauseSchedule(std::string_view queue, std::string_view name);
+  Result<ScheduleInfo> ResumeSchedule(std::string_view queue, std::string_view name);
+  Result<ScheduleTriggerResult> TriggerSchedule(std::string_view queue, std::string_view name);
+  const Schedule* FindSchedule(std::string_view queue, std::string_view name) const;
+
   // ---- Time and inspection ------------------------------------------------------------------
+  // Timers (visibility, lease expiry, retention GC), then schedule fires. Returns the number of
+  // timer transitions plus the fires that enqueued.
   uint64_t Advance(TimeMs now);
   uint64_t memory_bytes() const;
 
   // For the test driver: the model's whole state (queues in creation order).
   const std::vector<Queue>& queues() const { return queues_; }
+  const std::vector<Schedule>& schedules() const { return schedules_; }
+  // How many times Advance found a terminal message due for GC but held by a waiting dependent
+  // (its removal is looked at again later; the engine reports no effect for that).
+  uint64_t held_rechecks() const { return held_rechecks_; }
   const Queue* FindQueue(std::string_view name) const;
 
   // Accounted bytes of one message: overhead + id + payload + packed metadata + result.
@@ -131,12 +199,36 @@ class Model {
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
   std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now);
-  void MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now);
+  // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
+  // `index` then names the message after it).
+  bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
+  // A message named `key` with `uid` finished: completed, or failed (canceled, errored,
+  // removed: `verb` says which). Its waiting dependents follow (docs/semantics.md,
+  // "Dependencies"), transitively.
+  void DependencyCompleted(uint64_t uid, TimeMs now);
+  void DependencyFailed(uint64_t uid, const std::string& key, const std::string& verb, TimeMs now);
+  // Waiting dependents with an unfinished entry for `uid`, in the order they were enqueued.
+  std::vector<std::pair<Queue*, size_t>> WaitingOn(uint64_t uid);
+  void Release(Queue& queue, Message& message, TimeMs now);
+  // Whether a waiting dependent listed `uid` (a terminal one is then kept past retention).
+  bool IsHeld(uint64_t uid) const;
+  // Messages of `queue_name` left it without finishing (purged, queue deleted): failures.
+  void DependenciesRemoved(const std::string& queue_name, std::vector<Message> removed, TimeMs now);
+  Schedule* MutableSchedule(std::string_view queue, std::string_view name);
+  ScheduleInfo InfoOf(const Schedule& schedule) const;
+  // Makes the fires `fires` of `schedule` (docs/semantics.md, "Schedules").
+  void MakeFires(Schedule& schedule, const std::vector<TimeMs>& fires, TimeMs after,
+                 uint64_t dropped, bool check_overlap, uint64_t* enqueued, bool* duplicate);
+  uint64_t FireSchedules(TimeMs now);
+  static TimeMs NextFire(const Schedule& schedule, TimeMs after);
 
   Options options_;
   const Clock* clock_;
   std::vector<Queue> queues_;
+  std::vector<Schedule> schedules_;  // in no particular order
   uint64_t placeholder_counter_ = 0;
+  uint64_t next_uid_ = 1;
+  uint64_t held_rechecks_ = 0;
 };
 
 // Validation helpers (public so the test driver can build valid and invalid inputs).

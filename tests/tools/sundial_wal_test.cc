@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/dependencies.h"
 #include "engine/effect.h"
 #include "engine/metadata.h"
 #include "engine/types.h"
@@ -452,6 +453,48 @@ TEST_F(SundialWalToolTest, DumpWritesAPayloadThatIsNotUtf8AsBase64) {
   EXPECT_EQ(AsText(r.at("id")), "m\"0\n");
   EXPECT_FALSE(r.contains("payload"));
   EXPECT_EQ(AsText(r.at("payload_base64")), "/wAB");
+}
+
+TEST_F(SundialWalToolTest, DumpPrintsAWaitingMessagesDependenciesAndAResult) {
+  const std::vector<std::string> deps = {"jobs/m0", "other/x"};
+  Effect waiting = Enqueued("m1", 1);
+  waiting.from = waiting.to = MessageState::kWaiting;
+  waiting.depends_on = &deps;
+  waiting.on_dependency_failure = DependencyFailurePolicy::kRelease;
+  // A snapshot's restated dependent: the first edge still listed, the second one's message gone.
+  Effect restated = Leased("m1", 1);
+  restated.cause = ChangeCause::kNone;
+  restated.from = restated.to = MessageState::kWaiting;
+  restated.depends_on = &deps;
+  const std::string edges = {static_cast<char>(kEdgeListed), static_cast<char>(kEdgeGone)};
+  restated.dependency_edges = edges;
+  Effect completed = Leased("m0", 0);
+  completed.cause = ChangeCause::kCompleted;
+  completed.to = MessageState::kCompleted;
+  completed.result = "42";
+  WriteSegment(1, 0, {waiting, restated, completed});
+  ToolRun run = Run({"dump", dir_});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  std::vector<std::string> lines = run.OutLines();
+  ASSERT_EQ(lines.size(), 3u) << run.out;
+  const json::object a = json::parse(lines[0]).as_object();
+  ASSERT_TRUE(a.contains("depends_on")) << lines[0];
+  EXPECT_EQ(AsText(a.at("depends_on").as_array()[0]), "jobs/m0");
+  EXPECT_EQ(AsText(a.at("depends_on").as_array()[1]), "other/x");
+  EXPECT_EQ(AsText(a.at("on_dependency_failure")), "release");
+  EXPECT_FALSE(a.contains("dependency_edges"));
+  const json::object b = json::parse(lines[1]).as_object();
+  ASSERT_TRUE(b.contains("dependency_edges")) << lines[1];
+  const json::array& e = b.at("dependency_edges").as_array();
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_TRUE(e[0].at("listed").as_bool());
+  EXPECT_FALSE(e[0].at("gone").as_bool());
+  EXPECT_FALSE(e[1].at("listed").as_bool());
+  EXPECT_TRUE(e[1].at("gone").as_bool());
+  EXPECT_EQ(AsText(b.at("on_dependency_failure")), "cancel");
+  const json::object c = json::parse(lines[2]).as_object();
+  EXPECT_EQ(AsText(c.at("result")), "42");
+  EXPECT_FALSE(c.contains("depends_on"));
 }
 
 TEST_F(SundialWalToolTest, DumpPrintsTheRecordsBeforeDamageAndExitsOne) {

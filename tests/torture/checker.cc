@@ -27,7 +27,19 @@ struct Message {
   std::vector<bool> expiring;          // leases meant to expire (dequeue-short)
   std::vector<uint64_t> tokens;        // their tokens, in the same order
   const std::string* exclusivity_value = nullptr;
+  const Dependent* dependent = nullptr;  // its dependencies, when it was enqueued with some
+  int64_t fire_at = 0;                   // a schedule's fire name@T: T
 };
+
+// A schedule of the history: its upserts (docs/semantics.md, "Schedules").
+struct Schedule {
+  std::string queue, name;
+  int64_t every_ms = 0;
+  std::vector<const ScheduleUpsert*> upserts;
+  int64_t first_seen = std::numeric_limits<int64_t>::max();  // the earliest fire any read showed
+};
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 bool MayHaveHappened(const Op& op) { return op.outcome != Outcome::kError; }
 
@@ -46,9 +58,16 @@ class Checker {
 
   Report Run() {
     Index();
-    for (const Inventory& inv : h_.inventories) CheckInventory(inv);
+    for (const Inventory& inv : h_.inventories) {
+      CheckInventory(inv);
+      CheckSchedules(inv);
+      CheckDrained(inv);
+    }
     CheckLeases();
     CheckCompletes();
+    CheckReleases();
+    CheckResultReads();
+    CheckBatches();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -67,9 +86,27 @@ class Checker {
 
   void Index() {
     for (const auto& [q, id, value] : h_.meta) values_[KeyOf(q, id)] = value;
+    for (const Dependent& d : h_.dependents) dependents_[KeyOf(d.queue, d.id)] = &d;
+    for (const ScheduleUpsert& u : h_.schedules) {
+      Schedule& s = schedules_[KeyOf(u.queue, u.name)];
+      s.queue = u.queue;
+      s.name = u.name;
+      s.every_ms = u.every_ms;
+      s.upserts.push_back(&u);
+      schedule_names_[u.queue].insert(u.name);
+    }
     for (const Op& op : h_.ops) {
       ++report_.ops;
       if (op.outcome == Outcome::kOk) ++report_.acknowledged;
+      if (op.kind == "create_batch" || op.kind == "seal_batch") {
+        batch_ops_[op.id].push_back(&op);
+        continue;
+      }
+      if (op.kind == "trigger") {
+        triggers_[op.queue].push_back(&op);
+        if (!op.id.empty()) MessageOf(op.queue, op.id);  // a fire, judged as one
+        continue;
+      }
       if (op.kind == "dequeue" || op.kind == "dequeue-short") {
         if (op.outcome == Outcome::kNone) unknown_dequeues_[op.queue].push_back(&op);
         if (op.outcome != Outcome::kOk) continue;
@@ -87,11 +124,84 @@ class Checker {
     for (auto& [key, m] : messages_) {
       auto it = values_.find(key);
       if (it != values_.end()) m.exclusivity_value = &it->second;
+      if (auto d = dependents_.find(key); d != dependents_.end()) m.dependent = d->second;
+      m.fire_at = FireTime(m.queue, m.id);
       by_queue_[m.queue].push_back(&m);
     }
   }
 
-  // The states an operation leaves its message in when it is the last to touch it.
+  // T when `id` names a fire (NAME@T) of a schedule upserted on `queue`, else 0.
+  int64_t FireTime(const std::string& queue, const std::string& id) const {
+    const auto at = id.rfind('@');
+    if (at == std::string::npos || at + 1 >= id.size()) return 0;
+    auto names = schedule_names_.find(queue);
+    if (names == schedule_names_.end() || !names->second.count(id.substr(0, at))) return 0;
+    const std::string digits = id.substr(at + 1);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) {
+      return 0;
+    }
+    return std::stoll(digits);
+  }
+
+  // The earliest a complete of `key` that may have happened was sent (kNever: none).
+  int64_t CompleteSent(const std::string& key) const {
+    auto m = messages_.find(key);
+    if (m == messages_.end()) return kNever;
+    int64_t t = kNever;
+    for (const Op* op : m->second.ops) {
+      if (op->kind == "complete" && MayHaveHappened(*op)) t = std::min(t, op->t0);
+    }
+    return t;
+  }
+
+  // The earliest moment `key` may have failed as a dependency: a cancel of it sent, or (its own
+  // policy cancel or error) one of its own dependencies failed (docs/semantics.md,
+  // "Dependencies": the rule applies transitively). kNever: it cannot have failed.
+  int64_t FailedBy(const std::string& key) {
+    if (auto memo = failed_by_.find(key); memo != failed_by_.end()) return memo->second;
+    failed_by_[key] = kNever;  // dependencies are older than their dependents: no cycle
+    int64_t t = kNever;
+    if (auto m = messages_.find(key); m != messages_.end()) {
+      for (const Op* op : m->second.ops) {
+        if (op->kind == "cancel" && MayHaveHappened(*op)) t = std::min(t, op->t0);
+      }
+    }
+    if (auto d = dependents_.find(key); d != dependents_.end() && d->second->policy != "release") {
+      for (const std::string& dep : d->second->keys) t = std::min(t, FailedBy(dep));
+    }
+    failed_by_[key] = t;
+    return t;
+  }
+
+  // Whether `m`'s dependencies may all have finished (completed, or failed under `release`)
+  // by requests sent before `t`: else it cannot have been released by then. The first that
+  // cannot have, in *blocking.
+  bool MayHaveBeenReleased(const Message& m, int64_t t, std::string* blocking) {
+    for (const std::string& dep : m.dependent->keys) {
+      if (CompleteSent(dep) < t) continue;
+      if (m.dependent->policy == "release" && FailedBy(dep) < t) continue;
+      *blocking = dep;
+      return false;
+    }
+    return true;
+  }
+
+  // Whether one of `m`'s dependencies may have failed by `t` (its policy then applies).
+  bool DependencyMayHaveFailed(const Message& m, int64_t t) {
+    if (m.dependent == nullptr) return false;
+    return std::any_of(m.dependent->keys.begin(), m.dependent->keys.end(),
+                       [&](const std::string& dep) { return FailedBy(dep) < t; });
+  }
+
+  // The states an operation leaves its message in when it is the last to touch it. An enqueue
+  // with dependencies leaves it waiting until they finish, and then pending (released) or
+  // canceled or errored (a dependency failed): the phantom and dependency checks judge which.
+  static std::set<std::string> StatesAfter(const Op& op, const Message& m) {
+    if (op.kind == "enqueue" && m.dependent != nullptr) {
+      return {"waiting", "pending", "invisible", "canceled", "errored"};
+    }
+    return StatesAfter(op);
+  }
   static std::set<std::string> StatesAfter(const Op& op) {
     const std::string& kind = op.kind;
     if (kind == "enqueue" || kind == "fail") return {"pending", "invisible"};
@@ -111,10 +221,12 @@ class Checker {
       const Key key = KeyOf(row.queue, row.id);
       rows[key] = &row;
       auto m = messages_.find(key);
-      const bool sent = m != messages_.end() &&
-                        std::any_of(m->second.ops.begin(), m->second.ops.end(), [&](const Op* op) {
-                          return op->kind == "enqueue" && op->t0 < inv.t;
-                        });
+      // A schedule's fire is judged by CheckSchedules.
+      const bool sent = FireTime(row.queue, row.id) != 0 ||
+                        (m != messages_.end() &&
+                         std::any_of(m->second.ops.begin(), m->second.ops.end(), [&](const Op* op) {
+                           return op->kind == "enqueue" && op->t0 < inv.t;
+                         }));
       if (!sent) {
         Add("phantom", "round " + std::to_string(inv.round) + ": " + key + " (" + row.state +
                            ") was never enqueued");
@@ -136,6 +248,201 @@ class Checker {
       for (const Message* m : it->second) {
         auto row = rows.find(KeyOf(m->queue, m->id));
         CheckMessage(inv, *m, row == rows.end() ? nullptr : row->second);
+        if (row != rows.end() && m->dependent != nullptr) CheckWaiting(inv, *m, *row->second, rows);
+      }
+    }
+  }
+
+  // A dependent shown waiting must have a reason: a dependency that is not finished (waiting,
+  // pending, invisible or running in the same read), and, under `cancel` or `error`, none that
+  // failed (its policy applies in the failure's own operation). A dependency the read does not
+  // show (its queue not read) leaves it unjudged. A dependent released is judged by
+  // CheckMessage (no release before its dependencies finished).
+  void CheckWaiting(const Inventory& inv, const Message& m, const InventoryRow& row,
+                    const std::unordered_map<Key, const InventoryRow*>& rows) {
+    if (row.state != "waiting") return;
+    ++report_.dependency_checks;
+    const std::string where = "round " + std::to_string(inv.round) + ": " + m.queue + "/" + m.id;
+    bool unfinished = false;
+    for (const std::string& dep : m.dependent->keys) {
+      auto d = rows.find(dep);
+      if (d == rows.end()) return;
+      const std::string& state = d->second->state;
+      if (state == "waiting" || state == "pending" || state == "invisible" || state == "running") {
+        unfinished = true;
+      } else if ((state == "canceled" || state == "errored") && m.dependent->policy != "release") {
+        Add("dependency", where + ": still waiting although its dependency " + dep + " is " +
+                              state + " (policy " + m.dependent->policy + ")");
+        return;
+      }
+    }
+    if (!unfinished) {
+      Add("dependency", where + ": still waiting although every dependency is finished");
+    }
+  }
+
+  // No dependent is leased before its dependencies finished: every acknowledged lease of one
+  // was answered after a complete (or, under `release`, a failure) of each was sent.
+  void CheckReleases() {
+    for (const auto& [key, m] : messages_) {
+      if (m.dependent == nullptr) continue;
+      for (const Op* d : m.dequeued_by) {
+        ++report_.dependency_checks;
+        std::string blocking;
+        if (!MayHaveBeenReleased(m, d->t1, &blocking)) {
+          Add("dependency", key + ": leased by " + Describe(*d) + " before its dependency " +
+                                blocking + " could have finished");
+        }
+      }
+    }
+  }
+
+  // A message's outcome as a read showed it (a dependent's lease or get carrying its
+  // dependencies' outcomes, a get): once its complete was acknowledged (answered before the
+  // read was sent), completed with that complete's result; any result shown is one a complete
+  // sent before the read was answered may have stored.
+  void CheckResultRead(int64_t t0, int64_t t1, const Key& key, const std::string& state,
+                       const std::string& result, const std::string& where) {
+    ++report_.result_checks;
+    auto m = messages_.find(key);
+    const Op* acked = nullptr;
+    bool possible = false;
+    if (m != messages_.end()) {
+      for (const Op* op : m->second.ops) {
+        if (op->kind != "complete" || !MayHaveHappened(*op) || op->t0 >= t1) continue;
+        possible |= result == ResultFor(m->second.id, static_cast<uint64_t>(op->arg));
+        if (op->outcome == Outcome::kOk && op->t1 < t0) acked = op;
+      }
+    }
+    if (acked != nullptr) {
+      const std::string want = ResultFor(m->second.id, static_cast<uint64_t>(acked->arg));
+      if (state != "completed" || result != want) {
+        Add("result", where + " after its acknowledged complete (" + Describe(*acked) +
+                          ", stored " + want + ") shows " + state + " '" + result + "'");
+      }
+    } else if (state == "completed" && !possible) {
+      Add("result", where + " shows result '" + result + "' that no complete sent stores");
+    }
+  }
+
+  void CheckResultReads() {
+    for (const DependencyResult& r : h_.dependency_results) {
+      CheckResultRead(r.t0, r.t1, r.key, r.state, r.result,
+                      r.queue + "/" + r.id + ": its dependency " + r.key);
+    }
+    for (const MessageRead& r : h_.gets) {
+      const Key key = KeyOf(r.queue, r.id);
+      CheckResultRead(r.t0, r.t1, key, r.state, r.result, "get of " + key);
+      // A completed message keeps the token that completed it: its result names that lease.
+      if (r.state == "completed" && r.result != ResultFor(r.id, r.token)) {
+        Add("result", "get of " + key + ": completed by lease " + std::to_string(r.token) +
+                          " with result '" + r.result + "'");
+      }
+    }
+  }
+
+  // Fires of every_ms schedules (misfire `all`): each at a time of the schedule (its first
+  // fire plus a multiple of every_ms: two ids for one fire would differ there), none before its
+  // first, and none missing between the earliest fire ever read and the latest this read
+  // shows or the server says it made (last_fire_at, read before the messages; next_fire_at
+  // less every_ms of an acknowledged upsert that found it, durable before its reply), beyond
+  // the fires the server counted as dropped (missed, failed).
+  void CheckSchedules(const Inventory& inv) {
+    const std::set<std::string> queues(inv.queues.begin(), inv.queues.end());
+    for (auto& [skey, s] : schedules_) {
+      if (!queues.count(s.queue)) continue;
+      const std::string where = "round " + std::to_string(inv.round) + ": schedule " + skey;
+      int64_t phase = 0, first = 0;
+      bool known = false;
+      int64_t made = std::numeric_limits<int64_t>::min();
+      for (const ScheduleUpsert* u : s.upserts) {
+        if (u->outcome != Outcome::kOk) continue;
+        if (!known) {
+          phase = u->next_fire_at;
+          known = true;
+        } else if ((u->next_fire_at - phase) % s.every_ms != 0) {
+          Add("schedule", where + ": upserts answered next_fire_at " + std::to_string(phase) +
+                              " and " + std::to_string(u->next_fire_at) + " (every " +
+                              std::to_string(s.every_ms) + " ms)");
+        }
+        if (u->created) first = u->next_fire_at;
+        if (!u->created && u->t1 < inv.t) made = std::max(made, u->next_fire_at - s.every_ms);
+      }
+      if (!known) continue;  // no upsert answered: nothing to align the fires with
+      // Triggers sent before this read: their fires are at the server's time, off the
+      // schedule's times (one whose answer was lost may explain one such fire), and each sets
+      // last_fire_at to its time (so a last_fire_at that is a trigger's bounds nothing: the
+      // timer may not have made the regular fires before it yet).
+      std::set<std::string> triggered;
+      std::set<int64_t> trigger_times;
+      uint64_t unknown_triggers = 0;
+      if (auto t = triggers_.find(s.queue); t != triggers_.end()) {
+        for (const Op* op : t->second) {
+          if (op->t0 >= inv.t || !MayHaveHappened(*op)) continue;
+          if (op->outcome == Outcome::kOk && op->id.rfind(s.name + "@", 0) == 0) {
+            triggered.insert(op->id);
+            trigger_times.insert(op->arg);
+          } else if (op->outcome == Outcome::kNone) {
+            ++unknown_triggers;
+          }
+        }
+      }
+      uint64_t unexplained_triggers = 0;
+      std::set<int64_t> fires;
+      for (const InventoryRow& row : inv.rows) {
+        if (row.queue != s.queue || row.id.rfind(s.name + "@", 0) != 0) continue;
+        const int64_t t = FireTime(row.queue, row.id);
+        if (t == 0 || (t - phase) % s.every_ms != 0 || (first != 0 && t < first)) {
+          if (triggered.count(row.id) && row.priority == t) continue;
+          if (t != 0 && row.priority == t && unexplained_triggers++ < unknown_triggers) continue;
+          Add("schedule", where + ": fire " + row.id + " is not one of the schedule's times");
+          continue;
+        }
+        if (row.priority != t) {
+          Add("phantom",
+              where + ": fire " + row.id + " has priority " + std::to_string(row.priority));
+        }
+        fires.insert(t);
+      }
+      uint64_t dropped = 0;
+      for (const ScheduleState& st : inv.schedules) {
+        if (st.queue != s.queue || st.name != s.name) continue;
+        dropped = st.missed + st.failed;
+        const bool regular =
+            (st.last_fire_at - phase) % s.every_ms == 0 && !trigger_times.count(st.last_fire_at);
+        if (st.last_fire_at != 0 && regular) made = std::max(made, st.last_fire_at);
+      }
+      if (!fires.empty()) s.first_seen = std::min(s.first_seen, *fires.begin());
+      const int64_t lower = first != 0 ? first : s.first_seen;
+      const int64_t upper = std::max(made, fires.empty() ? made : *fires.rbegin());
+      if (lower == kNever || upper < lower) continue;
+      uint64_t missing = 0;
+      int64_t example = 0;
+      for (int64_t t = lower; t <= upper; t += s.every_ms) {
+        ++report_.schedule_checks;
+        if (!fires.count(t)) {
+          if (missing++ == 0) example = t;
+        }
+      }
+      if (missing > dropped) {
+        Add("schedule", where + ": " + std::to_string(missing) + " fires missing between " +
+                            std::to_string(lower) + " and " + std::to_string(upper) +
+                            " (the first " + s.name + "@" + std::to_string(example) +
+                            "), the server dropped " + std::to_string(dropped));
+      }
+    }
+  }
+
+  // A drained queue holds nothing dequeueable: its last dequeue waited and found nothing.
+  void CheckDrained(const Inventory& inv) {
+    const std::set<std::string> drained(inv.drained.begin(), inv.drained.end());
+    if (drained.empty()) return;
+    for (const InventoryRow& row : inv.rows) {
+      if (!drained.count(row.queue)) continue;
+      ++report_.drain_checks;
+      if (row.state == "pending" || row.state == "invisible") {
+        Add("drain", "round " + std::to_string(inv.round) + ": " + row.queue + "/" + row.id +
+                         " is " + row.state + " after the queue was drained");
       }
     }
   }
@@ -168,15 +475,45 @@ class Checker {
         priorities.insert(op->arg);
       }
     }
+    // A schedule's fire was enqueued by the server; it is acknowledged once a dequeue that
+    // leased it was.
+    const Op* acked_lease = nullptr;
+    if (m.fire_at != 0) {
+      any_enqueue_sent = true;
+      priorities.insert(m.fire_at);
+      for (const Op* d : m.dequeued_by) {
+        if (d->outcome == Outcome::kOk && d->t1 < inv.t) acked_lease = d;
+      }
+      // Or once a trigger that made it was.
+      if (auto t = triggers_.find(m.queue); t != triggers_.end() && acked_lease == nullptr) {
+        for (const Op* op : t->second) {
+          if (op->outcome == Outcome::kOk && op->t1 < inv.t && op->id == m.id) acked_lease = op;
+        }
+      }
+    }
     if (!any_enqueue_sent) return;
     ++report_.message_checks;
     if (row == nullptr) {
-      if (acked_enqueue != nullptr) {
-        Add("lost", where + ": acknowledged enqueue (" + Describe(*acked_enqueue) +
-                        ") missing after the restart");
+      const Op* acked = acked_enqueue != nullptr ? acked_enqueue : acked_lease;
+      if (acked != nullptr) {
+        Add("lost", where + ": acknowledged " +
+                        (acked_enqueue              ? "enqueue ("
+                         : acked->kind == "trigger" ? "trigger of a fire ("
+                                                    : "lease of a fire (") +
+                        Describe(*acked) + ") missing after the restart");
         if (lost_.insert(KeyOf(m.queue, m.id)).second) ++report_.lost;
       }
       return;
+    }
+    // A dependent out of waiting (not by a failure) was released: its dependencies finished.
+    if (m.dependent != nullptr && row->state != "waiting" && row->state != "canceled" &&
+        row->state != "errored") {
+      ++report_.dependency_checks;
+      std::string blocking;
+      if (!MayHaveBeenReleased(m, inv.t, &blocking)) {
+        Add("dependency", where + ": " + row->state + " before its dependency " + blocking +
+                              " could have finished");
+      }
     }
     if (acked_complete != nullptr && row->state != "completed") {
       Add("not_stuck", where + ": acknowledged complete, found " + row->state);
@@ -211,9 +548,14 @@ class Checker {
     if (auto it = unknown_dequeues_.find(m.queue); it != unknown_dequeues_.end()) {
       for (const Op* d : it->second) dequeue_sent |= d->t0 < inv.t;
     }
+    // A dependency's failure cancels (policy cancel) or errors (policy error) its dependent.
+    const bool dependency_failed = DependencyMayHaveFailed(m, inv.t);
+    const std::string policy = m.dependent != nullptr ? m.dependent->policy : "";
     if ((row->state == "completed" && !complete_sent) ||
-        (row->state == "canceled" && !cancel_sent) || (row->state == "running" && !dequeue_sent) ||
-        row->state == "errored") {
+        (row->state == "canceled" && !cancel_sent && !(dependency_failed && policy == "cancel")) ||
+        (row->state == "running" && !dequeue_sent) ||
+        (row->state == "errored" && !(dependency_failed && policy == "error")) ||
+        (row->state == "waiting" && m.dependent == nullptr)) {
       Add("phantom", where + ": state " + row->state + " that no request sent could cause");
     }
     if (!priorities.count(row->priority)) {
@@ -238,7 +580,7 @@ class Checker {
                                          [](const Op* a, const Op* b) { return a->t0 < b->t0; });
       const bool alone = std::all_of(changers.begin(), changers.end(),
                                      [&](const Op* o) { return o == last || o->t1 < last->t0; });
-      if (last->outcome == Outcome::kOk && alone && !StatesAfter(*last).count(row->state)) {
+      if (last->outcome == Outcome::kOk && alone && !StatesAfter(*last, m).count(row->state)) {
         Add("state", where + ": last change " + Describe(*last) + ", found " + row->state);
       }
     }
@@ -373,6 +715,201 @@ class Checker {
     }
   }
 
+  // Batches (docs/semantics.md, "Batches"). From the requests alone: no enqueue with `batch` is
+  // acknowledged once a seal of its batch had been acknowledged before it was sent, none is
+  // refused as sealed unless a seal was sent. Every read of a batch (a client's get_batch, an
+  // inventory's): its counts add up, done exactly when sealed with no member active, sealed
+  // after an acknowledged seal and only after one was sent, its members and completed /
+  // canceled counts within what the members' requests acknowledged (at least) and sent (at
+  // most), and nothing goes back between two reads ordered in time. An inventory's read
+  // against the members it shows: the counts are exactly their states, and the callback
+  // message exists exactly when the batch is done, with x-batch-* metadata equal to the counts.
+  void CheckBatches() {
+    std::map<std::string, std::vector<const BatchMember*>> members;  // by batch
+    std::unordered_map<Key, std::string> batch_of;
+    for (const BatchMember& m : h_.members) {
+      members[m.batch].push_back(&m);
+      batch_of[KeyOf(m.queue, m.id)] = m.batch;
+    }
+    auto seals = [&](const std::string& batch) {
+      std::vector<const Op*> out;
+      if (auto it = batch_ops_.find(batch); it != batch_ops_.end()) {
+        for (const Op* op : it->second) {
+          if (op->kind == "seal_batch") out.push_back(op);
+        }
+      }
+      return out;
+    };
+    for (const Op& op : h_.ops) {
+      if (op.kind != "enqueue") continue;
+      auto b = batch_of.find(KeyOf(op.queue, op.id));
+      if (b == batch_of.end()) continue;
+      const std::vector<const Op*> sealed_by = seals(b->second);
+      if (op.outcome == Outcome::kOk) {
+        for (const Op* seal : sealed_by) {
+          if (seal->outcome == Outcome::kOk && seal->t1 < op.t0) {
+            Add("batch", "enqueue of " + KeyOf(op.queue, op.id) + " into batch " + b->second +
+                             " acknowledged although a seal was acknowledged before it was sent");
+            break;
+          }
+        }
+      } else if (op.outcome == Outcome::kError && op.error == "FAILED_PRECONDITION") {
+        const bool sent = std::any_of(sealed_by.begin(), sealed_by.end(), [&](const Op* seal) {
+          return seal->outcome != Outcome::kError && seal->t0 < op.t1;
+        });
+        if (!sent) {
+          Add("batch", "enqueue of " + KeyOf(op.queue, op.id) +
+                           " refused as sealed but no seal of " + b->second + " was sent");
+        }
+      }
+    }
+    // Every read, by batch.
+    std::map<std::string, std::vector<const BatchRead*>> reads;
+    for (const BatchRead& r : h_.batch_reads) reads[r.id].push_back(&r);
+    for (const Inventory& inv : h_.inventories) {
+      for (const BatchRead& r : inv.batches) {
+        reads[r.id].push_back(&r);
+        CheckBatchInInventory(inv, r, members[r.id]);
+      }
+      // An acknowledged create_batch is read by every later inventory of its epoch (its
+      // callback's queue cb.eN names it: the inventory of plain.eN reads the batch).
+      for (const auto& [batch, ops] : batch_ops_) {
+        for (const Op* op : ops) {
+          if (op->kind != "create_batch" || op->outcome != Outcome::kOk || op->t1 >= inv.t ||
+              op->queue.rfind("cb.", 0) != 0) {
+            continue;
+          }
+          const std::string plain = "plain." + op->queue.substr(3);
+          if (std::find(inv.queues.begin(), inv.queues.end(), plain) == inv.queues.end()) continue;
+          const bool read = std::any_of(inv.batches.begin(), inv.batches.end(),
+                                        [&](const BatchRead& r) { return r.id == batch; });
+          if (!read) {
+            Add("batch", "round " + std::to_string(inv.round) + ": batch " + batch +
+                             " (create acknowledged) not found");
+          }
+          break;
+        }
+      }
+    }
+    for (auto& [batch, list] : reads) {
+      std::sort(list.begin(), list.end(),
+                [](const BatchRead* a, const BatchRead* b) { return a->t0 < b->t0; });
+      const std::vector<const Op*> sealed_by = seals(batch);
+      const std::vector<const BatchMember*>& mine = members[batch];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const BatchRead& r = *list[i];
+        ++report_.batch_checks;
+        const std::string where = "batch " + batch + " read at " + std::to_string(r.t0);
+        if (r.members != r.active + r.completed + r.canceled + r.errored) {
+          Add("batch", where + ": members " + std::to_string(r.members) +
+                           " != active + completed + canceled + errored");
+        }
+        if (r.done != (r.sealed && r.active == 0)) {
+          Add("batch", where + ": done " + std::to_string(r.done) + " with sealed " +
+                           std::to_string(r.sealed) + " and " + std::to_string(r.active) +
+                           " active");
+        }
+        bool seal_acked = false, seal_sent = false;
+        for (const Op* seal : sealed_by) {
+          seal_acked |= seal->outcome == Outcome::kOk && seal->t1 < r.t0;
+          seal_sent |= seal->outcome != Outcome::kError && seal->t0 < r.t1;
+        }
+        if (seal_acked && !r.sealed)
+          Add("batch", where + ": not sealed after an acknowledged seal");
+        if (r.sealed && !seal_sent) Add("batch", where + ": sealed but no seal was sent");
+        // Bounds from the members' own requests.
+        uint64_t joined_min = 0, joined_max = 0, completed_min = 0, completed_max = 0,
+                 canceled_min = 0;
+        for (const BatchMember* m : mine) {
+          auto it = messages_.find(KeyOf(m->queue, m->id));
+          if (it == messages_.end()) continue;
+          bool enq_acked = false, enq_sent = false, done_acked = false, done_sent = false,
+               cancel_acked = false;
+          for (const Op* op : it->second.ops) {
+            const bool acked = op->outcome == Outcome::kOk && op->t1 < r.t0;
+            const bool sent = op->outcome != Outcome::kError && op->t0 < r.t1;
+            if (op->kind == "enqueue") {
+              enq_acked |= acked;
+              enq_sent |= sent;
+            } else if (op->kind == "complete") {
+              done_acked |= acked;
+              done_sent |= sent;
+            } else if (op->kind == "cancel") {
+              cancel_acked |= acked;
+            }
+          }
+          joined_min += enq_acked;
+          joined_max += enq_sent;
+          completed_min += done_acked;
+          completed_max += done_sent;
+          canceled_min += cancel_acked && !done_acked;
+        }
+        if (r.members < joined_min || r.members > joined_max) {
+          Add("batch", where + ": " + std::to_string(r.members) + " members, the requests say " +
+                           std::to_string(joined_min) + ".." + std::to_string(joined_max));
+        }
+        if (r.completed < completed_min || r.completed > completed_max) {
+          Add("batch", where + ": " + std::to_string(r.completed) +
+                           " completed, the requests say " + std::to_string(completed_min) + ".." +
+                           std::to_string(completed_max));
+        }
+        if (r.canceled < canceled_min) {
+          Add("batch", where + ": " + std::to_string(r.canceled) + " canceled, at least " +
+                           std::to_string(canceled_min) + " cancels were acknowledged");
+        }
+        // Nothing goes back between two reads ordered in time.
+        for (size_t j = 0; j < i; ++j) {
+          const BatchRead& a = *list[j];
+          if (a.t1 >= r.t0) continue;
+          if (r.members < a.members || r.completed < a.completed || r.canceled < a.canceled ||
+              r.errored < a.errored || (a.sealed && !r.sealed) || (a.done && !r.done)) {
+            Add("batch", where + " went back from the read at " + std::to_string(a.t0) + ": " +
+                             FormatBatchFields(a) + " -> " + FormatBatchFields(r));
+          }
+        }
+      }
+    }
+  }
+
+  // An inventory's read of a batch against the member messages it shows and its callback.
+  void CheckBatchInInventory(const Inventory& inv, const BatchRead& r,
+                             const std::vector<const BatchMember*>& mine) {
+    const std::string where = "round " + std::to_string(inv.round) + ": batch " + r.id;
+    std::unordered_map<Key, const InventoryRow*> rows;
+    for (const InventoryRow& row : inv.rows) rows[KeyOf(row.queue, row.id)] = &row;
+    uint64_t members = 0, completed = 0, canceled = 0, errored = 0;
+    for (const BatchMember* m : mine) {
+      if (std::find(inv.queues.begin(), inv.queues.end(), m->queue) == inv.queues.end()) {
+        return;  // a member's queue not read: nothing to count against
+      }
+      auto it = rows.find(KeyOf(m->queue, m->id));
+      if (it == rows.end()) continue;  // never enqueued (refused, or a reply lost before it)
+      ++members;
+      const std::string& state = it->second->state;
+      completed += state == "completed";
+      canceled += state == "canceled";
+      errored += state == "errored";
+    }
+    if (r.members != members || r.completed != completed || r.canceled != canceled ||
+        r.errored != errored) {
+      Add("batch", where + ": " + FormatBatchFields(r) + " but its members read show " +
+                       std::to_string(members) + " members, " + std::to_string(completed) +
+                       " completed, " + std::to_string(canceled) + " canceled, " +
+                       std::to_string(errored) + " errored");
+    }
+    if (r.callback == "-") return;
+    if (r.done != (r.callback != "not_found")) {
+      Add("batch", where + (r.done ? ": done but its callback message is missing"
+                                   : ": not done but its callback message exists"));
+    } else if (r.done && (r.cb_total != r.members || r.cb_completed != r.completed ||
+                          r.cb_canceled != r.canceled || r.cb_errored != r.errored)) {
+      Add("batch", where + ": callback's x-batch-* metadata " + std::to_string(r.cb_total) + "/" +
+                       std::to_string(r.cb_completed) + "/" + std::to_string(r.cb_canceled) + "/" +
+                       std::to_string(r.cb_errored) + " differ from the batch's " +
+                       FormatBatchFields(r));
+    }
+  }
+
   const History& h_;
   Report report_;
   std::map<Key, Message> messages_;
@@ -380,6 +917,12 @@ class Checker {
   std::unordered_map<std::string, std::vector<const Op*>> unknown_dequeues_;  // by queue
   std::unordered_map<std::string, std::vector<const Message*>> by_queue_;
   std::set<Key> lost_;
+  std::unordered_map<Key, const Dependent*> dependents_;
+  std::unordered_map<Key, int64_t> failed_by_;
+  std::unordered_map<std::string, std::vector<const Op*>> batch_ops_;      // by batch id
+  std::unordered_map<std::string, std::vector<const Op*>> triggers_;       // by queue
+  std::map<Key, Schedule> schedules_;                                      // queue '/' name
+  std::unordered_map<std::string, std::set<std::string>> schedule_names_;  // by queue
 };
 
 }  // namespace
@@ -393,10 +936,13 @@ std::string Report::Summary(size_t max_lines) const {
   std::ostringstream s;
   s << "ops " << ops << " (acknowledged " << acknowledged << ", enqueues acknowledged "
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
-    << ", lease pairs " << lease_checks << ", results " << result_checks << "; lost " << lost
-    << ", violations " << violations.size();
-  for (const char* kind : {"lost", "not_stuck", "state", "double_lease", "exclusivity",
-                           "stale_token", "redelivered", "phantom", "result"}) {
+    << ", lease pairs " << lease_checks << ", results " << result_checks << ", dependencies "
+    << dependency_checks << ", fire slots " << schedule_checks << ", drained " << drain_checks
+    << ", batch reads " << batch_checks << "; lost " << lost << ", violations "
+    << violations.size();
+  for (const char* kind :
+       {"lost", "not_stuck", "state", "double_lease", "exclusivity", "stale_token", "redelivered",
+        "phantom", "result", "dependency", "schedule", "drain", "batch"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

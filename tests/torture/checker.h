@@ -34,7 +34,35 @@
 //   phantom       a message, a state or a priority that no request sent could have caused;
 //   result        a completed message whose result is not the one its acknowledged complete
 //                 stored, or (phantom result) is none that a complete sent could store
-//                 (docs/semantics.md, "Results and waiting").
+//                 (docs/semantics.md, "Results and waiting"); the same for a get, and for a
+//                 dependency's outcome that a dependent's lease or get carried
+//                 (include_dependency_results); a get's completed message whose result does
+//                 not name the lease token it shows;
+//   dependency    a dependent (docs/semantics.md, "Dependencies") leased, or shown out of
+//                 waiting other than canceled or errored, before a complete (under `release`:
+//                 or a failure) of each of its dependencies was sent; shown waiting although no
+//                 dependency in the same read is unfinished, or (policy cancel or error) one
+//                 failed; canceled or errored by a failure no request could have caused (a
+//                 phantom);
+//   schedule      a fire of an every_ms schedule (misfire `all`) that is not at one of its times
+//                 (two ids for one fire), before its first, or missing between the earliest
+//                 fire read and the latest the server made, beyond those it counted dropped
+//                 (docs/semantics.md, "Schedules"); a fire is otherwise a message like any
+//                 other, acknowledged once a dequeue that leased it or a trigger that made it
+//                 was; a fire off the times is a trigger's (acknowledged, or one per trigger
+//                 without an answer), and a last_fire_at that is a trigger's time bounds
+//                 nothing;
+//   drain         a message pending or invisible in a queue drained before the read (a dequeue
+//                 that waited found nothing more);
+//   batch         (docs/semantics.md, "Batches") an enqueue with `batch` acknowledged after a
+//                 seal of it was, or refused as sealed with no seal sent; a read of a batch
+//                 (get_batch) whose counts do not add up, done other than sealed with no member
+//                 active, unsealed after an acknowledged seal or sealed with none sent, with
+//                 members or completed / canceled counts outside what its members' requests
+//                 acknowledged and sent, or below a read before it; an inventory's whose counts
+//                 are not exactly the states of the members it shows, whose callback message
+//                 is missing while done or present while not, or carries x-batch-* counts
+//                 other than the batch's; an acknowledged create not found.
 #pragma once
 
 #include <cstdint>
@@ -46,20 +74,25 @@
 namespace sundial::torture {
 
 struct Violation {
-  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result
+  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result,
+  // dependency, schedule, drain, batch
   std::string kind;
   std::string text;
 };
 
 struct Report {
-  uint64_t ops = 0;             // requests in the history
-  uint64_t acknowledged = 0;    // of which answered ok
-  uint64_t acked_enqueues = 0;  // enqueues answered ok
-  uint64_t inventories = 0;     // complete inventory blocks
-  uint64_t message_checks = 0;  // (message, inventory) pairs compared
-  uint64_t lease_checks = 0;    // pairs of acknowledged leases compared
-  uint64_t result_checks = 0;   // completed messages whose result was compared
-  uint64_t lost = 0;            // distinct messages whose acknowledged enqueue was lost
+  uint64_t ops = 0;                // requests in the history
+  uint64_t acknowledged = 0;       // of which answered ok
+  uint64_t acked_enqueues = 0;     // enqueues answered ok
+  uint64_t inventories = 0;        // complete inventory blocks
+  uint64_t message_checks = 0;     // (message, inventory) pairs compared
+  uint64_t lease_checks = 0;       // pairs of acknowledged leases compared
+  uint64_t result_checks = 0;      // completed messages whose result was compared
+  uint64_t dependency_checks = 0;  // dependents' leases and states judged against their deps
+  uint64_t schedule_checks = 0;    // fire times looked for in an inventory
+  uint64_t drain_checks = 0;       // messages of drained queues looked at
+  uint64_t batch_checks = 0;       // reads of batches judged
+  uint64_t lost = 0;               // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 
   uint64_t Count(const std::string& kind) const;

@@ -338,6 +338,556 @@ TEST(TortureChecker, AnUnansweredCompleteMayHaveStoredItsResult) {
   EXPECT_TRUE(r.violations.empty()) << r.Summary();
 }
 
+// ---- Dependencies (docs/semantics.md, "Dependencies") --------------------------------------
+
+TEST(TortureChecker, ADependentReleasedAfterItsDependencyCompletedIsClean) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 70 80 c1 dequeue q ok - 1 d1:78\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory 1000 1 q d1 running 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.dependency_checks, 2u);
+}
+
+TEST(TortureChecker, ADependentLeasedBeforeItsDependencyCompletedIsReported) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 30 40 c1 dequeue q ok - 1 d1:78\n"  // m1 was never completed
+      "op 50 60 c0 dequeue q ok - 1 m1:77\n"
+      "op 70 80 c0 complete q ok m1 77\n");
+  EXPECT_EQ(r.Count("dependency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ADependentPendingBeforeItsDependencyCompletedIsReported) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1 q/m2\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 22 23 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"  // m2 is still pending
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory 1000 1 q m2 pending 5\n"
+      "inventory 1000 1 q d1 pending 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("dependency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ADependentStillWaitingAfterItsDependenciesCompletedIsReported) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory 1000 1 q d1 waiting 6\n"  // the release was lost
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("dependency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ADependentWaitingOnAnUnfinishedDependencyIsClean) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 running 5\n"
+      "inventory 1000 1 q d1 waiting 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, ADependencyCanceledAppliesTheDependentsPolicy) {
+  // cancel: canceled; error: errored; release: runs anyway. Each legitimate.
+  const Report clean = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "deps q d2 error q/m1\n"
+      "deps q d3 release q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 23 24 c0 enqueue q ok d2 6\n"
+      "op 25 26 c0 enqueue q ok d3 6\n"
+      "op 30 40 c1 cancel q ok m1 0\n"
+      "op 50 60 c0 dequeue q ok - 1 d3:78\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 canceled 5\n"
+      "inventory 1000 1 q d1 canceled 6\n"
+      "inventory 1000 1 q d2 errored 6\n"
+      "inventory 1000 1 q d3 running 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  // The same failure, the policy not applied: d1 and d2 still wait, d4 (release) too.
+  const Report stuck = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "deps q d2 error q/m1\n"
+      "deps q d4 release q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 23 24 c0 enqueue q ok d2 6\n"
+      "op 25 26 c0 enqueue q ok d4 6\n"
+      "op 30 40 c1 cancel q ok m1 0\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 canceled 5\n"
+      "inventory 1000 1 q d1 waiting 6\n"
+      "inventory 1000 1 q d2 waiting 6\n"
+      "inventory 1000 1 q d4 waiting 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(stuck.Count("dependency"), 3u) << stuck.Summary();
+}
+
+TEST(TortureChecker, APolicyAppliedWithoutAFailureIsReported) {
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "deps q d2 error q/m1\n"
+      "deps q d3 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 23 24 c0 enqueue q ok d2 6\n"
+      "op 25 26 c0 enqueue q ok d3 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 running 5\n"
+      "inventory 1000 1 q d1 canceled 6\n"  // nobody canceled m1
+      "inventory 1000 1 q d2 errored 6\n"
+      "inventory 1000 1 q d3 errored 6\n"  // and d3's policy is cancel
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("phantom"), 3u) << r.Summary();
+}
+
+TEST(TortureChecker, AFailureTravelsDownAChainOfDependents) {
+  // m1 canceled: d1 (cancel) is canceled, so d2 (cancel), which waits on d1, is canceled too;
+  // d3 (release on d1) may run.
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "deps q d2 cancel q/d1\n"
+      "deps q d3 release q/d1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 23 24 c0 enqueue q ok d2 6\n"
+      "op 25 26 c0 enqueue q ok d3 6\n"
+      "op 30 40 c1 cancel q ok m1 0\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 canceled 5\n"
+      "inventory 1000 1 q d1 canceled 6\n"
+      "inventory 1000 1 q d2 canceled 6\n"
+      "inventory 1000 1 q d3 pending 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, ADependentReleasedTwiceAfterItsCompleteIsReported) {
+  // A release derived again on replay that put a completed dependent back to pending.
+  const Report r = CheckText(
+      "deps q d1 cancel q/m1\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 21 22 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:77\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 70 80 c0 dequeue q ok - 1 d1:78\n"
+      "op 90 95 c0 complete q ok d1 78\n"
+      "kill 100 0 random\n"
+      "inventory-queue 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory 1000 1 q d1 pending 6\n"
+      "inventory-end 1000 1\n");
+  EXPECT_GE(r.Count("not_stuck"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ADependencysResultCarriedByALeaseMustBeItsAcknowledgedOne) {
+  const std::string history =
+      "deps q d1 cancel q/m1 q/m2 q/m3\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 12 22 c0 enqueue q ok m3 5\n"
+      "op 23 24 c0 enqueue q ok d1 6\n"
+      "op 30 40 c0 dequeue q ok - 3 m1:77 m2:78 m3:79\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 51 61 c0 complete q ok m2 78\n"
+      "op 52 62 c0 complete q none m3 79\n"  // unanswered: its result may be there
+      "op 70 80 c1 dequeue q ok - 1 d1:90\n";
+  const Report clean = CheckText(history +
+                                 "depres 70 80 q d1 q/m1 completed res:m1:77\n"
+                                 "depres 70 80 q d1 q/m2 completed res:m2:78\n"
+                                 "depres 70 80 q d1 q/m3 completed res:m3:79\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report bad = CheckText(history +
+                               "depres 70 80 q d1 q/m1 completed -\n"           // lost
+                               "depres 70 80 q d1 q/m2 running -\n"             // undone
+                               "depres 70 80 q d1 q/m3 completed res:m3:5\n");  // no such
+  EXPECT_EQ(bad.Count("result"), 3u) << bad.Summary();
+}
+
+TEST(TortureChecker, AGetMustShowTheAcknowledgedResultAndTheLeaseThatStoredIt) {
+  const std::string history =
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 30 40 c0 dequeue q ok - 2 m1:77 m2:78\n"
+      "op 50 60 c0 complete q ok m1 77\n"
+      "op 51 61 c0 complete q ok m2 78\n";
+  const Report clean = CheckText(history +
+                                 "get 70 80 q m1 completed 77 res:m1:77\n"
+                                 "get 70 80 q m2 completed 78 res:m2:78\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report bad = CheckText(history +
+                               "get 70 80 q m1 running 77 -\n"              // undone
+                               "get 70 80 q m2 completed 79 res:m2:78\n");  // another token
+  EXPECT_EQ(bad.Count("result"), 2u) << bad.Summary();
+}
+
+TEST(TortureChecker, DependenciesRoundTripThroughTheirLine) {
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory("deps q d1 release q/m1 p/m2\n", &h, &error)) << error;
+  ASSERT_EQ(h.dependents.size(), 1u);
+  EXPECT_EQ(FormatDependent(h.dependents[0]), "deps q d1 release q/m1 p/m2");
+  ASSERT_TRUE(ParseHistory("depres 1 2 q d1 q/m1 completed res:m1:7\n", &h, &error)) << error;
+  ASSERT_EQ(h.dependency_results.size(), 1u);
+  EXPECT_EQ(FormatDependencyResult(h.dependency_results[0]),
+            "depres 1 2 q d1 q/m1 completed res:m1:7");
+  ASSERT_TRUE(ParseHistory("get 1 2 q m1 completed 7 res:m1:7\n", &h, &error)) << error;
+  ASSERT_EQ(h.gets.size(), 1u);
+  EXPECT_EQ(FormatMessageRead(h.gets[0]), "get 1 2 q m1 completed 7 res:m1:7");
+  EXPECT_FALSE(ParseHistory("deps q d1 release\n", &h, &error));
+  EXPECT_FALSE(ParseHistory("deps q d1 maybe q/m1\n", &h, &error));
+}
+
+// ---- Schedules (docs/semantics.md, "Schedules") --------------------------------------------
+
+// A schedule s on queue q every 100 ms whose first fire is at 5000.
+constexpr const char* kUpserted = "schedule 1 2 q s 100 ok 5000 1\n";
+
+TEST(TortureChecker, EveryFireOfAScheduleInPlaceIsClean) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5300 5200 3 0 0\n"
+                             "inventory 1000 1 q s@5000 completed 5000 -\n"
+                             "inventory 1000 1 q s@5100 pending 5100\n"
+                             "inventory 1000 1 q s@5200 pending 5200\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.schedule_checks, 3u);
+}
+
+TEST(TortureChecker, AMissingFireIsReported) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5300 5200 3 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5200 pending 5200\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AFireTheServerSaysItMadeMustBeThere) {
+  // last_fire_at 5200 (read before the messages), but the read shows only the first fire.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5300 5200 3 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, FiresOfTriggersOffTheSchedulesTimesAreClean) {
+  // s@5150 by an acknowledged trigger, s@5170 by one whose answer was lost; last_fire_at 5170
+  // is a trigger's: the timer had not made 5100 yet when it was read (it bounds nothing).
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 trigger q ok s@5150 5150\n"
+                             "op 30 40 c0 trigger q none - 0\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5200 5170 3 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5150 pending 5150\n"
+                             "inventory 1000 1 q s@5170 pending 5170\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AnAcknowledgedTriggersFireThatIsMissingIsLost) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 trigger q ok s@5150 5150\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5100 5000 1 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("lost"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, MoreOffTimeFiresThanTriggersSentAreReported) {
+  // One trigger without an answer explains one fire off the times, not two.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 30 40 c0 trigger q none - 0\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5100 5000 1 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5013 pending 5013\n"
+                             "inventory 1000 1 q s@5017 pending 5017\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, FiresTheServerCountedDroppedMayBeMissing) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5400 5300 2 2 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5300 pending 5300\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AFireLostAfterAnEarlierReadShowedItIsReported) {
+  // The first read saw 5000 and 5100; the second (after a kill) starts at 5100.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5100 pending 5100\n"
+                             "inventory-end 1000 1\n"
+                             "kill 1500 1 random\n"
+                             "inventory-queue 2000 2 q\n"
+                             "inventory 2000 2 q s@5100 pending 5100\n"
+                             "inventory 2000 2 q s@5200 pending 5200\n"
+                             "inventory-end 2000 2\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AFireOffTheSchedulesTimesIsReportedAsDoubled) {
+  // 5150 is no time of a schedule that fires every 100 ms from 5000: a second id for a fire.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "inventory-queue 1000 1 q\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5100 pending 5100\n"
+                             "inventory 1000 1 q s@5150 pending 5150\n"
+                             "inventory 1000 1 q s@4900 pending 4900\n"  // before the first
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 2u) << r.Summary();
+}
+
+TEST(TortureChecker, AFiresUpsertAnsweredNextFireAtMustHaveBeenMade) {
+  // An upsert that found the schedule answered next_fire_at 5300: 5200 was made before it.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "schedule 100 200 q s 100 ok 5300 0\n"
+                             "inventory-queue 1000 1 q\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5100 pending 5100\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACompletedFireThatComesBackIsReported) {
+  // A fire made again after it was leased and completed (a doubled fire) is pending again.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 dequeue q ok - 1 s@5000:77\n"
+                             "op 30 40 c0 complete q ok s@5000 77\n"
+                             "kill 50 0 random\n"
+                             "inventory-queue 1000 1 q\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("not_stuck"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("phantom"), 0u) << r.Summary();
+}
+
+TEST(TortureChecker, ALeasedFireThatVanishesIsLost) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 dequeue q ok - 1 s@5000:77\n"
+                             "inventory-queue 1000 1 q\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("lost"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ScheduleLinesRoundTrip) {
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory(std::string(kUpserted) + "schedule 3 4 q s 100 none 0 0\n"
+                                                    "inventory-queue 9 1 q\n"
+                                                    "schedule-state 9 1 q s 5300 5200 3 1 2\n"
+                                                    "drained 9 1 q\n"
+                                                    "inventory-end 9 1\n",
+                           &h, &error))
+      << error;
+  ASSERT_EQ(h.schedules.size(), 2u);
+  EXPECT_EQ(FormatScheduleUpsert(h.schedules[0]) + "\n", kUpserted);
+  EXPECT_EQ(h.schedules[1].outcome, Outcome::kNone);
+  ASSERT_EQ(h.inventories.size(), 1u);
+  ASSERT_EQ(h.inventories[0].schedules.size(), 1u);
+  EXPECT_EQ(h.inventories[0].schedules[0].missed, 1u);
+  EXPECT_EQ(h.inventories[0].drained, std::vector<std::string>{"q"});
+}
+
+// ---- Drain -------------------------------------------------------------------------------
+
+TEST(TortureChecker, AMessageLeftPendingByADrainIsReported) {
+  const Report r = CheckText(
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 11 21 c0 enqueue q ok m2 5\n"
+      "op 30 40 drain dequeue q ok - 1 m1:77\n"
+      "op 50 60 drain complete q ok m1 77\n"
+      "op 70 80 drain dequeue q ok - 0\n"
+      "inventory-queue 1000 1 q\n"
+      "drained 1000 1 q\n"
+      "inventory 1000 1 q m1 completed 5 res:m1:77\n"
+      "inventory 1000 1 q m2 pending 5\n"
+      "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("drain"), 1u) << r.Summary();
+}
+
+// ---- Batches (docs/semantics.md, "Batches") ----------------------------------------------------
+
+// Two members, one completed and one canceled, then the seal: done, its callback there with
+// the counts.
+std::string BatchHistory(const std::string& state_line, const std::string& extra = "") {
+  return "op 1 2 setup create_batch cb.e0 ok b0.0 0\n"
+         "member plain.e0 m1 b0.0\n"
+         "op 10 20 c0 enqueue plain.e0 ok m1 5\n"
+         "member plain.e0 m2 b0.0\n"
+         "op 30 40 c0 enqueue plain.e0 ok m2 6\n"
+         "op 50 60 c0 dequeue plain.e0 ok - 1 m1:7\n"
+         "op 70 80 c0 complete plain.e0 ok m1 7\n"
+         "op 90 100 c1 cancel plain.e0 ok m2 0\n"
+         "op 110 120 c1 seal_batch - ok b0.0 0\n" +
+         extra +
+         "inventory-queue 1000 1 plain.e0\n"
+         "inventory 1000 1 plain.e0 m1 completed 5 res:m1:7\n"
+         "inventory 1000 1 plain.e0 m2 canceled 6\n" +
+         state_line + "inventory-end 1000 1\n";
+}
+
+TEST(TortureChecker, ADoneBatchWithItsCallbackIsClean) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "batch 45 46 b0.0 2 2 0 0 0 0 0 - 0 0 0 0\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.batch_checks, 2u);
+}
+
+TEST(TortureChecker, ADoneBatchWithoutItsCallbackIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACallbackOfABatchNotDoneIsReported) {
+  // Not sealed (its seal refused), so not done: a callback is one no operation made.
+  std::string text = BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 0 0 pending 2 1 1 0\n");
+  text.replace(text.find("c1 seal_batch - ok"), 18, "c1 seal_batch - NOT_FOUND");
+  const Report r = CheckText(text);
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACallbackWhoseCountsDifferFromTheBatchsIsReported) {
+  // A callback enqueued twice (the second at another time, with other counts) would show so.
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 2 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, BatchCountsOtherThanItsMembersStatesAreReported) {
+  // m2's cancel counted as a completion (the requests allow 1 completed at most).
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 2 0 0 1 1 pending 2 2 0 0\n"));
+  EXPECT_GE(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), r.Count("batch")) << r.Summary();
+}
+
+TEST(TortureChecker, ABatchNotDoneWithNoMemberActiveIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 0 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnUnsealedBatchAfterAnAcknowledgedSealIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 0 0 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueIntoABatchAcknowledgedAfterItsSealIsReported) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "member dep.e0 m3 b0.0\n"
+                                          "op 130 140 c0 enqueue dep.e0 ok m3 1\n"));
+  // (Its count says 2 members where the requests say 3 too.)
+  ASSERT_GE(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_NE(r.violations[0].text.find("acknowledged although a seal was acknowledged"),
+            std::string::npos)
+      << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueRefusedAsSealedWithNoSealSentIsReported) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "member plain.e0 m0 b0.0\n"
+                                          "op 3 4 c0 enqueue plain.e0 FAILED_PRECONDITION m0 1\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueRefusedAfterASealWasSentIsClean) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                             "member plain.e0 m3 b0.0\n"
+                             "op 115 130 c0 enqueue plain.e0 FAILED_PRECONDITION m3 1\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, BatchCountsThatGoBackBetweenReadsAreReported) {
+  // m2's enqueue unanswered: 1 or 2 members are both possible, but not 2 and then 1.
+  std::string text = BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                  "batch 45 46 b0.0 2 2 0 0 0 0 0 - 0 0 0 0\n"
+                                  "batch 47 48 b0.0 1 1 0 0 0 0 0 - 0 0 0 0\n");
+  text.replace(text.find("enqueue plain.e0 ok m2"), 22, "enqueue plain.e0 none m2");
+  const Report r = CheckText(text);
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnAcknowledgedMemberMissingFromTheCountsIsReported) {
+  // Read after both enqueues were acknowledged, it counts one member.
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "batch 45 46 b0.0 1 1 0 0 0 0 0 - 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ABatchWhoseCreateWasAcknowledgedMustBeFound) {
+  const Report r = CheckText(BatchHistory(""));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, BatchLinesRoundTrip) {
+  BatchRead b;
+  b.t0 = 5;
+  b.t1 = 9;
+  b.id = "b3.1";
+  b.members = 4;
+  b.active = 1;
+  b.completed = 2;
+  b.errored = 1;
+  b.sealed = true;
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory(FormatBatchRead(b) + "\nmember q m1 b3.1\n", &h, &error)) << error;
+  ASSERT_EQ(h.batch_reads.size(), 1u);
+  EXPECT_EQ(FormatBatchRead(h.batch_reads[0]), FormatBatchRead(b));
+  ASSERT_EQ(h.members.size(), 1u);
+  EXPECT_EQ(h.members[0].batch, "b3.1");
+}
+
 TEST(TortureChecker, MalformedLinesAreRefused) {
   History h;
   std::string error;

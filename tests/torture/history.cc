@@ -5,22 +5,95 @@
 
 namespace sundial::torture {
 
+namespace {
+
+const char* OutcomeName(const Outcome outcome, const std::string& error) {
+  return outcome == Outcome::kOk ? "ok" : outcome == Outcome::kNone ? "none" : error.c_str();
+}
+
+void ParseOutcome(const std::string& text, Outcome* outcome, std::string* error) {
+  if (text == "ok") {
+    *outcome = Outcome::kOk;
+  } else if (text == "none") {
+    *outcome = Outcome::kNone;
+  } else {
+    *outcome = Outcome::kError;
+    *error = text;
+  }
+}
+
+}  // namespace
+
 std::string ResultFor(const std::string& id, uint64_t token) {
   return "res:" + id + ":" + std::to_string(token);
 }
 
 std::string FormatOp(const Op& op) {
   std::ostringstream out;
-  const char* outcome = op.outcome == Outcome::kOk     ? "ok"
-                        : op.outcome == Outcome::kNone ? "none"
-                                                       : nullptr;
   out << "op " << op.t0 << ' ' << op.t1 << ' ' << op.client << ' ' << op.kind;
   if (op.kind == "dequeue" && op.lease_ms > 0) out << '/' << op.lease_ms;
-  out << ' ' << op.queue << ' ' << (outcome != nullptr ? outcome : op.error.c_str()) << ' '
+  out << ' ' << op.queue << ' ' << OutcomeName(op.outcome, op.error) << ' '
       << (op.id.empty() ? "-" : op.id) << ' ' << op.arg;
   for (const auto& [id, token] : op.leased) out << ' ' << id << ':' << token;
   return out.str();
 }
+
+std::string FormatDependent(const Dependent& d) {
+  std::string line = "deps " + d.queue + ' ' + d.id + ' ' + d.policy;
+  for (const std::string& key : d.keys) line += ' ' + key;
+  return line;
+}
+
+std::string FormatDependencyResult(const DependencyResult& r) {
+  std::ostringstream out;
+  out << "depres " << r.t0 << ' ' << r.t1 << ' ' << r.queue << ' ' << r.id << ' ' << r.key << ' '
+      << r.state << ' ' << (r.result.empty() ? "-" : r.result);
+  return out.str();
+}
+
+std::string FormatMessageRead(const MessageRead& r) {
+  std::ostringstream out;
+  out << "get " << r.t0 << ' ' << r.t1 << ' ' << r.queue << ' ' << r.id << ' ' << r.state << ' '
+      << r.token << ' ' << (r.result.empty() ? "-" : r.result);
+  return out.str();
+}
+
+std::string FormatScheduleUpsert(const ScheduleUpsert& u) {
+  std::ostringstream out;
+  out << "schedule " << u.t0 << ' ' << u.t1 << ' ' << u.queue << ' ' << u.name << ' ' << u.every_ms
+      << ' ' << OutcomeName(u.outcome, u.error) << ' ' << u.next_fire_at << ' '
+      << (u.created ? 1 : 0);
+  return out.str();
+}
+
+std::string FormatBatchFields(const BatchRead& r) {
+  std::ostringstream out;
+  out << r.id << ' ' << r.members << ' ' << r.active << ' ' << r.completed << ' ' << r.canceled
+      << ' ' << r.errored << ' ' << (r.sealed ? 1 : 0) << ' ' << (r.done ? 1 : 0) << ' '
+      << r.callback << ' ' << r.cb_total << ' ' << r.cb_completed << ' ' << r.cb_canceled << ' '
+      << r.cb_errored;
+  return out.str();
+}
+
+std::string FormatBatchRead(const BatchRead& r) {
+  return "batch " + std::to_string(r.t0) + ' ' + std::to_string(r.t1) + ' ' + FormatBatchFields(r);
+}
+
+namespace {
+
+bool ParseBatchFields(std::istringstream& in, BatchRead* r) {
+  int sealed = 0, done = 0;
+  if (!(in >> r->id >> r->members >> r->active >> r->completed >> r->canceled >> r->errored >>
+        sealed >> done >> r->callback >> r->cb_total >> r->cb_completed >> r->cb_canceled >>
+        r->cb_errored)) {
+    return false;
+  }
+  r->sealed = sealed != 0;
+  r->done = done != 0;
+  return true;
+}
+
+}  // namespace
 
 bool ParseHistory(const std::string& text, History* h, std::string* error) {
   std::istringstream lines(text);
@@ -51,14 +124,7 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
         if (op.lease_ms <= 0) return bad("a dequeue's lease must be positive");
         op.kind = "dequeue";
       }
-      if (outcome == "ok") {
-        op.outcome = Outcome::kOk;
-      } else if (outcome == "none") {
-        op.outcome = Outcome::kNone;
-      } else {
-        op.outcome = Outcome::kError;
-        op.error = outcome;
-      }
+      ParseOutcome(outcome, &op.outcome, &op.error);
       std::string leased;
       while (in >> leased) {
         const auto colon = leased.rfind(':');
@@ -70,11 +136,56 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       std::string q, id, value;
       if (!(in >> q >> id >> value)) return bad("short meta");
       h->meta.emplace_back(q, id, value);
+    } else if (tag == "deps") {
+      Dependent d;
+      if (!(in >> d.queue >> d.id >> d.policy)) return bad("short deps");
+      if (d.policy != "cancel" && d.policy != "error" && d.policy != "release") {
+        return bad("unknown dependency policy");
+      }
+      std::string key;
+      while (in >> key) d.keys.push_back(key);
+      if (d.keys.empty()) return bad("deps without a dependency");
+      h->dependents.push_back(std::move(d));
+    } else if (tag == "depres") {
+      DependencyResult r;
+      if (!(in >> r.t0 >> r.t1 >> r.queue >> r.id >> r.key >> r.state >> r.result)) {
+        return bad("short depres");
+      }
+      if (r.result == "-") r.result.clear();
+      h->dependency_results.push_back(std::move(r));
+    } else if (tag == "get") {
+      MessageRead r;
+      if (!(in >> r.t0 >> r.t1 >> r.queue >> r.id >> r.state >> r.token >> r.result)) {
+        return bad("short get");
+      }
+      if (r.result == "-") r.result.clear();
+      h->gets.push_back(std::move(r));
+    } else if (tag == "schedule") {
+      ScheduleUpsert u;
+      std::string outcome;
+      int created = 0;
+      if (!(in >> u.t0 >> u.t1 >> u.queue >> u.name >> u.every_ms >> outcome >> u.next_fire_at >>
+            created)) {
+        return bad("short schedule");
+      }
+      if (u.every_ms <= 0) return bad("a schedule's every_ms must be positive");
+      ParseOutcome(outcome, &u.outcome, &u.error);
+      u.created = created != 0;
+      h->schedules.push_back(std::move(u));
+    } else if (tag == "member") {
+      BatchMember m;
+      if (!(in >> m.queue >> m.id >> m.batch)) return bad("short member");
+      h->members.push_back(std::move(m));
+    } else if (tag == "batch") {
+      BatchRead r;
+      if (!(in >> r.t0 >> r.t1) || !ParseBatchFields(in, &r)) return bad("short batch");
+      h->batch_reads.push_back(std::move(r));
     } else if (tag == "kill") {
       Kill k;
       if (!(in >> k.t >> k.round >> k.how)) return bad("short kill");
       h->kills.push_back(k);
-    } else if (tag == "inventory-queue" || tag == "inventory" || tag == "inventory-end") {
+    } else if (tag == "inventory-queue" || tag == "inventory" || tag == "schedule-state" ||
+               tag == "drained" || tag == "batch-state" || tag == "inventory-end") {
       int64_t t = 0;
       int round = 0;
       if (!(in >> t >> round)) return bad("short inventory line");
@@ -94,6 +205,22 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
           return bad("short inventory");
         if (in >> row.result && row.result == "-") row.result.clear();
         open.rows.push_back(std::move(row));
+      } else if (tag == "schedule-state") {
+        ScheduleState s;
+        if (!(in >> s.queue >> s.name >> s.next_fire_at >> s.last_fire_at >> s.fires >> s.missed >>
+              s.failed)) {
+          return bad("short schedule-state");
+        }
+        open.schedules.push_back(std::move(s));
+      } else if (tag == "batch-state") {
+        BatchRead r;
+        if (!ParseBatchFields(in, &r)) return bad("short batch-state");
+        r.t0 = r.t1 = t;
+        open.batches.push_back(std::move(r));
+      } else if (tag == "drained") {
+        std::string q;
+        if (!(in >> q)) return bad("short drained");
+        open.drained.push_back(q);
       } else {
         h->inventories.push_back(std::move(open));
         open = Inventory{};

@@ -14,8 +14,9 @@ std::optional<client::Error> ReadInventory(client::Client& client,
   for (const std::string& q : queues) {
     block << "inventory-queue " << t << ' ' << round << ' ' << q << '\n';
     for (p::MessageState state :
-         {p::MessageState::invisible, p::MessageState::running, p::MessageState::pending,
-          p::MessageState::completed, p::MessageState::canceled, p::MessageState::errored}) {
+         {p::MessageState::waiting, p::MessageState::invisible, p::MessageState::running,
+          p::MessageState::pending, p::MessageState::completed, p::MessageState::canceled,
+          p::MessageState::errored}) {
       client::BrowseOptions b;
       b.state = state;
       b.limit = 1000;

@@ -1,10 +1,11 @@
 // Reading a torture's inventory: every message of some queues, as the `inventory` lines of the
 // history (tests/torture/history.h), from any node that serves reads (a standby too).
 //
-// Messages are browsed state by state, pending last: timers that run while it is read (a lease
-// that expires, a retry delay that ends) move messages to pending, which is read after the
-// states they leave, so none is missed. A completed message's result is read with one Wait
-// (0 ms) per page.
+// Messages are browsed state by state, waiting first and pending before the terminal states:
+// timers that run while it is read (a lease that expires, a retry delay that ends) move
+// messages to pending, which is read after the states they leave, so none is missed (a
+// dependent leaves waiting only by a request's completion or cancel). A completed message's result
+// is read with one Wait (0 ms) per page.
 //
 // Thread safety: functions only; the client is used by one thread.
 #pragma once

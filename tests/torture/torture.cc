@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,16 @@ constexpr int64_t kShortLeaseMs = 20;         // ...a dequeue asks for this to l
 constexpr uint32_t kMaxAttempts = 1'000'000;  // nothing is ever errored
 constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
 constexpr int kRoundsPerEpoch = 5;            // queues are replaced every 5 rounds
+constexpr int64_t kEveryMs = 50;              // the schedule's period (docs/semantics.md)
+constexpr const char* kScheduleName = "tick";
+constexpr int kBatchesPerRound = 3;  // created in each round's setup, b<ROUND>.<K>
+// The queues of an epoch: enqueued by clients (the first four), dequeued by them (all).
+constexpr const char* kQueueKinds[] = {"plain", "filter", "excl", "dep", "sched"};
+enum QueueIndex { kPlain = 0, kFilter = 1, kExclusive = 2, kDependent = 3, kScheduled = 4 };
+constexpr const char* kPolicies[] = {"cancel", "error", "release"};
+constexpr p::DependencyFailurePolicy kPolicyValues[] = {p::DependencyFailurePolicy::cancel,
+                                                        p::DependencyFailurePolicy::error,
+                                                        p::DependencyFailurePolicy::release};
 constexpr const char* kFailpoints[] = {
     "wal.before_write",         "wal.after_write_before_sync", "wal.after_sync_before_reply",
     "checkpoint.before_rename", "checkpoint.after_rename",     "wal.mid_rotation"};
@@ -62,6 +73,28 @@ int64_t NowNs() {
 
 std::string QueueName(const char* kind, int epoch) {
   return std::string(kind) + ".e" + std::to_string(epoch);
+}
+
+// The batches of a round (docs/semantics.md, "Batches"): created by the round's setup with a
+// callback into its epoch's queue cb.eN (default id batch:<id>), joined and sealed by clients.
+std::string BatchName(int round, int k) {
+  return "b" + std::to_string(round) + "." + std::to_string(k);
+}
+
+// A get_batch's answer as a history read (the callback not read).
+BatchRead ReadOfBatch(const p::BatchInfo* b, int64_t t0, int64_t t1) {
+  BatchRead r;
+  r.t0 = t0;
+  r.t1 = t1;
+  r.id = b->id()->str();
+  r.members = b->members();
+  r.active = b->active();
+  r.completed = b->completed();
+  r.canceled = b->canceled();
+  r.errored = b->errored();
+  r.sealed = b->sealed();
+  r.done = b->done();
+  return r;
 }
 
 // ---- The client process ------------------------------------------------------------------
@@ -81,7 +114,7 @@ class TortureClient {
     if (!c.ok()) return;
     client_ = std::move(c).value();
     const int epoch = round_ / kRoundsPerEpoch;
-    queues_ = {QueueName("plain", epoch), QueueName("filter", epoch), QueueName("excl", epoch)};
+    for (const char* kind : kQueueKinds) queues_.push_back(QueueName(kind, epoch));
     while (Step()) {
     }
   }
@@ -133,18 +166,50 @@ class TortureClient {
     return op;
   }
 
+  // Half the enqueues into the dependency queue wait on 1-3 messages this client enqueued
+  // (acknowledged) before, there or in the plain queue (docs/semantics.md, "Dependencies"),
+  // with a random on_dependency_failure; a dependency of the same queue is named by its bare id
+  // half the time. The history's `deps` line names each as queue/id.
+  void AddDependencies(const std::string& q, client::EnqueueItem& item) {
+    if (acked_.empty() || Pick(2) == 0) return;
+    Dependent d;
+    d.queue = q;
+    d.id = item.id;
+    const int policy = Pick(3);
+    d.policy = kPolicies[policy];
+    item.on_dependency_failure = kPolicyValues[policy];
+    const int n = 1 + Pick(3);
+    const size_t recent = std::min<size_t>(acked_.size(), 20);
+    for (int k = 0; k < n; ++k) {
+      const Lease& dep =
+          acked_[acked_.size() - 1 - static_cast<size_t>(Pick(static_cast<int>(recent)))];
+      const std::string key = dep.queue + "/" + dep.id;
+      if (std::find(d.keys.begin(), d.keys.end(), key) != d.keys.end()) continue;
+      d.keys.push_back(key);
+      item.depends_on.push_back(dep.queue == q && Pick(2) ? dep.id : key);
+    }
+    std::fprintf(out_, "%s\n", FormatDependent(d).c_str());
+  }
+
   bool Enqueue() {
-    const int which = Pick(3);
+    const int which = Pick(4);  // never the schedule's queue
     const std::string& q = queues_[which];
     client::EnqueueItem item;
     item.id = name_ + "-" + std::to_string(seq_++);
     item.priority = Pick(1000);
     item.payload = "payload of " + item.id;
-    if (which == 1) item.metadata = {{"color", Pick(2) ? "red" : "blue"}};
-    if (which == 2) {
+    if (which == kFilter) item.metadata = {{"color", Pick(2) ? "red" : "blue"}};
+    if (which == kExclusive) {
       const std::string value = "r" + std::to_string(round_) + "-" + std::to_string(Pick(3));
       item.metadata = {{"k", value}};
       std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), value.c_str());
+    }
+    if (which == kDependent) AddDependencies(q, item);
+    // Half the enqueues into the plain and dependency queues join a batch of this epoch (one
+    // sealed already too: FAILED_PRECONDITION).
+    if ((which == kPlain || which == kDependent) && Pick(2) == 0) {
+      item.batch = RandomBatch();
+      std::fprintf(out_, "member %s %s %s\n", q.c_str(), item.id.c_str(), item.batch.c_str());
     }
     Op op = Start("enqueue", q, item.id, item.priority);
     auto r = client_->Enqueue(q, {item});
@@ -159,11 +224,14 @@ class TortureClient {
       }
     });
     mine_.push_back({q, item.id, 0});
+    if (op.outcome == Outcome::kOk && (which == kPlain || which == kDependent)) {
+      acked_.push_back({q, item.id, 0});
+    }
     return alive;
   }
 
   bool Dequeue() {
-    const int which = Pick(3);
+    const int which = Pick(static_cast<int>(queues_.size()));
     const std::string& q = queues_[which];
     client::DequeueOptions o;
     o.max = 1 + Pick(3);
@@ -172,10 +240,13 @@ class TortureClient {
     const bool short_lease = Pick(10) == 0;
     o.lease_ms = short_lease ? kShortLeaseMs : kLeaseMs;
     std::string filter = "-";
-    if (which == 1 && Pick(2)) {
+    if (which == kFilter && Pick(2)) {
       o.filter = {{"color", "red"}};
       filter = "color=red";
     }
+    // A dependent's lease carries its dependencies' outcomes: the checker holds each result to
+    // the complete that stored it.
+    o.include_dependency_results = which == kDependent;
     Op op = Start(short_lease ? "dequeue-short" : "dequeue", q, filter, 0);
     auto r = client_->Dequeue(q, o);
     return Record(op, r, [&](const client::Reply& reply, Op& d) {
@@ -183,6 +254,23 @@ class TortureClient {
       if (messages == nullptr) return;
       for (const p::Message* m : *messages) {
         d.leased.emplace_back(m->id()->str(), m->lease_token());
+        if (m->dependency_results() != nullptr) {
+          for (const p::WaitItem* item : *m->dependency_results()) {
+            DependencyResult dr{
+                d.t0,
+                d.t1,
+                q,
+                m->id()->str(),
+                item->id()->str(),
+                item->error() != nullptr ? "not_found" : p::EnumNameMessageState(item->state()),
+                ""};
+            if (item->result() != nullptr) {
+              dr.result.assign(reinterpret_cast<const char*>(item->result()->data()),
+                               item->result()->size());
+            }
+            std::fprintf(out_, "%s\n", FormatDependencyResult(dr).c_str());
+          }
+        }
         if (!short_lease) held_.push_back({q, m->id()->str(), m->lease_token()});
       }
       d.arg = static_cast<int64_t>(d.leased.size());
@@ -197,8 +285,9 @@ class TortureClient {
       held_.erase(held_.begin() + static_cast<ptrdiff_t>(i));
       Op op = Start("complete", lease.queue, lease.id, static_cast<int64_t>(lease.token));
       // Its result names the lease: the checker knows what every later read must show.
-      auto r = client_->Complete(lease.queue,
-                                 {{lease.id, lease.token, ResultFor(lease.id, lease.token)}});
+      const client::CompleteItem item{lease.id, lease.token, ResultFor(lease.id, lease.token)};
+      if (action < 2) return CompleteAndNext(op, item);
+      auto r = client_->Complete(lease.queue, {item});
       return Record(op, r, ItemOutcome);
     }
     if (action < 8) {
@@ -213,6 +302,42 @@ class TortureClient {
     Op op = Start("extend", lease.queue, lease.id, static_cast<int64_t>(lease.token));
     auto r = client_->Extend(lease.queue, lease.id, lease.token, kLeaseMs);
     return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  // A complete that carries the next dequeue of its queue (docs/semantics.md,
+  // "Complete-and-next": one engine call, the release of the dependents it completes the last
+  // dependency of before the dequeue, so the dequeue may lease them). Recorded as the complete
+  // and a dequeue with the same times; the dequeue ran whatever the item's outcome.
+  bool CompleteAndNext(Op& op, const client::CompleteItem& item) {
+    client::DequeueOptions next;
+    next.max = 1 + static_cast<uint32_t>(Pick(2));
+    next.lease_ms = kLeaseMs;
+    auto r = client_->CompleteAndNext(op.queue, {item}, next);
+    const bool alive = Record(op, r, ItemOutcome);
+    Op d = op;
+    d.kind = "dequeue";
+    d.id = "-";
+    d.arg = 0;
+    d.error.clear();
+    if (r.ok()) {
+      d.outcome = Outcome::kOk;
+      const auto* result = r->result<p::ItemResults>();
+      if (result->next_error() != nullptr && result->next_error()->code() != p::Code::OK) {
+        d.outcome = Outcome::kError;
+        d.error = p::EnumNameCode(result->next_error()->code());
+      } else if (result->next() != nullptr) {
+        for (const p::Message* m : *result->next()) {
+          d.leased.emplace_back(m->id()->str(), m->lease_token());
+          held_.push_back({op.queue, m->id()->str(), m->lease_token()});
+        }
+      }
+    } else {
+      d.outcome = op.outcome;  // refused whole (nothing was leased), or no answer
+      d.error = op.error;
+    }
+    d.arg = static_cast<int64_t>(d.leased.size());
+    std::fprintf(out_, "%s\n", FormatOp(d).c_str());
+    return alive;
   }
 
   bool Cancel() {
@@ -232,8 +357,55 @@ class TortureClient {
     return Record(op, r, [](const client::Reply&, Op&) {});
   }
 
+  // A batch of this epoch's rounds up to this one.
+  std::string RandomBatch() {
+    const int first = round_ / kRoundsPerEpoch * kRoundsPerEpoch;
+    return BatchName(first + Pick(round_ - first + 1), Pick(kBatchesPerRound));
+  }
+
+  bool SealBatch() {
+    Op op = Start("seal_batch", "-", RandomBatch(), 0);
+    auto r = client_->SealBatch(op.id);
+    return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  bool GetBatch() {
+    const std::string id = RandomBatch();
+    const int64_t t0 = NowNs();
+    auto r = client_->GetBatch(id);
+    if (!r.ok()) {
+      return r.error().origin == client::Error::Origin::kServer &&
+             r.error().code != Code::kUnavailable;
+    }
+    const BatchRead read = ReadOfBatch(r->result<p::BatchResult>()->batch(), t0, NowNs());
+    std::fprintf(out_, "%s\n", FormatBatchRead(read).c_str());
+    return true;
+  }
+
+  // A fire of the epoch's schedule now (docs/semantics.md, "Schedules": `name@T`, T the
+  // server's time, off the every_ms times mostly): recorded as a trigger op whose ID is the
+  // fire's message and ARG its time ("-" 0 without an answer).
+  bool TriggerSchedule() {
+    Op op = Start("trigger", queues_[kScheduled], "", 0);
+    auto r = client_->TriggerSchedule(op.queue, kScheduleName);
+    return Record(op, r, [](const client::Reply& reply, Op& o) {
+      const auto* t = reply.result<p::TriggerResult>();
+      o.id = t->id()->str();
+      o.arg = t->fire_at();
+    });
+  }
+
+  // One request: now and then a seal or a get_batch of a random batch or a trigger of the
+  // schedule, else the messages'.
   bool Step() {
-    const int roll = Pick(100);
+    const int roll = Pick(200);
+    if (roll == 0) return SealBatch();
+    if (roll < 3) return GetBatch();
+    if (roll == 3) return TriggerSchedule();
+    return StepOf(Pick(100));
+  }
+
+  bool StepOf(int roll) {
     if (roll < 30 || mine_.empty()) return Enqueue();
     if (roll < 58) return Dequeue();
     if (roll < 88) return held_.empty() ? Dequeue() : UseLease();
@@ -247,7 +419,8 @@ class TortureClient {
   FILE* out_;
   std::unique_ptr<Client> client_;
   std::vector<std::string> queues_;
-  std::vector<Lease> mine_;  // enqueued by this client (token unused)
+  std::vector<Lease> mine_;   // enqueued by this client (token unused)
+  std::vector<Lease> acked_;  // of which acknowledged in the plain and dependency queues
   std::vector<Lease> held_;
   uint64_t seq_ = 0;
 };
@@ -282,6 +455,13 @@ class Torture {
     // A last restart, without failpoints, to read what the last kill left.
     if (!server.Start("", "")) return Harness("the final restart failed");
     if (!Setup(server, o_.rounds)) return Harness("the final inventory failed");
+    // Then every dependent that can run must: the plain and dependency queues are drained and
+    // read once more.
+    std::vector<std::string> drained;
+    if (!Drain(server, &drained)) return Harness("the drain failed");
+    if (!SealAll(server)) return Harness("sealing the batches failed");
+    if (!Setup(server, o_.rounds + 1, drained))
+      return Harness("the inventory after the drain failed");
     server.Kill();
     std::fclose(history_);
     const double seconds =
@@ -318,11 +498,14 @@ class Torture {
     return how + ":" + std::to_string(per_write ? Pick(1, 40) : Pick(1, 2));
   }
 
-  // One read of every message of this and the previous epoch's queues, as history lines.
+  // One read of every message of this and the previous epoch's queues but the schedules', as
+  // history lines.
   bool ReadInventory(Client& client, int epoch, int64_t t, int round, std::string* out) {
     std::vector<std::string> queues;
     for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
-      for (const char* kind : {"plain", "filter", "excl"}) queues.push_back(QueueName(kind, e));
+      for (const char* kind : kQueueKinds) {
+        if (std::string(kind) != "sched") queues.push_back(QueueName(kind, e));
+      }
     }
     out->clear();
     if (auto refused = torture::ReadInventory(client, queues, t, round, out)) {
@@ -331,13 +514,208 @@ class Torture {
     return true;
   }
 
-  // Creates this epoch's queues, reads the inventory of this and the previous epoch, deletes
-  // the one before. False when the server died meanwhile.
-  bool Setup(Server& server, int round) {
+  // The schedules' queues of this and the previous epoch, read once (fires keep coming, so two
+  // reads rarely agree; a fire only adds a message at the end of pending): the schedule first
+  // (its last_fire_at: every fire up to it is in the messages read after), then the messages.
+  bool ReadSchedules(Client& client, int epoch, int64_t t, int round, std::string* out) {
+    for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
+      const std::string q = QueueName("sched", e);
+      auto r = client.GetSchedule(q, kScheduleName);
+      if (r.ok()) {
+        const p::Schedule* s = r->result<p::ScheduleResult>()->schedule();
+        *out += "schedule-state " + std::to_string(t) + ' ' + std::to_string(round) + ' ' + q +
+                ' ' + kScheduleName + ' ' + std::to_string(s->next_fire_at()) + ' ' +
+                std::to_string(s->last_fire_at()) + ' ' + std::to_string(s->fires()) + ' ' +
+                std::to_string(s->missed()) + ' ' + std::to_string(s->failed()) + '\n';
+      } else if (r.error().origin != client::Error::Origin::kServer ||
+                 r.error().code != Code::kNotFound) {
+        return Refused(r.error());
+      }
+      if (auto refused = torture::ReadInventory(client, {q}, t, round, out)) {
+        return Refused(*refused);
+      }
+    }
+    return true;
+  }
+
+  // The batches of this and the previous epoch's rounds so far (those the setups created), each
+  // with its callback message (get of batch:<id> in cb.eN: its state and x-batch-* metadata),
+  // read after the messages: a batch-state line each; one not found (never created: the
+  // setup's server died first) has none.
+  bool ReadBatches(Client& client, int epoch, int64_t t, int round, std::string* out) {
+    const int last = std::min(round, o_.rounds);  // rounds before it created theirs
+    for (int r = std::max(0, epoch - 1) * kRoundsPerEpoch; r < last; ++r) {
+      if (r / kRoundsPerEpoch > epoch) break;
+      for (int k = 0; k < kBatchesPerRound; ++k) {
+        const std::string id = BatchName(r, k);
+        auto b = client.GetBatch(id);
+        if (!b.ok()) {
+          if (b.error().origin == client::Error::Origin::kServer &&
+              b.error().code == Code::kNotFound) {
+            continue;
+          }
+          return Refused(b.error());
+        }
+        BatchRead read = ReadOfBatch(b->result<p::BatchResult>()->batch(), t, t);
+        read.callback = "not_found";
+        auto m = client.Get(QueueName("cb", r / kRoundsPerEpoch), "batch:" + id);
+        if (m.ok()) {
+          const p::Message* message = m->result<p::GetResult>()->message();
+          read.callback = p::EnumNameMessageState(message->state());
+          if (message->metadata() != nullptr) {
+            for (const p::MetadataPair* pair : *message->metadata()) {
+              const std::string key = pair->key()->str();
+              const uint64_t value = std::strtoull(pair->value()->c_str(), nullptr, 10);
+              if (key == "x-batch-total") read.cb_total = value;
+              if (key == "x-batch-completed") read.cb_completed = value;
+              if (key == "x-batch-canceled") read.cb_canceled = value;
+              if (key == "x-batch-errored") read.cb_errored = value;
+            }
+          }
+        } else if (m.error().origin != client::Error::Origin::kServer ||
+                   m.error().code != Code::kNotFound) {
+          return Refused(m.error());
+        }
+        *out += "batch-state " + std::to_string(t) + ' ' + std::to_string(round) + ' ' +
+                FormatBatchFields(read) + '\n';
+      }
+    }
+    return true;
+  }
+
+  // Creates the round's batches, each with a callback into the epoch's cb queue (recorded as
+  // create_batch ops of client "setup").
+  bool CreateBatches(Client& client, int round) {
+    const std::string cb = QueueName("cb", round / kRoundsPerEpoch);
+    for (int k = 0; k < kBatchesPerRound; ++k) {
+      Op op;
+      op.client = "setup";
+      op.kind = "create_batch";
+      op.queue = cb;
+      op.id = BatchName(round, k);
+      client::CreateBatchOptions o;
+      o.callback = client::BatchCallback{};
+      o.callback->queue = cb;
+      o.callback->payload = "callback of " + op.id;
+      op.t0 = NowNs();
+      auto r = client.CreateBatch(op.id, o);
+      op.t1 = NowNs();
+      op.outcome = r.ok() ? Outcome::kOk : Outcome::kNone;
+      if (!r.ok() && r.error().origin == client::Error::Origin::kServer &&
+          r.error().code != Code::kUnavailable) {
+        op.outcome = Outcome::kError;
+        op.error = std::string(CodeName(r.error().code));
+      }
+      std::fprintf(history_, "%s\n", FormatOp(op).c_str());
+      std::fflush(history_);
+      if (op.outcome == Outcome::kError) return Refused(r.error());
+      if (op.outcome != Outcome::kOk) return false;
+    }
+    return true;
+  }
+
+  // Gets a few messages the inventory `rows` showed (completed ones first), with their
+  // dependencies' outcomes: each read's result is held to the acknowledged complete's, like the
+  // inventory's (which reads results with wait).
+  bool ReadSome(Client& client, int round, const std::string& rows) {
+    std::vector<std::pair<std::string, std::string>> completed, others;
+    std::istringstream lines(rows);
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream in(line);
+      std::string tag, t, r, q, id, state;
+      if (!(in >> tag >> t >> r >> q >> id >> state) || tag != "inventory") continue;
+      (state == "completed" ? completed : others).emplace_back(q, id);
+    }
+    std::mt19937_64 rng(o_.seed * 1'000'003 + static_cast<uint64_t>(round));
+    std::shuffle(completed.begin(), completed.end(), rng);
+    std::shuffle(others.begin(), others.end(), rng);
+    completed.resize(std::min<size_t>(completed.size(), 12));
+    others.resize(std::min<size_t>(others.size(), 4));
+    completed.insert(completed.end(), others.begin(), others.end());
+    std::string out;
+    for (const auto& [q, id] : completed) {
+      MessageRead read{NowNs(), 0, q, id, "not_found", 0, ""};
+      auto r = client.Get(q, id, /*include_dependency_results=*/true);
+      read.t1 = NowNs();
+      if (!r.ok()) {
+        if (r.error().origin != client::Error::Origin::kServer ||
+            r.error().code != Code::kNotFound) {
+          return Refused(r.error());
+        }
+      } else {
+        const p::Message* m = r->result<p::GetResult>()->message();
+        read.state = p::EnumNameMessageState(m->state());
+        read.token = m->lease_token();
+        if (m->result() != nullptr) {
+          read.result.assign(reinterpret_cast<const char*>(m->result()->data()),
+                             m->result()->size());
+        }
+        if (m->dependency_results() != nullptr) {
+          for (const p::WaitItem* item : *m->dependency_results()) {
+            DependencyResult dr{
+                read.t0,
+                read.t1,
+                q,
+                id,
+                item->id()->str(),
+                item->error() != nullptr ? "not_found" : p::EnumNameMessageState(item->state()),
+                ""};
+            if (item->result() != nullptr) {
+              dr.result.assign(reinterpret_cast<const char*>(item->result()->data()),
+                               item->result()->size());
+            }
+            out += FormatDependencyResult(dr) + '\n';
+          }
+        }
+      }
+      out += FormatMessageRead(read) + '\n';
+    }
+    std::fputs(out.c_str(), history_);
+    std::fflush(history_);
+    return true;
+  }
+
+  // Upserts this epoch's schedule (every kEveryMs ms, misfire `all`: every fire missed while
+  // the server was down is made on restart; docs/semantics.md, "Schedules"), recorded with the
+  // next_fire_at it answered. Repeated each round: a replacement that keeps the timing keeps
+  // the schedule's progress.
+  bool UpsertSchedule(Client& client, int epoch) {
+    ScheduleUpsert u;
+    u.queue = QueueName("sched", epoch);
+    u.name = kScheduleName;
+    u.every_ms = kEveryMs;
+    client::ScheduleTemplate tmpl;
+    tmpl.every_ms = kEveryMs;
+    tmpl.payload = "tick";
+    tmpl.misfire = p::MisfirePolicy::all;
+    u.t0 = NowNs();
+    auto r = client.UpsertSchedule(u.queue, u.name, tmpl);
+    u.t1 = NowNs();
+    if (r.ok()) {
+      u.outcome = Outcome::kOk;
+      const auto* result = r->result<p::ScheduleResult>();
+      u.next_fire_at = result->schedule()->next_fire_at();
+      u.created = result->created();
+    } else if (r.error().origin == client::Error::Origin::kServer &&
+               r.error().code != Code::kUnavailable) {
+      u.outcome = Outcome::kError;
+      u.error = std::string(CodeName(r.error().code));
+    }
+    std::fprintf(history_, "%s\n", FormatScheduleUpsert(u).c_str());
+    std::fflush(history_);
+    if (u.outcome == Outcome::kError) return Refused(r.error());
+    return u.outcome == Outcome::kOk;
+  }
+
+  // Creates this epoch's queues and schedule, reads the inventory of this and the previous
+  // epoch (`drained`: queues drained before it), deletes the one before. False when the server
+  // died meanwhile.
+  bool Setup(Server& server, int round, const std::vector<std::string>& drained = {}) {
     auto c = Client::Connect(server.address(), {}, 5000);
     if (!c.ok()) return false;
     Client& client = *c.value();
-    const int epoch = round / kRoundsPerEpoch;
+    const int epoch = std::min(round, o_.rounds) / kRoundsPerEpoch;  // the drain's: the last
     // The inventory first: it must see the state the previous round's kill left. Timers run
     // while it is read (a recovered lease that expired, a retry delay ending) and move messages
     // to pending: pending is read after the states they leave, so none is missed, and the
@@ -352,13 +730,18 @@ class Torture {
       if (again == rows) break;
       rows.swap(again);
     }
+    if (!ReadSchedules(client, epoch, t, round, &rows)) return false;
+    if (!ReadBatches(client, epoch, t, round, &rows)) return false;
     std::ostringstream block;
     block << rows;
+    for (const std::string& q : drained)
+      block << "drained " << t << ' ' << round << ' ' << q << '\n';
     block << "inventory-end " << t << ' ' << round << '\n';
     std::fputs(block.str().c_str(), history_);
     std::fflush(history_);
+    if (!ReadSome(client, round, rows)) return false;
     if (round >= o_.rounds) return true;
-    for (const char* kind : {"plain", "filter", "excl"}) {
+    for (const char* kind : kQueueKinds) {
       client::QueueSettings s;
       s.lease_ms = kLeaseMs;
       s.max_attempts = kMaxAttempts;
@@ -371,10 +754,135 @@ class Torture {
       }
       auto r = client.CreateQueue(QueueName(kind, epoch), s);
       if (!r.ok()) return Refused(r.error());
-      // Two epochs back is checked for good: its messages leave the server.
-      if (epoch >= 2) (void)client.DeleteQueue(QueueName(kind, epoch - 2));
+      // Two epochs back is checked for good: its messages leave the server (its schedule
+      // first: it would create the queue again).
+      if (epoch >= 2) {
+        if (std::string(kind) == "sched") {
+          (void)client.DeleteSchedule(QueueName(kind, epoch - 2), kScheduleName);
+        }
+        (void)client.DeleteQueue(QueueName(kind, epoch - 2));
+      }
     }
+    // The callback queue, deleted after the members' queues (their deletion cancels the
+    // members, which makes batches done and enqueues callbacks: the queue would be created
+    // again).
+    client::QueueSettings s;
+    s.lease_ms = kLeaseMs;
+    s.retention_ms = kRetentionMs;
+    if (auto r = client.CreateQueue(QueueName("cb", epoch), s); !r.ok()) return Refused(r.error());
+    if (epoch >= 2) (void)client.DeleteQueue(QueueName("cb", epoch - 2));
+    return UpsertSchedule(client, epoch) && CreateBatches(client, round);
+  }
+
+  // Leases and completes everything dequeueable in the plain and dependency queues of the
+  // last two epochs (completions release dependents, which are leased in turn) until a pass
+  // that waits finds nothing; every request is in the history (client "drain").
+  bool Drain(Server& server, std::vector<std::string>* drained) {
+    auto c = Client::Connect(server.address(), {}, 5000);
+    if (!c.ok()) return false;
+    Client& client = *c.value();
+    const int epoch = o_.rounds / kRoundsPerEpoch;
+    std::vector<std::string> queues;
+    for (int e = std::max(0, epoch - 1); e <= epoch; ++e) {
+      queues.push_back(QueueName("plain", e));
+      queues.push_back(QueueName("dep", e));
+    }
+    bool waited = false;
+    for (int pass = 0; pass < 10'000; ++pass) {
+      bool leased_any = false;
+      for (const std::string& q : queues) {
+        for (;;) {
+          client::DequeueOptions o;
+          o.max = 100;
+          o.lease_ms = kLeaseMs;
+          o.wait_ms = waited ? 150 : 0;  // a last pass waits out the retry delays still running
+          Op d = DrainOp("dequeue", q, "-");
+          auto r = client.Dequeue(q, o);
+          d.t1 = NowNs();
+          if (!r.ok()) {
+            if (r.error().origin == client::Error::Origin::kServer &&
+                r.error().code == Code::kNotFound) {
+              break;  // never created
+            }
+            return false;
+          }
+          d.outcome = Outcome::kOk;
+          std::vector<client::CompleteItem> items;
+          for (const p::Message* m : *r->result<p::DequeueResult>()->messages()) {
+            d.leased.emplace_back(m->id()->str(), m->lease_token());
+            items.push_back(
+                {m->id()->str(), m->lease_token(), ResultFor(m->id()->str(), m->lease_token())});
+          }
+          d.arg = static_cast<int64_t>(d.leased.size());
+          std::fprintf(history_, "%s\n", FormatOp(d).c_str());
+          if (items.empty()) break;
+          leased_any = true;
+          Op done = DrainOp("complete", q, "");
+          auto cr = client.Complete(q, items);
+          done.t1 = NowNs();
+          if (!cr.ok()) return false;
+          const auto* results = cr->result<p::ItemResults>()->items();
+          for (size_t i = 0; i < items.size(); ++i) {
+            Op one = done;
+            one.id = items[i].id;
+            one.arg = static_cast<int64_t>(items[i].lease_token);
+            const p::Code code = results != nullptr && i < results->size()
+                                     ? results->Get(static_cast<flatbuffers::uoffset_t>(i))->code()
+                                     : p::Code::INTERNAL;
+            one.outcome = code == p::Code::OK ? Outcome::kOk : Outcome::kError;
+            if (code != p::Code::OK) one.error = p::EnumNameCode(code);
+            std::fprintf(history_, "%s\n", FormatOp(one).c_str());
+          }
+        }
+      }
+      std::fflush(history_);
+      if (!leased_any) {
+        if (waited) {
+          *drained = queues;
+          return true;
+        }
+        waited = true;
+      } else {
+        waited = false;
+      }
+    }
+    return false;
+  }
+
+  // Seals every batch of the last two epochs (client "drain"): the read after it finds each
+  // one with no member active done, its callback enqueued.
+  bool SealAll(Server& server) {
+    auto c = Client::Connect(server.address(), {}, 5000);
+    if (!c.ok()) return false;
+    const int epoch = o_.rounds / kRoundsPerEpoch;
+    for (int r = std::max(0, epoch - 1) * kRoundsPerEpoch; r < o_.rounds; ++r) {
+      for (int k = 0; k < kBatchesPerRound; ++k) {
+        Op op = DrainOp("seal_batch", "-", BatchName(r, k));
+        auto sealed = c.value()->SealBatch(op.id);
+        op.t1 = NowNs();
+        op.outcome = sealed.ok() ? Outcome::kOk : Outcome::kError;
+        if (!sealed.ok()) {
+          if (sealed.error().origin != client::Error::Origin::kServer ||
+              sealed.error().code != Code::kNotFound) {
+            return false;
+          }
+          op.error = std::string(CodeName(sealed.error().code));
+        }
+        std::fprintf(history_, "%s\n", FormatOp(op).c_str());
+      }
+    }
+    std::fflush(history_);
     return true;
+  }
+
+  Op DrainOp(const char* kind, const std::string& queue, const std::string& id) {
+    Op op;
+    op.client = "drain";
+    op.kind = kind;
+    op.queue = queue;
+    op.id = id;
+    op.t0 = NowNs();
+    return op;
   }
 
   // False; a refusal by a live server is the harness's own bug and stops the run.

@@ -18,8 +18,9 @@ const EXPLAIN = {
   attempts_spent: (x) => `Errored: all ${x.attempts || 0} attempts spent. Redrive it to try again.`,
   running: (x) => `Running: leased by token ${x.lease_token || 0} until ${time(x.until)}.`,
   terminal: () => 'Finished (completed or canceled): kept until retention removes it.',
-  waiting_on_dependencies: () => 'Waiting on its dependencies: it becomes pending when the last ' +
-                                 'one completes (see Dependencies below).',
+  waiting_on_dependencies: (x) => `Waiting on ${x.unfinished || 0} of ${x.dependencies || 0} dependencies` +
+      `${(x.waiting_on || []).length ? ': ' + x.waiting_on.join(', ') + ((x.unfinished || 0) > x.waiting_on.length ? ', …' : '') : ''}` +
+      '. It becomes pending when the last one completes (see Dependencies below).',
 };
 
 // A dependency's key "queue/id" (or a bare id of this queue) as [queue, id].

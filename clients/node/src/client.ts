@@ -58,9 +58,13 @@ import type {
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
+  Schedule,
+  ScheduleTrigger,
   State,
   Stats,
 } from "./records";
+import type { Batch as BatchRecord, BatchCallback, MisfirePolicy, OverlapPolicy } from "./records";
+import * as scheduling from "./scheduling";
 import { Located, Watch } from "./watch";
 
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -158,6 +162,31 @@ export interface WatchOptions extends SubscribeOptions, CallOptions {}
 export interface SwitchoverOptions extends CallOptions {
   /** The node to promote; absent: the synchronous standby. */
   to?: string;
+}
+
+/** upsertSchedule: exactly one of cron (with tz) and every_ms, and the message each fire enqueues. */
+export interface ScheduleSpec extends MutationOptions {
+  /** 5 fields or a macro (@daily…), in tz. */
+  cron?: string;
+  /** An IANA zone for cron (default UTC). */
+  tz?: string;
+  every_ms?: number | bigint;
+  payload?: Payload;
+  metadata?: Metadata;
+  /** A fire at T enqueues name@T at priority T + this (default 0). */
+  priority_offset_ms?: number | bigint;
+  /** 0 or absent: the queue's default. */
+  max_attempts?: number;
+  /** Fires missed while the server was down: "skip" (default), "one" or "all". */
+  misfire?: MisfirePolicy;
+  /** "allow" (default), or "skip_if_active": no fire while the previous one's message is not terminal. */
+  overlap?: OverlapPolicy;
+}
+export interface CreateBatchOptions extends MutationOptions {
+  /** Enqueued once the batch is sealed and no member is active, with x-batch-* counts. */
+  callback?: Partial<BatchCallback> & { queue: string };
+  /** How long a done batch stays readable (default 3600000). */
+  retention_ms?: number | bigint;
 }
 
 const CALL_KEYS = ["timeout_ms"] as const;
@@ -499,6 +528,69 @@ export class Client {
 
   health(options?: CallOptions): Promise<Health> {
     return this.run(() => codec.health(), options, CALL_KEYS);
+  }
+
+  // ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------
+
+  /** Creates or replaces schedule (queue, name); `created` is true when it made it. */
+  upsertSchedule(queue: string, name: string, spec: ScheduleSpec): Promise<Schedule & { created: boolean }> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("schedule", spec, [...scheduling.SCHEDULE_KEYS, ...MUTATION_KEYS]);
+      const { timeout_ms, durability, ...rest } = o;
+      return this.execute(scheduling.upsertSchedule(queue, name, rest), timeout_ms, durability);
+    });
+  }
+
+  getSchedule(queue: string, name: string, options?: CallOptions): Promise<Schedule> {
+    return this.run(() => scheduling.getSchedule(queue, name), options, CALL_KEYS);
+  }
+
+  /** Every schedule of `queue` (absent: of every queue), by queue then name. */
+  listSchedules(queue?: string, options?: CallOptions): Promise<Schedule[]> {
+    return this.run(() => scheduling.listSchedules(queue), options, CALL_KEYS);
+  }
+
+  /** No fire until resumed; the fires due meanwhile are not made. */
+  pauseSchedule(queue: string, name: string, options?: MutationOptions): Promise<Schedule> {
+    return this.run(() => scheduling.pauseSchedule(queue, name), options, MUTATION_KEYS);
+  }
+
+  /** Fires again from now. */
+  resumeSchedule(queue: string, name: string, options?: MutationOptions): Promise<Schedule> {
+    return this.run(() => scheduling.resumeSchedule(queue, name), options, MUTATION_KEYS);
+  }
+
+  /** A fire now (T = the server's time), paused or not. Never resent after an unknown outcome. */
+  triggerSchedule(queue: string, name: string, options?: MutationOptions): Promise<ScheduleTrigger> {
+    return this.run(() => scheduling.triggerSchedule(queue, name), options, MUTATION_KEYS);
+  }
+
+  /** The messages it made stay. Never resent after an unknown outcome. */
+  deleteSchedule(queue: string, name: string, options?: MutationOptions): Promise<void> {
+    return this.run(() => scheduling.deleteSchedule(queue, name), options, MUTATION_KEYS);
+  }
+
+  // ---- Batches (docs/semantics.md, "Batches") --------------------------------------------------
+
+  /**
+   * A new open batch; members join with enqueue's `batch`. Repeating it with the same callback and
+   * retention answers the batch as it is; with others ALREADY_EXISTS.
+   */
+  createBatch(id: string, options: CreateBatchOptions = {}): Promise<BatchRecord> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("createBatch options", options, ["callback", "retention_ms", ...MUTATION_KEYS]);
+      return this.execute(scheduling.createBatch(id, o.callback, o.retention_ms), o.timeout_ms, o.durability);
+    });
+  }
+
+  /** No member may join any more; done at once (its callback enqueued) when none is active. */
+  sealBatch(id: string, options?: MutationOptions): Promise<BatchRecord> {
+    return this.run(() => scheduling.sealBatch(id), options, MUTATION_KEYS);
+  }
+
+  /** NOT_FOUND when there is none (or it was removed retention_ms after done). */
+  getBatch(id: string, options?: CallOptions): Promise<BatchRecord> {
+    return this.run(() => scheduling.getBatch(id), options, CALL_KEYS);
   }
 
   /**

@@ -233,7 +233,7 @@ function replyProblem(name: string, what: string): SundialError {
   return new SundialError("INTERNAL", `${name}: ${what}`, "connection");
 }
 
-function expect<T>(response: P.Response, type: P.Result, table: T, name: string): T {
+export function expect<T>(response: P.Response, type: P.Result, table: T, name: string): T {
   if (response.resultType() !== type) {
     throw replyProblem(name, `unexpected result type ${P.Result[response.resultType()] ?? response.resultType()}`);
   }
@@ -244,11 +244,11 @@ function expect<T>(response: P.Response, type: P.Result, table: T, name: string)
 
 const EMPTY = Buffer.alloc(0);
 
-function text(value: string | null): string {
+export function text(value: string | null): string {
   return value ?? "";
 }
 
-function enumName<N extends string>(names: readonly N[], value: number): N {
+export function enumName<N extends string>(names: readonly N[], value: number): N {
   // A value from a newer server that this client does not know: its number as a string.
   return (value < names.length ? names[value] : String(value)) as N;
 }
@@ -257,7 +257,7 @@ function stateName(value: number): State {
   return enumName(STATES, value);
 }
 
-function metadataOf(table: { metadataLength(): number; metadata(i: number, obj?: P.MetadataPair): P.MetadataPair | null }): Metadata {
+export function metadataOf(table: { metadataLength(): number; metadata(i: number, obj?: P.MetadataPair): P.MetadataPair | null }): Metadata {
   const out: Metadata = {};
   const pair = new P.MetadataPair();
   for (let i = 0, n = table.metadataLength(); i < n; i++) {
@@ -299,7 +299,7 @@ export function decodeMessage(m: P.Message): Message {
 }
 
 /** A view of a reply's bytes, not a copy: the frame is never reused. */
-function bytesOf(array: Uint8Array | null): Buffer {
+export function bytesOf(array: Uint8Array | null): Buffer {
   return array === null ? EMPTY : Buffer.from(array.buffer, array.byteOffset, array.length);
 }
 
@@ -473,14 +473,14 @@ export function str(name: string, value: unknown): string {
   throw invalidArgument(`${name}: must be a string, not ${typeOf(value)}`);
 }
 
-function bool(name: string, value: unknown): boolean {
+export function bool(name: string, value: unknown): boolean {
   if (typeof value === "boolean") return value;
   throw invalidArgument(`${name}: must be a boolean, not ${typeOf(value)}`);
 }
 
 export type Payload = Buffer | Uint8Array | string;
 
-function payloadBytes(value: unknown): Uint8Array {
+export function payloadBytes(value: unknown): Uint8Array {
   if (value === undefined || value === null) return EMPTY;
   if (value instanceof Uint8Array) return value;
   if (typeof value === "string") return Buffer.from(value, "utf8");
@@ -488,7 +488,7 @@ function payloadBytes(value: unknown): Uint8Array {
 }
 
 /** Metadata or a filter: an object (or Map) of string to string, as [key, value] pairs. */
-function pairs(name: string, value: unknown): [string, string][] {
+export function pairs(name: string, value: unknown): [string, string][] {
   if (value === undefined || value === null) return [];
   const entries: [unknown, unknown][] =
     value instanceof Map ? [...value.entries()] : typeof value === "object" && !Array.isArray(value) ? Object.entries(value) : [];
@@ -518,7 +518,7 @@ function stateValue(name: string, value: unknown): number {
   return index;
 }
 
-function optional<T>(value: unknown, check: (v: unknown) => T): T | undefined {
+export function optional<T>(value: unknown, check: (v: unknown) => T): T | undefined {
   return value === undefined || value === null ? undefined : check(value);
 }
 
@@ -576,7 +576,7 @@ export function createString(b: flatbuffers.Builder, s: string): flatbuffers.Off
   return b.endVector();
 }
 
-function pairVector(b: flatbuffers.Builder, list: [string, string][]): flatbuffers.Offset {
+export function pairVector(b: flatbuffers.Builder, list: [string, string][]): flatbuffers.Offset {
   const offsets = list.map(([k, v]) => {
     const ko = createString(b, k);
     const vo = createString(b, v);
@@ -598,7 +598,7 @@ function stringVector(b: flatbuffers.Builder, strings: string[]): flatbuffers.Of
   return offsetVector(b, strings.map((s) => createString(b, s)));
 }
 
-function call<T>(
+export function call<T>(
   name: string,
   opType: P.Operation,
   mutates: boolean,
@@ -801,6 +801,8 @@ export interface EnqueueItem {
   depends_on?: string[];
   /** When a dependency is canceled or errored: "cancel" (default), "release" or "error". */
   on_dependency_failure?: DependencyFailurePolicy;
+  /** The batch it joins (createBatch): NOT_FOUND when there is none, FAILED_PRECONDITION once sealed. */
+  batch?: string;
 }
 
 export const ITEM_KEYS = [
@@ -813,6 +815,7 @@ export const ITEM_KEYS = [
   "max_attempts",
   "depends_on",
   "on_dependency_failure",
+  "batch",
 ] as const;
 
 interface CheckedItem {
@@ -825,6 +828,7 @@ interface CheckedItem {
   max_attempts: number | undefined;
   depends_on: string[];
   on_dependency_failure: number;  // the schema's DependencyFailurePolicy value
+  batch: string;
 }
 
 function dependsOn(value: unknown): string[] {
@@ -856,6 +860,7 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
     max_attempts: optional(item.max_attempts, (x) => uint32("max_attempts", x)),
     depends_on: dependsOn(item.depends_on),
     on_dependency_failure: dependencyFailurePolicy(item.on_dependency_failure),
+    batch: item.batch == null ? "" : str("batch", item.batch),
   };
 }
 
@@ -867,6 +872,7 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     const dependsOnVector = item.depends_on.length
       ? offsetVector(b, item.depends_on.map((d) => createString(b, d)))
       : 0;
+    const batch = item.batch ? createString(b, item.batch) : 0;
     P.EnqueueItem.startEnqueueItem(b);
     if (id) P.EnqueueItem.addId(b, id);
     if (item.priority !== 0n) P.EnqueueItem.addPriority(b, item.priority);
@@ -877,6 +883,7 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     if (item.max_attempts !== undefined) addPresent(b, () => P.EnqueueItem.addMaxAttempts(b, item.max_attempts!));
     if (dependsOnVector) P.EnqueueItem.addDependsOn(b, dependsOnVector);
     if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
+    if (batch) P.EnqueueItem.addBatch(b, batch);
     return P.EnqueueItem.endEnqueueItem(b);
   });
   return offsetVector(b, offsets);
@@ -1358,6 +1365,9 @@ export function explain(queue: unknown, selector: unknown): Call<Explanation> {
       lease_token: Number(r.leaseToken()),
       exclusivity_value: text(r.exclusivityValue()),
       attempts: r.attempts(),
+      dependencies: r.dependencies(),
+      unfinished: r.unfinished(),
+      waiting_on: Array.from({ length: r.waitingOnLength() }, (_, k) => r.waitingOn(k)),
     };
   });
 }

@@ -13,12 +13,14 @@ export type {
   ClientOptions,
   CompleteOptions,
   CountOptions,
+  CreateBatchOptions,
   DequeueOptions,
   EnqueueOptions,
   FailOptions,
   GetOptions,
   MutationOptions,
   ReprioritizeOptions,
+  ScheduleSpec,
   SwitchoverOptions,
   WaitOptions,
   WatchOptions,
@@ -26,8 +28,10 @@ export type {
 export type { CompleteItem, Durability, EnqueueItem, NextOptions, Payload } from "./codec";
 export { SundialError } from "./errors";
 export type { ErrorCode, ErrorOrigin } from "./errors";
-export { DEPENDENCY_FAILURE_POLICIES, NODE_ROLES, STATES } from "./records";
+export { DEPENDENCY_FAILURE_POLICIES, MISFIRE_POLICIES, NODE_ROLES, OVERLAP_POLICIES, STATES } from "./records";
 export type {
+  Batch,
+  BatchCallback,
   BrowsePage,
   Cluster,
   ClusterMember,
@@ -40,17 +44,21 @@ export type {
   Health,
   Message,
   MessageEvent,
+  MisfirePolicy,
   MessageSummary,
   Metadata,
   NextResult,
   NodeRole,
   Outcome,
+  OverlapPolicy,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
   QueueStats,
   QueueType,
   Resubscribed,
+  Schedule,
+  ScheduleTrigger,
   State,
   Stats,
   StatsTick,

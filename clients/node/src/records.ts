@@ -225,6 +225,10 @@ export interface Explanation {
   lease_token: number;
   exclusivity_value: string;
   attempts: number;
+  /** Waiting on its dependencies: how many it has, how many are not finished, the first 10 of those ("queue/id"). */
+  dependencies: number;
+  unfinished: number;
+  waiting_on: string[];
 }
 
 /** The server's figures (docs/protocol.md#stats). */
@@ -303,3 +307,85 @@ export interface Resubscribed {
 }
 
 export type WatchEvent = MessageEvent | StatsTick | Resubscribed;
+
+// ---- Schedules and batches (docs/semantics.md, "Schedules" and "Batches") -------------------
+
+export const MISFIRE_POLICIES = ["skip", "one", "all"] as const;
+export type MisfirePolicy = (typeof MISFIRE_POLICIES)[number];
+export const OVERLAP_POLICIES = ["allow", "skip_if_active"] as const;
+export type OverlapPolicy = (typeof OVERLAP_POLICIES)[number];
+
+/** A schedule as the server holds it: its spec, then its progress (times in ms; 0: none). */
+export interface Schedule {
+  queue: string;
+  name: string;
+  /** 5 fields or a macro, in `tz` ("" : UTC); "" when timed by every_ms. */
+  cron: string;
+  tz: string;
+  every_ms: number;
+  payload: Buffer;
+  metadata: Metadata;
+  /** A fire at T enqueues name@T at priority T + this. */
+  priority_offset_ms: number;
+  /** 0: the queue's default. */
+  max_attempts: number;
+  misfire: MisfirePolicy;
+  overlap: OverlapPolicy;
+  paused: boolean;
+  /** 0 while paused. */
+  next_fire_at: number;
+  /** The latest fire made, enqueued or skipped. */
+  last_fire_at: number;
+  /** The latest fire that enqueued name@T. */
+  last_enqueued_at: number;
+  /** Fires that enqueued (a duplicate included). */
+  fires: number;
+  /** Fires skipped by skip_if_active. */
+  overlap_skips: number;
+  /** Fires dropped by the misfire policy. */
+  missed: number;
+  /** Fires whose enqueue was refused; last_error says why. */
+  failed: number;
+  last_error: string;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The fire triggerSchedule made. */
+export interface ScheduleTrigger {
+  /** name@T */
+  id: string;
+  fire_at: number;
+  /** A fire at the same T existed already. */
+  duplicate: boolean;
+}
+
+/** The message a batch enqueues once done (its id resolved: "batch:<id>" by default). */
+export interface BatchCallback {
+  queue: string;
+  id: string;
+  priority: number;
+  payload: Buffer;
+  metadata: Metadata;
+  /** null: the queue's default. */
+  max_attempts: number | null;
+}
+
+/** A batch and its members per outcome (active: not terminal yet). */
+export interface Batch {
+  id: string;
+  callback: BatchCallback | null;
+  retention_ms: number;
+  created_at: number;
+  sealed: boolean;
+  /** Sealed and no member active: the callback was enqueued. */
+  done: boolean;
+  done_at: number;
+  members: number;
+  active: number;
+  completed: number;
+  /** Canceled, purged, or deleted with their queue. */
+  canceled: number;
+  /** Errored, or moved to a dead-letter queue. */
+  errored: number;
+}

@@ -33,7 +33,9 @@ test("a dependent waits, then carries its dependency's outcome", async () => {
   assert.equal((await client.get(queue, "child")).state, "waiting");
   const counts = await client.count(queue);
   assert.deepEqual([counts.waiting, counts.pending], [1, 1]);
-  assert.equal((await client.explain(queue, "child")).reason, "waiting_on_dependencies");
+  const why = await client.explain(queue, "child");
+  assert.equal(why.reason, "waiting_on_dependencies");
+  assert.deepEqual([why.dependencies, why.unfinished, why.waiting_on], [1, 1, [`${queue}/parent`]]);
 
   const [parent] = await client.dequeue(queue);
   assert.equal(parent.id, "parent");

@@ -1341,7 +1341,8 @@ def explain(queue, id=None, filter=None):
             reason=_enum_name(EXPLAIN_REASONS, r.Reason()),
             id=_text(r.Id()), state=_state(r.State()), until=r.Until(),
             lease_token=r.LeaseToken(), exclusivity_value=_text(r.ExclusivityValue()),
-            attempts=r.Attempts())
+            attempts=r.Attempts(), dependencies=r.Dependencies(), unfinished=r.Unfinished(),
+            waiting_on=[_text(r.WaitingOn(k)) for k in range(r.WaitingOnLength())])
 
     return Call("explain", Operation.Operation.Explain, build, decode, False)
 

@@ -205,10 +205,12 @@ class BrowsePage(Record):
 
 class Explanation(Record):
     """Why a message (or a filter) is or is not dequeueable now; see docs/protocol.md#explain.
-    ``reason`` is one of EXPLAIN_REASONS."""
+    ``reason`` is one of EXPLAIN_REASONS. Waiting on its dependencies: ``dependencies`` (how
+    many), ``unfinished`` (how many are not finished) and ``waiting_on`` (the first 10 of those,
+    "queue/id")."""
 
     __slots__ = ("reason", "id", "state", "until", "lease_token", "exclusivity_value",
-                 "attempts")
+                 "attempts", "dependencies", "unfinished", "waiting_on")
     FIELDS = __slots__
     _decoders = {}
 

@@ -16,7 +16,10 @@ def test_a_dependent_waits_then_carries_its_dependencys_result(client, queue):
     assert client.get(queue, "child").state == "waiting"
     counts = client.count(queue)
     assert (counts.waiting, counts.pending) == (1, 1)
-    assert client.explain(queue, "child").reason == "waiting_on_dependencies"
+    why = client.explain(queue, "child")
+    assert why.reason == "waiting_on_dependencies"
+    assert (why.dependencies, why.unfinished) == (1, 1)
+    assert why.waiting_on == [f"{queue}/parent"]
 
     leased = client.dequeue(queue)
     assert [m.id for m in leased] == ["parent"]
