@@ -530,7 +530,7 @@ export function optional<T>(value: unknown, check: (v: unknown) => T): T | undef
  * add would drop `dequeue_paused: false`, `priority: 0` or `retry_delay_ms: 0`, which the server
  * must see as given (docs/protocol.md: an absent field is "unchanged" or "the queue's default").
  */
-function addPresent(b: flatbuffers.Builder, add: () => void): void {
+export function addPresent(b: flatbuffers.Builder, add: () => void): void {
   b.forceDefaults(true);
   add();
   b.forceDefaults(false);
