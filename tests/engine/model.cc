@@ -484,10 +484,10 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     key_bytes += keys.back().size();
   }
   if (key_bytes > kMaxDependencyBytes) return InvalidArgument("depends_on");
-  std::vector<const Message*> named;
+  std::vector<Message*> named;
   for (const std::string& key : keys) {
     auto [dq, did] = SplitEntryKey(key);
-    const Queue* q = FindQueue(dq);
+    Queue* q = MutableQueue(dq);
     size_t index = q == nullptr ? kNpos : FindIndex(*q, did);
     if (index == kNpos) return NotFound("depends_on: no such message");
     named.push_back(&q->messages[index]);
@@ -555,11 +555,13 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
         s == MessageState::kCompleted ||
         (failed && item.on_dependency_failure == DependencyFailurePolicy::kRelease);
     message.dependencies.push_back(Dependency{keys[i], named[i]->uid, finished});
+    named[i]->in_graph = true;
     if (failed && !finished && failure.empty()) {
       failure = "dependency " + keys[i] + (s == MessageState::kErrored ? " errored" : " canceled");
     }
   }
   message.policy = item.on_dependency_failure;
+  message.in_graph = !keys.empty();
   message.uid = next_uid_++;
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
@@ -574,7 +576,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
       added.record.last_error = failure;
       added.record.version += 1;
       added.record.updated_at = now;
-      MakeTerminal(queue, added,
+      MakeTerminal(queue, queue.messages.size() - 1,  // a dependent: in the graph, kept
                    item.on_dependency_failure == DependencyFailurePolicy::kError
                        ? MessageState::kErrored
                        : MessageState::kCanceled,
@@ -652,19 +654,29 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     r.version += 1;
     r.updated_at = now;
     r.result = item.result;
-    MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
-    DependencyCompleted(m.uid, now);
+    const uint64_t uid = m.uid;
+    if (!MakeTerminal(*queue, index, MessageState::kCompleted, now)) {  // keeps the token
+      DependencyCompleted(uid, now);
+    }
     out.push_back(Status::Ok());
   }
   return out;
 }
 
-void Model::MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now) {
+bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
+  // graph (semantics.md, "Retention").
+  if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
+    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    return true;
+  }
+  Message& message = queue.messages[index];
   message.record.state = state;
   message.record.visible_at = 0;
   message.record.lease_expires_at = 0;
   if (state != MessageState::kCompleted) message.record.lease_token = 0;
   message.gc_at = now + queue.settings.retention_ms;
+  return false;
 }
 
 std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
@@ -678,11 +690,13 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
                   (dlq->settings.type != QueueType::kExclusive ||
                    FindValue(m.record.metadata, dlq->settings.exclusivity_key));
   if (!can_move) {
-    MakeTerminal(queue, m, MessageState::kErrored, now);
-    DependencyFailed(uid, key, "errored", now);
+    if (!MakeTerminal(queue, index, MessageState::kErrored, now)) {
+      DependencyFailed(uid, key, "errored", now);
+    }
     return "";
   }
   Message moved = std::move(m);
+  moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
   MessageRecord& r = moved.record;
   r.queue = dlq->name;
@@ -805,8 +819,10 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
-        MakeTerminal(*queue, m, MessageState::kCanceled, now);
-        DependencyFailed(m.uid, Key(queue->name, m.record.id), "canceled", now);
+        if (const uint64_t uid = m.uid;
+            !MakeTerminal(*queue, index, MessageState::kCanceled, now)) {
+          DependencyFailed(uid, Key(queue->name, id), "canceled", now);
+        }
         out.push_back(Status::Ok());
         break;
     }
@@ -822,20 +838,28 @@ Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter
   TimeMs now = clock_->NowMs();
   // In (priority, enqueue sequence) order: a dependent canceled by an earlier match's cancel is
   // canceled by its dependency, not by this request, and is not counted.
-  std::vector<size_t> order;
+  std::vector<size_t> matches;
   for (size_t i = 0; i < queue->messages.size(); ++i) {
-    if (Matches(queue->messages[i].record.metadata, filter)) order.push_back(i);
+    if (Matches(queue->messages[i].record.metadata, filter)) matches.push_back(i);
   }
-  std::sort(order.begin(), order.end(),
+  std::sort(matches.begin(), matches.end(),
             [&](size_t a, size_t b) { return Before(queue->messages[a], queue->messages[b]); });
+  std::vector<uint64_t> order;
+  for (size_t i : matches) order.push_back(queue->messages[i].uid);
   uint64_t count = 0;
-  for (size_t i : order) {
+  for (const uint64_t uid : order) {
+    // By uid: a removal (retention 0) moves the later messages down.
+    size_t i = 0;
+    while (i < queue->messages.size() && queue->messages[i].uid != uid) ++i;
+    if (i == queue->messages.size()) continue;
     Message& m = queue->messages[i];
     if (IsTerminal(m.record.state)) continue;
     m.record.version += 1;
     m.record.updated_at = now;
-    MakeTerminal(*queue, m, MessageState::kCanceled, now);
-    DependencyFailed(m.uid, Key(queue->name, m.record.id), "canceled", now);
+    const std::string key = Key(queue->name, m.record.id);
+    if (!MakeTerminal(*queue, i, MessageState::kCanceled, now)) {
+      DependencyFailed(uid, key, "canceled", now);
+    }
     ++count;
   }
   return count;
@@ -1313,7 +1337,7 @@ void Model::DependencyFailed(uint64_t uid, const std::string& key, const std::st
           m.record.last_error = reason;
           m.record.version += 1;
           m.record.updated_at = now;
-          MakeTerminal(*q, m, error ? MessageState::kErrored : MessageState::kCanceled, now);
+          MakeTerminal(*q, i, error ? MessageState::kErrored : MessageState::kCanceled, now);
           failed.push_back({m.uid, Key(q->name, m.record.id), error ? "errored" : "canceled"});
           break;
         }

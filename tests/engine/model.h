@@ -94,6 +94,8 @@ class Model {
     uint64_t uid = 0;                      // model-wide serial (see the top of this file)
     std::vector<Dependency> dependencies;  // as listed at enqueue (empty: not a dependent)
     DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
+    // A dependent, or listed by one: never removed by the finishing operation (retention 0).
+    bool in_graph = false;
   };
 
   struct Schedule {
@@ -197,7 +199,9 @@ class Model {
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
   std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now);
-  void MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now);
+  // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
+  // `index` then names the message after it).
+  bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
   // A message named `key` with `uid` finished: completed, or failed (canceled, errored,
   // removed: `verb` says which). Its waiting dependents follow (docs/semantics.md,
   // "Dependencies"), transitively.
