@@ -777,6 +777,21 @@ Result<Reply> Client::Explain(std::string_view queue, std::string_view id) {
 Result<Reply> Client::ExplainFilter(std::string_view queue, const Pairs& filter) {
   return Call(BuildExplainFilter(NextHeader(), queue, filter));
 }
+Result<Reply> Client::EnqueueFlow(const std::vector<FlowNode>& roots) {
+  if (follow_ == nullptr) return Call(BuildEnqueueFlow(NextHeader(), roots));
+  std::vector<FlowNode> with_ids = roots;
+  std::vector<std::vector<FlowNode>*> pending = {&with_ids};
+  while (!pending.empty()) {
+    std::vector<FlowNode>* nodes = pending.back();
+    pending.pop_back();
+    for (FlowNode& node : *nodes) {
+      if (node.item.id.empty()) node.item.id = NewMessageId();
+      pending.push_back(&node.children);
+    }
+  }
+  return Call(BuildEnqueueFlow(NextHeader(), with_ids));
+}
+
 Result<Reply> Client::CreateBatch(std::string_view id, const CreateBatchOptions& o) {
   return Call(BuildCreateBatch(NextHeader(), id, o));
 }

@@ -253,10 +253,13 @@ class Client {
   Result<Reply> PauseSchedule(std::string_view queue, std::string_view name);    // ScheduleResult
   Result<Reply> ResumeSchedule(std::string_view queue, std::string_view name);   // ScheduleResult
   Result<Reply> TriggerSchedule(std::string_view queue, std::string_view name);  // TriggerResult
-  Result<Reply> CreateBatch(std::string_view id, const CreateBatchOptions& o);   // BatchResult
-  Result<Reply> SealBatch(std::string_view id);                                  // BatchResult
-  Result<Reply> GetBatch(std::string_view id);                                   // BatchResult
-  Result<Reply> History(std::string_view queue, std::string_view id);            // HistoryResult
+  // FlowResult. Following a primary, every node without an id gets one (NewMessageId), so that
+  // a resent flow is a duplicate (docs/semantics.md, "Flows").
+  Result<Reply> EnqueueFlow(const std::vector<FlowNode>& roots);
+  Result<Reply> CreateBatch(std::string_view id, const CreateBatchOptions& o);  // BatchResult
+  Result<Reply> SealBatch(std::string_view id);                                 // BatchResult
+  Result<Reply> GetBatch(std::string_view id);                                  // BatchResult
+  Result<Reply> History(std::string_view queue, std::string_view id);           // HistoryResult
   Result<Reply> Note(std::string_view queue, std::string_view id, uint64_t lease_token,
                      std::string_view text);           // Done
   Result<Reply> Stats();                               // StatsResult

@@ -117,24 +117,49 @@ std::string BuildPurgeQueue(RequestHeader h, std::string_view name,
   return Finish(b, h, p::Operation::PurgeQueue, p::CreatePurgeQueue(b, n, v));
 }
 
+namespace {
+
+fb::Offset<p::EnqueueItem> EncodeItem(fb::FlatBufferBuilder& b, const EnqueueItem& item) {
+  auto id = item.id.empty() ? 0 : b.CreateString(item.id);
+  auto payload =
+      b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
+  auto metadata = PairsOf(b, item.metadata);
+  auto depends_on = item.depends_on.empty() ? 0 : StringsOf(b, item.depends_on);
+  auto batch = item.batch.empty() ? 0 : b.CreateString(item.batch);
+  return p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
+                              item.visible_at, item.max_attempts, depends_on,
+                              item.on_dependency_failure, batch);
+}
+
+fb::Offset<fb::Vector<fb::Offset<p::FlowNode>>> EncodeFlowNodes(
+    fb::FlatBufferBuilder& b, const std::vector<FlowNode>& nodes) {
+  std::vector<fb::Offset<p::FlowNode>> out;
+  out.reserve(nodes.size());
+  for (const FlowNode& node : nodes) {
+    auto children = node.children.empty() ? 0 : EncodeFlowNodes(b, node.children);
+    auto item = EncodeItem(b, node.item);
+    auto queue = StringOf(b, node.queue);
+    out.push_back(p::CreateFlowNode(b, queue, item, children));
+  }
+  return b.CreateVector(out);
+}
+
+}  // namespace
+
 std::string BuildEnqueue(RequestHeader h, std::string_view queue,
                          const std::vector<EnqueueItem>& items, uint32_t wait_ms) {
   fb::FlatBufferBuilder b(1024 + items.size() * 128);
   std::vector<fb::Offset<p::EnqueueItem>> out;
   out.reserve(items.size());
-  for (const EnqueueItem& item : items) {
-    auto id = item.id.empty() ? 0 : b.CreateString(item.id);
-    auto payload =
-        b.CreateVector(reinterpret_cast<const uint8_t*>(item.payload.data()), item.payload.size());
-    auto metadata = PairsOf(b, item.metadata);
-    auto depends_on = item.depends_on.empty() ? 0 : StringsOf(b, item.depends_on);
-    auto batch = item.batch.empty() ? 0 : b.CreateString(item.batch);
-    out.push_back(p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
-                                       item.visible_at, item.max_attempts, depends_on,
-                                       item.on_dependency_failure, batch));
-  }
+  for (const EnqueueItem& item : items) out.push_back(EncodeItem(b, item));
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Enqueue, p::CreateEnqueue(b, q, b.CreateVector(out), wait_ms));
+}
+
+std::string BuildEnqueueFlow(RequestHeader h, const std::vector<FlowNode>& roots) {
+  fb::FlatBufferBuilder b(1024);
+  auto nodes = EncodeFlowNodes(b, roots);
+  return Finish(b, h, p::Operation::EnqueueFlow, p::CreateEnqueueFlow(b, nodes));
 }
 
 std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueOptions& o) {

@@ -87,6 +87,14 @@ struct EnqueueItem {
   std::string batch = {};  // the batch it joins (docs/semantics.md, "Batches"); empty: none
 };
 
+// A node of enqueue_flow (docs/semantics.md, "Flows"): its message, in `queue`, waits on all
+// its children (and on its item's depends_on).
+struct FlowNode {
+  std::string queue;
+  EnqueueItem item;
+  std::vector<FlowNode> children = {};
+};
+
 // create_batch's callback: the message enqueued once the batch is done (protocol/sundial.fbs).
 struct BatchCallback {
   std::string queue;
@@ -210,6 +218,9 @@ std::string BuildDeleteSchedule(RequestHeader h, std::string_view queue, std::st
 std::string BuildPauseSchedule(RequestHeader h, std::string_view queue, std::string_view name);
 std::string BuildResumeSchedule(RequestHeader h, std::string_view queue, std::string_view name);
 std::string BuildTriggerSchedule(RequestHeader h, std::string_view queue, std::string_view name);
+
+// enqueue_flow: the forest `roots`, answered with a FlowResult (one node per node, pre-order).
+std::string BuildEnqueueFlow(RequestHeader h, const std::vector<FlowNode>& roots);
 
 // Batches (docs/semantics.md, "Batches"): each answered with a BatchResult.
 std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o);

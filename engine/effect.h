@@ -25,7 +25,7 @@ enum class EffectType : uint8_t {
   kQueuePurged = 4,      // queue, purge_states: removes every message in those states
   kMessageEnqueued = 5,  // a new message; every field below is meaningful
   kMessageChanged = 6,   // an existing message's new state and mutable fields; `cause` says why
-  kMessageRemoved = 7,   // retention ran out (GC): the message and its id are gone
+  kMessageRemoved = 7,   // retention ran out (GC, or retention 0): the message and its id are gone
   // The message leaves `queue` and enters `dead_letter_queue` as pending, attempts 0, with `seq`
   // its new enqueue sequence there and metadata x-origin-queue = queue.
   kMessageDeadLettered = 8,
@@ -53,6 +53,14 @@ enum class EffectType : uint8_t {
   // A worker's note on running message `id` under lease `lease_token` (docs/semantics.md,
   // "History"): `note`. Changes nothing but the message's history (engine/history.h).
   kMessageNoted = 35,
+  // Flows (docs/semantics.md, "Flows"; engine/flows.h): one enqueue_flow's effects as one
+  // group, so that the log holds the whole flow in one record or none of it. `members`: the
+  // flow's non-derived effects in the order they happened (kQueueCreated of an auto-created
+  // queue, kMessageEnqueued per node); no queue of its own. Apply applies the members in
+  // order. The engine reports the group first, then each member again as a derived effect, so
+  // that subscribers see the messages and the log holds the group alone. Value 40: 35-39 are
+  // left to the history effects.
+  kFlowEnqueued = 40,
 };
 inline bool IsScheduleEffect(EffectType t) {
   return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
@@ -106,7 +114,8 @@ struct Effect {
   uint32_t attempts = 0;
   uint32_t max_attempts = 0;
   // to == invisible: visible_at; running: lease_expires_at; completed, canceled, errored: the
-  // time retention removes it; pending: 0.
+  // time retention removes it, or 0 when the same operation removes it (retention 0: its
+  // kMessageRemoved follows at once); pending: 0.
   TimeMs due_at = 0;
   uint64_t lease_token = 0;
   TimeMs enqueued_at = 0;
@@ -149,6 +158,8 @@ struct Effect {
   // (empty: none), not a new enqueue's entry.
   bool restated = false;
   std::string_view history = {};
+  // kFlowEnqueued: its members (none of them a kFlowEnqueued). Null everywhere else.
+  const std::vector<Effect>* members = nullptr;
 };
 
 class EffectSink {

@@ -8,27 +8,12 @@
 
 #include <boost/unordered/unordered_flat_map.hpp>
 
+#include "engine/engine_shards.h"
 #include "engine/metadata.h"
 #include "engine/queue.h"
 #include "engine/validation.h"
 
 namespace sundial {
-
-struct Engine::Shard {
-  explicit Shard(uint64_t seed, size_t i) : rng(seed), index(i) {}
-  mutable Mutex mu;
-  boost::unordered_flat_map<std::string, std::unique_ptr<Queue>, StringHash, std::equal_to<>> queues
-      GUARDED_BY(mu);
-  Random rng GUARDED_BY(mu);
-  const size_t index;
-  // Accounted bytes of this shard's messages: written under mu, read by anyone.
-  alignas(64) std::atomic<uint64_t> bytes{0};
-
-  Queue* Find(std::string_view name) const REQUIRES(mu) {
-    auto it = queues.find(name);
-    return it == queues.end() ? nullptr : it->second.get();
-  }
-};
 
 // The queues' DependencyHooks: reached from Queue code under AllShardsLock (engine.h).
 class Engine::DependencyBridge : public DependencyHooks {
@@ -62,30 +47,6 @@ struct Engine::Accounting {
   explicit Accounting(Engine* engine) : bridge(engine) {}
   DependencyBridge bridge;
   QueueEnvironment env;
-};
-
-// Every shard's lock in index order, then deps_mu_, then batches_mu_ (engine.h, "lock order").
-class SCOPED_CAPABILITY Engine::AllShardsLock {
- public:
-  // Not analysed inside: the shards are a run-time list.
-  explicit AllShardsLock(const Engine* engine)
-      ACQUIRE(engine->deps_mu_, engine->batches_mu_) NO_THREAD_SAFETY_ANALYSIS : engine_(engine) {
-    for (const auto& shard : engine_->shards_) shard->mu.Lock();
-    engine_->deps_mu_.Lock();
-    engine_->batches_mu_.Lock();
-  }
-  ~AllShardsLock() RELEASE() NO_THREAD_SAFETY_ANALYSIS {
-    engine_->batches_mu_.Unlock();
-    engine_->deps_mu_.Unlock();
-    for (auto it = engine_->shards_.rbegin(); it != engine_->shards_.rend(); ++it) {
-      (*it)->mu.Unlock();
-    }
-  }
-  AllShardsLock(const AllShardsLock&) = delete;
-  AllShardsLock& operator=(const AllShardsLock&) = delete;
-
- private:
-  const Engine* engine_;
 };
 
 // Holds the locks of two shards (one when they are the same), taken in index order so that
@@ -146,6 +107,10 @@ Engine::Engine(Options options, const Clock* clock, EffectSink* sink)
   if (seed == 0) seed = static_cast<uint64_t>(clock_->NowMs()) ^ reinterpret_cast<uintptr_t>(this);
   for (size_t i = 0; i < options_.shards; ++i) {
     shards_.push_back(std::make_unique<Shard>(seed + 0x9E3779B97F4A7C15ULL * (i + 1), i));
+  }
+  if (sink_ != nullptr) {
+    flow_sink_ = std::make_unique<FlowCaptureSink>(sink_);
+    sink_ = flow_sink_.get();
   }
   accounting_->env.sink = sink_;
   accounting_->env.dependencies = &accounting_->bridge;
@@ -1141,6 +1106,19 @@ std::vector<EpochStart> Engine::Epochs() const {
 }
 
 Status Engine::Apply(const Effect& e) {
+  if (e.type == EffectType::kFlowEnqueued) {
+    // Its members in order (effect.h). A member that does not apply stops it there.
+    if (e.members == nullptr || e.members->empty()) {
+      return Status(Code::kInternal, "effect: a flow without members");
+    }
+    for (const Effect& member : *e.members) {
+      if (member.type == EffectType::kFlowEnqueued) {
+        return Status(Code::kInternal, "effect: a flow inside a flow");
+      }
+      if (Status s = Apply(member); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
   if (IsScheduleEffect(e.type)) return ApplySchedule(e);
   if (e.type == EffectType::kBatchCreated || e.type == EffectType::kBatchSealed ||
       e.type == EffectType::kBatchRemoved) {

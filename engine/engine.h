@@ -56,6 +56,7 @@
 #include "engine/clock.h"
 #include "engine/dependencies.h"
 #include "engine/effect.h"
+#include "engine/flows.h"
 #include "engine/mutex.h"
 #include "engine/schedules.h"
 #include "engine/status.h"
@@ -156,6 +157,13 @@ class Engine {
   Result<StateCounts> Count(std::string_view queue, const Filter& filter) const;
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;
   Result<Explanation> ExplainFilter(std::string_view queue, const Filter& filter) const;
+
+  // ---- Flows (docs/semantics.md, "Flows"; engine/flows.h) -----------------------------------
+  // Enqueues the forest `roots` (each node's message waiting on its children) atomically: every
+  // node is checked first and either every new node is enqueued or none. One answer per node,
+  // in pre-order. An error names the node (`nodes[i]: ...`, i in pre-order) and changes
+  // nothing. The effects are reported as one kFlowEnqueued (effect.h).
+  Result<std::vector<FlowNodeResult>> EnqueueFlow(std::vector<FlowNode> roots);
 
   // ---- Schedules (docs/semantics.md, "Schedules") -------------------------------------------
   // Creates or replaces schedule (queue, name). A new one, or one whose timing (cron, tz,
@@ -271,7 +279,9 @@ class Engine {
   Status budget_exhausted_;  // RESOURCE_EXHAUSTED naming the budget
   bool bulk_ = false;        // between BeginBulkLoad and EndBulkLoad
   const Clock* clock_;
-  EffectSink* sink_;
+  // The caller's sink behind the capture of flows' effects (flows.h); null with no sink.
+  std::unique_ptr<FlowCaptureSink> flow_sink_;
+  EffectSink* sink_;                        // flow_sink_ when there is one
   std::unique_ptr<Accounting> accounting_;  // outlives the shards' queues, which point into it
   // The log's epochs, oldest first. Their own lock: no queue's shard holds them.
   mutable Mutex epochs_mu_;

@@ -151,67 +151,107 @@ MessageHistory DecodeHistoryBlock(std::string_view block) {
   return h;
 }
 
-void MessageHistories::Assign(Bytes* b, std::string_view v) {
-  if (v.size() != b->size) {
-    void* p = std::realloc(b->data, v.size());
-    if (p == nullptr) throw std::bad_alloc();
-    b->data = static_cast<char*>(p);
-    b->size = static_cast<uint32_t>(v.size());
+std::string_view MessageHistories::ViewOf(const char* a) {
+  return {a + kPrefixBytes, static_cast<size_t>(Load(a, kPrefixBytes))};
+}
+
+namespace {
+
+// (Re)allocates `a` (null: a new one) to hold a `size`-byte block and records that size.
+char* Resize(char* a, size_t size) {
+  void* p = std::realloc(a, size + 4);
+  if (p == nullptr) throw std::bad_alloc();
+  char* r = static_cast<char*>(p);
+  Store32(r, static_cast<uint32_t>(size));
+  return r;
+}
+
+}  // namespace
+
+char** MessageHistories::Make(MessageRef ref) {
+  const uint32_t ci = ref >> kRefSlotBits;
+  if (ci >= chunks_.size()) chunks_.resize(ci + 1);
+  if (chunks_[ci] == nullptr) chunks_[ci] = std::make_unique<Chunk>();
+  std::vector<char*>& slots = chunks_[ci]->slots;
+  const uint32_t slot = ref & kRefSlotMask;
+  if (slot >= slots.size()) slots.resize(slot + 1, nullptr);
+  return &slots[slot];
+}
+
+char* MessageHistories::Detach(MessageRef ref) {
+  const uint32_t ci = ref >> kRefSlotBits;
+  Chunk& c = *chunks_[ci];
+  char*& slot = c.slots[ref & kRefSlotMask];
+  char* const a = slot;
+  slot = nullptr;
+  bytes_ -= ViewOf(a).size();
+  if (--c.live == 0) {
+    // An emptied chunk gives its array back, and a drained queue all of them.
+    chunks_[ci].reset();
+    while (!chunks_.empty() && chunks_.back() == nullptr) chunks_.pop_back();
+    if (chunks_.empty()) decltype(chunks_)().swap(chunks_);
   }
-  std::memcpy(b->data, v.data(), v.size());
+  return a;
 }
 
 int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) {
   thread_local HistoryEntry entry;
-  thread_local std::string b;  // the block being changed, written back whole
   if (!HistoryEntryOf(e, &entry)) return 0;
   max = std::max<uint32_t>(max, 2);
-  auto [it, added] = blocks_.try_emplace(ref);
-  const size_t before = it->second.size;
-  if (added) {
-    b.assign(kHistoryHeaderBytes, '\0');
+  char** slot = Make(ref);
+  size_t before = 0;  // the block's bytes before this entry (none: a new block)
+  if (*slot == nullptr) {
+    *slot = Resize(nullptr, kHistoryHeaderBytes);
+    std::memset(*slot + kPrefixBytes, 0, kHistoryHeaderBytes);
+    Took(ref);
   } else {
-    b.assign(it->second.view());
+    before = ViewOf(*slot).size();
   }
+  // Edited in place: the block only moves when realloc moves it, once per entry at most.
+  char* b = *slot + kPrefixBytes;
+  size_t size = ViewOf(*slot).size();
   uint64_t token = entry.lease_token;
-  if (entry.event == HistoryEvent::kLeased) Store64(b.data() + 6, token);
-  if (token == 0 && entry.from == MessageState::kRunning) token = LeaseTokenOf(b);
-  uint16_t count = CountOf(b);
+  if (entry.event == HistoryEvent::kLeased) Store64(b + 6, token);
+  if (token == 0 && entry.from == MessageState::kRunning) token = LeaseTokenOf({b, size});
+  uint16_t count = CountOf({b, size});
   const uint32_t bits = PackBits(entry.attempt, entry.from, entry.to, entry.event);
-  bool coalesced = false;
   // Consecutive extends of one lease: one entry, at the latest.
   if (entry.event == HistoryEvent::kExtended && count > 0) {
     size_t last = kHistoryHeaderBytes;
-    for (uint16_t i = 1; i < count; ++i) last += EntrySize(b.data() + last);
-    const char* p = b.data() + last;
+    for (uint16_t i = 1; i < count; ++i) last += EntrySize(b + last);
+    const char* p = b + last;
     if (EventOf(BitsAt(p)) == HistoryEvent::kExtended && TokenAt(p) == token) {
-      Store64(b.data() + last, static_cast<uint64_t>(entry.time));
-      Store32(b.data() + last + 16, bits);
-      coalesced = true;
+      Store64(b + last, static_cast<uint64_t>(entry.time));
+      Store32(b + last + 16, bits);
+      return 0;
     }
   }
-  if (!coalesced) {
-    // Past max: keep the first and the latest max - 1.
-    while (count >= max) {
-      const size_t second = kHistoryHeaderBytes + EntrySize(b.data() + kHistoryHeaderBytes);
-      b.erase(second, EntrySize(b.data() + second));
-      --count;
-      Store32(b.data() + 2, DroppedOf(b) + 1);
-    }
-    const std::string_view text =
-        std::string_view(entry.text).substr(0, std::min(entry.text.size(), kMaxTextBytes));
-    char fixed[kHistoryEntryFixedBytes];
-    Store64(fixed, static_cast<uint64_t>(entry.time));
-    Store64(fixed + 8, token);
-    Store32(fixed + 16, bits);
-    Store16(fixed + 20, static_cast<uint16_t>(text.size()));
-    b.append(fixed, sizeof fixed);
-    b.append(text);
-    Store16(b.data(), static_cast<uint16_t>(count + 1));
+  // Past max: keep the first and the latest max - 1.
+  uint32_t dropped = DroppedOf({b, size});
+  while (count >= max) {
+    const size_t second = kHistoryHeaderBytes + EntrySize(b + kHistoryHeaderBytes);
+    const size_t n = EntrySize(b + second);
+    std::memmove(b + second, b + second + n, size - second - n);
+    size -= n;
+    --count;
+    ++dropped;
   }
-  Assign(&it->second, b);
-  const int64_t delta = static_cast<int64_t>(b.size()) - static_cast<int64_t>(before);
-  bytes_ += static_cast<uint64_t>(delta);
+  Store32(b + 2, dropped);
+  const std::string_view text =
+      std::string_view(entry.text).substr(0, std::min(entry.text.size(), kMaxTextBytes));
+  const size_t at = size;
+  size += kHistoryEntryFixedBytes + text.size();
+  *slot = Resize(*slot, size);
+  b = *slot + kPrefixBytes;
+  char* p = b + at;
+  Store64(p, static_cast<uint64_t>(entry.time));
+  Store64(p + 8, token);
+  Store32(p + 16, bits);
+  Store16(p + 20, static_cast<uint16_t>(text.size()));
+  std::memcpy(p + kHistoryEntryFixedBytes, text.data(), text.size());
+  Store16(b, static_cast<uint16_t>(count + 1));
+  const int64_t delta = static_cast<int64_t>(size) - static_cast<int64_t>(before);
+  bytes_ = static_cast<uint64_t>(static_cast<int64_t>(bytes_) + delta);
   return delta;
 }
 
@@ -220,45 +260,55 @@ int64_t MessageHistories::Restore(MessageRef ref, std::string_view block) {
   if (block.size() < kHistoryHeaderBytes || (CountOf(block) == 0 && DroppedOf(block) == 0)) {
     return -freed;
   }
-  Assign(&blocks_[ref], block);
+  char** slot = Make(ref);
+  *slot = Resize(nullptr, block.size());
+  std::memcpy(*slot + kPrefixBytes, block.data(), block.size());
+  Took(ref);
   bytes_ += block.size();
   return static_cast<int64_t>(block.size()) - freed;
 }
 
 uint64_t MessageHistories::MoveTo(MessageRef from, MessageHistories* other, MessageRef to) {
-  auto it = blocks_.find(from);
-  if (it == blocks_.end()) return 0;
-  const uint64_t n = it->second.size;
+  char* const* found = Find(from);
+  if (found == nullptr || *found == nullptr) return 0;
+  char* const a = Detach(from);  // the allocation now belongs to `other`
+  const uint64_t n = ViewOf(a).size();
   (void)other->Erase(to);
-  other->blocks_.emplace(to, it->second);
+  *other->Make(to) = a;
+  other->Took(to);
   other->bytes_ += n;
-  blocks_.erase(it);  // the bytes now belong to `other`
-  bytes_ -= n;
   return n;
 }
 
 uint64_t MessageHistories::Erase(MessageRef ref) {
-  auto it = blocks_.find(ref);
-  if (it == blocks_.end()) return 0;
-  const uint64_t n = it->second.size;
-  std::free(it->second.data);
-  blocks_.erase(it);
-  bytes_ -= n;
-  if (blocks_.empty()) decltype(blocks_)().swap(blocks_);  // a drained queue gives its table back
+  char* const* found = Find(ref);
+  if (found == nullptr || *found == nullptr) return 0;
+  char* const a = Detach(ref);
+  const uint64_t n = ViewOf(a).size();
+  std::free(a);
   return n;
 }
 
 void MessageHistories::Clear() {
-  for (auto& [ref, block] : blocks_) std::free(block.data);
-  decltype(blocks_)().swap(blocks_);
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    if (c == nullptr) continue;
+    for (char* a : c->slots) std::free(a);
+  }
+  decltype(chunks_)().swap(chunks_);
   bytes_ = 0;
 }
 
 uint64_t MessageHistories::allocated_bytes() const {
-  // The table's slots (with its spare ones) and each block as malloc rounds it (16-byte
-  // chunks with an 8-byte header).
-  uint64_t total = blocks_.bucket_count() * (sizeof(MessageRef) + sizeof(Bytes));
-  for (const auto& [ref, block] : blocks_) total += (block.size + 8 + 15) / 16 * 16;
+  // The per-chunk arrays (with their spare capacity) and each block with its size prefix as
+  // malloc rounds it (16-byte chunks with an 8-byte header).
+  uint64_t total = chunks_.capacity() * sizeof(std::unique_ptr<Chunk>);
+  for (const std::unique_ptr<Chunk>& c : chunks_) {
+    if (c == nullptr) continue;
+    total += sizeof(Chunk) + c->slots.capacity() * sizeof(char*);
+    for (const char* a : c->slots) {
+      if (a != nullptr) total += (ViewOf(a).size() + kPrefixBytes + 8 + 15) / 16 * 16;
+    }
+  }
   return total;
 }
 

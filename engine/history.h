@@ -27,11 +27,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <boost/unordered/unordered_flat_map.hpp>
 
 #include "engine/effect.h"
 #include "engine/message_store.h"
@@ -74,25 +73,41 @@ class MessageHistories {
   uint64_t Erase(MessageRef ref);
   // The block of `ref` (empty: none).
   std::string_view Block(MessageRef ref) const {
-    auto it = blocks_.find(ref);
-    return it == blocks_.end() ? std::string_view() : it->second.view();
+    char* const* slot = Find(ref);
+    return slot == nullptr || *slot == nullptr ? std::string_view() : ViewOf(*slot);
   }
   void Clear();
   uint64_t bytes() const { return bytes_; }
   uint64_t allocated_bytes() const;
 
  private:
-  // Exactly `size` bytes from malloc (no spare capacity: a block grows by one entry at a
-  // time, and a std::string's doubling would hold up to twice what is counted).
-  struct Bytes {
-    char* data = nullptr;
-    uint32_t size = 0;
-    std::string_view view() const { return {data, size}; }
+  // A block lives in one malloc'd allocation of exactly its size plus a 4-byte prefix holding
+  // that size (no spare capacity: a block grows by one entry at a time, and a doubling buffer
+  // would hold up to twice what is counted).
+  static constexpr size_t kPrefixBytes = 4;
+  static std::string_view ViewOf(const char* a);
+  // The blocks of one MessageStore chunk, by slot (the ref's low bits): a transition finds its
+  // block by two indexings instead of a hash probe, and consecutive messages' slots share
+  // cache lines. `live` counts the non-null ones; at 0 the chunk's array is given back.
+  struct Chunk {
+    uint32_t live = 0;
+    std::vector<char*> slots;
   };
-  // Replaces `b`'s bytes by `v` (reallocated to exactly its size).
-  static void Assign(Bytes* b, std::string_view v);
+  char* const* Find(MessageRef ref) const {
+    const uint32_t ci = ref >> kRefSlotBits;
+    if (ci >= chunks_.size() || chunks_[ci] == nullptr) return nullptr;
+    const std::vector<char*>& slots = chunks_[ci]->slots;
+    const uint32_t slot = ref & kRefSlotMask;
+    return slot < slots.size() ? &slots[slot] : nullptr;
+  }
+  // The slot of `ref`, made if missing (null until the caller stores a block and calls Took).
+  char** Make(MessageRef ref);
+  void Took(MessageRef ref) { ++chunks_[ref >> kRefSlotBits]->live; }
+  // Takes `ref`'s allocation (which must exist) out of its slot and out of bytes(); an
+  // emptied chunk's array is given back.
+  char* Detach(MessageRef ref);
 
-  boost::unordered_flat_map<MessageRef, Bytes> blocks_;
+  std::vector<std::unique_ptr<Chunk>> chunks_;  // by the ref's chunk
   uint64_t bytes_ = 0;
 };
 

@@ -99,6 +99,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "batch_sealed";
     case EffectType::kBatchRemoved:
       return "batch_removed";
+    case EffectType::kFlowEnqueued:
+      return "flow_enqueued";
   }
   return "unknown";
 }

@@ -433,11 +433,21 @@ void Queue::FinishChange(MessageRef ref, MessageState from, MessageState to, Tim
 void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause) {
   Timing old;
   MessageState from = BeginChange(ref, &old);
-  Timing timing{SaturatingAdd(now, settings_.retention_ms),
+  const bool in_graph = At(ref)->in_graph();
+  // Retention 0 outside the dependency graph: removed by this operation (docs/semantics.md,
+  // "Retention"), so no timer is armed for it (due_at 0 in the effect: never due).
+  const bool remove_now = settings_.retention_ms == 0 && !in_graph;
+  Timing timing{remove_now ? 0 : SaturatingAdd(now, settings_.retention_ms),
                 to == MessageState::kCompleted ? old.token : 0};
   FinishChange(ref, from, to, now, cause, timing, {},
                from == MessageState::kRunning ? old.token : 0);
-  if (At(ref)->in_graph() && env_->dependencies != nullptr) {
+  if (remove_now) {
+    Emit(EffectType::kMessageRemoved, ChangeCause::kNone, to, ref, now);
+    Detach(ref);
+    Erase(ref);
+    return;
+  }
+  if (in_graph && env_->dependencies != nullptr) {
     env_->dependencies->OnTerminal(*this, At(ref)->id(), from, to, now);
   }
 }

@@ -412,6 +412,9 @@ class Queue {
   void FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
                     ChangeCause cause, Timing timing, std::string_view worker_id = {},
                     uint64_t ended_lease = 0);
+  // A transition to terminal state `to`, its retention timer armed; with retention 0 and the
+  // message outside the dependency graph it is removed at once instead (its kMessageRemoved
+  // follows the change; `ref` is then invalid).
   void MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause);
   void MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                         uint32_t max_attempts, std::string_view error, TimeMs now, bool emit);

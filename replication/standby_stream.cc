@@ -185,7 +185,17 @@ StandbyStream::Next StandbyStream::OnRecords(const void* body) {
       return Close("replication: this node's log refused a record (it failed or closed)");
     }
     if (env_.clock != nullptr) env_.clock->RaiseFloor(e.time);
-    if (env_.observer != nullptr) env_.observer->OnEffect(e);
+    if (env_.observer != nullptr) {
+      env_.observer->OnEffect(e);
+      // A flow's messages, as the primary's subscribers saw them (engine/effect.h).
+      if (e.members != nullptr) {
+        for (const Effect& member : *e.members) {
+          Effect again = member;
+          again.derived = true;
+          env_.observer->OnEffect(again);
+        }
+      }
+    }
     ++records_;
     ++seen;
     p += record.size;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "protocol/sundial_generated.h"
+#include "server/flow_ops.h"
 #include "server/metrics.h"
 #include "server/schedule_ops.h"
 
@@ -45,6 +46,28 @@ fb::Offset<PairVector> EncodePairs(fb::FlatBufferBuilder& b, const Metadata& met
     pairs.push_back(p::CreateMetadataPair(b, b.CreateString(k), b.CreateString(v)));
   }
   return b.CreateVector(pairs);
+}
+
+Status ItemFromWire(const p::EnqueueItem* in, EnqueueItem* item) {
+  // A binary client may send any byte: only the schema's values have a meaning.
+  if (in->on_dependency_failure() > p::DependencyFailurePolicy::MAX) {
+    return InvalidArgument("on_dependency_failure: one of cancel (0), release (1), error (2)");
+  }
+  item->id = std::string(Str(in->id()));
+  item->priority = in->priority();
+  if (in->payload()) item->payload.assign(in->payload()->begin(), in->payload()->end());
+  item->metadata = Pairs(in->metadata());
+  item->delay_ms = in->delay_ms();
+  item->visible_at = in->visible_at();
+  item->max_attempts = in->max_attempts();
+  item->depends_on.clear();
+  if (const auto* deps = in->depends_on()) {
+    item->depends_on.reserve(deps->size());
+    for (const fb::String* d : *deps) item->depends_on.push_back(d->str());
+  }
+  item->on_dependency_failure = static_cast<DependencyFailurePolicy>(in->on_dependency_failure());
+  item->batch = std::string(Str(in->batch()));
+  return Status::Ok();
 }
 
 namespace {
@@ -298,23 +321,8 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
     if (op->items()->size() > kMaxBatchItems) return r.Error(TooManyItems());
     items.reserve(op->items()->size());  // moved, not regrown: batches of up to 1000
     for (const p::EnqueueItem* in : *op->items()) {
-      // A binary client may send any byte: only the schema's values have a meaning.
-      if (in->on_dependency_failure() > p::DependencyFailurePolicy::MAX) {
-        return r.Error(
-            InvalidArgument("on_dependency_failure: one of cancel (0), release (1), error (2)"));
-      }
       EnqueueItem item;
-      item.id = std::string(Str(in->id()));
-      item.priority = in->priority();
-      if (in->payload()) item.payload.assign(in->payload()->begin(), in->payload()->end());
-      item.metadata = Pairs(in->metadata());
-      item.delay_ms = in->delay_ms();
-      item.visible_at = in->visible_at();
-      item.max_attempts = in->max_attempts();
-      item.depends_on = Strings(in->depends_on());
-      item.on_dependency_failure =
-          static_cast<DependencyFailurePolicy>(in->on_dependency_failure());
-      item.batch = std::string(Str(in->batch()));
+      if (Status s = ItemFromWire(in, &item); !s.ok()) return r.Error(s);
       items.push_back(std::move(item));
     }
   }
@@ -742,6 +750,7 @@ constexpr std::array kTable = {
     OperationRow{O::CreateBatch, "CreateBatch", kMutation, kAny, RunCreateBatch},
     OperationRow{O::SealBatch, "SealBatch", kMutation, kAny, RunSealBatch},
     OperationRow{O::GetBatch, "GetBatch", kDurableRead, kAny, RunGetBatch},
+    OperationRow{O::EnqueueFlow, "EnqueueFlow", kMutation, kAny, RunEnqueueFlow},
     OperationRow{O::History, "History", kDurableRead, kAny, RunHistory},
     OperationRow{O::Note, "Note", kMutation, kAny, RunNote},
 };

@@ -214,6 +214,19 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       (*out)["lease_token"] = e.lease_token;
       PutText(out, "note", e.note);
       return;
+    case EffectType::kFlowEnqueued: {
+      // Its members, each as an effect of its own (docs/wal-format.md, "Flows").
+      json::array members;
+      if (e.members != nullptr) {
+        for (const Effect& member : *e.members) {
+          json::object m;
+          AppendEffectJson(member, &m);
+          members.emplace_back(std::move(m));
+        }
+      }
+      (*out)["members"] = std::move(members);
+      return;
+    }
   }
 }
 

@@ -197,6 +197,15 @@ json::object ScheduleToJson(const p::Schedule& s) {
   return o;
 }
 
+json::object FlowNodeToJson(const p::FlowNodeResult& n) {
+  json::object o;
+  PutText(&o, "queue", n.queue());
+  PutText(&o, "id", n.id());
+  o["version"] = n.version();
+  o["duplicate"] = n.duplicate();
+  return o;
+}
+
 json::object BatchToJson(const p::BatchInfo& b) {
   json::object o;
   PutText(&o, "id", b.id());

@@ -53,6 +53,9 @@ boost::json::object BatchToJson(const protocol::BatchInfo& batch);
 // A message's history (docs/semantics.md, "History"): {entries: [{time, event, from, to,
 // attempt, lease_token, actor, worker_id?, text?}], dropped}.
 boost::json::object HistoryToJson(const protocol::HistoryResult& history);
+
+// One node of an enqueue_flow's answer: queue, id, version, duplicate.
+boost::json::object FlowNodeToJson(const protocol::FlowNodeResult& node);
 // {"code":"NOT_FOUND","message":"..."}; NOT_PRIMARY adds "primary" (the primary's address)
 // when the node named it.
 boost::json::object ErrorToJson(const client::Error& error);

@@ -27,6 +27,7 @@
 
 #include "client/client.h"
 #include "client/watch.h"
+#include "tools/flow_json.h"
 #include "tools/reply_json.h"
 
 namespace sundial::tools {
@@ -294,6 +295,7 @@ struct Args {
   std::string batch;      // enqueue --batch
   std::string worker_id;  // dequeue, complete --next: --worker-id
   std::string note;       // note's text
+  std::string flow_file;  // enqueue-flow --file
 
   // batch create
   std::string callback_queue;
@@ -997,6 +999,32 @@ int PrintBatch(client::Result<Reply> reply) {
   });
 }
 
+void AddFlowSubcommand(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
+  CLI::App* flow = app.add_subcommand(
+      "enqueue-flow",
+      "Enqueue a tree of messages across queues at once, each waiting on its children "
+      "(docs/semantics.md, Flows); one line per node, parents before children.");
+  flow->add_option("--file", a.flow_file,
+                   "the flow as JSON: a node {queue, id, payload, priority, metadata, ..., "
+                   "children: [...]} or a list of them ('-': stdin)")
+      ->required();
+  out.push_back({flow, [&a](client::Client& c) {
+                   std::string text;
+                   if (!ReadFile(a.flow_file, &text)) {
+                     return UsageError("--file: cannot read " + a.flow_file);
+                   }
+                   std::vector<client::FlowNode> roots;
+                   std::string error;
+                   if (!FlowFromJson(text, &roots, &error)) return UsageError("--file: " + error);
+                   return Expect<p::FlowResult>(c.EnqueueFlow(roots), [](const p::FlowResult& r) {
+                     if (r.nodes() != nullptr) {
+                       for (const p::FlowNodeResult* n : *r.nodes()) Print(FlowNodeToJson(*n));
+                     }
+                     return kExitOk;
+                   });
+                 }});
+}
+
 void AddBatchSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
   CLI::App* batch = app.add_subcommand(
       "batch", "Batches: create one, seal it, read its counts (docs/semantics.md, Batches).");
@@ -1162,6 +1190,7 @@ int Main(int argc, char** argv) {
   AddClusterSubcommands(app, a, subcommands);
   AddScheduleSubcommands(app, a, subcommands);
   AddBatchSubcommands(app, a, subcommands);
+  AddFlowSubcommand(app, a, subcommands);
 
   CLI::App* watch = app.add_subcommand(
       "watch", "Stream a queue's events (or every queue's: '*') over WebSocket, one per line.");

@@ -30,7 +30,10 @@ constexpr int kExitDamaged = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitIoError = 3;
 
-constexpr size_t kEffectTypeSlots = static_cast<size_t>(EffectType::kMessageDeadLettered) + 1;
+// One slot per effect type value (schedules from 10, batches from 32, flows 40: all fit). The
+// types up to kMessageDeadLettered are always shown; the others when a record has them.
+constexpr size_t kEffectTypeSlots = 256;
+constexpr size_t kAlwaysShownTypes = static_cast<size_t>(EffectType::kMessageDeadLettered) + 1;
 
 int IoError(const std::string& dir, Status s) {
   // With the errno's text: "No such file or directory", "Permission denied", "Input/output error".
@@ -194,6 +197,7 @@ void PrintStatsText(const std::string& dir, const ScanReport& report, const Tota
               static_cast<unsigned long long>(t.bytes), static_cast<unsigned long long>(t.records));
   std::string effects = "effects:";
   for (size_t i = 1; i < kEffectTypeSlots; ++i) {
+    if (i >= kAlwaysShownTypes && by_type[i] == 0) continue;
     effects += std::string(i == 1 ? " " : ", ") +
                std::string(EffectTypeName(static_cast<EffectType>(i))) + " " +
                std::to_string(by_type[i]);
@@ -235,6 +239,7 @@ int Stats(wal::FileSystem* fs, const std::string& dir, bool as_json) {
     o["records"] = t.records;
     json::object effects;
     for (size_t i = 1; i < kEffectTypeSlots; ++i) {
+      if (i >= kAlwaysShownTypes && by_type[i] == 0) continue;
       effects[EffectTypeName(static_cast<EffectType>(i))] = by_type[i];
     }
     o["effects_by_type"] = std::move(effects);

@@ -44,6 +44,8 @@ constexpr uint8_t kHistoryMaxTag = 17;
 constexpr uint8_t kDeadLetterErrorTag = 6;
 constexpr uint8_t kNotedEffect = static_cast<uint8_t>(EffectType::kMessageNoted);
 
+constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
+
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
 void PutU8(std::string* out, uint8_t v) { out->push_back(static_cast<char>(v)); }
@@ -139,6 +141,7 @@ class FieldReader {
 
   bool ok() const { return ok_; }
   bool at_end() const { return rest_.empty(); }
+  size_t left() const { return rest_.size(); }
 
   uint8_t U8() {
     if (!Have(1)) return 0;
@@ -450,6 +453,39 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
 
 }  // namespace
 
+// kFlowEnqueued's members: each a kQueueCreated or a kMessageEnqueued (docs/wal-format.md,
+// "Flows"), decoded as views into the same bytes.
+static Status ReadGroup(FieldReader* r, Effect* e,
+                        std::deque<std::vector<std::string>>* dependencies,
+                        EffectGroupStorage* group) {
+  if (group == nullptr) return Malformed("wal: effect: a flow without storage");
+  if (!e->queue.empty()) return Malformed("wal: effect: a flow names a queue");
+  const uint32_t count = r->U32();
+  if (!r->ok()) return Malformed("wal: effect: truncated flow");
+  // A member takes 4 + 13 bytes at least: a larger count is damage, found before allocating.
+  if (count == 0 || count > r->left() / 17) return Malformed("wal: effect: bad flow member count");
+  std::vector<Effect>& members = group->members.emplace_back();
+  members.reserve(count);
+  std::string_view bytes;
+  for (uint32_t i = 0; i < count; ++i) {
+    r->String(&bytes);
+    if (!r->ok()) return Malformed("wal: effect: truncated flow member");
+    const auto type = bytes.empty() ? 0 : static_cast<uint8_t>(bytes[0]);
+    const bool queue = type == static_cast<uint8_t>(EffectType::kQueueCreated);
+    if (!queue && type != static_cast<uint8_t>(EffectType::kMessageEnqueued)) {
+      return Malformed("wal: effect: a flow member that is not a queue or an enqueue");
+    }
+    QueueSettings* settings = queue ? &group->settings.emplace_back() : nullptr;
+    if (Status s = DecodeEffectView(bytes, &members.emplace_back(), settings, dependencies, nullptr,
+                                    nullptr);
+        !s.ok()) {
+      return s;
+    }
+  }
+  e->members = &members;
+  return Status::Ok();
+}
+
 void EncodeEffect(const Effect& e, std::string* out) {
   PutU8(out, static_cast<uint8_t>(e.type));
   PutI64(out, e.time);
@@ -519,12 +555,23 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutFixed64(out, e.lease_token);
       PutString(out, e.note);
       break;
+    case EffectType::kFlowEnqueued:
+      // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
+      PutFixed32(out, static_cast<uint32_t>(e.members->size()));
+      for (const Effect& member : *e.members) {
+        const size_t length_at = out->size();
+        PutFixed32(out, 0);  // filled in below
+        EncodeEffect(member, out);
+        const auto length = static_cast<uint32_t>(out->size() - length_at - 4);
+        for (int i = 0; i < 4; ++i) (*out)[length_at + i] = static_cast<char>(length >> (8 * i));
+      }
+      break;
   }
 }
 
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
-                        std::deque<std::vector<std::string>>* dependencies,
-                        ScheduleSpec* schedule) {
+                        std::deque<std::vector<std::string>>* dependencies, ScheduleSpec* schedule,
+                        EffectGroupStorage* group) {
   *out = Effect();
   Effect& e = *out;
   FieldReader r(bytes);
@@ -533,7 +580,8 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   r.String(&e.queue);
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
-      (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect) {
+      (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
+      type != kFlowEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -608,6 +656,9 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
         s = Malformed("wal: effect: a note without queue, id or text");
       }
       break;
+    case EffectType::kFlowEnqueued:
+      s = ReadGroup(&r, &e, dependencies, group);
+      break;
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
@@ -628,6 +679,13 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
 Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   Effect& e = out->effect_;
   out->dependencies_.clear();
+  out->group_.clear();
+  if (!bytes.empty() && static_cast<uint8_t>(bytes[0]) == kFlowEffect) {
+    // A group: every view (the members' too) into one copy of the bytes.
+    out->group_bytes_.assign(bytes);
+    return DecodeEffectView(out->group_bytes_, &e, &out->settings_, &out->dependencies_,
+                            &out->schedule_, &out->group_);
+  }
   Status s = DecodeEffectView(bytes, &e, &out->settings_, &out->dependencies_, &out->schedule_);
   // Own copies of the strings, then point the effect at them.
   auto own = [](std::string_view* view, std::string* storage) {

@@ -21,6 +21,18 @@
 
 namespace sundial::wal {
 
+// Where the members of a decoded kFlowEnqueued live (docs/wal-format.md, "Flows"): their
+// effects, and the settings of the kQueueCreated among them. Their strings are views into the
+// decoded bytes.
+struct EffectGroupStorage {
+  std::deque<std::vector<Effect>> members;
+  std::deque<QueueSettings> settings;
+  void clear() {
+    members.clear();
+    settings.clear();
+  }
+};
+
 // Appends the encoding of `effect` to `out`.
 // REQUIRES: for kQueueCreated / kQueueUpdated, effect.settings != nullptr.
 void EncodeEffect(const Effect& effect, std::string* out);
@@ -53,8 +65,10 @@ class DecodedEffect {
   std::string worker_id_;
   std::string note_;
   std::string history_;
-  std::deque<std::vector<std::string>> dependencies_;  // depends_on (one at most)
+  std::deque<std::vector<std::string>> dependencies_;  // depends_on (a flow's: one per member)
   ScheduleSpec schedule_;                              // kScheduleUpserted
+  std::string group_bytes_;                            // kFlowEnqueued: the bytes its views see
+  EffectGroupStorage group_;                           // kFlowEnqueued: its members
 };
 
 // Decodes one effect. On error returns kInternal with a detail naming what was malformed and
@@ -65,11 +79,12 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out);
 // are), its settings (queue effects) are written to *settings, which may be null for the
 // other effect types, and its depends_on keys (a message effect with a dependency extension)
 // to a new element of *dependencies, which may be null when no effect has one (an effect
-// that does is then malformed), and a kScheduleUpserted's spec to *schedule (null: such an
-// effect is malformed). Recovery decodes a batch of records this way on one thread
-// while another applies the previous batch.
+// that does is then malformed), a kScheduleUpserted's spec to *schedule (null: such an effect
+// is malformed), and a kFlowEnqueued's members to *group (null: such an effect is malformed;
+// the members' depends_on go to *dependencies). Recovery decodes a batch of records this way
+// on one thread while another applies the previous batch.
 Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* settings,
                         std::deque<std::vector<std::string>>* dependencies = nullptr,
-                        ScheduleSpec* schedule = nullptr);
+                        ScheduleSpec* schedule = nullptr, EffectGroupStorage* group = nullptr);
 
 }  // namespace sundial::wal

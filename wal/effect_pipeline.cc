@@ -35,6 +35,7 @@ bool EffectPipeline::Fill(Batch* b) {
   b->settings.clear();
   b->dependencies.clear();
   b->schedules.clear();
+  b->groups.clear();
   b->last = false;
   LogReader::Record record;
   // Payloads are copied first and decoded after, so that growing `bytes` for an oversized
@@ -75,8 +76,11 @@ bool EffectPipeline::Fill(Batch* b) {
     ScheduleSpec* schedule = type == static_cast<uint8_t>(EffectType::kScheduleUpserted)
                                  ? &b->schedules.emplace_back()
                                  : nullptr;
+    EffectGroupStorage* group =
+        type == static_cast<uint8_t>(EffectType::kFlowEnqueued) ? &b->groups : nullptr;
     item.decoded =
-        DecodeEffectView(item.payload, &item.effect, settings, &b->dependencies, schedule).ok();
+        DecodeEffectView(item.payload, &item.effect, settings, &b->dependencies, schedule, group)
+            .ok();
   }
   b->last = !more;
   return more;

@@ -30,6 +30,7 @@
 #include "engine/mutex.h"
 #include "engine/pages.h"
 #include "engine/types.h"
+#include "wal/effect_codec.h"
 #include "wal/log_format.h"
 #include "wal/log_reader.h"
 
@@ -75,6 +76,7 @@ class EffectPipeline {
     std::deque<QueueSettings> settings;  // of queue effects (stable addresses)
     std::deque<std::vector<std::string>> dependencies;  // depends_on of message effects
     std::deque<ScheduleSpec> schedules;                 // of kScheduleUpserted effects
+    EffectGroupStorage groups;                          // members of kFlowEnqueued effects
     bool last = false;                                  // the reader stopped after these items
   };
 

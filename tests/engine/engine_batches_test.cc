@@ -66,27 +66,6 @@ class BatchesTest : public EngineTest {
     }
     return n;
   }
-  std::unique_ptr<Engine> Replayed() {
-    auto replayed = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
-    for (const RecordedEffect& e : sink_.All()) {
-      if (e.derived) continue;
-      Status s = replayed->Apply(e.View());
-      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
-                          << s.detail();
-    }
-    return replayed;
-  }
-  std::unique_ptr<Engine> Exported() {
-    RecordingSink exported;
-    engine().ExportState(&exported);
-    auto loaded = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
-    for (const RecordedEffect& e : exported.All()) {
-      Status s = loaded->Apply(e.View());
-      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
-                          << s.detail();
-    }
-    return loaded;
-  }
   void ExpectReplayAndExportGiveTheSameState() {
     auto replayed = Replayed();
     EXPECT_EQ(replayed->Digest(), engine().Digest()) << "replayed from the effects";

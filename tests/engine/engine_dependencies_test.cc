@@ -29,29 +29,6 @@ class DependenciesTest : public EngineTest {
     ASSERT_EQ(m.id, id);
     ASSERT_TRUE(CompleteOne(queue, m.id, m.lease_token).ok());
   }
-  // A new engine fed every effect that is not derived, as the WAL would be.
-  std::unique_ptr<Engine> Replayed() {
-    auto replayed = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
-    for (const RecordedEffect& e : sink_.All()) {
-      if (e.derived) continue;
-      Status s = replayed->Apply(e.View());
-      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
-                          << s.detail();
-    }
-    return replayed;
-  }
-  // A new engine loaded from ExportState, as a snapshot would be.
-  std::unique_ptr<Engine> Exported() {
-    RecordingSink exported;
-    engine().ExportState(&exported);
-    auto loaded = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
-    for (const RecordedEffect& e : exported.All()) {
-      Status s = loaded->Apply(e.View());
-      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
-                          << s.detail();
-    }
-    return loaded;
-  }
   // Both engines ways: from the log's effects and from an export.
   void ExpectReplayAndExportGiveTheSameState() {
     auto replayed = Replayed();

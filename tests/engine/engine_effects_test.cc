@@ -554,6 +554,114 @@ TEST_F(EffectsTest, RetentionEmitsMessageRemoved) {
   EXPECT_EQ(e.time, Now());
 }
 
+// ---- Retention 0: removed by the operation that makes the message terminal -----------------
+
+// The terminal change (due_at 0: no timer armed) and then its removal, both at `now`.
+void ExpectChangedThenRemoved(const std::vector<RecordedEffect>& effects, std::string_view id,
+                              MessageState to, TimeMs now) {
+  ASSERT_EQ(effects.size(), 2u) << id;
+  EXPECT_EQ(effects[0].type, EffectType::kMessageChanged) << id;
+  EXPECT_EQ(effects[0].to, to) << id;
+  EXPECT_EQ(effects[0].due_at, 0) << id;
+  EXPECT_EQ(effects[0].time, now) << id;
+  EXPECT_EQ(effects[1].type, EffectType::kMessageRemoved) << id;
+  EXPECT_EQ(effects[1].id, id);
+  EXPECT_EQ(effects[1].from, to) << id;
+  EXPECT_EQ(effects[1].time, now) << id;
+}
+
+TEST_F(EffectsTest, RetentionZeroRemovesACompletedMessageInTheCompleteItself) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a");
+  MessageRecord a = TakeOne("q");
+  Effects();
+  ASSERT_TRUE(CompleteOne("q", "a", a.lease_token).ok());
+  ExpectChangedThenRemoved(Effects(), "a", MessageState::kCompleted, Now());
+  // Gone without an Advance, and no timer is left for it (nothing wakes the timer thread).
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  EXPECT_EQ(Counts("q")[MessageState::kCompleted], 0u);
+  EXPECT_EQ(engine().NextDueTime(), INT64_MAX);
+  EXPECT_EQ(engine().memory_bytes(), 0u);
+  // A repeated complete finds nothing (the message and its lease are gone).
+  EXPECT_EQ(CompleteOne("q", "a", a.lease_token).code(), Code::kNotFound);
+  // The id is free again: the same id is a new message, not a duplicate.
+  Result<EnqueueResult> again = EnqueueOne("q", Item("a"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(again->duplicate);
+}
+
+TEST_F(EffectsTest, RetentionZeroRemovesOnCancelFailAndLeaseExpiry) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  s.max_attempts = 1;
+  s.lease_ms = 100;
+  MakeQueue("q", s);
+  Put("q", "canceled");
+  Put("q", "failed");
+  Put("q", "expired");
+  Effects();
+  ASSERT_TRUE(CancelOne("q", "canceled").ok());
+  ExpectChangedThenRemoved(Effects(), "canceled", MessageState::kCanceled, Now());
+  MessageRecord f = TakeOne("q");
+  ASSERT_EQ(f.id, "failed");
+  Effects();
+  Result<FailResult> failed = FailOne("q", "failed", f.lease_token);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->state, MessageState::kErrored);
+  ExpectChangedThenRemoved(Effects(), "failed", MessageState::kErrored, Now());
+  TakeOne("q");
+  Effects();
+  EXPECT_EQ(AdvanceTime(100), 1u) << "one transition: the expiry, its removal within it";
+  ExpectChangedThenRemoved(Effects(), "expired", MessageState::kErrored, Now());
+  for (const char* id : {"canceled", "failed", "expired"})
+    EXPECT_EQ(GetCode("q", id), Code::kNotFound);
+  EXPECT_EQ(engine().NextDueTime(), INT64_MAX);
+}
+
+TEST_F(EffectsTest, RetentionZeroAppliesToMessagesThatBecomeTerminalAfterTheUpdate) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "before");
+  Put("q", "after");
+  ASSERT_TRUE(CancelOne("q", "before").ok());
+  QueueSettingsUpdate update;
+  update.retention_ms = 0;
+  ASSERT_TRUE(engine().UpdateQueue("q", update).ok());
+  ASSERT_TRUE(CancelOne("q", "after").ok());
+  EXPECT_EQ(GetCode("q", "after"), Code::kNotFound);
+  EXPECT_EQ(StateOf("q", "before"), MessageState::kCanceled) << "kept its own retention";
+  AdvanceTime(999);
+  EXPECT_EQ(StateOf("q", "before"), MessageState::kCanceled);
+  AdvanceTime(1);
+  EXPECT_EQ(GetCode("q", "before"), Code::kNotFound);
+}
+
+TEST_F(EffectsTest, RetentionZeroCompleteAndNextRemovesTheFirstAndLeasesTheNext) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a", 0);
+  Put("q", "b", 1);
+  MessageRecord a = TakeOne("q");
+  Effects();
+  DequeueRequest next;
+  Engine::CompleteAndNextResult r =
+      engine().CompleteAndDequeue("q", {CompleteItem{"a", a.lease_token}}, next);
+  ASSERT_EQ(r.completed.size(), 1u);
+  EXPECT_TRUE(r.completed[0].ok());
+  ASSERT_TRUE(r.next.ok());
+  ASSERT_EQ(r.next->size(), 1u);
+  EXPECT_EQ((*r.next)[0].id, "b");
+  std::vector<RecordedEffect> effects = Effects();
+  ASSERT_EQ(effects.size(), 3u);
+  ExpectChangedThenRemoved({effects[0], effects[1]}, "a", MessageState::kCompleted, Now());
+  EXPECT_EQ(effects[2].cause, ChangeCause::kLeased);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+}
+
 TEST_F(EffectsTest, EachChangeRaisesTheMessageVersionByOne) {
   QueueSettings s;
   s.lease_ms = 100;
@@ -876,6 +984,49 @@ TEST_F(ApplyEffectsTest, AppliedDeadLetterMoveKeepsTheErrorOfTheFailThatCausedIt
   Result<MessageRecord> applied = replica.engine->Get("dlq", "a");
   ASSERT_TRUE(applied.ok());
   EXPECT_EQ(applied->last_error, "the reason");
+  EXPECT_EQ(replica.engine->Digest(), engine().Digest());
+}
+
+TEST_F(ApplyEffectsTest, RetentionZeroRemovalsReplayToTheSameState) {
+  QueueSettings s;
+  s.retention_ms = 0;
+  s.max_attempts = 1;
+  s.lease_ms = 100;
+  MakeQueue("q", s);
+  for (const char* id : {"a", "b", "c", "d", "keep"}) Put("q", id);
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(CompleteOne("q", "a", a.lease_token).ok());
+  MessageRecord b = TakeOne("q");
+  ASSERT_TRUE(FailOne("q", "b", b.lease_token).ok());
+  ASSERT_TRUE(CancelOne("q", "c").ok());
+  TakeOne("q");  // d: its lease expires past max_attempts
+  AdvanceTime(100);
+  ASSERT_EQ(GetCode("q", "d"), Code::kNotFound);
+  Replica replica(Now());
+  ApplyAll(sink_.All(), *replica.engine);
+  EXPECT_EQ(replica.engine->Digest(), engine().Digest());
+  EXPECT_EQ(replica.engine->NextDueTime(), engine().NextDueTime());
+  EXPECT_EQ(replica.engine->memory_bytes(), engine().memory_bytes());
+}
+
+TEST_F(ApplyEffectsTest, ARetentionZeroChangeWithoutItsRemovalIsRemovedByTheNextAdvance) {
+  // A log cut between the two records (a torn tail): the message is terminal with its timer
+  // due at 0, so the recovered node's first Advance removes it, as the primary did.
+  QueueSettings s;
+  s.retention_ms = 0;
+  MakeQueue("q", s);
+  Put("q", "a");
+  MessageRecord a = TakeOne("q");
+  ASSERT_TRUE(CompleteOne("q", "a", a.lease_token).ok());
+  std::vector<RecordedEffect> history = sink_.All();
+  ASSERT_EQ(history.back().type, EffectType::kMessageRemoved);
+  history.pop_back();
+  Replica replica(Now());
+  ApplyAll(history, *replica.engine);
+  ASSERT_TRUE(replica.engine->Get("q", "a").ok());
+  EXPECT_EQ(replica.engine->NextDueTime(), 0);
+  EXPECT_EQ(replica.engine->Advance(Now()), 1u);
+  EXPECT_EQ(replica.engine->Get("q", "a").status().code(), Code::kNotFound);
   EXPECT_EQ(replica.engine->Digest(), engine().Digest());
 }
 

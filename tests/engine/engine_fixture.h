@@ -257,6 +257,30 @@ class EngineTest : public ::testing::Test {
   // Moves the clock only: timers stay unprocessed until the next Advance.
   void AdvanceClockOnly(int64_t ms) { clock_.Advance(ms); }
 
+  // A new engine fed every effect recorded so far that is not derived, as the WAL would be.
+  std::unique_ptr<Engine> Replayed() {
+    auto replayed = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : sink_.All()) {
+      if (e.derived) continue;
+      Status s = replayed->Apply(e.View());
+      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
+                          << s.detail();
+    }
+    return replayed;
+  }
+  // A new engine loaded from ExportState, as a snapshot would be.
+  std::unique_ptr<Engine> Exported() {
+    RecordingSink exported;
+    engine().ExportState(&exported);
+    auto loaded = std::make_unique<Engine>(DefaultOptions(), &clock_, nullptr);
+    for (const RecordedEffect& e : exported.All()) {
+      Status s = loaded->Apply(e.View());
+      EXPECT_TRUE(s.ok()) << EffectTypeName(e.type) << " " << e.queue << "/" << e.id << ": "
+                          << s.detail();
+    }
+    return loaded;
+  }
+
   void MakeQueue(std::string_view name, const QueueSettings& settings = {}) {
     Result<QueueInfo> r = engine_->CreateQueue(name, settings);
     EXPECT_TRUE(r.ok()) << "CreateQueue(" << name << "): " << CodeName(r.status().code()) << " "

@@ -492,10 +492,10 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     key_bytes += keys.back().size();
   }
   if (key_bytes > kMaxDependencyBytes) return InvalidArgument("depends_on");
-  std::vector<const Message*> named;
+  std::vector<Message*> named;
   for (const std::string& key : keys) {
     auto [dq, did] = SplitEntryKey(key);
-    const Queue* q = FindQueue(dq);
+    Queue* q = MutableQueue(dq);
     size_t index = q == nullptr ? kNpos : FindIndex(*q, did);
     if (index == kNpos) return NotFound("depends_on: no such message");
     named.push_back(&q->messages[index]);
@@ -563,11 +563,13 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
         s == MessageState::kCompleted ||
         (failed && item.on_dependency_failure == DependencyFailurePolicy::kRelease);
     message.dependencies.push_back(Dependency{keys[i], named[i]->uid, finished});
+    named[i]->in_graph = true;
     if (failed && !finished && failure.empty()) {
       failure = "dependency " + keys[i] + (s == MessageState::kErrored ? " errored" : " canceled");
     }
   }
   message.policy = item.on_dependency_failure;
+  message.in_graph = !keys.empty();
   message.uid = next_uid_++;
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
@@ -583,7 +585,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
       added.record.last_error = failure;
       added.record.version += 1;
       added.record.updated_at = now;
-      MakeTerminal(queue, added,
+      MakeTerminal(queue, queue.messages.size() - 1,  // a dependent: in the graph, kept
                    item.on_dependency_failure == DependencyFailurePolicy::kError
                        ? MessageState::kErrored
                        : MessageState::kCanceled,
@@ -669,20 +671,32 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     r.version += 1;
     r.updated_at = now;
     r.result = item.result;
-    MakeTerminal(*queue, m, MessageState::kCompleted, now);  // keeps the token
-    RecordHistory(*queue, m, HistoryEvent::kCompleted, MessageState::kRunning, now, r.lease_token);
-    DependencyCompleted(m.uid, now);
+    const uint64_t uid = m.uid;
+    const uint64_t token = r.lease_token;
+    if (!MakeTerminal(*queue, index, MessageState::kCompleted, now)) {  // keeps the token
+      RecordHistory(*queue, queue->messages[index], HistoryEvent::kCompleted,
+                    MessageState::kRunning, now, token);
+      DependencyCompleted(uid, now);
+    }
     out.push_back(Status::Ok());
   }
   return out;
 }
 
-void Model::MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now) {
+bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
+  // graph (semantics.md, "Retention").
+  if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
+    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    return true;
+  }
+  Message& message = queue.messages[index];
   message.record.state = state;
   message.record.visible_at = 0;
   message.record.lease_expires_at = 0;
   if (state != MessageState::kCompleted) message.record.lease_token = 0;
   message.gc_at = now + queue.settings.retention_ms;
+  return false;
 }
 
 std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
@@ -697,13 +711,16 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
                   (dlq->settings.type != QueueType::kExclusive ||
                    FindValue(m.record.metadata, dlq->settings.exclusivity_key));
   if (!can_move) {
-    MakeTerminal(queue, m, MessageState::kErrored, now);
-    RecordHistory(queue, m, event, MessageState::kRunning, now, lease_token,
-                  event == HistoryEvent::kFailed ? m.record.last_error : std::string());
-    DependencyFailed(uid, key, "errored", now);
+    if (!MakeTerminal(queue, index, MessageState::kErrored, now)) {
+      Message& errored = queue.messages[index];
+      RecordHistory(queue, errored, event, MessageState::kRunning, now, lease_token,
+                    event == HistoryEvent::kFailed ? errored.record.last_error : std::string());
+      DependencyFailed(uid, key, "errored", now);
+    }
     return "";
   }
   Message moved = std::move(m);
+  moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
   MessageRecord& r = moved.record;
   r.queue = dlq->name;
@@ -835,8 +852,9 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
-        CancelMessage(*queue, m, now);
-        DependencyFailed(m.uid, Key(queue->name, m.record.id), "canceled", now);
+        if (const uint64_t uid = m.uid; !CancelMessage(*queue, index, now)) {
+          DependencyFailed(uid, Key(queue->name, id), "canceled", now);
+        }
         out.push_back(Status::Ok());
         break;
     }
@@ -852,20 +870,26 @@ Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter
   TimeMs now = clock_->NowMs();
   // In (priority, enqueue sequence) order: a dependent canceled by an earlier match's cancel is
   // canceled by its dependency, not by this request, and is not counted.
-  std::vector<size_t> order;
+  std::vector<size_t> matches;
   for (size_t i = 0; i < queue->messages.size(); ++i) {
-    if (Matches(queue->messages[i].record.metadata, filter)) order.push_back(i);
+    if (Matches(queue->messages[i].record.metadata, filter)) matches.push_back(i);
   }
-  std::sort(order.begin(), order.end(),
+  std::sort(matches.begin(), matches.end(),
             [&](size_t a, size_t b) { return Before(queue->messages[a], queue->messages[b]); });
+  std::vector<uint64_t> order;
+  for (size_t i : matches) order.push_back(queue->messages[i].uid);
   uint64_t count = 0;
-  for (size_t i : order) {
+  for (const uint64_t uid : order) {
+    // By uid: a removal (retention 0) moves the later messages down.
+    size_t i = 0;
+    while (i < queue->messages.size() && queue->messages[i].uid != uid) ++i;
+    if (i == queue->messages.size()) continue;
     Message& m = queue->messages[i];
     if (IsTerminal(m.record.state)) continue;
     m.record.version += 1;
     m.record.updated_at = now;
-    CancelMessage(*queue, m, now);
-    DependencyFailed(m.uid, Key(queue->name, m.record.id), "canceled", now);
+    const std::string key = Key(queue->name, m.record.id);
+    if (!CancelMessage(*queue, i, now)) DependencyFailed(uid, key, "canceled", now);
     ++count;
   }
   return count;
@@ -1354,7 +1378,7 @@ void Model::DependencyFailed(uint64_t uid, const std::string& key, const std::st
           m.record.last_error = reason;
           m.record.version += 1;
           m.record.updated_at = now;
-          MakeTerminal(*q, m, error ? MessageState::kErrored : MessageState::kCanceled, now);
+          MakeTerminal(*q, i, error ? MessageState::kErrored : MessageState::kCanceled, now);
           RecordHistory(*q, m, HistoryEvent::kDependencyFailed, MessageState::kWaiting, now, 0,
                         reason);
           failed.push_back({m.uid, Key(q->name, m.record.id), error ? "errored" : "canceled"});
@@ -1645,12 +1669,14 @@ uint64_t Model::FireSchedules(TimeMs now) {
 
 // ---- History ----------------------------------------------------------------------------------
 
-void Model::CancelMessage(Queue& queue, Message& message, TimeMs now) {
-  const MessageState from = message.record.state;
+bool Model::CancelMessage(Queue& queue, size_t index, TimeMs now) {
+  const MessageRecord& r = queue.messages[index].record;
+  const MessageState from = r.state;
   // A canceled lease: its entry names that lease.
-  const uint64_t token = from == MessageState::kRunning ? message.record.lease_token : 0;
-  MakeTerminal(queue, message, MessageState::kCanceled, now);
-  RecordHistory(queue, message, HistoryEvent::kCanceled, from, now, token);
+  const uint64_t token = from == MessageState::kRunning ? r.lease_token : 0;
+  if (MakeTerminal(queue, index, MessageState::kCanceled, now)) return true;  // gone
+  RecordHistory(queue, queue.messages[index], HistoryEvent::kCanceled, from, now, token);
+  return false;
 }
 
 uint64_t Model::HistoryBytes(const MessageHistory& history) {

@@ -105,6 +105,8 @@ class Model {
     // History: entries oldest first (the first, then the latest), dropped count; worker_id of
     // the entries left empty (resolved by History()). No entries: the message holds no history.
     MessageHistory history;
+    // A dependent, or listed by one: never removed by the finishing operation (retention 0).
+    bool in_graph = false;
   };
 
   struct Schedule {
@@ -219,9 +221,12 @@ class Model {
   // `event` (failed, lease_expired) and `lease_token` (the lease it ends) are for the history.
   std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
                                 uint64_t lease_token);
-  void MakeTerminal(Queue& queue, Message& message, MessageState state, TimeMs now);
-  // A request's cancel of a live message (with its history entry).
-  void CancelMessage(Queue& queue, Message& message, TimeMs now);
+  // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
+  // `index` then names the message after it).
+  bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
+  // A request's cancel of the live message at `index` (with its history entry); returns
+  // MakeTerminal's answer.
+  bool CancelMessage(Queue& queue, size_t index, TimeMs now);
   // A message named `key` with `uid` finished: completed, or failed (canceled, errored,
   // removed: `verb` says which). Its waiting dependents follow (docs/semantics.md,
   // "Dependencies"), transitively.

@@ -67,6 +67,7 @@ class Checker {
     CheckCompletes();
     CheckReleases();
     CheckResultReads();
+    CheckBatches();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -97,6 +98,15 @@ class Checker {
     for (const Op& op : h_.ops) {
       ++report_.ops;
       if (op.outcome == Outcome::kOk) ++report_.acknowledged;
+      if (op.kind == "create_batch" || op.kind == "seal_batch") {
+        batch_ops_[op.id].push_back(&op);
+        continue;
+      }
+      if (op.kind == "trigger") {
+        triggers_[op.queue].push_back(&op);
+        if (!op.id.empty()) MessageOf(op.queue, op.id);  // a fire, judged as one
+        continue;
+      }
       if (op.kind == "dequeue" || op.kind == "dequeue-short") {
         if (op.outcome == Outcome::kNone) unknown_dequeues_[op.queue].push_back(&op);
         if (op.outcome != Outcome::kOk) continue;
@@ -359,11 +369,32 @@ class Checker {
         if (!u->created && u->t1 < inv.t) made = std::max(made, u->next_fire_at - s.every_ms);
       }
       if (!known) continue;  // no upsert answered: nothing to align the fires with
+      // Triggers sent before this read: their fires are at the server's time, off the
+      // schedule's times (one whose answer was lost may explain one such fire), and each sets
+      // last_fire_at to its time (so a last_fire_at that is a trigger's bounds nothing: the
+      // timer may not have made the regular fires before it yet).
+      std::set<std::string> triggered;
+      std::set<int64_t> trigger_times;
+      uint64_t unknown_triggers = 0;
+      if (auto t = triggers_.find(s.queue); t != triggers_.end()) {
+        for (const Op* op : t->second) {
+          if (op->t0 >= inv.t || !MayHaveHappened(*op)) continue;
+          if (op->outcome == Outcome::kOk && op->id.rfind(s.name + "@", 0) == 0) {
+            triggered.insert(op->id);
+            trigger_times.insert(op->arg);
+          } else if (op->outcome == Outcome::kNone) {
+            ++unknown_triggers;
+          }
+        }
+      }
+      uint64_t unexplained_triggers = 0;
       std::set<int64_t> fires;
       for (const InventoryRow& row : inv.rows) {
         if (row.queue != s.queue || row.id.rfind(s.name + "@", 0) != 0) continue;
         const int64_t t = FireTime(row.queue, row.id);
         if (t == 0 || (t - phase) % s.every_ms != 0 || (first != 0 && t < first)) {
+          if (triggered.count(row.id) && row.priority == t) continue;
+          if (t != 0 && row.priority == t && unexplained_triggers++ < unknown_triggers) continue;
           Add("schedule", where + ": fire " + row.id + " is not one of the schedule's times");
           continue;
         }
@@ -377,7 +408,9 @@ class Checker {
       for (const ScheduleState& st : inv.schedules) {
         if (st.queue != s.queue || st.name != s.name) continue;
         dropped = st.missed + st.failed;
-        if (st.last_fire_at != 0) made = std::max(made, st.last_fire_at);
+        const bool regular =
+            (st.last_fire_at - phase) % s.every_ms == 0 && !trigger_times.count(st.last_fire_at);
+        if (st.last_fire_at != 0 && regular) made = std::max(made, st.last_fire_at);
       }
       if (!fires.empty()) s.first_seen = std::min(s.first_seen, *fires.begin());
       const int64_t lower = first != 0 ? first : s.first_seen;
@@ -451,6 +484,12 @@ class Checker {
       for (const Op* d : m.dequeued_by) {
         if (d->outcome == Outcome::kOk && d->t1 < inv.t) acked_lease = d;
       }
+      // Or once a trigger that made it was.
+      if (auto t = triggers_.find(m.queue); t != triggers_.end() && acked_lease == nullptr) {
+        for (const Op* op : t->second) {
+          if (op->outcome == Outcome::kOk && op->t1 < inv.t && op->id == m.id) acked_lease = op;
+        }
+      }
     }
     if (!any_enqueue_sent) return;
     ++report_.message_checks;
@@ -458,8 +497,10 @@ class Checker {
       const Op* acked = acked_enqueue != nullptr ? acked_enqueue : acked_lease;
       if (acked != nullptr) {
         Add("lost", where + ": acknowledged " +
-                        (acked_enqueue ? "enqueue (" : "lease of a fire (") + Describe(*acked) +
-                        ") missing after the restart");
+                        (acked_enqueue              ? "enqueue ("
+                         : acked->kind == "trigger" ? "trigger of a fire ("
+                                                    : "lease of a fire (") +
+                        Describe(*acked) + ") missing after the restart");
         if (lost_.insert(KeyOf(m.queue, m.id)).second) ++report_.lost;
       }
       return;
@@ -674,6 +715,201 @@ class Checker {
     }
   }
 
+  // Batches (docs/semantics.md, "Batches"). From the requests alone: no enqueue with `batch` is
+  // acknowledged once a seal of its batch had been acknowledged before it was sent, none is
+  // refused as sealed unless a seal was sent. Every read of a batch (a client's get_batch, an
+  // inventory's): its counts add up, done exactly when sealed with no member active, sealed
+  // after an acknowledged seal and only after one was sent, its members and completed /
+  // canceled counts within what the members' requests acknowledged (at least) and sent (at
+  // most), and nothing goes back between two reads ordered in time. An inventory's read
+  // against the members it shows: the counts are exactly their states, and the callback
+  // message exists exactly when the batch is done, with x-batch-* metadata equal to the counts.
+  void CheckBatches() {
+    std::map<std::string, std::vector<const BatchMember*>> members;  // by batch
+    std::unordered_map<Key, std::string> batch_of;
+    for (const BatchMember& m : h_.members) {
+      members[m.batch].push_back(&m);
+      batch_of[KeyOf(m.queue, m.id)] = m.batch;
+    }
+    auto seals = [&](const std::string& batch) {
+      std::vector<const Op*> out;
+      if (auto it = batch_ops_.find(batch); it != batch_ops_.end()) {
+        for (const Op* op : it->second) {
+          if (op->kind == "seal_batch") out.push_back(op);
+        }
+      }
+      return out;
+    };
+    for (const Op& op : h_.ops) {
+      if (op.kind != "enqueue") continue;
+      auto b = batch_of.find(KeyOf(op.queue, op.id));
+      if (b == batch_of.end()) continue;
+      const std::vector<const Op*> sealed_by = seals(b->second);
+      if (op.outcome == Outcome::kOk) {
+        for (const Op* seal : sealed_by) {
+          if (seal->outcome == Outcome::kOk && seal->t1 < op.t0) {
+            Add("batch", "enqueue of " + KeyOf(op.queue, op.id) + " into batch " + b->second +
+                             " acknowledged although a seal was acknowledged before it was sent");
+            break;
+          }
+        }
+      } else if (op.outcome == Outcome::kError && op.error == "FAILED_PRECONDITION") {
+        const bool sent = std::any_of(sealed_by.begin(), sealed_by.end(), [&](const Op* seal) {
+          return seal->outcome != Outcome::kError && seal->t0 < op.t1;
+        });
+        if (!sent) {
+          Add("batch", "enqueue of " + KeyOf(op.queue, op.id) +
+                           " refused as sealed but no seal of " + b->second + " was sent");
+        }
+      }
+    }
+    // Every read, by batch.
+    std::map<std::string, std::vector<const BatchRead*>> reads;
+    for (const BatchRead& r : h_.batch_reads) reads[r.id].push_back(&r);
+    for (const Inventory& inv : h_.inventories) {
+      for (const BatchRead& r : inv.batches) {
+        reads[r.id].push_back(&r);
+        CheckBatchInInventory(inv, r, members[r.id]);
+      }
+      // An acknowledged create_batch is read by every later inventory of its epoch (its
+      // callback's queue cb.eN names it: the inventory of plain.eN reads the batch).
+      for (const auto& [batch, ops] : batch_ops_) {
+        for (const Op* op : ops) {
+          if (op->kind != "create_batch" || op->outcome != Outcome::kOk || op->t1 >= inv.t ||
+              op->queue.rfind("cb.", 0) != 0) {
+            continue;
+          }
+          const std::string plain = "plain." + op->queue.substr(3);
+          if (std::find(inv.queues.begin(), inv.queues.end(), plain) == inv.queues.end()) continue;
+          const bool read = std::any_of(inv.batches.begin(), inv.batches.end(),
+                                        [&](const BatchRead& r) { return r.id == batch; });
+          if (!read) {
+            Add("batch", "round " + std::to_string(inv.round) + ": batch " + batch +
+                             " (create acknowledged) not found");
+          }
+          break;
+        }
+      }
+    }
+    for (auto& [batch, list] : reads) {
+      std::sort(list.begin(), list.end(),
+                [](const BatchRead* a, const BatchRead* b) { return a->t0 < b->t0; });
+      const std::vector<const Op*> sealed_by = seals(batch);
+      const std::vector<const BatchMember*>& mine = members[batch];
+      for (size_t i = 0; i < list.size(); ++i) {
+        const BatchRead& r = *list[i];
+        ++report_.batch_checks;
+        const std::string where = "batch " + batch + " read at " + std::to_string(r.t0);
+        if (r.members != r.active + r.completed + r.canceled + r.errored) {
+          Add("batch", where + ": members " + std::to_string(r.members) +
+                           " != active + completed + canceled + errored");
+        }
+        if (r.done != (r.sealed && r.active == 0)) {
+          Add("batch", where + ": done " + std::to_string(r.done) + " with sealed " +
+                           std::to_string(r.sealed) + " and " + std::to_string(r.active) +
+                           " active");
+        }
+        bool seal_acked = false, seal_sent = false;
+        for (const Op* seal : sealed_by) {
+          seal_acked |= seal->outcome == Outcome::kOk && seal->t1 < r.t0;
+          seal_sent |= seal->outcome != Outcome::kError && seal->t0 < r.t1;
+        }
+        if (seal_acked && !r.sealed)
+          Add("batch", where + ": not sealed after an acknowledged seal");
+        if (r.sealed && !seal_sent) Add("batch", where + ": sealed but no seal was sent");
+        // Bounds from the members' own requests.
+        uint64_t joined_min = 0, joined_max = 0, completed_min = 0, completed_max = 0,
+                 canceled_min = 0;
+        for (const BatchMember* m : mine) {
+          auto it = messages_.find(KeyOf(m->queue, m->id));
+          if (it == messages_.end()) continue;
+          bool enq_acked = false, enq_sent = false, done_acked = false, done_sent = false,
+               cancel_acked = false;
+          for (const Op* op : it->second.ops) {
+            const bool acked = op->outcome == Outcome::kOk && op->t1 < r.t0;
+            const bool sent = op->outcome != Outcome::kError && op->t0 < r.t1;
+            if (op->kind == "enqueue") {
+              enq_acked |= acked;
+              enq_sent |= sent;
+            } else if (op->kind == "complete") {
+              done_acked |= acked;
+              done_sent |= sent;
+            } else if (op->kind == "cancel") {
+              cancel_acked |= acked;
+            }
+          }
+          joined_min += enq_acked;
+          joined_max += enq_sent;
+          completed_min += done_acked;
+          completed_max += done_sent;
+          canceled_min += cancel_acked && !done_acked;
+        }
+        if (r.members < joined_min || r.members > joined_max) {
+          Add("batch", where + ": " + std::to_string(r.members) + " members, the requests say " +
+                           std::to_string(joined_min) + ".." + std::to_string(joined_max));
+        }
+        if (r.completed < completed_min || r.completed > completed_max) {
+          Add("batch", where + ": " + std::to_string(r.completed) +
+                           " completed, the requests say " + std::to_string(completed_min) + ".." +
+                           std::to_string(completed_max));
+        }
+        if (r.canceled < canceled_min) {
+          Add("batch", where + ": " + std::to_string(r.canceled) + " canceled, at least " +
+                           std::to_string(canceled_min) + " cancels were acknowledged");
+        }
+        // Nothing goes back between two reads ordered in time.
+        for (size_t j = 0; j < i; ++j) {
+          const BatchRead& a = *list[j];
+          if (a.t1 >= r.t0) continue;
+          if (r.members < a.members || r.completed < a.completed || r.canceled < a.canceled ||
+              r.errored < a.errored || (a.sealed && !r.sealed) || (a.done && !r.done)) {
+            Add("batch", where + " went back from the read at " + std::to_string(a.t0) + ": " +
+                             FormatBatchFields(a) + " -> " + FormatBatchFields(r));
+          }
+        }
+      }
+    }
+  }
+
+  // An inventory's read of a batch against the member messages it shows and its callback.
+  void CheckBatchInInventory(const Inventory& inv, const BatchRead& r,
+                             const std::vector<const BatchMember*>& mine) {
+    const std::string where = "round " + std::to_string(inv.round) + ": batch " + r.id;
+    std::unordered_map<Key, const InventoryRow*> rows;
+    for (const InventoryRow& row : inv.rows) rows[KeyOf(row.queue, row.id)] = &row;
+    uint64_t members = 0, completed = 0, canceled = 0, errored = 0;
+    for (const BatchMember* m : mine) {
+      if (std::find(inv.queues.begin(), inv.queues.end(), m->queue) == inv.queues.end()) {
+        return;  // a member's queue not read: nothing to count against
+      }
+      auto it = rows.find(KeyOf(m->queue, m->id));
+      if (it == rows.end()) continue;  // never enqueued (refused, or a reply lost before it)
+      ++members;
+      const std::string& state = it->second->state;
+      completed += state == "completed";
+      canceled += state == "canceled";
+      errored += state == "errored";
+    }
+    if (r.members != members || r.completed != completed || r.canceled != canceled ||
+        r.errored != errored) {
+      Add("batch", where + ": " + FormatBatchFields(r) + " but its members read show " +
+                       std::to_string(members) + " members, " + std::to_string(completed) +
+                       " completed, " + std::to_string(canceled) + " canceled, " +
+                       std::to_string(errored) + " errored");
+    }
+    if (r.callback == "-") return;
+    if (r.done != (r.callback != "not_found")) {
+      Add("batch", where + (r.done ? ": done but its callback message is missing"
+                                   : ": not done but its callback message exists"));
+    } else if (r.done && (r.cb_total != r.members || r.cb_completed != r.completed ||
+                          r.cb_canceled != r.canceled || r.cb_errored != r.errored)) {
+      Add("batch", where + ": callback's x-batch-* metadata " + std::to_string(r.cb_total) + "/" +
+                       std::to_string(r.cb_completed) + "/" + std::to_string(r.cb_canceled) + "/" +
+                       std::to_string(r.cb_errored) + " differ from the batch's " +
+                       FormatBatchFields(r));
+    }
+  }
+
   const History& h_;
   Report report_;
   std::map<Key, Message> messages_;
@@ -683,6 +919,8 @@ class Checker {
   std::set<Key> lost_;
   std::unordered_map<Key, const Dependent*> dependents_;
   std::unordered_map<Key, int64_t> failed_by_;
+  std::unordered_map<std::string, std::vector<const Op*>> batch_ops_;      // by batch id
+  std::unordered_map<std::string, std::vector<const Op*>> triggers_;       // by queue
   std::map<Key, Schedule> schedules_;                                      // queue '/' name
   std::unordered_map<std::string, std::set<std::string>> schedule_names_;  // by queue
 };
@@ -700,10 +938,11 @@ std::string Report::Summary(size_t max_lines) const {
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
     << ", lease pairs " << lease_checks << ", results " << result_checks << ", dependencies "
     << dependency_checks << ", fire slots " << schedule_checks << ", drained " << drain_checks
-    << "; lost " << lost << ", violations " << violations.size();
+    << ", batch reads " << batch_checks << "; lost " << lost << ", violations "
+    << violations.size();
   for (const char* kind :
        {"lost", "not_stuck", "state", "double_lease", "exclusivity", "stale_token", "redelivered",
-        "phantom", "result", "dependency", "schedule", "drain"}) {
+        "phantom", "result", "dependency", "schedule", "drain", "batch"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

@@ -48,9 +48,21 @@
 //                 (two ids for one fire), before its first, or missing between the earliest
 //                 fire read and the latest the server made, beyond those it counted dropped
 //                 (docs/semantics.md, "Schedules"); a fire is otherwise a message like any
-//                 other, acknowledged once a dequeue that leased it was;
+//                 other, acknowledged once a dequeue that leased it or a trigger that made it
+//                 was; a fire off the times is a trigger's (acknowledged, or one per trigger
+//                 without an answer), and a last_fire_at that is a trigger's time bounds
+//                 nothing;
 //   drain         a message pending or invisible in a queue drained before the read (a dequeue
-//                 that waited found nothing more).
+//                 that waited found nothing more);
+//   batch         (docs/semantics.md, "Batches") an enqueue with `batch` acknowledged after a
+//                 seal of it was, or refused as sealed with no seal sent; a read of a batch
+//                 (get_batch) whose counts do not add up, done other than sealed with no member
+//                 active, unsealed after an acknowledged seal or sealed with none sent, with
+//                 members or completed / canceled counts outside what its members' requests
+//                 acknowledged and sent, or below a read before it; an inventory's whose counts
+//                 are not exactly the states of the members it shows, whose callback message
+//                 is missing while done or present while not, or carries x-batch-* counts
+//                 other than the batch's; an acknowledged create not found.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +75,7 @@ namespace sundial::torture {
 
 struct Violation {
   // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result,
-  // dependency, schedule, drain
+  // dependency, schedule, drain, batch
   std::string kind;
   std::string text;
 };
@@ -79,6 +91,7 @@ struct Report {
   uint64_t dependency_checks = 0;  // dependents' leases and states judged against their deps
   uint64_t schedule_checks = 0;    // fire times looked for in an inventory
   uint64_t drain_checks = 0;       // messages of drained queues looked at
+  uint64_t batch_checks = 0;       // reads of batches judged
   uint64_t lost = 0;               // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 

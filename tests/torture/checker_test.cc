@@ -601,6 +601,45 @@ TEST(TortureChecker, AFireTheServerSaysItMadeMustBeThere) {
   EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
 }
 
+TEST(TortureChecker, FiresOfTriggersOffTheSchedulesTimesAreClean) {
+  // s@5150 by an acknowledged trigger, s@5170 by one whose answer was lost; last_fire_at 5170
+  // is a trigger's: the timer had not made 5100 yet when it was read (it bounds nothing).
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 trigger q ok s@5150 5150\n"
+                             "op 30 40 c0 trigger q none - 0\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5200 5170 3 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5150 pending 5150\n"
+                             "inventory 1000 1 q s@5170 pending 5170\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AnAcknowledgedTriggersFireThatIsMissingIsLost) {
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 10 20 c0 trigger q ok s@5150 5150\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5100 5000 1 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("lost"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, MoreOffTimeFiresThanTriggersSentAreReported) {
+  // One trigger without an answer explains one fire off the times, not two.
+  const Report r = CheckText(std::string(kUpserted) +
+                             "op 30 40 c0 trigger q none - 0\n"
+                             "inventory-queue 1000 1 q\n"
+                             "schedule-state 1000 1 q s 5100 5000 1 0 0\n"
+                             "inventory 1000 1 q s@5000 pending 5000\n"
+                             "inventory 1000 1 q s@5013 pending 5013\n"
+                             "inventory 1000 1 q s@5017 pending 5017\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("schedule"), 1u) << r.Summary();
+}
+
 TEST(TortureChecker, FiresTheServerCountedDroppedMayBeMissing) {
   const Report r = CheckText(std::string(kUpserted) +
                              "inventory-queue 1000 1 q\n"
@@ -704,6 +743,149 @@ TEST(TortureChecker, AMessageLeftPendingByADrainIsReported) {
       "inventory 1000 1 q m2 pending 5\n"
       "inventory-end 1000 1\n");
   EXPECT_EQ(r.Count("drain"), 1u) << r.Summary();
+}
+
+// ---- Batches (docs/semantics.md, "Batches") ----------------------------------------------------
+
+// Two members, one completed and one canceled, then the seal: done, its callback there with
+// the counts.
+std::string BatchHistory(const std::string& state_line, const std::string& extra = "") {
+  return "op 1 2 setup create_batch cb.e0 ok b0.0 0\n"
+         "member plain.e0 m1 b0.0\n"
+         "op 10 20 c0 enqueue plain.e0 ok m1 5\n"
+         "member plain.e0 m2 b0.0\n"
+         "op 30 40 c0 enqueue plain.e0 ok m2 6\n"
+         "op 50 60 c0 dequeue plain.e0 ok - 1 m1:7\n"
+         "op 70 80 c0 complete plain.e0 ok m1 7\n"
+         "op 90 100 c1 cancel plain.e0 ok m2 0\n"
+         "op 110 120 c1 seal_batch - ok b0.0 0\n" +
+         extra +
+         "inventory-queue 1000 1 plain.e0\n"
+         "inventory 1000 1 plain.e0 m1 completed 5 res:m1:7\n"
+         "inventory 1000 1 plain.e0 m2 canceled 6\n" +
+         state_line + "inventory-end 1000 1\n";
+}
+
+TEST(TortureChecker, ADoneBatchWithItsCallbackIsClean) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "batch 45 46 b0.0 2 2 0 0 0 0 0 - 0 0 0 0\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.batch_checks, 2u);
+}
+
+TEST(TortureChecker, ADoneBatchWithoutItsCallbackIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACallbackOfABatchNotDoneIsReported) {
+  // Not sealed (its seal refused), so not done: a callback is one no operation made.
+  std::string text = BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 0 0 pending 2 1 1 0\n");
+  text.replace(text.find("c1 seal_batch - ok"), 18, "c1 seal_batch - NOT_FOUND");
+  const Report r = CheckText(text);
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ACallbackWhoseCountsDifferFromTheBatchsIsReported) {
+  // A callback enqueued twice (the second at another time, with other counts) would show so.
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 2 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, BatchCountsOtherThanItsMembersStatesAreReported) {
+  // m2's cancel counted as a completion (the requests allow 1 completed at most).
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 2 0 0 1 1 pending 2 2 0 0\n"));
+  EXPECT_GE(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), r.Count("batch")) << r.Summary();
+}
+
+TEST(TortureChecker, ABatchNotDoneWithNoMemberActiveIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 0 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnUnsealedBatchAfterAnAcknowledgedSealIsReported) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 0 0 not_found 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueIntoABatchAcknowledgedAfterItsSealIsReported) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "member dep.e0 m3 b0.0\n"
+                                          "op 130 140 c0 enqueue dep.e0 ok m3 1\n"));
+  // (Its count says 2 members where the requests say 3 too.)
+  ASSERT_GE(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_NE(r.violations[0].text.find("acknowledged although a seal was acknowledged"),
+            std::string::npos)
+      << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueRefusedAsSealedWithNoSealSentIsReported) {
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "member plain.e0 m0 b0.0\n"
+                                          "op 3 4 c0 enqueue plain.e0 FAILED_PRECONDITION m0 1\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnEnqueueRefusedAfterASealWasSentIsClean) {
+  const Report r =
+      CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                             "member plain.e0 m3 b0.0\n"
+                             "op 115 130 c0 enqueue plain.e0 FAILED_PRECONDITION m3 1\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, BatchCountsThatGoBackBetweenReadsAreReported) {
+  // m2's enqueue unanswered: 1 or 2 members are both possible, but not 2 and then 1.
+  std::string text = BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                  "batch 45 46 b0.0 2 2 0 0 0 0 0 - 0 0 0 0\n"
+                                  "batch 47 48 b0.0 1 1 0 0 0 0 0 - 0 0 0 0\n");
+  text.replace(text.find("enqueue plain.e0 ok m2"), 22, "enqueue plain.e0 none m2");
+  const Report r = CheckText(text);
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnAcknowledgedMemberMissingFromTheCountsIsReported) {
+  // Read after both enqueues were acknowledged, it counts one member.
+  const Report r = CheckText(BatchHistory("batch-state 1000 1 b0.0 2 0 1 1 0 1 1 pending 2 1 1 0\n",
+                                          "batch 45 46 b0.0 1 1 0 0 0 0 0 - 0 0 0 0\n"));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, ABatchWhoseCreateWasAcknowledgedMustBeFound) {
+  const Report r = CheckText(BatchHistory(""));
+  EXPECT_EQ(r.Count("batch"), 1u) << r.Summary();
+  EXPECT_EQ(r.violations.size(), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, BatchLinesRoundTrip) {
+  BatchRead b;
+  b.t0 = 5;
+  b.t1 = 9;
+  b.id = "b3.1";
+  b.members = 4;
+  b.active = 1;
+  b.completed = 2;
+  b.errored = 1;
+  b.sealed = true;
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory(FormatBatchRead(b) + "\nmember q m1 b3.1\n", &h, &error)) << error;
+  ASSERT_EQ(h.batch_reads.size(), 1u);
+  EXPECT_EQ(FormatBatchRead(h.batch_reads[0]), FormatBatchRead(b));
+  ASSERT_EQ(h.members.size(), 1u);
+  EXPECT_EQ(h.members[0].batch, "b3.1");
 }
 
 TEST(TortureChecker, MalformedLinesAreRefused) {

@@ -66,6 +66,35 @@ std::string FormatScheduleUpsert(const ScheduleUpsert& u) {
   return out.str();
 }
 
+std::string FormatBatchFields(const BatchRead& r) {
+  std::ostringstream out;
+  out << r.id << ' ' << r.members << ' ' << r.active << ' ' << r.completed << ' ' << r.canceled
+      << ' ' << r.errored << ' ' << (r.sealed ? 1 : 0) << ' ' << (r.done ? 1 : 0) << ' '
+      << r.callback << ' ' << r.cb_total << ' ' << r.cb_completed << ' ' << r.cb_canceled << ' '
+      << r.cb_errored;
+  return out.str();
+}
+
+std::string FormatBatchRead(const BatchRead& r) {
+  return "batch " + std::to_string(r.t0) + ' ' + std::to_string(r.t1) + ' ' + FormatBatchFields(r);
+}
+
+namespace {
+
+bool ParseBatchFields(std::istringstream& in, BatchRead* r) {
+  int sealed = 0, done = 0;
+  if (!(in >> r->id >> r->members >> r->active >> r->completed >> r->canceled >> r->errored >>
+        sealed >> done >> r->callback >> r->cb_total >> r->cb_completed >> r->cb_canceled >>
+        r->cb_errored)) {
+    return false;
+  }
+  r->sealed = sealed != 0;
+  r->done = done != 0;
+  return true;
+}
+
+}  // namespace
+
 bool ParseHistory(const std::string& text, History* h, std::string* error) {
   std::istringstream lines(text);
   std::string line;
@@ -143,12 +172,20 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       ParseOutcome(outcome, &u.outcome, &u.error);
       u.created = created != 0;
       h->schedules.push_back(std::move(u));
+    } else if (tag == "member") {
+      BatchMember m;
+      if (!(in >> m.queue >> m.id >> m.batch)) return bad("short member");
+      h->members.push_back(std::move(m));
+    } else if (tag == "batch") {
+      BatchRead r;
+      if (!(in >> r.t0 >> r.t1) || !ParseBatchFields(in, &r)) return bad("short batch");
+      h->batch_reads.push_back(std::move(r));
     } else if (tag == "kill") {
       Kill k;
       if (!(in >> k.t >> k.round >> k.how)) return bad("short kill");
       h->kills.push_back(k);
     } else if (tag == "inventory-queue" || tag == "inventory" || tag == "schedule-state" ||
-               tag == "drained" || tag == "inventory-end") {
+               tag == "drained" || tag == "batch-state" || tag == "inventory-end") {
       int64_t t = 0;
       int round = 0;
       if (!(in >> t >> round)) return bad("short inventory line");
@@ -175,6 +212,11 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
           return bad("short schedule-state");
         }
         open.schedules.push_back(std::move(s));
+      } else if (tag == "batch-state") {
+        BatchRead r;
+        if (!ParseBatchFields(in, &r)) return bad("short batch-state");
+        r.t0 = r.t1 = t;
+        open.batches.push_back(std::move(r));
       } else if (tag == "drained") {
         std::string q;
         if (!(in >> q)) return bad("short drained");

@@ -7,7 +7,9 @@
 //     T0: just before the request was sent; T1: when its outcome was known (both steady ns).
 //     KIND: enqueue (ARG = priority), dequeue and dequeue-short (a 20 ms lease, left to
 //     expire; ID = the filter "k=v" or "-", ARG = count of leased ID:TOKEN that follow), complete /
-//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority).
+//     fail / extend (ARG = lease token), cancel (ARG = 0), reprioritize (ARG = the new priority),
+//     trigger (QUEUE: the schedule's; ID: the fire name@T it answered, ARG = T; "-" 0 without
+//     an answer), create_batch / seal_batch (ID = the batch, ARG = 0).
 //     A dequeue's lease outlasts the run, unless written dequeue/MS: a lease of MS ms, which
 //     expires MS ms after it was granted (the failover torture's).
 //     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
@@ -26,6 +28,11 @@
 //   schedule T0 T1 QUEUE NAME EVERY_MS OUTCOME NEXT_FIRE_AT CREATED
 //                                 an upsert_schedule of an every_ms schedule (misfire `all`) and
 //                                 its reply's next_fire_at and created (0 0 unless OUTCOME ok)
+//   member QUEUE ID BATCH         an enqueue (the op after it) carried `batch` (docs/semantics.md,
+//                                 "Batches"); create_batch and seal_batch are ops whose QUEUE is
+//                                 the callback's queue or "-" and whose ID is the batch
+//   batch T0 T1 BATCH FIELDS      a get_batch sent at T0, answered at T1 (FIELDS below; the
+//                                 callback's state "-": not read)
 //   kill T ROUND HOW              the server died: HOW is a failpoint name or "random"
 //   inventory-queue T ROUND QUEUE   a queue the inventory read (only those queues are checked)
 //   inventory T ROUND QUEUE ID STATE PRIORITY [RESULT]
@@ -33,6 +40,11 @@
 //     none; absent in histories written before results);
 //   schedule-state T ROUND QUEUE NAME NEXT_FIRE_AT LAST_FIRE_AT FIRES MISSED FAILED
 //     a schedule of an inventoried queue, read (get_schedule) before its messages;
+//   batch-state T ROUND BATCH FIELDS
+//     a batch of the inventoried epochs (get_batch) and its callback message (get), read after
+//     the messages; FIELDS: MEMBERS ACTIVE COMPLETED CANCELED ERRORED SEALED DONE CALLBACK
+//     CB_TOTAL CB_COMPLETED CB_CANCELED CB_ERRORED (CALLBACK: the callback message's state or
+//     not_found; CB_*: its x-batch-* metadata, 0 when absent);
 //   drained T ROUND QUEUE         the queue was drained before this inventory: a dequeue that
 //     waited found nothing more, every lease it got was completed;
 //   a block of them ends with
@@ -79,6 +91,16 @@ struct ScheduleState {
   uint64_t fires = 0, missed = 0, failed = 0;
 };
 
+// A batch as get_batch read it, with its callback message (docs/semantics.md, "Batches").
+struct BatchRead {
+  int64_t t0 = 0, t1 = 0;  // an inventory's: both its time
+  std::string id;
+  uint64_t members = 0, active = 0, completed = 0, canceled = 0, errored = 0;
+  bool sealed = false, done = false;
+  std::string callback = "-";  // the callback message's state, not_found, or "-" (not read)
+  uint64_t cb_total = 0, cb_completed = 0, cb_canceled = 0, cb_errored = 0;
+};
+
 struct Inventory {
   int64_t t = 0;
   int round = 0;
@@ -86,6 +108,12 @@ struct Inventory {
   std::vector<InventoryRow> rows;
   std::vector<ScheduleState> schedules;
   std::vector<std::string> drained;  // queues drained before it was read
+  std::vector<BatchRead> batches;    // read after the messages
+};
+
+// An enqueue that carried `batch`.
+struct BatchMember {
+  std::string queue, id, batch;
 };
 
 // An enqueue's dependencies (docs/semantics.md, "Dependencies").
@@ -140,6 +168,8 @@ struct History {
   std::vector<DependencyResult> dependency_results;
   std::vector<MessageRead> gets;
   std::vector<ScheduleUpsert> schedules;
+  std::vector<BatchMember> members;
+  std::vector<BatchRead> batch_reads;  // clients' get_batch
 };
 
 // Line forms of the events above.
@@ -148,6 +178,9 @@ std::string FormatDependent(const Dependent& d);
 std::string FormatDependencyResult(const DependencyResult& r);
 std::string FormatMessageRead(const MessageRead& r);
 std::string FormatScheduleUpsert(const ScheduleUpsert& u);
+// "batch T0 T1 FIELDS", and the FIELDS alone (from BATCH on) for a batch-state line.
+std::string FormatBatchRead(const BatchRead& r);
+std::string FormatBatchFields(const BatchRead& r);
 // Parses every line of `text` into `h` (appending). False and `error` on a malformed line.
 bool ParseHistory(const std::string& text, History* h, std::string* error);
 

@@ -53,6 +53,7 @@ constexpr int64_t kRetentionMs = 86'400'000;  // terminal messages stay readable
 constexpr int kRoundsPerEpoch = 5;            // queues are replaced every 5 rounds
 constexpr int64_t kEveryMs = 50;              // the schedule's period (docs/semantics.md)
 constexpr const char* kScheduleName = "tick";
+constexpr int kBatchesPerRound = 3;  // created in each round's setup, b<ROUND>.<K>
 // The queues of an epoch: enqueued by clients (the first four), dequeued by them (all).
 constexpr const char* kQueueKinds[] = {"plain", "filter", "excl", "dep", "sched"};
 enum QueueIndex { kPlain = 0, kFilter = 1, kExclusive = 2, kDependent = 3, kScheduled = 4 };
@@ -72,6 +73,28 @@ int64_t NowNs() {
 
 std::string QueueName(const char* kind, int epoch) {
   return std::string(kind) + ".e" + std::to_string(epoch);
+}
+
+// The batches of a round (docs/semantics.md, "Batches"): created by the round's setup with a
+// callback into its epoch's queue cb.eN (default id batch:<id>), joined and sealed by clients.
+std::string BatchName(int round, int k) {
+  return "b" + std::to_string(round) + "." + std::to_string(k);
+}
+
+// A get_batch's answer as a history read (the callback not read).
+BatchRead ReadOfBatch(const p::BatchInfo* b, int64_t t0, int64_t t1) {
+  BatchRead r;
+  r.t0 = t0;
+  r.t1 = t1;
+  r.id = b->id()->str();
+  r.members = b->members();
+  r.active = b->active();
+  r.completed = b->completed();
+  r.canceled = b->canceled();
+  r.errored = b->errored();
+  r.sealed = b->sealed();
+  r.done = b->done();
+  return r;
 }
 
 // ---- The client process ------------------------------------------------------------------
@@ -182,6 +205,12 @@ class TortureClient {
       std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), value.c_str());
     }
     if (which == kDependent) AddDependencies(q, item);
+    // Half the enqueues into the plain and dependency queues join a batch of this epoch (one
+    // sealed already too: FAILED_PRECONDITION).
+    if ((which == kPlain || which == kDependent) && Pick(2) == 0) {
+      item.batch = RandomBatch();
+      std::fprintf(out_, "member %s %s %s\n", q.c_str(), item.id.c_str(), item.batch.c_str());
+    }
     Op op = Start("enqueue", q, item.id, item.priority);
     auto r = client_->Enqueue(q, {item});
     const bool alive = Record(op, r, [](const client::Reply& reply, Op& o) {
@@ -328,8 +357,55 @@ class TortureClient {
     return Record(op, r, [](const client::Reply&, Op&) {});
   }
 
+  // A batch of this epoch's rounds up to this one.
+  std::string RandomBatch() {
+    const int first = round_ / kRoundsPerEpoch * kRoundsPerEpoch;
+    return BatchName(first + Pick(round_ - first + 1), Pick(kBatchesPerRound));
+  }
+
+  bool SealBatch() {
+    Op op = Start("seal_batch", "-", RandomBatch(), 0);
+    auto r = client_->SealBatch(op.id);
+    return Record(op, r, [](const client::Reply&, Op&) {});
+  }
+
+  bool GetBatch() {
+    const std::string id = RandomBatch();
+    const int64_t t0 = NowNs();
+    auto r = client_->GetBatch(id);
+    if (!r.ok()) {
+      return r.error().origin == client::Error::Origin::kServer &&
+             r.error().code != Code::kUnavailable;
+    }
+    const BatchRead read = ReadOfBatch(r->result<p::BatchResult>()->batch(), t0, NowNs());
+    std::fprintf(out_, "%s\n", FormatBatchRead(read).c_str());
+    return true;
+  }
+
+  // A fire of the epoch's schedule now (docs/semantics.md, "Schedules": `name@T`, T the
+  // server's time, off the every_ms times mostly): recorded as a trigger op whose ID is the
+  // fire's message and ARG its time ("-" 0 without an answer).
+  bool TriggerSchedule() {
+    Op op = Start("trigger", queues_[kScheduled], "", 0);
+    auto r = client_->TriggerSchedule(op.queue, kScheduleName);
+    return Record(op, r, [](const client::Reply& reply, Op& o) {
+      const auto* t = reply.result<p::TriggerResult>();
+      o.id = t->id()->str();
+      o.arg = t->fire_at();
+    });
+  }
+
+  // One request: now and then a seal or a get_batch of a random batch or a trigger of the
+  // schedule, else the messages'.
   bool Step() {
-    const int roll = Pick(100);
+    const int roll = Pick(200);
+    if (roll == 0) return SealBatch();
+    if (roll < 3) return GetBatch();
+    if (roll == 3) return TriggerSchedule();
+    return StepOf(Pick(100));
+  }
+
+  bool StepOf(int roll) {
     if (roll < 30 || mine_.empty()) return Enqueue();
     if (roll < 58) return Dequeue();
     if (roll < 88) return held_.empty() ? Dequeue() : UseLease();
@@ -383,6 +459,7 @@ class Torture {
     // read once more.
     std::vector<std::string> drained;
     if (!Drain(server, &drained)) return Harness("the drain failed");
+    if (!SealAll(server)) return Harness("sealing the batches failed");
     if (!Setup(server, o_.rounds + 1, drained))
       return Harness("the inventory after the drain failed");
     server.Kill();
@@ -457,6 +534,82 @@ class Torture {
       if (auto refused = torture::ReadInventory(client, {q}, t, round, out)) {
         return Refused(*refused);
       }
+    }
+    return true;
+  }
+
+  // The batches of this and the previous epoch's rounds so far (those the setups created), each
+  // with its callback message (get of batch:<id> in cb.eN: its state and x-batch-* metadata),
+  // read after the messages: a batch-state line each; one not found (never created: the
+  // setup's server died first) has none.
+  bool ReadBatches(Client& client, int epoch, int64_t t, int round, std::string* out) {
+    const int last = std::min(round, o_.rounds);  // rounds before it created theirs
+    for (int r = std::max(0, epoch - 1) * kRoundsPerEpoch; r < last; ++r) {
+      if (r / kRoundsPerEpoch > epoch) break;
+      for (int k = 0; k < kBatchesPerRound; ++k) {
+        const std::string id = BatchName(r, k);
+        auto b = client.GetBatch(id);
+        if (!b.ok()) {
+          if (b.error().origin == client::Error::Origin::kServer &&
+              b.error().code == Code::kNotFound) {
+            continue;
+          }
+          return Refused(b.error());
+        }
+        BatchRead read = ReadOfBatch(b->result<p::BatchResult>()->batch(), t, t);
+        read.callback = "not_found";
+        auto m = client.Get(QueueName("cb", r / kRoundsPerEpoch), "batch:" + id);
+        if (m.ok()) {
+          const p::Message* message = m->result<p::GetResult>()->message();
+          read.callback = p::EnumNameMessageState(message->state());
+          if (message->metadata() != nullptr) {
+            for (const p::MetadataPair* pair : *message->metadata()) {
+              const std::string key = pair->key()->str();
+              const uint64_t value = std::strtoull(pair->value()->c_str(), nullptr, 10);
+              if (key == "x-batch-total") read.cb_total = value;
+              if (key == "x-batch-completed") read.cb_completed = value;
+              if (key == "x-batch-canceled") read.cb_canceled = value;
+              if (key == "x-batch-errored") read.cb_errored = value;
+            }
+          }
+        } else if (m.error().origin != client::Error::Origin::kServer ||
+                   m.error().code != Code::kNotFound) {
+          return Refused(m.error());
+        }
+        *out += "batch-state " + std::to_string(t) + ' ' + std::to_string(round) + ' ' +
+                FormatBatchFields(read) + '\n';
+      }
+    }
+    return true;
+  }
+
+  // Creates the round's batches, each with a callback into the epoch's cb queue (recorded as
+  // create_batch ops of client "setup").
+  bool CreateBatches(Client& client, int round) {
+    const std::string cb = QueueName("cb", round / kRoundsPerEpoch);
+    for (int k = 0; k < kBatchesPerRound; ++k) {
+      Op op;
+      op.client = "setup";
+      op.kind = "create_batch";
+      op.queue = cb;
+      op.id = BatchName(round, k);
+      client::CreateBatchOptions o;
+      o.callback = client::BatchCallback{};
+      o.callback->queue = cb;
+      o.callback->payload = "callback of " + op.id;
+      op.t0 = NowNs();
+      auto r = client.CreateBatch(op.id, o);
+      op.t1 = NowNs();
+      op.outcome = r.ok() ? Outcome::kOk : Outcome::kNone;
+      if (!r.ok() && r.error().origin == client::Error::Origin::kServer &&
+          r.error().code != Code::kUnavailable) {
+        op.outcome = Outcome::kError;
+        op.error = std::string(CodeName(r.error().code));
+      }
+      std::fprintf(history_, "%s\n", FormatOp(op).c_str());
+      std::fflush(history_);
+      if (op.outcome == Outcome::kError) return Refused(r.error());
+      if (op.outcome != Outcome::kOk) return false;
     }
     return true;
   }
@@ -578,6 +731,7 @@ class Torture {
       rows.swap(again);
     }
     if (!ReadSchedules(client, epoch, t, round, &rows)) return false;
+    if (!ReadBatches(client, epoch, t, round, &rows)) return false;
     std::ostringstream block;
     block << rows;
     for (const std::string& q : drained)
@@ -609,7 +763,15 @@ class Torture {
         (void)client.DeleteQueue(QueueName(kind, epoch - 2));
       }
     }
-    return UpsertSchedule(client, epoch);
+    // The callback queue, deleted after the members' queues (their deletion cancels the
+    // members, which makes batches done and enqueues callbacks: the queue would be created
+    // again).
+    client::QueueSettings s;
+    s.lease_ms = kLeaseMs;
+    s.retention_ms = kRetentionMs;
+    if (auto r = client.CreateQueue(QueueName("cb", epoch), s); !r.ok()) return Refused(r.error());
+    if (epoch >= 2) (void)client.DeleteQueue(QueueName("cb", epoch - 2));
+    return UpsertSchedule(client, epoch) && CreateBatches(client, round);
   }
 
   // Leases and completes everything dequeueable in the plain and dependency queues of the
@@ -685,6 +847,32 @@ class Torture {
       }
     }
     return false;
+  }
+
+  // Seals every batch of the last two epochs (client "drain"): the read after it finds each
+  // one with no member active done, its callback enqueued.
+  bool SealAll(Server& server) {
+    auto c = Client::Connect(server.address(), {}, 5000);
+    if (!c.ok()) return false;
+    const int epoch = o_.rounds / kRoundsPerEpoch;
+    for (int r = std::max(0, epoch - 1) * kRoundsPerEpoch; r < o_.rounds; ++r) {
+      for (int k = 0; k < kBatchesPerRound; ++k) {
+        Op op = DrainOp("seal_batch", "-", BatchName(r, k));
+        auto sealed = c.value()->SealBatch(op.id);
+        op.t1 = NowNs();
+        op.outcome = sealed.ok() ? Outcome::kOk : Outcome::kError;
+        if (!sealed.ok()) {
+          if (sealed.error().origin != client::Error::Origin::kServer ||
+              sealed.error().code != Code::kNotFound) {
+            return false;
+          }
+          op.error = std::string(CodeName(sealed.error().code));
+        }
+        std::fprintf(history_, "%s\n", FormatOp(op).c_str());
+      }
+    }
+    std::fflush(history_);
+    return true;
   }
 
   Op DrainOp(const char* kind, const std::string& queue, const std::string& id) {

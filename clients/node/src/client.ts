@@ -63,7 +63,8 @@ import type {
   State,
   Stats,
 } from "./records";
-import type { Batch as BatchRecord, BatchCallback, MisfirePolicy, OverlapPolicy } from "./records";
+import type { Batch as BatchRecord, BatchCallback, FlowNodeResult, MisfirePolicy, OverlapPolicy } from "./records";
+import * as flows from "./flows";
 import * as scheduling from "./scheduling";
 import { Located, Watch } from "./watch";
 
@@ -164,6 +165,11 @@ export interface SwitchoverOptions extends CallOptions {
   to?: string;
 }
 
+/** enqueueFlow's node: enqueue's item with its queue and its children. */
+export interface FlowNode extends EnqueueItem {
+  queue: string;
+  children?: FlowNode[];
+}
 /** upsertSchedule: exactly one of cron (with tz) and every_ms, and the message each fire enqueues. */
 export interface ScheduleSpec extends MutationOptions {
   /** 5 fields or a macro (@daily…), in tz. */
@@ -528,6 +534,16 @@ export class Client {
 
   health(options?: CallOptions): Promise<Health> {
     return this.run(() => codec.health(), options, CALL_KEYS);
+  }
+
+  /**
+   * A tree of messages across queues (or a list of trees) in one request, all or none: each node
+   * (`{queue, children, ...enqueue's item}`) waits until its children have completed. At most 1000
+   * nodes and 32 levels. One FlowNodeResult per node in pre-order; a tree whose root id exists
+   * with the same content is a resend (`duplicate`).
+   */
+  enqueueFlow(trees: FlowNode | FlowNode[], options?: MutationOptions): Promise<FlowNodeResult[]> {
+    return this.run(() => flows.enqueueFlow(trees), options, MUTATION_KEYS);
   }
 
   // ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------

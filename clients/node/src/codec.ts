@@ -530,7 +530,7 @@ export function optional<T>(value: unknown, check: (v: unknown) => T): T | undef
  * add would drop `dequeue_paused: false`, `priority: 0` or `retry_delay_ms: 0`, which the server
  * must see as given (docs/protocol.md: an absent field is "unchanged" or "the queue's default").
  */
-function addPresent(b: flatbuffers.Builder, add: () => void): void {
+export function addPresent(b: flatbuffers.Builder, add: () => void): void {
   b.forceDefaults(true);
   add();
   b.forceDefaults(false);
@@ -588,7 +588,7 @@ export function pairVector(b: flatbuffers.Builder, list: [string, string][]): fl
   return offsetVector(b, offsets);
 }
 
-function offsetVector(b: flatbuffers.Builder, offsets: flatbuffers.Offset[]): flatbuffers.Offset {
+export function offsetVector(b: flatbuffers.Builder, offsets: flatbuffers.Offset[]): flatbuffers.Offset {
   b.startVector(4, offsets.length, 4);
   for (let i = offsets.length - 1; i >= 0; i--) b.addOffset(offsets[i]!);
   return b.endVector();
@@ -818,7 +818,7 @@ export const ITEM_KEYS = [
   "batch",
 ] as const;
 
-interface CheckedItem {
+export interface CheckedItem {
   id: string | undefined;
   priority: bigint;
   payload: Uint8Array;
@@ -865,7 +865,12 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
 }
 
 function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.Offset {
-  const offsets = items.map((item) => {
+  return offsetVector(b, items.map((item) => buildItem(b, item)));
+}
+
+/** One EnqueueItem table (an Enqueue's item, or a flow node's). */
+export function buildItem(b: flatbuffers.Builder, item: CheckedItem): flatbuffers.Offset {
+  {
     const id = item.id ? createString(b, item.id) : 0;
     const payload = item.payload.length ? byteVector(b, item.payload) : 0;
     const metadata = item.metadata.length ? pairVector(b, item.metadata) : 0;
@@ -885,8 +890,7 @@ function buildItems(b: flatbuffers.Builder, items: CheckedItem[]): flatbuffers.O
     if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
     if (batch) P.EnqueueItem.addBatch(b, batch);
     return P.EnqueueItem.endEnqueueItem(b);
-  });
-  return offsetVector(b, offsets);
+  }
 }
 
 function decodeEnqueueResults(response: P.Response): EnqueueResult[] {

@@ -389,3 +389,12 @@ export interface Batch {
   /** Errored, or moved to a dead-letter queue. */
   errored: number;
 }
+
+/** One node of an enqueueFlow, in pre-order (a node, then each child's subtree in order). */
+export interface FlowNodeResult {
+  queue: string;
+  id: string;
+  version: number;
+  /** The node's tree was a resend (its root existed with the same content). */
+  duplicate: boolean;
+}

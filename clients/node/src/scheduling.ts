@@ -7,7 +7,9 @@ import * as flatbuffers from "flatbuffers";
 
 import {
   Call,
+  addPresent,
   byteVector,
+  bytesOf,
   call,
   checkKeys,
   createString,
@@ -50,14 +52,13 @@ function policy(name: string, names: readonly string[], value: unknown): number 
 }
 
 function decodeSchedule(s: P.Schedule): Schedule {
-  const payload = s.payloadArray();
   return {
     queue: text(s.queue()),
     name: text(s.name()),
     cron: text(s.cron()),
     tz: text(s.tz()),
     every_ms: Number(s.everyMs()),
-    payload: payload === null ? Buffer.alloc(0) : Buffer.from(payload),
+    payload: bytesOf(s.payloadArray()),
     metadata: metadataOf(s),
     priority_offset_ms: Number(s.priorityOffsetMs()),
     max_attempts: s.maxAttempts(),
@@ -208,12 +209,11 @@ function decodeBatch(response: P.Response, name: string): Batch {
   const c = b.callback();
   let callback: BatchCallback | null = null;
   if (c !== null) {
-    const payload = c.payloadArray();
     callback = {
       queue: text(c.queue()),
       id: text(c.id()),
       priority: Number(c.priority()),
-      payload: payload === null ? Buffer.alloc(0) : Buffer.from(payload),
+      payload: bytesOf(c.payloadArray()),
       metadata: metadataOf(c),
       max_attempts: c.maxAttempts(),
     };
@@ -261,22 +261,13 @@ export function createBatch(id: unknown, callback: unknown, retentionMs: unknown
       if (cb.priority !== 0n) P.BatchCallback.addPriority(b, cb.priority);
       if (po) P.BatchCallback.addPayload(b, po);
       if (mo) P.BatchCallback.addMetadata(b, mo);
-      // Present even when 0 (the schema's `= null`): see codec.ts, addPresent.
-      if (cb.max_attempts !== undefined) {
-        b.forceDefaults(true);
-        P.BatchCallback.addMaxAttempts(b, cb.max_attempts);
-        b.forceDefaults(false);
-      }
+      if (cb.max_attempts !== undefined) addPresent(b, () => P.BatchCallback.addMaxAttempts(b, cb.max_attempts!));
       co = P.BatchCallback.endBatchCallback(b);
     }
     P.CreateBatch.startCreateBatch(b);
     P.CreateBatch.addId(b, io);
     if (co) P.CreateBatch.addCallback(b, co);
-    if (retention !== undefined) {
-      b.forceDefaults(true);
-      P.CreateBatch.addRetentionMs(b, retention);
-      b.forceDefaults(false);
-    }
+    if (retention !== undefined) addPresent(b, () => P.CreateBatch.addRetentionMs(b, retention));
     return P.CreateBatch.endCreateBatch(b);
   }, (response) => decodeBatch(response, "createBatch"));
 }

@@ -143,6 +143,21 @@ class Operations:
         request.decode = lambda response: enqueue_decode(response).outcome
         return self._execute(request, None, durability)
 
+    # ---- Flows (docs/semantics.md, "Flows") ---------------------------------------------------
+
+    def enqueue_flow(self, trees, *, timeout=None, durability=None):
+        """Enqueues a tree of messages across queues (or a list of trees) in one request,
+        atomically: each node's message waits until all its children have completed. A node is
+        a dict of ``enqueue``'s arguments (``payload``, ``priority``, ``metadata``, ``id``,
+        ``delay_ms``, ``visible_at``, ``max_attempts``, ``depends_on``,
+        ``on_dependency_failure``, ``batch``) with ``queue`` and optionally ``children`` (a
+        list of nodes). At most 1000 nodes, 32 levels. Returns one ``FlowNodeResult`` per node
+        in pre-order (a node, then each child's subtree in order). Raises the flow's error
+        (naming the node as ``nodes[i]``, in the same order); then nothing was enqueued. A
+        tree whose root ``id`` exists with the same content is a resend: its nodes come back
+        with ``duplicate`` True."""
+        return self._execute(codec.enqueue_flow(trees, self._default_id), timeout, durability)
+
     # ---- Batches (docs/semantics.md, "Batches") ---------------------------------------------
 
     def create_batch(self, id, callback=None, *, retention_ms=None, timeout=None,

@@ -93,6 +93,16 @@ class EnqueueResult(Record):
     _decoders = {}
 
 
+class FlowNodeResult(Record):
+    """One node of an ``enqueue_flow`` (docs/semantics.md, "Flows"): its ``queue``, ``id``
+    (generated when none was given), ``version``, and ``duplicate`` (its tree was a resend: the
+    root existed with the same content, and nothing of the tree was enqueued)."""
+
+    __slots__ = ("queue", "id", "version", "duplicate")
+    FIELDS = __slots__
+    _decoders = {}
+
+
 class Batch(Record):
     """A batch (docs/semantics.md, "Batches"): ``id``, ``callback`` (a dict: ``queue``, ``id``,
     ``priority``, ``payload``, ``metadata``, ``max_attempts``; None without one),

@@ -20,7 +20,7 @@ def examples():
     text = open(DOC, encoding="utf-8").read()
     found = dict(re.findall(r"<!-- example: (\w+) -->\n```python\n(.*?)```", text, re.S))
     assert set(found) == {"worker", "enqueue", "async", "exclusive", "tls", "watch", "call",
-                          "dependencies"}, sorted(found)
+                          "dependencies", "flows"}, sorted(found)
     return found
 
 
@@ -138,3 +138,10 @@ def test_the_dependencies_example(run_example):
     script = run_example("dependencies")
     assert script.finish(60) == 0, script.errors
     assert script.lines == ["waiting", "renders/render-1 completed b'rendered.pdf'"], script.lines
+
+
+def test_the_flows_example(run_example):
+    script = run_example("flows")
+    assert script.finish(60) == 0, script.errors
+    assert script.lines == ["[('reports', 'report-7'), ('images', 'image-1')]", "waiting",
+                            "pending"], script.lines
