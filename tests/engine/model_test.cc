@@ -2597,6 +2597,8 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["history.worker_id"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.noted"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.dead_lettered"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.extended"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.dependency_failed"], 0u) << "seed " << run.seed;
     std::printf("seed %llu: %zu operations agree; counts:%s\n",
                 static_cast<unsigned long long>(run.seed), kOpsPerSeed, FormatStats(stats).c_str());
   }
