@@ -42,6 +42,8 @@ export type {
   ExplainReason,
   FailResult,
   Health,
+  History,
+  HistoryEntry,
   Message,
   MessageEvent,
   MisfirePolicy,
