@@ -657,7 +657,6 @@ def test_history_timeline(ctx):
     ws.call("Fail", {"queue": "jobs", "id": "h1", "lease_token": first["lease_token"],
                      "error": "SMTP 451", "retry_delay_ms": 300})
     ctx.open(s.url + "/#/q/jobs/m/h1")
-    ctx.wait_text("#detail-field-state", "invisible")
     wait_for(lambda: history_events(ctx)[:4] == ["enqueued", "leased", "noted", "failed"], 30,
              lambda: f"the first attempt in the timeline: {history_events(ctx)}")
     second = wait_for(lambda: ws.call("Dequeue", {"queue": "jobs", "max": 1,
@@ -689,6 +688,7 @@ def test_history_timeline(ctx):
     summary = ctx.text("#detail-history-summary")
     for needle in ("7 entries", "pending", "running (attempt 1)", "running (attempt 2)", "invisible"):
         assert needle in summary, f"{needle!r} not in {summary!r}"
+    ctx.js("document.querySelector('#detail-history-summary').scrollIntoView({block: 'start'})")
     ctx.shot("message-history")
 
     # A restart: the page reconnects and shows the same durable timeline.
@@ -728,8 +728,13 @@ def test_flow_graph(ctx):
     ctx.js("document.querySelector('#detail-dependencies [data-key=\"flow/transform\"]').click()")
     wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "transform", 30,
              "transform's page")
-    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["extract", "pending"]], 30,
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/extract", "pending"]], 30,
              lambda: f"transform's dependency: {graph_nodes(ctx, '#detail-dependencies')}")
+    # Its dependent, from Explain's `dependents`: listed while it waits.
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [["flow/load", "waiting"]], 30,
+             lambda: f"transform's dependent: {graph_nodes(ctx, '#detail-dependents')}")
+    assert ctx.css("#detail-graph-self").get_attribute("data-state") == "waiting"
+    ctx.js("document.querySelector('#message-detail').scrollIntoView({block: 'start'})")
     ctx.shot("flow-graph")
 
     def run(id_):
@@ -739,13 +744,16 @@ def test_flow_graph(ctx):
         ws.call("Complete", {"queue": "flow", "items": [{"id": id_, "lease_token": m["lease_token"]}]})
 
     run("extract")
-    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["extract", "completed"]], 30,
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/extract", "completed"]], 30,
              lambda: f"extract completed: {graph_nodes(ctx, '#detail-dependencies')}")
     wait_for(lambda: ctx.css("#detail-graph-self").get_attribute("data-state") == "pending", 30,
              "transform released")
     run("transform")
     wait_for(lambda: ctx.css("#detail-graph-self").get_attribute("data-state") == "completed", 30,
              "transform completed")
+    # Completed: it released load, which no longer waits on it.
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [], 30,
+             lambda: f"no dependent left: {graph_nodes(ctx, '#detail-dependents')}")
     ctx.go("#/q/flow/m/load")
     wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "completed"]],
              30, lambda: f"load's dependency completed: {graph_nodes(ctx, '#detail-dependencies')}")

@@ -238,7 +238,7 @@ export class MessageDetail {
   renderGraph(explain) {
     const deps = this.msg.dependency_results;
     const dependents = (explain && explain.dependents) || [];
-    const more = (explain && explain.more_dependents) || 0;
+    const more = ((explain && explain.waiting_dependents) || 0) - dependents.length;
     const shown = deps.length > 0 || dependents.length > 0;
     this.depsTitle.hidden = this.graph.hidden = !shown;
     this.graphNote.hidden = dependents.length === 0;
@@ -258,8 +258,9 @@ export class MessageDetail {
     // dependencies are drawn.
     this.dependents.hidden = this.dependentsArrow.hidden = dependents.length === 0;
     clear(this.dependents);
-    for (const d of dependents) this.dependents.append(this.node(d.id, d.state));
-    if (more) this.dependents.append(h('span', {class: 'muted', text: `… ${int(more)} more`}));
+    // Listed only while they wait on it: each one's state is `waiting`.
+    for (const key of dependents) this.dependents.append(this.node(key, 'waiting'));
+    if (more > 0) this.dependents.append(h('span', {class: 'muted', text: `… ${int(more)} more`}));
     setText(this.graphNote, 'Dependents are the messages still waiting on this one; once it is finished ' +
         'they are released (or failed by their policy) and no longer listed here.');
   }
@@ -309,7 +310,7 @@ export class MessageDetail {
     set(5, e.event === 'leased' ? '' : (e.text || ''));
     const to = e.to || 'invisible';
     if (r.next) set(6, `${to} ${duration(r.next.time - e.time)}`);
-    else if (this.msg && !TERMINAL.has(this.msg.state) && this.msg.state !== 'errored') {
+    else if (!TERMINAL.has(to) && to !== 'errored') {
       set(6, `${to} ${duration(Date.now() - e.time)} so far`);
     } else set(6, '');
   }
