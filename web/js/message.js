@@ -123,7 +123,7 @@ export class MessageDetail {
                       .map((t) => h('th', {text: t})))),
                   this.historyBody));
     this.poll = setInterval(() => {
-      if (this.msg && !TERMINAL.has(this.msg.state)) this.refreshHistory();
+      if (this.msg && !TERMINAL.has(this.msg.state) && this.conn.open) this.refreshHistory();
     }, HISTORY_POLL_MS);
   }
 
@@ -139,8 +139,9 @@ export class MessageDetail {
       if (seq !== this.historySeq) return;
       this.renderHistory(result.entries || [], result.dropped || 0);
     } catch (e) {
-      if (seq !== this.historySeq) return;
-      this.renderHistory([], 0, e.code === 'NOT_FOUND' ? 'none (the message is gone)' : e.message);
+      // A lost connection keeps what is on screen (the page refreshes when it is back).
+      if (seq !== this.historySeq || e.code !== 'NOT_FOUND') return;
+      this.renderHistory([], 0, 'none (the message is gone)');
     }
   }
 
