@@ -724,6 +724,17 @@ def test_flow_graph(ctx):
     wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "waiting"]], 30,
              lambda: f"load's dependency: {graph_nodes(ctx, '#detail-dependencies')}")
     assert ctx.css("#detail-graph-self").get_attribute("data-state") == "waiting"
+    assert graph_nodes(ctx, "#detail-dependents") == [], "nothing waits on load"
+    # The head of the chain: no dependencies, one dependent.
+    ctx.go("#/q/flow/m/extract")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [["flow/transform", "waiting"]], 30,
+             lambda: f"extract's dependent: {graph_nodes(ctx, '#detail-dependents')}")
+    assert graph_nodes(ctx, "#detail-dependencies") == []
+    assert ctx.css("#detail-graph-self").get_attribute("data-state") == "pending"
+    ctx.go("#/q/flow/m/load")
+    wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "load" and
+             graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "waiting"]], 30,
+             "load's page again")
     # Follow the link to transform (clicked through the page's own element, found afresh).
     ctx.js("document.querySelector('#detail-dependencies [data-key=\"flow/transform\"]').click()")
     wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "transform", 30,

@@ -243,8 +243,9 @@ export class MessageDetail {
     const shown = deps.length > 0 || dependents.length > 0;
     this.depsTitle.hidden = this.graph.hidden = !shown;
     this.graphNote.hidden = dependents.length === 0;
-    if (!shown) return;
     clear(this.deps);
+    clear(this.dependents);
+    if (!shown) return;
     for (const d of deps) {
       const state = d.error ? 'removed' : d.state;
       this.deps.append(this.node(d.id, state, d.last_error));
@@ -258,7 +259,6 @@ export class MessageDetail {
     // Without any waiting dependent (or from a server that does not list them) only the
     // dependencies are drawn.
     this.dependents.hidden = this.dependentsArrow.hidden = dependents.length === 0;
-    clear(this.dependents);
     // Listed only while they wait on it: each one's state is `waiting`.
     for (const key of dependents) this.dependents.append(this.node(key, 'waiting'));
     if (more > 0) this.dependents.append(h('span', {class: 'muted', text: `… ${int(more)} more`}));
