@@ -296,6 +296,22 @@ std::vector<bool> DependencyGraph::UnfinishedEntries(std::string_view dependent)
   return out;
 }
 
+std::vector<std::string> DependencyGraph::WaitingDependents(std::string_view dependency,
+                                                            size_t limit, uint32_t* waiting) const {
+  std::vector<std::string> out;
+  *waiting = 0;
+  const auto n = Lookup(dependency);
+  if (!n) return out;
+  // A canceled dependent stays in the list until this one finishes: only the waiting count.
+  boost::unordered_flat_map<uint32_t, bool> seen;
+  for (uint32_t d : nodes_[*n].dependents) {
+    if (!nodes_[d].waiting || !seen.emplace(d, true).second) continue;
+    ++*waiting;
+    if (out.size() < limit) out.push_back(nodes_[d].key);
+  }
+  return out;
+}
+
 void DependencyGraph::ExportDependents(
     const std::function<void(const DependentEntry&)>& visit) const {
   std::vector<std::pair<uint64_t, uint32_t>> order;  // (joined, node)

@@ -128,6 +128,11 @@ class DependencyGraph {
   // dependency has neither completed nor failed since it was listed). All false when it does
   // not wait.
   std::vector<bool> UnfinishedEntries(std::string_view dependent) const;
+  // The dependents ("queue/id") that still wait on `dependency`, each once, in the order they
+  // joined: the first `limit` of them, and how many there are in all (`*waiting`). Empty once
+  // `dependency` is terminal (its reverse list is consumed then). O(its reverse list).
+  std::vector<std::string> WaitingDependents(std::string_view dependency, size_t limit,
+                                             uint32_t* waiting) const;
 
   // Snapshots: calls `visit` for every dependent whose message exists, in the order they
   // joined (see the top of this file). The entry's views are valid during the call.

@@ -954,13 +954,16 @@ Result<Explanation> Engine::Explain(std::string_view queue, std::string_view id)
   Result<Explanation> x = WithQueue<Result<Explanation>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<Explanation> { return q.Explain(id); });
-  if (!x.ok() || x->reason != ExplainReason::kWaitingOnDependencies) return x;
-  // Which dependencies it still waits on, as the graph says (read under every shard's lock,
-  // after the queue's: a release in between leaves the counts of the moment they were read).
-  // Not the dependencies' states: one that errored under the release policy and was redriven
-  // since is pending again, but counted finished for good.
+  if (!x.ok()) return x;
+  // The graph is read under every shard's lock, after the queue's: a release in between leaves
+  // the figures of the moment they were read.
   AllShardsLock lock(this);
   const std::string key = DependencyKey(queue, id);
+  x->dependents = deps_.WaitingDependents(key, kMaxExplainDependents, &x->waiting_dependents);
+  if (x->reason != ExplainReason::kWaitingOnDependencies) return x;
+  // Which dependencies it still waits on, as the graph says. Not the dependencies' states: one
+  // that errored under the release policy and was redriven since is pending again, but counted
+  // finished for good.
   std::vector<DependencyGraph::Listed> listed = deps_.ListedDependencies(key);
   const std::vector<bool> unfinished = deps_.UnfinishedEntries(key);
   x->dependencies = static_cast<uint32_t>(listed.size());

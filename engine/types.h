@@ -319,8 +319,14 @@ struct Explanation {
   uint32_t dependencies = 0;
   uint32_t unfinished = 0;
   std::vector<std::string> waiting_on;
+  // Explain by id, in any state: the first kMaxExplainDependents of the dependents that still
+  // wait on this message ("queue/id", in the order they were enqueued) and how many wait in all.
+  // None once it is terminal: its completion released them (or its failure applied their policy).
+  std::vector<std::string> dependents;
+  uint32_t waiting_dependents = 0;
 };
 inline constexpr size_t kMaxExplainWaitingOn = 10;
+inline constexpr size_t kMaxExplainDependents = 10;
 
 // ---- Schedules (docs/semantics.md, "Schedules") ----------------------------------------------
 

@@ -588,11 +588,12 @@ void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
   if (!x.ok()) return r.Error(x.status());
   auto& b = r.b();
   auto waiting_on = x->waiting_on.empty() ? 0 : b.CreateVectorOfStrings(x->waiting_on);
+  auto dependents = x->dependents.empty() ? 0 : b.CreateVectorOfStrings(x->dependents);
   r.Ok(p::Result::ExplainResult,
        p::CreateExplainResult(b, static_cast<p::ExplainReason>(x->reason), b.CreateString(x->id),
                               static_cast<p::MessageState>(x->state), x->until, x->lease_token,
                               b.CreateString(x->exclusivity_value), x->attempts, x->dependencies,
-                              x->unfinished, waiting_on));
+                              x->unfinished, waiting_on, dependents, x->waiting_dependents));
 }
 
 void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {

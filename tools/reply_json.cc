@@ -307,6 +307,14 @@ json::object ExplainToJson(const p::ExplainResult& x) {
     }
     o["waiting_on"] = std::move(keys);
   }
+  if (x.waiting_dependents() > 0) {  // the dependents still waiting on it (explain by id)
+    json::array keys;
+    if (x.dependents() != nullptr) {
+      for (const auto* key : *x.dependents()) keys.emplace_back(json::string(key->string_view()));
+    }
+    o["dependents"] = std::move(keys);
+    o["waiting_dependents"] = x.waiting_dependents();
+  }
   o["explanation"] = Explanation(x);
   return o;
 }

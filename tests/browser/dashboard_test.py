@@ -274,8 +274,8 @@ def test_queue_page(ctx):
     ctx.wait_text("#detail-field-state", "invisible")
     wait_for(lambda: ctx.css("#detail-explain").get_attribute("data-reason") == "invisible", 30,
              "explain: invisible")
-    wait_for(lambda: "running → invisible (failed)" in ctx.text("#detail-transitions"), 30,
-             "the failure among the transitions seen")
+    wait_for(lambda: "failed" in history_events(ctx), 30,
+             lambda: f"the failure in the history: {history_events(ctx)}")
     assert "upstream timeout" in ctx.text("#detail-last-error")
     ctx.shot("message-detail")
     ctx.go("#/q/bulk")
@@ -602,11 +602,11 @@ def test_dependencies(ctx):
     ctx.wait_text("#detail-field-state", "waiting")
     wait_for(lambda: ctx.css("#detail-explain").get_attribute("data-reason") ==
              "waiting_on_dependencies", 30, "explain: waiting on dependencies")
-    deps = lambda: ctx.js("return [...document.querySelectorAll('#detail-dependencies li')]"  # noqa: E731
+    deps = lambda: ctx.js("return [...document.querySelectorAll('#detail-dependencies [data-key]')]"  # noqa: E731
                           ".map(li => [li.dataset.key, li.dataset.state])")
     wait_for(lambda: deps() == [["extract/part-1", "pending"], ["extract/part-2", "pending"]], 30,
              lambda: f"both dependencies pending, listed: {deps()}")
-    href = ctx.css("#detail-dependencies li a").get_attribute("href")
+    href = ctx.css("#detail-dependencies a").get_attribute("href")
     assert href.endswith("#/q/extract/m/part-1"), href
     assert ctx.css("#detail-cancel").is_enabled(), "a waiting message can be canceled"
     ctx.shot("dependencies-waiting")
@@ -617,10 +617,159 @@ def test_dependencies(ctx):
     ctx.wait_text("#detail-field-state", "pending")
     wait_for(lambda: deps() == [["extract/part-1", "completed"], ["extract/part-2", "completed"]],
              30, lambda: f"both dependencies completed, listed: {deps()}")
-    wait_for(lambda: "waiting → pending (released)" in ctx.text("#detail-transitions"), 30,
-             "the release among the transitions seen")
+    wait_for(lambda: "released" in history_events(ctx), 30,
+             lambda: f"the release in the history: {history_events(ctx)}")
     ctx.go("#/")
     wait_for(lambda: row_counts(ctx, "report").get("waiting") == "0", 30, "report: 0 waiting")
+    ctx.no_script_errors()
+    ws.close()
+
+
+def history_events(ctx):
+    """The message detail's history timeline: each row's event (fresh from the page each call)."""
+    return ctx.js("return [...document.querySelectorAll('#detail-history tr')]"
+                  ".map(tr => tr.dataset.event || '')")
+
+
+def history_rows(ctx):
+    """The timeline's rows as lists of cell texts."""
+    return ctx.js("return [...document.querySelectorAll('#detail-history tr')]"
+                  ".map(tr => [...tr.children].map(td => td.textContent))")
+
+
+def graph_nodes(ctx, column):
+    """One column of the detail's dependency graph as [key, state] pairs."""
+    return ctx.js("return [...document.querySelectorAll(arguments[0] + ' [data-key]')]"
+                  ".map(n => [n.dataset.key, n.dataset.state])", column)
+
+
+def test_history_timeline(ctx):
+    """A message enqueued, leased with a worker id, noted, failed, retried and completed with a
+    result: the detail's timeline shows each entry with its worker, note and error and the time
+    spent between entries (running per attempt), and the same timeline after a restart
+    (docs/dashboard.md, "History")."""
+    s = ctx.server()
+    ws = Ws(s.http_port)
+    ws.enqueue("jobs", [{"id": "h1", "payload": list(b"render invoice 7")}])
+    first = ws.call("Dequeue", {"queue": "jobs", "max": 1, "worker_id": "host-a/pid-1"})["messages"][0]
+    ws.call("Note", {"queue": "jobs", "id": "h1", "lease_token": first["lease_token"],
+                     "text": "rendered, sending"})
+    ws.call("Fail", {"queue": "jobs", "id": "h1", "lease_token": first["lease_token"],
+                     "error": "SMTP 451", "retry_delay_ms": 300})
+    ctx.open(s.url + "/#/q/jobs/m/h1")
+    wait_for(lambda: history_events(ctx)[:4] == ["enqueued", "leased", "noted", "failed"], 30,
+             lambda: f"the first attempt in the timeline: {history_events(ctx)}")
+    second = wait_for(lambda: ws.call("Dequeue", {"queue": "jobs", "max": 1,
+                                                  "worker_id": "host-b/pid-2"})["messages"], 30,
+                      "the retry to become dequeueable")[0]
+    assert second["attempts"] == 2, second
+    ws.call("Complete", {"queue": "jobs", "items": [{"id": "h1", "lease_token": second["lease_token"],
+                                                     "result": list(b"sent as 250 OK")}]})
+    ctx.wait_text("#detail-field-state", "completed")
+    expected = ["enqueued", "leased", "noted", "failed", "became_visible", "leased", "completed"]
+    wait_for(lambda: history_events(ctx) == expected, 30,
+             lambda: f"the whole timeline: {history_events(ctx)}")
+    ctx.wait_text("#detail-result", "sent as 250 OK")
+    rows = history_rows(ctx)
+    by_event = {}
+    for r in rows:
+        by_event.setdefault(r[1], []).append(r)
+    leased1, leased2 = by_event["leased"]
+    assert leased1[2] == "pending → running" and leased1[3] == "1", leased1
+    assert "host-a/pid-1" in leased1[4], leased1
+    assert "host-b/pid-2" in leased2[4] and leased2[3] == "2", leased2
+    assert by_event["noted"][0][5] == "rendered, sending", by_event["noted"]
+    assert by_event["failed"][0][5] == "SMTP 451", by_event["failed"]
+    assert by_event["failed"][0][2] == "running → invisible", by_event["failed"]
+    # Each entry but the last says how long the message stayed in the state it entered.
+    for r in rows[:-1]:
+        assert r[6].startswith(r[2].split(" → ")[1] + " ") and r[6].endswith("s"), r
+    assert rows[-1][6] == "", rows[-1]
+    summary = ctx.text("#detail-history-summary")
+    for needle in ("7 entries", "pending", "running (attempt 1)", "running (attempt 2)", "invisible"):
+        assert needle in summary, f"{needle!r} not in {summary!r}"
+    ctx.js("document.querySelector('#detail-history-summary').scrollIntoView({block: 'start'})")
+    ctx.shot("message-history")
+
+    # A restart: the page reconnects and shows the same durable timeline.
+    port = s.http_port
+    s.stop()
+    wait_for(lambda: ctx.css("#conn").get_attribute("data-state") != "open", 30, "the drop seen")
+    s2 = ctx.server(data_dir=s.dir, http_port=port)
+    ctx.wait_live()
+    ws2 = Ws(s2.http_port)
+    served = ws2.call("History", {"queue": "jobs", "id": "h1"})
+    assert [e["event"] for e in served["entries"]] == expected, served
+    ctx.js("location.reload()")
+    ctx.wait_live()
+    ctx.wait_text("#detail-field-state", "completed")
+    wait_for(lambda: history_rows(ctx) == rows, 30,
+             lambda: f"the same timeline after the restart: {history_rows(ctx)} vs {rows}")
+    ctx.no_script_errors()
+    ws.close()
+    ws2.close()
+
+
+def test_flow_graph(ctx):
+    """A chain extract → transform → load (depends_on): each message's page draws its
+    dependencies with their states, linked, and follows them as they complete
+    (docs/dashboard.md, "Dependencies")."""
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.enqueue("flow", [{"id": "extract"}])
+    ws.enqueue("flow", [{"id": "transform", "depends_on": ["extract"]}])
+    ws.enqueue("flow", [{"id": "load", "depends_on": ["flow/transform"]}])
+    ctx.open(s.url + "/#/q/flow/m/load")
+    ctx.wait_text("#detail-field-state", "waiting")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "waiting"]], 30,
+             lambda: f"load's dependency: {graph_nodes(ctx, '#detail-dependencies')}")
+    assert ctx.css("#detail-graph-self").get_attribute("data-state") == "waiting"
+    assert graph_nodes(ctx, "#detail-dependents") == [], "nothing waits on load"
+    # The head of the chain: no dependencies, one dependent.
+    ctx.go("#/q/flow/m/extract")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [["flow/transform", "waiting"]], 30,
+             lambda: f"extract's dependent: {graph_nodes(ctx, '#detail-dependents')}")
+    assert graph_nodes(ctx, "#detail-dependencies") == []
+    assert ctx.css("#detail-graph-self").get_attribute("data-state") == "pending"
+    ctx.go("#/q/flow/m/load")
+    wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "load" and
+             graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "waiting"]], 30,
+             "load's page again")
+    # Follow the link to transform (clicked through the page's own element, found afresh).
+    ctx.js("document.querySelector('#detail-dependencies [data-key=\"flow/transform\"]').click()")
+    wait_for(lambda: ctx.css("#message-detail").get_attribute("data-id") == "transform", 30,
+             "transform's page")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/extract", "pending"]], 30,
+             lambda: f"transform's dependency: {graph_nodes(ctx, '#detail-dependencies')}")
+    # Its dependent, from Explain's `dependents`: listed while it waits.
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [["flow/load", "waiting"]], 30,
+             lambda: f"transform's dependent: {graph_nodes(ctx, '#detail-dependents')}")
+    assert ctx.css("#detail-graph-self").get_attribute("data-state") == "waiting"
+    ctx.js("document.querySelector('#message-detail').scrollIntoView({block: 'start'})")
+    ctx.shot("flow-graph")
+
+    def run(id_):
+        m = wait_for(lambda: ws.call("Dequeue", {"queue": "flow", "max": 1})["messages"], 30,
+                     f"{id_} to be dequeueable")[0]
+        assert m["id"] == id_, m
+        ws.call("Complete", {"queue": "flow", "items": [{"id": id_, "lease_token": m["lease_token"]}]})
+
+    run("extract")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/extract", "completed"]], 30,
+             lambda: f"extract completed: {graph_nodes(ctx, '#detail-dependencies')}")
+    wait_for(lambda: ctx.css("#detail-graph-self").get_attribute("data-state") == "pending", 30,
+             "transform released")
+    run("transform")
+    wait_for(lambda: ctx.css("#detail-graph-self").get_attribute("data-state") == "completed", 30,
+             "transform completed")
+    # Completed: it released load, which no longer waits on it.
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependents") == [], 30,
+             lambda: f"no dependent left: {graph_nodes(ctx, '#detail-dependents')}")
+    ctx.go("#/q/flow/m/load")
+    wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "completed"]],
+             30, lambda: f"load's dependency completed: {graph_nodes(ctx, '#detail-dependencies')}")
+    wait_for(lambda: ctx.css("#detail-graph-self").get_attribute("data-state") == "pending", 30,
+             "load released")
     ctx.no_script_errors()
     ws.close()
 
@@ -753,7 +902,7 @@ def test_batches(ctx):
 
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
          test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
-         test_batches]
+         test_batches, test_history_timeline, test_flow_graph]
 
 
 def main():

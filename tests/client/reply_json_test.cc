@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/serialize.hpp>
+#include <vector>
 
 #include "tools/reply_json.h"
 
@@ -30,6 +31,25 @@ TEST(ReplyJson, ExplainNamesTheReasonAndSaysWhy) {
   EXPECT_EQ(o.at("exclusivity_value"), "acme");
   EXPECT_EQ(o.at("explanation"),
             "exclusivity value 'acme' is held by lease 77 until 1700000030000");
+}
+
+TEST(ReplyJson, ExplainListsTheDependentsStillWaitingOnlyWhenThereAreSome) {
+  flatbuffers::FlatBufferBuilder b;
+  const std::vector<flatbuffers::Offset<flatbuffers::String>> dependents = {
+      b.CreateString("reports/summary-9"), b.CreateString("archive/extract-9")};
+  b.Finish(p::CreateExplainResultDirect(b, p::ExplainReason::dequeueable, "extract-9",
+                                        p::MessageState::pending, 0, 0, "", 0, 0, 0, nullptr,
+                                        &dependents, 12));
+  const json::object o = ExplainToJson(*Root<p::ExplainResult>(b));
+  EXPECT_EQ(json::serialize(o.at("dependents")), R"(["reports/summary-9","archive/extract-9"])");
+  EXPECT_EQ(o.at("waiting_dependents").to_number<int64_t>(), 12);
+
+  flatbuffers::FlatBufferBuilder none;
+  none.Finish(p::CreateExplainResultDirect(none, p::ExplainReason::terminal, "extract-9",
+                                           p::MessageState::completed));
+  const json::object done = ExplainToJson(*Root<p::ExplainResult>(none));
+  EXPECT_FALSE(done.contains("dependents"));
+  EXPECT_FALSE(done.contains("waiting_dependents"));
 }
 
 TEST(ReplyJson, MessageEventsAndStatsTicks) {

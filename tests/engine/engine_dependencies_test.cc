@@ -80,6 +80,32 @@ TEST_F(DependenciesTest, ExplainCountsTheDependenciesNotFinishedAndNamesThem) {
   EXPECT_TRUE(y->waiting_on.empty());
 }
 
+TEST_F(DependenciesTest, ExplainNamesTheDependentsStillWaitingOnIt) {
+  Put("q", "parent");
+  for (int i = 0; i < 12; ++i) PutAfter("q", "c" + std::to_string(i), {"parent"});
+  PutAfter("other", "twice", {"q/parent", "q/parent"});
+  ASSERT_TRUE(engine().Cancel("q", {"c0"})[0].ok());
+  Result<Explanation> x = engine().Explain("q", "parent");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kDequeueable);
+  EXPECT_EQ(x->waiting_dependents, 12u) << "c1..c11 and other/twice (once); c0 was canceled";
+  ASSERT_EQ(x->dependents.size(), kMaxExplainDependents);
+  EXPECT_EQ(x->dependents.front(), "q/c1") << "in the order they were enqueued";
+  EXPECT_EQ(x->dependents.back(), "q/c10");
+  // A dependent has none of its own; a chain's middle link has both sides.
+  Result<Explanation> c = engine().Explain("q", "c1");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->dependents.empty());
+  EXPECT_EQ(c->waiting_dependents, 0u);
+  // Once it completes it has released them: none are listed.
+  Finish("q", "parent");
+  Result<Explanation> done = engine().Explain("q", "parent");
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->reason, ExplainReason::kTerminal);
+  EXPECT_TRUE(done->dependents.empty());
+  EXPECT_EQ(done->waiting_dependents, 0u);
+}
+
 TEST_F(DependenciesTest, ReleasedByTheCompleteOfItsLastDependencyInThatOperation) {
   Put("q", "a");
   Put("q", "b");

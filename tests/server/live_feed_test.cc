@@ -129,6 +129,7 @@ TEST(SubscriptionOptions, QueueStatsEncodeEveryQueueWithItsTotals) {
   queues[1].name = "b";
   queues[1].counts.by_state[1] = 1;
   queues[1].settings.dequeue_paused = true;
+  queues[1].settings.history_max = 7;
   fb::FlatBufferBuilder b;
   auto v = EncodeQueueStats(b, queues, a);
   auto tick = p::CreateStatsTick(b, 0, 42, v);
@@ -141,6 +142,8 @@ TEST(SubscriptionOptions, QueueStatsEncodeEveryQueueWithItsTotals) {
   EXPECT_EQ(t->queues()->Get(1)->enqueued(), 1u);
   EXPECT_EQ(t->queues()->Get(1)->queue()->counts()->pending(), 1u);
   EXPECT_TRUE(t->queues()->Get(1)->queue()->settings()->dequeue_paused());
+  // Every setting, as GetQueue's QueueInfo (the TypeScript client refused a tick without it).
+  EXPECT_EQ(t->queues()->Get(1)->queue()->settings()->history_max(), 7u);
 }
 
 std::shared_ptr<const std::string> Finished(fb::FlatBufferBuilder& b) {

@@ -108,6 +108,7 @@ export function message(m) {
     enqueued_at: m.enqueued_at || 0,
     updated_at: m.updated_at || 0,
     last_error: m.last_error || '',
+    result: m.result || [],  // completed: the bytes its complete carried
     // With include_dependency_results: one outcome per dependency ({id: "queue/id", state, …}).
     dependency_results: (m.dependency_results || []).map((d) => ({
       id: d.id || '',

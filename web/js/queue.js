@@ -11,7 +11,7 @@ import {MessageDetail} from './message.js';
 import {DEPTH_SERIES, RATE_SERIES} from './store.js';
 
 export const EVENTS_PER_SEC = 100;  // the live feed's sample (Subscribe.max_events_per_sec)
-const EVENT_LOG = 2000;            // transitions kept for the message detail
+const EVENT_LOG = 2000;            // transitions kept for the live feed
 const FEED_ROWS = 40;
 const DEFAULT_PAGE = 100;
 
@@ -277,10 +277,6 @@ export class QueueView {
       row.title = `now ${e.to} (${e.cause})`;
       setText(row.querySelector('.moved-note'), `→ ${e.to}`);
     }
-  }
-
-  transitionsOf(id) {
-    return this.events.filter((e) => e.id === id);
   }
 
   // ---- Rendering -----------------------------------------------------------------------------

@@ -49,6 +49,7 @@ import type {
   Counts,
   EnqueueResult,
   Explanation,
+  History,
   FailResult,
   Health,
   Message,
@@ -131,6 +132,8 @@ export interface DequeueOptions extends MutationOptions {
   wait_ms?: number;
   /** Each message carries its dependencies' outcomes (`dependency_results`, with their results). */
   include_dependency_results?: boolean;
+  /** Who dequeues (up to 128 bytes, e.g. "host/pid"): kept in each leased message's history. */
+  worker_id?: string;
 }
 export interface CompleteOptions extends MutationOptions {
   /**
@@ -405,8 +408,8 @@ export class Client {
   /** Leases up to `max` pending messages, earliest priority first; each `running` with its lease_token. */
   dequeue(queue: string, options?: DequeueOptions): Promise<Message[]> {
     return this.runWith(async () => {
-      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", "include_dependency_results", ...MUTATION_KEYS]);
-      const call = codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms, o.include_dependency_results);
+      const o = codec.checkKeys("dequeue options", options, ["max", "lease_ms", "filter", "wait_ms", "include_dependency_results", "worker_id", ...MUTATION_KEYS]);
+      const call = codec.dequeue(queue, o.max, o.lease_ms, o.filter, o.wait_ms, o.include_dependency_results, o.worker_id);
       return this.execute(call, o.timeout_ms, o.durability);
     });
   }
@@ -519,6 +522,22 @@ export class Client {
       const o = codec.checkKeys("count options", options, ["filter", ...CALL_KEYS]);
       return this.execute(codec.count(queue, o.filter), o.timeout_ms);
     });
+  }
+
+  /**
+   * The message's history, oldest first (at most the queue's history_max entries; `dropped`
+   * counts the ones left out). NOT_FOUND once the message is gone.
+   */
+  history(queue: string, id: string, options?: CallOptions): Promise<History> {
+    return this.run(() => codec.history(queue, id), options, CALL_KEYS);
+  }
+
+  /**
+   * Adds a `noted` entry (1–1024 bytes of UTF-8) to the history of a message held under
+   * leaseToken; FAILED_PRECONDITION for a lease that is not the current one, or history_max 0.
+   */
+  note(queue: string, id: string, leaseToken: number | bigint, text: string, options?: MutationOptions): Promise<void> {
+    return this.run(() => codec.note(queue, id, leaseToken, text), options, MUTATION_KEYS);
   }
 
   /** Why a message (or a dequeue with {filter}) is or is not dequeueable now. */

@@ -26,6 +26,8 @@ import {
   EXPLAIN_REASONS,
   EnqueueResult,
   Explanation,
+  History,
+  HistoryEntry,
   FailResult,
   Health,
   Message,
@@ -358,6 +360,7 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     max_depth: Number(setting("max_depth", s.maxDepth())),
     enqueue_paused: setting("enqueue_paused", s.enqueuePaused()),
     dequeue_paused: setting("dequeue_paused", s.dequeuePaused()),
+    history_max: setting("history_max", s.historyMax()),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -633,6 +636,7 @@ export const SETTING_NAMES = [
   "max_depth",
   "enqueue_paused",
   "dequeue_paused",
+  "history_max",
 ] as const;
 const UPDATABLE = SETTING_NAMES.filter((n) => n !== "type" && n !== "exclusivity_key");
 const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms"] as const;
@@ -648,6 +652,7 @@ interface SettingsTable {
   addMaxDepth(b: flatbuffers.Builder, v: bigint): void;
   addEnqueuePaused(b: flatbuffers.Builder, v: boolean): void;
   addDequeuePaused(b: flatbuffers.Builder, v: boolean): void;
+  addHistoryMax(b: flatbuffers.Builder, v: number): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -688,6 +693,7 @@ function checkSettings(settings: unknown, update: boolean) {
     max_depth: optional(s.max_depth, (x) => int64("max_depth", x, "uint64")),
     enqueue_paused: optional(s.enqueue_paused, (x) => bool("enqueue_paused", x)),
     dequeue_paused: optional(s.dequeue_paused, (x) => bool("dequeue_paused", x)),
+    history_max: optional(s.history_max, (x) => uint32("history_max", x)),
   };
 }
 
@@ -708,6 +714,7 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (s.max_depth !== undefined) add(() => table.addMaxDepth(b, s.max_depth!));
   if (s.enqueue_paused !== undefined) add(() => table.addEnqueuePaused(b, s.enqueue_paused!));
   if (s.dequeue_paused !== undefined) add(() => table.addDequeuePaused(b, s.dequeue_paused!));
+  if (s.history_max !== undefined) add(() => table.addHistoryMax(b, s.history_max!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 
@@ -963,15 +970,18 @@ export function dequeue(
   filter: unknown,
   waitMs: unknown,
   includeDependencyResults?: unknown,
+  workerId?: unknown,
 ): Call<Message[]> {
   const q = str("queue", queue);
   const m = max === undefined ? 1 : uint32("max", max);
   const lease = optional(leaseMs, (x) => int64("lease_ms", x));
   const f = pairs("filter", filter);
   const wait = waitMs === undefined ? 0 : uint32("wait_ms", waitMs);
+  const worker = workerIdOf(workerId);
   return call("dequeue", P.Operation.Dequeue, true, (b) => {
     const qo = createString(b, q);
     const fo = f.length ? pairVector(b, f) : 0;
+    const wo = worker ? createString(b, worker) : 0;
     P.Dequeue.startDequeue(b);
     P.Dequeue.addQueue(b, qo);
     P.Dequeue.addMax(b, m);
@@ -979,6 +989,7 @@ export function dequeue(
     if (fo) P.Dequeue.addFilter(b, fo);
     if (wait) P.Dequeue.addWaitMs(b, wait);
     if (includeDependencyResults) P.Dequeue.addIncludeDependencyResults(b, true);
+    if (wo) P.Dequeue.addWorkerId(b, wo);
     return P.Dequeue.endDequeue(b);
   }, (response) => {
     const r = expect(response, P.Result.DequeueResult, new P.DequeueResult(), "dequeue");
@@ -1060,9 +1071,19 @@ export interface NextOptions {
   wait_ms?: number;
   /** Each leased message carries its dependencies' outcomes (`dependency_results`). */
   include_dependency_results?: boolean;
+  /** Who dequeues (up to 128 bytes): kept in each leased message's history. */
+  worker_id?: string;
 }
 
-export const NEXT_KEYS = ["queue", "max", "lease_ms", "filter", "wait_ms", "include_dependency_results"] as const;
+export const NEXT_KEYS = ["queue", "max", "lease_ms", "filter", "wait_ms", "include_dependency_results", "worker_id"] as const;
+
+/** A dequeue's worker_id: a string of up to 128 bytes ("" or absent: none). */
+function workerIdOf(value: unknown): string {
+  if (value === undefined) return "";
+  const w = str("worker_id", value);
+  if (Buffer.byteLength(w) > 128) throw invalidArgument("worker_id: at most 128 bytes");
+  return w;
+}
 
 interface CheckedNext {
   queue: string;
@@ -1071,6 +1092,7 @@ interface CheckedNext {
   filter: [string, string][];
   wait: number;
   dependencies: boolean;
+  worker: string;
 }
 
 function checkNext(next: unknown): CheckedNext {
@@ -1082,12 +1104,14 @@ function checkNext(next: unknown): CheckedNext {
     filter: pairs("filter", n.filter),
     wait: waitMsOf(n.wait_ms),
     dependencies: Boolean(n.include_dependency_results),
+    worker: workerIdOf(n.worker_id),
   };
 }
 
 function buildDequeue(b: flatbuffers.Builder, d: CheckedNext): flatbuffers.Offset {
   const qo = d.queue ? createString(b, d.queue) : 0;
   const fo = d.filter.length ? pairVector(b, d.filter) : 0;
+  const wo = d.worker ? createString(b, d.worker) : 0;
   P.Dequeue.startDequeue(b);
   if (qo) P.Dequeue.addQueue(b, qo);
   P.Dequeue.addMax(b, d.max);
@@ -1095,6 +1119,7 @@ function buildDequeue(b: flatbuffers.Builder, d: CheckedNext): flatbuffers.Offse
   if (fo) P.Dequeue.addFilter(b, fo);
   if (d.wait) P.Dequeue.addWaitMs(b, d.wait);
   if (d.dependencies) P.Dequeue.addIncludeDependencyResults(b, true);
+  if (wo) P.Dequeue.addWorkerId(b, wo);
   return P.Dequeue.endDequeue(b);
 }
 
@@ -1372,7 +1397,63 @@ export function explain(queue: unknown, selector: unknown): Call<Explanation> {
       dependencies: r.dependencies(),
       unfinished: r.unfinished(),
       waiting_on: Array.from({ length: r.waitingOnLength() }, (_, k) => r.waitingOn(k)),
+      dependents: Array.from({ length: r.dependentsLength() }, (_, k) => r.dependents(k)),
+      waiting_dependents: r.waitingDependents(),
     };
+  });
+}
+
+export function history(queue: unknown, id: unknown): Call<History> {
+  const q = str("queue", queue);
+  const i = str("id", id);
+  return call("history", P.Operation.History, false, (b) => {
+    const qo = createString(b, q);
+    const io = createString(b, i);
+    P.History.startHistory(b);
+    P.History.addQueue(b, qo);
+    P.History.addId(b, io);
+    return P.History.endHistory(b);
+  }, (response) => {
+    const r = expect(response, P.Result.HistoryResult, new P.HistoryResult(), "history");
+    const entries: HistoryEntry[] = [];
+    const e = new P.HistoryEntry();
+    for (let k = 0, n = r.entriesLength(); k < n; k++) {
+      r.entries(k, e);
+      entries.push({
+        time: Number(e.time()),
+        event: text(e.event()),
+        from: stateName(e.from()),
+        to: stateName(e.to()),
+        attempt: e.attempt(),
+        lease_token: Number(e.leaseToken()),
+        actor: text(e.actor()),
+        worker_id: text(e.workerId()),
+        text: text(e.text()),
+      });
+    }
+    return { entries, dropped: Number(r.dropped()) };
+  });
+}
+
+export function note(queue: unknown, id: unknown, leaseToken: unknown, note: unknown): Call<void> {
+  const q = str("queue", queue);
+  const i = str("id", id);
+  const token = int64("lease_token", leaseToken, "uint64");
+  const t = str("text", note);
+  const bytes = Buffer.byteLength(t);
+  if (bytes < 1 || bytes > 1024) throw invalidArgument("text: 1 to 1024 bytes of UTF-8");
+  return call("note", P.Operation.Note, true, (b) => {
+    const qo = createString(b, q);
+    const io = createString(b, i);
+    const to = createString(b, t);
+    P.Note.startNote(b);
+    P.Note.addQueue(b, qo);
+    P.Note.addId(b, io);
+    P.Note.addLeaseToken(b, token);
+    P.Note.addText(b, to);
+    return P.Note.endNote(b);
+  }, (response) => {
+    expect(response, P.Result.Done, new P.Done(), "note");
   });
 }
 

@@ -44,6 +44,8 @@ export type {
   FailResult,
   FlowNodeResult,
   Health,
+  History,
+  HistoryEntry,
   Message,
   MessageEvent,
   MisfirePolicy,

@@ -113,6 +113,8 @@ export interface QueueSettings {
   max_depth?: number;
   enqueue_paused?: boolean;
   dequeue_paused?: boolean;
+  /** Entries of history kept per message (default 32); 0: none (docs/semantics.md, "History"). */
+  history_max?: number;
 }
 
 /** What updateQueue may change: every setting but `type` and `exclusivity_key`. */
@@ -135,6 +137,7 @@ export interface Queue {
   max_depth: number;
   enqueue_paused: boolean;
   dequeue_paused: boolean;
+  history_max: number;
   counts: Counts;
   oldest_pending_age_ms: number;
   memory_bytes: number;
@@ -229,6 +232,35 @@ export interface Explanation {
   dependencies: number;
   unfinished: number;
   waiting_on: string[];
+  /** Explain by id: the first 10 dependents still waiting on it ("queue/id"), and how many wait in all. */
+  dependents: string[];
+  waiting_dependents: number;
+}
+
+/** One entry of a message's history (docs/protocol.md#history). */
+export interface HistoryEntry {
+  /** ms since the epoch. */
+  time: number;
+  /** "enqueued", "leased", "completed", "failed", ... "dead_lettered", "noted". */
+  event: string;
+  from: State;
+  to: State;
+  /** 0: none. */
+  attempt: number;
+  /** 0: none. */
+  lease_token: number;
+  /** "request", "worker", "timer", "dependency" or "engine". */
+  actor: string;
+  /** The worker_id the lease's dequeue gave ("" when none). */
+  worker_id: string;
+  /** leased: the worker_id; failed, dependency_failed, dead_lettered: the error; noted: the note. */
+  text: string;
+}
+
+/** A message's history, oldest first; past the queue's history_max the first and the latest are kept and `dropped` counts the rest. */
+export interface History {
+  entries: HistoryEntry[];
+  dropped: number;
 }
 
 /** The server's figures (docs/protocol.md#stats). */

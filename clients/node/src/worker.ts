@@ -41,6 +41,8 @@
 // Handlers share the event loop: they must not block it (CPU-heavy work belongs in a
 // worker_threads pool), or leases cannot be extended meanwhile.
 
+import { hostname } from "os";
+
 import { Address } from "./address";
 import { Client, ClientOptions } from "./client";
 import * as codec from "./codec";
@@ -110,6 +112,8 @@ export interface WorkerOptions extends Pick<ClientOptions, "token" | "tls" | "ca
   logger?: Logger | null;
   /** Each message carries its dependencies' outcomes (`dependency_results`; default false). */
   include_dependency_results?: boolean;
+  /** Who leases, kept in the history of every message it leases (≤ 128 bytes; default "host/pid"). */
+  worker_id?: string;
 }
 
 const WORKER_KEYS = [
@@ -124,6 +128,7 @@ const WORKER_KEYS = [
   "handle_signals",
   "logger",
   "include_dependency_results",
+  "worker_id",
   "token",
   "tls",
   "ca_file",
@@ -207,6 +212,8 @@ export class Worker {
   private readonly handleSignals: boolean;
   private readonly log: Logger;
   private readonly dependencyResults: boolean;
+  /** @internal who leases, in each message's history. */
+  readonly workerId: string;
   /** @internal the long polls' connection. */
   readonly fetchClient: Client;
   /** @internal completes, fails and extends. */
@@ -246,7 +253,8 @@ export class Worker {
       throw invalidArgument("handle_signals: must be a boolean");
     }
     // Checks queue, lease_ms and filter now, so that a typo fails here, not at the first fetch.
-    codec.dequeue(queue, this.concurrency, o.lease_ms, o.filter, this.pollMs);
+    this.workerId = o.worker_id !== undefined ? (o.worker_id as string) : `${hostname()}/${process.pid}`.slice(0, 128);
+    codec.dequeue(queue, this.concurrency, o.lease_ms, o.filter, this.pollMs, false, this.workerId);
     this.queue = queue;
     this.handler = handler;
     this.capacity = this.concurrency + this.prefetch;
@@ -410,6 +418,7 @@ export class Worker {
     if (this.dependencyResults) next.include_dependency_results = true;
     if (this.leaseMs !== undefined) next.lease_ms = this.leaseMs;
     if (this.filter !== undefined) next.filter = this.filter;
+    if (this.workerId) next.worker_id = this.workerId;
     return next;
   }
 
@@ -437,7 +446,7 @@ export class Worker {
     const n = Math.min(this.credits, codec.MAX_BATCH);
     this.credits -= n;
     this.fetchesInFlight++;
-    const call = codec.dequeue(this.queue, n, this.leaseMs, this.filter, this.pollMs, this.dependencyResults);
+    const call = codec.dequeue(this.queue, n, this.leaseMs, this.filter, this.pollMs, this.dependencyResults, this.workerId);
     this.fetchClient.execute(call).then(
       (messages) => this.onFetched(n, messages),
       (error: SundialError) => this.onFetchError(n, error),

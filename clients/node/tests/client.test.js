@@ -41,6 +41,7 @@ test("createQueue round-trips every setting and getQueue reads them back", async
     max_depth: 50,
     enqueue_paused: false,
     dequeue_paused: true,
+    history_max: 7,
   });
   assert.deepEqual(
     { ...q, counts: undefined, memory_bytes: undefined, oldest_pending_age_ms: undefined },
@@ -58,6 +59,7 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       max_depth: 50,
       enqueue_paused: false,
       dequeue_paused: true,
+      history_max: 7,
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
