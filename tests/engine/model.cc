@@ -392,6 +392,7 @@ std::vector<QueueInfo> Model::ListQueues() const {
 }
 
 Status Model::DeleteQueue(std::string_view name) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(name)) return InvalidArgument("name");
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].name == name) {
@@ -405,6 +406,7 @@ Status Model::DeleteQueue(std::string_view name) {
 }
 
 Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<MessageState>& states) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(name)) return InvalidArgument("name");
   if (states.empty() || states.size() > kStateCount) return InvalidArgument("states");
   Queue* queue = MutableQueue(name);
@@ -428,6 +430,7 @@ Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<Mess
 std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
                                                   std::vector<EnqueueItem> items,
                                                   const std::vector<std::string>& generated_ids) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = items.size();
   if (n == 0 || n > kMaxBatchItems) {
     return Repeat<Result<EnqueueResult>>(n, InvalidArgument("batch size"));
@@ -462,7 +465,7 @@ std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
 }
 
 Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& item,
-                                        const std::string& generated_id, TimeMs now) {
+                                        const std::string& generated_id, TimeMs now, bool forced) {
   Queue& queue = queues_[queue_index];
   // 2. Validation.
   if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
@@ -492,6 +495,12 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     if (index == kNpos) return NotFound("depends_on: no such message");
     named.push_back(&q->messages[index]);
   }
+  // The batch: open, unless the message exists (a repeat answers as any and joins nothing).
+  if (!item.batch.empty() && (item.id.empty() || FindIndex(queue, item.id) == kNpos)) {
+    const BatchInfo* batch = MutableBatch(item.batch);
+    if (batch == nullptr) return NotFound("batch: no such batch");
+    if (batch->sealed) return FailedPrecondition("batch: sealed");
+  }
   if (queue.settings.type == QueueType::kExclusive &&
       !FindValue(item.metadata, queue.settings.exclusivity_key)) {
     return InvalidArgument("exclusivity key missing");
@@ -507,9 +516,9 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     return EnqueueResult{id, existing.version, true};
   }
   // 4. Pause.
-  if (queue.settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
+  if (!forced && queue.settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
   // 5. Depth.
-  if (queue.settings.max_depth > 0) {
+  if (!forced && queue.settings.max_depth > 0) {
     uint64_t live = 0;
     for (const Message& m : queue.messages) live += IsTerminal(m.record.state) ? 0 : 1;
     if (live >= queue.settings.max_depth) return ResourceExhausted("max_depth");
@@ -522,7 +531,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   r.payload = item.payload;
   r.metadata = item.metadata;
   // 6. Memory budget.
-  if (options_.memory_budget_bytes > 0 &&
+  if (!forced && options_.memory_budget_bytes > 0 &&
       memory_bytes() + AccountedBytes(r) > options_.memory_budget_bytes) {
     return ResourceExhausted("memory budget");
   }
@@ -561,7 +570,11 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     }
   }
   message.policy = item.on_dependency_failure;
-  message.in_graph = !keys.empty();
+  message.in_graph = !keys.empty() || !item.batch.empty();
+  if (!item.batch.empty()) {
+    message.batch = item.batch;
+    MutableBatch(item.batch)->counts.members += 1;
+  }
   message.uid = next_uid_++;
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
@@ -619,6 +632,7 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
 
 std::vector<Status> Model::Complete(std::string_view queue_name,
                                     const std::vector<CompleteItem>& items) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = items.size();
   if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
   if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
@@ -664,6 +678,7 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
 }
 
 bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  if (!queue.messages[index].batch.empty()) FinishMember(queue.messages[index], state, now);
   // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
   // graph (semantics.md, "Retention").
   if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
@@ -695,6 +710,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
     }
     return "";
   }
+  if (!m.batch.empty()) FinishMember(m, MessageState::kErrored, now);  // moved: errored
   Message moved = std::move(m);
   moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
@@ -722,6 +738,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
 
 Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& request,
                                const ChooseBackoff& choose_backoff) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (!ValidId(request.id)) return InvalidArgument("id");
   if (request.retry_delay_ms && !ValidDelayMs(*request.retry_delay_ms)) {
@@ -787,6 +804,7 @@ Result<TimeMs> Model::Extend(std::string_view queue_name, std::string_view id, u
 
 std::vector<Status> Model::Cancel(std::string_view queue_name,
                                   const std::vector<std::string>& ids) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = ids.size();
   if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
   if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
@@ -831,6 +849,7 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
 }
 
 Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter& filter) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (!ValidFilter(filter, 1)) return InvalidArgument("filter");
   Queue* queue = MutableQueue(queue_name);
@@ -1246,7 +1265,9 @@ uint64_t Model::Advance(TimeMs now) {
       }
     }
   }
-  return transitions + FireSchedules(now);
+  EnqueueCallbacks(now);  // before the fires, as the engine enqueues them in the transition
+  const uint64_t fires = FireSchedules(now);
+  return transitions + fires + RemoveDueBatches(now);
 }
 
 // ---- Dependencies -----------------------------------------------------------------------------
@@ -1355,6 +1376,12 @@ void Model::DependenciesRemoved(const std::string& queue_name, std::vector<Messa
   for (const Message& m : removed) {
     if (IsTerminal(m.record.state)) continue;
     DependencyFailed(m.uid, Key(queue_name, m.record.id), "removed", now);
+  }
+  // A batch member removed while active counts as canceled.
+  for (Message& m : removed) {
+    if (!IsTerminal(m.record.state) && !m.batch.empty()) {
+      FinishMember(m, MessageState::kCanceled, now);
+    }
   }
 }
 
@@ -1622,6 +1649,132 @@ uint64_t Model::FireSchedules(TimeMs now) {
     MakeFires(s, made, now, dropped, /*check_overlap=*/true, &enqueued, &duplicate);
   }
   return enqueued;
+}
+
+// ---- Batches (docs/semantics.md, "Batches") ---------------------------------------------------
+
+Result<BatchInfo> Model::CreateBatch(const CreateBatchRequest& request) {
+  if (request.id.empty() || request.id.size() > kMaxBatchIdBytes || !IsValidUtf8(request.id)) {
+    return InvalidArgument("id");
+  }
+  if (request.retention_ms && !ValidDelayMs(*request.retention_ms)) {
+    return InvalidArgument("retention_ms");
+  }
+  BatchInfo b;
+  b.id = request.id;
+  b.retention_ms = request.retention_ms.value_or(kDefaultBatchRetentionMs);
+  if (request.callback) {
+    const BatchCallback& c = *request.callback;
+    if (!IsValidQueueName(c.queue)) return InvalidArgument("callback.queue");
+    if (!c.id.empty() && !ValidId(c.id)) return InvalidArgument("callback.id");
+    if (c.metadata.size() > kMaxMetadataPairs - kBatchCallbackKeys || !ValidMetadata(c.metadata)) {
+      return InvalidArgument("callback.metadata");
+    }
+    for (const MetadataPair& p : c.metadata) {
+      if (p.key.starts_with("x-batch-")) return InvalidArgument("callback.metadata x-batch-");
+    }
+    if (c.max_attempts && !ValidMaxAttempts(*c.max_attempts)) {
+      return InvalidArgument("callback.max_attempts");
+    }
+    b.callback = c;
+    if (b.callback->id.empty()) b.callback->id = "batch:" + request.id;
+  }
+  if (const BatchInfo* existing = MutableBatch(b.id)) {
+    if (existing->callback == b.callback && existing->retention_ms == b.retention_ms) {
+      return *existing;
+    }
+    return AlreadyExists("batch id");
+  }
+  b.created_at = clock_->NowMs();
+  batches_.push_back(b);
+  return b;
+}
+
+Result<BatchInfo> Model::SealBatch(std::string_view id) {
+  CallbackFlush flush(this);
+  BatchInfo* b = MutableBatch(id);
+  if (b == nullptr) return NotFound("batch");
+  if (b->sealed) return *b;
+  b->sealed = true;
+  if (b->counts.active() == 0) {
+    b->done = true;
+    b->done_at = clock_->NowMs();
+    if (b->callback) done_batches_.push_back(b->id);
+  }
+  return *b;
+}
+
+Result<BatchInfo> Model::GetBatch(std::string_view id) const {
+  for (const BatchInfo& b : batches_) {
+    if (b.id == id) return b;
+  }
+  return NotFound("batch");
+}
+
+BatchInfo* Model::MutableBatch(std::string_view id) {
+  for (BatchInfo& b : batches_) {
+    if (b.id == id) return &b;
+  }
+  return nullptr;
+}
+
+void Model::FinishMember(Message& message, MessageState state, TimeMs now) {
+  BatchInfo* b = MutableBatch(message.batch);
+  message.batch.clear();
+  if (b == nullptr) return;  // cannot be: a batch with an active member is never removed
+  switch (state) {
+    case MessageState::kCompleted:
+      b->counts.completed += 1;
+      break;
+    case MessageState::kCanceled:
+      b->counts.canceled += 1;
+      break;
+    default:
+      b->counts.errored += 1;
+      break;
+  }
+  if (b->sealed && !b->done && b->counts.active() == 0) {
+    b->done = true;
+    b->done_at = now;
+    if (b->callback) done_batches_.push_back(b->id);
+  }
+}
+
+void Model::EnqueueCallbacks(TimeMs now) {
+  for (const std::string& id : std::exchange(done_batches_, {})) {
+    const BatchInfo* b = MutableBatch(id);
+    if (b == nullptr || !b->callback) continue;
+    const BatchCallback& c = *b->callback;
+    EnqueueItem item;
+    item.id = c.id;
+    item.priority = c.priority;
+    item.payload = c.payload;
+    item.metadata = c.metadata;
+    item.metadata.push_back({std::string(kBatchIdKey), b->id});
+    item.metadata.push_back({std::string(kBatchTotalKey), std::to_string(b->counts.members)});
+    item.metadata.push_back({std::string(kBatchCompletedKey), std::to_string(b->counts.completed)});
+    item.metadata.push_back({std::string(kBatchCanceledKey), std::to_string(b->counts.canceled)});
+    item.metadata.push_back({std::string(kBatchErroredKey), std::to_string(b->counts.errored)});
+    item.max_attempts = c.max_attempts;
+    size_t queue_index = kNpos;
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      if (queues_[i].name == c.queue) queue_index = i;
+    }
+    if (queue_index == kNpos) {  // created with the defaults, whatever auto_create_queues says
+      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}});
+      queue_index = queues_.size() - 1;
+    }
+    Result<EnqueueResult> r = EnqueueOne(queue_index, item, "", now, /*forced=*/true);
+    if (r.ok() && !r->duplicate) callbacks_.push_back(Key(c.queue, c.id));
+  }
+}
+
+uint64_t Model::RemoveDueBatches(TimeMs now) {
+  const size_t before = batches_.size();
+  std::erase_if(batches_, [now](const BatchInfo& b) {
+    return b.done && b.done_at + b.retention_ms <= now;  // retention_ms <= 100 years: no overflow
+  });
+  return before - batches_.size();
 }
 
 }  // namespace sundial::model

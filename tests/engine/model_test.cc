@@ -315,7 +315,7 @@ std::string UlidProblem(std::string_view id, TimeMs now) {
 struct OwnedEffect {
   Effect fields;
   std::string queue, id, payload, packed_metadata, error, dead_letter_queue, result,
-      dependency_edges;
+      dependency_edges, batch;
   std::optional<QueueSettings> settings;
   std::optional<std::vector<std::string>> depends_on;
   std::optional<ScheduleSpec> schedule;
@@ -329,7 +329,8 @@ struct OwnedEffect {
         error(e.error),
         dead_letter_queue(e.dead_letter_queue),
         result(e.result),
-        dependency_edges(e.dependency_edges) {
+        dependency_edges(e.dependency_edges),
+        batch(e.batch) {
     if (e.settings != nullptr) settings = *e.settings;
     if (e.depends_on != nullptr) depends_on = *e.depends_on;
     if (e.schedule != nullptr) schedule = *e.schedule;
@@ -349,6 +350,7 @@ struct OwnedEffect {
     e.dependency_edges = dependency_edges;
     e.depends_on = depends_on ? &*depends_on : nullptr;
     e.schedule = schedule ? &*schedule : nullptr;
+    e.batch = batch;
     return e;
   }
 
@@ -364,6 +366,7 @@ struct OwnedEffect {
            " packed_metadata=" + Quote(packed_metadata) + " error=" + Quote(error) +
            " dlq=" + Quote(dead_letter_queue) + " result=" + Quote(result) +
            " purge_states=" + Show(f.purge_states) + " derived=" + Show(f.derived) +
+           (batch.empty() ? "" : " batch=" + Quote(batch)) +
            (depends_on ? " depends_on(" + Show(depends_on->size()) + ")" : "") +
            (settings ? " settings=" + Show(*settings) : "");
   }
@@ -412,6 +415,9 @@ enum class OpKind : uint8_t {
   kPauseSchedule,
   kResumeSchedule,
   kTriggerSchedule,
+  kCreateBatch,
+  kSealBatch,
+  kGetBatch,
   kMoveClock,  // move the ManualClock by `delta`, then Advance if `advance_after`
   kAdvance,
   kInjectModelFault,  // test of the shrinker only: changes the model and not the engine
@@ -448,6 +454,9 @@ constexpr std::string_view kOpNames[] = {"CreateQueue",
                                          "PauseSchedule",
                                          "ResumeSchedule",
                                          "TriggerSchedule",
+                                         "CreateBatch",
+                                         "SealBatch",
+                                         "GetBatch",
                                          "MoveClock",
                                          "Advance",
                                          "InjectModelFault"};
@@ -482,6 +491,8 @@ struct Op {
   std::string schedule;  // a schedule's name
   ScheduleSpec spec;     // packed_metadata unused: schedule_metadata
   Metadata schedule_metadata;
+  CreateBatchRequest create_batch;  // kCreateBatch
+  std::string batch;                // kSealBatch, kGetBatch: the batch's id
 };
 
 std::string DescribeItem(const EnqueueItem& item) {
@@ -495,6 +506,7 @@ std::string DescribeItem(const EnqueueItem& item) {
     for (const std::string& d : item.depends_on) s += Quote(d) + " ";
     s += "] on_failure=" + Show(item.on_dependency_failure);
   }
+  if (!item.batch.empty()) s += " batch=" + Quote(item.batch);
   return s + "}";
 }
 
@@ -519,6 +531,43 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
 std::string DescribeReprioritize(const ReprioritizeRequest& r) {
   return "{prio=" + Show(r.priority) + " visible_at=" + Show(r.visible_at) + "}";
 }
+
+// ---- Batches: description and comparison ----------------------------------------------------
+
+std::string DescribeCreateBatch(const CreateBatchRequest& r) {
+  std::string s = "{id=" + Quote(r.id);
+  if (r.retention_ms) s += " retention_ms=" + Show(*r.retention_ms);
+  if (r.callback) {
+    const BatchCallback& c = *r.callback;
+    s += " callback={queue=" + Quote(c.queue) + " id=" + Quote(c.id) + " prio=" + Show(c.priority) +
+         " payload=" + Quote(c.payload) + " md=" + Show(c.metadata);
+    if (c.max_attempts) s += " max_attempts=" + Show(*c.max_attempts);
+    s += "}";
+  }
+  return s + "}";
+}
+
+void CompareBatchInfo(Diff& d, const std::string& at, const BatchInfo& e, const BatchInfo& m) {
+  d.Check(at + ".id", e.id, m.id);
+  d.Check(at + ".has_callback", e.callback.has_value(), m.callback.has_value());
+  if (e.callback && m.callback) {
+    d.Check(at + ".callback.queue", e.callback->queue, m.callback->queue);
+    d.Check(at + ".callback.id", e.callback->id, m.callback->id);
+    d.Check(at + ".callback", e.callback == m.callback, true);
+  }
+  d.Check(at + ".retention_ms", e.retention_ms, m.retention_ms);
+  d.Check(at + ".created_at", e.created_at, m.created_at);
+  d.Check(at + ".sealed", e.sealed, m.sealed);
+  d.Check(at + ".done", e.done, m.done);
+  d.Check(at + ".done_at", e.done_at, m.done_at);
+  d.Check(at + ".members", e.counts.members, m.counts.members);
+  d.Check(at + ".completed", e.counts.completed, m.counts.completed);
+  d.Check(at + ".canceled", e.counts.canceled, m.counts.canceled);
+  d.Check(at + ".errored", e.counts.errored, m.counts.errored);
+}
+
+// The batch ids the generator uses (a small pool, so that ids are reused after GC).
+constexpr std::string_view kBatchIds[] = {"b0", "b1", "b2", "b3:x", "b4"};
 
 std::string Describe(const Op& op) {
   std::string s = std::string(kOpNames[static_cast<size_t>(op.kind)]) + " " + Quote(op.queue);
@@ -606,6 +655,13 @@ std::string Describe(const Op& op) {
     case OpKind::kResumeSchedule:
     case OpKind::kTriggerSchedule:
       s += " name=" + Quote(op.schedule);
+      break;
+    case OpKind::kCreateBatch:
+      s += " " + DescribeCreateBatch(op.create_batch);
+      break;
+    case OpKind::kSealBatch:
+    case OpKind::kGetBatch:
+      s += " batch=" + Quote(op.batch);
       break;
     case OpKind::kGetQueue:
     case OpKind::kListQueues:
@@ -740,6 +796,7 @@ class PropertyChecker final : public EffectSink {
     const std::string key = std::string(e.queue) + "/" + std::string(e.id);
     if (e.type == EffectType::kMessageEnqueued) {
       released_.erase(key);
+      if (e.derived) derived_enqueued_.push_back(key);
       const size_t at = e.id.rfind('@');
       if (at != std::string_view::npos && at > 0) {
         const std::string_view t = e.id.substr(at + 1);
@@ -770,6 +827,8 @@ class PropertyChecker final : public EffectSink {
     triggered_.insert(queue + "/" + id);
   }
   std::vector<std::string> TakeProblems() { return std::exchange(problems_, {}); }
+  // Every message enqueued as a derived effect (a batch's callback) since the last call.
+  std::vector<std::string> TakeDerivedEnqueued() { return std::exchange(derived_enqueued_, {}); }
   std::vector<std::pair<std::string, std::string>> TakeReleased() {
     return std::exchange(just_released_, {});
   }
@@ -783,6 +842,7 @@ class PropertyChecker final : public EffectSink {
   std::unordered_set<std::string> fires_, triggered_;
   std::vector<std::pair<std::string, std::string>> just_released_;
   std::vector<std::string> problems_;
+  std::vector<std::string> derived_enqueued_;
   uint64_t releases_ = 0, dependency_failures_ = 0, fires_made_ = 0;
 };
 
@@ -866,6 +926,13 @@ class Harness {
   void AddDependencies(std::vector<EnqueueItem>& items, size_t i, const std::string& queue,
                        bool allow_invalid);
   std::string PickScheduleName(bool allow_invalid);
+  // Batches: an id of the pool (mostly one that exists), and the arguments of a batch operation.
+  std::string PickBatchId();
+  void GenerateBatchOp(Op& op);
+  // Compares every batch of the pool; each callback the model enqueued in the operation was
+  // enqueued exactly once by the engine, and the engine enqueued no other.
+  void CompareBatches(Diff& d);
+  void CheckCallbacks(Diff& d);
   void PickSchedule(Op& op, bool allow_invalid);  // an existing one mostly
   void PickScheduleSpec(Op& op, bool allow_invalid);
   bool CheckReleases(Diff& d);
@@ -1227,6 +1294,75 @@ void Harness::AddDependencies(std::vector<EnqueueItem>& items, size_t i, const s
   item.on_dependency_failure = static_cast<DependencyFailurePolicy>(Uniform(0, 2));
 }
 
+// ---- Batches: generation --------------------------------------------------------------------
+
+std::string Harness::PickBatchId() {
+  if (!model_.batches().empty() && Chance(70)) return Pick(model_.batches()).id;
+  return std::string(kBatchIds[Uniform(0, std::size(kBatchIds) - 1)]);
+}
+
+void Harness::GenerateBatchOp(Op& op) {
+  if (op.kind == OpKind::kSealBatch || op.kind == OpKind::kGetBatch) {
+    op.batch = PickBatchId();
+    return;
+  }
+  if (op.kind != OpKind::kCreateBatch) return;
+  CreateBatchRequest& r = op.create_batch;
+  r.id = PickBatchId();
+  if (const BatchInfo* existing = [&]() -> const BatchInfo* {
+        for (const BatchInfo& b : model_.batches()) {
+          if (b.id == r.id) return &b;
+        }
+        return nullptr;
+      }();
+      existing != nullptr && Chance(60)) {
+    // A repeat: the same callback and retention (the callback's id as resolved or as sent).
+    r.callback = existing->callback;
+    if (r.callback && r.callback->id == "batch:" + r.id && Chance(50)) r.callback->id.clear();
+    r.retention_ms = existing->retention_ms;
+    if (Chance(20)) r.retention_ms = existing->retention_ms + 1;
+    return;
+  }
+  if (Chance(70)) r.retention_ms = Chance(30) ? 0 : UniformSigned(0, 5000);
+  if (Chance(85)) {
+    BatchCallback c;
+    c.queue = std::string(kSlots[Uniform(0, kAutoSlot)].name);  // no dead-letter queue
+    if (Chance(30)) c.id = "cb" + std::to_string(Uniform(0, 3));
+    if (Chance(5)) c.id = "m" + std::to_string(Uniform(0, 29));  // may clash with a message
+    c.priority = PickPriority();
+    c.payload = PickPayload();
+    c.metadata = PickMetadata(c.queue);
+    if (Chance(20)) c.max_attempts = static_cast<uint32_t>(Uniform(1, 3));
+    r.callback = c;
+  }
+  if (Chance(5)) {
+    switch (Uniform(0, 5)) {
+      case 0:
+        r.id = Chance(50) ? "" : std::string(kMaxBatchIdBytes + 1, 'b');
+        break;
+      case 1:
+        r.retention_ms = -1;
+        break;
+      case 2:
+        if (r.callback) r.callback->queue = PickBadQueueName();
+        break;
+      case 3:
+        if (r.callback) r.callback->metadata.push_back({"x-batch-id", "mine"});
+        break;
+      case 4:
+        if (r.callback) r.callback->max_attempts = 0;
+        break;
+      default:
+        if (r.callback) {
+          r.callback->metadata.clear();
+          for (int i = 0; i < 12; ++i)
+            r.callback->metadata.push_back({"k" + std::to_string(i), "v"});
+        }
+        break;
+    }
+  }
+}
+
 std::string Harness::PickScheduleName(bool allow_invalid) {
   if (allow_invalid && Chance(3)) {
     return Chance(50) ? "bad name" : std::string(kMaxScheduleNameBytes + 1, 'n');
@@ -1512,6 +1648,9 @@ Op Harness::Generate() {
       {OpKind::kPauseSchedule, 3},
       {OpKind::kResumeSchedule, 3},
       {OpKind::kTriggerSchedule, 4},
+      {OpKind::kCreateBatch, 6},
+      {OpKind::kSealBatch, 5},
+      {OpKind::kGetBatch, 4},
       {OpKind::kMoveClock, 60},
       {OpKind::kAdvance, 40},
   };
@@ -1530,6 +1669,14 @@ Op Harness::Generate() {
       op.kind == OpKind::kAdvance) {
     op.queue.clear();  // not queue operations
   }
+  if (op.kind == OpKind::kCreateBatch || op.kind == OpKind::kSealBatch ||
+      op.kind == OpKind::kGetBatch) {
+    // Batches (members are in the dependency graph): only with dependencies.
+    if (!config_.dependencies) op.kind = OpKind::kAdvance;
+    op.queue.clear();
+    GenerateBatchOp(op);
+    return op;
+  }
   // Invalid arguments only on existing (or invalid) queue names, never together with NOT_FOUND.
   bool allow_invalid = model_.FindQueue(op.queue) != nullptr || !model::IsValidQueueName(op.queue);
   switch (op.kind) {
@@ -1543,6 +1690,9 @@ Op Harness::Generate() {
     case OpKind::kGetQueue:
     case OpKind::kListQueues:
     case OpKind::kAdvance:
+    case OpKind::kCreateBatch:  // GenerateBatchOp
+    case OpKind::kSealBatch:
+    case OpKind::kGetBatch:
       break;
     case OpKind::kDeleteQueue:
       if (Chance(50)) op.queue = std::string(kSlots[Uniform(0, 7)].name);
@@ -1574,6 +1724,7 @@ Op Harness::Generate() {
         if (config_.dependencies && Chance(30)) {
           AddDependencies(op.items, i, op.queue, allow_invalid);
         }
+        if (config_.dependencies && Chance(25)) op.items[i].batch = PickBatchId();
       }
       break;
     }
@@ -1846,6 +1997,41 @@ bool Harness::CheckReleases(Diff& d) {
   }
   for (const std::string& problem : checker_.TakeProblems()) d.Note("property: " + problem);
   return d.empty();
+}
+
+// ---- Batches: checks ------------------------------------------------------------------------
+
+void Harness::CompareBatches(Diff& d) {
+  std::vector<std::string> ids(std::begin(kBatchIds), std::end(kBatchIds));
+  for (const BatchInfo& b : model_.batches()) ids.push_back(b.id);
+  for (const std::string& id : ids) {
+    CompareResult(d, "get_batch(" + id + ")", engine_.GetBatch(id), model_.GetBatch(id),
+                  CompareBatchInfo);
+  }
+}
+
+void Harness::CheckCallbacks(Diff& d) {
+  std::vector<std::string> expected = model_.TakeCallbacks();
+  std::vector<std::string> enqueued = checker_.TakeDerivedEnqueued();
+  Count("batch.callbacks", expected.size());
+  // Every callback key any batch names: an enqueue of one must be one the model made.
+  std::unordered_set<std::string> callback_keys;
+  for (const BatchInfo& b : model_.batches()) {
+    if (b.callback) callback_keys.insert(b.callback->queue + "/" + b.callback->id);
+  }
+  for (const std::string& key : expected) {
+    const auto n = std::count(enqueued.begin(), enqueued.end(), key);
+    if (n != 1) {
+      d.Note("property: callback " + key + " enqueued " + std::to_string(n) +
+             " times by the engine in this operation (the model: once)");
+    }
+  }
+  for (const std::string& key : enqueued) {
+    if (callback_keys.contains(key) &&
+        std::find(expected.begin(), expected.end(), key) == expected.end()) {
+      d.Note("property: the engine enqueued callback " + key + " the model did not");
+    }
+  }
 }
 
 bool Harness::Diverged(const Op& op, const Diff& d) {
@@ -2240,12 +2426,35 @@ bool Harness::Execute(const Op& op) {
       }
       break;
     }
+    case OpKind::kCreateBatch: {
+      auto e = engine_.CreateBatch(op.create_batch);
+      auto m = model_.CreateBatch(op.create_batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "create_batch", e, m, CompareBatchInfo);
+      break;
+    }
+    case OpKind::kSealBatch: {
+      auto e = engine_.SealBatch(op.batch);
+      auto m = model_.SealBatch(op.batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "seal_batch", e, m, CompareBatchInfo);
+      if (m.ok() && m->done) Count("batch.done_at_seal");
+      break;
+    }
+    case OpKind::kGetBatch: {
+      auto e = engine_.GetBatch(op.batch);
+      auto m = model_.GetBatch(op.batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "get_batch", e, m, CompareBatchInfo);
+      break;
+    }
     case OpKind::kInjectModelFault: {
       auto ignored = model_.CreateQueue("injected.fault", QueueSettings{});
       break;
     }
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CheckCallbacks(d);
   CheckReleases(d);
   return !Diverged(op, d);
 }
@@ -2259,6 +2468,7 @@ bool Harness::CompareFullState() {
     CompareInfo(d, "list[" + std::to_string(i) + "]", e[i], m[i]);
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CompareBatches(d);
   auto es = engine_.ListSchedules("");
   auto ms = model_.ListSchedules("");
   d.Check("list_schedules.size", es.size(), ms.size());
