@@ -1777,4 +1777,211 @@ uint64_t Model::RemoveDueBatches(TimeMs now) {
   return before - batches_.size();
 }
 
+// ---- Flows (docs/semantics.md, "Flows") -------------------------------------------------------
+
+namespace {
+
+struct FlatNode {
+  const FlowNode* node = nullptr;
+  size_t parent = kNpos;
+  size_t root = 0;  // pre-order index of its tree's root
+  std::vector<size_t> children;
+  std::string key;                   // "queue/id" when the id is given
+  std::vector<std::string> entries;  // its own depends_on, resolved
+};
+
+// Appends `node` and its subtree in pre-order; INVALID_ARGUMENT past the count or depth limit.
+Status FlattenFlow(const FlowNode& node, size_t parent, size_t depth, std::vector<FlatNode>& out) {
+  if (out.size() == kMaxFlowNodes) return InvalidArgument("nodes: at most 1000");
+  if (depth > kMaxFlowDepth) return InvalidArgument("nodes: at most 32 levels");
+  const size_t index = out.size();
+  FlatNode flat;
+  flat.node = &node;
+  flat.parent = parent;
+  flat.root = parent == kNpos ? index : out[parent].root;
+  out.push_back(std::move(flat));
+  if (parent != kNpos) out[parent].children.push_back(index);
+  for (const FlowNode& child : node.children) {
+    if (Status s = FlattenFlow(child, index, depth + 1, out); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+void PostOrderOf(const std::vector<FlatNode>& nodes, size_t index, std::vector<size_t>& out) {
+  for (size_t child : nodes[index].children) PostOrderOf(nodes, child, out);
+  out.push_back(index);
+}
+
+}  // namespace
+
+Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
+    const std::vector<FlowNode>& roots, const std::vector<std::string>& generated_ids) {
+  // 1. Limits, in pre-order.
+  if (roots.empty()) return InvalidArgument("nodes: none");
+  std::vector<FlatNode> nodes;
+  for (const FlowNode& root : roots) {
+    if (Status s = FlattenFlow(root, kNpos, 1, nodes); !s.ok()) return s;
+  }
+  // 2. Each node's arguments, as an enqueue checks them; an id named twice.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    FlatNode& n = nodes[i];
+    const EnqueueItem& item = n.node->item;
+    if (!IsValidQueueName(n.node->queue)) return InvalidArgument("queue");
+    if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
+    if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
+    if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
+    if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
+    if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
+    if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
+      return InvalidArgument("max_attempts");
+    }
+    if (item.depends_on.size() + n.children.size() > kMaxDependencyEntries) {
+      return InvalidArgument("depends_on");
+    }
+    for (const std::string& entry : item.depends_on) {
+      n.entries.push_back(ResolveEntry(n.node->queue, entry));
+      auto [dq, did] = SplitEntryKey(n.entries.back());
+      if (!IsValidQueueName(dq) || !ValidId(did)) return InvalidArgument("depends_on");
+    }
+    if (!item.id.empty()) {
+      n.key = Key(n.node->queue, item.id);
+      for (size_t j = 0; j < i; ++j) {
+        if (nodes[j].key == n.key) return InvalidArgument("id named twice");
+      }
+    }
+  }
+  // 3. Resends: a root whose id exists in its queue (the same message, else ALREADY_EXISTS).
+  std::vector<bool> resent(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const FlatNode& n = nodes[i];
+    if (n.parent != kNpos || n.key.empty()) continue;
+    const Queue* q = FindQueue(n.node->queue);
+    const size_t index = q == nullptr ? kNpos : FindIndex(*q, n.node->item.id);
+    if (index == kNpos) continue;
+    const EnqueueItem& item = n.node->item;
+    if (q->settings.type == QueueType::kExclusive &&
+        !FindValue(item.metadata, q->settings.exclusivity_key)) {
+      return InvalidArgument("exclusivity key missing");
+    }
+    const MessageRecord& existing = q->messages[index].record;
+    bool same = existing.priority == item.priority && existing.payload == item.payload &&
+                SortedPairs(existing.metadata) == SortedPairs(item.metadata) &&
+                (!item.max_attempts || *item.max_attempts == existing.max_attempts);
+    if (!same) return AlreadyExists("id: the root of a resend with other content");
+    resent[i] = true;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) resent[i] = resent[nodes[i].root];
+  // 4. Against the state, node by node in the order they would be enqueued (post-order), then
+  //    the memory budget for all new messages together.
+  std::vector<size_t> post;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].parent == kNpos) PostOrderOf(nodes, i, post);
+  }
+  std::vector<std::pair<std::string, uint64_t>> ready;  // queue -> new non-waiting messages
+  uint64_t new_bytes = 0;
+  for (size_t k = 0; k < post.size(); ++k) {
+    const size_t i = post[k];
+    if (resent[i]) continue;
+    const FlatNode& n = nodes[i];
+    const EnqueueItem& item = n.node->item;
+    const Queue* q = FindQueue(n.node->queue);
+    if (q == nullptr && !options_.auto_create_queues) return NotFound("queue");
+    if (q != nullptr) {
+      if (!item.id.empty() && FindIndex(*q, item.id) != kNpos) return AlreadyExists("id");
+      if (q->settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
+      if (q->settings.type == QueueType::kExclusive &&
+          !FindValue(item.metadata, q->settings.exclusivity_key)) {
+        return InvalidArgument("exclusivity key missing");
+      }
+      const bool waits = !n.children.empty() || !item.depends_on.empty();
+      if (!waits && q->settings.max_depth > 0) {
+        // The queue's non-terminal messages (waiting ones included: "Enqueue"), plus the
+        // flow's own new non-waiting ones, this one included.
+        uint64_t live = 0;
+        for (const Message& m : q->messages) live += IsTerminal(m.record.state) ? 0 : 1;
+        auto it = std::find_if(ready.begin(), ready.end(),
+                               [&](const auto& r) { return r.first == q->name; });
+        if (it == ready.end()) it = ready.insert(ready.end(), {q->name, 0});
+        it->second += 1;
+        if (live + it->second > q->settings.max_depth) return ResourceExhausted("max_depth");
+      }
+    }
+    for (const std::string& key : n.entries) {
+      // A node of this flow enqueued before this one, or a message that exists now.
+      bool earlier = false;
+      for (size_t j = 0; j < k; ++j) earlier |= !resent[post[j]] && nodes[post[j]].key == key;
+      if (earlier) continue;
+      auto [dq, did] = SplitEntryKey(key);
+      const Queue* dqueue = FindQueue(dq);
+      if (dqueue == nullptr || FindIndex(*dqueue, did) == kNpos) {
+        return NotFound("depends_on: no such message");
+      }
+    }
+    if (!item.batch.empty()) {
+      const BatchInfo* batch = MutableBatch(item.batch);
+      if (batch == nullptr) return NotFound("batch: no such batch");
+      if (batch->sealed) return FailedPrecondition("batch: sealed");
+    }
+    const std::string& id = item.id.empty() ? std::string(26, '~') : item.id;
+    new_bytes += kModelMessageOverheadBytes + id.size() + item.payload.size() +
+                 PackedMetadataBytes(item.metadata);
+  }
+  if (options_.memory_budget_bytes > 0 &&
+      memory_bytes() + new_bytes > options_.memory_budget_bytes) {
+    return ResourceExhausted("memory budget");
+  }
+  // 5. Enqueue, children first: each node waits on its children, then on its own entries.
+  const TimeMs now = clock_->NowMs();
+  std::vector<FlowNodeResult> results(nodes.size());
+  for (const size_t i : post) {
+    const FlatNode& n = nodes[i];
+    FlowNodeResult& out = results[i];
+    out.queue = n.node->queue;
+    if (resent[i]) continue;
+    size_t queue_index = kNpos;
+    for (size_t j = 0; j < queues_.size(); ++j) {
+      if (queues_[j].name == n.node->queue) queue_index = j;
+    }
+    if (queue_index == kNpos) {
+      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}});
+      queue_index = queues_.size() - 1;
+    }
+    EnqueueItem item = n.node->item;
+    item.depends_on.clear();
+    for (size_t c : n.children) item.depends_on.push_back(Key(results[c].queue, results[c].id));
+    for (const std::string& key : n.entries) item.depends_on.push_back(key);
+    std::vector<std::string> once;
+    for (std::string& key : item.depends_on) {
+      if (std::find(once.begin(), once.end(), key) == once.end()) once.push_back(std::move(key));
+    }
+    item.depends_on = std::move(once);
+    std::string generated;
+    if (item.id.empty()) {
+      if (i < generated_ids.size() && !generated_ids[i].empty()) {
+        generated = generated_ids[i];
+      } else {
+        std::string number = std::to_string(++placeholder_counter_);
+        generated = "~" + std::string(25 - number.size(), '0') + number;
+      }
+    }
+    // Every check passed above: the enqueue cannot be refused (forced: the pause, depth and
+    // budget were checked for the flow as a whole).
+    Result<EnqueueResult> r = EnqueueOne(queue_index, item, generated, now, /*forced=*/true);
+    if (!r.ok()) return Status(Code::kInternal, "model: a checked flow node was refused");
+    out.id = r->id;
+    out.version = r->version;
+  }
+  // The nodes of resent trees: the id as sent, the current version (0: gone).
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!resent[i]) continue;
+    FlowNodeResult& out = results[i];
+    out.id = nodes[i].node->item.id;
+    out.duplicate = true;
+    const Queue* q = FindQueue(out.queue);
+    const size_t index = q == nullptr || out.id.empty() ? kNpos : FindIndex(*q, out.id);
+    if (index != kNpos) out.version = q->messages[index].record.version;
+  }
+  return results;
+}
+
 }  // namespace sundial::model

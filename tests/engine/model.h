@@ -65,6 +65,7 @@
 
 #include "engine/clock.h"
 #include "engine/cron.h"
+#include "engine/flows.h"  // FlowNode, FlowNodeResult and the flow limits (value types)
 #include "engine/status.h"
 #include "engine/types.h"
 
@@ -190,6 +191,13 @@ class Model {
   const std::vector<BatchInfo>& batches() const { return batches_; }
   // The callbacks ("queue/id") enqueued since the last call, in order.
   std::vector<std::string> TakeCallbacks() { return std::exchange(callbacks_, {}); }
+
+  // ---- Flows (docs/semantics.md, "Flows"; model.cc, "Flows") ---------------------------------
+  // `generated_ids[i]`: the id to use for node i (pre-order) when its id is empty. The byte
+  // limit of a flow (kMaxFlowBytes) is not modelled: the engine's count is approximate, and the
+  // test never comes near it.
+  Result<std::vector<FlowNodeResult>> EnqueueFlow(
+      const std::vector<FlowNode>& roots, const std::vector<std::string>& generated_ids = {});
 
   // ---- Time and inspection ------------------------------------------------------------------
   // Timers (visibility, lease expiry, retention GC), then schedule fires. Returns the number of

@@ -319,6 +319,10 @@ struct OwnedEffect {
   std::optional<QueueSettings> settings;
   std::optional<std::vector<std::string>> depends_on;
   std::optional<ScheduleSpec> schedule;
+  // kFlowEnqueued: its members, and their views (rebuilt by View()).
+  bool has_members = false;
+  std::vector<OwnedEffect> members;
+  mutable std::vector<Effect> member_views;
 
   explicit OwnedEffect(const Effect& e)
       : fields(e),
@@ -334,6 +338,10 @@ struct OwnedEffect {
     if (e.settings != nullptr) settings = *e.settings;
     if (e.depends_on != nullptr) depends_on = *e.depends_on;
     if (e.schedule != nullptr) schedule = *e.schedule;
+    if (e.members != nullptr) {
+      has_members = true;
+      for (const Effect& member : *e.members) members.emplace_back(member);
+    }
   }
 
   // The effect, viewing this object's strings. Valid while this object lives and is not moved.
@@ -351,6 +359,9 @@ struct OwnedEffect {
     e.depends_on = depends_on ? &*depends_on : nullptr;
     e.schedule = schedule ? &*schedule : nullptr;
     e.batch = batch;
+    member_views.clear();
+    for (const OwnedEffect& member : members) member_views.push_back(member.View());
+    e.members = has_members ? &member_views : nullptr;
     return e;
   }
 
@@ -418,6 +429,7 @@ enum class OpKind : uint8_t {
   kCreateBatch,
   kSealBatch,
   kGetBatch,
+  kEnqueueFlow,
   kMoveClock,  // move the ManualClock by `delta`, then Advance if `advance_after`
   kAdvance,
   kInjectModelFault,  // test of the shrinker only: changes the model and not the engine
@@ -457,6 +469,7 @@ constexpr std::string_view kOpNames[] = {"CreateQueue",
                                          "CreateBatch",
                                          "SealBatch",
                                          "GetBatch",
+                                         "EnqueueFlow",
                                          "MoveClock",
                                          "Advance",
                                          "InjectModelFault"};
@@ -493,6 +506,7 @@ struct Op {
   Metadata schedule_metadata;
   CreateBatchRequest create_batch;  // kCreateBatch
   std::string batch;                // kSealBatch, kGetBatch: the batch's id
+  std::vector<FlowNode> flow;       // kEnqueueFlow: the roots
 };
 
 std::string DescribeItem(const EnqueueItem& item) {
@@ -564,6 +578,51 @@ void CompareBatchInfo(Diff& d, const std::string& at, const BatchInfo& e, const 
   d.Check(at + ".completed", e.counts.completed, m.counts.completed);
   d.Check(at + ".canceled", e.counts.canceled, m.counts.canceled);
   d.Check(at + ".errored", e.counts.errored, m.counts.errored);
+}
+
+// ---- Flows: description and comparison ------------------------------------------------------
+
+FlowNode LeafNode(std::string queue, std::string id) {
+  FlowNode node;
+  node.queue = std::move(queue);
+  node.item.id = std::move(id);
+  return node;
+}
+
+std::string DescribeFlow(const std::vector<FlowNode>& nodes) {
+  std::string s = "[";
+  for (const FlowNode& n : nodes) {
+    s += Quote(n.queue) + ":" + DescribeItem(n.item);
+    if (!n.children.empty()) s += "<-" + DescribeFlow(n.children);
+    s += " ";
+  }
+  return s + "]";
+}
+
+size_t FlowSize(const std::vector<FlowNode>& nodes) {
+  size_t n = nodes.size();
+  for (const FlowNode& node : nodes) n += FlowSize(node.children);
+  return n;
+}
+
+// The items of `nodes` in pre-order.
+void FlowItems(const std::vector<FlowNode>& nodes, std::vector<const EnqueueItem*>& out) {
+  for (const FlowNode& n : nodes) {
+    out.push_back(&n.item);
+    FlowItems(n.children, out);
+  }
+}
+
+void CompareFlowResults(Diff& d, const std::string& at, const std::vector<FlowNodeResult>& e,
+                        const std::vector<FlowNodeResult>& m) {
+  d.Check(at + ".size", e.size(), m.size());
+  for (size_t i = 0; i < e.size() && i < m.size(); ++i) {
+    const std::string node = at + "[" + std::to_string(i) + "]";
+    d.Check(node + ".queue", e[i].queue, m[i].queue);
+    d.Check(node + ".id", e[i].id, m[i].id);
+    d.Check(node + ".version", e[i].version, m[i].version);
+    d.Check(node + ".duplicate", e[i].duplicate, m[i].duplicate);
+  }
 }
 
 // The batch ids the generator uses (a small pool, so that ids are reused after GC).
@@ -662,6 +721,9 @@ std::string Describe(const Op& op) {
     case OpKind::kSealBatch:
     case OpKind::kGetBatch:
       s += " batch=" + Quote(op.batch);
+      break;
+    case OpKind::kEnqueueFlow:
+      s += " " + DescribeFlow(op.flow);
       break;
     case OpKind::kGetQueue:
     case OpKind::kListQueues:
@@ -932,7 +994,12 @@ class Harness {
   // Compares every batch of the pool; each callback the model enqueued in the operation was
   // enqueued exactly once by the engine, and the engine enqueued no other.
   void CompareBatches(Diff& d);
-  void CheckCallbacks(Diff& d);
+  // `flow`: the operation was a flow (its nodes' enqueues are reported as derived effects).
+  void CheckCallbacks(Diff& d, bool flow);
+  // Flows: a random forest (or a resend of an earlier one), and one node of it.
+  void GenerateFlowOp(Op& op);
+  FlowNode PickFlowNode(size_t depth, size_t& budget, std::vector<std::string>& keys,
+                        bool allow_invalid);
   void PickSchedule(Op& op, bool allow_invalid);  // an existing one mostly
   void PickScheduleSpec(Op& op, bool allow_invalid);
   bool CheckReleases(Diff& d);
@@ -969,6 +1036,9 @@ class Harness {
   std::string signature_;
   std::map<std::string, uint64_t> stats_;
   std::unordered_set<std::string> generated_ids_;
+  // Flows: the last ids handed out ("f<n>"), and recent flows that were accepted (to resend).
+  uint64_t flow_ids_ = 0;
+  std::vector<std::vector<FlowNode>> sent_flows_;
   // Leases handed out recently (some now stale), for complete/fail/extend.
   struct Lease {
     std::string queue, id;
@@ -1363,6 +1433,87 @@ void Harness::GenerateBatchOp(Op& op) {
   }
 }
 
+// ---- Flows: generation ----------------------------------------------------------------------
+
+FlowNode Harness::PickFlowNode(size_t depth, size_t& budget, std::vector<std::string>& keys,
+                               bool allow_invalid) {
+  FlowNode node;
+  node.queue = PickQueueName(OpKind::kEnqueue);
+  // Never auto-create a dead-letter queue (it would get a finite retention).
+  const Slot* slot = FindSlot(node.queue);
+  if (slot != nullptr && slot->dead_letter_target && model_.FindQueue(node.queue) == nullptr) {
+    node.queue = std::string(kSlots[kAutoSlot].name);
+  }
+  node.item = PickItem(node.queue, allow_invalid && Chance(30));
+  if (Chance(80)) node.item.id = "f" + std::to_string(++flow_ids_);  // new, mostly
+  if (Chance(10)) node.item.id.clear();                              // generated
+  if (config_.dependencies && Chance(15)) node.item.batch = PickBatchId();
+  size_t children = 0;
+  if (depth < 4 && budget > 0 && Chance(55)) children = Uniform(1, std::min<size_t>(budget, 3));
+  budget -= children;
+  for (size_t c = 0; c < children; ++c) {
+    node.children.push_back(PickFlowNode(depth + 1, budget, keys, allow_invalid));
+  }
+  if (Chance(20)) {
+    // Its own depends_on: an existing message, a node enqueued before it (post-order: its
+    // children's subtrees, earlier siblings'), a child again, or a missing one.
+    const uint64_t r = Uniform(0, 99);
+    std::vector<const Model::Message*> existing = Messages(node.queue, nullptr);
+    if (r < 40 && !existing.empty()) {
+      node.item.depends_on.push_back(Pick(existing)->record.id);
+    } else if (r < 80 && !keys.empty()) {
+      node.item.depends_on.push_back(Pick(keys));
+    } else if (r < 90 && !node.children.empty() && !node.children[0].item.id.empty()) {
+      node.item.depends_on.push_back(node.children[0].queue + "/" + node.children[0].item.id);
+    } else {
+      node.item.depends_on.push_back("f" + std::to_string(flow_ids_ + 5));  // a later one
+    }
+    node.item.on_dependency_failure = static_cast<DependencyFailurePolicy>(Uniform(0, 2));
+  }
+  if (!node.item.id.empty()) keys.push_back(node.queue + "/" + node.item.id);
+  return node;
+}
+
+void Harness::GenerateFlowOp(Op& op) {
+  if (!sent_flows_.empty() && Chance(15)) {
+    // A resend of an earlier flow (its roots' content changed, sometimes), maybe with a new tree.
+    op.flow = Pick(sent_flows_);
+    if (Chance(15)) op.flow[0].item.payload += "x";
+    if (Chance(30)) {
+      size_t budget = 3;
+      std::vector<std::string> keys;
+      op.flow.push_back(PickFlowNode(1, budget, keys, false));
+    }
+    return;
+  }
+  if (Chance(1)) {
+    // Past the limits: 33 levels, or 1001 nodes.
+    FlowNode chain;
+    chain.queue = "alpha";
+    chain.item.id = "deep";
+    FlowNode* at = &chain;
+    const size_t levels = Chance(50) ? kMaxFlowDepth + 1 : kMaxFlowDepth;
+    for (size_t i = 1; i < levels; ++i) {
+      at->children.push_back(LeafNode("alpha", "deep" + std::to_string(i)));
+      at = &at->children.back();
+    }
+    op.flow.push_back(std::move(chain));
+    if (Chance(50)) {
+      FlowNode wide;
+      wide.queue = "beta_2";
+      for (size_t i = 0; i < kMaxFlowNodes - kMaxFlowDepth; ++i) {
+        wide.children.push_back(LeafNode("beta_2", "w" + std::to_string(i)));
+      }
+      op.flow.push_back(std::move(wide));
+    }
+    return;
+  }
+  size_t budget = Uniform(0, 7);
+  std::vector<std::string> keys;
+  const size_t roots = Uniform(1, 2);
+  for (size_t r = 0; r < roots; ++r) op.flow.push_back(PickFlowNode(1, budget, keys, true));
+}
+
 std::string Harness::PickScheduleName(bool allow_invalid) {
   if (allow_invalid && Chance(3)) {
     return Chance(50) ? "bad name" : std::string(kMaxScheduleNameBytes + 1, 'n');
@@ -1651,6 +1802,7 @@ Op Harness::Generate() {
       {OpKind::kCreateBatch, 6},
       {OpKind::kSealBatch, 5},
       {OpKind::kGetBatch, 4},
+      {OpKind::kEnqueueFlow, 25},
       {OpKind::kMoveClock, 60},
       {OpKind::kAdvance, 40},
   };
@@ -1668,6 +1820,13 @@ Op Harness::Generate() {
   if (op.kind == OpKind::kListQueues || op.kind == OpKind::kMoveClock ||
       op.kind == OpKind::kAdvance) {
     op.queue.clear();  // not queue operations
+  }
+  if (op.kind == OpKind::kEnqueueFlow) {
+    // Flows make dependents: only with dependencies.
+    if (!config_.dependencies) op.kind = OpKind::kAdvance;
+    op.queue.clear();
+    if (op.kind == OpKind::kEnqueueFlow) GenerateFlowOp(op);
+    return op;
   }
   if (op.kind == OpKind::kCreateBatch || op.kind == OpKind::kSealBatch ||
       op.kind == OpKind::kGetBatch) {
@@ -1693,6 +1852,7 @@ Op Harness::Generate() {
     case OpKind::kCreateBatch:  // GenerateBatchOp
     case OpKind::kSealBatch:
     case OpKind::kGetBatch:
+    case OpKind::kEnqueueFlow:  // GenerateFlowOp
       break;
     case OpKind::kDeleteQueue:
       if (Chance(50)) op.queue = std::string(kSlots[Uniform(0, 7)].name);
@@ -2010,7 +2170,7 @@ void Harness::CompareBatches(Diff& d) {
   }
 }
 
-void Harness::CheckCallbacks(Diff& d) {
+void Harness::CheckCallbacks(Diff& d, bool flow) {
   std::vector<std::string> expected = model_.TakeCallbacks();
   std::vector<std::string> enqueued = checker_.TakeDerivedEnqueued();
   Count("batch.callbacks", expected.size());
@@ -2027,7 +2187,7 @@ void Harness::CheckCallbacks(Diff& d) {
     }
   }
   for (const std::string& key : enqueued) {
-    if (callback_keys.contains(key) &&
+    if (!flow && callback_keys.contains(key) &&
         std::find(expected.begin(), expected.end(), key) == expected.end()) {
       d.Note("property: the engine enqueued callback " + key + " the model did not");
     }
@@ -2448,13 +2608,41 @@ bool Harness::Execute(const Op& op) {
       CompareResult(d, "get_batch", e, m, CompareBatchInfo);
       break;
     }
+    case OpKind::kEnqueueFlow: {
+      TimeMs now = clock_.NowMs();
+      auto e = engine_.EnqueueFlow(op.flow);
+      std::vector<const EnqueueItem*> items;
+      FlowItems(op.flow, items);
+      std::vector<std::string> generated(items.size());
+      for (size_t i = 0; e.ok() && i < items.size() && i < e->size(); ++i) {
+        if (!items[i]->id.empty() || (*e)[i].duplicate) continue;
+        const std::string& id = (*e)[i].id;
+        if (std::string problem = UlidProblem(id, now); !problem.empty()) {
+          d.Note("generated id " + Quote(id) + " of node " + std::to_string(i) +
+                 " is not a ULID: " + problem);
+        } else if (!generated_ids_.insert(id).second) {
+          d.Note("generated id " + Quote(id) + " was generated before");
+        }
+        generated[i] = id;
+      }
+      auto m = model_.EnqueueFlow(op.flow, generated);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "flow", e, m, CompareFlowResults);
+      if (m.ok()) {
+        Count("flow.nodes", m->size());
+        if (!m->empty() && m->front().duplicate) Count("flow.resent_first_tree");
+        if (m->size() > 1) sent_flows_.push_back(op.flow);
+        if (sent_flows_.size() > 8) sent_flows_.erase(sent_flows_.begin());
+      }
+      break;
+    }
     case OpKind::kInjectModelFault: {
       auto ignored = model_.CreateQueue("injected.fault", QueueSettings{});
       break;
     }
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
-  CheckCallbacks(d);
+  CheckCallbacks(d, op.kind == OpKind::kEnqueueFlow);
   CheckReleases(d);
   return !Diverged(op, d);
 }
