@@ -2980,6 +2980,158 @@ TEST(ModelFocusedTest, EachPolicyFollowsACanceledDependencyTransitivelyAcrossQue
   EXPECT_EQ(ModelState(h, "r", "late"), MessageState::kErrored);
 }
 
+// ---- Batches and flows: focused differential cases --------------------------------------------
+
+Op CreateBatchOp(std::string id, std::optional<BatchCallback> callback,
+                 std::optional<int64_t> retention_ms = std::nullopt) {
+  Op op = MakeOp(OpKind::kCreateBatch, "");
+  op.create_batch.id = std::move(id);
+  op.create_batch.callback = std::move(callback);
+  op.create_batch.retention_ms = retention_ms;
+  return op;
+}
+Op BatchOp(OpKind kind, std::string id) {
+  Op op = MakeOp(kind, "");
+  op.batch = std::move(id);
+  return op;
+}
+Op MemberOp(std::string queue, std::string id, std::string batch,
+            std::vector<std::string> depends_on = {}) {
+  Op op = EnqueueOp(std::move(queue), std::move(id), std::move(depends_on));
+  op.items[0].batch = std::move(batch);
+  return op;
+}
+BatchCallback Callback(std::string queue, std::string id = "") {
+  BatchCallback c;
+  c.queue = std::move(queue);
+  c.id = std::move(id);
+  c.payload = "all done";
+  c.metadata = {{"tenant", "a"}};
+  return c;
+}
+Op FlowOp(std::vector<FlowNode> roots) {
+  Op op = MakeOp(OpKind::kEnqueueFlow, "");
+  op.flow = std::move(roots);
+  return op;
+}
+FlowNode Tree(std::string queue, std::string id, std::vector<FlowNode> children = {}) {
+  FlowNode n = LeafNode(std::move(queue), std::move(id));
+  n.children = std::move(children);
+  return n;
+}
+
+TEST(ModelFocusedTest, ABatchCountsEachOutcomeOnceAndEnqueuesItsCallbackOnce) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings once;
+  once.max_attempts = 1;
+  once.dead_letter_queue = "dead";
+  RunFocused(h, {CreateOp("dead"),
+                 CreateOp("q", once),
+                 CreateOp("r"),
+                 CreateBatchOp("b", Callback("cb")),
+                 MemberOp("q", "done", "b"),
+                 MemberOp("r", "gone", "b"),
+                 MemberOp("q", "moved", "b"),
+                 MemberOp("r", "waits", "b", {"q/done"}),
+                 MemberOp("r", "dup", "b"),
+                 MemberOp("r", "dup", "b"),  // a repeat joins nothing
+                 BatchOp(OpKind::kSealBatch, "b"),
+                 MemberOp("r", "late", "b"),  // sealed
+                 DequeueOp("q", 1),
+                 CompleteOp("q", "done"),
+                 IdsOp(OpKind::kCancel, "r", {"gone"}),
+                 DequeueOp("q", 1),
+                 FailOp("q", "moved"),  // dead-lettered: errored
+                 [] {
+                   Op purge = MakeOp(OpKind::kPurgeQueue, "r");
+                   purge.states = {MessageState::kPending};  // waits (released), dup: canceled
+                   return purge;
+                 }(),
+                 BatchOp(OpKind::kGetBatch, "b"),
+                 IdsOp(OpKind::kRedrive, "dead", {"moved"})});
+  const BatchInfo b = *h.model().GetBatch("b");
+  EXPECT_TRUE(b.done);
+  EXPECT_EQ(b.counts.members, 5u);
+  EXPECT_EQ(b.counts.completed, 1u);
+  EXPECT_EQ(b.counts.canceled, 3u);
+  EXPECT_EQ(b.counts.errored, 1u);
+  const Result<MessageRecord> cb = h.model().Get("cb", "batch:b");
+  ASSERT_TRUE(cb.ok());
+  EXPECT_EQ(cb->payload, "all done");
+  EXPECT_EQ(cb->metadata, (Metadata{{"tenant", "a"},
+                                    {"x-batch-id", "b"},
+                                    {"x-batch-total", "5"},
+                                    {"x-batch-completed", "1"},
+                                    {"x-batch-canceled", "3"},
+                                    {"x-batch-errored", "1"}}));
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+  // Kept for its retention (1 h by default), then removed: the id is free again.
+  RunFocused(h, {ClockOp(3'599'999), BatchOp(OpKind::kGetBatch, "b"), ClockOp(1),
+                 BatchOp(OpKind::kGetBatch, "b"), CreateBatchOp("b", std::nullopt, 0),
+                 BatchOp(OpKind::kSealBatch, "b"), ClockOp(0)});
+  EXPECT_FALSE(h.model().GetBatch("b").ok());
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+}
+
+TEST(ModelFocusedTest, AnEmptyBatchIsDoneAtItsSealAndARefusedCallbackIsNotEnqueued) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings exclusive;
+  exclusive.type = QueueType::kExclusive;
+  exclusive.exclusivity_key = "region";
+  QueueSettings paused;
+  paused.enqueue_paused = true;
+  paused.max_depth = 1;
+  RunFocused(h, {CreateOp("ex", exclusive), CreateOp("full", paused),
+                 CreateBatchOp("e", Callback("new.q")), CreateBatchOp("e", Callback("new.q")),
+                 CreateBatchOp("e", Callback("new.q"), 5),  // other retention
+                 BatchOp(OpKind::kSealBatch, "e"), BatchOp(OpKind::kSealBatch, "e"),
+                 CreateBatchOp("x", Callback("ex")), BatchOp(OpKind::kSealBatch, "x"),
+                 CreateBatchOp("p", Callback("full", "cb-p")), BatchOp(OpKind::kSealBatch, "p")});
+  EXPECT_TRUE(h.model().Get("new.q", "batch:e").ok());  // its queue created with the defaults
+  EXPECT_FALSE(h.model().Get("ex", "batch:x").ok());    // no exclusivity key: not enqueued
+  EXPECT_TRUE(h.model().Get("full", "cb-p").ok());      // pause and depth do not refuse it
+  EXPECT_EQ(h.stats()["batch.callbacks"], 2u);
+}
+
+TEST(ModelFocusedTest, AFlowWaitsOnItsChildrenAndAResendIsADuplicate) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  std::vector<FlowNode> flow = {
+      Tree("reports", "root",
+           {Tree("images", "a", {Tree("thumbs", "a1"), Tree("thumbs", "")}), Tree("texts", "b")}),
+      Tree("texts", "solo")};
+  flow[0].children[1].item.depends_on = {"images/a", "thumbs/a1"};  // an earlier node, twice
+  RunFocused(h, {FlowOp(flow), FlowOp(flow)});
+  EXPECT_EQ(ModelState(h, "reports", "root"), MessageState::kWaiting);
+  EXPECT_EQ(ModelState(h, "texts", "b"), MessageState::kWaiting);
+  EXPECT_EQ(h.stats()["flow.resent_first_tree"], 1u);
+  RunFocused(h, {DequeueOp("thumbs"), CompleteOp("thumbs", "a1")});
+  // A resend of the first tree only, with a second tree whose child exists: ALREADY_EXISTS.
+  std::vector<FlowNode> again = {flow[0], Tree("p", "new", {Tree("texts", "solo")})};
+  RunFocused(h, {FlowOp(again)});
+  EXPECT_FALSE(h.model().Get("p", "new").ok());
+}
+
+TEST(ModelFocusedTest, AFlowIsCheckedWholeAgainstPauseDepthAndMissingDependencies) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings small;
+  small.max_depth = 2;
+  QueueSettings paused;
+  paused.enqueue_paused = true;
+  RunFocused(h, {CreateOp("small", small), CreateOp("paused", paused), EnqueueOp("small", "x"),
+                 EnqueueOp("small", "w", {"x"}),
+                 FlowOp({Tree("p", "r1", {Tree("small", "a")})}),   // depth: refused
+                 FlowOp({Tree("small", "r2", {Tree("o", "c")})}),   // waiting: accepted
+                 FlowOp({Tree("o", "r3", {Tree("paused", "c")})}),  // paused
+                 FlowOp({Tree("o", "r4", {Tree("o", "c4")}), Tree("o", "r5")}), [] {
+                   Op op = FlowOp({Tree("o", "r6", {Tree("o", "c6")})});
+                   op.flow[0].children[0].item.depends_on = {"o/r6"};  // its parent: later
+                   return op;
+                 }()});
+  EXPECT_TRUE(h.model().Get("small", "r2").ok());
+  EXPECT_FALSE(h.model().Get("p", "r1").ok());
+  EXPECT_FALSE(h.model().Get("o", "r6").ok());
+}
+
 TEST(ModelFocusedTest, PurgeDeleteAndDeadLetterMovesFailDependentsAsRemovalsInIdOrder) {
   Harness h(RunConfig{.memory_budget_bytes = 0});
   QueueSettings once;
