@@ -289,7 +289,8 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     }
     for (const std::string& key : item.depends_on) {
       auto it = post_position.find(key);
-      if (it != post_position.end() && it->second < k) continue;  // an earlier node of the flow
+      // An earlier node of the flow that this flow enqueues (a resent one must exist).
+      if (it != post_position.end() && it->second < k && !resent[post[it->second]]) continue;
       auto [dq_name, did] = SplitFlowKey(key);
       Queue* dq = find_queue(dq_name);
       if (dq == nullptr || !dq->Contains(did)) {

@@ -206,6 +206,20 @@ TEST_F(FlowTest, MaxDepthCountsTheQueuesWaitingMessagesAndNoFlowIsHalfEnqueued) 
   EXPECT_EQ(StateOf("other", "child"), MessageState::kPending);
 }
 
+// Found by the reference model: a node of a resent tree is not enqueued by the flow, so a
+// dependency on it must exist. The engine took any node before it in post-order as enqueued,
+// then found the dependency missing while enqueueing: INTERNAL, with part of the flow enqueued.
+TEST_F(FlowTest, ADependencyOnANodeOfAResentTreeMustExist) {
+  ASSERT_TRUE(engine().EnqueueFlow({Node("q", "r", {Node("cq", "c")})}).ok());
+  ASSERT_TRUE(engine().Cancel("cq", {"c"})[0].ok());  // r is canceled by its policy
+  ASSERT_TRUE(engine().PurgeQueue("cq", {MessageState::kCanceled}).ok());
+  FlowNode after = Node("o", "n");
+  after.item.depends_on = {"cq/c"};
+  auto r = engine().EnqueueFlow({Node("q", "r", {Node("cq", "c")}), Node("o", "first"), after});
+  EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().detail();
+  EXPECT_FALSE(engine().GetQueue("o").ok());  // nothing enqueued, no queue created
+}
+
 TEST_F(FlowTest, AResentFlowIsADuplicateAndAnExistingChildIsAlreadyExists) {
   ASSERT_TRUE(engine().EnqueueFlow(Tree()).ok());
   CompleteOne("texts");
