@@ -28,6 +28,12 @@
 // schedules' fires in Advance; done batches are removed at done_at + retention_ms, at the end
 // of Advance. Members are in the dependency graph (kept past retention 0 until Advance).
 //
+// Flows (docs/semantics.md, "Flows"): EnqueueFlow checks the whole forest first (limits in
+// pre-order, each node's arguments, resends, then each new node against the state in the order
+// it would be enqueued, post-order, then the memory budget for all of them: the engine's order
+// where the docs leave it open), then enqueues the new nodes children first through the same
+// path as an enqueue, each waiting on its children and then its own depends_on.
+//
 // Advance order. Dependencies and dead-letter moves cross queues, so what one Advance does can
 // depend on the order it visits queues (semantics.md, "Small conventions"). The engine visits
 // them by shard; Options::visit_rank, when set, gives the model the same order (ties, and no

@@ -1445,8 +1445,11 @@ FlowNode Harness::PickFlowNode(size_t depth, size_t& budget, std::vector<std::st
     node.queue = std::string(kSlots[kAutoSlot].name);
   }
   node.item = PickItem(node.queue, allow_invalid && Chance(30));
-  if (Chance(80)) node.item.id = "f" + std::to_string(++flow_ids_);  // new, mostly
-  if (Chance(10)) node.item.id.clear();                              // generated
+  // New ids mostly; never a fire's id ("name@T", which the property checker takes for a fire).
+  if (Chance(80) || node.item.id.find('@') != std::string::npos) {
+    node.item.id = "f" + std::to_string(++flow_ids_);
+  }
+  if (Chance(10)) node.item.id.clear();  // generated
   if (config_.dependencies && Chance(15)) node.item.batch = PickBatchId();
   size_t children = 0;
   if (depth < 4 && budget > 0 && Chance(55)) children = Uniform(1, std::min<size_t>(budget, 3));
