@@ -3096,6 +3096,23 @@ TEST(ModelFocusedTest, AnEmptyBatchIsDoneAtItsSealAndARefusedCallbackIsNotEnqueu
   EXPECT_EQ(h.stats()["batch.callbacks"], 2u);
 }
 
+// The callback enters the member's own queue, with the filter's pair, during the cancel that
+// makes the batch done: the engine and the model agree on whether that cancel takes it too.
+TEST(ModelFocusedTest, ACallbackEnqueuedByACancelByFilterIsNotCanceledByIt) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  Op cancel = MakeOp(OpKind::kCancelByFilter, "q");
+  cancel.filter = {{"tenant", "a"}};
+  Op member = MemberOp("q", "m3", "b");
+  member.items[0].metadata = {{"tenant", "a"}};
+  RunFocused(h,
+             {CreateOp("q"), CreateBatchOp("b", Callback("q")),
+              EnqueueOp("q", "m1", {}, DependencyFailurePolicy::kCancel, {{"tenant", "a"}}), member,
+              EnqueueOp("q", "m2", {}, DependencyFailurePolicy::kCancel, {{"tenant", "a"}}),
+              BatchOp(OpKind::kSealBatch, "b"), cancel, ClockOp(10)});
+  EXPECT_EQ(ModelState(h, "q", "batch:b"), MessageState::kPending);
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+}
+
 TEST(ModelFocusedTest, AFlowWaitsOnItsChildrenAndAResendIsADuplicate) {
   Harness h(RunConfig{.memory_budget_bytes = 0});
   std::vector<FlowNode> flow = {
