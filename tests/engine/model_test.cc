@@ -856,6 +856,14 @@ class PropertyChecker final : public EffectSink {
   void OnEffect(const Effect& e) override {
     if (next_ != nullptr) next_->OnEffect(e);
     const std::string key = std::string(e.queue) + "/" + std::string(e.id);
+    // A fire's message that is gone frees its id: a trigger in the same millisecond makes it
+    // again (docs/semantics.md, "Schedules"). A purge or a queue deletion forgets every fire of
+    // that queue (the checker does not know which states they were in).
+    if (e.type == EffectType::kMessageRemoved) fires_.erase(key);
+    if (e.type == EffectType::kQueuePurged || e.type == EffectType::kQueueDeleted) {
+      const std::string prefix = std::string(e.queue) + "/";
+      std::erase_if(fires_, [&](const std::string& k) { return k.starts_with(prefix); });
+    }
     if (e.type == EffectType::kMessageEnqueued) {
       released_.erase(key);
       if (e.derived) derived_enqueued_.push_back(key);
@@ -3111,6 +3119,20 @@ TEST(ModelFocusedTest, ACallbackEnqueuedByACancelByFilterIsNotCanceledByIt) {
               BatchOp(OpKind::kSealBatch, "b"), cancel, ClockOp(10)});
   EXPECT_EQ(ModelState(h, "q", "batch:b"), MessageState::kPending);
   EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+}
+
+// A fire's message purged frees its id: a trigger in the same millisecond makes it again, and
+// the property checker does not call that a doubled fire.
+TEST(ModelFocusedTest, ATriggerAfterItsFiresMessageWasPurgedIsNoDoubledFire) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  ScheduleSpec spec;
+  spec.every_ms = 1000;
+  Op purge = MakeOp(OpKind::kPurgeQueue, "s");
+  purge.states = {MessageState::kPending};
+  RunFocused(h, {CreateOp("s"), UpsertOp("s", "tick", spec), ClockOp(1000), purge,
+                 ScheduleOp(OpKind::kTriggerSchedule, "s", "tick")});
+  EXPECT_EQ(ModelState(h, "s", "tick@" + std::to_string(h.clock().NowMs())),
+            MessageState::kPending);
 }
 
 TEST(ModelFocusedTest, AFlowWaitsOnItsChildrenAndAResendIsADuplicate) {
