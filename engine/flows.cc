@@ -278,8 +278,10 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
       const bool waits = !p.children.empty() || !item.depends_on.empty();
       if (!waits && q->settings().max_depth > 0) {
         const StateCounts& c = q->counts();
+        // The queue's non-terminal messages, waiting ones too (as Queue::Enqueue counts them).
         const uint64_t live = c[MessageState::kInvisible] + c[MessageState::kPending] +
-                              c[MessageState::kRunning] + ++ready_per_queue[p.node->queue];
+                              c[MessageState::kRunning] + c[MessageState::kWaiting] +
+                              ++ready_per_queue[p.node->queue];
         if (live > q->settings().max_depth) {
           return AtNode(i, ResourceExhausted("queue: max_depth reached"));
         }
@@ -287,7 +289,8 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     }
     for (const std::string& key : item.depends_on) {
       auto it = post_position.find(key);
-      if (it != post_position.end() && it->second < k) continue;  // an earlier node of the flow
+      // An earlier node of the flow that this flow enqueues (a resent one must exist).
+      if (it != post_position.end() && it->second < k && !resent[post[it->second]]) continue;
       auto [dq_name, did] = SplitFlowKey(key);
       Queue* dq = find_queue(dq_name);
       if (dq == nullptr || !dq->Contains(did)) {
@@ -350,8 +353,7 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     Result<EnqueueResult> r =
         states.size() != item.depends_on.size()
             ? Result<EnqueueResult>(NotFound("depends_on: a dependency vanished"))
-            : q->Enqueue(item, now, &shard.rng, options_.memory_budget_bytes, memory_bytes(),
-                         budget_exhausted_);
+            : q->EnqueueFlowNode(item, now, &shard.rng);  // paused, max_depth, budget: above
     if (!r.ok() || r->duplicate) {
       // Cannot be: every check above passed under the same locks. What was enqueued stays
       // (and is reported, so the log matches the state); the flow answers INTERNAL.

@@ -1481,6 +1481,13 @@ Result<EnqueueResult> Queue::EnqueueCallback(const EnqueueItem& item, TimeMs now
   return r;
 }
 
+Result<EnqueueResult> Queue::EnqueueFlowNode(const EnqueueItem& item, TimeMs now, Random* rng) {
+  forced_ = true;
+  Result<EnqueueResult> r = Enqueue(item, now, rng, 0, 0, Status::Ok());
+  forced_ = false;
+  return r;
+}
+
 Status Queue::ReleaseWaiting(std::string_view id, TimeMs now, bool emit) {
   const MessageRef ref = Find(id);
   if (ref == kNoRef || At(ref)->state() != MessageState::kWaiting) {

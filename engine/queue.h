@@ -260,6 +260,10 @@ class Queue {
   // (`emit`) or not reported (replay).
   Result<EnqueueResult> EnqueueCallback(const EnqueueItem& item, TimeMs now, Random* rng,
                                         bool emit);
+  // A node of a flow (docs/semantics.md, "Flows"), whose enqueue_paused, max_depth and memory
+  // budget the flow has checked for all its nodes together: enqueued as Enqueue does, without
+  // checking them again (a waiting node is not refused by max_depth).
+  Result<EnqueueResult> EnqueueFlowNode(const EnqueueItem& item, TimeMs now, Random* rng);
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
   Status Complete(const CompleteItem& item, TimeMs now);
   // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).
@@ -482,7 +486,7 @@ class Queue {
   uint64_t graph_messages_ = 0;  // records with in_graph set
   bool emit_derived_ = false;    // Emit marks its effects derived (ReleaseWaiting, FailWaiting)
   bool silenced_ = false;        // Emit reports nothing (derived changes replayed by Apply)
-  bool forced_ = false;          // Enqueue ignores pause and max_depth (EnqueueCallback)
+  bool forced_ = false;          // Enqueue ignores pause and max_depth (EnqueueCallback, flows)
   // While alive, effects are derived (`emit`) or not reported at all (replay: !emit).
   class DerivedEmission {
    public:

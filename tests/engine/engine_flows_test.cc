@@ -181,6 +181,45 @@ TEST_F(FlowTest, MaxDepthAndTheMemoryBudgetAreCheckedForTheWholeFlow) {
   EXPECT_EQ(QueueCount(), 0u);
 }
 
+// Found by the reference model (tests/engine/model_test.cc): a waiting message counts towards
+// max_depth ("Enqueue"); a flow counts it too, and its own waiting nodes neither count nor are
+// refused ("Flows"). The engine checked without the queue's waiting messages, then enqueued with
+// an ordinary enqueue that counted them: a checked node was refused, the flow answered INTERNAL
+// with part of it enqueued.
+TEST_F(FlowTest, MaxDepthCountsTheQueuesWaitingMessagesAndNoFlowIsHalfEnqueued) {
+  QueueSettings small;
+  small.max_depth = 2;
+  MakeQueue("small", small);
+  ASSERT_TRUE(engine().Enqueue("small", {Item("x")})[0].ok());
+  EnqueueItem waiting = Item("w");
+  waiting.depends_on = {"x"};
+  ASSERT_TRUE(engine().Enqueue("small", {waiting})[0].ok());
+  // x and w are two non-terminal messages: a leaf in `small` passes max_depth.
+  auto r = engine().EnqueueFlow({Node("p", "root", {Node("small", "a")})});
+  EXPECT_EQ(r.status().code(), Code::kResourceExhausted) << r.status().detail();
+  EXPECT_EQ(QueueCount(), 1u);  // nothing enqueued, no queue created
+
+  // A waiting node (a parent) is not refused by max_depth: the flow is enqueued whole.
+  r = engine().EnqueueFlow({Node("small", "parent", {Node("other", "child")})});
+  ASSERT_TRUE(r.ok()) << r.status().detail();
+  EXPECT_EQ(StateOf("small", "parent"), MessageState::kWaiting);
+  EXPECT_EQ(StateOf("other", "child"), MessageState::kPending);
+}
+
+// Found by the reference model: a node of a resent tree is not enqueued by the flow, so a
+// dependency on it must exist. The engine took any node before it in post-order as enqueued,
+// then found the dependency missing while enqueueing: INTERNAL, with part of the flow enqueued.
+TEST_F(FlowTest, ADependencyOnANodeOfAResentTreeMustExist) {
+  ASSERT_TRUE(engine().EnqueueFlow({Node("q", "r", {Node("cq", "c")})}).ok());
+  ASSERT_TRUE(engine().Cancel("cq", {"c"})[0].ok());  // r is canceled by its policy
+  ASSERT_TRUE(engine().PurgeQueue("cq", {MessageState::kCanceled}).ok());
+  FlowNode after = Node("o", "n");
+  after.item.depends_on = {"cq/c"};
+  auto r = engine().EnqueueFlow({Node("q", "r", {Node("cq", "c")}), Node("o", "first"), after});
+  EXPECT_EQ(r.status().code(), Code::kNotFound) << r.status().detail();
+  EXPECT_FALSE(engine().GetQueue("o").ok());  // nothing enqueued, no queue created
+}
+
 TEST_F(FlowTest, AResentFlowIsADuplicateAndAnExistingChildIsAlreadyExists) {
   ASSERT_TRUE(engine().EnqueueFlow(Tree()).ok());
   CompleteOne("texts");

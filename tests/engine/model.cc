@@ -400,6 +400,7 @@ std::vector<QueueInfo> Model::ListQueues() const {
 }
 
 Status Model::DeleteQueue(std::string_view name) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(name)) return InvalidArgument("name");
   for (size_t i = 0; i < queues_.size(); ++i) {
     if (queues_[i].name == name) {
@@ -413,6 +414,7 @@ Status Model::DeleteQueue(std::string_view name) {
 }
 
 Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<MessageState>& states) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(name)) return InvalidArgument("name");
   if (states.empty() || states.size() > kStateCount) return InvalidArgument("states");
   Queue* queue = MutableQueue(name);
@@ -436,6 +438,7 @@ Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<Mess
 std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
                                                   std::vector<EnqueueItem> items,
                                                   const std::vector<std::string>& generated_ids) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = items.size();
   if (n == 0 || n > kMaxBatchItems) {
     return Repeat<Result<EnqueueResult>>(n, InvalidArgument("batch size"));
@@ -470,7 +473,7 @@ std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
 }
 
 Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& item,
-                                        const std::string& generated_id, TimeMs now) {
+                                        const std::string& generated_id, TimeMs now, bool forced) {
   Queue& queue = queues_[queue_index];
   // 2. Validation.
   if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
@@ -500,6 +503,12 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     if (index == kNpos) return NotFound("depends_on: no such message");
     named.push_back(&q->messages[index]);
   }
+  // The batch: open, unless the message exists (a repeat answers as any and joins nothing).
+  if (!item.batch.empty() && (item.id.empty() || FindIndex(queue, item.id) == kNpos)) {
+    const BatchInfo* batch = MutableBatch(item.batch);
+    if (batch == nullptr) return NotFound("batch: no such batch");
+    if (batch->sealed) return FailedPrecondition("batch: sealed");
+  }
   if (queue.settings.type == QueueType::kExclusive &&
       !FindValue(item.metadata, queue.settings.exclusivity_key)) {
     return InvalidArgument("exclusivity key missing");
@@ -515,9 +524,9 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     return EnqueueResult{id, existing.version, true};
   }
   // 4. Pause.
-  if (queue.settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
+  if (!forced && queue.settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
   // 5. Depth.
-  if (queue.settings.max_depth > 0) {
+  if (!forced && queue.settings.max_depth > 0) {
     uint64_t live = 0;
     for (const Message& m : queue.messages) live += IsTerminal(m.record.state) ? 0 : 1;
     if (live >= queue.settings.max_depth) return ResourceExhausted("max_depth");
@@ -530,7 +539,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   r.payload = item.payload;
   r.metadata = item.metadata;
   // 6. Memory budget.
-  if (options_.memory_budget_bytes > 0 &&
+  if (!forced && options_.memory_budget_bytes > 0 &&
       memory_bytes() + AccountedBytes(r) > options_.memory_budget_bytes) {
     return ResourceExhausted("memory budget");
   }
@@ -569,7 +578,11 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     }
   }
   message.policy = item.on_dependency_failure;
-  message.in_graph = !keys.empty();
+  message.in_graph = !keys.empty() || !item.batch.empty();
+  if (!item.batch.empty()) {
+    message.batch = item.batch;
+    MutableBatch(item.batch)->counts.members += 1;
+  }
   message.uid = next_uid_++;
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
@@ -636,6 +649,7 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
 
 std::vector<Status> Model::Complete(std::string_view queue_name,
                                     const std::vector<CompleteItem>& items) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = items.size();
   if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
   if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
@@ -684,6 +698,7 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
 }
 
 bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
+  if (!queue.messages[index].batch.empty()) FinishMember(queue.messages[index], state, now);
   // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
   // graph (semantics.md, "Retention").
   if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
@@ -719,6 +734,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
     }
     return "";
   }
+  if (!m.batch.empty()) FinishMember(m, MessageState::kErrored, now);  // moved: errored
   Message moved = std::move(m);
   moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
@@ -750,6 +766,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
 
 Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& request,
                                const ChooseBackoff& choose_backoff) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (!ValidId(request.id)) return InvalidArgument("id");
   if (request.retry_delay_ms && !ValidDelayMs(*request.retry_delay_ms)) {
@@ -820,6 +837,7 @@ Result<TimeMs> Model::Extend(std::string_view queue_name, std::string_view id, u
 
 std::vector<Status> Model::Cancel(std::string_view queue_name,
                                   const std::vector<std::string>& ids) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   const size_t n = ids.size();
   if (n == 0 || n > kMaxBatchItems) return Repeat(n, InvalidArgument("batch size"));
   if (!IsValidQueueName(queue_name)) return Repeat(n, InvalidArgument("queue"));
@@ -863,6 +881,7 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
 }
 
 Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter& filter) {
+  CallbackFlush flush(this);  // batches made done enqueue their callbacks at the end
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (!ValidFilter(filter, 1)) return InvalidArgument("filter");
   Queue* queue = MutableQueue(queue_name);
@@ -1287,7 +1306,9 @@ uint64_t Model::Advance(TimeMs now) {
       }
     }
   }
-  return transitions + FireSchedules(now);
+  EnqueueCallbacks(now);  // before the fires, as the engine enqueues them in the transition
+  const uint64_t fires = FireSchedules(now);
+  return transitions + fires + RemoveDueBatches(now);
 }
 
 // ---- Dependencies -----------------------------------------------------------------------------
@@ -1398,6 +1419,12 @@ void Model::DependenciesRemoved(const std::string& queue_name, std::vector<Messa
   for (const Message& m : removed) {
     if (IsTerminal(m.record.state)) continue;
     DependencyFailed(m.uid, Key(queue_name, m.record.id), "removed", now);
+  }
+  // A batch member removed while active counts as canceled.
+  for (Message& m : removed) {
+    if (!IsTerminal(m.record.state) && !m.batch.empty()) {
+      FinishMember(m, MessageState::kCanceled, now);
+    }
   }
 }
 
@@ -1665,6 +1692,339 @@ uint64_t Model::FireSchedules(TimeMs now) {
     MakeFires(s, made, now, dropped, /*check_overlap=*/true, &enqueued, &duplicate);
   }
   return enqueued;
+}
+
+// ---- Batches (docs/semantics.md, "Batches") ---------------------------------------------------
+
+Result<BatchInfo> Model::CreateBatch(const CreateBatchRequest& request) {
+  if (request.id.empty() || request.id.size() > kMaxBatchIdBytes || !IsValidUtf8(request.id)) {
+    return InvalidArgument("id");
+  }
+  if (request.retention_ms && !ValidDelayMs(*request.retention_ms)) {
+    return InvalidArgument("retention_ms");
+  }
+  BatchInfo b;
+  b.id = request.id;
+  b.retention_ms = request.retention_ms.value_or(kDefaultBatchRetentionMs);
+  if (request.callback) {
+    const BatchCallback& c = *request.callback;
+    if (!IsValidQueueName(c.queue)) return InvalidArgument("callback.queue");
+    if (!c.id.empty() && !ValidId(c.id)) return InvalidArgument("callback.id");
+    if (c.metadata.size() > kMaxMetadataPairs - kBatchCallbackKeys || !ValidMetadata(c.metadata)) {
+      return InvalidArgument("callback.metadata");
+    }
+    for (const MetadataPair& p : c.metadata) {
+      if (p.key.starts_with("x-batch-")) return InvalidArgument("callback.metadata x-batch-");
+    }
+    if (c.max_attempts && !ValidMaxAttempts(*c.max_attempts)) {
+      return InvalidArgument("callback.max_attempts");
+    }
+    b.callback = c;
+    if (b.callback->id.empty()) b.callback->id = "batch:" + request.id;
+  }
+  if (const BatchInfo* existing = MutableBatch(b.id)) {
+    if (existing->callback == b.callback && existing->retention_ms == b.retention_ms) {
+      return *existing;
+    }
+    return AlreadyExists("batch id");
+  }
+  b.created_at = clock_->NowMs();
+  batches_.push_back(b);
+  return b;
+}
+
+Result<BatchInfo> Model::SealBatch(std::string_view id) {
+  CallbackFlush flush(this);
+  BatchInfo* b = MutableBatch(id);
+  if (b == nullptr) return NotFound("batch");
+  if (b->sealed) return *b;
+  b->sealed = true;
+  if (b->counts.active() == 0) {
+    b->done = true;
+    b->done_at = clock_->NowMs();
+    if (b->callback) done_batches_.push_back(b->id);
+  }
+  return *b;
+}
+
+Result<BatchInfo> Model::GetBatch(std::string_view id) const {
+  for (const BatchInfo& b : batches_) {
+    if (b.id == id) return b;
+  }
+  return NotFound("batch");
+}
+
+BatchInfo* Model::MutableBatch(std::string_view id) {
+  for (BatchInfo& b : batches_) {
+    if (b.id == id) return &b;
+  }
+  return nullptr;
+}
+
+void Model::FinishMember(Message& message, MessageState state, TimeMs now) {
+  BatchInfo* b = MutableBatch(message.batch);
+  message.batch.clear();
+  if (b == nullptr) return;  // cannot be: a batch with an active member is never removed
+  switch (state) {
+    case MessageState::kCompleted:
+      b->counts.completed += 1;
+      break;
+    case MessageState::kCanceled:
+      b->counts.canceled += 1;
+      break;
+    default:
+      b->counts.errored += 1;
+      break;
+  }
+  if (b->sealed && !b->done && b->counts.active() == 0) {
+    b->done = true;
+    b->done_at = now;
+    if (b->callback) done_batches_.push_back(b->id);
+  }
+}
+
+void Model::EnqueueCallbacks(TimeMs now) {
+  for (const std::string& id : std::exchange(done_batches_, {})) {
+    const BatchInfo* b = MutableBatch(id);
+    if (b == nullptr || !b->callback) continue;
+    const BatchCallback& c = *b->callback;
+    EnqueueItem item;
+    item.id = c.id;
+    item.priority = c.priority;
+    item.payload = c.payload;
+    item.metadata = c.metadata;
+    item.metadata.push_back({std::string(kBatchIdKey), b->id});
+    item.metadata.push_back({std::string(kBatchTotalKey), std::to_string(b->counts.members)});
+    item.metadata.push_back({std::string(kBatchCompletedKey), std::to_string(b->counts.completed)});
+    item.metadata.push_back({std::string(kBatchCanceledKey), std::to_string(b->counts.canceled)});
+    item.metadata.push_back({std::string(kBatchErroredKey), std::to_string(b->counts.errored)});
+    item.max_attempts = c.max_attempts;
+    size_t queue_index = kNpos;
+    for (size_t i = 0; i < queues_.size(); ++i) {
+      if (queues_[i].name == c.queue) queue_index = i;
+    }
+    if (queue_index == kNpos) {  // created with the defaults, whatever auto_create_queues says
+      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}});
+      queue_index = queues_.size() - 1;
+    }
+    Result<EnqueueResult> r = EnqueueOne(queue_index, item, "", now, /*forced=*/true);
+    if (r.ok() && !r->duplicate) callbacks_.push_back(Key(c.queue, c.id));
+  }
+}
+
+uint64_t Model::RemoveDueBatches(TimeMs now) {
+  const size_t before = batches_.size();
+  std::erase_if(batches_, [now](const BatchInfo& b) {
+    return b.done && b.done_at + b.retention_ms <= now;  // retention_ms <= 100 years: no overflow
+  });
+  return before - batches_.size();
+}
+
+// ---- Flows (docs/semantics.md, "Flows") -------------------------------------------------------
+
+namespace {
+
+struct FlatNode {
+  const FlowNode* node = nullptr;
+  size_t parent = kNpos;
+  size_t root = 0;  // pre-order index of its tree's root
+  std::vector<size_t> children;
+  std::string key;                   // "queue/id" when the id is given
+  std::vector<std::string> entries;  // its own depends_on, resolved
+};
+
+// Appends `node` and its subtree in pre-order; INVALID_ARGUMENT past the count or depth limit.
+Status FlattenFlow(const FlowNode& node, size_t parent, size_t depth, std::vector<FlatNode>& out) {
+  if (out.size() == kMaxFlowNodes) return InvalidArgument("nodes: at most 1000");
+  if (depth > kMaxFlowDepth) return InvalidArgument("nodes: at most 32 levels");
+  const size_t index = out.size();
+  FlatNode flat;
+  flat.node = &node;
+  flat.parent = parent;
+  flat.root = parent == kNpos ? index : out[parent].root;
+  out.push_back(std::move(flat));
+  if (parent != kNpos) out[parent].children.push_back(index);
+  for (const FlowNode& child : node.children) {
+    if (Status s = FlattenFlow(child, index, depth + 1, out); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+void PostOrderOf(const std::vector<FlatNode>& nodes, size_t index, std::vector<size_t>& out) {
+  for (size_t child : nodes[index].children) PostOrderOf(nodes, child, out);
+  out.push_back(index);
+}
+
+}  // namespace
+
+Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
+    const std::vector<FlowNode>& roots, const std::vector<std::string>& generated_ids) {
+  // 1. Limits, in pre-order.
+  if (roots.empty()) return InvalidArgument("nodes: none");
+  std::vector<FlatNode> nodes;
+  for (const FlowNode& root : roots) {
+    if (Status s = FlattenFlow(root, kNpos, 1, nodes); !s.ok()) return s;
+  }
+  // 2. Each node's arguments, as an enqueue checks them; an id named twice.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    FlatNode& n = nodes[i];
+    const EnqueueItem& item = n.node->item;
+    if (!IsValidQueueName(n.node->queue)) return InvalidArgument("queue");
+    if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
+    if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
+    if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
+    if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
+    if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
+    if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
+      return InvalidArgument("max_attempts");
+    }
+    if (item.depends_on.size() + n.children.size() > kMaxDependencyEntries) {
+      return InvalidArgument("depends_on");
+    }
+    for (const std::string& entry : item.depends_on) {
+      n.entries.push_back(ResolveEntry(n.node->queue, entry));
+      auto [dq, did] = SplitEntryKey(n.entries.back());
+      if (!IsValidQueueName(dq) || !ValidId(did)) return InvalidArgument("depends_on");
+    }
+    if (!item.id.empty()) {
+      n.key = Key(n.node->queue, item.id);
+      for (size_t j = 0; j < i; ++j) {
+        if (nodes[j].key == n.key) return InvalidArgument("id named twice");
+      }
+    }
+  }
+  // 3. Resends: a root whose id exists in its queue (the same message, else ALREADY_EXISTS).
+  std::vector<bool> resent(nodes.size(), false);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const FlatNode& n = nodes[i];
+    if (n.parent != kNpos || n.key.empty()) continue;
+    const Queue* q = FindQueue(n.node->queue);
+    const size_t index = q == nullptr ? kNpos : FindIndex(*q, n.node->item.id);
+    if (index == kNpos) continue;
+    const EnqueueItem& item = n.node->item;
+    if (q->settings.type == QueueType::kExclusive &&
+        !FindValue(item.metadata, q->settings.exclusivity_key)) {
+      return InvalidArgument("exclusivity key missing");
+    }
+    const MessageRecord& existing = q->messages[index].record;
+    bool same = existing.priority == item.priority && existing.payload == item.payload &&
+                SortedPairs(existing.metadata) == SortedPairs(item.metadata) &&
+                (!item.max_attempts || *item.max_attempts == existing.max_attempts);
+    if (!same) return AlreadyExists("id: the root of a resend with other content");
+    resent[i] = true;
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) resent[i] = resent[nodes[i].root];
+  // 4. Against the state, node by node in the order they would be enqueued (post-order), then
+  //    the memory budget for all new messages together.
+  std::vector<size_t> post;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].parent == kNpos) PostOrderOf(nodes, i, post);
+  }
+  std::vector<std::pair<std::string, uint64_t>> ready;  // queue -> new non-waiting messages
+  uint64_t new_bytes = 0;
+  for (size_t k = 0; k < post.size(); ++k) {
+    const size_t i = post[k];
+    if (resent[i]) continue;
+    const FlatNode& n = nodes[i];
+    const EnqueueItem& item = n.node->item;
+    const Queue* q = FindQueue(n.node->queue);
+    if (q == nullptr && !options_.auto_create_queues) return NotFound("queue");
+    if (q != nullptr) {
+      if (!item.id.empty() && FindIndex(*q, item.id) != kNpos) return AlreadyExists("id");
+      if (q->settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
+      if (q->settings.type == QueueType::kExclusive &&
+          !FindValue(item.metadata, q->settings.exclusivity_key)) {
+        return InvalidArgument("exclusivity key missing");
+      }
+      const bool waits = !n.children.empty() || !item.depends_on.empty();
+      if (!waits && q->settings.max_depth > 0) {
+        // The queue's non-terminal messages (waiting ones included: "Enqueue"), plus the
+        // flow's own new non-waiting ones, this one included.
+        uint64_t live = 0;
+        for (const Message& m : q->messages) live += IsTerminal(m.record.state) ? 0 : 1;
+        auto it = std::find_if(ready.begin(), ready.end(),
+                               [&](const auto& r) { return r.first == q->name; });
+        if (it == ready.end()) it = ready.insert(ready.end(), {q->name, 0});
+        it->second += 1;
+        if (live + it->second > q->settings.max_depth) return ResourceExhausted("max_depth");
+      }
+    }
+    for (const std::string& key : n.entries) {
+      // A node of this flow enqueued before this one, or a message that exists now.
+      bool earlier = false;
+      for (size_t j = 0; j < k; ++j) earlier |= !resent[post[j]] && nodes[post[j]].key == key;
+      if (earlier) continue;
+      auto [dq, did] = SplitEntryKey(key);
+      const Queue* dqueue = FindQueue(dq);
+      if (dqueue == nullptr || FindIndex(*dqueue, did) == kNpos) {
+        return NotFound("depends_on: no such message");
+      }
+    }
+    if (!item.batch.empty()) {
+      const BatchInfo* batch = MutableBatch(item.batch);
+      if (batch == nullptr) return NotFound("batch: no such batch");
+      if (batch->sealed) return FailedPrecondition("batch: sealed");
+    }
+    const std::string& id = item.id.empty() ? std::string(26, '~') : item.id;
+    new_bytes += kModelMessageOverheadBytes + id.size() + item.payload.size() +
+                 PackedMetadataBytes(item.metadata);
+  }
+  if (options_.memory_budget_bytes > 0 &&
+      memory_bytes() + new_bytes > options_.memory_budget_bytes) {
+    return ResourceExhausted("memory budget");
+  }
+  // 5. Enqueue, children first: each node waits on its children, then on its own entries.
+  const TimeMs now = clock_->NowMs();
+  std::vector<FlowNodeResult> results(nodes.size());
+  for (const size_t i : post) {
+    const FlatNode& n = nodes[i];
+    FlowNodeResult& out = results[i];
+    out.queue = n.node->queue;
+    if (resent[i]) continue;
+    size_t queue_index = kNpos;
+    for (size_t j = 0; j < queues_.size(); ++j) {
+      if (queues_[j].name == n.node->queue) queue_index = j;
+    }
+    if (queue_index == kNpos) {
+      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}});
+      queue_index = queues_.size() - 1;
+    }
+    EnqueueItem item = n.node->item;
+    item.depends_on.clear();
+    for (size_t c : n.children) item.depends_on.push_back(Key(results[c].queue, results[c].id));
+    for (const std::string& key : n.entries) item.depends_on.push_back(key);
+    std::vector<std::string> once;
+    for (std::string& key : item.depends_on) {
+      if (std::find(once.begin(), once.end(), key) == once.end()) once.push_back(std::move(key));
+    }
+    item.depends_on = std::move(once);
+    std::string generated;
+    if (item.id.empty()) {
+      if (i < generated_ids.size() && !generated_ids[i].empty()) {
+        generated = generated_ids[i];
+      } else {
+        std::string number = std::to_string(++placeholder_counter_);
+        generated = "~" + std::string(25 - number.size(), '0') + number;
+      }
+    }
+    // Every check passed above: the enqueue cannot be refused (forced: the pause, depth and
+    // budget were checked for the flow as a whole).
+    Result<EnqueueResult> r = EnqueueOne(queue_index, item, generated, now, /*forced=*/true);
+    if (!r.ok()) return Status(Code::kInternal, "model: a checked flow node was refused");
+    out.id = r->id;
+    out.version = r->version;
+  }
+  // The nodes of resent trees: the id as sent, the current version (0: gone).
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!resent[i]) continue;
+    FlowNodeResult& out = results[i];
+    out.id = nodes[i].node->item.id;
+    out.duplicate = true;
+    const Queue* q = FindQueue(out.queue);
+    const size_t index = q == nullptr || out.id.empty() ? kNpos : FindIndex(*q, out.id);
+    if (index != kNpos) out.version = q->messages[index].record.version;
+  }
+  return results;
 }
 
 // ---- History ----------------------------------------------------------------------------------

@@ -21,6 +21,19 @@
 // engine's to compare), and last_error holds only "fire at T" (the engine's reason text
 // follows). Advance makes the timers' transitions first, then the schedules' fires.
 //
+// Batches (docs/semantics.md, "Batches"): a list of BatchInfo the model counts itself; each
+// message that joined and is not terminal yet names its batch (Message::batch, cleared at its
+// first terminal state, a dead-letter move or its removal). A batch made done during an
+// operation enqueues its callback when that operation returns (CallbackFlush), before the
+// schedules' fires in Advance; done batches are removed at done_at + retention_ms, at the end
+// of Advance. Members are in the dependency graph (kept past retention 0 until Advance).
+//
+// Flows (docs/semantics.md, "Flows"): EnqueueFlow checks the whole forest first (limits in
+// pre-order, each node's arguments, resends, then each new node against the state in the order
+// it would be enqueued, post-order, then the memory budget for all of them: the engine's order
+// where the docs leave it open), then enqueues the new nodes children first through the same
+// path as an enqueue, each waiting on its children and then its own depends_on.
+//
 // Advance order. Dependencies and dead-letter moves cross queues, so what one Advance does can
 // depend on the order it visits queues (semantics.md, "Small conventions"). The engine visits
 // them by shard; Options::visit_rank, when set, gives the model the same order (ties, and no
@@ -61,10 +74,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/clock.h"
 #include "engine/cron.h"
+#include "engine/flows.h"  // FlowNode, FlowNodeResult and the flow limits (value types)
 #include "engine/status.h"
 #include "engine/types.h"
 
@@ -107,6 +122,8 @@ class Model {
     MessageHistory history;
     // A dependent, or listed by one: never removed by the finishing operation (retention 0).
     bool in_graph = false;
+    // Batches: the batch it is an active member of (empty: none, or no longer active).
+    std::string batch;
   };
 
   struct Schedule {
@@ -181,6 +198,24 @@ class Model {
   Result<ScheduleTriggerResult> TriggerSchedule(std::string_view queue, std::string_view name);
   const Schedule* FindSchedule(std::string_view queue, std::string_view name) const;
 
+  // ---- Batches (docs/semantics.md, "Batches"; model.cc, "Batches") ---------------------------
+  // A batch's members are counted on the messages themselves (Message::batch); the callback
+  // of a batch made done during an operation is enqueued at the end of that operation (the
+  // model's queues may not grow while an operation holds references into them).
+  Result<BatchInfo> CreateBatch(const CreateBatchRequest& request);
+  Result<BatchInfo> SealBatch(std::string_view id);
+  Result<BatchInfo> GetBatch(std::string_view id) const;
+  const std::vector<BatchInfo>& batches() const { return batches_; }
+  // The callbacks ("queue/id") enqueued since the last call, in order.
+  std::vector<std::string> TakeCallbacks() { return std::exchange(callbacks_, {}); }
+
+  // ---- Flows (docs/semantics.md, "Flows"; model.cc, "Flows") ---------------------------------
+  // `generated_ids[i]`: the id to use for node i (pre-order) when its id is empty. The byte
+  // limit of a flow (kMaxFlowBytes) is not modelled: the engine's count is approximate, and the
+  // test never comes near it.
+  Result<std::vector<FlowNodeResult>> EnqueueFlow(
+      const std::vector<FlowNode>& roots, const std::vector<std::string>& generated_ids = {});
+
   // ---- History (docs/semantics.md, "History") -----------------------------------------------
   Result<MessageHistory> History(std::string_view queue, std::string_view id) const;
   Status Note(std::string_view queue, std::string_view id, uint64_t lease_token,
@@ -212,8 +247,10 @@ class Model {
 
  private:
   Queue* MutableQueue(std::string_view name);
+  // `forced`: a batch's callback (enqueue_paused, max_depth and the budget do not refuse it).
   Result<EnqueueResult> EnqueueOne(size_t queue_index, const EnqueueItem& item,
-                                   const std::string& generated_id, TimeMs now);
+                                   const std::string& generated_id, TimeMs now,
+                                   bool forced = false);
   QueueInfo Info(const Queue& queue, TimeMs now) const;
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
@@ -251,6 +288,23 @@ class Model {
                  uint64_t dropped, bool check_overlap, uint64_t* enqueued, bool* duplicate);
   uint64_t FireSchedules(TimeMs now);
   static TimeMs NextFire(const Schedule& schedule, TimeMs after);
+  // Batches.
+  // Enqueues the pending callbacks when the operation that declares it returns.
+  struct CallbackFlush {
+    Model* model;
+    explicit CallbackFlush(Model* m) : model(m) {}
+    ~CallbackFlush() { model->EnqueueCallbacks(model->clock_->NowMs()); }
+    CallbackFlush(const CallbackFlush&) = delete;
+    CallbackFlush& operator=(const CallbackFlush&) = delete;
+  };
+  BatchInfo* MutableBatch(std::string_view id);
+  // `message`, an active member, stopped being active with outcome `state` (completed, canceled
+  // or errored); its batch may be done.
+  void FinishMember(Message& message, MessageState state, TimeMs now);
+  // Enqueues the callbacks of the batches made done since the last call.
+  void EnqueueCallbacks(TimeMs now);
+  // Removes the done batches whose retention ran out; returns how many.
+  uint64_t RemoveDueBatches(TimeMs now);
 
   Options options_;
   const Clock* clock_;
@@ -259,6 +313,9 @@ class Model {
   uint64_t placeholder_counter_ = 0;
   uint64_t next_uid_ = 1;
   uint64_t held_rechecks_ = 0;
+  std::vector<BatchInfo> batches_;         // in creation order
+  std::vector<std::string> done_batches_;  // done, callback not enqueued yet
+  std::vector<std::string> callbacks_;     // enqueued, not taken yet
 };
 
 // Validation helpers (public so the test driver can build valid and invalid inputs).

@@ -337,10 +337,14 @@ std::string UlidProblem(std::string_view id, TimeMs now) {
 struct OwnedEffect {
   Effect fields;
   std::string queue, id, payload, packed_metadata, error, dead_letter_queue, result,
-      dependency_edges, worker_id, note, history;
+      dependency_edges, batch, worker_id, note, history;
   std::optional<QueueSettings> settings;
   std::optional<std::vector<std::string>> depends_on;
   std::optional<ScheduleSpec> schedule;
+  // kFlowEnqueued: its members, and their views (rebuilt by View()).
+  bool has_members = false;
+  std::vector<OwnedEffect> members;
+  mutable std::vector<Effect> member_views;
 
   explicit OwnedEffect(const Effect& e)
       : fields(e),
@@ -352,12 +356,17 @@ struct OwnedEffect {
         dead_letter_queue(e.dead_letter_queue),
         result(e.result),
         dependency_edges(e.dependency_edges),
+        batch(e.batch),
         worker_id(e.worker_id),
         note(e.note),
         history(e.history) {
     if (e.settings != nullptr) settings = *e.settings;
     if (e.depends_on != nullptr) depends_on = *e.depends_on;
     if (e.schedule != nullptr) schedule = *e.schedule;
+    if (e.members != nullptr) {
+      has_members = true;
+      for (const Effect& member : *e.members) members.emplace_back(member);
+    }
   }
 
   // The effect, viewing this object's strings. Valid while this object lives and is not moved.
@@ -377,6 +386,10 @@ struct OwnedEffect {
     e.history = history;
     e.depends_on = depends_on ? &*depends_on : nullptr;
     e.schedule = schedule ? &*schedule : nullptr;
+    e.batch = batch;
+    member_views.clear();
+    for (const OwnedEffect& member : members) member_views.push_back(member.View());
+    e.members = has_members ? &member_views : nullptr;
     return e;
   }
 
@@ -392,6 +405,7 @@ struct OwnedEffect {
            " packed_metadata=" + Quote(packed_metadata) + " error=" + Quote(error) +
            " dlq=" + Quote(dead_letter_queue) + " result=" + Quote(result) +
            " purge_states=" + Show(f.purge_states) + " derived=" + Show(f.derived) +
+           (batch.empty() ? "" : " batch=" + Quote(batch)) +
            (depends_on ? " depends_on(" + Show(depends_on->size()) + ")" : "") +
            (settings ? " settings=" + Show(*settings) : "");
   }
@@ -440,6 +454,10 @@ enum class OpKind : uint8_t {
   kPauseSchedule,
   kResumeSchedule,
   kTriggerSchedule,
+  kCreateBatch,
+  kSealBatch,
+  kGetBatch,
+  kEnqueueFlow,
   kNote,       // history: a worker's note under its lease
   kHistory,    // history: one message's
   kMoveClock,  // move the ManualClock by `delta`, then Advance if `advance_after`
@@ -478,6 +496,10 @@ constexpr std::string_view kOpNames[] = {"CreateQueue",
                                          "PauseSchedule",
                                          "ResumeSchedule",
                                          "TriggerSchedule",
+                                         "CreateBatch",
+                                         "SealBatch",
+                                         "GetBatch",
+                                         "EnqueueFlow",
                                          "Note",
                                          "History",
                                          "MoveClock",
@@ -514,7 +536,10 @@ struct Op {
   std::string schedule;  // a schedule's name
   ScheduleSpec spec;     // packed_metadata unused: schedule_metadata
   Metadata schedule_metadata;
-  std::string note;  // kNote's text
+  CreateBatchRequest create_batch;  // kCreateBatch
+  std::string batch;                // kSealBatch, kGetBatch: the batch's id
+  std::vector<FlowNode> flow;       // kEnqueueFlow: the roots
+  std::string note;                 // kNote's text
 };
 
 std::string DescribeItem(const EnqueueItem& item) {
@@ -528,6 +553,7 @@ std::string DescribeItem(const EnqueueItem& item) {
     for (const std::string& d : item.depends_on) s += Quote(d) + " ";
     s += "] on_failure=" + Show(item.on_dependency_failure);
   }
+  if (!item.batch.empty()) s += " batch=" + Quote(item.batch);
   return s + "}";
 }
 
@@ -553,6 +579,88 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
 std::string DescribeReprioritize(const ReprioritizeRequest& r) {
   return "{prio=" + Show(r.priority) + " visible_at=" + Show(r.visible_at) + "}";
 }
+
+// ---- Batches: description and comparison ----------------------------------------------------
+
+std::string DescribeCreateBatch(const CreateBatchRequest& r) {
+  std::string s = "{id=" + Quote(r.id);
+  if (r.retention_ms) s += " retention_ms=" + Show(*r.retention_ms);
+  if (r.callback) {
+    const BatchCallback& c = *r.callback;
+    s += " callback={queue=" + Quote(c.queue) + " id=" + Quote(c.id) + " prio=" + Show(c.priority) +
+         " payload=" + Quote(c.payload) + " md=" + Show(c.metadata);
+    if (c.max_attempts) s += " max_attempts=" + Show(*c.max_attempts);
+    s += "}";
+  }
+  return s + "}";
+}
+
+void CompareBatchInfo(Diff& d, const std::string& at, const BatchInfo& e, const BatchInfo& m) {
+  d.Check(at + ".id", e.id, m.id);
+  d.Check(at + ".has_callback", e.callback.has_value(), m.callback.has_value());
+  if (e.callback && m.callback) {
+    d.Check(at + ".callback.queue", e.callback->queue, m.callback->queue);
+    d.Check(at + ".callback.id", e.callback->id, m.callback->id);
+    d.Check(at + ".callback", e.callback == m.callback, true);
+  }
+  d.Check(at + ".retention_ms", e.retention_ms, m.retention_ms);
+  d.Check(at + ".created_at", e.created_at, m.created_at);
+  d.Check(at + ".sealed", e.sealed, m.sealed);
+  d.Check(at + ".done", e.done, m.done);
+  d.Check(at + ".done_at", e.done_at, m.done_at);
+  d.Check(at + ".members", e.counts.members, m.counts.members);
+  d.Check(at + ".completed", e.counts.completed, m.counts.completed);
+  d.Check(at + ".canceled", e.counts.canceled, m.counts.canceled);
+  d.Check(at + ".errored", e.counts.errored, m.counts.errored);
+}
+
+// ---- Flows: description and comparison ------------------------------------------------------
+
+FlowNode LeafNode(std::string queue, std::string id) {
+  FlowNode node;
+  node.queue = std::move(queue);
+  node.item.id = std::move(id);
+  return node;
+}
+
+std::string DescribeFlow(const std::vector<FlowNode>& nodes) {
+  std::string s = "[";
+  for (const FlowNode& n : nodes) {
+    s += Quote(n.queue) + ":" + DescribeItem(n.item);
+    if (!n.children.empty()) s += "<-" + DescribeFlow(n.children);
+    s += " ";
+  }
+  return s + "]";
+}
+
+size_t FlowSize(const std::vector<FlowNode>& nodes) {
+  size_t n = nodes.size();
+  for (const FlowNode& node : nodes) n += FlowSize(node.children);
+  return n;
+}
+
+// The items of `nodes` in pre-order.
+void FlowItems(const std::vector<FlowNode>& nodes, std::vector<const EnqueueItem*>& out) {
+  for (const FlowNode& n : nodes) {
+    out.push_back(&n.item);
+    FlowItems(n.children, out);
+  }
+}
+
+void CompareFlowResults(Diff& d, const std::string& at, const std::vector<FlowNodeResult>& e,
+                        const std::vector<FlowNodeResult>& m) {
+  d.Check(at + ".size", e.size(), m.size());
+  for (size_t i = 0; i < e.size() && i < m.size(); ++i) {
+    const std::string node = at + "[" + std::to_string(i) + "]";
+    d.Check(node + ".queue", e[i].queue, m[i].queue);
+    d.Check(node + ".id", e[i].id, m[i].id);
+    d.Check(node + ".version", e[i].version, m[i].version);
+    d.Check(node + ".duplicate", e[i].duplicate, m[i].duplicate);
+  }
+}
+
+// The batch ids the generator uses (a small pool, so that ids are reused after GC).
+constexpr std::string_view kBatchIds[] = {"b0", "b1", "b2", "b3:x", "b4"};
 
 std::string Describe(const Op& op) {
   std::string s = std::string(kOpNames[static_cast<size_t>(op.kind)]) + " " + Quote(op.queue);
@@ -647,6 +755,16 @@ std::string Describe(const Op& op) {
     case OpKind::kResumeSchedule:
     case OpKind::kTriggerSchedule:
       s += " name=" + Quote(op.schedule);
+      break;
+    case OpKind::kCreateBatch:
+      s += " " + DescribeCreateBatch(op.create_batch);
+      break;
+    case OpKind::kSealBatch:
+    case OpKind::kGetBatch:
+      s += " batch=" + Quote(op.batch);
+      break;
+    case OpKind::kEnqueueFlow:
+      s += " " + DescribeFlow(op.flow);
       break;
     case OpKind::kGetQueue:
     case OpKind::kListQueues:
@@ -782,8 +900,17 @@ class PropertyChecker final : public EffectSink {
   void OnEffect(const Effect& e) override {
     if (next_ != nullptr) next_->OnEffect(e);
     const std::string key = std::string(e.queue) + "/" + std::string(e.id);
+    // A fire's message that is gone frees its id: a trigger in the same millisecond makes it
+    // again (docs/semantics.md, "Schedules"). A purge or a queue deletion forgets every fire of
+    // that queue (the checker does not know which states they were in).
+    if (e.type == EffectType::kMessageRemoved) fires_.erase(key);
+    if (e.type == EffectType::kQueuePurged || e.type == EffectType::kQueueDeleted) {
+      const std::string prefix = std::string(e.queue) + "/";
+      std::erase_if(fires_, [&](const std::string& k) { return k.starts_with(prefix); });
+    }
     if (e.type == EffectType::kMessageEnqueued) {
       released_.erase(key);
+      if (e.derived) derived_enqueued_.push_back(key);
       const size_t at = e.id.rfind('@');
       if (at != std::string_view::npos && at > 0) {
         const std::string_view t = e.id.substr(at + 1);
@@ -814,6 +941,8 @@ class PropertyChecker final : public EffectSink {
     triggered_.insert(queue + "/" + id);
   }
   std::vector<std::string> TakeProblems() { return std::exchange(problems_, {}); }
+  // Every message enqueued as a derived effect (a batch's callback) since the last call.
+  std::vector<std::string> TakeDerivedEnqueued() { return std::exchange(derived_enqueued_, {}); }
   std::vector<std::pair<std::string, std::string>> TakeReleased() {
     return std::exchange(just_released_, {});
   }
@@ -827,6 +956,7 @@ class PropertyChecker final : public EffectSink {
   std::unordered_set<std::string> fires_, triggered_;
   std::vector<std::pair<std::string, std::string>> just_released_;
   std::vector<std::string> problems_;
+  std::vector<std::string> derived_enqueued_;
   uint64_t releases_ = 0, dependency_failures_ = 0, fires_made_ = 0;
 };
 
@@ -910,6 +1040,18 @@ class Harness {
   void AddDependencies(std::vector<EnqueueItem>& items, size_t i, const std::string& queue,
                        bool allow_invalid);
   std::string PickScheduleName(bool allow_invalid);
+  // Batches: an id of the pool (mostly one that exists), and the arguments of a batch operation.
+  std::string PickBatchId();
+  void GenerateBatchOp(Op& op);
+  // Compares every batch of the pool; each callback the model enqueued in the operation was
+  // enqueued exactly once by the engine, and the engine enqueued no other.
+  void CompareBatches(Diff& d);
+  // `flow`: the operation was a flow (its nodes' enqueues are reported as derived effects).
+  void CheckCallbacks(Diff& d, bool flow);
+  // Flows: a random forest (or a resend of an earlier one), and one node of it.
+  void GenerateFlowOp(Op& op);
+  FlowNode PickFlowNode(size_t depth, size_t& budget, std::vector<std::string>& keys,
+                        bool allow_invalid);
   void PickSchedule(Op& op, bool allow_invalid);  // an existing one mostly
   void PickScheduleSpec(Op& op, bool allow_invalid);
   bool CheckReleases(Diff& d);
@@ -961,6 +1103,9 @@ class Harness {
   std::string signature_;
   std::map<std::string, uint64_t> stats_;
   std::unordered_set<std::string> generated_ids_;
+  // Flows: the last ids handed out ("f<n>"), and recent flows that were accepted (to resend).
+  uint64_t flow_ids_ = 0;
+  std::vector<std::vector<FlowNode>> sent_flows_;
   // Leases handed out recently (some now stale), for complete/fail/extend.
   struct Lease {
     std::string queue, id;
@@ -1287,6 +1432,159 @@ void Harness::AddDependencies(std::vector<EnqueueItem>& items, size_t i, const s
   item.on_dependency_failure = static_cast<DependencyFailurePolicy>(Uniform(0, 2));
 }
 
+// ---- Batches: generation --------------------------------------------------------------------
+
+std::string Harness::PickBatchId() {
+  if (!model_.batches().empty() && Chance(70)) return Pick(model_.batches()).id;
+  return std::string(kBatchIds[Uniform(0, std::size(kBatchIds) - 1)]);
+}
+
+void Harness::GenerateBatchOp(Op& op) {
+  if (op.kind == OpKind::kSealBatch || op.kind == OpKind::kGetBatch) {
+    op.batch = PickBatchId();
+    return;
+  }
+  if (op.kind != OpKind::kCreateBatch) return;
+  CreateBatchRequest& r = op.create_batch;
+  r.id = PickBatchId();
+  if (const BatchInfo* existing = [&]() -> const BatchInfo* {
+        for (const BatchInfo& b : model_.batches()) {
+          if (b.id == r.id) return &b;
+        }
+        return nullptr;
+      }();
+      existing != nullptr && Chance(60)) {
+    // A repeat: the same callback and retention (the callback's id as resolved or as sent).
+    r.callback = existing->callback;
+    if (r.callback && r.callback->id == "batch:" + r.id && Chance(50)) r.callback->id.clear();
+    r.retention_ms = existing->retention_ms;
+    if (Chance(20)) r.retention_ms = existing->retention_ms + 1;
+    return;
+  }
+  if (Chance(70)) r.retention_ms = Chance(30) ? 0 : UniformSigned(0, 5000);
+  if (Chance(85)) {
+    BatchCallback c;
+    c.queue = std::string(kSlots[Uniform(0, kAutoSlot)].name);  // no dead-letter queue
+    if (Chance(30)) c.id = "cb" + std::to_string(Uniform(0, 3));
+    if (Chance(5)) c.id = "m" + std::to_string(Uniform(0, 29));  // may clash with a message
+    c.priority = PickPriority();
+    c.payload = PickPayload();
+    c.metadata = PickMetadata(c.queue);
+    if (Chance(20)) c.max_attempts = static_cast<uint32_t>(Uniform(1, 3));
+    r.callback = c;
+  }
+  if (Chance(5)) {
+    switch (Uniform(0, 5)) {
+      case 0:
+        r.id = Chance(50) ? "" : std::string(kMaxBatchIdBytes + 1, 'b');
+        break;
+      case 1:
+        r.retention_ms = -1;
+        break;
+      case 2:
+        if (r.callback) r.callback->queue = PickBadQueueName();
+        break;
+      case 3:
+        if (r.callback) r.callback->metadata.push_back({"x-batch-id", "mine"});
+        break;
+      case 4:
+        if (r.callback) r.callback->max_attempts = 0;
+        break;
+      default:
+        if (r.callback) {
+          r.callback->metadata.clear();
+          for (int i = 0; i < 12; ++i)
+            r.callback->metadata.push_back({"k" + std::to_string(i), "v"});
+        }
+        break;
+    }
+  }
+}
+
+// ---- Flows: generation ----------------------------------------------------------------------
+
+FlowNode Harness::PickFlowNode(size_t depth, size_t& budget, std::vector<std::string>& keys,
+                               bool allow_invalid) {
+  FlowNode node;
+  node.queue = PickQueueName(OpKind::kEnqueue);
+  // Never auto-create a dead-letter queue (it would get a finite retention).
+  const Slot* slot = FindSlot(node.queue);
+  if (slot != nullptr && slot->dead_letter_target && model_.FindQueue(node.queue) == nullptr) {
+    node.queue = std::string(kSlots[kAutoSlot].name);
+  }
+  node.item = PickItem(node.queue, allow_invalid && Chance(30));
+  // New ids mostly; never a fire's id ("name@T", which the property checker takes for a fire).
+  if (Chance(80) || node.item.id.find('@') != std::string::npos) {
+    node.item.id = "f" + std::to_string(++flow_ids_);
+  }
+  if (Chance(10)) node.item.id.clear();  // generated
+  if (config_.dependencies && Chance(15)) node.item.batch = PickBatchId();
+  size_t children = 0;
+  if (depth < 4 && budget > 0 && Chance(55)) children = Uniform(1, std::min<size_t>(budget, 3));
+  budget -= children;
+  for (size_t c = 0; c < children; ++c) {
+    node.children.push_back(PickFlowNode(depth + 1, budget, keys, allow_invalid));
+  }
+  if (Chance(20)) {
+    // Its own depends_on: an existing message, a node enqueued before it (post-order: its
+    // children's subtrees, earlier siblings'), a child again, or a missing one.
+    const uint64_t r = Uniform(0, 99);
+    std::vector<const Model::Message*> existing = Messages(node.queue, nullptr);
+    if (r < 40 && !existing.empty()) {
+      node.item.depends_on.push_back(Pick(existing)->record.id);
+    } else if (r < 80 && !keys.empty()) {
+      node.item.depends_on.push_back(Pick(keys));
+    } else if (r < 90 && !node.children.empty() && !node.children[0].item.id.empty()) {
+      node.item.depends_on.push_back(node.children[0].queue + "/" + node.children[0].item.id);
+    } else {
+      node.item.depends_on.push_back("f" + std::to_string(flow_ids_ + 5));  // a later one
+    }
+    node.item.on_dependency_failure = static_cast<DependencyFailurePolicy>(Uniform(0, 2));
+  }
+  if (!node.item.id.empty()) keys.push_back(node.queue + "/" + node.item.id);
+  return node;
+}
+
+void Harness::GenerateFlowOp(Op& op) {
+  if (!sent_flows_.empty() && Chance(15)) {
+    // A resend of an earlier flow (its roots' content changed, sometimes), maybe with a new tree.
+    op.flow = Pick(sent_flows_);
+    if (Chance(15)) op.flow[0].item.payload += "x";
+    if (Chance(30)) {
+      size_t budget = 3;
+      std::vector<std::string> keys;
+      op.flow.push_back(PickFlowNode(1, budget, keys, false));
+    }
+    return;
+  }
+  if (Chance(1)) {
+    // Past the limits: 33 levels, or 1001 nodes.
+    FlowNode chain;
+    chain.queue = "alpha";
+    chain.item.id = "deep";
+    FlowNode* at = &chain;
+    const size_t levels = Chance(50) ? kMaxFlowDepth + 1 : kMaxFlowDepth;
+    for (size_t i = 1; i < levels; ++i) {
+      at->children.push_back(LeafNode("alpha", "deep" + std::to_string(i)));
+      at = &at->children.back();
+    }
+    op.flow.push_back(std::move(chain));
+    if (Chance(50)) {
+      FlowNode wide;
+      wide.queue = "beta_2";
+      for (size_t i = 0; i < kMaxFlowNodes - kMaxFlowDepth; ++i) {
+        wide.children.push_back(LeafNode("beta_2", "w" + std::to_string(i)));
+      }
+      op.flow.push_back(std::move(wide));
+    }
+    return;
+  }
+  size_t budget = Uniform(0, 7);
+  std::vector<std::string> keys;
+  const size_t roots = Uniform(1, 2);
+  for (size_t r = 0; r < roots; ++r) op.flow.push_back(PickFlowNode(1, budget, keys, true));
+}
+
 std::string Harness::PickScheduleName(bool allow_invalid) {
   if (allow_invalid && Chance(3)) {
     return Chance(50) ? "bad name" : std::string(kMaxScheduleNameBytes + 1, 'n');
@@ -1584,6 +1882,10 @@ Op Harness::Generate() {
       {OpKind::kPauseSchedule, 3},
       {OpKind::kResumeSchedule, 3},
       {OpKind::kTriggerSchedule, 4},
+      {OpKind::kCreateBatch, 6},
+      {OpKind::kSealBatch, 5},
+      {OpKind::kGetBatch, 4},
+      {OpKind::kEnqueueFlow, 25},
       {OpKind::kNote, 25},
       {OpKind::kHistory, 30},
       {OpKind::kMoveClock, 60},
@@ -1604,6 +1906,21 @@ Op Harness::Generate() {
       op.kind == OpKind::kAdvance) {
     op.queue.clear();  // not queue operations
   }
+  if (op.kind == OpKind::kEnqueueFlow) {
+    // Flows make dependents: only with dependencies.
+    if (!config_.dependencies) op.kind = OpKind::kAdvance;
+    op.queue.clear();
+    if (op.kind == OpKind::kEnqueueFlow) GenerateFlowOp(op);
+    return op;
+  }
+  if (op.kind == OpKind::kCreateBatch || op.kind == OpKind::kSealBatch ||
+      op.kind == OpKind::kGetBatch) {
+    // Batches (members are in the dependency graph): only with dependencies.
+    if (!config_.dependencies) op.kind = OpKind::kAdvance;
+    op.queue.clear();
+    GenerateBatchOp(op);
+    return op;
+  }
   // Invalid arguments only on existing (or invalid) queue names, never together with NOT_FOUND.
   bool allow_invalid = model_.FindQueue(op.queue) != nullptr || !model::IsValidQueueName(op.queue);
   switch (op.kind) {
@@ -1617,6 +1934,10 @@ Op Harness::Generate() {
     case OpKind::kGetQueue:
     case OpKind::kListQueues:
     case OpKind::kAdvance:
+    case OpKind::kCreateBatch:  // GenerateBatchOp
+    case OpKind::kSealBatch:
+    case OpKind::kGetBatch:
+    case OpKind::kEnqueueFlow:  // GenerateFlowOp
       break;
     case OpKind::kDeleteQueue:
       if (Chance(50)) op.queue = std::string(kSlots[Uniform(0, 7)].name);
@@ -1648,6 +1969,7 @@ Op Harness::Generate() {
         if (config_.dependencies && Chance(30)) {
           AddDependencies(op.items, i, op.queue, allow_invalid);
         }
+        if (config_.dependencies && Chance(25)) op.items[i].batch = PickBatchId();
       }
       break;
     }
@@ -1939,6 +2261,41 @@ bool Harness::CheckReleases(Diff& d) {
   }
   for (const std::string& problem : checker_.TakeProblems()) d.Note("property: " + problem);
   return d.empty();
+}
+
+// ---- Batches: checks ------------------------------------------------------------------------
+
+void Harness::CompareBatches(Diff& d) {
+  std::vector<std::string> ids(std::begin(kBatchIds), std::end(kBatchIds));
+  for (const BatchInfo& b : model_.batches()) ids.push_back(b.id);
+  for (const std::string& id : ids) {
+    CompareResult(d, "get_batch(" + id + ")", engine_.GetBatch(id), model_.GetBatch(id),
+                  CompareBatchInfo);
+  }
+}
+
+void Harness::CheckCallbacks(Diff& d, bool flow) {
+  std::vector<std::string> expected = model_.TakeCallbacks();
+  std::vector<std::string> enqueued = checker_.TakeDerivedEnqueued();
+  Count("batch.callbacks", expected.size());
+  // Every callback key any batch names: an enqueue of one must be one the model made.
+  std::unordered_set<std::string> callback_keys;
+  for (const BatchInfo& b : model_.batches()) {
+    if (b.callback) callback_keys.insert(b.callback->queue + "/" + b.callback->id);
+  }
+  for (const std::string& key : expected) {
+    const auto n = std::count(enqueued.begin(), enqueued.end(), key);
+    if (n != 1) {
+      d.Note("property: callback " + key + " enqueued " + std::to_string(n) +
+             " times by the engine in this operation (the model: once)");
+    }
+  }
+  for (const std::string& key : enqueued) {
+    if (!flow && callback_keys.contains(key) &&
+        std::find(expected.begin(), expected.end(), key) == expected.end()) {
+      d.Note("property: the engine enqueued callback " + key + " the model did not");
+    }
+  }
 }
 
 void Harness::CompareTouchedHistories(Diff& d, const Op& op) {
@@ -2376,12 +2733,63 @@ bool Harness::Execute(const Op& op) {
       }
       break;
     }
+    case OpKind::kCreateBatch: {
+      auto e = engine_.CreateBatch(op.create_batch);
+      auto m = model_.CreateBatch(op.create_batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "create_batch", e, m, CompareBatchInfo);
+      break;
+    }
+    case OpKind::kSealBatch: {
+      auto e = engine_.SealBatch(op.batch);
+      auto m = model_.SealBatch(op.batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "seal_batch", e, m, CompareBatchInfo);
+      if (m.ok() && m->done) Count("batch.done_at_seal");
+      break;
+    }
+    case OpKind::kGetBatch: {
+      auto e = engine_.GetBatch(op.batch);
+      auto m = model_.GetBatch(op.batch);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "get_batch", e, m, CompareBatchInfo);
+      break;
+    }
+    case OpKind::kEnqueueFlow: {
+      TimeMs now = clock_.NowMs();
+      auto e = engine_.EnqueueFlow(op.flow);
+      std::vector<const EnqueueItem*> items;
+      FlowItems(op.flow, items);
+      std::vector<std::string> generated(items.size());
+      for (size_t i = 0; e.ok() && i < items.size() && i < e->size(); ++i) {
+        if (!items[i]->id.empty() || (*e)[i].duplicate) continue;
+        const std::string& id = (*e)[i].id;
+        if (std::string problem = UlidProblem(id, now); !problem.empty()) {
+          d.Note("generated id " + Quote(id) + " of node " + std::to_string(i) +
+                 " is not a ULID: " + problem);
+        } else if (!generated_ids_.insert(id).second) {
+          d.Note("generated id " + Quote(id) + " was generated before");
+        }
+        generated[i] = id;
+      }
+      auto m = model_.EnqueueFlow(op.flow, generated);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "flow", e, m, CompareFlowResults);
+      if (m.ok()) {
+        Count("flow.nodes", m->size());
+        if (!m->empty() && m->front().duplicate) Count("flow.resent_first_tree");
+        if (m->size() > 1) sent_flows_.push_back(op.flow);
+        if (sent_flows_.size() > 8) sent_flows_.erase(sent_flows_.begin());
+      }
+      break;
+    }
     case OpKind::kInjectModelFault: {
       auto ignored = model_.CreateQueue("injected.fault", QueueSettings{});
       break;
     }
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CheckCallbacks(d, op.kind == OpKind::kEnqueueFlow);
   CompareTouchedHistories(d, op);
   CheckReleases(d);
   return !Diverged(op, d);
@@ -2396,6 +2804,7 @@ bool Harness::CompareFullState() {
     CompareInfo(d, "list[" + std::to_string(i) + "]", e[i], m[i]);
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CompareBatches(d);
   auto es = engine_.ListSchedules("");
   auto ms = model_.ListSchedules("");
   d.Check("list_schedules.size", es.size(), ms.size());
@@ -2728,6 +3137,189 @@ TEST(ModelFocusedTest, EachPolicyFollowsACanceledDependencyTransitivelyAcrossQue
   // Enqueued after the failure: the policy applies at once.
   RunFocused(h, {EnqueueOp("r", "late", {"q/a"}, DependencyFailurePolicy::kError)});
   EXPECT_EQ(ModelState(h, "r", "late"), MessageState::kErrored);
+}
+
+// ---- Batches and flows: focused differential cases --------------------------------------------
+
+Op CreateBatchOp(std::string id, std::optional<BatchCallback> callback,
+                 std::optional<int64_t> retention_ms = std::nullopt) {
+  Op op = MakeOp(OpKind::kCreateBatch, "");
+  op.create_batch.id = std::move(id);
+  op.create_batch.callback = std::move(callback);
+  op.create_batch.retention_ms = retention_ms;
+  return op;
+}
+Op BatchOp(OpKind kind, std::string id) {
+  Op op = MakeOp(kind, "");
+  op.batch = std::move(id);
+  return op;
+}
+Op MemberOp(std::string queue, std::string id, std::string batch,
+            std::vector<std::string> depends_on = {}) {
+  Op op = EnqueueOp(std::move(queue), std::move(id), std::move(depends_on));
+  op.items[0].batch = std::move(batch);
+  return op;
+}
+BatchCallback Callback(std::string queue, std::string id = "") {
+  BatchCallback c;
+  c.queue = std::move(queue);
+  c.id = std::move(id);
+  c.payload = "all done";
+  c.metadata = {{"tenant", "a"}};
+  return c;
+}
+Op FlowOp(std::vector<FlowNode> roots) {
+  Op op = MakeOp(OpKind::kEnqueueFlow, "");
+  op.flow = std::move(roots);
+  return op;
+}
+FlowNode Tree(std::string queue, std::string id, std::vector<FlowNode> children = {}) {
+  FlowNode n = LeafNode(std::move(queue), std::move(id));
+  n.children = std::move(children);
+  return n;
+}
+
+TEST(ModelFocusedTest, ABatchCountsEachOutcomeOnceAndEnqueuesItsCallbackOnce) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings once;
+  once.max_attempts = 1;
+  once.dead_letter_queue = "dead";
+  RunFocused(h, {CreateOp("dead"),
+                 CreateOp("q", once),
+                 CreateOp("r"),
+                 CreateBatchOp("b", Callback("cb")),
+                 MemberOp("q", "done", "b"),
+                 MemberOp("r", "gone", "b"),
+                 MemberOp("q", "moved", "b"),
+                 MemberOp("r", "waits", "b", {"q/done"}),
+                 MemberOp("r", "dup", "b"),
+                 MemberOp("r", "dup", "b"),  // a repeat joins nothing
+                 BatchOp(OpKind::kSealBatch, "b"),
+                 MemberOp("r", "late", "b"),  // sealed
+                 DequeueOp("q", 1),
+                 CompleteOp("q", "done"),
+                 IdsOp(OpKind::kCancel, "r", {"gone"}),
+                 DequeueOp("q", 1),
+                 FailOp("q", "moved"),  // dead-lettered: errored
+                 [] {
+                   Op purge = MakeOp(OpKind::kPurgeQueue, "r");
+                   purge.states = {MessageState::kPending};  // waits (released), dup: canceled
+                   return purge;
+                 }(),
+                 BatchOp(OpKind::kGetBatch, "b"),
+                 IdsOp(OpKind::kRedrive, "dead", {"moved"})});
+  const BatchInfo b = *h.model().GetBatch("b");
+  EXPECT_TRUE(b.done);
+  EXPECT_EQ(b.counts.members, 5u);
+  EXPECT_EQ(b.counts.completed, 1u);
+  EXPECT_EQ(b.counts.canceled, 3u);
+  EXPECT_EQ(b.counts.errored, 1u);
+  const Result<MessageRecord> cb = h.model().Get("cb", "batch:b");
+  ASSERT_TRUE(cb.ok());
+  EXPECT_EQ(cb->payload, "all done");
+  EXPECT_EQ(cb->metadata, (Metadata{{"tenant", "a"},
+                                    {"x-batch-id", "b"},
+                                    {"x-batch-total", "5"},
+                                    {"x-batch-completed", "1"},
+                                    {"x-batch-canceled", "3"},
+                                    {"x-batch-errored", "1"}}));
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+  // Kept for its retention (1 h by default), then removed: the id is free again.
+  RunFocused(h, {ClockOp(3'599'999), BatchOp(OpKind::kGetBatch, "b"), ClockOp(1),
+                 BatchOp(OpKind::kGetBatch, "b"), CreateBatchOp("b", std::nullopt, 0),
+                 BatchOp(OpKind::kSealBatch, "b"), ClockOp(0)});
+  EXPECT_FALSE(h.model().GetBatch("b").ok());
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+}
+
+TEST(ModelFocusedTest, AnEmptyBatchIsDoneAtItsSealAndARefusedCallbackIsNotEnqueued) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings exclusive;
+  exclusive.type = QueueType::kExclusive;
+  exclusive.exclusivity_key = "region";
+  QueueSettings paused;
+  paused.enqueue_paused = true;
+  paused.max_depth = 1;
+  RunFocused(h, {CreateOp("ex", exclusive), CreateOp("full", paused),
+                 CreateBatchOp("e", Callback("new.q")), CreateBatchOp("e", Callback("new.q")),
+                 CreateBatchOp("e", Callback("new.q"), 5),  // other retention
+                 BatchOp(OpKind::kSealBatch, "e"), BatchOp(OpKind::kSealBatch, "e"),
+                 CreateBatchOp("x", Callback("ex")), BatchOp(OpKind::kSealBatch, "x"),
+                 CreateBatchOp("p", Callback("full", "cb-p")), BatchOp(OpKind::kSealBatch, "p")});
+  EXPECT_TRUE(h.model().Get("new.q", "batch:e").ok());  // its queue created with the defaults
+  EXPECT_FALSE(h.model().Get("ex", "batch:x").ok());    // no exclusivity key: not enqueued
+  EXPECT_TRUE(h.model().Get("full", "cb-p").ok());      // pause and depth do not refuse it
+  EXPECT_EQ(h.stats()["batch.callbacks"], 2u);
+}
+
+// The callback enters the member's own queue, with the filter's pair, during the cancel that
+// makes the batch done: the engine and the model agree on whether that cancel takes it too.
+TEST(ModelFocusedTest, ACallbackEnqueuedByACancelByFilterIsNotCanceledByIt) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  Op cancel = MakeOp(OpKind::kCancelByFilter, "q");
+  cancel.filter = {{"tenant", "a"}};
+  Op member = MemberOp("q", "m3", "b");
+  member.items[0].metadata = {{"tenant", "a"}};
+  RunFocused(h,
+             {CreateOp("q"), CreateBatchOp("b", Callback("q")),
+              EnqueueOp("q", "m1", {}, DependencyFailurePolicy::kCancel, {{"tenant", "a"}}), member,
+              EnqueueOp("q", "m2", {}, DependencyFailurePolicy::kCancel, {{"tenant", "a"}}),
+              BatchOp(OpKind::kSealBatch, "b"), cancel, ClockOp(10)});
+  EXPECT_EQ(ModelState(h, "q", "batch:b"), MessageState::kPending);
+  EXPECT_EQ(h.stats()["batch.callbacks"], 1u);
+}
+
+// A fire's message purged frees its id: a trigger in the same millisecond makes it again, and
+// the property checker does not call that a doubled fire.
+TEST(ModelFocusedTest, ATriggerAfterItsFiresMessageWasPurgedIsNoDoubledFire) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  ScheduleSpec spec;
+  spec.every_ms = 1000;
+  Op purge = MakeOp(OpKind::kPurgeQueue, "s");
+  purge.states = {MessageState::kPending};
+  RunFocused(h, {CreateOp("s"), UpsertOp("s", "tick", spec), ClockOp(1000), purge,
+                 ScheduleOp(OpKind::kTriggerSchedule, "s", "tick")});
+  EXPECT_EQ(ModelState(h, "s", "tick@" + std::to_string(h.clock().NowMs())),
+            MessageState::kPending);
+}
+
+TEST(ModelFocusedTest, AFlowWaitsOnItsChildrenAndAResendIsADuplicate) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  std::vector<FlowNode> flow = {
+      Tree("reports", "root",
+           {Tree("images", "a", {Tree("thumbs", "a1"), Tree("thumbs", "")}), Tree("texts", "b")}),
+      Tree("texts", "solo")};
+  flow[0].children[1].item.depends_on = {"images/a", "thumbs/a1"};  // an earlier node, twice
+  RunFocused(h, {FlowOp(flow), FlowOp(flow)});
+  EXPECT_EQ(ModelState(h, "reports", "root"), MessageState::kWaiting);
+  EXPECT_EQ(ModelState(h, "texts", "b"), MessageState::kWaiting);
+  EXPECT_EQ(h.stats()["flow.resent_first_tree"], 1u);
+  RunFocused(h, {DequeueOp("thumbs"), CompleteOp("thumbs", "a1")});
+  // A resend of the first tree only, with a second tree whose child exists: ALREADY_EXISTS.
+  std::vector<FlowNode> again = {flow[0], Tree("p", "new", {Tree("texts", "solo")})};
+  RunFocused(h, {FlowOp(again)});
+  EXPECT_FALSE(h.model().Get("p", "new").ok());
+}
+
+TEST(ModelFocusedTest, AFlowIsCheckedWholeAgainstPauseDepthAndMissingDependencies) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings small;
+  small.max_depth = 2;
+  QueueSettings paused;
+  paused.enqueue_paused = true;
+  RunFocused(h, {CreateOp("small", small), CreateOp("paused", paused), EnqueueOp("small", "x"),
+                 EnqueueOp("small", "w", {"x"}),
+                 FlowOp({Tree("p", "r1", {Tree("small", "a")})}),   // depth: refused
+                 FlowOp({Tree("small", "r2", {Tree("o", "c")})}),   // waiting: accepted
+                 FlowOp({Tree("o", "r3", {Tree("paused", "c")})}),  // paused
+                 FlowOp({Tree("o", "r4", {Tree("o", "c4")}), Tree("o", "r5")}), [] {
+                   Op op = FlowOp({Tree("o", "r6", {Tree("o", "c6")})});
+                   op.flow[0].children[0].item.depends_on = {"o/r6"};  // its parent: later
+                   return op;
+                 }()});
+  EXPECT_TRUE(h.model().Get("small", "r2").ok());
+  EXPECT_FALSE(h.model().Get("p", "r1").ok());
+  EXPECT_FALSE(h.model().Get("o", "r6").ok());
 }
 
 TEST(ModelFocusedTest, PurgeDeleteAndDeadLetterMovesFailDependentsAsRemovalsInIdOrder) {
