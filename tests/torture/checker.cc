@@ -182,6 +182,20 @@ class Checker {
         }
       }
       for (const FlowSend* f : sends) {
+        if (f->resend && f->outcome == Outcome::kError && f->error == "ALREADY_EXISTS") {
+          // Refused as other content: only the root's priority can have changed since.
+          ++report_.flow_checks;
+          bool changed = false;
+          if (auto m = messages_.find(root); m != messages_.end()) {
+            for (const Op* op : m->second.ops) {
+              changed |= op->kind == "reprioritize" && MayHaveHappened(*op) && op->t0 < f->t1;
+            }
+          }
+          if (!changed) {
+            Add("flow", "a resend of flow " + root + " by " + f->client +
+                            " was refused ALREADY_EXISTS though its root was never reprioritized");
+          }
+        }
         if (!f->resend || f->outcome != Outcome::kOk) continue;
         ++report_.flow_checks;
         std::ostringstream text;

@@ -67,10 +67,11 @@
 //                 or resent, answered ok) that does not hold every node of it, or one after it
 //                 was sent that holds some nodes but not all (a flow is one log record); a
 //                 resend answered ok with some nodes duplicate but not all, or with none although
-//                 the tree had been acknowledged or shown whole before it was sent. The nodes are
-//                 also messages (an `enqueue` op each) and dependents of their children (a `deps`
-//                 line each): every rule above applies to them, `dependency` for a node leased
-//                 or shown released before each child's complete was sent.
+//                 the tree had been acknowledged or shown whole before it was sent, or refused
+//                 ALREADY_EXISTS (other content) with no reprioritize of the root sent. The nodes
+//                 are also messages (an `enqueue` op each) and dependents of their children (a
+//                 `deps` line each): every rule above applies to them, `dependency` for a node
+//                 leased or shown released before each child's complete was sent.
 #pragma once
 
 #include <cstdint>

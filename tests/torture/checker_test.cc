@@ -992,6 +992,16 @@ TEST(TortureChecker, AResendOfAFlowShownWholeEnqueuedAgainIsReported) {
   EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
 }
 
+TEST(TortureChecker, AResendRefusedAsOtherContentNeedsAReprioritizedRoot) {
+  const Report clean = CheckText(FlowSent("ok") +
+                                 "op 30 40 c0 reprioritize d ok r 9\n"
+                                 "flow 50 60 c0 ALREADY_EXISTS 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report refused =
+      CheckText(FlowSent("ok") + "flow 50 60 c0 ALREADY_EXISTS 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_EQ(refused.Count("flow"), 1u) << refused.Summary();
+}
+
 TEST(TortureChecker, AResendAnsweredPartlyDuplicateIsReported) {
   const Report r = CheckText(FlowSent("none") + "flow 30 40 c0 ok 1 2 d/r/- p/a/0 d/b/0\n");
   EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
