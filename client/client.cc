@@ -731,6 +731,13 @@ Result<Reply> Client::Extend(std::string_view queue, std::string_view id, uint64
                              int64_t lease_ms) {
   return Call(BuildExtend(NextHeader(), queue, id, lease_token, lease_ms));
 }
+Result<Reply> Client::History(std::string_view queue, std::string_view id) {
+  return Call(BuildHistory(NextHeader(), queue, id));
+}
+Result<Reply> Client::Note(std::string_view queue, std::string_view id, uint64_t lease_token,
+                           std::string_view text) {
+  return Call(BuildNote(NextHeader(), queue, id, lease_token, text));
+}
 Result<Reply> Client::Cancel(std::string_view queue, const std::vector<std::string>& ids) {
   return Call(BuildCancel(NextHeader(), queue, ids));
 }

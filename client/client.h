@@ -259,8 +259,11 @@ class Client {
   Result<Reply> CreateBatch(std::string_view id, const CreateBatchOptions& o);  // BatchResult
   Result<Reply> SealBatch(std::string_view id);                                 // BatchResult
   Result<Reply> GetBatch(std::string_view id);                                  // BatchResult
-  Result<Reply> Stats();                                                        // StatsResult
-  Result<Reply> Health();                                                       // HealthResult
+  Result<Reply> History(std::string_view queue, std::string_view id);           // HistoryResult
+  Result<Reply> Note(std::string_view queue, std::string_view id, uint64_t lease_token,
+                     std::string_view text);           // Done
+  Result<Reply> Stats();                               // StatsResult
+  Result<Reply> Health();                              // HealthResult
   Result<Reply> Cluster();                             // ClusterResult (any node answers)
   Result<Reply> Switchover(std::string_view to = {});  // Done
 

@@ -76,9 +76,10 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
   fb::FlatBufferBuilder b;
   auto key = s.exclusivity_key.empty() ? 0 : b.CreateString(s.exclusivity_key);
   auto dlq = s.dead_letter_queue.empty() ? 0 : b.CreateString(s.dead_letter_queue);
-  auto settings = p::CreateQueueSettings(
-      b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
-      s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused);
+  auto settings =
+      p::CreateQueueSettings(b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts,
+                             s.retry_backoff_ms, s.retry_backoff_max_ms, dlq, s.retention_ms,
+                             s.max_depth, s.enqueue_paused, s.dequeue_paused, s.history_max);
   return Finish(b, h, p::Operation::CreateQueue,
                 p::CreateCreateQueue(b, StringOf(b, name), settings));
 }
@@ -88,7 +89,7 @@ std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const Queue
   auto dlq = u.dead_letter_queue ? b.CreateString(*u.dead_letter_queue) : 0;
   auto update = p::CreateQueueSettingsUpdate(
       b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
-      dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused);
+      dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused, u.history_max);
   return Finish(b, h, p::Operation::UpdateQueue,
                 p::CreateUpdateQueue(b, StringOf(b, name), update));
 }
@@ -165,9 +166,10 @@ std::string BuildDequeue(RequestHeader h, std::string_view queue, const DequeueO
   fb::FlatBufferBuilder b;
   auto q = StringOf(b, queue);
   auto filter = PairsOf(b, o.filter);
-  return Finish(
-      b, h, p::Operation::Dequeue,
-      p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms, o.include_dependency_results));
+  auto worker = o.worker_id.empty() ? 0 : StringOf(b, o.worker_id);
+  return Finish(b, h, p::Operation::Dequeue,
+                p::CreateDequeue(b, q, o.max, o.lease_ms, filter, o.wait_ms,
+                                 o.include_dependency_results, worker));
 }
 
 namespace {
@@ -189,8 +191,9 @@ std::string BuildCompleteWith(RequestHeader h, std::string_view queue,
   fb::Offset<p::Dequeue> dequeue = 0;
   if (next != nullptr) {
     auto filter = PairsOf(b, next->filter);
+    auto worker = next->worker_id.empty() ? 0 : StringOf(b, next->worker_id);
     dequeue = p::CreateDequeue(b, 0, next->max, next->lease_ms, filter, next->wait_ms,
-                               next->include_dependency_results);
+                               next->include_dependency_results, worker);
   }
   auto q = StringOf(b, queue);
   return Finish(b, h, p::Operation::Complete, p::CreateComplete(b, q, vector, dequeue));
@@ -218,8 +221,9 @@ std::string BuildFail(RequestHeader h, std::string_view queue, std::string_view 
   fb::Offset<p::Dequeue> next = 0;
   if (o.next) {
     auto filter = PairsOf(b, o.next->filter);
+    auto worker = o.next->worker_id.empty() ? 0 : StringOf(b, o.next->worker_id);
     next = p::CreateDequeue(b, 0, o.next->max, o.next->lease_ms, filter, o.next->wait_ms,
-                            o.next->include_dependency_results);
+                            o.next->include_dependency_results, worker);
   }
   return Finish(b, h, p::Operation::Fail,
                 p::CreateFail(b, q, i, lease_token, error, o.retry_delay_ms, next));
@@ -231,6 +235,22 @@ std::string BuildExtend(RequestHeader h, std::string_view queue, std::string_vie
   auto q = StringOf(b, queue);
   auto i = StringOf(b, id);
   return Finish(b, h, p::Operation::Extend, p::CreateExtend(b, q, i, lease_token, lease_ms));
+}
+
+std::string BuildHistory(RequestHeader h, std::string_view queue, std::string_view id) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  return Finish(b, h, p::Operation::History, p::CreateHistory(b, q, i));
+}
+
+std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view id,
+                      uint64_t lease_token, std::string_view text) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto i = StringOf(b, id);
+  auto t = StringOf(b, text);
+  return Finish(b, h, p::Operation::Note, p::CreateNote(b, q, i, lease_token, t));
 }
 
 std::string BuildCancel(RequestHeader h, std::string_view queue,

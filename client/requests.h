@@ -52,6 +52,7 @@ struct QueueSettings {
   std::optional<uint64_t> max_depth;  // 0: unlimited
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
+  std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
 };
 
 // update_queue: absent settings are left unchanged (type and exclusivity key are fixed).
@@ -66,6 +67,7 @@ struct QueueSettingsUpdate {
   std::optional<uint64_t> max_depth;
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
+  std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
 };
 
 struct EnqueueItem {
@@ -116,6 +118,8 @@ struct DequeueOptions {
   // Each leased message carries its dependencies' outcomes: Message.dependency_results (per
   // dependency, a WaitItem whose id is "queue/id": state, result, last_error).
   bool include_dependency_results = false;
+  // Who dequeues (0..128 bytes; empty: not said): kept in each leased message's history.
+  std::string worker_id = {};
 };
 
 struct CompleteItem {
@@ -222,6 +226,12 @@ std::string BuildEnqueueFlow(RequestHeader h, const std::vector<FlowNode>& roots
 std::string BuildCreateBatch(RequestHeader h, std::string_view id, const CreateBatchOptions& o);
 std::string BuildSealBatch(RequestHeader h, std::string_view id);
 std::string BuildGetBatch(RequestHeader h, std::string_view id);
+
+// History (docs/semantics.md, "History"): a message's transitions (HistoryResult), and a
+// worker's note under its lease (Done).
+std::string BuildHistory(RequestHeader h, std::string_view queue, std::string_view id);
+std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view id,
+                      uint64_t lease_token, std::string_view text);
 
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);

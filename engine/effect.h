@@ -50,6 +50,9 @@ enum class EffectType : uint8_t {
   kBatchCreated = 32,
   kBatchSealed = 33,
   kBatchRemoved = 34,  // retention of a done batch ran out (GC)
+  // A worker's note on running message `id` under lease `lease_token` (docs/semantics.md,
+  // "History"): `note`. Changes nothing but the message's history (engine/history.h).
+  kMessageNoted = 35,
   // Flows (docs/semantics.md, "Flows"; engine/flows.h): one enqueue_flow's effects as one
   // group, so that the log holds the whole flow in one record or none of it. `members`: the
   // flow's non-derived effects in the order they happened (kQueueCreated of an auto-created
@@ -146,6 +149,15 @@ struct Effect {
   // after the batches. kBatch*: the batch. Empty everywhere else.
   std::string_view batch = {};
   BatchFields batch_fields = {};  // kBatchCreated
+  // History (engine/history.h). kMessageChanged cause kLeased: the dequeue's worker_id (empty:
+  // none given). kMessageNoted: the note.
+  std::string_view worker_id = {};
+  std::string_view note = {};
+  // kMessageEnqueued restating a message (ExportState, or a snapshot's record: the reader sets
+  // it, the log does not hold it): the message's history is `history`, its history block
+  // (empty: none), not a new enqueue's entry.
+  bool restated = false;
+  std::string_view history = {};
   // kFlowEnqueued: its members (none of them a kFlowEnqueued). Null everywhere else.
   const std::vector<Effect>* members = nullptr;
 };

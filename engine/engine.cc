@@ -222,6 +222,7 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.max_depth) s.max_depth = *update.max_depth;
   if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
+  if (update.history_max) s.history_max = *update.history_max;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
   if (!dlq.empty() && dlq != q->settings().dead_letter_queue && dlq_shard.Find(dlq) == nullptr) {
@@ -622,6 +623,9 @@ Status ValidateDequeue(const DequeueRequest& request) {
   if (request.lease_ms && !IsValidLease(*request.lease_ms)) {
     return InvalidArgument("lease_ms: must be 1-43200000");
   }
+  if (request.worker_id.size() > kMaxWorkerIdBytes || !IsValidUtf8(request.worker_id)) {
+    return InvalidArgument("worker_id: must be 0-128 bytes of valid UTF-8");
+  }
   return ValidateFilter(request.filter);
 }
 
@@ -883,6 +887,26 @@ Result<MessageRecord> Engine::Get(std::string_view queue, std::string_view id) c
   return WithQueue<Result<MessageRecord>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs, Shard&) -> Result<MessageRecord> { return q.Get(id); });
+}
+
+Result<MessageHistory> Engine::History(std::string_view queue, std::string_view id) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  return WithQueue<Result<MessageHistory>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs, Shard&) -> Result<MessageHistory> { return q.History(id); });
+}
+
+Status Engine::Note(std::string_view queue, std::string_view id, uint64_t lease_token,
+                    std::string_view text) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (!IsValidId(id)) return kBadId;
+  if (text.empty() || text.size() > kMaxNoteBytes || !IsValidUtf8(text)) {
+    return InvalidArgument("text: must be 1-1024 bytes of valid UTF-8");
+  }
+  return WithQueue<Status>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) { return q.Note(id, lease_token, text, now); });
 }
 
 std::vector<Result<MessageOutcome>> Engine::Outcomes(std::string_view queue,
@@ -1170,6 +1194,8 @@ Status Engine::Apply(const Effect& e) {
       return q->ApplyChanged(e);
     case EffectType::kMessageRemoved:
       return q->ApplyRemoved(e);
+    case EffectType::kMessageNoted:
+      return q->ApplyNoted(e);
     default:
       return Status(Code::kInternal, "effect: unknown type");
   }

@@ -145,6 +145,14 @@ class Engine {
   // waits for them to be terminal (docs/semantics.md, "Results and waiting").
   std::vector<Result<MessageOutcome>> Outcomes(std::string_view queue,
                                                const std::vector<std::string>& ids) const;
+  // History (docs/semantics.md, "History"): message `id`'s transitions, oldest first (empty
+  // when its queue keeps none).
+  Result<MessageHistory> History(std::string_view queue, std::string_view id) const;
+  // A worker's note (1..kMaxNoteBytes of UTF-8) in the history of the message it holds under
+  // `lease_token` (the lease checks of complete); FAILED_PRECONDITION when the queue's
+  // history_max is 0. Logged as kMessageNoted.
+  Status Note(std::string_view queue, std::string_view id, uint64_t lease_token,
+              std::string_view text);
   Result<BrowsePage> Browse(std::string_view queue, const BrowseRequest& request) const;
   Result<StateCounts> Count(std::string_view queue, const Filter& filter) const;
   Result<Explanation> Explain(std::string_view queue, std::string_view id) const;

@@ -48,7 +48,7 @@ struct Message {
   uint32_t updated_delta;  // updated_at - enqueued_at, unless wide
   uint32_t slot;
   // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1 | has_result:1
-  // | in_graph:1
+  // | in_graph:1 | has_history:1
   uint32_t counts;
   uint32_t limits;   // max_attempts:20 | pair_count:5 | id_len-1:7
   uint32_t lengths;  // payload_len:19 (inline) | metadata_len:13
@@ -78,6 +78,9 @@ struct Message {
   // its terminal transitions and its removal must be reported (engine/dependencies.h).
   bool in_graph() const { return (counts & kInGraph) != 0; }
   void set_in_graph() { counts |= kInGraph; }
+  // The message has a history block in its queue's MessageHistories (engine/history.h).
+  bool has_history() const { return (counts & kHasHistory) != 0; }
+  void set_has_history(bool on) { counts = on ? (counts | kHasHistory) : (counts & ~kHasHistory); }
 
   uint32_t max_attempts() const { return limits & kAttemptsMask; }
   void set_max_attempts(uint32_t a) { limits = (limits & ~kAttemptsMask) | a; }
@@ -132,6 +135,7 @@ struct Message {
   static constexpr uint32_t kWide = 1u << 26;
   static constexpr uint32_t kHasResult = 1u << 27;
   static constexpr uint32_t kInGraph = 1u << 28;
+  static constexpr uint32_t kHasHistory = 1u << 29;
   static constexpr uint32_t kPayloadMask = (1u << 19) - 1;
   static constexpr size_t kLargeRefBytes = 12;
   static constexpr char kNoMetadata[1] = {0};

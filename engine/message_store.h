@@ -29,6 +29,9 @@ namespace sundial {
 
 using MessageRef = uint32_t;
 inline constexpr MessageRef kNoRef = UINT32_MAX;
+// A MessageRef's fields: chunk = ref >> kRefSlotBits, slot = ref & kRefSlotMask.
+inline constexpr uint32_t kRefSlotBits = 16;
+inline constexpr uint32_t kRefSlotMask = (1u << kRefSlotBits) - 1;
 
 class MessageStore {
  public:
@@ -80,8 +83,8 @@ class MessageStore {
   static uint32_t StrideFor(size_t bytes);
 
  private:
-  static constexpr uint32_t kSlotBits = 16;
-  static constexpr uint32_t kSlotMask = (1u << kSlotBits) - 1;
+  static constexpr uint32_t kSlotBits = kRefSlotBits;
+  static constexpr uint32_t kSlotMask = kRefSlotMask;
   static constexpr uint32_t kMaxSlots = kSlotMask;  // slot kSlotMask is never used (kNoRef)
   static constexpr size_t kMinChunkBytes = 4096;
   static constexpr size_t kMaxChunkBytes = size_t{2} << 20;

@@ -77,6 +77,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "message_changed";
     case EffectType::kMessageRemoved:
       return "message_removed";
+    case EffectType::kMessageNoted:
+      return "message_noted";
     case EffectType::kMessageDeadLettered:
       return "message_dead_lettered";
     case EffectType::kEpochStarted:
@@ -129,6 +131,56 @@ std::string_view ChangeCauseName(ChangeCause cause) {
       return "released";
     case ChangeCause::kDependencyFailed:
       return "dependency_failed";
+  }
+  return "unknown";
+}
+
+std::string_view HistoryEventName(HistoryEvent e) {
+  switch (e) {
+    case HistoryEvent::kEnqueued:
+      return "enqueued";
+    case HistoryEvent::kDeadLettered:
+      return "dead_lettered";
+    case HistoryEvent::kNoted:
+      return "noted";
+    default:
+      return ChangeCauseName(static_cast<ChangeCause>(e));
+  }
+}
+
+HistoryActor HistoryActorOf(HistoryEvent e) {
+  switch (e) {
+    case HistoryEvent::kLeased:
+    case HistoryEvent::kCompleted:
+    case HistoryEvent::kFailed:
+    case HistoryEvent::kExtended:
+    case HistoryEvent::kNoted:
+      return HistoryActor::kWorker;
+    case HistoryEvent::kBecameVisible:
+    case HistoryEvent::kLeaseExpired:
+      return HistoryActor::kTimer;
+    case HistoryEvent::kReleased:
+    case HistoryEvent::kDependencyFailed:
+      return HistoryActor::kDependency;
+    case HistoryEvent::kDeadLettered:
+      return HistoryActor::kEngine;
+    default:
+      return HistoryActor::kRequest;
+  }
+}
+
+std::string_view HistoryActorName(HistoryActor a) {
+  switch (a) {
+    case HistoryActor::kRequest:
+      return "request";
+    case HistoryActor::kWorker:
+      return "worker";
+    case HistoryActor::kTimer:
+      return "timer";
+    case HistoryActor::kDependency:
+      return "dependency";
+    case HistoryActor::kEngine:
+      return "engine";
   }
   return "unknown";
 }

@@ -137,6 +137,7 @@ void Queue::Clear() {
   filters_.clear();
   errors_.Clear();
   results_.Clear();
+  histories_.Clear();
   wide_.clear();
   if (large_bytes_ > 0) {
     store_.ForEach([](MessageRef, const Message* m) {
@@ -162,7 +163,7 @@ uint64_t Queue::allocated_bytes() const {
     total += index.pending.capacity_bytes() + sizeof(PairIndex) + pair.key.size() +
              pair.value.size() + 96;
   }
-  total += errors_.allocated_bytes() + results_.allocated_bytes();
+  total += errors_.allocated_bytes() + results_.allocated_bytes() + histories_.allocated_bytes();
   total += wide_.size() * (sizeof(MessageRef) + sizeof(WideFields));
   return total;
 }
@@ -212,6 +213,7 @@ void Queue::Erase(MessageRef ref) {
   uint64_t bytes = AccountedBytes(ref, m);
   if (m->has_error()) errors_.Erase(ref);
   if (m->has_result()) results_.Erase(ref);
+  if (m->has_history()) histories_.Erase(ref);
   if (m->wide()) wide_.erase(ref);
   memory_bytes_ -= bytes;
   AddShardBytes(-static_cast<int64_t>(bytes));
@@ -241,7 +243,8 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
 
 uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
   return kMessageOverheadBytes + m->id().size() + m->payload().size() +
-         m->packed_metadata().size() + ResultOf(m, ref).size();
+         m->packed_metadata().size() + ResultOf(m, ref).size() +
+         (m->has_history() ? histories_.Block(ref).size() : 0);
 }
 
 void Queue::SetError(MessageRef ref, std::string_view error) {
@@ -256,8 +259,7 @@ void Queue::SetResult(MessageRef ref, std::string_view result) {
   if (result.empty() && !m->has_result()) return;
   const int64_t delta = results_.Set(ref, result);
   m->set_has_result(!result.empty());
-  memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
-  AddShardBytes(delta);
+  AddMemoryBytes(delta);
 }
 
 // ---- Structure maintenance --------------------------------------------------------------------
@@ -419,12 +421,13 @@ MessageState Queue::BeginChange(MessageRef ref, Timing* old) {
 }
 
 void Queue::FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
-                         ChangeCause cause, Timing timing) {
+                         ChangeCause cause, Timing timing, std::string_view worker_id,
+                         uint64_t ended_lease) {
   Message* m = At(ref);
   m->set_state(to);
   Stamp(ref, VersionOf(ref, m) + 1, now);
   Attach(ref, timing);
-  Emit(EffectType::kMessageChanged, cause, from, ref, now);
+  Emit(EffectType::kMessageChanged, cause, from, ref, now, {}, worker_id, ended_lease);
 }
 
 void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCause cause) {
@@ -436,7 +439,8 @@ void Queue::MakeTerminal(MessageRef ref, MessageState to, TimeMs now, ChangeCaus
   const bool remove_now = settings_.retention_ms == 0 && !in_graph;
   Timing timing{remove_now ? 0 : SaturatingAdd(now, settings_.retention_ms),
                 to == MessageState::kCompleted ? old.token : 0};
-  FinishChange(ref, from, to, now, cause, timing);
+  FinishChange(ref, from, to, now, cause, timing, {},
+               from == MessageState::kRunning ? old.token : 0);
   if (remove_now) {
     Emit(EffectType::kMessageRemoved, ChangeCause::kNone, to, ref, now);
     Detach(ref);
@@ -473,14 +477,34 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
 }
 
 void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
-                 std::string_view dead_letter_queue) const {
-  if (env_->sink == nullptr || silenced_) return;
+                 std::string_view dead_letter_queue, std::string_view worker_id,
+                 uint64_t ended_lease) {
+  const bool history = settings_.history_max > 0 && type != EffectType::kMessageRemoved;
+  const bool report = env_->sink != nullptr && !silenced_;
+  if (!history && !report) return;
   Effect e = MessageEffect(type, ref, now);
   e.cause = cause;
   e.from = from;
   e.dead_letter_queue = dead_letter_queue;
   e.derived = emit_derived_;
-  env_->sink->OnEffect(e);
+  e.worker_id = worker_id;
+  if (history) RecordHistory(ref, e, ended_lease);
+  if (report) env_->sink->OnEffect(e);
+}
+
+void Queue::RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease) {
+  if (settings_.history_max == 0) return;
+  int64_t delta;
+  if (ended_lease != 0 && e.lease_token == 0 && e.from == MessageState::kRunning) {
+    Effect named = e;
+    named.lease_token = ended_lease;
+    delta = histories_.Record(ref, named, settings_.history_max);
+  } else {
+    delta = histories_.Record(ref, e, settings_.history_max);
+  }
+  if (delta == 0) return;
+  At(ref)->set_has_history(true);
+  AddMemoryBytes(delta);
 }
 
 // ---- Selection --------------------------------------------------------------------------------
@@ -687,14 +711,15 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   Attach(ref, timing);
   if (item.depends_on.empty() && item.batch.empty()) {
     Emit(EffectType::kMessageEnqueued, ChangeCause::kNone, m->state(), ref, now);
-  } else if (env_->sink != nullptr) {
+  } else {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, now);
+    RecordHistory(ref, e);
     if (!item.depends_on.empty()) {
       e.depends_on = &item.depends_on;
       e.on_dependency_failure = item.on_dependency_failure;
     }
     e.batch = item.batch;
-    env_->sink->OnEffect(e);
+    if (env_->sink != nullptr) env_->sink->OnEffect(e);
   }
   return EnqueueResult{std::string(id), 1, false};
 }
@@ -711,7 +736,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     m->set_attempts(m->attempts() + 1);
     const uint64_t token = NewToken(rng);
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
-                 Timing{SaturatingAdd(now, lease_ms), token});
+                 Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
     RememberLease(ref, token);
     out.push_back(Record(ref));
   }
@@ -749,6 +774,7 @@ bool Queue::CanEnter(const Message* m) const {
 void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
                              uint32_t max_attempts, std::string_view error, TimeMs now, bool emit) {
   const Message* m = At(ref);
+  const uint64_t ended_lease = m->state() == MessageState::kRunning ? TimingOf(m).token : 0;
   std::string packed = WithOrigin(m->packed_metadata(), name_);
   const MessageRef moved =
       dead_letter->Insert(m->id(), IdTable::Hash(m->id()), m->payload(), packed, PairCount(packed));
@@ -764,14 +790,21 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
   n->set_state(MessageState::kPending);
   dead_letter->SetError(moved, error);
   dead_letter->Attach(moved, Timing{});
-  if (emit && env_->sink != nullptr) {
-    // The moved message's new state, reported under the source queue's name.
-    Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, moved, now);
-    e.queue = name_;
-    e.from = m->state();
-    e.dead_letter_queue = dead_letter->name_;
-    env_->sink->OnEffect(e);
+  if (m->has_history()) {  // the history goes with it (docs/semantics.md, "History")
+    const auto bytes =
+        static_cast<int64_t>(histories_.MoveTo(ref, &dead_letter->histories_, moved));
+    At(ref)->set_has_history(false);
+    AddMemoryBytes(-bytes);
+    n->set_has_history(true);
+    dead_letter->AddMemoryBytes(bytes);
   }
+  // The moved message's new state, reported under the source queue's name.
+  Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, moved, now);
+  e.queue = name_;
+  e.from = m->state();
+  e.dead_letter_queue = dead_letter->name_;
+  dead_letter->RecordHistory(moved, e, ended_lease);
+  if (emit && env_->sink != nullptr) env_->sink->OnEffect(e);
   const MessageState from = m->state();
   const bool in_graph = m->in_graph();
   const std::string id = in_graph ? std::string(m->id()) : std::string();
@@ -826,14 +859,16 @@ Result<FailResult> Queue::Fail(const FailRequest& request, TimeMs now, Random* r
     int64_t d = (base > 0 && base > (cap >> shift)) ? cap : std::min(cap, base << shift);
     delay = std::llround(static_cast<double>(d) * (0.9 + 0.2 * rng->NextUnit()));
   }
-  MessageState from = BeginChange(ref);
+  Timing old;
+  MessageState from = BeginChange(ref, &old);
   if (delay <= 0) {
-    FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kFailed, Timing{});
+    FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kFailed, Timing{}, {},
+                 old.token);
     result.state = MessageState::kPending;
   } else {
     const TimeMs visible_at = SaturatingAdd(now, delay);
     FinishChange(ref, from, MessageState::kInvisible, now, ChangeCause::kFailed,
-                 Timing{visible_at, 0});
+                 Timing{visible_at, 0}, {}, old.token);
     result.state = MessageState::kInvisible;
     result.visible_at = visible_at;
   }
@@ -968,9 +1003,10 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
       }
       case MessageState::kRunning: {
         if (m->attempts() < m->max_attempts()) {
-          MessageState from = BeginChange(ref);
-          FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired,
-                       Timing{});
+          Timing old;
+          MessageState from = BeginChange(ref, &old);
+          FinishChange(ref, from, MessageState::kPending, now, ChangeCause::kLeaseExpired, Timing{},
+                       {}, old.token);
         } else {
           if (dead_letter_unlocked || (m->in_graph() && !every_shard_locked)) return false;
           ErrorOrDeadLetter(ref, now, ChangeCause::kLeaseExpired, dead_letter);
@@ -1024,6 +1060,28 @@ Result<MessageRecord> Queue::Get(std::string_view id) const {
   const MessageRef ref = Find(id);
   if (ref == kNoRef) return NotFound("id: no such message");
   return Record(ref);
+}
+
+Result<MessageHistory> Queue::History(std::string_view id) const {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  if (!At(ref)->has_history()) return MessageHistory{};
+  return DecodeHistoryBlock(histories_.Block(ref));
+}
+
+Status Queue::Note(std::string_view id, uint64_t token, std::string_view text, TimeMs now) {
+  if (settings_.history_max == 0) {
+    return FailedPrecondition("queue: history is off (history_max 0)");
+  }
+  const MessageRef ref = FindLeased(id, token);
+  if (ref == kNoRef) return NotFound("id: no such message");
+  if (Status s = CheckLease(At(ref), token, now); !s.ok()) return s;
+  Effect e = MessageEffect(EffectType::kMessageNoted, ref, now);
+  e.lease_token = token;
+  e.note = text;
+  RecordHistory(ref, e);
+  if (env_->sink != nullptr && !silenced_) env_->sink->OnEffect(e);
+  return Status::Ok();
 }
 
 Result<BrowsePage> Queue::Browse(const BrowseRequest& request) const {
@@ -1185,6 +1243,9 @@ Status Queue::ApplyEnqueued(const Effect& e) {
   std::string_view k, v;
   uint32_t pairs = 0;
   while (reader.Next(&k, &v)) ++pairs;
+  if (!e.history.empty() && !ValidHistoryBlock(e.history)) {
+    return Status(Code::kInternal, "effect: malformed history");
+  }
   if (!reader.Valid() || e.id.empty() || e.id.size() > kMaxIdBytes ||
       pairs > kMaxMetadataPairs + 1 || e.packed_metadata.size() >= (1u << 13) ||
       e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
@@ -1205,6 +1266,12 @@ Status Queue::ApplyEnqueued(const Effect& e) {
   SetError(ref, e.error);
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
+  if (!e.restated) {
+    RecordHistory(ref, e);
+  } else if (const int64_t delta = histories_.Restore(ref, e.history); delta != 0) {
+    m->set_has_history(true);
+    AddMemoryBytes(delta);
+  }
   return Status::Ok();
 }
 
@@ -1216,6 +1283,8 @@ Status Queue::ApplyChanged(const Effect& e) {
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
+  const uint64_t ended_lease =
+      At(ref)->state() == MessageState::kRunning ? TimingOf(At(ref)).token : 0;
   Detach(ref);
   Message* m = At(ref);
   m->set_state(e.to);
@@ -1226,6 +1295,17 @@ Status Queue::ApplyChanged(const Effect& e) {
   SetError(ref, e.error);
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
+  RecordHistory(ref, e, ended_lease);
+  return Status::Ok();
+}
+
+Status Queue::ApplyNoted(const Effect& e) {
+  const MessageRef ref = Find(e.id);
+  if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
+  Effect noted = MessageEffect(EffectType::kMessageNoted, ref, e.time);
+  noted.lease_token = e.lease_token;
+  noted.note = e.note;
+  RecordHistory(ref, noted);
   return Status::Ok();
 }
 
@@ -1256,7 +1336,10 @@ void Queue::Export(EffectSink* visit) const {
   store_.ForEach([&](MessageRef ref, const Message* m) { all.emplace_back(m->seq, ref); });
   std::sort(all.begin(), all.end());
   for (const auto& [seq, ref] : all) {
-    visit->OnEffect(MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref))));
+    Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
+    e.restated = true;
+    if (At(ref)->has_history()) e.history = histories_.Block(ref);
+    visit->OnEffect(e);
   }
 }
 
@@ -1281,6 +1364,7 @@ void Queue::HashInto(void* xxh3_state) const {
   put(s.max_depth);
   put(static_cast<uint8_t>(s.enqueue_paused));
   put(static_cast<uint8_t>(s.dequeue_paused));
+  if (s.history_max != kDefaultHistoryMax) put(s.history_max);  // keeps older digests
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed
@@ -1306,6 +1390,10 @@ void Queue::HashInto(void* xxh3_state) const {
     // them keeps its version-1 digest (a version-1 snapshot's trailer still checks).
     if (const std::string_view result = ResultOf(m, ref); !result.empty()) {
       h = XXH3_64bits_withSeed(result.data(), result.size(), h ^ 0x5245535546ULL);
+    }
+    if (m->has_history()) {
+      const std::string_view history = histories_.Block(ref);
+      h = XXH3_64bits_withSeed(history.data(), history.size(), h ^ 0x48495354ULL);
     }
     sum += h;
   });

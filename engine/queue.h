@@ -35,6 +35,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "engine/effect.h"
+#include "engine/history.h"
 #include "engine/id_table.h"
 #include "engine/indexed_heap.h"
 #include "engine/message.h"
@@ -284,6 +285,10 @@ class Queue {
                uint64_t* count);
 
   Result<MessageRecord> Get(std::string_view id) const;
+  // History (docs/semantics.md, "History"; engine/history.h): message `id`'s entries, and a
+  // worker's note under its lease (FAILED_PRECONDITION when the queue's history is off).
+  Result<MessageHistory> History(std::string_view id) const;
+  Status Note(std::string_view id, uint64_t token, std::string_view text, TimeMs now);
   Result<BrowsePage> Browse(const BrowseRequest& request) const;
   StateCounts Count(const Filter& filter) const;
   Result<Explanation> Explain(std::string_view id) const;
@@ -316,6 +321,7 @@ class Queue {
   Status ApplyEnqueued(const Effect& e);
   Status ApplyChanged(const Effect& e);
   Status ApplyRemoved(const Effect& e);
+  Status ApplyNoted(const Effect& e);
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
@@ -400,10 +406,12 @@ class Queue {
 
   // A transition: BeginChange detaches the message and returns its state (and its timing in
   // *old); the caller sets the fields; FinishChange sets state, version and updated_at,
-  // re-attaches with `timing` and emits the effect.
+  // re-attaches with `timing` and emits the effect. `ended_lease`: the token of the lease a
+  // change from running ends (for its history entry; RecordHistory).
   MessageState BeginChange(MessageRef ref, Timing* old = nullptr);
   void FinishChange(MessageRef ref, MessageState from, MessageState to, TimeMs now,
-                    ChangeCause cause, Timing timing);
+                    ChangeCause cause, Timing timing, std::string_view worker_id = {},
+                    uint64_t ended_lease = 0);
   // A transition to terminal state `to`, its retention timer armed; with retention 0 and the
   // message outside the dependency graph it is removed at once instead (its kMessageRemoved
   // follows the change; `ref` is then invalid).
@@ -431,8 +439,21 @@ class Queue {
   uint64_t AccountedBytes(MessageRef ref, const Message* m) const;
   // An effect of `type` carrying the message's current fields (from = to = its state).
   Effect MessageEffect(EffectType type, MessageRef ref, TimeMs time) const;
+  // Reports the change to the sink (unless silenced) and records it in the history: the one
+  // way a live change reaches both.
   void Emit(EffectType type, ChangeCause cause, MessageState from, MessageRef ref, TimeMs now,
-            std::string_view dead_letter_queue = {}) const;
+            std::string_view dead_letter_queue = {}, std::string_view worker_id = {},
+            uint64_t ended_lease = 0);
+  // The history entry effect `e` makes for message `ref` (none when the queue's history is
+  // off), counted in memory_bytes_. An entry that ends a lease (from running, no token in the
+  // effect: a fail, an expiry, a cancel, a dead-letter move) names `ended_lease`, that lease's
+  // token, when given: its leased entry may not be in the history (recorded while history was
+  // off), so the history's own latest lease may be another one (docs/semantics.md, "History").
+  void RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease = 0);
+  void AddMemoryBytes(int64_t delta) {
+    memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
+    AddShardBytes(delta);
+  }
 
   // Selection.
   bool Matches(const Message* m, const Filter& filter) const;
@@ -486,8 +507,9 @@ class Queue {
   TimerHeap timers_{TimerTraits{&store_}};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
-  MessageTexts errors_;   // last_error (not counted in the memory budget)
-  MessageTexts results_;  // completed messages' results (counted)
+  MessageTexts errors_;         // last_error (not counted in the memory budget)
+  MessageTexts results_;        // completed messages' results (counted)
+  MessageHistories histories_;  // per-message history blocks (counted)
   struct WideFields {
     uint64_t version;
     TimeMs updated_at;

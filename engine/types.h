@@ -35,6 +35,13 @@ inline constexpr uint32_t kMaxBrowseLimit = 1000;
 inline constexpr uint64_t kMaxLeaseToken = (uint64_t{1} << 53) - 1;
 // Default of Engine::Options::max_result_bytes (--max-result-bytes): a complete's result.
 inline constexpr size_t kDefaultMaxResultBytes = size_t{64} << 10;
+// History (docs/semantics.md, "History"): entries kept per message by default (a queue's
+// history_max: 0 turns history off, else 2..kMaxHistoryEntries), and the limits of a dequeue's
+// worker_id and of a note's text.
+inline constexpr uint32_t kDefaultHistoryMax = 32;
+inline constexpr uint32_t kMaxHistoryEntries = 1000;
+inline constexpr size_t kMaxWorkerIdBytes = 128;
+inline constexpr size_t kMaxNoteBytes = 1024;
 // Metadata key under which a dead-lettered message records the queue it came from.
 inline constexpr std::string_view kOriginQueueKey = "x-origin-queue";
 
@@ -98,6 +105,7 @@ struct QueueSettings {
   uint64_t max_depth = 0;  // 0: unlimited
   bool enqueue_paused = false;
   bool dequeue_paused = false;
+  uint32_t history_max = kDefaultHistoryMax;  // entries per message; 0: no history
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
 };
 
@@ -113,6 +121,7 @@ struct QueueSettingsUpdate {
   std::optional<uint64_t> max_depth;
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
+  std::optional<uint32_t> history_max;
 };
 
 struct StateCounts {
@@ -179,6 +188,9 @@ struct DequeueRequest {
   uint32_t max = 1;                 // 1..kMaxDequeueCount
   std::optional<int64_t> lease_ms;  // else the queue's lease_ms
   Filter filter;
+  // Who dequeues (at most kMaxWorkerIdBytes of UTF-8; empty: not said): kept in the history
+  // of each message leased.
+  std::string worker_id = {};
 };
 
 struct CompleteItem {
@@ -206,6 +218,49 @@ struct FailResult {
   MessageState state = MessageState::kInvisible;  // invisible, pending or errored
   TimeMs visible_at = 0;                          // when invisible
   std::string dead_letter_queue;  // set when the message moved to this dead-letter queue
+};
+
+// History (docs/semantics.md, "History"). What happened to a message: its values are the
+// ChangeCause of the transition (1..11), and these.
+enum class HistoryEvent : uint8_t {
+  kEnqueued = 0,
+  kLeased = 1,
+  kCompleted = 2,
+  kFailed = 3,
+  kExtended = 4,
+  kCanceled = 5,
+  kReprioritized = 6,
+  kRedriven = 7,
+  kBecameVisible = 8,
+  kLeaseExpired = 9,
+  kReleased = 10,
+  kDependencyFailed = 11,
+  kDeadLettered = 16,  // arrived in this queue, its dead-letter queue
+  kNoted = 17,         // a worker's note; no change of state
+};
+std::string_view HistoryEventName(HistoryEvent e);  // "enqueued", "leased", ...
+// Who made it happen, derived from the event: a request (producer or operator), the worker
+// holding the lease, the timer, a dependency, or the engine itself (a dead-letter move).
+enum class HistoryActor : uint8_t { kRequest, kWorker, kTimer, kDependency, kEngine };
+HistoryActor HistoryActorOf(HistoryEvent e);
+std::string_view HistoryActorName(HistoryActor a);  // "request", "worker", ...
+
+struct HistoryEntry {
+  TimeMs time = 0;
+  HistoryEvent event = HistoryEvent::kEnqueued;
+  MessageState from = MessageState::kPending;
+  MessageState to = MessageState::kPending;
+  uint32_t attempt = 0;      // the message's attempts after it
+  uint64_t lease_token = 0;  // the lease it concerns (0: none)
+  std::string text;          // leased: the worker_id; failed: the error; noted: the note; ...
+  std::string worker_id;     // resolved: the worker_id of the lease `lease_token` names
+  friend bool operator==(const HistoryEntry&, const HistoryEntry&) = default;
+};
+
+struct MessageHistory {
+  std::vector<HistoryEntry> entries;  // oldest first: the first, then the latest
+  uint64_t dropped = 0;               // entries dropped between the first and the rest
+  friend bool operator==(const MessageHistory&, const MessageHistory&) = default;
 };
 
 struct ReprioritizeRequest {

@@ -117,6 +117,9 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (!IsValidDuration(s.retention_ms)) {
     return InvalidArgument("retention_ms: must be 0-3153600000000");
   }
+  if (s.history_max == 1 || s.history_max > kMaxHistoryEntries) {
+    return InvalidArgument("history_max: must be 0 (off) or 2-1000");
+  }
   if (!s.dead_letter_queue.empty()) {
     if (!IsValidQueueName(s.dead_letter_queue)) {
       return InvalidArgument("dead_letter_queue: not a valid queue name");

@@ -98,6 +98,7 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.max_depth = s->max_depth().value_or(out.max_depth);
   out.enqueue_paused = s->enqueue_paused().value_or(out.enqueue_paused);
   out.dequeue_paused = s->dequeue_paused().value_or(out.dequeue_paused);
+  out.history_max = s->history_max().value_or(out.history_max);
   return out;
 }
 
@@ -114,6 +115,7 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.max_depth = u->max_depth();
   out.enqueue_paused = u->enqueue_paused();
   out.dequeue_paused = u->dequeue_paused();
+  out.history_max = u->history_max();
   return out;
 }
 
@@ -135,7 +137,8 @@ fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& 
   auto settings = p::CreateQueueSettingsDirect(
       b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
       s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
-      s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused);
+      s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
+      s.history_max);
   auto counts = EncodeCounts(b, q.counts);
   return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
                                   q.memory_bytes);
@@ -352,29 +355,26 @@ void RunEnqueue(const p::Request& request, OpContext& ctx, Reply& r) {
   r.Ok(p::Result::EnqueueResults, p::CreateEnqueueResults(b, b.CreateVector(out)));
 }
 
+// A Dequeue, or a Complete's or Fail's `next` (docs/semantics.md, "Complete-and-next").
+DequeueRequest DequeueRequestOf(const p::Dequeue& op) {
+  DequeueRequest d;
+  d.max = op.max();
+  d.lease_ms = op.lease_ms();
+  d.filter = Pairs(op.filter());
+  d.worker_id = std::string(Str(op.worker_id()));
+  return d;
+}
+
 void RunDequeue(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Dequeue();
   if (op->wait_ms() > kMaxWaitMs) return r.Error(InvalidArgument("wait_ms: at most 60000"));
-  DequeueRequest d;
-  d.max = op->max();
-  d.lease_ms = op->lease_ms();
-  d.filter = Pairs(op->filter());
-  auto messages = ctx.engine->Dequeue(Str(op->queue()), d);
+  auto messages = ctx.engine->Dequeue(Str(op->queue()), DequeueRequestOf(*op));
   if (!messages.ok()) return r.Error(messages.status());
   ctx.empty_dequeue = messages->empty();
   ctx.messages = messages->size();
   auto& b = r.b();
   const auto out = EncodeMessages(b, *ctx.engine, *messages, op->include_dependency_results());
   r.Ok(p::Result::DequeueResult, p::CreateDequeueResult(b, out));
-}
-
-// A Complete's or Fail's `next` (docs/semantics.md, "Complete-and-next").
-DequeueRequest DequeueRequestOf(const p::Dequeue& next) {
-  DequeueRequest d;
-  d.max = next.max();
-  d.lease_ms = next.lease_ms();
-  d.filter = Pairs(next.filter());
-  return d;
 }
 
 std::string_view NextQueue(const p::Dequeue& next, std::string_view queue) {
@@ -479,6 +479,33 @@ void RunFail(const p::Request& request, OpContext& ctx, Reply& r) {
   const Result<std::vector<MessageRecord>> leased =
       ctx.engine->Dequeue(NextQueue(*op->next(), queue), DequeueRequestOf(*op->next()));
   FailResultWithNext(r, *res, &leased, op->next()->include_dependency_results(), ctx);
+}
+
+// ---- History (docs/semantics.md, "History") -------------------------------------------------
+
+void RunHistory(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_History();
+  auto history = ctx.engine->History(Str(op->queue()), Str(op->id()));
+  if (!history.ok()) return r.Error(history.status());
+  auto& b = r.b();
+  std::vector<fb::Offset<p::HistoryEntry>> entries;
+  entries.reserve(history->entries.size());
+  for (const HistoryEntry& e : history->entries) {
+    entries.push_back(p::CreateHistoryEntryDirect(
+        b, e.time, std::string(HistoryEventName(e.event)).c_str(),
+        static_cast<p::MessageState>(e.from), static_cast<p::MessageState>(e.to), e.attempt,
+        e.lease_token, std::string(HistoryActorName(HistoryActorOf(e.event))).c_str(),
+        e.worker_id.empty() ? nullptr : e.worker_id.c_str(),
+        e.text.empty() ? nullptr : e.text.c_str()));
+  }
+  r.Ok(p::Result::HistoryResult, p::CreateHistoryResultDirect(b, &entries, history->dropped));
+}
+
+void RunNote(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_Note();
+  Status s = ctx.engine->Note(Str(op->queue()), Str(op->id()), op->lease_token(), Str(op->text()));
+  if (!s.ok()) return r.Error(s);
+  r.Ok(p::Result::Done, p::CreateDone(r.b()));
 }
 
 void RunExtend(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -724,6 +751,8 @@ constexpr std::array kTable = {
     OperationRow{O::SealBatch, "SealBatch", kMutation, kAny, RunSealBatch},
     OperationRow{O::GetBatch, "GetBatch", kDurableRead, kAny, RunGetBatch},
     OperationRow{O::EnqueueFlow, "EnqueueFlow", kMutation, kAny, RunEnqueueFlow},
+    OperationRow{O::History, "History", kDurableRead, kAny, RunHistory},
+    OperationRow{O::Note, "Note", kMutation, kAny, RunNote},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 static_assert(static_cast<size_t>(O::MAX) < Metrics::kOps, "every operation has its metrics");

@@ -55,6 +55,7 @@ json::object SettingsToJson(const QueueSettings& s) {
   o["max_depth"] = s.max_depth;
   o["enqueue_paused"] = s.enqueue_paused;
   o["dequeue_paused"] = s.dequeue_paused;
+  o["history_max"] = s.history_max;
   return o;
 }
 
@@ -155,10 +156,12 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
+      if (!e.history.empty()) (*out)["history_bytes"] = e.history.size();
       return;
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);
       if (!e.batch.empty()) PutText(out, "batch", e.batch);
+      if (!e.worker_id.empty()) PutText(out, "worker_id", e.worker_id);
       PutDependencies(e, out);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
@@ -205,6 +208,11 @@ void AppendEffectJson(const Effect& e, json::object* out) {
     case EffectType::kBatchSealed:
     case EffectType::kBatchRemoved:
       PutText(out, "batch", e.batch);
+      return;
+    case EffectType::kMessageNoted:
+      PutText(out, "id", e.id);
+      (*out)["lease_token"] = e.lease_token;
+      PutText(out, "note", e.note);
       return;
     case EffectType::kFlowEnqueued: {
       // Its members, each as an effect of its own (docs/wal-format.md, "Flows").

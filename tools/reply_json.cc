@@ -121,6 +121,7 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("max_depth", s->max_depth());
     put("enqueue_paused", s->enqueue_paused());
     put("dequeue_paused", s->dequeue_paused());
+    put("history_max", s->history_max());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();
@@ -234,6 +235,29 @@ json::object BatchToJson(const p::BatchInfo& b) {
   } else {
     o["callback"] = nullptr;
   }
+  return o;
+}
+
+json::object HistoryToJson(const p::HistoryResult& h) {
+  json::object o;
+  json::array entries;
+  if (h.entries() != nullptr) {
+    for (const p::HistoryEntry* e : *h.entries()) {
+      json::object x;
+      x["time"] = e->time();
+      PutText(&x, "event", e->event());
+      x["from"] = StateName(e->from());
+      x["to"] = StateName(e->to());
+      x["attempt"] = e->attempt();
+      x["lease_token"] = e->lease_token();
+      PutText(&x, "actor", e->actor());
+      if (e->worker_id() != nullptr) PutText(&x, "worker_id", e->worker_id());
+      if (e->text() != nullptr) PutText(&x, "text", e->text());
+      entries.emplace_back(std::move(x));
+    }
+  }
+  o["entries"] = std::move(entries);
+  o["dropped"] = h.dropped();
   return o;
 }
 

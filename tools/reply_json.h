@@ -50,6 +50,10 @@ boost::json::object EventToJson(const protocol::EventMessage& event);
 // retention_ms, the counts (members, active, completed, canceled, errored) and `callback` (its
 // queue, id, priority, payload, metadata, max_attempts; null when it has none).
 boost::json::object BatchToJson(const protocol::BatchInfo& batch);
+// A message's history (docs/semantics.md, "History"): {entries: [{time, event, from, to,
+// attempt, lease_token, actor, worker_id?, text?}], dropped}.
+boost::json::object HistoryToJson(const protocol::HistoryResult& history);
+
 // One node of an enqueue_flow's answer: queue, id, version, duplicate.
 boost::json::object FlowNodeToJson(const protocol::FlowNodeResult& node);
 // {"code":"NOT_FOUND","message":"..."}; NOT_PRIMARY adds "primary" (the primary's address)

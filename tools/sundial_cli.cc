@@ -202,6 +202,7 @@ struct SettingFlags {
   uint64_t max_depth = 0;
   bool enqueue_paused = false;
   bool dequeue_paused = false;
+  uint32_t history_max = 0;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -212,6 +213,7 @@ struct SettingFlags {
   CLI::Option* max_depth_flag = nullptr;
   CLI::Option* enqueue_paused_flag = nullptr;
   CLI::Option* dequeue_paused_flag = nullptr;
+  CLI::Option* history_max_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -231,6 +233,8 @@ struct SettingFlags {
         cmd->add_option("--max-depth", max_depth, "non-terminal messages allowed (0: no limit)");
     enqueue_paused_flag = cmd->add_option("--enqueue-paused", enqueue_paused, "true|false");
     dequeue_paused_flag = cmd->add_option("--dequeue-paused", dequeue_paused, "true|false");
+    history_max_flag = cmd->add_option("--history-max", history_max,
+                                       "history entries kept per message (0: no history)");
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -246,6 +250,7 @@ struct SettingFlags {
     if (max_depth_flag->count()) out.max_depth = max_depth;
     if (enqueue_paused_flag->count()) out.enqueue_paused = enqueue_paused;
     if (dequeue_paused_flag->count()) out.dequeue_paused = dequeue_paused;
+    if (history_max_flag->count()) out.history_max = history_max;
   }
 };
 
@@ -288,6 +293,8 @@ struct Args {
   std::string on_dependency_failure;  // empty: not sent (cancel)
   bool include_dependency_results = false;
   std::string batch;      // enqueue --batch
+  std::string worker_id;  // dequeue, complete --next: --worker-id
+  std::string note;       // note's text
   std::string flow_file;  // enqueue-flow --file
 
   // batch create
@@ -594,8 +601,11 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   dequeue->add_option("--wait-ms", a.wait_ms, "long poll: wait this long for a message");
   dequeue->add_flag("--include-dependency-results", a.include_dependency_results,
                     "each message carries its dependencies' outcomes (dependency_results)");
+  dequeue->add_option("--worker-id", a.worker_id,
+                      "who dequeues: kept in each leased message's history");
   out.push_back({dequeue, [&a](client::Client& c) {
                    client::DequeueOptions o;
+                   o.worker_id = a.worker_id;
                    o.max = a.max;
                    if (a.dequeue_lease->count()) o.lease_ms = a.lease_ms;
                    o.filter = ToPairs(a.filters);
@@ -630,6 +640,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   complete->add_option("--wait-ms", a.wait_ms, "with --next: wait this long for a message");
   complete->add_flag("--include-dependency-results", a.include_dependency_results,
                      "with --next: each message carries its dependencies' outcomes");
+  complete->add_option("--worker-id", a.worker_id, "with --next: who dequeues (history)");
   out.push_back({complete, [&a](client::Client& c) {
                    client::CompleteItem item{a.id, a.lease_token, a.result};
                    if (!a.next) return PrintItems(c.Complete(a.queue, {item}), {a.id}, "completed");
@@ -639,6 +650,7 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
                    o.filter = ToPairs(a.filters);
                    o.wait_ms = a.wait_ms;
                    o.include_dependency_results = a.include_dependency_results;
+                   o.worker_id = a.worker_id;
                    const auto reply = c.CompleteAndNext(a.queue, {item}, o);
                    const int code = PrintItems(reply, {a.id}, "completed");
                    if (!reply.ok()) return code;
@@ -702,6 +714,22 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
                          Print(out);
                          return kExitOk;
                        });
+                 }});
+
+  CLI::App* note = app.add_subcommand("note", "Add a note to a leased message's history.");
+  note->add_option("queue", a.queue, "queue name")->required();
+  note->add_option("id", a.id, "message id")->required();
+  note->add_option("token", a.lease_token, "lease token")->required();
+  note->add_option("text", a.note, "the note (1-1024 bytes)")->required();
+  out.push_back({note, [&a](client::Client& c) {
+                   return Expect<p::Done>(c.Note(a.queue, a.id, a.lease_token, a.note),
+                                          [&a](const p::Done&) {
+                                            json::object o;
+                                            o["id"] = a.id;
+                                            o["noted"] = true;
+                                            Print(o);
+                                            return kExitOk;
+                                          });
                  }});
 
   CLI::App* extend = app.add_subcommand("extend", "Extend a lease.");
@@ -811,6 +839,17 @@ void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
                      Print(MessageToJson(*r.message()));
                      return kExitOk;
                    });
+                 }});
+
+  CLI::App* history = app.add_subcommand("history", "A message's transitions, oldest first.");
+  history->add_option("queue", a.queue, "queue name")->required();
+  history->add_option("id", a.id, "message id")->required();
+  out.push_back({history, [&a](client::Client& c) {
+                   return Expect<p::HistoryResult>(c.History(a.queue, a.id),
+                                                   [](const p::HistoryResult& r) {
+                                                     Print(HistoryToJson(r));
+                                                     return kExitOk;
+                                                   });
                  }});
 
   CLI::App* browse =

@@ -26,6 +26,11 @@ const char* Misplaced(const EffectPipeline::Item& record, FileKind kind, bool af
         !record.effect.batch.empty()) {
       return "batch member entry in a log segment";
     }
+    // A message's history restated (docs/wal-format.md, "History"): a log has the effects
+    // it is derived from.
+    if (kind == FileKind::kSegment && !record.effect.history.empty()) {
+      return "history in a log segment";
+    }
     return nullptr;
   }
   if (kind == FileKind::kSegment) return "snapshot trailer in a log segment";
@@ -70,6 +75,9 @@ AppliedRecords ApplyRecords(EffectPipeline* pipeline, Engine* engine, const Appl
         continue;
       }
       run.push_back(record.effect);
+      // A snapshot restates each message with its history (none when it has no extension):
+      // not an enqueue that begins one (engine/effect.h, restated).
+      run.back().restated = !segment && record.effect.type == EffectType::kMessageEnqueued;
       run_offsets.push_back(record.offset);
     }
     // The run before a bad record is applied too: an effect in it that does not apply is the

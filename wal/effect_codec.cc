@@ -33,6 +33,16 @@ constexpr uint8_t kLastBatchEffect = static_cast<uint8_t>(EffectType::kBatchRemo
 constexpr uint8_t kBatchHasCallback = 1;
 constexpr uint8_t kBatchSealed = 2;
 constexpr uint8_t kBatchDone = 4;
+// History (docs/wal-format.md, "History"), added to version 3: a lease's worker_id
+// (kMessageChanged, cause leased), a snapshot's restated history (kMessageEnqueued), a queue's
+// history_max when it is not the default (after the settings' flags), and kMessageNoted.
+constexpr uint8_t kWorkerIdTag = 4;
+constexpr uint8_t kHistoryTag = 5;
+constexpr uint8_t kHistoryMaxTag = 17;
+// kMessageDeadLettered: the moved message's last_error (kept by the move: docs/semantics.md),
+// which the record did not carry before, so a recovery lost it.
+constexpr uint8_t kDeadLetterErrorTag = 6;
+constexpr uint8_t kNotedEffect = static_cast<uint8_t>(EffectType::kMessageNoted);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
 
@@ -58,6 +68,10 @@ void PutSettings(std::string* out, const QueueSettings& s) {
   PutFixed64(out, s.max_depth);
   PutU8(out,
         (s.enqueue_paused ? kEnqueuePausedFlag : 0) | (s.dequeue_paused ? kDequeuePausedFlag : 0));
+  if (s.history_max != kDefaultHistoryMax) {  // else encoded exactly as before history
+    PutU8(out, kHistoryMaxTag);
+    PutFixed32(out, s.history_max);
+  }
 }
 
 // Little-endian stores into a stack buffer: a message effect's fixed-width fields go to the
@@ -197,6 +211,14 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
   s->type = static_cast<QueueType>(type);
   s->enqueue_paused = (flags & kEnqueuePausedFlag) != 0;
   s->dequeue_paused = (flags & kDequeuePausedFlag) != 0;
+  if (!r->at_end()) {
+    if (r->U8() != kHistoryMaxTag) return Malformed("wal: effect: trailing bytes");
+    s->history_max = r->U32();
+    if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+    if (s->history_max == kDefaultHistoryMax) {
+      return Malformed("wal: effect: history_max restated at its default");
+    }
+  }
   return Status::Ok();
 }
 
@@ -315,6 +337,14 @@ void PutExtensions(std::string* out, const Effect& e) {
     PutU8(out, kBatchTag);
     PutString(out, e.batch);
   }
+  if (!e.worker_id.empty() && e.type == EffectType::kMessageChanged) {
+    PutU8(out, kWorkerIdTag);
+    PutString(out, e.worker_id);
+  }
+  if (!e.history.empty() && e.type == EffectType::kMessageEnqueued) {
+    PutU8(out, kHistoryTag);
+    PutString(out, e.history);
+  }
 }
 
 // kBatchCreated after the header (whose queue is the callback's):
@@ -377,7 +407,11 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
   while (r->ok() && !r->at_end()) {
     // Bytes after the body that do not start a known extension are trailing bytes.
     const uint8_t tag = r->U8();
-    const bool known = tag == kResultTag || tag == kBatchTag ||
+    const bool dead_lettered = e->type == EffectType::kMessageDeadLettered;
+    const bool known = (!dead_lettered && (tag == kResultTag || tag == kBatchTag)) ||
+                       (tag == kWorkerIdTag && e->type == EffectType::kMessageChanged) ||
+                       (tag == kHistoryTag && e->type == EffectType::kMessageEnqueued) ||
+                       (tag == kDeadLetterErrorTag && dead_lettered) ||
                        (tag == kDependsOnTag && e->type == EffectType::kMessageEnqueued) ||
                        (tag == kDependencyEntryTag && e->type == EffectType::kMessageChanged);
     if (!known) return Malformed("wal: effect: trailing bytes");
@@ -393,6 +427,18 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
     }
     if (tag == kBatchTag) {
       e->batch = value;
+      continue;
+    }
+    if (tag == kWorkerIdTag) {
+      e->worker_id = value;
+      continue;
+    }
+    if (tag == kHistoryTag) {
+      e->history = value;
+      continue;
+    }
+    if (tag == kDeadLetterErrorTag) {
+      e->error = value;
       continue;
     }
     if ((seen & (1u << kDependsOnTag)) && (seen & (1u << kDependencyEntryTag))) {
@@ -472,6 +518,10 @@ void EncodeEffect(const Effect& e, std::string* out) {
     case EffectType::kMessageDeadLettered:
       PutMessage(out, e);
       PutString(out, e.dead_letter_queue);
+      if (!e.error.empty()) {
+        PutU8(out, kDeadLetterErrorTag);
+        PutString(out, e.error);
+      }
       break;
     case EffectType::kEpochStarted:
       PutFixed64(out, e.epoch);
@@ -500,6 +550,11 @@ void EncodeEffect(const Effect& e, std::string* out) {
     case EffectType::kBatchRemoved:
       PutString(out, e.batch);
       break;
+    case EffectType::kMessageNoted:
+      PutString(out, e.id);
+      PutFixed64(out, e.lease_token);
+      PutString(out, e.note);
+      break;
     case EffectType::kFlowEnqueued:
       // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
       PutFixed32(out, static_cast<uint32_t>(e.members->size()));
@@ -525,7 +580,8 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   r.String(&e.queue);
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
-      (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kFlowEffect) {
+      (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
+      type != kFlowEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -563,6 +619,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kMessageDeadLettered:
       s = ReadMessage(&r, &e);
       r.String(&e.dead_letter_queue);
+      if (s.ok()) s = ReadExtensions(&r, &e, dependencies);
       break;
     case EffectType::kEpochStarted:
       if (!e.queue.empty()) return Malformed("wal: effect: an epoch names a queue");
@@ -590,6 +647,14 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       break;
     case EffectType::kScheduleDeleted:
       r.String(&e.id);
+      break;
+    case EffectType::kMessageNoted:
+      r.String(&e.id);
+      e.lease_token = r.U64();
+      r.String(&e.note);
+      if (r.ok() && (e.id.empty() || e.note.empty() || e.queue.empty())) {
+        s = Malformed("wal: effect: a note without queue, id or text");
+      }
       break;
     case EffectType::kFlowEnqueued:
       s = ReadGroup(&r, &e, dependencies, group);
@@ -636,6 +701,9 @@ Status DecodeEffect(std::string_view bytes, DecodedEffect* out) {
   own(&e.result, &out->result_);
   own(&e.dependency_edges, &out->dependency_edges_);
   own(&e.batch, &out->batch_);
+  own(&e.worker_id, &out->worker_id_);
+  own(&e.note, &out->note_);
+  own(&e.history, &out->history_);
   return s;
 }
 

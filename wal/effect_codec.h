@@ -62,6 +62,9 @@ class DecodedEffect {
   std::string result_;
   std::string dependency_edges_;
   std::string batch_;
+  std::string worker_id_;
+  std::string note_;
+  std::string history_;
   std::deque<std::vector<std::string>> dependencies_;  // depends_on (a flow's: one per member)
   ScheduleSpec schedule_;                              // kScheduleUpserted
   std::string group_bytes_;                            // kFlowEnqueued: the bytes its views see

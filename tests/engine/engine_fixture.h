@@ -73,6 +73,10 @@ struct RecordedEffect {
   ScheduleProgress schedule_progress;
   std::string batch;
   BatchFields batch_fields;
+  std::string worker_id;
+  std::string note;
+  bool restated = false;
+  std::string history;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -106,6 +110,10 @@ struct RecordedEffect {
     r.schedule_progress = e.schedule_progress;
     r.batch = std::string(e.batch);
     r.batch_fields = e.batch_fields;
+    r.worker_id = std::string(e.worker_id);
+    r.note = std::string(e.note);
+    r.restated = e.restated;
+    r.history = std::string(e.history);
     return r;
   }
 
@@ -142,6 +150,10 @@ struct RecordedEffect {
     e.schedule_progress = schedule_progress;
     e.batch = batch;
     e.batch_fields = batch_fields;
+    e.worker_id = worker_id;
+    e.note = note;
+    e.restated = restated;
+    e.history = history;
     return e;
   }
 

@@ -105,7 +105,9 @@ TEST_F(QueuesTest, ListQueuesIsSortedByNameWithCounts) {
 }
 
 TEST_F(QueuesTest, QueueMemoryBytesAccountsEachMessage) {
-  MakeQueue("q");
+  QueueSettings no_history;  // the records' bytes alone (history: HistoryTest)
+  no_history.history_max = 0;
+  MakeQueue("q", no_history);
   EnqueueItem a = Item("a", 0, {{"key", "value"}}, "payload-a");
   EnqueueItem b = Item("bb", 0, {}, "");
   Put("q", a);
@@ -392,6 +394,7 @@ TEST_F(QueuesTest, MemoryBudgetRefusesEnqueueButCompleteStillWorks) {
   QueueSettings s;
   s.retention_ms = 1'000;
   s.max_attempts = 5;
+  s.history_max = 0;  // the records' bytes alone (history: HistoryTest)
   MakeQueue("q", s);
   Put("q", a);
   Put("q", b);
@@ -575,10 +578,13 @@ TEST_F(QueuesTest, PurgeOfAllSixStatesEmptiesTheQueue) {
 
 class DeadLetterTest : public QueuesTest {
  protected:
+  // History off: the tests count the records' bytes alone (history: HistoryTest).
   void SetUpPair(uint32_t max_attempts = 1, QueueSettings dlq = {}) {
     dlq.max_attempts = 4;
+    dlq.history_max = 0;
     MakeQueue("dlq", dlq);
     QueueSettings s;
+    s.history_max = 0;
     s.max_attempts = max_attempts;
     s.dead_letter_queue = "dlq";
     s.lease_ms = 100;
@@ -714,6 +720,7 @@ TEST_F(DeadLetterTest, MoveIgnoresTargetPausesDepthAndMemoryBudget) {
   Reset(options);
   QueueSettings dlq;
   dlq.max_depth = 1;
+  dlq.history_max = 0;
   MakeQueue("dlq", dlq);
   Put("dlq", resident);
   QueueSettingsUpdate pause;

@@ -66,6 +66,7 @@ TEST_F(ResultsTest, AResultAboveTheLimitIsRefusedAndTheLeaseStays) {
 TEST_F(ResultsTest, TheResultCountsInTheMemoryBudgetUntilGc) {
   QueueSettings settings;
   settings.retention_ms = 1000;
+  settings.history_max = 0;  // the result's bytes alone (history: HistoryTest)
   MakeQueue("q", settings);
   Put("q", "a");
   const uint64_t before = engine().memory_bytes();

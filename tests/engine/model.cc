@@ -281,10 +281,14 @@ Model::Queue* Model::MutableQueue(std::string_view name) {
   return const_cast<Queue*>(FindQueue(name));
 }
 
+uint64_t Model::AccountedBytes(const Message& message) {
+  return AccountedBytes(message.record) + HistoryBytes(message.history);
+}
+
 uint64_t Model::memory_bytes() const {
   uint64_t total = 0;
   for (const Queue& q : queues_) {
-    for (const Message& m : q.messages) total += AccountedBytes(m.record);
+    for (const Message& m : q.messages) total += AccountedBytes(m);
   }
   return total;
 }
@@ -296,7 +300,7 @@ QueueInfo Model::Info(const Queue& queue, TimeMs now) const {
   for (const Message& m : queue.messages) {
     ++info.counts.by_state[static_cast<size_t>(m.record.state)];
     if (IsBlocked(queue, m)) ++info.counts.blocked;
-    info.memory_bytes += AccountedBytes(m.record);
+    info.memory_bytes += AccountedBytes(m);
   }
   size_t head = SelectNext(queue, {});
   if (head != kNpos) info.oldest_pending_age_ms = now - queue.messages[head].record.enqueued_at;
@@ -321,6 +325,9 @@ Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) co
     return InvalidArgument("retry_backoff_max_ms");
   }
   if (!ValidDelayMs(s.retention_ms)) return InvalidArgument("retention_ms");
+  if (s.history_max == 1 || s.history_max > kMaxHistoryEntries) {
+    return InvalidArgument("history_max");
+  }
   if (!s.dead_letter_queue.empty() &&
       (!IsValidQueueName(s.dead_letter_queue) || s.dead_letter_queue == name)) {
     return InvalidArgument("dead_letter_queue");
@@ -362,6 +369,7 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   if (update.max_depth) s.max_depth = *update.max_depth;
   if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
+  if (update.history_max) s.history_max = *update.history_max;
   if (Status st = ValidateSettings(name, s); !st.ok()) return st;
   // Only a dead-letter queue that changes must exist: a queue whose dead-letter queue was
   // deleted can still be updated.
@@ -566,6 +574,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   message.seq = queue.next_seq++;
   queue.messages.push_back(std::move(message));
   Message& added = queue.messages.back();
+  RecordHistory(queue, added, HistoryEvent::kEnqueued, added.record.state, now);
   if (!keys.empty()) {
     bool all_finished = std::all_of(added.dependencies.begin(), added.dependencies.end(),
                                     [](const Dependency& d) { return d.finished; });
@@ -581,6 +590,8 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
                        ? MessageState::kErrored
                        : MessageState::kCanceled,
                    now);
+      RecordHistory(queue, added, HistoryEvent::kDependencyFailed, MessageState::kWaiting, now, 0,
+                    added.record.last_error);
     }
   }
   return EnqueueResult{id, 1, false};
@@ -594,6 +605,9 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (request.max < 1 || request.max > kMaxDequeueCount) return InvalidArgument("max");
   if (request.lease_ms && !ValidLeaseMs(*request.lease_ms)) return InvalidArgument("lease_ms");
+  if (request.worker_id.size() > kMaxWorkerIdBytes || !IsValidUtf8(request.worker_id)) {
+    return InvalidArgument("worker_id");
+  }
   if (!ValidFilter(request.filter, 0)) return InvalidArgument("filter");
   Queue* queue = MutableQueue(queue_name);
   if (queue == nullptr) return NotFound("queue");
@@ -605,6 +619,7 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
     size_t index = SelectNext(*queue, request.filter);
     if (index == kNpos) break;
     MessageRecord& r = queue->messages[index].record;
+    const MessageState from = r.state;
     r.state = MessageState::kRunning;
     r.attempts += 1;
     r.version += 1;
@@ -612,6 +627,8 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
     r.lease_expires_at = now + lease_ms;
     r.visible_at = 0;
     r.updated_at = now;
+    RecordHistory(*queue, queue->messages[index], HistoryEvent::kLeased, from, now, r.lease_token,
+                  request.worker_id);
     leased.push_back(r);
   }
   return leased;
@@ -655,7 +672,10 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
     r.updated_at = now;
     r.result = item.result;
     const uint64_t uid = m.uid;
+    const uint64_t token = r.lease_token;
     if (!MakeTerminal(*queue, index, MessageState::kCompleted, now)) {  // keeps the token
+      RecordHistory(*queue, queue->messages[index], HistoryEvent::kCompleted,
+                    MessageState::kRunning, now, token);
       DependencyCompleted(uid, now);
     }
     out.push_back(Status::Ok());
@@ -679,7 +699,8 @@ bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs 
   return false;
 }
 
-std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
+std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
+                                     uint64_t lease_token) {
   Message& m = queue.messages[index];
   // Errored here, or moved (gone from here): either way a failed dependency.
   const uint64_t uid = m.uid;
@@ -691,6 +712,9 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
                    FindValue(m.record.metadata, dlq->settings.exclusivity_key));
   if (!can_move) {
     if (!MakeTerminal(queue, index, MessageState::kErrored, now)) {
+      Message& errored = queue.messages[index];
+      RecordHistory(queue, errored, event, MessageState::kRunning, now, lease_token,
+                    event == HistoryEvent::kFailed ? errored.record.last_error : std::string());
       DependencyFailed(uid, key, "errored", now);
     }
     return "";
@@ -715,6 +739,10 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now) {
   moved.uid = next_uid_++;  // another message: its completion releases nothing
   moved.dependencies.clear();
   dlq->messages.push_back(std::move(moved));
+  // It takes its history along and gets a dead_lettered entry there.
+  Message& arrived = dlq->messages.back();
+  RecordHistory(*dlq, arrived, HistoryEvent::kDeadLettered, MessageState::kRunning, now,
+                lease_token, arrived.record.last_error);
   std::string moved_to = dlq->name;
   DependencyFailed(uid, key, "errored", now);
   return moved_to;
@@ -735,6 +763,7 @@ Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& r
   MessageRecord& r = queue->messages[index].record;
   if (!LeaseValid(r, request.lease_token, now)) return FailedPrecondition("lease");
   r.last_error = TruncateUtf8(request.error, kMaxErrorBytes);
+  const uint64_t token = r.lease_token;
   r.lease_token = 0;
   r.lease_expires_at = 0;
   r.version += 1;
@@ -742,7 +771,7 @@ Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& r
   FailResult result;
   if (r.attempts >= r.max_attempts) {
     result.state = MessageState::kErrored;
-    result.dead_letter_queue = ErrorOrDeadLetter(*queue, index, now);
+    result.dead_letter_queue = ErrorOrDeadLetter(*queue, index, now, HistoryEvent::kFailed, token);
     return result;
   }
   int64_t delay;
@@ -762,6 +791,8 @@ Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& r
     result.state = MessageState::kInvisible;
     result.visible_at = r.visible_at;
   }
+  RecordHistory(*queue, queue->messages[index], HistoryEvent::kFailed, MessageState::kRunning, now,
+                token, r.last_error);
   return result;
 }
 
@@ -780,6 +811,8 @@ Result<TimeMs> Model::Extend(std::string_view queue_name, std::string_view id, u
   r.lease_expires_at = now + lease_ms;
   r.version += 1;
   r.updated_at = now;
+  RecordHistory(*queue, queue->messages[index], HistoryEvent::kExtended, MessageState::kRunning,
+                now, lease_token);
   return r.lease_expires_at;
 }
 
@@ -819,8 +852,7 @@ std::vector<Status> Model::Cancel(std::string_view queue_name,
       case MessageState::kWaiting:
         m.record.version += 1;
         m.record.updated_at = now;
-        if (const uint64_t uid = m.uid;
-            !MakeTerminal(*queue, index, MessageState::kCanceled, now)) {
+        if (const uint64_t uid = m.uid; !CancelMessage(*queue, index, now)) {
           DependencyFailed(uid, Key(queue->name, id), "canceled", now);
         }
         out.push_back(Status::Ok());
@@ -857,9 +889,7 @@ Result<uint64_t> Model::CancelByFilter(std::string_view queue_name, const Filter
     m.record.version += 1;
     m.record.updated_at = now;
     const std::string key = Key(queue->name, m.record.id);
-    if (!MakeTerminal(*queue, i, MessageState::kCanceled, now)) {
-      DependencyFailed(uid, key, "canceled", now);
-    }
+    if (!CancelMessage(*queue, i, now)) DependencyFailed(uid, key, "canceled", now);
     ++count;
   }
   return count;
@@ -897,7 +927,10 @@ Result<uint64_t> Model::Reprioritize(std::string_view queue_name, std::string_vi
   if (r.state != MessageState::kInvisible && r.state != MessageState::kPending) {
     return FailedPrecondition("state");
   }
-  ApplyReprioritize(r, request, clock_->NowMs());
+  const MessageState from = r.state;
+  const TimeMs now = clock_->NowMs();
+  ApplyReprioritize(r, request, now);
+  RecordHistory(*queue, queue->messages[index], HistoryEvent::kReprioritized, from, now);
   return r.version;
 }
 
@@ -915,6 +948,7 @@ Result<uint64_t> Model::ReprioritizeByFilter(std::string_view queue_name, const 
     if (s != MessageState::kInvisible && s != MessageState::kPending) continue;
     if (!Matches(m.record.metadata, filter)) continue;
     ApplyReprioritize(m.record, request, now);
+    RecordHistory(*queue, m, HistoryEvent::kReprioritized, s, now);
     ++count;
   }
   return count;
@@ -949,6 +983,7 @@ std::vector<Status> Model::Redrive(std::string_view queue_name,
     m.record.version += 1;
     m.record.updated_at = now;
     m.gc_at = 0;
+    RecordHistory(*queue, m, HistoryEvent::kRedriven, MessageState::kErrored, now);
     out.push_back(Status::Ok());
   }
   return out;
@@ -968,6 +1003,7 @@ Result<uint64_t> Model::RedriveByFilter(std::string_view queue_name, const Filte
     m.record.version += 1;
     m.record.updated_at = now;
     m.gc_at = 0;
+    RecordHistory(*queue, m, HistoryEvent::kRedriven, MessageState::kErrored, now);
     ++count;
   }
   return count;
@@ -1221,18 +1257,23 @@ uint64_t Model::Advance(TimeMs now) {
           r.visible_at = 0;
           r.version += 1;
           r.updated_at = now;
+          RecordHistory(queue, m, HistoryEvent::kBecameVisible, MessageState::kInvisible, now);
           break;
-        case MessageState::kRunning:
+        case MessageState::kRunning: {
+          const uint64_t token = r.lease_token;
           r.lease_token = 0;
           r.lease_expires_at = 0;
           r.version += 1;
           r.updated_at = now;
           if (r.attempts < r.max_attempts) {
             r.state = MessageState::kPending;
+            RecordHistory(queue, m, HistoryEvent::kLeaseExpired, MessageState::kRunning, now,
+                          token);
           } else {
-            ErrorOrDeadLetter(queue, next, now);
+            ErrorOrDeadLetter(queue, next, now, HistoryEvent::kLeaseExpired, token);
           }
           break;
+        }
         default:  // terminal: retention ran out
           if (IsHeld(m.uid)) {
             // A waiting dependent listed it: looked at again one retention (at least 1 s) later.
@@ -1284,7 +1325,6 @@ bool Model::IsHeld(uint64_t uid) const {
 }
 
 void Model::Release(Queue& queue, Message& message, TimeMs now) {
-  (void)queue;
   MessageRecord& r = message.record;
   if (r.visible_at > now) {
     r.state = MessageState::kInvisible;
@@ -1294,6 +1334,7 @@ void Model::Release(Queue& queue, Message& message, TimeMs now) {
   }
   r.version += 1;
   r.updated_at = now;
+  RecordHistory(queue, message, HistoryEvent::kReleased, MessageState::kWaiting, now);
 }
 
 // Marks `uid`'s entries of `m` finished; true when none is left unfinished.
@@ -1338,6 +1379,8 @@ void Model::DependencyFailed(uint64_t uid, const std::string& key, const std::st
           m.record.version += 1;
           m.record.updated_at = now;
           MakeTerminal(*q, i, error ? MessageState::kErrored : MessageState::kCanceled, now);
+          RecordHistory(*q, m, HistoryEvent::kDependencyFailed, MessageState::kWaiting, now, 0,
+                        reason);
           failed.push_back({m.uid, Key(q->name, m.record.id), error ? "errored" : "canceled"});
           break;
         }
@@ -1622,6 +1665,94 @@ uint64_t Model::FireSchedules(TimeMs now) {
     MakeFires(s, made, now, dropped, /*check_overlap=*/true, &enqueued, &duplicate);
   }
   return enqueued;
+}
+
+// ---- History ----------------------------------------------------------------------------------
+
+bool Model::CancelMessage(Queue& queue, size_t index, TimeMs now) {
+  const MessageRecord& r = queue.messages[index].record;
+  const MessageState from = r.state;
+  // A canceled lease: its entry names that lease.
+  const uint64_t token = from == MessageState::kRunning ? r.lease_token : 0;
+  if (MakeTerminal(queue, index, MessageState::kCanceled, now)) return true;  // gone
+  RecordHistory(queue, queue.messages[index], HistoryEvent::kCanceled, from, now, token);
+  return false;
+}
+
+uint64_t Model::HistoryBytes(const MessageHistory& history) {
+  if (history.entries.empty()) return 0;
+  uint64_t bytes = 14;
+  for (const HistoryEntry& e : history.entries) bytes += 22 + e.text.size();
+  return bytes;
+}
+
+void Model::RecordHistory(const Queue& queue, Message& message, HistoryEvent event,
+                          MessageState from, TimeMs now, uint64_t lease_token,
+                          std::string_view text) {
+  const uint32_t max = queue.settings.history_max;
+  if (max == 0) return;  // off: nothing recorded, what is held stays
+  MessageHistory& h = message.history;
+  // Consecutive extends of one lease are one entry, its time the latest.
+  if (event == HistoryEvent::kExtended && !h.entries.empty() &&
+      h.entries.back().event == HistoryEvent::kExtended &&
+      h.entries.back().lease_token == lease_token) {
+    h.entries.back().time = now;
+    return;
+  }
+  // At most `max`: the first and the latest max - 1 (a lowered max trims at the next entry).
+  while (h.entries.size() >= max) {
+    h.entries.erase(h.entries.begin() + 1);
+    ++h.dropped;
+  }
+  HistoryEntry entry;
+  entry.time = now;
+  entry.event = event;
+  entry.from = from;
+  entry.to = message.record.state;
+  entry.attempt = message.record.attempts;
+  entry.lease_token = lease_token;
+  entry.text = std::string(text);
+  h.entries.push_back(std::move(entry));
+}
+
+Result<MessageHistory> Model::History(std::string_view queue_name, std::string_view id) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  MessageHistory out = queue->messages[index].history;
+  // worker_id: the one the dequeue of the entry's lease gave, when that lease's entry is kept.
+  for (HistoryEntry& e : out.entries) {
+    if (e.lease_token == 0) continue;
+    for (const HistoryEntry& lease : out.entries) {
+      if (lease.event == HistoryEvent::kLeased && lease.lease_token == e.lease_token) {
+        e.worker_id = lease.text;
+      }
+    }
+  }
+  return out;
+}
+
+Status Model::Note(std::string_view queue_name, std::string_view id, uint64_t lease_token,
+                   std::string_view text) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (!ValidId(id)) return InvalidArgument("id");
+  if (text.empty() || text.size() > kMaxNoteBytes || !IsValidUtf8(text)) {
+    return InvalidArgument("text");
+  }
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  // semantics.md names both refusals; the engine checks history_max before the message.
+  if (queue->settings.history_max == 0) return FailedPrecondition("history_max 0");
+  size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return NotFound("id");
+  Message& m = queue->messages[index];
+  TimeMs now = clock_->NowMs();
+  if (!LeaseValid(m.record, lease_token, now)) return FailedPrecondition("lease");
+  RecordHistory(*queue, m, HistoryEvent::kNoted, MessageState::kRunning, now, lease_token, text);
+  return Status::Ok();
 }
 
 }  // namespace sundial::model

@@ -42,6 +42,14 @@
 // An enqueue item with depends_on: its arguments, then its dependencies' existence (NOT_FOUND),
 // then the exclusivity key, then duplicate, pause, depth and budget (semantics.md, "Enqueue").
 //
+// History (docs/semantics.md, "History") is kept on each message as the list of entries `history`
+// returns (event, from/to, attempt, token, text, time; the dropped count), built by the model's own
+// RecordHistory at each transition, with the bounds and the coalescing of extends the doc gives.
+// The token of an entry that ends a lease (a fail, an expiry, a cancel, a dead-letter move) is
+// the token of that lease, which the model knows from its record; worker_id is resolved on read
+// from the kept `leased` entry of that token. Its bytes (14 + 22 per entry + texts) are counted
+// in memory_bytes() from those entries, not by engine/history.cc.
+//
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
 //
@@ -94,6 +102,9 @@ class Model {
     uint64_t uid = 0;                      // model-wide serial (see the top of this file)
     std::vector<Dependency> dependencies;  // as listed at enqueue (empty: not a dependent)
     DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
+    // History: entries oldest first (the first, then the latest), dropped count; worker_id of
+    // the entries left empty (resolved by History()). No entries: the message holds no history.
+    MessageHistory history;
     // A dependent, or listed by one: never removed by the finishing operation (retention 0).
     bool in_graph = false;
   };
@@ -170,6 +181,13 @@ class Model {
   Result<ScheduleTriggerResult> TriggerSchedule(std::string_view queue, std::string_view name);
   const Schedule* FindSchedule(std::string_view queue, std::string_view name) const;
 
+  // ---- History (docs/semantics.md, "History") -----------------------------------------------
+  Result<MessageHistory> History(std::string_view queue, std::string_view id) const;
+  Status Note(std::string_view queue, std::string_view id, uint64_t lease_token,
+              std::string_view text);
+  // Accounted bytes of a message's history: 14 + per entry 22 + its text (0 without entries).
+  static uint64_t HistoryBytes(const MessageHistory& history);
+
   // ---- Time and inspection ------------------------------------------------------------------
   // Timers (visibility, lease expiry, retention GC), then schedule fires. Returns the number of
   // timer transitions plus the fires that enqueued.
@@ -186,6 +204,8 @@ class Model {
 
   // Accounted bytes of one message: overhead + id + payload + packed metadata + result.
   static uint64_t AccountedBytes(const MessageRecord& record);
+  // The same with its history.
+  static uint64_t AccountedBytes(const Message& message);
   static uint64_t PackedMetadataBytes(const Metadata& metadata);
   // The legal range [lo, hi] of a jittered backoff for a message failing after `attempts`.
   static std::pair<int64_t, int64_t> BackoffRange(const QueueSettings& settings, uint32_t attempts);
@@ -198,10 +218,15 @@ class Model {
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
-  std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now);
+  // `event` (failed, lease_expired) and `lease_token` (the lease it ends) are for the history.
+  std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
+                                uint64_t lease_token);
   // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
   // `index` then names the message after it).
   bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
+  // A request's cancel of the live message at `index` (with its history entry); returns
+  // MakeTerminal's answer.
+  bool CancelMessage(Queue& queue, size_t index, TimeMs now);
   // A message named `key` with `uid` finished: completed, or failed (canceled, errored,
   // removed: `verb` says which). Its waiting dependents follow (docs/semantics.md,
   // "Dependencies"), transitively.
@@ -215,6 +240,11 @@ class Model {
   // Messages of `queue_name` left it without finishing (purged, queue deleted): failures.
   void DependenciesRemoved(const std::string& queue_name, std::vector<Message> removed, TimeMs now);
   Schedule* MutableSchedule(std::string_view queue, std::string_view name);
+  // History: the entry of a transition of `message` (of `queue`) from `from` to its state now,
+  // when the queue keeps history (history_max > 0).
+  static void RecordHistory(const Queue& queue, Message& message, HistoryEvent event,
+                            MessageState from, TimeMs now, uint64_t lease_token = 0,
+                            std::string_view text = {});
   ScheduleInfo InfoOf(const Schedule& schedule) const;
   // Makes the fires `fires` of `schedule` (docs/semantics.md, "Schedules").
   void MakeFires(Schedule& schedule, const std::vector<TimeMs>& fires, TimeMs after,

@@ -142,7 +142,8 @@ std::string Show(const QueueSettings& s) {
          " attempts=" + Show(s.max_attempts) + " backoff=" + Show(s.retry_backoff_ms) + "/" +
          Show(s.retry_backoff_max_ms) + " dlq=" + Quote(s.dead_letter_queue) +
          " retention=" + Show(s.retention_ms) + " depth=" + Show(s.max_depth) +
-         " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) + "}";
+         " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) +
+         " history_max=" + Show(s.history_max) + "}";
 }
 
 // ---- Comparison -----------------------------------------------------------------------------
@@ -291,6 +292,27 @@ void ComparePage(Diff& d, const std::string& at, const BrowsePage& e, const Brow
 
 // ---- Generated-value checks -----------------------------------------------------------------
 
+// History (docs/semantics.md, "History"): every field of every entry, and the dropped count.
+void CompareHistory(Diff& d, const std::string& at, const MessageHistory& e,
+                    const MessageHistory& m) {
+  d.Check(at + ".dropped", e.dropped, m.dropped);
+  d.Check(at + ".entries", e.entries.size(), m.entries.size());
+  for (size_t i = 0; i < e.entries.size() && i < m.entries.size(); ++i) {
+    const HistoryEntry& x = e.entries[i];
+    const HistoryEntry& y = m.entries[i];
+    const std::string ai = at + "[" + std::to_string(i) + "]";
+    d.Check(ai + ".event", std::string(HistoryEventName(x.event)),
+            std::string(HistoryEventName(y.event)));
+    d.Check(ai + ".time", x.time, y.time);
+    d.Check(ai + ".from", x.from, y.from);
+    d.Check(ai + ".to", x.to, y.to);
+    d.Check(ai + ".attempt", x.attempt, y.attempt);
+    d.Check(ai + ".lease_token", x.lease_token, y.lease_token);
+    d.Check(ai + ".text", x.text, y.text);
+    d.Check(ai + ".worker_id", x.worker_id, y.worker_id);
+  }
+}
+
 constexpr std::string_view kCrockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 // A ULID: 26 Crockford base32 characters, the first 10 a 48-bit ms timestamp.
@@ -315,7 +337,7 @@ std::string UlidProblem(std::string_view id, TimeMs now) {
 struct OwnedEffect {
   Effect fields;
   std::string queue, id, payload, packed_metadata, error, dead_letter_queue, result,
-      dependency_edges;
+      dependency_edges, worker_id, note, history;
   std::optional<QueueSettings> settings;
   std::optional<std::vector<std::string>> depends_on;
   std::optional<ScheduleSpec> schedule;
@@ -329,7 +351,10 @@ struct OwnedEffect {
         error(e.error),
         dead_letter_queue(e.dead_letter_queue),
         result(e.result),
-        dependency_edges(e.dependency_edges) {
+        dependency_edges(e.dependency_edges),
+        worker_id(e.worker_id),
+        note(e.note),
+        history(e.history) {
     if (e.settings != nullptr) settings = *e.settings;
     if (e.depends_on != nullptr) depends_on = *e.depends_on;
     if (e.schedule != nullptr) schedule = *e.schedule;
@@ -347,6 +372,9 @@ struct OwnedEffect {
     e.result = result;
     e.settings = settings ? &*settings : nullptr;
     e.dependency_edges = dependency_edges;
+    e.worker_id = worker_id;
+    e.note = note;
+    e.history = history;
     e.depends_on = depends_on ? &*depends_on : nullptr;
     e.schedule = schedule ? &*schedule : nullptr;
     return e;
@@ -412,6 +440,8 @@ enum class OpKind : uint8_t {
   kPauseSchedule,
   kResumeSchedule,
   kTriggerSchedule,
+  kNote,       // history: a worker's note under its lease
+  kHistory,    // history: one message's
   kMoveClock,  // move the ManualClock by `delta`, then Advance if `advance_after`
   kAdvance,
   kInjectModelFault,  // test of the shrinker only: changes the model and not the engine
@@ -448,6 +478,8 @@ constexpr std::string_view kOpNames[] = {"CreateQueue",
                                          "PauseSchedule",
                                          "ResumeSchedule",
                                          "TriggerSchedule",
+                                         "Note",
+                                         "History",
                                          "MoveClock",
                                          "Advance",
                                          "InjectModelFault"};
@@ -482,6 +514,7 @@ struct Op {
   std::string schedule;  // a schedule's name
   ScheduleSpec spec;     // packed_metadata unused: schedule_metadata
   Metadata schedule_metadata;
+  std::string note;  // kNote's text
 };
 
 std::string DescribeItem(const EnqueueItem& item) {
@@ -513,6 +546,7 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
   if (u.max_depth) field("depth", Show(*u.max_depth));
   if (u.enqueue_paused) field("enqueue_paused", Show(*u.enqueue_paused));
   if (u.dequeue_paused) field("dequeue_paused", Show(*u.dequeue_paused));
+  if (u.history_max) field("history_max", Show(*u.history_max));
   return s + "}";
 }
 
@@ -540,7 +574,7 @@ std::string Describe(const Op& op) {
       break;
     case OpKind::kDequeue:
       s += " max=" + Show(op.dequeue.max) + " lease=" + Show(op.dequeue.lease_ms) +
-           " filter=" + Show(op.dequeue.filter);
+           " filter=" + Show(op.dequeue.filter) + " worker_id=" + Quote(op.dequeue.worker_id);
       break;
     case OpKind::kComplete:
       s += " items(" + std::to_string(op.completes.size()) + ")=";
@@ -556,6 +590,13 @@ std::string Describe(const Op& op) {
     case OpKind::kExtend:
       s += " id=" + Quote(op.id) + " token=" + ShowToken(op.lease_token) +
            " lease=" + Show(op.lease_ms);
+      break;
+    case OpKind::kNote:
+      s +=
+          " id=" + Quote(op.id) + " token=" + ShowToken(op.lease_token) + " text=" + Quote(op.note);
+      break;
+    case OpKind::kHistory:
+      s += " id=" + Quote(op.id);
       break;
     case OpKind::kCancel:
     case OpKind::kRedrive:
@@ -674,16 +715,19 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.max_attempts = 1;
     s.retention_ms = 3000;
     s.max_depth = 4;
+    s.history_max = 2;  // the first and the latest
   } else if (name == "alpha.dlq") {
     s.lease_ms = 4000;
     s.max_attempts = 2;
     s.retention_ms = model::kMaxDelayMs;
+    s.history_max = 3;  // a moved history is trimmed at its dead_lettered entry
   } else if (name == "gamma.dlq") {
     s.type = QueueType::kExclusive;
     s.exclusivity_key = "region";
     s.lease_ms = 2500;
     s.max_attempts = 3;
     s.retention_ms = model::kMaxDelayMs;
+    s.history_max = 0;  // keeps a moved history as it came, adds nothing
   }
   return s;
 }
@@ -874,6 +918,7 @@ class Harness {
   ReprioritizeRequest PickReprioritize(bool allow_invalid);
   QueueSettings PickCreateSettings(const std::string& queue);
   QueueSettingsUpdate PickUpdate(const std::string& queue, bool allow_invalid);
+  uint32_t PickHistoryMax(bool invalid);
   std::optional<std::string> MissingSlot() const;
 
   void Count(const std::string& key, uint64_t n = 1) { stats_[key] += n; }
@@ -881,6 +926,20 @@ class Harness {
     Count(std::string(kOpNames[static_cast<size_t>(kind)]) + "." + std::string(Name(s.code())));
   }
   bool Diverged(const Op& op, const Diff& d);
+  // Compares the history of every message `op` named (and leased), in its queue and that
+  // queue's dead-letter queue, so a history divergence shows at the operation that made it.
+  void CompareTouchedHistories(Diff& d, const Op& op);
+  // Counts what a history read shows (entries dropped, worker ids, notes, extends).
+  void CountHistory(const MessageHistory& h) {
+    if (h.dropped > 0) Count("history.with_dropped");
+    for (const HistoryEntry& e : h.entries) {
+      if (!e.worker_id.empty() && e.event != HistoryEvent::kLeased) Count("history.worker_id");
+      if (e.event == HistoryEvent::kNoted) Count("history.noted");
+      if (e.event == HistoryEvent::kExtended) Count("history.extended");
+      if (e.event == HistoryEvent::kDeadLettered) Count("history.dead_lettered");
+      if (e.event == HistoryEvent::kDependencyFailed) Count("history.dependency_failed");
+    }
+  }
   uint64_t ResolveToken(const std::string& queue, const std::string& id, uint64_t token) const {
     if (token != kCurrentToken) return token;
     if (const Model::Queue* q = model_.FindQueue(queue)) {
@@ -908,6 +967,7 @@ class Harness {
     uint64_t token;
   };
   std::vector<Lease> recent_leases_;
+  std::vector<std::string> dequeued_;  // ids the current operation leased
   // A running message (queue, id) whose lease expiry the clock was just moved to.
   std::optional<std::pair<std::string, std::string>> focus_;
   // An open browse session: each side continues from its own cursor.
@@ -1352,9 +1412,12 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
     s.lease_ms += 1;  // a variant: ALREADY_EXISTS if the queue exists
     return s;
   }
-  switch (Uniform(0, 8)) {
+  switch (Uniform(0, 9)) {
     case 0:
       s.lease_ms = 0;
+      break;
+    case 8:
+      s.history_max = PickHistoryMax(/*invalid=*/true);
       break;
     case 1:
       s.max_attempts = 0;
@@ -1387,6 +1450,12 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
   return s;
 }
 
+// History: off, small (so entries are dropped), the default; invalid: 1 or past the limit.
+uint32_t Harness::PickHistoryMax(bool invalid) {
+  if (invalid) return Chance(50) ? 1 : kMaxHistoryEntries + 1;
+  return Pick(std::vector<uint32_t>{0, 2, 3, 5, kDefaultHistoryMax});
+}
+
 QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_invalid) {
   QueueSettingsUpdate u;
   const Slot* slot = FindSlot(queue);
@@ -1394,7 +1463,7 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
   size_t fields = Uniform(0, 3);
   for (size_t i = 0; i < fields; ++i) {
     bool invalid = allow_invalid && Chance(8);
-    switch (Uniform(0, 9)) {
+    switch (Uniform(0, 10)) {
       case 0:
         u.lease_ms = invalid ? (Chance(50) ? 0 : model::kMaxLeaseMs + 1) : UniformSigned(500, 5000);
         break;
@@ -1431,8 +1500,11 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
       case 8:
         u.enqueue_paused = Chance(30);
         break;
-      default:
+      case 9:
         u.dequeue_paused = Chance(30);
+        break;
+      default:
+        u.history_max = PickHistoryMax(invalid);
         break;
     }
   }
@@ -1512,6 +1584,8 @@ Op Harness::Generate() {
       {OpKind::kPauseSchedule, 3},
       {OpKind::kResumeSchedule, 3},
       {OpKind::kTriggerSchedule, 4},
+      {OpKind::kNote, 25},
+      {OpKind::kHistory, 30},
       {OpKind::kMoveClock, 60},
       {OpKind::kAdvance, 40},
   };
@@ -1589,6 +1663,11 @@ Op Harness::Generate() {
         }
       }
       op.dequeue.filter = Chance(50) ? Filter{} : PickFilter(1, 2, allow_invalid);
+      if (Chance(60)) op.dequeue.worker_id = "w" + std::to_string(Uniform(0, 3));
+      if (Chance(3)) op.dequeue.worker_id = std::string(kMaxWorkerIdBytes, 'w');
+      if (allow_invalid && Chance(2)) {
+        op.dequeue.worker_id = Chance(50) ? std::string(kMaxWorkerIdBytes + 1, 'w') : "w\xff";
+      }
       break;
     case OpKind::kComplete: {
       size_t n = Uniform(1, 3);
@@ -1634,6 +1713,20 @@ Op Harness::Generate() {
       if (allow_invalid && Chance(3)) op.lease_ms = Chance(50) ? 0 : model::kMaxLeaseMs + 1;
       break;
     }
+    case OpKind::kNote: {
+      auto [id, token] = PickLease(op.queue, allow_invalid);
+      op.id = id;
+      op.lease_token = token;
+      op.note = "note " + std::to_string(Uniform(0, 99));
+      if (Chance(3)) op.note = std::string(kMaxNoteBytes, 'n');
+      if (allow_invalid && Chance(4)) {
+        op.note = Pick(std::vector<std::string>{"", std::string(kMaxNoteBytes + 1, 'n'), "\xc3"});
+      }
+      break;
+    }
+    case OpKind::kHistory:
+      op.id = PickId(op.queue, allow_invalid);
+      break;
     case OpKind::kCancel:
     case OpKind::kRedrive: {
       size_t n = Uniform(1, 3);
@@ -1848,6 +1941,32 @@ bool Harness::CheckReleases(Diff& d) {
   return d.empty();
 }
 
+void Harness::CompareTouchedHistories(Diff& d, const Op& op) {
+  std::vector<std::string> ids = op.ids;
+  for (const std::string& id : {op.id, op.fail.id}) ids.push_back(id);
+  for (const CompleteItem& item : op.completes) ids.push_back(item.id);
+  for (const EnqueueItem& item : op.items) ids.push_back(item.id);
+  ids.insert(ids.end(), dequeued_.begin(), dequeued_.end());
+  dequeued_.clear();
+  const Model::Queue* queue = model_.FindQueue(op.queue);
+  if (queue == nullptr) return;
+  // Its dead-letter queue too: a fail or expiry may have moved the message there.
+  std::vector<std::string> queues = {queue->name};
+  if (!queue->settings.dead_letter_queue.empty() &&
+      model_.FindQueue(queue->settings.dead_letter_queue) != nullptr) {
+    queues.push_back(queue->settings.dead_letter_queue);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const std::string& q : queues) {
+    for (const std::string& id : ids) {
+      if (id.empty() || id.size() > kMaxIdBytes || !model::IsValidUtf8(id)) continue;
+      CompareResult(d, "history(" + q + "," + id + ")", engine_.History(q, id),
+                    model_.History(q, id), CompareHistory);
+    }
+  }
+}
+
 bool Harness::Diverged(const Op& op, const Diff& d) {
   if (d.empty()) return false;
   signature_ = std::string(kOpNames[static_cast<size_t>(op.kind)]) + ":" + d.first_field();
@@ -1964,6 +2083,7 @@ bool Harness::Execute(const Op& op) {
       if (m.ok()) {
         Count("dequeue.leased", m->size());
         for (const MessageRecord& r : *m) {
+          dequeued_.push_back(r.id);
           Lease lease{q, r.id, r.lease_token};
           if (recent_leases_.size() < 64) {
             recent_leases_.push_back(lease);
@@ -2019,6 +2139,22 @@ bool Harness::Execute(const Op& op) {
       auto m = model_.Extend(q, op.id, token, op.lease_ms);
       CountStatus(op.kind, e.status());
       CompareResult(d, "extend", e, m, CompareValue<TimeMs>);
+      break;
+    }
+    case OpKind::kNote: {
+      uint64_t token = ResolveToken(q, op.id, op.lease_token);
+      Status e = engine_.Note(q, op.id, token, op.note);
+      Status m = model_.Note(q, op.id, token, op.note);
+      CountStatus(op.kind, e);
+      CompareStatus(d, "note", e, m);
+      break;
+    }
+    case OpKind::kHistory: {
+      auto e = engine_.History(q, op.id);
+      auto m = model_.History(q, op.id);
+      CountStatus(op.kind, e.status());
+      CompareResult(d, "history", e, m, CompareHistory);
+      if (m.ok()) CountHistory(*m);
       break;
     }
     case OpKind::kCancel: {
@@ -2246,6 +2382,7 @@ bool Harness::Execute(const Op& op) {
     }
   }
   d.Check("memory_bytes", engine_.memory_bytes(), model_.memory_bytes());
+  CompareTouchedHistories(d, op);
   CheckReleases(d);
   return !Diverged(op, d);
 }
@@ -2271,6 +2408,8 @@ bool Harness::CompareFullState() {
       auto got = engine_.Get(queue.name, id);
       CompareResult(d, "get(" + queue.name + "," + id + ")", got,
                     Result<MessageRecord>(message.record), CompareRecord);
+      CompareResult(d, "history(" + queue.name + "," + id + ")", engine_.History(queue.name, id),
+                    model_.History(queue.name, id), CompareHistory);
       if (!message.dependencies.empty()) {
         CompareResult(d, "dependency_outcomes(" + queue.name + "," + id + ")",
                       engine_.DependencyOutcomes(queue.name, id),
@@ -2451,6 +2590,15 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["schedule.overlap_skips"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["schedule.failed"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["TriggerSchedule.OK"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["Note.OK"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["Note.FAILED_PRECONDITION"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["History.OK"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.with_dropped"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.worker_id"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.noted"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.dead_lettered"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.extended"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["history.dependency_failed"], 0u) << "seed " << run.seed;
     std::printf("seed %llu: %zu operations agree; counts:%s\n",
                 static_cast<unsigned long long>(run.seed), kOpsPerSeed, FormatStats(stats).c_str());
   }
@@ -2731,6 +2879,102 @@ std::string EngineDifferences(const Engine& original, const Engine& replica, con
     d.Check(at + ".last_error", xs[i].last_error, ys[i].last_error);
   }
   return d.text();
+}
+
+// ---- History (docs/semantics.md, "History") ---------------------------------------------------
+
+Op WorkerDequeueOp(std::string queue, std::string worker_id) {
+  Op op = DequeueOp(std::move(queue), 1);
+  op.dequeue.worker_id = std::move(worker_id);
+  return op;
+}
+Op ExtendOp(std::string queue, std::string id) {
+  Op op = MakeOp(OpKind::kExtend, std::move(queue));
+  op.id = std::move(id);
+  op.lease_token = kCurrentToken;
+  op.lease_ms = 30'000;
+  return op;
+}
+Op NoteOp(std::string queue, std::string id, std::string text) {
+  Op op = MakeOp(OpKind::kNote, std::move(queue));
+  op.id = std::move(id);
+  op.lease_token = kCurrentToken;
+  op.note = std::move(text);
+  return op;
+}
+Op HistoryMaxOp(std::string queue, uint32_t history_max) {
+  Op op = MakeOp(OpKind::kUpdateQueue, std::move(queue));
+  op.update.history_max = history_max;
+  return op;
+}
+
+MessageHistory ModelHistory(const Harness& h, std::string_view queue, std::string_view id) {
+  Result<MessageHistory> r = h.model().History(queue, id);
+  EXPECT_TRUE(r.ok()) << queue << "/" << id;
+  return r.ok() ? *r : MessageHistory{};
+}
+
+std::vector<HistoryEvent> EventsOf(const MessageHistory& history) {
+  std::vector<HistoryEvent> out;
+  for (const HistoryEntry& e : history.entries) out.push_back(e.event);
+  return out;
+}
+
+TEST(ModelFocusedTest, AHistoryCoalescesExtendsAndIsTrimmedWhenItIsDeadLettered) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings dlq = CanonicalSettings("");
+  dlq.history_max = 3;
+  QueueSettings src = CanonicalSettings("");
+  src.max_attempts = 2;
+  src.dead_letter_queue = "dlq";
+  RunFocused(h, {CreateOp("dlq", dlq), CreateOp("src", src), EnqueueOp("src", "a"),
+                 WorkerDequeueOp("src", "w1"), ClockOp(10), ExtendOp("src", "a"), ClockOp(10),
+                 ExtendOp("src", "a"), ClockOp(10), ExtendOp("src", "a")});
+  const uint64_t first_lease = h.model().Get("src", "a")->lease_token;
+  MessageHistory before = ModelHistory(h, "src", "a");
+  ASSERT_EQ(EventsOf(before),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased,
+                                       HistoryEvent::kExtended}));
+  EXPECT_EQ(before.entries[2].time, h.clock().NowMs());  // the latest extend's
+  EXPECT_EQ(before.entries[2].worker_id, "w1");
+  RunFocused(h, {NoteOp("src", "a", "half way"), ExtendOp("src", "a"), FailOp("src", "a"),
+                 ClockOp(5000), WorkerDequeueOp("src", "w2")});
+  const uint64_t second_lease = h.model().Get("src", "a")->lease_token;
+  MessageHistory running = ModelHistory(h, "src", "a");
+  ASSERT_EQ(running.entries.size(), 8u);  // a note parts the extends
+  EXPECT_EQ(running.entries[5].lease_token, first_lease);
+  EXPECT_EQ(running.entries[5].text, "boom");
+  RunFocused(h, {FailOp("src", "a")});  // attempts spent: to dlq, keeping 3
+  MessageHistory moved = ModelHistory(h, "dlq", "a");
+  ASSERT_EQ(EventsOf(moved),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased,
+                                       HistoryEvent::kDeadLettered}));
+  EXPECT_EQ(moved.dropped, 6u);  // 8 entries and its dead_lettered, 3 kept
+  const HistoryEntry& arrived = moved.entries[2];
+  EXPECT_EQ(arrived.from, MessageState::kRunning);
+  EXPECT_EQ(arrived.to, MessageState::kPending);
+  EXPECT_EQ(arrived.attempt, 0u);
+  EXPECT_EQ(arrived.lease_token, second_lease);
+  EXPECT_EQ(arrived.worker_id, "w2");
+  EXPECT_EQ(arrived.text, "boom");
+}
+
+TEST(ModelFocusedTest, HistoryTurnedOnMidLeaseNamesThatLeaseAndOffRefusesNotes) {
+  Harness h(RunConfig{.memory_budget_bytes = 0});
+  QueueSettings off = CanonicalSettings("");
+  off.history_max = 0;
+  RunFocused(h, {CreateOp("q", off), EnqueueOp("q", "b"), WorkerDequeueOp("q", "w3"),
+                 NoteOp("q", "b", "refused")});
+  const uint64_t lease = h.model().Get("q", "b")->lease_token;
+  EXPECT_TRUE(ModelHistory(h, "q", "b").entries.empty());
+  RunFocused(h, {HistoryMaxOp("q", 2), NoteOp("q", "b", "one"), NoteOp("q", "b", "two"),
+                 IdsOp(OpKind::kCancel, "q", {"b"})});
+  MessageHistory after = ModelHistory(h, "q", "b");
+  ASSERT_EQ(EventsOf(after),
+            (std::vector<HistoryEvent>{HistoryEvent::kNoted, HistoryEvent::kCanceled}));
+  EXPECT_EQ(after.dropped, 1u);
+  EXPECT_EQ(after.entries[1].lease_token, lease);
+  EXPECT_EQ(after.entries[1].worker_id, "");  // that lease's entry was never recorded
 }
 
 // What the exports of two engines restate differently: each message's timer (`with_due_at`)

@@ -341,6 +341,8 @@ std::string RequestFor(std::string_view name, uint64_t token) {
       {"GetBatch", R"({"id": "open"})"},
       {"EnqueueFlow", R"({"nodes": [{"queue": "q", "item": {"id": "p"},
                                     "children": [{"queue": "q", "item": {"id": "c"}}]}]})"},
+      {"History", R"({"queue": "q", "id": "b"})"},
+      {"Note", R"({"queue": "q", "id": "a", "text": "n", "lease_token": )" + t + "}"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";

@@ -357,6 +357,11 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
     case EffectType::kBatchRemoved:
       EXPECT_EQ(a.batch, b.batch);
       return;
+    case EffectType::kMessageNoted:
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.lease_token, b.lease_token);
+      EXPECT_EQ(a.note, b.note);
+      return;
     default:
       break;
   }
@@ -387,6 +392,12 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
     }
     EXPECT_EQ(a.dependency_edges, b.dependency_edges);
     EXPECT_EQ(a.batch, b.batch);
+  }
+  if (a.type == EffectType::kMessageChanged) {
+    EXPECT_EQ(a.worker_id, b.worker_id);
+  }
+  if (a.type == EffectType::kMessageEnqueued) {
+    EXPECT_EQ(a.history, b.history);
   }
   if (a.type == EffectType::kMessageDeadLettered) {
     EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);

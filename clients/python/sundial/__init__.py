@@ -16,14 +16,15 @@ from .aio import AsyncClient  # noqa: E402
 from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
 from .records import (Batch, BrowsePage, CompleteAndNextResult, Counts,  # noqa: E402
-                      EnqueueResult, Explanation, FailResult, FlowNodeResult, Health, Message,
-                      MessageEvent, MessageSummary, Outcome, Queue, QueueStats, Resubscribed,
-                      Schedule, Stats, StatsTick, TriggerResult)
+                      EnqueueResult, Explanation, FailResult, FlowNodeResult, Health, History,
+                      HistoryEntry, Message, MessageEvent, MessageSummary, Outcome, Queue,
+                      QueueStats, Resubscribed, Schedule, Stats, StatsTick, TriggerResult)
 from .worker import Worker  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "Batch", "BrowsePage", "Client", "CompleteAndNextResult", "Counts",
-           "EnqueueResult", "Explanation", "FailResult", "FlowNodeResult", "Health", "Message",
-           "MessageEvent", "MessageSummary", "Outcome", "Queue", "QueueStats", "Resubscribed",
-           "Schedule", "Stats", "StatsTick", "SundialError", "TriggerResult", "Worker"]
+           "EnqueueResult", "Explanation", "FailResult", "FlowNodeResult", "Health", "History",
+           "HistoryEntry", "Message", "MessageEvent", "MessageSummary", "Outcome", "Queue",
+           "QueueStats", "Resubscribed", "Schedule", "Stats", "StatsTick", "SundialError",
+           "TriggerResult", "Worker"]

@@ -35,6 +35,7 @@ try:
     from .protocol import TriggerResult as TriggerResultTable
     from .protocol import (BatchCallback, BatchResult, CreateBatch, GetBatch,  # batches
                            SealBatch)
+    from .protocol import History as HistoryOp, HistoryResult, Note  # history
     from .protocol import EnqueueFlow, FlowNode, FlowResult  # flows
 except ImportError as e:  # pragma: no cover - an install or build step was skipped
     raise ImportError(
@@ -291,6 +292,7 @@ def _decode_queue(q):
                  dead_letter_queue=_text(s.DeadLetterQueue()) or None,
                  retention_ms=s.RetentionMs(), max_depth=s.MaxDepth(),
                  enqueue_paused=bool(s.EnqueuePaused()), dequeue_paused=bool(s.DequeuePaused()),
+                 history_max=s.HistoryMax(),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -455,7 +457,7 @@ def _settings(b, settings, update):
             if not isinstance(value, bool):
                 raise invalid_argument(f"{name}: must be a bool")
             add[name](b, value)
-        elif name == "max_attempts":
+        elif name in ("max_attempts", "history_max"):
             add[name](b, _int(name, value, _UINT32))
         elif name == "max_depth":
             add[name](b, _int(name, value, _UINT64))
@@ -812,12 +814,16 @@ def enqueue_flow(trees, default_id=None):
                 size=256 + _flow_size(nodes), resend=_all_ids(nodes))
 
 
-def _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results):
+def _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results,
+                   worker_id=None):
     """A Dequeue table: a request's own, or (`queue` None: the same queue) a complete's
     `next`."""
     q = b.CreateString(queue) if queue is not None else 0
     f = _pair_vector(b, Dequeue.DequeueStartFilterVector, pairs) if pairs else 0
+    w = b.CreateString(worker_id) if worker_id else 0
     Dequeue.DequeueStart(b)
+    if w:
+        Dequeue.DequeueAddWorkerId(b, w)
     if q:
         Dequeue.DequeueAddQueue(b, q)
     Dequeue.DequeueAddMax(b, max)
@@ -832,9 +838,19 @@ def _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_r
     return Dequeue.DequeueEnd(b)
 
 
+def _worker_id(worker_id):
+    if worker_id is None:
+        return None
+    worker_id = _str("worker_id", worker_id)
+    if len(worker_id.encode()) > 128:
+        raise invalid_argument("worker_id: at most 128 bytes")
+    return worker_id
+
+
 def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
-            include_dependency_results=False):
+            include_dependency_results=False, worker_id=None):
     queue = _str("queue", queue)
+    worker_id = _worker_id(worker_id)
     include_dependency_results = bool(include_dependency_results)
     max = _int("max", max, _UINT32)
     wait_ms = _int("wait_ms", wait_ms, _UINT32)
@@ -842,7 +858,8 @@ def dequeue(queue, max=1, lease_ms=None, filter=None, wait_ms=0,
     pairs = _pairs("filter", filter)
 
     def build(b):
-        return _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results)
+        return _build_dequeue(b, queue, max, lease_ms, pairs, wait_ms, include_dependency_results,
+                              worker_id)
 
     def decode(response):
         r = _expect(response, Result.Result.DequeueResult, DequeueResult, "dequeue")
@@ -924,7 +941,7 @@ def complete_batch(queue, items):
 
 
 def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
-                      include_dependency_results=False):
+                      include_dependency_results=False, worker_id=None):
     """Complete of up to MAX_BATCH items with ``next``: a dequeue of this queue in the same
     request, log group and reply (docs/semantics.md, "Complete-and-next"); value:
     CompleteAndNextResult."""
@@ -937,9 +954,11 @@ def complete_and_next(queue, items, max=1, lease_ms=None, filter=None, wait_ms=0
     lease_ms = None if lease_ms is None else _int("lease_ms", lease_ms)
     pairs = _pairs("filter", filter)
     include_dependency_results = bool(include_dependency_results)
+    worker_id = _worker_id(worker_id)
 
     def build_next(b):  # the queue left out: this one
-        return _build_dequeue(b, None, max, lease_ms, pairs, wait_ms, include_dependency_results)
+        return _build_dequeue(b, None, max, lease_ms, pairs, wait_ms, include_dependency_results,
+                              worker_id)
 
     def decode(response):
         r = _expect(response, Result.Result.ItemResults, ItemResults, "complete_and_next")
@@ -1225,6 +1244,52 @@ def seal_batch(id):
 
     return Call("seal_batch", Operation.Operation.SealBatch, build, _decode_batch("seal_batch"),
                 True)
+
+
+def _decode_history(response):
+    r = _expect(response, Result.Result.HistoryResult, HistoryResult, "history")
+    entries = []
+    for j in range(r.EntriesLength()):
+        e = r.Entries(j)
+        entries.append(records.HistoryEntry(
+            time=e.Time(), event=_text(e.Event()), from_state=_enum_name(records.STATES, e.From_()),
+            to_state=_enum_name(records.STATES, e.To()), attempt=e.Attempt(),
+            lease_token=e.LeaseToken(), actor=_text(e.Actor()),
+            worker_id=_text(e.WorkerId()) or None, text=_text(e.Text()) or None))
+    return records.History(entries=entries, dropped=r.Dropped())
+
+
+def history(queue, id):
+    queue, id = _str("queue", queue), _str("id", id)
+
+    def build(b):
+        q, i = b.CreateString(queue), b.CreateString(id)
+        HistoryOp.HistoryStart(b)
+        HistoryOp.HistoryAddQueue(b, q)
+        HistoryOp.HistoryAddId(b, i)
+        return HistoryOp.HistoryEnd(b)
+
+    return Call("history", Operation.Operation.History, build, _decode_history, False)
+
+
+def note(queue, id, lease_token, text):
+    queue, id, text = _str("queue", queue), _str("id", id), _str("text", text)
+    lease_token = _int("lease_token", lease_token, _UINT64)
+    if not text or len(text.encode()) > 1024:
+        raise invalid_argument("text: must be 1-1024 bytes")
+
+    def build(b):
+        q, i, t = b.CreateString(queue), b.CreateString(id), b.CreateString(text)
+        Note.NoteStart(b)
+        Note.NoteAddQueue(b, q)
+        Note.NoteAddId(b, i)
+        Note.NoteAddLeaseToken(b, lease_token)
+        Note.NoteAddText(b, t)
+        return Note.NoteEnd(b)
+
+    # Not sent again after an unknown outcome: a repeat would add the note twice.
+    return Call("note", Operation.Operation.Note, build, lambda response: None, True,
+                resend=False)
 
 
 def get_batch(id):

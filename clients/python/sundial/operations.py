@@ -31,7 +31,7 @@ class Operations:
         ("simple" or "exclusive"), ``exclusivity_key``, ``lease_ms``, ``invisibility_ms``,
         ``max_attempts``, ``retry_backoff_ms``, ``retry_backoff_max_ms``,
         ``dead_letter_queue``, ``retention_ms``, ``max_depth``, ``enqueue_paused``,
-        ``dequeue_paused``. Repeating it with identical settings succeeds; different ones are
+        ``dequeue_paused``, ``history_max`` (0: no history). Repeating it with identical settings succeeds; different ones are
         ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 
@@ -202,16 +202,33 @@ class Operations:
         return self._execute(codec.enqueue_batch(queue, items), timeout, durability)
 
     def dequeue(self, queue, max=1, lease_ms=None, filter=None, wait_ms=0, *,
-                include_dependency_results=False, timeout=None, durability=None):
+                include_dependency_results=False, worker_id=None, timeout=None,
+                durability=None):
         """Leases up to ``max`` (1–1000) pending messages, earliest priority first, for
         ``lease_ms`` (default: the queue's). ``filter``: a dict that the metadata must hold
         (up to 4 pairs). ``wait_ms`` (up to 60000): a long poll, answered as soon as a message
         is dequeueable, or empty when it runs out. Returns ``[Message]``, each ``running``
         with its ``lease_token``. ``include_dependency_results``: each message carries its
-        dependencies' outcomes in ``dependency_results`` (their ``result`` among them)."""
+        dependencies' outcomes in ``dependency_results`` (their ``result`` among them).
+        ``worker_id`` (up to 128 bytes) names who dequeues: it is kept in each leased
+        message's history (``history``)."""
         return self._execute(
-            codec.dequeue(queue, max, lease_ms, filter, wait_ms, include_dependency_results),
+            codec.dequeue(queue, max, lease_ms, filter, wait_ms, include_dependency_results,
+                          worker_id),
             timeout, durability)
+
+    def history(self, queue, id, *, timeout=None):
+        """The message's transitions, oldest first (docs/semantics.md, "History"): a
+        ``History`` with ``entries`` (``[HistoryEntry]``: ``time``, ``event``, ``from_state``,
+        ``to_state``, ``attempt``, ``lease_token``, ``actor``, ``worker_id``, ``text``) and
+        ``dropped``. NOT_FOUND when the message is gone."""
+        return self._execute(codec.history(queue, id), timeout)
+
+    def note(self, queue, id, lease_token, text, *, timeout=None, durability=None):
+        """Adds a note (1–1024 bytes) to the history of a message held under ``lease_token``
+        (the lease checks of ``complete``; FAILED_PRECONDITION also when the queue's
+        ``history_max`` is 0). Not sent again after an unknown outcome."""
+        return self._execute(codec.note(queue, id, lease_token, text), timeout, durability)
 
     def complete(self, queue, id, lease_token, result=None, *, timeout=None, durability=None):
         """Marks a leased message completed. A stale or expired token is
@@ -227,7 +244,8 @@ class Operations:
         return self._execute(codec.complete_batch(queue, items), timeout, durability)
 
     def complete_and_next(self, queue, items, max=1, lease_ms=None, filter=None, wait_ms=0,
-                          include_dependency_results=False, *, timeout=None, durability=None):
+                          include_dependency_results=False, *, worker_id=None, timeout=None,
+                          durability=None):
         """A worker's "finish these, give me the next" in one request, one fsync and one reply
         (docs/semantics.md, "Complete-and-next"): completes ``items`` (as ``complete_batch``'s,
         up to 1000), then leases up to ``max`` messages of the same queue as ``dequeue`` would
@@ -235,7 +253,8 @@ class Operations:
         runs whatever the items' outcomes. Returns ``CompleteAndNextResult`` (``items``,
         ``messages``, ``next_error``)."""
         return self._execute(codec.complete_and_next(queue, items, max, lease_ms, filter,
-                                                     wait_ms, include_dependency_results),
+                                                     wait_ms, include_dependency_results,
+                                                     worker_id),
                              timeout, durability)
 
     def fail(self, queue, id, lease_token, error="", retry_delay_ms=None, *, timeout=None,

@@ -117,6 +117,27 @@ class Batch(Record):
     _decoders = {}
 
 
+class HistoryEntry(Record):
+    """One transition of a message (docs/semantics.md, "History"): ``time``, ``event``
+    ("enqueued", "leased", "completed", "failed", ... "dead_lettered", "noted"), ``from_state``
+    and ``to_state`` (``from`` in the protocol), ``attempt``, ``lease_token`` (0: none),
+    ``actor`` ("request", "worker", "timer", "dependency", "engine"), ``worker_id`` (of the
+    lease it concerns, when known; else None) and ``text`` (leased: the worker_id; failed: the
+    error; noted: the note; else None)."""
+
+    __slots__ = ("time", "event", "from_state", "to_state", "attempt", "lease_token", "actor",
+                 "worker_id", "text")
+    FIELDS = __slots__
+
+
+class History(Record):
+    """A message's ``entries`` (``[HistoryEntry]``, oldest first: the first, then the latest)
+    and ``dropped``, how many were left out between them (the queue's ``history_max``)."""
+
+    __slots__ = ("entries", "dropped")
+    FIELDS = __slots__
+
+
 TERMINAL_STATES = ("completed", "canceled", "errored")
 
 
@@ -152,13 +173,15 @@ class Queue(Record):
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
-                 "dequeue_paused", "counts", "oldest_pending_age_ms", "memory_bytes")
+                 "dequeue_paused", "history_max", "counts", "oldest_pending_age_ms",
+                 "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
 
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
-                "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused")
+                "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
+                "history_max")
 
     @property
     def settings(self):

@@ -59,6 +59,7 @@ import os
 import queue as queue_module
 import select
 import signal
+import socket
 import threading
 import time
 
@@ -131,14 +132,15 @@ class Worker:
     ``on_lease_lost(message)``, ``handle_signals`` (default True: SIGTERM and SIGINT stop the
     worker while run() runs on the main thread), ``logger``; ``tls``, ``ca_file`` and
     ``server_hostname`` as for Client; ``include_dependency_results`` (default False: each
-    message the handler gets carries its dependencies' outcomes in ``dependency_results``).
+    message the handler gets carries its dependencies' outcomes in ``dependency_results``);
+    ``worker_id`` (default "host/pid"), kept in the history of every message it leases.
     """
 
     def __init__(self, addr, queue, handler, concurrency=8, lease_ms=None, filter=None,
                  shutdown_timeout_s=25, *, prefetch=0, token=None, poll_ms=20000,
                  on_error=None, on_lease_lost=None, handle_signals=True, logger=None,
                  tls=False, ca_file=None, server_hostname=None,
-                 include_dependency_results=False):
+                 include_dependency_results=False, worker_id=None):
         if not callable(handler):
             raise invalid_argument("handler: must be callable (it receives a Message)")
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or \
@@ -152,7 +154,10 @@ class Worker:
         if shutdown_timeout_s < 0:
             raise invalid_argument("shutdown_timeout_s: must be >= 0")
         # Checks queue, lease_ms and filter now, so that a typo fails here, not in a thread.
-        codec.dequeue(queue, concurrency, lease_ms, filter, poll_ms)
+        # Who leases, in each message's history: "host/pid" unless told.
+        self.worker_id = worker_id if worker_id is not None else \
+            f"{socket.gethostname()}/{os.getpid()}"[:128]
+        codec.dequeue(queue, concurrency, lease_ms, filter, poll_ms, False, self.worker_id)
         self.include_dependency_results = bool(include_dependency_results)
         self.queue = queue
         self.handler = handler
@@ -407,7 +412,7 @@ class Worker:
             self._credits -= n
             self._fetches_in_flight += 1
         call = codec.dequeue(self.queue, n, self.lease_ms, self.filter, self.poll_ms,
-                             self.include_dependency_results)
+                             self.include_dependency_results, self.worker_id)
         self._fetch_client._send(call, functools.partial(self._on_fetched, n))
 
     def _fetch_loop(self):
@@ -709,7 +714,7 @@ class _Acker(threading.Thread):
             asked = w._claim_next()
             if asked:  # complete-and-next: the free capacity rides on the complete
                 call = codec.complete_and_next(w.queue, items, asked, w.lease_ms, w.filter, 0,
-                                               w.include_dependency_results)
+                                               w.include_dependency_results, w.worker_id)
                 w._control._send(call, functools.partial(self._on_completed_and_next,
                                                          completes, asked))
             else:
