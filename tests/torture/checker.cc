@@ -68,6 +68,7 @@ class Checker {
     CheckReleases();
     CheckResultReads();
     CheckBatches();
+    CheckFlows();
     report_.inventories = h_.inventories.size();
     return std::move(report_);
   }
@@ -127,6 +128,85 @@ class Checker {
       if (auto d = dependents_.find(key); d != dependents_.end()) m.dependent = d->second;
       m.fire_at = FireTime(m.queue, m.id);
       by_queue_[m.queue].push_back(&m);
+    }
+  }
+
+  // The flow rules (docs/semantics.md, "Flows"; checker.h): the sends of each tree, by root,
+  // against every inventory after the first and against each other.
+  void CheckFlows() {
+    std::map<std::string, std::vector<const FlowSend*>> trees;
+    for (const FlowSend& f : h_.flows) trees[f.keys[0]].push_back(&f);
+    for (auto& [root, sends] : trees) {  // the clients' files come in any order
+      std::sort(sends.begin(), sends.end(),
+                [](const FlowSend* a, const FlowSend* b) { return a->t0 < b->t0; });
+    }
+    std::vector<std::set<std::string>> present(h_.inventories.size());
+    std::vector<std::set<std::string>> read(h_.inventories.size());
+    for (size_t i = 0; i < h_.inventories.size(); ++i) {
+      for (const InventoryRow& row : h_.inventories[i].rows) {
+        present[i].insert(row.queue + "/" + row.id);
+      }
+      read[i].insert(h_.inventories[i].queues.begin(), h_.inventories[i].queues.end());
+    }
+    for (const auto& [root, sends] : trees) {
+      const FlowSend& first = *sends.front();
+      const size_t n = first.keys.size();
+      int64_t acknowledged = kNever;  // the first answer ok, to a send or a resend
+      for (const FlowSend* f : sends) {
+        if (f->outcome == Outcome::kOk) acknowledged = std::min(acknowledged, f->t1);
+      }
+      // The nodes an inventory holds, or -1 when it did not read all of their queues.
+      auto count = [&](size_t i) {
+        int k = 0;
+        for (const std::string& key : first.keys) {
+          if (!read[i].count(key.substr(0, key.find('/')))) return -1;
+          k += present[i].count(key) ? 1 : 0;
+        }
+        return k;
+      };
+      int64_t seen_whole = kNever;  // the first inventory that held the whole tree
+      for (size_t i = 0; i < h_.inventories.size(); ++i) {
+        const Inventory& inv = h_.inventories[i];
+        if (inv.t < first.t1) continue;
+        const int k = count(i);
+        if (k < 0) continue;
+        ++report_.flow_checks;
+        if (k == static_cast<int>(n)) seen_whole = std::min(seen_whole, inv.t);
+        std::ostringstream text;
+        text << "flow " << root << " (" << n << " nodes, sent by " << first.client << ") has " << k
+             << " of its nodes in the inventory of round " << inv.round;
+        if (acknowledged < inv.t && k != static_cast<int>(n)) {
+          Add("flow", text.str() + " after it was acknowledged");
+        } else if (k != 0 && k != static_cast<int>(n)) {
+          Add("flow", text.str() + ": part of one record");
+        }
+      }
+      for (const FlowSend* f : sends) {
+        if (f->resend && f->outcome == Outcome::kError && f->error == "ALREADY_EXISTS") {
+          // Refused as other content: only the root's priority can have changed since.
+          ++report_.flow_checks;
+          bool changed = false;
+          if (auto m = messages_.find(root); m != messages_.end()) {
+            for (const Op* op : m->second.ops) {
+              changed |= op->kind == "reprioritize" && MayHaveHappened(*op) && op->t0 < f->t1;
+            }
+          }
+          if (!changed) {
+            Add("flow", "a resend of flow " + root + " by " + f->client +
+                            " was refused ALREADY_EXISTS though its root was never reprioritized");
+          }
+        }
+        if (!f->resend || f->outcome != Outcome::kOk) continue;
+        ++report_.flow_checks;
+        std::ostringstream text;
+        text << "a resend of flow " << root << " by " << f->client << " [" << f->t0 << ".." << f->t1
+             << "] was answered with " << f->duplicates << " of " << n << " nodes duplicate";
+        if (f->duplicates != 0 && f->duplicates != n) {
+          Add("flow", text.str() + ": a tree is one resend or none");
+        } else if (f->duplicates == 0 && (acknowledged < f->t0 || seen_whole < f->t0)) {
+          Add("flow", text.str() + " although the tree existed: enqueued twice");
+        }
+      }
     }
   }
 
@@ -938,11 +1018,11 @@ std::string Report::Summary(size_t max_lines) const {
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
     << ", lease pairs " << lease_checks << ", results " << result_checks << ", dependencies "
     << dependency_checks << ", fire slots " << schedule_checks << ", drained " << drain_checks
-    << ", batch reads " << batch_checks << "; lost " << lost << ", violations "
-    << violations.size();
+    << ", batch reads " << batch_checks << ", flow checks " << flow_checks << "; lost " << lost
+    << ", violations " << violations.size();
   for (const char* kind :
        {"lost", "not_stuck", "state", "double_lease", "exclusivity", "stale_token", "redelivered",
-        "phantom", "result", "dependency", "schedule", "drain", "batch"}) {
+        "phantom", "result", "dependency", "schedule", "drain", "batch", "flow"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

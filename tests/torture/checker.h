@@ -62,7 +62,16 @@
 //                 acknowledged and sent, or below a read before it; an inventory's whose counts
 //                 are not exactly the states of the members it shows, whose callback message
 //                 is missing while done or present while not, or carries x-batch-* counts
-//                 other than the batch's; an acknowledged create not found.
+//                 other than the batch's; an acknowledged create not found;
+//   flow          (docs/semantics.md, "Flows") an inventory after a tree was acknowledged (sent
+//                 or resent, answered ok) that does not hold every node of it, or one after it
+//                 was sent that holds some nodes but not all (a flow is one log record); a
+//                 resend answered ok with some nodes duplicate but not all, or with none although
+//                 the tree had been acknowledged or shown whole before it was sent, or refused
+//                 ALREADY_EXISTS (other content) with no reprioritize of the root sent. The nodes
+//                 are also messages (an `enqueue` op each) and dependents of their children (a
+//                 `deps` line each): every rule above applies to them, `dependency` for a node
+//                 leased or shown released before each child's complete was sent.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +84,7 @@ namespace sundial::torture {
 
 struct Violation {
   // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result,
-  // dependency, schedule, drain, batch
+  // dependency, schedule, drain, batch, flow
   std::string kind;
   std::string text;
 };
@@ -92,6 +101,7 @@ struct Report {
   uint64_t schedule_checks = 0;    // fire times looked for in an inventory
   uint64_t drain_checks = 0;       // messages of drained queues looked at
   uint64_t batch_checks = 0;       // reads of batches judged
+  uint64_t flow_checks = 0;        // (tree, inventory) pairs and resends judged
   uint64_t lost = 0;               // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 

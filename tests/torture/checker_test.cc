@@ -896,5 +896,151 @@ TEST(TortureChecker, MalformedLinesAreRefused) {
   EXPECT_FALSE(ParseHistory("bogus 1\n", &h, &error));
 }
 
+// ---- Flows (docs/semantics.md, "Flows") --------------------------------------------------------
+
+// A tree r(a, b) across queues p and d, sent by c0 at [10, 20] as the torture writes it: one
+// enqueue op per node, the root's deps on its children, then the flow line.
+std::string FlowSent(const std::string& outcome) {
+  return "deps d r cancel p/a d/b\n"
+         "op 10 20 c0 enqueue p " +
+         outcome +
+         " a 1\n"
+         "op 10 20 c0 enqueue d " +
+         outcome +
+         " b 2\n"
+         "op 10 20 c0 enqueue d " +
+         outcome +
+         " r 3\n"
+         "flow 10 20 c0 " +
+         outcome + " 0 0 d/r/- p/a/0 d/b/0\n";
+}
+
+std::string InventoryOf(int round, const std::string& rows) {
+  const std::string t = std::to_string(1000 * round) + " " + std::to_string(round);
+  return "inventory-queue " + t + " p\ninventory-queue " + t + " d\n" + rows + "inventory-end " +
+         t + "\n";
+}
+
+TEST(TortureChecker, AFlowRoundTripsThroughItsLine) {
+  History h;
+  std::string error;
+  ASSERT_TRUE(ParseHistory("flow 10 20 c0 ok 1 3 d/r/- p/a/0 d/b/0\n", &h, &error)) << error;
+  ASSERT_EQ(h.flows.size(), 1u);
+  EXPECT_EQ(FormatFlowSend(h.flows[0]), "flow 10 20 c0 ok 1 3 d/r/- p/a/0 d/b/0");
+  EXPECT_EQ(h.flows[0].parents, (std::vector<int>{-1, 0, 0}));
+  EXPECT_FALSE(ParseHistory("flow 10 20 c0 ok 0 0 p/a/0\n", &h, &error));  // no root
+}
+
+TEST(TortureChecker, AnAcknowledgedFlowWholeAfterRestartIsClean) {
+  const Report r = CheckText(FlowSent("ok") + "kill 50 0 random\n" +
+                             InventoryOf(1,
+                                         "inventory 1000 1 p a pending 1\n"
+                                         "inventory 1000 1 d b pending 2\n"
+                                         "inventory 1000 1 d r waiting 3\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.flow_checks, 1u);
+}
+
+TEST(TortureChecker, AnAcknowledgedFlowMissingANodeIsReported) {
+  const Report r = CheckText(FlowSent("ok") + "kill 50 0 random\n" +
+                             InventoryOf(1,
+                                         "inventory 1000 1 p a pending 1\n"
+                                         "inventory 1000 1 d r waiting 3\n"));
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnUnansweredFlowWholeOrAbsentIsClean) {
+  const Report absent = CheckText(FlowSent("none") + "kill 50 0 random\n" + InventoryOf(1, ""));
+  EXPECT_TRUE(absent.violations.empty()) << absent.Summary();
+  const Report whole = CheckText(FlowSent("none") + "kill 50 0 random\n" +
+                                 InventoryOf(1,
+                                             "inventory 1000 1 p a pending 1\n"
+                                             "inventory 1000 1 d b pending 2\n"
+                                             "inventory 1000 1 d r waiting 3\n"));
+  EXPECT_TRUE(whole.violations.empty()) << whole.Summary();
+}
+
+TEST(TortureChecker, AnUnansweredFlowFoundInPartIsReported) {
+  const Report r = CheckText(FlowSent("none") + "kill 50 0 random\n" +
+                             InventoryOf(1, "inventory 1000 1 p a pending 1\n"));
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("phantom"), 0u) << r.Summary();  // each node alone may have been enqueued
+}
+
+TEST(TortureChecker, AResendOfAnAcknowledgedFlowAnsweredDuplicateIsClean) {
+  const Report r = CheckText(FlowSent("ok") + "flow 30 40 c0 ok 1 3 d/r/- p/a/0 d/b/0\n" +
+                             InventoryOf(1,
+                                         "inventory 1000 1 p a pending 1\n"
+                                         "inventory 1000 1 d b pending 2\n"
+                                         "inventory 1000 1 d r waiting 3\n"));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AResendOfAnAcknowledgedFlowEnqueuedAgainIsReported) {
+  const Report r = CheckText(FlowSent("ok") + "flow 30 40 c0 ok 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AResendOfAFlowShownWholeEnqueuedAgainIsReported) {
+  // Unanswered at first, found whole after the restart, then resent: it must be a duplicate.
+  const Report r = CheckText(FlowSent("none") + "kill 50 0 random\n" +
+                             InventoryOf(1,
+                                         "inventory 1000 1 p a pending 1\n"
+                                         "inventory 1000 1 d b pending 2\n"
+                                         "inventory 1000 1 d r waiting 3\n") +
+                             "flow 1100 1200 c1.0 ok 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AResendRefusedAsOtherContentNeedsAReprioritizedRoot) {
+  const Report clean = CheckText(FlowSent("ok") +
+                                 "op 30 40 c0 reprioritize d ok r 9\n"
+                                 "flow 50 60 c0 ALREADY_EXISTS 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_TRUE(clean.violations.empty()) << clean.Summary();
+  const Report refused =
+      CheckText(FlowSent("ok") + "flow 50 60 c0 ALREADY_EXISTS 1 0 d/r/- p/a/0 d/b/0\n");
+  EXPECT_EQ(refused.Count("flow"), 1u) << refused.Summary();
+}
+
+TEST(TortureChecker, AResendAnsweredPartlyDuplicateIsReported) {
+  const Report r = CheckText(FlowSent("none") + "flow 30 40 c0 ok 1 2 d/r/- p/a/0 d/b/0\n");
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AResendThatEnqueuedAnUnansweredFlowMustKeepItWhole) {
+  const Report r = CheckText(FlowSent("none") + "kill 50 0 random\n" + InventoryOf(1, "") +
+                             "flow 1100 1200 c1.0 ok 1 0 d/r/- p/a/0 d/b/0\n"
+                             "kill 1300 1 random\n" +
+                             InventoryOf(2, "inventory 2000 2 p a pending 1\n"));
+  EXPECT_EQ(r.Count("flow"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AFlowNodeLeasedBeforeItsChildrenCompletedIsReported) {
+  const Report r = CheckText(FlowSent("ok") +
+                             "op 30 40 c0 dequeue p ok - 1 a:7\n"
+                             "op 50 60 c0 complete p ok a 7\n"
+                             "op 70 80 c1 dequeue d ok - 1 r:8\n");  // b never completed
+  EXPECT_EQ(r.Count("dependency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AFlowNodeReleasedAgainAfterItCompletedIsReported) {
+  // Both children and the root completed and acknowledged; after the restart the root is back
+  // to pending (its release replayed).
+  const Report r = CheckText(FlowSent("ok") +
+                             "op 30 40 c0 dequeue p ok - 1 a:7\n"
+                             "op 41 42 c0 complete p ok a 7\n"
+                             "op 43 44 c0 dequeue d ok - 1 b:8\n"
+                             "op 45 46 c0 complete d ok b 8\n"
+                             "op 47 48 c0 dequeue d ok - 1 r:9\n"
+                             "op 49 50 c0 complete d ok r 9\n"
+                             "kill 60 0 random\n" +
+                             InventoryOf(1,
+                                         "inventory 1000 1 p a completed 1 res:a:7\n"
+                                         "inventory 1000 1 d b completed 2 res:b:8\n"
+                                         "inventory 1000 1 d r pending 3\n"));
+  EXPECT_GE(r.Count("not_stuck") + r.Count("state"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("flow"), 0u) << r.Summary();
+}
+
 }  // namespace
 }  // namespace sundial::torture

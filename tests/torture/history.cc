@@ -66,6 +66,21 @@ std::string FormatScheduleUpsert(const ScheduleUpsert& u) {
   return out.str();
 }
 
+std::string FormatFlowSend(const FlowSend& f) {
+  std::ostringstream out;
+  out << "flow " << f.t0 << ' ' << f.t1 << ' ' << f.client << ' ' << OutcomeName(f.outcome, f.error)
+      << ' ' << (f.resend ? 1 : 0) << ' ' << f.duplicates;
+  for (size_t i = 0; i < f.keys.size(); ++i) {
+    out << ' ' << f.keys[i] << '/';
+    if (f.parents[i] < 0) {
+      out << '-';
+    } else {
+      out << f.parents[i];
+    }
+  }
+  return out.str();
+}
+
 std::string FormatBatchFields(const BatchRead& r) {
   std::ostringstream out;
   out << r.id << ' ' << r.members << ' ' << r.active << ' ' << r.completed << ' ' << r.canceled
@@ -172,6 +187,27 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       ParseOutcome(outcome, &u.outcome, &u.error);
       u.created = created != 0;
       h->schedules.push_back(std::move(u));
+    } else if (tag == "flow") {
+      FlowSend f;
+      std::string outcome, node;
+      int resend = 0;
+      if (!(in >> f.t0 >> f.t1 >> f.client >> outcome >> resend >> f.duplicates)) {
+        return bad("short flow");
+      }
+      ParseOutcome(outcome, &f.outcome, &f.error);
+      f.resend = resend != 0;
+      while (in >> node) {
+        const auto slash = node.rfind('/');
+        if (slash == std::string::npos || slash == 0) return bad("flow node without a parent");
+        const std::string parent = node.substr(slash + 1);
+        f.keys.push_back(node.substr(0, slash));
+        f.parents.push_back(parent == "-" ? -1 : std::atoi(parent.c_str()));
+        if (f.parents.back() >= static_cast<int>(f.keys.size()) - 1) {
+          return bad("a flow node's parent must come before it");
+        }
+      }
+      if (f.keys.empty() || f.parents[0] != -1) return bad("a flow must start with its root");
+      h->flows.push_back(std::move(f));
     } else if (tag == "member") {
       BatchMember m;
       if (!(in >> m.queue >> m.id >> m.batch)) return bad("short member");

@@ -28,6 +28,16 @@
 //   schedule T0 T1 QUEUE NAME EVERY_MS OUTCOME NEXT_FIRE_AT CREATED
 //                                 an upsert_schedule of an every_ms schedule (misfire `all`) and
 //                                 its reply's next_fire_at and created (0 0 unless OUTCOME ok)
+//   flow T0 T1 CLIENT OUTCOME RESEND DUPLICATES KEY/PARENT...
+//                                 an enqueue_flow (docs/semantics.md, "Flows") of one tree,
+//                                 sent at T0, answered at T1; RESEND 1 when it sends again a
+//                                 tree sent before (same ids and content), DUPLICATES the nodes
+//                                 answered `duplicate` (ok only); then each node in pre-order as
+//                                 queue/id/P, P the index of its parent ("-" for the root). A
+//                                 first send also writes, before it, one `enqueue` op per node
+//                                 (its outcome the flow's) and a `deps` line (policy cancel, the
+//                                 children's keys) per node with children, so that every rule of
+//                                 messages and dependencies applies to the nodes
 //   member QUEUE ID BATCH         an enqueue (the op after it) carried `batch` (docs/semantics.md,
 //                                 "Batches"); create_batch and seal_batch are ops whose QUEUE is
 //                                 the callback's queue or "-" and whose ID is the batch
@@ -152,6 +162,18 @@ struct ScheduleUpsert {
   bool created = false;
 };
 
+// One enqueue_flow of one tree: its nodes in pre-order, each with its parent's index (-1: root).
+struct FlowSend {
+  int64_t t0 = 0, t1 = 0;
+  std::string client;
+  Outcome outcome = Outcome::kNone;
+  std::string error;
+  bool resend = false;
+  uint64_t duplicates = 0;        // nodes answered duplicate (ok only)
+  std::vector<std::string> keys;  // queue/id
+  std::vector<int> parents;
+};
+
 struct Kill {
   int64_t t = 0;
   int round = 0;
@@ -170,6 +192,7 @@ struct History {
   std::vector<ScheduleUpsert> schedules;
   std::vector<BatchMember> members;
   std::vector<BatchRead> batch_reads;  // clients' get_batch
+  std::vector<FlowSend> flows;
 };
 
 // Line forms of the events above.
@@ -178,6 +201,7 @@ std::string FormatDependent(const Dependent& d);
 std::string FormatDependencyResult(const DependencyResult& r);
 std::string FormatMessageRead(const MessageRead& r);
 std::string FormatScheduleUpsert(const ScheduleUpsert& u);
+std::string FormatFlowSend(const FlowSend& f);
 // "batch T0 T1 FIELDS", and the FIELDS alone (from BATCH on) for a batch-state line.
 std::string FormatBatchRead(const BatchRead& r);
 std::string FormatBatchFields(const BatchRead& r);

@@ -106,8 +106,14 @@ struct Lease {
 
 class TortureClient {
  public:
-  TortureClient(std::string name, int round, uint64_t seed, FILE* out)
-      : name_(std::move(name)), round_(round), rng_(seed), out_(out) {}
+  // `previous`: the history file of this client's slot in the round before (same epoch only;
+  // empty: none), whose unanswered flows it sends again first.
+  TortureClient(std::string name, int round, uint64_t seed, FILE* out, std::string previous)
+      : name_(std::move(name)),
+        round_(round),
+        rng_(seed),
+        out_(out),
+        previous_(std::move(previous)) {}
 
   void Run(const client::Address& address) {
     auto c = Client::Connect(address, {}, 2000);
@@ -115,6 +121,7 @@ class TortureClient {
     client_ = std::move(c).value();
     const int epoch = round_ / kRoundsPerEpoch;
     for (const char* kind : kQueueKinds) queues_.push_back(QueueName(kind, epoch));
+    if (!ResendUnansweredFlows()) return;
     while (Step()) {
     }
   }
@@ -122,22 +129,29 @@ class TortureClient {
  private:
   int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
 
+  // The outcome of `r` (ok, an error the server answered, or none: it may or may not have
+  // happened); false when the server is gone.
+  static bool OutcomeOf(const client::Result<client::Reply>& r, Outcome* outcome,
+                        std::string* error) {
+    if (r.ok()) {
+      *outcome = Outcome::kOk;
+    } else if (r.error().origin == client::Error::Origin::kServer &&
+               r.error().code != Code::kUnavailable) {
+      *outcome = Outcome::kError;
+      *error = std::string(CodeName(r.error().code));
+    } else {
+      *outcome = Outcome::kNone;
+      return false;
+    }
+    return true;
+  }
+
   // Records `op` with the outcome of `r`; false when the server is gone.
   template <typename F>
   bool Record(Op& op, const client::Result<client::Reply>& r, F on_ok) {
     op.t1 = NowNs();
-    bool alive = true;
-    if (r.ok()) {
-      op.outcome = Outcome::kOk;
-      on_ok(r.value(), op);
-    } else if (r.error().origin == client::Error::Origin::kServer &&
-               r.error().code != Code::kUnavailable) {
-      op.outcome = Outcome::kError;
-      op.error = std::string(CodeName(r.error().code));
-    } else {
-      op.outcome = Outcome::kNone;  // may or may not have happened
-      alive = false;
-    }
+    const bool alive = OutcomeOf(r, &op.outcome, &op.error);
+    if (op.outcome == Outcome::kOk) on_ok(r.value(), op);
     std::fprintf(out_, "%s\n", FormatOp(op).c_str());
     return alive;
   }
@@ -228,6 +242,129 @@ class TortureClient {
       acked_.push_back({q, item.id, 0});
     }
     return alive;
+  }
+
+  // ---- Flows (docs/semantics.md, "Flows") ----
+
+  // A node of a tree in pre-order: its parent's index (-1: the root).
+  struct FlatNode {
+    std::string queue, id;
+    int64_t priority = 0;
+    int parent = -1;
+  };
+
+  // Adds a node under `parent` and, while `budget` lasts, at most three levels deep, children
+  // of random number, each in the plain or the dependency queue.
+  void Grow(std::vector<FlatNode>& nodes, int parent, int depth, int& budget) {
+    const int index = static_cast<int>(nodes.size());
+    const int which = Pick(2) ? kPlain : kDependent;
+    nodes.push_back({queues_[which], name_ + "-f" + std::to_string(seq_++), Pick(1000), parent});
+    while (budget > 0 && depth < 3 && Pick(3) != 0) {
+      --budget;
+      Grow(nodes, index, depth + 1, budget);
+    }
+  }
+
+  // The tree rooted at `at` of `nodes` (pre-order: a node's children follow it, in order).
+  static client::FlowNode TreeOf(const std::vector<FlatNode>& nodes, int at) {
+    client::FlowNode n;
+    n.queue = nodes[static_cast<size_t>(at)].queue;
+    n.item.id = nodes[static_cast<size_t>(at)].id;
+    n.item.priority = nodes[static_cast<size_t>(at)].priority;
+    n.item.payload = "payload of " + n.item.id;
+    for (size_t c = static_cast<size_t>(at) + 1; c < nodes.size(); ++c) {
+      if (nodes[c].parent == at) n.children.push_back(TreeOf(nodes, static_cast<int>(c)));
+    }
+    return n;
+  }
+
+  // A new tree of 1-6 nodes, or now and then a resend of one acknowledged before (a
+  // duplicate).
+  bool EnqueueFlow() {
+    if (!flows_.empty() && Pick(4) == 0) {
+      return SendFlow(flows_[static_cast<size_t>(Pick(static_cast<int>(flows_.size())))], true);
+    }
+    std::vector<FlatNode> nodes;
+    int budget = Pick(6);
+    Grow(nodes, -1, 0, budget);
+    return SendFlow(nodes, false);
+  }
+
+  // One enqueue_flow of the tree `nodes`. A first send writes each node's `deps` (a node
+  // waits on its children, policy cancel) and `enqueue` op around the flow line.
+  bool SendFlow(const std::vector<FlatNode>& nodes, bool resend) {
+    FlowSend f;
+    f.client = name_;
+    f.resend = resend;
+    for (const FlatNode& n : nodes) {
+      f.keys.push_back(n.queue + "/" + n.id);
+      f.parents.push_back(n.parent);
+    }
+    if (!resend) {
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        Dependent d{nodes[i].queue, nodes[i].id, "cancel", {}};
+        for (size_t c = i + 1; c < nodes.size(); ++c) {
+          if (nodes[c].parent == static_cast<int>(i)) d.keys.push_back(f.keys[c]);
+        }
+        if (!d.keys.empty()) std::fprintf(out_, "%s\n", FormatDependent(d).c_str());
+      }
+    }
+    f.t0 = NowNs();
+    auto r = client_->EnqueueFlow({TreeOf(nodes, 0)});
+    f.t1 = NowNs();
+    const bool alive = OutcomeOf(r, &f.outcome, &f.error);
+    if (f.outcome == Outcome::kOk) {
+      const auto* result = r.value().result<p::FlowResult>();
+      const auto* answered = result == nullptr ? nullptr : result->nodes();
+      if (answered == nullptr || answered->size() != nodes.size()) {
+        f.outcome = Outcome::kError;
+        f.error = "BAD_REPLY";
+      } else {
+        for (const auto* node : *answered) f.duplicates += node->duplicate() ? 1 : 0;
+      }
+    }
+    if (!resend) {
+      for (const FlatNode& n : nodes) {
+        Op op = Start("enqueue", n.queue, n.id, n.priority);
+        op.t0 = f.t0;
+        op.t1 = f.t1;
+        op.outcome = f.outcome;
+        op.error = f.error;
+        std::fprintf(out_, "%s\n", FormatOp(op).c_str());
+        mine_.push_back({n.queue, n.id, 0});
+        if (f.outcome == Outcome::kOk) acked_.push_back({n.queue, n.id, 0});
+      }
+    }
+    std::fprintf(out_, "%s\n", FormatFlowSend(f).c_str());
+    if (f.outcome == Outcome::kOk && !resend) flows_.push_back(nodes);
+    return alive;
+  }
+
+  // Sends again every first send of a flow that the client of this slot in the round before
+  // got no answer to (the server died): a duplicate if it was enqueued, else enqueued now.
+  bool ResendUnansweredFlows() {
+    if (previous_.empty()) return true;
+    std::ifstream in(previous_);
+    std::stringstream text;
+    text << in.rdbuf();
+    History before;
+    std::string error;
+    if (!ParseHistory(text.str(), &before, &error)) return true;  // nothing to resend
+    std::map<std::string, int64_t> priorities;  // queue/id -> the enqueue's priority
+    for (const Op& op : before.ops) {
+      if (op.kind == "enqueue") priorities[op.queue + "/" + op.id] = op.arg;
+    }
+    for (const FlowSend& f : before.flows) {
+      if (f.resend || f.outcome != Outcome::kNone) continue;
+      std::vector<FlatNode> nodes;
+      for (size_t i = 0; i < f.keys.size(); ++i) {
+        const auto slash = f.keys[i].find('/');
+        nodes.push_back({f.keys[i].substr(0, slash), f.keys[i].substr(slash + 1),
+                         priorities[f.keys[i]], f.parents[i]});
+      }
+      if (!SendFlow(nodes, true)) return false;
+    }
+    return true;
   }
 
   bool Dequeue() {
@@ -402,6 +539,7 @@ class TortureClient {
     if (roll == 0) return SealBatch();
     if (roll < 3) return GetBatch();
     if (roll == 3) return TriggerSchedule();
+    if (roll < 10) return EnqueueFlow();
     return StepOf(Pick(100));
   }
 
@@ -422,6 +560,8 @@ class TortureClient {
   std::vector<Lease> mine_;   // enqueued by this client (token unused)
   std::vector<Lease> acked_;  // of which acknowledged in the plain and dependency queues
   std::vector<Lease> held_;
+  std::vector<std::vector<FlatNode>> flows_;  // first sends acknowledged
+  std::string previous_;
   uint64_t seq_ = 0;
 };
 
@@ -924,7 +1064,12 @@ class Torture {
         const std::string name = "c" + std::to_string(round) + "." + std::to_string(k);
         FILE* out = std::fopen((HistoryDir() + "/" + name + ".hist").c_str(), "w");
         if (out == nullptr) ::_exit(2);
-        TortureClient(name, round, seed, out).Run(server.address());
+        std::string previous;  // the slot's history in the round before, same epoch only
+        if (round > 0 && (round - 1) / kRoundsPerEpoch == round / kRoundsPerEpoch) {
+          previous =
+              HistoryDir() + "/c" + std::to_string(round - 1) + "." + std::to_string(k) + ".hist";
+        }
+        TortureClient(name, round, seed, out, previous).Run(server.address());
         std::fclose(out);
         ::_exit(0);
       }
