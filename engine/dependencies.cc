@@ -115,7 +115,7 @@ void DependencyGraph::LeaveWaiting(uint32_t n) {
   node.waiting = false;
   node.unfinished = 0;
   for (uint32_t f : node.waits_on) {
-    --nodes_[f].holders;
+    if (--nodes_[f].holders == 0 && !nodes_[f].forgotten) unheld_.push_back(nodes_[f].key);
     MaybeFree(f);
   }
 }

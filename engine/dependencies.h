@@ -40,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/unordered/unordered_flat_map.hpp>
@@ -109,6 +110,11 @@ class DependencyGraph {
   // The message `key` is gone (GC, purge, queue deleted): its node is dropped once nothing
   // refers to it. REQUIRES: it does not wait (StopWaiting first).
   void Forget(std::string_view key);
+
+  // Dependencies that lost their last holder since the last call (a dependent that listed them
+  // stopped waiting: released, canceled, errored, removed), by key, in that order; messages
+  // already gone are left out. The engine re-arms their GC timers (Queue::RearmHeld).
+  std::vector<std::string> TakeUnheld() { return std::exchange(unheld_, {}); }
 
   bool IsWaiting(std::string_view dependent) const;
   // Dependencies not yet complete of a waiting dependent (0 otherwise).
@@ -188,6 +194,7 @@ class DependencyGraph {
   boost::unordered_flat_map<std::string, uint32_t, KeyHash, std::equal_to<>> index_;
   uint64_t edges_ = 0;
   uint64_t next_joined_ = 1;
+  std::vector<std::string> unheld_;  // TakeUnheld
 };
 
 }  // namespace sundial

@@ -1433,6 +1433,7 @@ void Engine::AddDependent(const std::string& key, const EnqueueItem& item,
   // A dependency that had already failed: its reverse list holds only this new dependent.
   for (const auto& [dep, errored] : failed) deps_.OnFailed(dep, errored, &actions);
   ApplyDependencyActions(actions, now, emit);
+  RearmUnheld();
 }
 
 void Engine::ProcessTerminal(const std::string& key, MessageState from, MessageState to, TimeMs now,
@@ -1450,6 +1451,16 @@ void Engine::ProcessTerminal(const std::string& key, MessageState from, MessageS
                : to == MessageState::kCanceled ? BatchOutcome::kCanceled
                                                : BatchOutcome::kErrored,
                now, emit);
+  RearmUnheld();
+}
+
+void Engine::RearmUnheld() {
+  for (const std::string& key : deps_.TakeUnheld()) {
+    auto [q_name, id] = SplitKey(key);
+    Shard& shard = ShardFor(q_name);
+    shard.mu.AssertHeld();  // AllShardsLock (deps_mu_ held)
+    if (Queue* q = shard.Find(q_name)) q->RearmHeld(id);
+  }
 }
 
 void Engine::ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now,
@@ -1515,6 +1526,7 @@ void Engine::ProcessRemoved(std::string_view queue, std::vector<RemovedFromQueue
     FinishMember(keys[i], dead_lettered ? BatchOutcome::kErrored : BatchOutcome::kCanceled, now,
                  emit);
   }
+  RearmUnheld();
 }
 
 Status Engine::RestoreDependent(Queue& q, const Effect& e) {

@@ -309,6 +309,10 @@ class Engine {
                        bool emit) REQUIRES(deps_mu_, batches_mu_);
   void ApplyDependencyActions(const std::vector<DependencyAction>& actions, TimeMs now, bool emit)
       REQUIRES(deps_mu_, batches_mu_);
+  // Re-arms the GC timer of every dependency that lost its last holder (DependencyGraph::
+  // TakeUnheld, Queue::RearmHeld): called at the end of every change of the graph that can make
+  // a dependent stop waiting (AddDependent, ProcessTerminal, ProcessRemoved).
+  void RearmUnheld() REQUIRES(deps_mu_);
   // Messages of the graph left `queue` without a terminal state there: purged or their queue
   // deleted (a dependency that had not finished acts as removed: its dependents' policies
   // apply), or, `dead_lettered`, moved to its dead-letter queue (as errored). Each is

@@ -133,6 +133,7 @@ Queue::~Queue() { Clear(); }
 void Queue::Clear() {
   ready_.Clear();
   timers_.Clear();
+  held_.clear();
   groups_.clear();
   filters_.clear();
   errors_.Clear();
@@ -165,6 +166,7 @@ uint64_t Queue::allocated_bytes() const {
   }
   total += errors_.allocated_bytes() + results_.allocated_bytes() + histories_.allocated_bytes();
   total += wide_.size() * (sizeof(MessageRef) + sizeof(WideFields));
+  total += held_.size() * (sizeof(uint64_t) + sizeof(Timing));
   return total;
 }
 
@@ -182,6 +184,7 @@ QueueInfo Queue::Info(TimeMs now) const {
 
 Queue::Timing Queue::TimingOf(const Message* m) const {
   if (m->state() == MessageState::kPending) return {};
+  if (m->slot == kNoSlot) return held_.find(m->seq)->second;  // a held dependency, disarmed
   const TimerEntry& e = timers_.at(m->slot);
   return {e.due_at, e.token};
 }
@@ -404,7 +407,11 @@ void Queue::Detach(MessageRef ref) {
       break;
     }
     default:
-      timers_.Remove(m->slot);
+      if (m->slot == kNoSlot) {
+        held_.erase(m->seq);
+      } else {
+        timers_.Remove(m->slot);
+      }
       break;
   }
   if (g != nullptr && g->holder == kNoRef && g->pending.empty()) {
@@ -1017,12 +1024,12 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
         if (m->in_graph()) {
           if (!every_shard_locked) return false;
           if (env_->dependencies->KeepOnRemoval(*this, m->id())) {
-            // A waiting dependent still holds it: look again one retention later, and never
-            // sooner than kHeldRecheckMs (with retention 0 it would be due again at once, and
-            // this loop would never end).
-            const Timing t = TimingOf(m);
-            const TimeMs again = std::max<TimeMs>(settings_.retention_ms, kHeldRecheckMs);
-            timers_.Update(m->slot, {SaturatingAdd(now, again), t.token, ref});
+            // A waiting dependent still holds it: its timer is disarmed, its due time kept,
+            // until the last holder stops waiting (RearmHeld). No effect: the due time, the
+            // only part of it that is state, does not change.
+            const TimerEntry& e = timers_.at(m->slot);
+            held_.emplace(m->seq, Timing{e.due_at, e.token});
+            timers_.Remove(m->slot);
             continue;
           }
           Emit(EffectType::kMessageRemoved, ChangeCause::kNone, m->state(), ref, now);
@@ -1052,6 +1059,16 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
     ++*count;
   }
   return true;
+}
+
+void Queue::RearmHeld(std::string_view id) {
+  const MessageRef ref = Find(id);
+  if (ref == kNoRef) return;
+  Message* m = At(ref);
+  if (!IsTerminal(m->state()) || m->slot != kNoSlot) return;
+  const auto it = held_.find(m->seq);
+  timers_.Push({it->second.due_at, it->second.token, ref});
+  held_.erase(it);
 }
 
 // ---- Reads ------------------------------------------------------------------------------------

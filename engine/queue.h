@@ -16,6 +16,11 @@
 //    lease expiry, retention. Its entries hold the due time and lease token (message.h). A
 //    waiting message's entry is {kWaitingDueAt, the visible_at it takes when released (0:
 //    none)}: never due, and the visible_at costs no field of its own.
+//  - held_: the timers of terminal messages whose retention ran out while a waiting dependent
+//    held them (docs/engine.md, "Dependencies"), by seq, out of timers_ (their slot is
+//    kNoSlot): disarmed, their due time unchanged, until RearmHeld puts them back. Whether a
+//    timer is armed is not state: it is not in the digest, effects or snapshots (a replay keeps
+//    it armed, and its next Advance disarms it the same way).
 // Every state change goes through Detach (leave the old state's structures) and Attach (enter
 // the new one's), which also keep the per-state counters exact.
 //
@@ -314,6 +319,10 @@ class Queue {
   // waiting -> pending, or invisible until the visible_at it was enqueued with (a derived
   // effect, cause kReleased, when `emit`).
   Status ReleaseWaiting(std::string_view id, TimeMs now, bool emit);
+  // The last waiting dependent holding message `id` stopped waiting: if Advance disarmed its
+  // timer (retention ran out while held), it is armed again at its unchanged due time, so the
+  // next Advance removes it. No-op otherwise.
+  void RearmHeld(std::string_view id);
   // waiting -> `to` (canceled or errored) with last_error `reason` (derived, kDependencyFailed).
   Status FailWaiting(std::string_view id, MessageState to, std::string_view reason, TimeMs now,
                      bool emit);
@@ -519,6 +528,7 @@ class Queue {
     TimeMs updated_at;
   };
   boost::unordered_flat_map<MessageRef, WideFields> wide_;
+  boost::unordered_flat_map<uint64_t, Timing> held_;  // disarmed timers, by seq (top of file)
   // Recent leases by token (a direct-mapped cache sized to the running messages): hints only.
   struct LeaseHint {
     uint64_t token = 0;

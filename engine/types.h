@@ -24,9 +24,6 @@ inline constexpr size_t kMaxErrorBytes = 1024;
 inline constexpr size_t kMaxFilterPairs = 4;
 inline constexpr size_t kMaxBatchItems = 1000;
 inline constexpr size_t kMaxDependencies = 100'000;  // depends_on entries of one message (fan-in)
-// How soon a completed message that a waiting dependent still holds is looked at again when its
-// queue's retention_ms is shorter (docs/semantics.md, "Dependencies").
-inline constexpr int64_t kHeldRecheckMs = 1'000;
 // Bytes of one message's depends_on entries written as "queue/id" keys: its enqueue is one log
 // record, below the log's 16 MiB (docs/semantics.md, "Limits").
 inline constexpr size_t kMaxDependencyKeyBytes = size_t{12} << 20;

@@ -2,8 +2,9 @@
 // tick. It sleeps until the earliest due time (Engine::NextDueTime) or, while someone
 // subscribes, the next tick, whichever comes first, and is woken sooner only by an effect whose
 // due time is earlier than its sleep (beanstalkd's prottick returns the next due time the same
-// way) or by a first subscription: no fixed-period polling, and no wake-up at all when nothing
-// is due.
+// way), by a message leaving the waiting state (it may re-arm a held dependency's GC timer,
+// already due) or by a first subscription: no fixed-period polling, and no wake-up at all when
+// nothing is due.
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -32,10 +33,17 @@ void Timers::Notify() {
 }
 
 void Timers::OnEffect(const Effect& e) {
-  if (e.due_at <= 0 || e.due_at >= sleeping_until_.load(std::memory_order_relaxed)) return;
+  // A message that stops waiting (or a purge or delete that may remove waiting ones) may hold a
+  // dependency whose GC timer the engine disarmed and now arms again, already due
+  // (docs/engine.md, "Dependencies"): that timer is due at once.
+  const bool may_rearm = (e.type == EffectType::kMessageChanged &&
+                          e.from == MessageState::kWaiting && e.to != MessageState::kWaiting) ||
+                         e.type == EffectType::kQueuePurged || e.type == EffectType::kQueueDeleted;
+  const TimeMs due = may_rearm ? e.time : e.due_at;
+  if (due <= 0 || due >= sleeping_until_.load(std::memory_order_relaxed)) return;
   MutexLock lock(&mu_);
   earlier_ = true;
-  sleeping_until_.store(e.due_at, std::memory_order_relaxed);
+  sleeping_until_.store(due, std::memory_order_relaxed);
   cv_.Signal();
 }
 

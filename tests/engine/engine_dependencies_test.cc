@@ -321,9 +321,9 @@ TEST_F(DependenciesTest, CompletedDependencyIsKeptFromGcWhileADependentWaits) {
 }
 
 TEST_F(DependenciesTest, RetentionZeroKeepsAHeldDependencyWithoutSpinning) {
-  // Retention 0: a completed message is removed at the next Advance, unless a dependent still
-  // waits on it; then it is looked at again a second later (kHeldRecheckMs), not in a loop at
-  // the same instant (which never ended).
+  // Retention 0: a completed message of the graph is removed at the next Advance, unless a
+  // dependent still waits on it; then its timer is disarmed (not due again at the same instant,
+  // which never ended), and armed again, still due, when the dependent stops waiting.
   QueueSettings s;
   s.retention_ms = 0;
   MakeQueue("q", s);
@@ -333,23 +333,21 @@ TEST_F(DependenciesTest, RetentionZeroKeepsAHeldDependencyWithoutSpinning) {
   Finish("q", "a");
   AdvanceTime(1);
   EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "c still waits on it";
+  EXPECT_EQ(engine().NextDueTime(), INT64_MAX) << "a's timer is disarmed, nothing else is due";
   Finish("q", "b");
+  EXPECT_LE(engine().NextDueTime(), Now()) << "c released: a's timer armed again, due";
   AdvanceTime(1);
   EXPECT_EQ(GetCode("q", "b"), Code::kNotFound) << "nothing holds b";
   EXPECT_EQ(StateOf("q", "c"), MessageState::kPending);
-  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "looked at again a second later";
-  AdvanceTime(kHeldRecheckMs);
-  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound) << "collected by the first Advance after";
 }
 
-// Found by the model test (ReplayTest.ReplayingEffectsReproducesDigest/WithDependencies), NOT
-// FIXED YET, hence disabled: when Advance finds a completed dependency due for GC while a
-// dependent still waits, it moves the message's GC timer a retention (at least 1 s) later but
-// reports no effect, so an engine fed the effects (the log's replay, a standby) keeps the old
-// due time and its Digest differs from the original's until the message is removed. Nothing
-// observable differs (an export carries the moved timer, so snapshots check); the fix needs the
-// recheck to be derivable from the effects (or to be an effect).
-TEST_F(DependenciesTest, DISABLED_ReplayAfterAHeldDependencyIsLookedAtAgainHasTheSameDigest) {
+// Found by the model test (ReplayTest.ReplayingEffectsReproducesDigest/WithDependencies): when
+// Advance found a completed dependency due for GC while a dependent still waited, it moved the
+// message's GC timer a retention (at least 1 s) later with no effect, so an engine fed the
+// effects (the log's replay, a standby) kept the old due time and its Digest differed. Now the
+// timer is disarmed and its due time kept: live, replayed and restored engines agree.
+TEST_F(DependenciesTest, ReplayAfterAHeldDependencyIsLookedAtAgainHasTheSameDigest) {
   QueueSettings s;
   s.retention_ms = 0;
   MakeQueue("q", s);
@@ -357,9 +355,184 @@ TEST_F(DependenciesTest, DISABLED_ReplayAfterAHeldDependencyIsLookedAtAgainHasTh
   Put("q", "b");
   PutAfter("q", "c", {"a", "b"});
   Finish("q", "a");
-  AdvanceTime(1);  // a is held by c: its GC timer moves to now + 1 s, with no effect
+  AdvanceTime(1);  // a is held by c: its GC timer is disarmed, its due time unchanged
   ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
   EXPECT_EQ(Replayed()->Digest(), engine().Digest());
+  EXPECT_EQ(Exported()->Digest(), engine().Digest());
+  AdvanceTime(5'000);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, HeldDependencyIsCollectedOnlyOnceItsLastHolderIsReleased) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  Put("q", "x");
+  PutAfter("q", "c", {"a", "b"});
+  PutAfter("q", "d", {"a", "x"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "held by c and d";
+  ExpectReplayAndExportGiveTheSameState();
+  Finish("q", "b");  // releases c; d still holds a
+  AdvanceTime(5'000);
+  EXPECT_EQ(StateOf("q", "a"), MessageState::kCompleted) << "d still waits on it";
+  ExpectReplayAndExportGiveTheSameState();
+  Finish("q", "x");  // releases d, the last holder
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound) << "its retention ran out long ago";
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, HeldDependencyIsCollectedOnceItsHolderIsCanceled) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  ASSERT_TRUE(CancelOne("q", "c").ok());
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kCanceled) << "c's own retention runs from now";
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, HeldDependencyIsCollectedOnceItsHolderIsErroredByItsPolicy) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  s.max_attempts = 1;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "x");
+  PutAfter("q", "c", {"a", "x"}, DependencyFailurePolicy::kError);
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  ExhaustAttempts("q", "x");  // x errors: c errors by its policy and holds a no more
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kErrored);
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, HeldDependencyIsCollectedOnceItsHolderIsCanceledByADeadLetterMove) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  s.max_attempts = 1;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("dlq");
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "x");
+  PutAfter("q", "c", {"a", "x"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  MessageRecord x = TakeOne("q");
+  ASSERT_EQ(x.id, "x");
+  ASSERT_TRUE(FailOne("q", "x", x.lease_token, 0).ok());  // moved to dlq: c is canceled
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kCanceled);
+  EXPECT_EQ(StateOf("dlq", "x"), MessageState::kPending);
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, HeldDependencyIsCollectedOnceItsHolderIsPurged) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  MakeQueue("r");
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("r", "c", {"q/a", "q/b"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "a"), MessageState::kCompleted);
+  ASSERT_TRUE(engine().PurgeQueue("r", {MessageState::kWaiting}).ok());
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DisarmedHeldDependencyCanBePurgedOrItsQueueDeleted) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  MakeQueue("p", s);
+  Put("q", "a");
+  Put("p", "e");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "p/e", "b"}, DependencyFailurePolicy::kRelease);
+  Finish("q", "a");
+  Finish("p", "e");
+  AdvanceTime(5'000);  // a and e held by c, their timers disarmed
+  ASSERT_TRUE(engine().PurgeQueue("q", {MessageState::kCompleted}).ok());
+  EXPECT_EQ(GetCode("q", "a"), Code::kNotFound);
+  ASSERT_TRUE(engine().DeleteQueue("p").ok());
+  EXPECT_EQ(StateOf("q", "c"), MessageState::kWaiting) << "b still unfinished";
+  ExpectReplayAndExportGiveTheSameState();
+  Finish("q", "b");
+  AdvanceTime(5'000);
+  EXPECT_EQ(GetCode("q", "b"), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+TEST_F(DependenciesTest, DisarmedHeldDependencyThatIsRedrivenGetsATimerAgain) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  s.max_attempts = 1;
+  MakeQueue("q", s);
+  Put("q", "x");
+  Put("q", "y");
+  PutAfter("q", "d", {"x", "y"}, DependencyFailurePolicy::kRelease);
+  ExhaustAttempts("q", "x");  // errored: counted finished for d, still held by it
+  AdvanceTime(5'000);
+  ASSERT_EQ(StateOf("q", "x"), MessageState::kErrored);
+  ASSERT_TRUE(RedriveOne("q", "x").ok());
+  EXPECT_EQ(StateOf("q", "x"), MessageState::kPending);
+  ExpectReplayAndExportGiveTheSameState();
+  ExhaustAttempts("q", "x");
+  AdvanceTime(5'000);
+  EXPECT_EQ(StateOf("q", "x"), MessageState::kErrored) << "held again";
+  Finish("q", "y");
+  AdvanceTime(0);
+  EXPECT_EQ(GetCode("q", "x"), Code::kNotFound);
+  ExpectReplayAndExportGiveTheSameState();
+}
+
+// A replayed or restored engine keeps a held dependency's timer armed (whether a timer is armed
+// is not carried); its own Advance disarms it, and its holder's release arms it again.
+TEST_F(DependenciesTest, ReplayedAndRestoredEnginesCollectAHeldDependencyAsTheOriginalDoes) {
+  QueueSettings s;
+  s.retention_ms = 1'000;
+  MakeQueue("q", s);
+  Put("q", "a");
+  Put("q", "b");
+  PutAfter("q", "c", {"a", "b"});
+  Finish("q", "a");
+  AdvanceTime(5'000);
+  std::vector<std::unique_ptr<Engine>> others;
+  others.push_back(Replayed());
+  others.push_back(Exported());
+  for (std::unique_ptr<Engine>& other : others) {
+    EXPECT_LE(other->NextDueTime(), Now()) << "armed, due";
+    other->Advance(Now());
+    EXPECT_EQ(other->NextDueTime(), INT64_MAX) << "disarmed by its own Advance";
+    EXPECT_EQ(other->Get("q", "a")->state, MessageState::kCompleted);
+    EXPECT_EQ(other->Digest(), engine().Digest());
+    MessageRecord b = other->Dequeue("q", {}).value()[0];
+    ASSERT_EQ(b.id, "b");
+    ASSERT_TRUE(other->Complete("q", {CompleteItem{b.id, b.lease_token}})[0].ok());
+    other->Advance(Now());
+    EXPECT_EQ(other->Get("q", "a").status().code(), Code::kNotFound);
+  }
 }
 
 TEST_F(DependenciesTest, BrowseListsWaitingMessages) {

@@ -184,7 +184,6 @@ std::string Key(std::string_view queue, std::string_view id) {
 
 constexpr size_t kMaxDependencyEntries = 100'000;
 constexpr size_t kMaxDependencyBytes = size_t{12} << 20;
-constexpr TimeMs kHeldRecheck = 1'000;
 constexpr size_t kMaxScheduleName = 100;
 constexpr size_t kScheduleLimit = 100'000;
 constexpr int64_t kMinEveryMs = 10;
@@ -1260,6 +1259,15 @@ uint64_t Model::Advance(TimeMs now) {
       for (size_t i = 0; i < queue.messages.size(); ++i) {
         std::optional<TimeMs> due = TimerDue(queue.messages[i]);
         if (!due || *due > now) continue;
+        if (IsTerminal(queue.messages[i].record.state) && IsHeld(queue.messages[i].uid)) {
+          // Retention ran out but a waiting dependent listed it: kept, its GC time unchanged,
+          // until no waiting dependent holds it (then the first Advance removes it).
+          if (!queue.messages[i].gc_held) {
+            queue.messages[i].gc_held = true;
+            ++held_rechecks_;
+          }
+          continue;
+        }
         std::pair<TimeMs, uint64_t> key{*due, queue.messages[i].seq};
         if (next == kNpos || key < next_key) {
           next = i;
@@ -1293,14 +1301,7 @@ uint64_t Model::Advance(TimeMs now) {
           }
           break;
         }
-        default:  // terminal: retention ran out
-          if (IsHeld(m.uid)) {
-            // A waiting dependent listed it: looked at again one retention (at least 1 s) later.
-            --transitions;
-            ++held_rechecks_;
-            m.gc_at = now + std::max<TimeMs>(queue.settings.retention_ms, kHeldRecheck);
-            break;
-          }
+        default:  // terminal: retention ran out, and nothing holds it (above)
           queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(next));
           break;
       }

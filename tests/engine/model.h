@@ -114,6 +114,7 @@ class Model {
     MessageRecord record;
     uint64_t seq = 0;                      // enqueue sequence in its queue
     TimeMs gc_at = 0;                      // terminal: when retention GC removes it
+    bool gc_held = false;                  // Advance found it due but held (counted once)
     uint64_t uid = 0;                      // model-wide serial (see the top of this file)
     std::vector<Dependency> dependencies;  // as listed at enqueue (empty: not a dependent)
     DependencyFailurePolicy policy = DependencyFailurePolicy::kCancel;
