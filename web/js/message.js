@@ -233,7 +233,7 @@ export class MessageDetail {
              h('span', {class: 'flow-key', text: key}), h('span', {class: 'badge state-' + state, text: state}));
   }
 
-  // Its dependencies (from Get's dependency_results: each one's state; one that retention or a
+  // Its dependencies (from the dependency_results of a get: each one's state; one that retention or a
   // purge removed says so) and its dependents (Explain's `dependents`: the ones still waiting
   // on it), each a node linked to its own page.
   renderGraph(explain) {

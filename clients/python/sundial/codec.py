@@ -1407,7 +1407,9 @@ def explain(queue, id=None, filter=None):
             id=_text(r.Id()), state=_state(r.State()), until=r.Until(),
             lease_token=r.LeaseToken(), exclusivity_value=_text(r.ExclusivityValue()),
             attempts=r.Attempts(), dependencies=r.Dependencies(), unfinished=r.Unfinished(),
-            waiting_on=[_text(r.WaitingOn(k)) for k in range(r.WaitingOnLength())])
+            waiting_on=[_text(r.WaitingOn(k)) for k in range(r.WaitingOnLength())],
+            dependents=[_text(r.Dependents(k)) for k in range(r.DependentsLength())],
+            waiting_dependents=r.WaitingDependents())
 
     return Call("explain", Operation.Operation.Explain, build, decode, False)
 

@@ -230,10 +230,12 @@ class Explanation(Record):
     """Why a message (or a filter) is or is not dequeueable now; see docs/protocol.md#explain.
     ``reason`` is one of EXPLAIN_REASONS. Waiting on its dependencies: ``dependencies`` (how
     many), ``unfinished`` (how many are not finished) and ``waiting_on`` (the first 10 of those,
-    "queue/id")."""
+    "queue/id"). Explain by id, in any state: ``dependents`` (the first 10 dependents still
+    waiting on this message, "queue/id") and ``waiting_dependents`` (how many in all)."""
 
     __slots__ = ("reason", "id", "state", "until", "lease_token", "exclusivity_value",
-                 "attempts", "dependencies", "unfinished", "waiting_on")
+                 "attempts", "dependencies", "unfinished", "waiting_on", "dependents",
+                 "waiting_dependents")
     FIELDS = __slots__
     _decoders = {}
 

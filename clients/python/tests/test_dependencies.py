@@ -20,6 +20,9 @@ def test_a_dependent_waits_then_carries_its_dependencys_result(client, queue):
     assert why.reason == "waiting_on_dependencies"
     assert (why.dependencies, why.unfinished) == (1, 1)
     assert why.waiting_on == [f"{queue}/parent"]
+    parent_why = client.explain(queue, "parent")
+    assert (parent_why.dependents, parent_why.waiting_dependents) == ([f"{queue}/child"], 1)
+    assert client.explain(queue, "child").dependents == []
 
     leased = client.dequeue(queue)
     assert [m.id for m in leased] == ["parent"]
