@@ -306,6 +306,19 @@ QueueInfo Model::Info(const Queue& queue, TimeMs now) const {
   return info;
 }
 
+// An enqueue item's own fields (enqueue and each flow node check them first).
+Status Model::ValidateItem(const EnqueueItem& item) const {
+  if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
+  if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
+  if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
+  if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
+  if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
+  if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
+    return InvalidArgument("max_attempts");
+  }
+  return Status::Ok();
+}
+
 Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) const {
   if (s.type == QueueType::kSimple && !s.exclusivity_key.empty()) {
     return InvalidArgument("exclusivity_key");
@@ -475,14 +488,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
                                         const std::string& generated_id, TimeMs now, bool forced) {
   Queue& queue = queues_[queue_index];
   // 2. Validation.
-  if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
-  if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
-  if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
-  if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
-  if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
-  if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
-    return InvalidArgument("max_attempts");
-  }
+  if (Status v = ValidateItem(item); !v.ok()) return v;
   // depends_on: its form, then (state) every entry names an existing message.
   if (item.depends_on.size() > kMaxDependencyEntries) return InvalidArgument("depends_on");
   std::vector<std::string> keys;
@@ -1871,14 +1877,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
     FlatNode& n = nodes[i];
     const EnqueueItem& item = n.node->item;
     if (!IsValidQueueName(n.node->queue)) return InvalidArgument("queue");
-    if (!item.id.empty() && !ValidId(item.id)) return InvalidArgument("id");
-    if (item.payload.size() > options_.max_payload_bytes) return InvalidArgument("payload");
-    if (!ValidMetadata(item.metadata)) return InvalidArgument("metadata");
-    if (item.delay_ms && item.visible_at) return InvalidArgument("delay_ms and visible_at");
-    if (item.delay_ms && !ValidDelayMs(*item.delay_ms)) return InvalidArgument("delay_ms");
-    if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
-      return InvalidArgument("max_attempts");
-    }
+    if (Status v = ValidateItem(item); !v.ok()) return v;
     if (item.depends_on.size() + n.children.size() > kMaxDependencyEntries) {
       return InvalidArgument("depends_on");
     }

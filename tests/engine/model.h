@@ -254,6 +254,7 @@ class Model {
                                    bool forced = false);
   QueueInfo Info(const Queue& queue, TimeMs now) const;
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
+  Status ValidateItem(const EnqueueItem& item) const;
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
   // `event` (failed, lease_expired) and `lease_token` (the lease it ends) are for the history.
