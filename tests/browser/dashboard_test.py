@@ -711,14 +711,16 @@ def test_history_timeline(ctx):
 
 
 def test_flow_graph(ctx):
-    """A chain extract → transform → load (depends_on): each message's page draws its
-    dependencies with their states, linked, and follows them as they complete
-    (docs/dashboard.md, "Dependencies")."""
+    """A flow extract → transform → load, enqueued as one tree by EnqueueFlow (load the root,
+    each node waiting on its child): each message's page draws its dependencies with their
+    states, linked, and follows them as they complete (docs/dashboard.md, "Dependencies")."""
     s = ctx.server(["--fsync", "never"])
     ws = Ws(s.http_port)
-    ws.enqueue("flow", [{"id": "extract"}])
-    ws.enqueue("flow", [{"id": "transform", "depends_on": ["extract"]}])
-    ws.enqueue("flow", [{"id": "load", "depends_on": ["flow/transform"]}])
+    nodes = ws.call("EnqueueFlow", {"nodes": [
+        {"queue": "flow", "item": {"id": "load"}, "children": [
+            {"queue": "flow", "item": {"id": "transform"}, "children": [
+                {"queue": "flow", "item": {"id": "extract"}}]}]}]})["nodes"]
+    assert [n["id"] for n in nodes] == ["load", "transform", "extract"], nodes
     ctx.open(s.url + "/#/q/flow/m/load")
     ctx.wait_text("#detail-field-state", "waiting")
     wait_for(lambda: graph_nodes(ctx, "#detail-dependencies") == [["flow/transform", "waiting"]], 30,
