@@ -194,7 +194,8 @@ char* MessageHistories::Detach(MessageRef ref) {
   return a;
 }
 
-int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) {
+int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max,
+                                 uint64_t ended_lease) {
   thread_local HistoryEntry entry;
   if (!HistoryEntryOf(e, &entry)) return 0;
   max = std::max<uint32_t>(max, 2);
@@ -212,7 +213,9 @@ int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max) 
   size_t size = ViewOf(*slot).size();
   uint64_t token = entry.lease_token;
   if (entry.event == HistoryEvent::kLeased) Store64(b + 6, token);
-  if (token == 0 && entry.from == MessageState::kRunning) token = LeaseTokenOf({b, size});
+  if (token == 0 && entry.from == MessageState::kRunning) {
+    token = ended_lease != 0 ? ended_lease : LeaseTokenOf({b, size});
+  }
   uint16_t count = CountOf({b, size});
   const uint32_t bits = PackBits(entry.attempt, entry.from, entry.to, entry.event);
   // Consecutive extends of one lease: one entry, at the latest.

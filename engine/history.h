@@ -62,8 +62,10 @@ class MessageHistories {
   MessageHistories& operator=(const MessageHistories&) = delete;
 
   // Appends the entry of effect `e` to message `ref`'s history, keeping at most `max` entries
-  // (max >= 2). Returns the change in bytes().
-  int64_t Record(MessageRef ref, const Effect& e, uint32_t max);
+  // (max >= 2). An entry that leaves the running state without a token in its effect names
+  // `ended_lease` when given (the lease the change ended: its leased entry may be missing, made
+  // while history was off), else the header's latest lease. Returns the change in bytes().
+  int64_t Record(MessageRef ref, const Effect& e, uint32_t max, uint64_t ended_lease = 0);
   // Replaces `ref`'s history by `block` (ValidHistoryBlock; empty or count 0: none). Returns the
   // change in bytes().
   int64_t Restore(MessageRef ref, std::string_view block);

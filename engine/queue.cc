@@ -501,14 +501,7 @@ void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageR
 
 void Queue::RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease) {
   if (settings_.history_max == 0) return;
-  int64_t delta;
-  if (ended_lease != 0 && e.lease_token == 0 && e.from == MessageState::kRunning) {
-    Effect named = e;
-    named.lease_token = ended_lease;
-    delta = histories_.Record(ref, named, settings_.history_max);
-  } else {
-    delta = histories_.Record(ref, e, settings_.history_max);
-  }
+  const int64_t delta = histories_.Record(ref, e, settings_.history_max, ended_lease);
   if (delta == 0) return;
   At(ref)->set_has_history(true);
   AddMemoryBytes(delta);
