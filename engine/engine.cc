@@ -223,6 +223,9 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
   if (update.history_max) s.history_max = *update.history_max;
+  if (update.key_concurrency) s.key_concurrency = *update.key_concurrency;
+  if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
+  if (update.dedupe) s.dedupe = *update.dedupe;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
   if (!dlq.empty() && dlq != q->settings().dead_letter_queue && dlq_shard.Find(dlq) == nullptr) {

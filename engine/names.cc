@@ -37,6 +37,10 @@ std::string_view QueueTypeName(QueueType t) {
   return t == QueueType::kExclusive ? "exclusive" : "simple";
 }
 
+std::string_view DedupeName(Dedupe d) {
+  return d == Dedupe::kWhileActive ? "while_active" : "keep";
+}
+
 std::string_view ExplainReasonName(ExplainReason r) {
   switch (r) {
     case ExplainReason::kDequeueable:

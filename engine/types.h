@@ -72,6 +72,14 @@ enum class DependencyFailurePolicy : uint8_t {
 enum class QueueType : uint8_t { kSimple = 0, kExclusive = 1 };
 std::string_view QueueTypeName(QueueType t);  // "simple", "exclusive"
 
+// What an enqueue with an existing id does when that message is terminal (docs/semantics.md,
+// "Flow control"): keep the id (duplicate, as always) or release it and enqueue anew.
+enum class Dedupe : uint8_t { kKeep = 0, kWhileActive = 1 };
+std::string_view DedupeName(Dedupe d);  // "keep", "while_active"
+
+// Flow-control limits (docs/semantics.md, "Flow control").
+inline constexpr uint32_t kMaxKeyConcurrency = 1'000'000;
+
 struct MetadataPair {
   std::string key;
   std::string value;
@@ -103,6 +111,12 @@ struct QueueSettings {
   bool enqueue_paused = false;
   bool dequeue_paused = false;
   uint32_t history_max = kDefaultHistoryMax;  // entries per message; 0: no history
+  // The metadata key whose value the key gate limits; fixed at creation. An exclusive queue's
+  // is its exclusivity_key (flow_key empty or equal to it).
+  std::string flow_key;
+  uint32_t key_concurrency = 0;  // running messages per flow-key value; 0: no limit
+  int64_t ttl_ms = 0;            // a message's default time to live from its enqueue; 0: none
+  Dedupe dedupe = Dedupe::kKeep;
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
 };
 
@@ -119,6 +133,9 @@ struct QueueSettingsUpdate {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;
+  std::optional<uint32_t> key_concurrency;
+  std::optional<int64_t> ttl_ms;
+  std::optional<Dedupe> dedupe;
 };
 
 struct StateCounts {
@@ -153,6 +170,12 @@ struct EnqueueItem {
   // The batch it joins (docs/semantics.md, "Batches"): an open batch of this server, else
   // NOT_FOUND (none) or FAILED_PRECONDITION (sealed). Empty: none.
   std::string batch = {};
+  // Time to live from the enqueue (else the queue's ttl_ms); past it, a pending or invisible
+  // message is canceled as expired.
+  std::optional<int64_t> ttl_ms = {};
+  // With an id: a pending or invisible message of that id is replaced (payload, metadata) and
+  // becomes visible no earlier than now + debounce_ms, instead of a duplicate.
+  std::optional<int64_t> debounce_ms = {};
 };
 
 struct EnqueueResult {

@@ -101,6 +101,33 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   } else if (!s.exclusivity_key.empty()) {
     return InvalidArgument("exclusivity_key: only exclusive queues have one");
   }
+  if (!s.flow_key.empty() &&
+      (s.flow_key.size() > kMaxMetadataKeyBytes || !IsValidUtf8(s.flow_key))) {
+    return InvalidArgument("flow_key: must be a metadata key of 1-64 bytes");
+  }
+  if (s.type == QueueType::kExclusive) {
+    if (!s.flow_key.empty() && s.flow_key != s.exclusivity_key) {
+      return InvalidArgument("flow_key: an exclusive queue's flow key is its exclusivity_key");
+    }
+    if (s.key_concurrency > 1) {
+      return InvalidArgument("key_concurrency: an exclusive queue runs one message per value");
+    }
+  } else if (s.key_concurrency > 0 && s.flow_key.empty()) {
+    return InvalidArgument("key_concurrency: needs a flow_key");
+  }
+  if (s.key_concurrency > kMaxKeyConcurrency) {
+    return InvalidArgument("key_concurrency: must be 0 (no limit) to 1000000");
+  }
+  if (!IsValidDuration(s.ttl_ms)) return InvalidArgument("ttl_ms: must be 0-3153600000000");
+  if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
+    return InvalidArgument("dedupe: must be keep or while_active");
+  }
+  // Each line goes with the commit that builds its rule (docs/design/flow-control.md).
+  if (!s.flow_key.empty() || s.key_concurrency != 0) {
+    return InvalidArgument("flow_key: flow control is not built yet");
+  }
+  if (s.ttl_ms != 0) return InvalidArgument("ttl_ms: expiry is not built yet");
+  if (s.dedupe != Dedupe::kKeep) return InvalidArgument("dedupe: while_active is not built yet");
   if (!IsValidLease(s.lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
   if (!IsValidDuration(s.invisibility_ms)) {
     return InvalidArgument("invisibility_ms: must be 0-3153600000000");
@@ -146,6 +173,18 @@ Status ValidateItem(const EnqueueItem& item, size_t max_payload_bytes) {
   if (item.max_attempts && (*item.max_attempts < 1 || *item.max_attempts > kMaxAttemptsLimit)) {
     return InvalidArgument("max_attempts: must be 1-1000000");
   }
+  if (item.ttl_ms && (*item.ttl_ms < 1 || !IsValidDuration(*item.ttl_ms))) {
+    return InvalidArgument("ttl_ms: must be 1-3153600000000");
+  }
+  if (item.debounce_ms) {
+    if (!IsValidDuration(*item.debounce_ms)) {
+      return InvalidArgument("debounce_ms: must be 0-3153600000000");
+    }
+    if (item.id.empty()) return InvalidArgument("debounce_ms: needs an id");
+  }
+  // Goes with the commits that build them (docs/design/flow-control.md).
+  if (item.ttl_ms) return InvalidArgument("ttl_ms: expiry is not built yet");
+  if (item.debounce_ms) return InvalidArgument("debounce_ms: debounce is not built yet");
   return Status::Ok();
 }
 
