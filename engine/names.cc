@@ -135,6 +135,10 @@ std::string_view ChangeCauseName(ChangeCause cause) {
       return "released";
     case ChangeCause::kDependencyFailed:
       return "dependency_failed";
+    case ChangeCause::kExpired:
+      return "expired";
+    case ChangeCause::kDebounced:
+      return "debounced";
   }
   return "unknown";
 }
@@ -162,6 +166,7 @@ HistoryActor HistoryActorOf(HistoryEvent e) {
       return HistoryActor::kWorker;
     case HistoryEvent::kBecameVisible:
     case HistoryEvent::kLeaseExpired:
+    case HistoryEvent::kExpired:
       return HistoryActor::kTimer;
     case HistoryEvent::kReleased:
     case HistoryEvent::kDependencyFailed:

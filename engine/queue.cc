@@ -133,6 +133,7 @@ Queue::~Queue() { Clear(); }
 void Queue::Clear() {
   ready_.Clear();
   timers_.Clear();
+  expiry_.Clear();
   held_.clear();
   groups_.clear();
   filters_.clear();
@@ -156,7 +157,7 @@ void Queue::Clear() {
 
 uint64_t Queue::allocated_bytes() const {
   uint64_t total = store_.allocated_bytes() + large_bytes_ + ids_.allocated_bytes() +
-                   ready_.capacity_bytes() + timers_.capacity_bytes();
+                   ready_.capacity_bytes() + timers_.capacity_bytes() + expiry_.capacity_bytes();
   for (const auto& [value, g] : groups_) {
     total += g.pending.capacity_bytes() + sizeof(Group) + value.size() + 64;
   }
@@ -190,7 +191,7 @@ Queue::Timing Queue::TimingOf(const Message* m) const {
 }
 
 MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view payload,
-                         std::string_view packed_metadata, uint32_t pair_count) {
+                         std::string_view packed_metadata, uint32_t pair_count, TimeMs expires_at) {
   char* large = nullptr;
   if (payload.size() > kInlinePayloadBytes) {
     large = static_cast<char*>(pages::Allocate(payload.size()));
@@ -199,9 +200,12 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
   }
   const bool group_slot = exclusive();
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
-  const MessageRef ref = store_.Allocate(
-      Message::RecordBytes(id.size(), metadata_len, payload.size(), pair_count, group_slot));
-  Message* m = Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large);
+  const bool expiry = expires_at != 0;
+  const MessageRef ref = store_.Allocate(Message::RecordBytes(
+      id.size(), metadata_len, payload.size(), pair_count, group_slot, expiry));
+  Message* m =
+      Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large, expiry);
+  if (expiry) m->set_expires_at(expires_at);
   ids_.Insert(ref, hash);
   uint64_t bytes = AccountedBytes(ref, m);
   memory_bytes_ += bytes;
@@ -327,6 +331,9 @@ void Queue::Attach(MessageRef ref, Timing timing) {
   const MessageState state = m->state();
   ++counts_.by_state[StateIndex(state)];
   AttachPairs(ref, state == MessageState::kPending);
+  if (m->has_expiry() && (state == MessageState::kPending || state == MessageState::kInvisible)) {
+    expiry_.Push(ref, m);
+  }
   switch (state) {
     case MessageState::kPending: {
       const ReadyEntry entry{m->priority, ref};
@@ -371,6 +378,7 @@ void Queue::Detach(MessageRef ref) {
   const MessageState state = m->state();
   --counts_.by_state[StateIndex(state)];
   DetachPairs(ref, state == MessageState::kPending);
+  if (m->has_expiry()) expiry_.Remove(m);
   Group* g = nullptr;
   switch (state) {
     case MessageState::kPending: {
@@ -480,6 +488,7 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
   e.packed_metadata = m->packed_metadata();
   e.error = ErrorOf(m, ref);
   e.result = ResultOf(m, ref);
+  e.expires_at = m->expires_at();
   return e;
 }
 
@@ -635,6 +644,7 @@ MessageRecord Queue::Record(MessageRef ref) const {
   r.updated_at = UpdatedAtOf(ref, m);
   r.last_error = std::string(ErrorOf(m, ref));
   r.result = std::string(ResultOf(m, ref));
+  r.expires_at = m->expires_at();
   return r;
 }
 
@@ -651,6 +661,7 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   std::string generated;
   std::string_view id = item.id;
   uint64_t hash;
+  MessageRef release = kNoRef;  // a terminal message whose id this enqueue takes (dedupe)
   if (id.empty()) {
     do {
       generated = GenerateUlid(now, rng);
@@ -660,6 +671,23 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   } else {
     hash = IdTable::Hash(id);
     if (const MessageRef found = ids_.Find(id, hash); found != kNoRef) {
+      const Message* existing = At(found);
+      const MessageState state = existing->state();
+      // Debounce and dedupe while_active (docs/semantics.md, "Debounce", "Releasing ids").
+      if (item.debounce_ms && item.depends_on.empty() && item.batch.empty()) {
+        if (state == MessageState::kPending || state == MessageState::kInvisible) {
+          return Debounce(found, item, now, memory_budget, memory_used, budget_exhausted);
+        }
+        if (state == MessageState::kRunning) {
+          return EnqueueResult{std::string(id), VersionOf(found, existing), true};
+        }
+      }
+      if (settings_.dedupe == Dedupe::kWhileActive && IsTerminal(state) && !existing->in_graph()) {
+        release = found;
+      }
+    }
+    if (const MessageRef found = release != kNoRef ? kNoRef : ids_.Find(id, hash);
+        found != kNoRef) {
       const Message* existing = At(found);
       bool same = existing->priority == item.priority && existing->payload() == item.payload &&
                   (!item.max_attempts || *item.max_attempts == existing->max_attempts()) &&
@@ -687,8 +715,16 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   TimeMs visible_at = item.visible_at
                           ? *item.visible_at
                           : SaturatingAdd(now, item.delay_ms.value_or(settings_.invisibility_ms));
+  if (item.debounce_ms) visible_at = std::max(visible_at, SaturatingAdd(now, *item.debounce_ms));
+  if (release != kNoRef) {  // logged as retention would remove it, before the new enqueue
+    Emit(EffectType::kMessageRemoved, ChangeCause::kNone, At(release)->state(), release, now);
+    Detach(release);
+    Erase(release);
+  }
+  const int64_t ttl = item.ttl_ms.value_or(settings_.ttl_ms);
   const MessageRef ref =
-      Insert(id, hash, item.payload, packed, static_cast<uint32_t>(item.metadata.size()));
+      Insert(id, hash, item.payload, packed, static_cast<uint32_t>(item.metadata.size()),
+             ttl > 0 ? SaturatingAdd(now, ttl) : 0);
   Message* m = At(ref);
   m->priority = item.priority;
   m->seq = next_seq_++;
@@ -724,13 +760,18 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   return EnqueueResult{std::string(id), 1, false};
 }
 
-std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs now, Random* rng) {
+std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs now, Random* rng,
+                                          bool every_shard_locked) {
   std::vector<MessageRecord> out;
   if (settings_.dequeue_paused) return out;
+  // No delivery after expiry, even when the timer is late (docs/semantics.md, "Expiry").
+  (void)ExpireDue(now, every_shard_locked);
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   for (uint32_t i = 0; i < request.max; ++i) {
     const MessageRef ref = SelectPending(request.filter);
     if (ref == kNoRef) break;
+    // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
+    if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
     MessageState from = BeginChange(ref);
     Message* m = At(ref);
     m->set_attempts(m->attempts() + 1);
@@ -992,6 +1033,9 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
+  // Expiries first, then the timers, then the expiries of the messages the timers made pending
+  // (a lease that expired, past the ttl) in this same pass.
+  if (!ExpireDue(now, every_shard_locked, count)) return false;
   while (!timers_.empty() && timers_.top().due_at <= now) {
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
@@ -1051,7 +1095,79 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
     }
     ++*count;
   }
+  return ExpireDue(now, every_shard_locked, count);
+}
+
+void Queue::Expire(MessageRef ref, TimeMs now) {
+  SetError(ref, "expired");
+  MakeTerminal(ref, MessageState::kCanceled, now, ChangeCause::kExpired);
+}
+
+bool Queue::ExpireDue(TimeMs now, bool every_shard_locked, uint64_t* count) {
+  while (expiry_.next() <= now) {
+    const MessageRef ref = expiry_.top_ref();
+    if (At(ref)->in_graph() && !every_shard_locked) return false;
+    Expire(ref, now);
+    if (count != nullptr) ++*count;
+  }
   return true;
+}
+
+MessageRef Queue::Rewrite(MessageRef ref, std::string_view payload,
+                          std::string_view packed_metadata) {
+  const Message* old = At(ref);
+  const std::string id(old->id());
+  const uint64_t version = VersionOf(ref, old);
+  const TimeMs updated_at = UpdatedAtOf(ref, old);
+  const std::string error(ErrorOf(old, ref));
+  const std::string history(old->has_history() ? histories_.Block(ref) : std::string_view());
+  const bool in_graph = old->in_graph();
+  const Message fixed = *old;
+  const TimeMs expires_at = old->expires_at();
+  Erase(ref);
+  const MessageRef n = Insert(id, IdTable::Hash(id), payload, packed_metadata,
+                              PairCount(packed_metadata), expires_at);
+  Message* m = At(n);
+  m->priority = fixed.priority;
+  m->seq = fixed.seq;
+  m->enqueued_at = fixed.enqueued_at;
+  m->set_attempts(fixed.attempts());
+  m->set_max_attempts(fixed.max_attempts());
+  m->set_state(fixed.state());
+  Stamp(n, version, updated_at);
+  SetError(n, error);
+  if (in_graph) {
+    m->set_in_graph();
+    ++graph_messages_;
+  }
+  if (const int64_t delta = histories_.Restore(n, history); delta != 0) {
+    m->set_has_history(true);
+    AddMemoryBytes(delta);
+  }
+  return n;
+}
+
+Result<EnqueueResult> Queue::Debounce(MessageRef ref, const EnqueueItem& item, TimeMs now,
+                                      uint64_t memory_budget, uint64_t memory_used,
+                                      const Status& budget_exhausted) {
+  thread_local std::string packed;
+  packed.clear();
+  AppendPackedMetadata(item.metadata, &packed);
+  const Message* m = At(ref);
+  const uint64_t grows = item.payload.size() + packed.size();
+  const uint64_t shrinks = m->payload().size() + m->packed_metadata().size();
+  if (memory_budget > 0 && grows > shrinks && memory_used + (grows - shrinks) > memory_budget) {
+    return budget_exhausted;
+  }
+  Timing old;
+  const MessageState from = BeginChange(ref, &old);
+  const TimeMs current = from == MessageState::kInvisible ? old.due_at : now;
+  const TimeMs visible_at = std::max(current, SaturatingAdd(now, *item.debounce_ms));
+  const MessageRef n = Rewrite(ref, item.payload, packed);
+  const bool invisible = visible_at > now;
+  FinishChange(n, from, invisible ? MessageState::kInvisible : MessageState::kPending, now,
+               ChangeCause::kDebounced, invisible ? Timing{visible_at, 0} : Timing{});
+  return EnqueueResult{std::string(At(n)->id()), VersionOf(n, At(n)), false};
 }
 
 void Queue::RearmHeld(std::string_view id) {
@@ -1133,7 +1249,7 @@ Result<BrowsePage> Queue::Browse(const BrowseRequest& request) const {
   for (size_t i = 0; i < take; ++i) {
     MessageRecord r = Record(found[i]);
     page.messages.push_back({r.id, r.priority, r.state, r.attempts, r.version, r.visible_at,
-                             r.lease_expires_at, r.enqueued_at, r.updated_at});
+                             r.lease_expires_at, r.enqueued_at, r.updated_at, r.expires_at});
   }
   if (matches > take && take > 0) page.next_cursor = EncodeCursor(At(found[take - 1]));
   return page;
@@ -1263,7 +1379,8 @@ Status Queue::ApplyEnqueued(const Effect& e) {
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
-  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs);
+  if (e.expires_at < 0) return Status(Code::kInternal, "effect: malformed message");
+  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs, e.expires_at);
   Message* m = At(ref);
   m->priority = e.priority;
   m->seq = e.seq;
@@ -1286,16 +1403,29 @@ Status Queue::ApplyEnqueued(const Effect& e) {
 }
 
 Status Queue::ApplyChanged(const Effect& e) {
-  const MessageRef ref = Find(e.id);
+  MessageRef ref = Find(e.id);
   if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
   if (e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
       static_cast<size_t>(e.to) >= kStateCount ||
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
+  bool replaces = false;
+  if (e.cause == ChangeCause::kDebounced) {
+    PackedMetadataReader reader(e.packed_metadata);
+    std::string_view k, v;
+    uint32_t pairs = 0;
+    while (reader.Next(&k, &v)) ++pairs;
+    if (!reader.Valid() || pairs > kMaxMetadataPairs + 1 ||
+        e.packed_metadata.size() >= (1u << 13)) {
+      return Status(Code::kInternal, "effect: malformed message");
+    }
+    replaces = true;
+  }
   const uint64_t ended_lease =
       At(ref)->state() == MessageState::kRunning ? TimingOf(At(ref)).token : 0;
   Detach(ref);
+  if (replaces) ref = Rewrite(ref, e.payload, e.packed_metadata);
   Message* m = At(ref);
   m->set_state(e.to);
   m->priority = e.priority;
@@ -1375,6 +1505,10 @@ void Queue::HashInto(void* xxh3_state) const {
   put(static_cast<uint8_t>(s.enqueue_paused));
   put(static_cast<uint8_t>(s.dequeue_paused));
   if (s.history_max != kDefaultHistoryMax) put(s.history_max);  // keeps older digests
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {             // likewise
+    put(s.ttl_ms);
+    put(static_cast<uint8_t>(s.dedupe));
+  }
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed
@@ -1405,6 +1539,10 @@ void Queue::HashInto(void* xxh3_state) const {
       const std::string_view history = histories_.Block(ref);
       h = XXH3_64bits_withSeed(history.data(), history.size(), h ^ 0x48495354ULL);
     }
+    if (m->has_expiry()) {
+      const TimeMs expires_at = m->expires_at();
+      h = XXH3_64bits_withSeed(&expires_at, sizeof expires_at, h ^ 0x455850ULL);
+    }
     sum += h;
   });
   put(static_cast<uint64_t>(store_.size()));
@@ -1418,6 +1556,7 @@ void Queue::BeginBulk() {
   ids_.set_bulk(true);
   ready_.BeginUnordered();
   timers_.BeginUnordered();
+  expiry_.BeginUnordered();
   for (auto& [value, g] : groups_) g.pending.BeginUnordered();
   for (auto& [pair, index] : filters_) index.pending.BeginUnordered();
 }
@@ -1427,6 +1566,7 @@ void Queue::EndBulk() {
   bulk_ = false;
   ids_.set_bulk(false);
   timers_.Heapify();
+  expiry_.Heapify();
   for (auto& [pair, index] : filters_) index.pending.Heapify();
   if (!exclusive()) {
     ready_.Heapify();

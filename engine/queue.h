@@ -16,6 +16,8 @@
 //    lease expiry, retention. Its entries hold the due time and lease token (message.h). A
 //    waiting message's entry is {kWaitingDueAt, the visible_at it takes when released (0:
 //    none)}: never due, and the visible_at costs no field of its own.
+//  - expiry_: the pending and invisible messages that have a ttl, by expires_at
+//    (engine/expiry.h); Advance cancels the due ones, and a dequeue never leases one.
 //  - held_: the timers of terminal messages whose retention ran out while a waiting dependent
 //    held them (docs/engine.md, "Dependencies"), by seq, out of timers_ (their slot is
 //    kNoSlot): disarmed, their due time unchanged, until RearmHeld puts them back. Whether a
@@ -28,6 +30,7 @@
 // `dead_letter` queue is passed).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -40,6 +43,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "engine/effect.h"
+#include "engine/expiry.h"
 #include "engine/history.h"
 #include "engine/id_table.h"
 #include "engine/indexed_heap.h"
@@ -249,7 +253,14 @@ class Queue {
   uint64_t allocated_bytes() const;
   bool exclusive() const { return settings_.type == QueueType::kExclusive; }
   QueueInfo Info(TimeMs now) const;
-  TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().due_at; }
+  TimeMs NextDueTime() const {
+    return std::min(timers_.empty() ? INT64_MAX : timers_.top().due_at, expiry_.next());
+  }
+  // True when a message whose ttl ran out by `now` is in the dependency graph: expiring it
+  // (which a dequeue must do first) needs every shard's lock.
+  bool ExpiryNeedsEveryShard(TimeMs now) const {
+    return expiry_.next() <= now && At(expiry_.top_ref())->in_graph();
+  }
   bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
   // Brings the id table's group for `id` into cache (a lookup of it is coming).
   void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
@@ -269,7 +280,10 @@ class Queue {
   // budget the flow has checked for all its nodes together: enqueued as Enqueue does, without
   // checking them again (a waiting node is not refused by max_depth).
   Result<EnqueueResult> EnqueueFlowNode(const EnqueueItem& item, TimeMs now, Random* rng);
-  std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
+  // Expires the messages whose ttl ran out first (docs/semantics.md, "Expiry"); one in the
+  // dependency graph only when `every_shard_locked`, else the dequeue stops before it.
+  std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng,
+                                     bool every_shard_locked = false);
   Status Complete(const CompleteItem& item, TimeMs now);
   // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).
   Result<MessageOutcome> Outcome(std::string_view id) const;
@@ -434,9 +448,24 @@ class Queue {
   bool CanEnter(const Message* m) const;
   // Errored, or moved to `dead_letter` (returns true) when the rules allow.
   bool ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter);
-  // A new record (id not present; `hash` is IdTable::Hash(id)), counted in memory_bytes_.
+  // A new record (id not present; `hash` is IdTable::Hash(id)), counted in memory_bytes_;
+  // `expires_at` 0: no ttl (no room for one in the record).
   MessageRef Insert(std::string_view id, uint64_t hash, std::string_view payload,
-                    std::string_view packed_metadata, uint32_t pair_count);
+                    std::string_view packed_metadata, uint32_t pair_count, TimeMs expires_at = 0);
+  // Debounce: a new record for detached message `ref` with this payload and metadata, every
+  // other field (id, state, seq, version, times, expiry, error, history, graph) kept; `ref` is
+  // freed. Returns the new ref (not attached).
+  MessageRef Rewrite(MessageRef ref, std::string_view payload, std::string_view packed_metadata);
+  // The enqueue of `item` met pending or invisible message `ref` with debounce_ms: replaces its
+  // payload and metadata and pushes its visible_at (cause kDebounced).
+  Result<EnqueueResult> Debounce(MessageRef ref, const EnqueueItem& item, TimeMs now,
+                                 uint64_t memory_budget, uint64_t memory_used,
+                                 const Status& budget_exhausted);
+  // Pending or invisible message `ref` whose ttl ran out: canceled, last_error "expired".
+  void Expire(MessageRef ref, TimeMs now);
+  // Expires every message due by `now`; stops (returning false) at one in the dependency
+  // graph unless `every_shard_locked`. Adds the transitions to *count when given.
+  bool ExpireDue(TimeMs now, bool every_shard_locked, uint64_t* count = nullptr);
   void Erase(MessageRef ref);
   void SetError(MessageRef ref, std::string_view error);
   std::string_view ErrorOf(const Message* m, MessageRef ref) const {
@@ -518,6 +547,7 @@ class Queue {
   IdTable ids_{&store_};
   ReadyIndex ready_{&store_};
   TimerHeap timers_{TimerTraits{&store_}};
+  ExpiryHeap expiry_{&store_};
   std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
   MessageTexts errors_;         // last_error (not counted in the memory budget)
