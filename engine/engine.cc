@@ -642,7 +642,7 @@ Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
   Result<std::vector<MessageRecord>> out = WithQueue<Result<std::vector<MessageRecord>>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard& shard) -> Result<std::vector<MessageRecord>> {
-        in_graph = q.ExpiryNeedsEveryShard(now);
+        in_graph = q.ExpireBeforeDequeue(now);
         if (in_graph) return std::vector<MessageRecord>{};
         return q.Dequeue(request, now, &shard.rng);
       });
@@ -717,7 +717,7 @@ Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
   CompleteAndNextResult out = WithQueue<CompleteAndNextResult>(
       queue, [&] { return refused(kQueueNotFound); },
       [&](Queue& q, TimeMs now, Shard& shard) -> CompleteAndNextResult {
-        in_graph = AnyInGraph(q, items) || q.ExpiryNeedsEveryShard(now);
+        in_graph = AnyInGraph(q, items) || q.ExpireBeforeDequeue(now);
         if (in_graph) return {};
         CompleteAndNextResult result{CompleteLocked(q, items, now)};
         result.next = q.Dequeue(next, now, &shard.rng);
@@ -1398,7 +1398,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
     }
     // The batch must be open; a repeated enqueue of a message that exists answers as before
     // (duplicate, or ALREADY_EXISTS) and joins nothing.
-    const bool exists = !item.id.empty() && q->Contains(item.id);
+    const bool exists = !item.id.empty() && q->Contains(item.id) && !q->Releases(item);
     if (!item.batch.empty() && !exists) {
       const BatchInfo* batch = batches_.Find(item.batch);
       if (batch == nullptr) {

@@ -682,9 +682,7 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
           return EnqueueResult{std::string(id), VersionOf(found, existing), true};
         }
       }
-      if (settings_.dedupe == Dedupe::kWhileActive && IsTerminal(state) && !existing->in_graph()) {
-        release = found;
-      }
+      if (!resend_ && Releases(item)) release = found;
     }
     if (const MessageRef found = release != kNoRef ? kNoRef : ids_.Find(id, hash);
         found != kNoRef) {
@@ -1033,10 +1031,11 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
-  // Expiries first, then the timers, then the expiries of the messages the timers made pending
-  // (a lease that expired, past the ttl) in this same pass.
-  if (!ExpireDue(now, every_shard_locked, count)) return false;
-  while (!timers_.empty() && timers_.top().due_at <= now) {
+  // Before each timer, the expiries due (also those of messages a timer just made pending or
+  // invisible): one order, whatever the pass that gets interrupted (docs/semantics.md, "Expiry").
+  while (true) {
+    if (!ExpireDue(now, every_shard_locked, count)) return false;
+    if (timers_.empty() || timers_.top().due_at > now) break;
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
     switch (m->state()) {
@@ -1095,7 +1094,20 @@ bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
     }
     ++*count;
   }
-  return ExpireDue(now, every_shard_locked, count);
+  return true;
+}
+
+bool Queue::Releases(const EnqueueItem& item) const {
+  if (settings_.dedupe != Dedupe::kWhileActive || item.id.empty()) return false;
+  const MessageRef ref = Find(item.id);
+  if (ref == kNoRef || !IsTerminal(At(ref)->state()) || At(ref)->in_graph()) return false;
+  for (const std::string& key : item.depends_on) {
+    if (key.size() == name_.size() + 1 + item.id.size() && key.starts_with(name_) &&
+        key[name_.size()] == '/' && key.ends_with(item.id)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void Queue::Expire(MessageRef ref, TimeMs now) {

@@ -256,12 +256,17 @@ class Queue {
   TimeMs NextDueTime() const {
     return std::min(timers_.empty() ? INT64_MAX : timers_.top().due_at, expiry_.next());
   }
-  // True when a message whose ttl ran out by `now` is in the dependency graph: expiring it
-  // (which a dequeue must do first) needs every shard's lock.
-  bool ExpiryNeedsEveryShard(TimeMs now) const {
-    return expiry_.next() <= now && At(expiry_.top_ref())->in_graph();
+  // A dequeue's first step (unless dequeue is paused): expires the messages whose ttl ran out
+  // by `now`, up to one in the dependency graph; true when such a one is left, whose expiry
+  // needs every shard's lock (the caller then dequeues with every_shard_locked).
+  bool ExpireBeforeDequeue(TimeMs now) {
+    return !settings_.dequeue_paused && !ExpireDue(now, /*every_shard_locked=*/false);
   }
   bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
+  // The enqueue of `item` would release the terminal message of its id (dedupe while_active:
+  // docs/semantics.md, "Releasing ids: dedupe while_active"): not one in the dependency graph,
+  // nor one the item depends on (its depends_on resolved to "queue/id").
+  bool Releases(const EnqueueItem& item) const;
   // Brings the id table's group for `id` into cache (a lookup of it is coming).
   void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
 
@@ -280,6 +285,14 @@ class Queue {
   // budget the flow has checked for all its nodes together: enqueued as Enqueue does, without
   // checking them again (a waiting node is not refused by max_depth).
   Result<EnqueueResult> EnqueueFlowNode(const EnqueueItem& item, TimeMs now, Random* rng);
+  // A flow's resent root, whose id exists: answered as Enqueue answers an existing id
+  // (duplicate or ALREADY_EXISTS), never released by dedupe while_active.
+  Result<EnqueueResult> EnqueueResend(const EnqueueItem& item, TimeMs now, Random* rng) {
+    resend_ = true;
+    Result<EnqueueResult> r = Enqueue(item, now, rng, 0, 0, Status::Ok());
+    resend_ = false;
+    return r;
+  }
   // Expires the messages whose ttl ran out first (docs/semantics.md, "Expiry"); one in the
   // dependency graph only when `every_shard_locked`, else the dequeue stops before it.
   std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng,
@@ -525,6 +538,7 @@ class Queue {
   bool emit_derived_ = false;    // Emit marks its effects derived (ReleaseWaiting, FailWaiting)
   bool silenced_ = false;        // Emit reports nothing (derived changes replayed by Apply)
   bool forced_ = false;          // Enqueue ignores pause and max_depth (EnqueueCallback, flows)
+  bool resend_ = false;          // Enqueue never releases an id (EnqueueResend)
   // While alive, effects are derived (`emit`) or not reported at all (replay: !emit).
   class DerivedEmission {
    public:

@@ -143,7 +143,8 @@ std::string Show(const QueueSettings& s) {
          Show(s.retry_backoff_max_ms) + " dlq=" + Quote(s.dead_letter_queue) +
          " retention=" + Show(s.retention_ms) + " depth=" + Show(s.max_depth) +
          " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) +
-         " history_max=" + Show(s.history_max) + "}";
+         " history_max=" + Show(s.history_max) + " ttl=" + Show(s.ttl_ms) +
+         " dedupe=" + Show(static_cast<int>(s.dedupe)) + "}";
 }
 
 // ---- Comparison -----------------------------------------------------------------------------
@@ -215,6 +216,7 @@ void CompareRecord(Diff& d, const std::string& at, const MessageRecord& e, const
   d.Check(at + ".updated_at", e.updated_at, m.updated_at);
   d.Check(at + ".last_error", e.last_error, m.last_error);
   d.Check(at + ".result", e.result, m.result);
+  d.Check(at + ".expires_at", e.expires_at, m.expires_at);
 }
 
 void CompareOutcome(Diff& d, const std::string& at, const MessageOutcome& e,
@@ -236,6 +238,7 @@ void CompareSummary(Diff& d, const std::string& at, const MessageSummary& e,
   d.Check(at + ".lease_expires_at", e.lease_expires_at, m.lease_expires_at);
   d.Check(at + ".enqueued_at", e.enqueued_at, m.enqueued_at);
   d.Check(at + ".updated_at", e.updated_at, m.updated_at);
+  d.Check(at + ".expires_at", e.expires_at, m.expires_at);
 }
 
 void CompareExplanation(Diff& d, const std::string& at, const Explanation& e,
@@ -548,6 +551,8 @@ std::string DescribeItem(const EnqueueItem& item) {
   if (item.delay_ms) s += " delay=" + Show(*item.delay_ms);
   if (item.visible_at) s += " visible_at=" + Show(*item.visible_at);
   if (item.max_attempts) s += " max_attempts=" + Show(*item.max_attempts);
+  if (item.ttl_ms) s += " ttl=" + Show(*item.ttl_ms);
+  if (item.debounce_ms) s += " debounce=" + Show(*item.debounce_ms);
   if (!item.depends_on.empty()) {
     s += " depends_on=[";
     for (const std::string& d : item.depends_on) s += Quote(d) + " ";
@@ -573,6 +578,8 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
   if (u.enqueue_paused) field("enqueue_paused", Show(*u.enqueue_paused));
   if (u.dequeue_paused) field("dequeue_paused", Show(*u.dequeue_paused));
   if (u.history_max) field("history_max", Show(*u.history_max));
+  if (u.ttl_ms) field("ttl_ms", Show(*u.ttl_ms));
+  if (u.dedupe) field("dedupe", Show(static_cast<int>(*u.dedupe)));
   return s + "}";
 }
 
@@ -805,6 +812,7 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retry_backoff_max_ms = 2000;
     s.dead_letter_queue = "alpha.dlq";
     s.retention_ms = 10'000;
+    s.dedupe = Dedupe::kWhileActive;  // a terminal message's id is released
   } else if (name == "beta_2") {
     s.lease_ms = 5000;
     s.max_attempts = 2;
@@ -834,6 +842,7 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retention_ms = 3000;
     s.max_depth = 4;
     s.history_max = 2;  // the first and the latest
+    s.ttl_ms = 2500;    // every message expires unless its item says otherwise
   } else if (name == "alpha.dlq") {
     s.lease_ms = 4000;
     s.max_attempts = 2;
@@ -1080,6 +1089,8 @@ class Harness {
       if (e.event == HistoryEvent::kExtended) Count("history.extended");
       if (e.event == HistoryEvent::kDeadLettered) Count("history.dead_lettered");
       if (e.event == HistoryEvent::kDependencyFailed) Count("history.dependency_failed");
+      if (e.event == HistoryEvent::kExpired) Count("history.expired");
+      if (e.event == HistoryEvent::kDebounced) Count("history.debounced");
     }
   }
   uint64_t ResolveToken(const std::string& queue, const std::string& id, uint64_t token) const {
@@ -1282,7 +1293,14 @@ Filter Harness::PickFilter(size_t min_pairs, size_t max_pairs, bool allow_invali
 }
 
 void Harness::Corrupt(EnqueueItem& item, const std::string& queue) {
-  switch (Uniform(0, 13)) {
+  switch (Uniform(0, 15)) {
+    case 14:
+      item.ttl_ms = Chance(50) ? 0 : model::kMaxDelayMs + 1;
+      break;
+    case 15:
+      item.debounce_ms = Chance(50) ? -1 : 10;
+      if (Chance(50)) item.id.clear();
+      break;
     case 0:
       item.id = std::string(kMaxIdBytes + 1, 'x');
       break;
@@ -1350,6 +1368,8 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     Shuffle(item.metadata);
     if (Chance(30)) item.max_attempts = r.max_attempts;
     if (Chance(20)) item.delay_ms = UniformSigned(0, 2000);
+    // Debounce: replaces it while pending or invisible (semantics.md, "Debounce").
+    if (Chance(25)) item.debounce_ms = UniformSigned(0, 2000);
     if (Chance(25)) {
       switch (Uniform(0, 3)) {
         case 0:
@@ -1380,6 +1400,8 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     item.visible_at = clock_.NowMs() + UniformSigned(-1000, 3000);
   }
   if (Chance(20)) item.max_attempts = static_cast<uint32_t>(Uniform(1, 4));
+  if (Chance(12)) item.ttl_ms = UniformSigned(1, 4000);
+  if (!item.id.empty() && Chance(8)) item.debounce_ms = UniformSigned(0, 2000);
   if (allow_invalid && Chance(6)) Corrupt(item, queue);
   return item;
 }
@@ -1761,7 +1783,14 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
   size_t fields = Uniform(0, 3);
   for (size_t i = 0; i < fields; ++i) {
     bool invalid = allow_invalid && Chance(8);
-    switch (Uniform(0, 10)) {
+    switch (Uniform(0, 12)) {
+      case 11:
+        u.ttl_ms = invalid ? -1 : Pick(std::vector<int64_t>{0, 0, 800, 3000});
+        break;
+      case 12:
+        u.dedupe =
+            invalid ? static_cast<Dedupe>(7) : (Chance(50) ? Dedupe::kKeep : Dedupe::kWhileActive);
+        break;
       case 0:
         u.lease_ms = invalid ? (Chance(50) ? 0 : model::kMaxLeaseMs + 1) : UniformSigned(500, 5000);
         break;
@@ -2409,6 +2438,8 @@ bool Harness::Execute(const Op& op) {
             });
         CountStatus(op.kind, e[i].status());
         if (m[i].ok() && m[i]->duplicate) Count("enqueue.duplicate");
+        if (m[i].ok() && !m[i]->duplicate && m[i]->version > 1) Count("enqueue.debounced");
+        if (m[i].ok() && op.items[i].ttl_ms) Count("enqueue.with_ttl");
         if (!m[i].ok() && m[i].status().detail() == "memory budget")
           Count("enqueue.memory_refused");
         if (!m[i].ok() && m[i].status().detail() == "max_depth") Count("enqueue.depth_refused");
