@@ -53,6 +53,9 @@ struct QueueSettings {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  // docs/semantics.md, "Flow control": a message's default ttl (0: none); id release.
+  std::optional<int64_t> ttl_ms;
+  std::optional<protocol::Dedupe> dedupe;
 };
 
 // update_queue: absent settings are left unchanged (type and exclusivity key are fixed).
@@ -68,6 +71,8 @@ struct QueueSettingsUpdate {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  std::optional<int64_t> ttl_ms;
+  std::optional<protocol::Dedupe> dedupe;
 };
 
 struct EnqueueItem {
@@ -85,6 +90,10 @@ struct EnqueueItem {
   protocol::DependencyFailurePolicy on_dependency_failure =
       protocol::DependencyFailurePolicy::cancel;
   std::string batch = {};  // the batch it joins (docs/semantics.md, "Batches"); empty: none
+  // docs/semantics.md, "Flow control": its time to live (else the queue's ttl_ms), and the
+  // debounce of a pending or invisible message of this id (needs an id).
+  std::optional<int64_t> ttl_ms = {};
+  std::optional<int64_t> debounce_ms = {};
 };
 
 // A node of enqueue_flow (docs/semantics.md, "Flows"): its message, in `queue`, waits on all

@@ -56,6 +56,10 @@ json::object SettingsToJson(const QueueSettings& s) {
   o["enqueue_paused"] = s.enqueue_paused;
   o["dequeue_paused"] = s.dequeue_paused;
   o["history_max"] = s.history_max;
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // as the log writes them (tag 27)
+    o["ttl_ms"] = s.ttl_ms;
+    o["dedupe"] = DedupeName(s.dedupe);
+  }
   return o;
 }
 
@@ -72,6 +76,7 @@ void PutMessageFields(const Effect& e, json::object* out) {
   (*out)["due_at"] = e.due_at;
   (*out)["lease_token"] = e.lease_token;
   (*out)["enqueued_at"] = e.enqueued_at;
+  if (e.expires_at != 0) (*out)["expires_at"] = e.expires_at;
 }
 
 std::string Hex64(uint64_t v) {
