@@ -37,6 +37,7 @@ import {
   NextResult,
   Outcome,
   QUEUE_TYPES,
+  DEDUPES,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
@@ -289,6 +290,7 @@ export function decodeMessage(m: P.Message): Message {
     updated_at: Number(m.updatedAt()),
     last_error: text(m.lastError()),
     result: bytesOf(m.resultArray()),
+    expires_at: Number(m.expiresAt()),
   };
   // Present only when asked for (include_dependency_results) and the message has dependencies:
   // one Outcome per dependency, its id "queue/id".
@@ -361,6 +363,8 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     enqueue_paused: setting("enqueue_paused", s.enqueuePaused()),
     dequeue_paused: setting("dequeue_paused", s.dequeuePaused()),
     history_max: setting("history_max", s.historyMax()),
+    ttl_ms: Number(setting("ttl_ms", s.ttlMs())),
+    dedupe: enumName(DEDUPES, setting("dedupe", s.dedupe())),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -637,9 +641,11 @@ export const SETTING_NAMES = [
   "enqueue_paused",
   "dequeue_paused",
   "history_max",
+  "ttl_ms",
+  "dedupe",
 ] as const;
 const UPDATABLE = SETTING_NAMES.filter((n) => n !== "type" && n !== "exclusivity_key");
-const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms"] as const;
+const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms", "ttl_ms"] as const;
 
 interface SettingsTable {
   addLeaseMs(b: flatbuffers.Builder, v: bigint): void;
@@ -653,6 +659,8 @@ interface SettingsTable {
   addEnqueuePaused(b: flatbuffers.Builder, v: boolean): void;
   addDequeuePaused(b: flatbuffers.Builder, v: boolean): void;
   addHistoryMax(b: flatbuffers.Builder, v: number): void;
+  addTtlMs(b: flatbuffers.Builder, v: bigint): void;
+  addDedupe(b: flatbuffers.Builder, v: number): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -661,6 +669,7 @@ const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable>
   retry_backoff_ms: "addRetryBackoffMs",
   retry_backoff_max_ms: "addRetryBackoffMaxMs",
   retention_ms: "addRetentionMs",
+  ttl_ms: "addTtlMs",
 };
 
 /** Checked settings, ready to write into QueueSettings (create) or QueueSettingsUpdate (update). */
@@ -679,6 +688,11 @@ function checkSettings(settings: unknown, update: boolean) {
     type = QUEUE_TYPES.indexOf(s.type as never);
     if (type < 0) throw invalidArgument(`type: ${JSON.stringify(s.type)} is not "simple" or "exclusive"`);
   }
+  let dedupe: number | undefined;
+  if (s.dedupe !== undefined) {
+    dedupe = DEDUPES.indexOf(s.dedupe as never);
+    if (dedupe < 0) throw invalidArgument(`dedupe: ${JSON.stringify(s.dedupe)} is not "keep" or "while_active"`);
+  }
   const ints: [keyof SettingsTable, bigint][] = [];
   for (const name of INT64_SETTINGS) {
     const v = optional(s[name], (x) => int64(name, x));
@@ -694,6 +708,7 @@ function checkSettings(settings: unknown, update: boolean) {
     enqueue_paused: optional(s.enqueue_paused, (x) => bool("enqueue_paused", x)),
     dequeue_paused: optional(s.dequeue_paused, (x) => bool("dequeue_paused", x)),
     history_max: optional(s.history_max, (x) => uint32("history_max", x)),
+    dedupe,
   };
 }
 
@@ -715,6 +730,7 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (s.enqueue_paused !== undefined) add(() => table.addEnqueuePaused(b, s.enqueue_paused!));
   if (s.dequeue_paused !== undefined) add(() => table.addDequeuePaused(b, s.dequeue_paused!));
   if (s.history_max !== undefined) add(() => table.addHistoryMax(b, s.history_max!));
+  if (s.dedupe !== undefined) add(() => table.addDedupe(b, s.dedupe!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 
@@ -810,6 +826,10 @@ export interface EnqueueItem {
   on_dependency_failure?: DependencyFailurePolicy;
   /** The batch it joins (createBatch): NOT_FOUND when there is none, FAILED_PRECONDITION once sealed. */
   batch?: string;
+  /** Canceled as expired if still pending or invisible this long after now (else the queue's ttl_ms). */
+  ttl_ms?: number | bigint;
+  /** With an id: a pending or invisible message of that id is replaced, visible no earlier than now + debounce_ms. */
+  debounce_ms?: number | bigint;
 }
 
 export const ITEM_KEYS = [
@@ -823,6 +843,8 @@ export const ITEM_KEYS = [
   "depends_on",
   "on_dependency_failure",
   "batch",
+  "ttl_ms",
+  "debounce_ms",
 ] as const;
 
 export interface CheckedItem {
@@ -836,6 +858,8 @@ export interface CheckedItem {
   depends_on: string[];
   on_dependency_failure: number;  // the schema's DependencyFailurePolicy value
   batch: string;
+  ttl_ms: bigint | undefined;
+  debounce_ms: bigint | undefined;
 }
 
 function dependsOn(value: unknown): string[] {
@@ -868,6 +892,8 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
     depends_on: dependsOn(item.depends_on),
     on_dependency_failure: dependencyFailurePolicy(item.on_dependency_failure),
     batch: item.batch == null ? "" : str("batch", item.batch),
+    ttl_ms: optional(item.ttl_ms, (x) => int64("ttl_ms", x)),
+    debounce_ms: optional(item.debounce_ms, (x) => int64("debounce_ms", x)),
   };
 }
 
@@ -896,6 +922,8 @@ export function buildItem(b: flatbuffers.Builder, item: CheckedItem): flatbuffer
     if (dependsOnVector) P.EnqueueItem.addDependsOn(b, dependsOnVector);
     if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
     if (batch) P.EnqueueItem.addBatch(b, batch);
+    if (item.ttl_ms !== undefined) addPresent(b, () => P.EnqueueItem.addTtlMs(b, item.ttl_ms!));
+    if (item.debounce_ms !== undefined) addPresent(b, () => P.EnqueueItem.addDebounceMs(b, item.debounce_ms!));
     return P.EnqueueItem.endEnqueueItem(b);
   }
 }
@@ -1346,6 +1374,7 @@ export function browse(queue: unknown, state: unknown, filter: unknown, cursor: 
         lease_expires_at: Number(m.leaseExpiresAt()),
         enqueued_at: Number(m.enqueuedAt()),
         updated_at: Number(m.updatedAt()),
+        expires_at: Number(m.expiresAt()),
       });
     }
     return { messages, next_cursor: text(r.nextCursor()) };

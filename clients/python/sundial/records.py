@@ -74,11 +74,13 @@ class Message(Record):
     must present. ``dependency_results``: asked for with ``include_dependency_results``, one
     ``Outcome`` per dependency listed at enqueue (``id`` "queue/id", ``state``, ``result``,
     ``last_error``), in order; None when not asked or when it has no dependencies.
+    ``expires_at``: when its ttl runs out (ms since the epoch; 0: no ttl).
     """
 
     __slots__ = ("queue", "id", "priority", "payload", "metadata", "state", "attempts",
                  "max_attempts", "visible_at", "lease_token", "lease_expires_at", "version",
-                 "enqueued_at", "updated_at", "last_error", "result", "dependency_results")
+                 "enqueued_at", "updated_at", "last_error", "result", "dependency_results",
+                 "expires_at")
     FIELDS = __slots__
     _decoders = {}
 
@@ -173,15 +175,15 @@ class Queue(Record):
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
-                 "dequeue_paused", "history_max", "counts", "oldest_pending_age_ms",
-                 "memory_bytes")
+                 "dequeue_paused", "history_max", "ttl_ms", "dedupe", "counts",
+                 "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
 
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
-                "history_max")
+                "history_max", "ttl_ms", "dedupe")
 
     @property
     def settings(self):
@@ -213,7 +215,7 @@ class MessageSummary(Record):
     """A message as browse lists it (no payload or metadata)."""
 
     __slots__ = ("id", "priority", "state", "attempts", "version", "visible_at",
-                 "lease_expires_at", "enqueued_at", "updated_at")
+                 "lease_expires_at", "enqueued_at", "updated_at", "expires_at")
     FIELDS = __slots__
     _decoders = {}
 
