@@ -32,7 +32,7 @@ def test_create_queue_round_trips_every_setting(client, queue):
                               invisibility_ms=5, max_attempts=3, retry_backoff_ms=500,
                               retry_backoff_max_ms=9000, dead_letter_queue=dlq,
                               retention_ms=120000, max_depth=50, enqueue_paused=False,
-                              dequeue_paused=True, history_max=32)
+                              dequeue_paused=True, history_max=32, ttl_ms=0, dedupe="keep")
     assert q.counts.pending == 0
     assert client.get_queue(queue) == q
 
@@ -43,7 +43,7 @@ def test_create_queue_defaults_are_specs(client, queue):
                               invisibility_ms=0, max_attempts=5, retry_backoff_ms=1000,
                               retry_backoff_max_ms=300000, dead_letter_queue=None,
                               retention_ms=3600000, max_depth=0, enqueue_paused=False,
-                              dequeue_paused=False, history_max=32)
+                              dequeue_paused=False, history_max=32, ttl_ms=0, dedupe="keep")
 
 
 def test_create_queue_again_identical_succeeds_different_is_already_exists(client, queue):
