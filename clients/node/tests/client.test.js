@@ -60,6 +60,8 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       enqueue_paused: false,
       dequeue_paused: true,
       history_max: 7,
+      ttl_ms: 0,
+      dedupe: "keep",
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
