@@ -170,6 +170,10 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutDependencies(e, out);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
+      if (e.cause == ChangeCause::kDebounced) {  // the `replaced` extension
+        PutText(out, "payload", e.payload);
+        PutMetadata(out, e.packed_metadata);
+      }
       return;
     case EffectType::kMessageRemoved:
       PutMessageFields(e, out);
