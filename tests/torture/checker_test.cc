@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace sundial::torture {
 namespace {
@@ -1117,6 +1121,109 @@ TEST(TortureChecker, MoreThanNRunningMessagesOfOneKeyInAnInventoryAreReported) {
                              "inventory 1000 1 g m5 pending 5\n"
                              "inventory-end 1000 1\n");
   EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
+}
+
+// The rule by its definition, by brute force: some N + 1 leases of distinct messages that
+// pairwise were held at once for certain (each answered before the other could have run out or
+// been ended by a request sent before that answer), on random histories of one value.
+TEST(TortureChecker, KeyConcurrencyAgreesWithItsDefinitionOnRandomHistories) {
+  struct Lease {
+    int message;
+    int64_t t0, t1, lease_ms;
+    bool short_lease;
+    uint64_t token;
+  };
+  struct Ender {
+    int message;
+    int64_t t0;
+    bool cancel;
+    uint64_t token;
+  };
+  constexpr int64_t kMs = 1'000'000;
+  int reported = 0;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+    const uint32_t n = 1 + static_cast<uint32_t>(pick(3));
+    const int messages = 2 + static_cast<int>(pick(4));
+    std::string text = "limits g " + std::to_string(n) + " 0 0 0\n";
+    for (int m = 0; m < messages; ++m) {
+      text += "meta g m" + std::to_string(m) + " a\nop 1 2 c0 enqueue g ok m" + std::to_string(m) +
+              " 5\n";
+    }
+    std::vector<Lease> leases;
+    std::vector<Ender> enders;
+    const int ops = 2 + static_cast<int>(pick(7));
+    for (int k = 0; k < ops; ++k) {
+      const int64_t t0 = 10 + pick(300) * kMs;
+      const int64_t t1 = t0 + 1 + pick(60) * kMs;
+      if (leases.empty() || pick(3) != 0) {
+        Lease l{static_cast<int>(pick(messages)), t0, t1, 0, false, 100 + leases.size()};
+        const int64_t kind = pick(6);
+        l.short_lease = kind == 0;
+        l.lease_ms = kind == 1 ? 150 + pick(100) : 0;
+        const std::string id = "m" + std::to_string(l.message);
+        text += "op " + std::to_string(t0) + ' ' + std::to_string(t1) + " c" + std::to_string(k) +
+                (l.short_lease ? " dequeue-short"
+                 : l.lease_ms  ? " dequeue/" + std::to_string(l.lease_ms)
+                               : " dequeue") +
+                " g ok - 1 " + id + ':' + std::to_string(l.token) + '\n';
+        leases.push_back(l);
+      } else {
+        const Lease& of = leases[static_cast<size_t>(pick(static_cast<int64_t>(leases.size())))];
+        const int64_t kind = pick(3);
+        const char* outcome = pick(4) == 0 ? "FAILED_PRECONDITION" : pick(2) ? "ok" : "none";
+        const std::string id = "m" + std::to_string(of.message);
+        text += "op " + std::to_string(t0) + ' ' + std::to_string(t1) + " c" + std::to_string(k) +
+                (kind == 0   ? " cancel g "
+                 : kind == 1 ? " complete g "
+                             : " fail g ") +
+                outcome + ' ' + id + ' ' + (kind == 0 ? "0" : std::to_string(of.token)) + '\n';
+        if (std::string(outcome) != "FAILED_PRECONDITION") {
+          enders.push_back({of.message, t0, kind == 0, of.token});
+        }
+      }
+    }
+    auto held_until = [&](const Lease& l) {
+      if (l.short_lease) return std::numeric_limits<int64_t>::min();
+      if (l.lease_ms == 0) return std::numeric_limits<int64_t>::max();
+      return l.t0 + (l.lease_ms - kLeaseMarginMs) * kMs;
+    };
+    auto ended = [&](const Lease& l, int64_t until) {
+      for (const Ender& e : enders) {
+        if (e.message == l.message && e.t0 < until && (e.cancel || e.token == l.token)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    auto overlap = [&](const Lease& x, const Lease& y) {
+      return y.t1 < held_until(x) && x.t1 < held_until(y) && !ended(x, y.t1) && !ended(y, x.t1);
+    };
+    bool expected = false;
+    for (uint32_t set = 0; set < (1u << leases.size()) && !expected; ++set) {
+      std::vector<const Lease*> members;
+      for (size_t i = 0; i < leases.size(); ++i) {
+        if (set & (1u << i)) members.push_back(&leases[i]);
+      }
+      if (members.size() != n + 1) continue;
+      bool clique = true;
+      for (size_t i = 0; i < members.size() && clique; ++i) {
+        for (size_t j = i + 1; j < members.size() && clique; ++j) {
+          clique = members[i]->message != members[j]->message && overlap(*members[i], *members[j]);
+        }
+      }
+      expected = clique;
+    }
+    const Report r = CheckText(text);
+    ASSERT_EQ(r.Count("key_concurrency"), expected ? 1u : 0u)
+        << "seed " << seed << ", N " << n << "\n"
+        << text << r.Summary();
+    reported += expected;
+  }
+  // Both outcomes are exercised.
+  EXPECT_GT(reported, 100);
+  EXPECT_LT(reported, 1400);
 }
 
 TEST(TortureChecker, AQueueWithoutKeyConcurrencyLimitsNoKey) {
