@@ -67,6 +67,7 @@ class Checker {
     }
     CheckLeases();
     CheckKeyRates();
+    CheckKeyRatesByHistory();
     CheckExpiry();
     CheckCompletes();
     CheckReleases();
@@ -878,6 +879,47 @@ class Checker {
              << worst_j - worst_i + 1 - static_cast<size_t>(worst) << " allowed by rate "
              << l.key_rate_per_s << "/s, burst " << l.key_burst;
         Add("key_rate", text.str());
+      }
+    }
+  }
+
+  // key_rate in the history's own times, which needs no `grant` line (the server's stamps
+  // are not trusted here): the leases whose dequeue was sent at or after a and answered at or
+  // before b were granted within b - a, so at most B + floor(R * (b - a + margin) / 1000) + 1
+  // of one value (the margin, kLeaseMarginMs, for the server's clock against the history's).
+  // The windows from a dequeue's sending to one's answer suffice.
+  void CheckKeyRatesByHistory() {
+    std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, int64_t>>>
+        leases;  // (queue, value) -> (t0, t1) of each acknowledged lease
+    for (const auto& [key, m] : messages_) {
+      if (m.key_value == nullptr) continue;
+      auto l = limits_.find(m.queue);
+      if (l == limits_.end() || l->second.key_rate_per_s <= 0) continue;
+      for (const Op* d : m.dequeued_by) leases[{m.queue, *m.key_value}].emplace_back(d->t0, d->t1);
+    }
+    for (auto& [qv, spans] : leases) {
+      const QueueLimits& l = limits_.at(qv.first);
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 0; i < spans.size(); ++i) {
+        std::vector<int64_t> answers;  // of the leases sent at or after spans[i]'s
+        for (size_t j = i; j < spans.size(); ++j) answers.push_back(spans[j].second);
+        std::sort(answers.begin(), answers.end());
+        bool found = false;
+        for (size_t k = 0; k < answers.size() && !found; ++k) {
+          ++report_.rate_checks;
+          const double ms = static_cast<double>(answers[k] - spans[i].first) / 1e6 + kLeaseMarginMs;
+          const auto allowed = static_cast<int64_t>(l.key_burst) +
+                               static_cast<int64_t>(std::floor(l.key_rate_per_s * ms / 1000.0)) + 1;
+          if (static_cast<int64_t>(k + 1) <= allowed) continue;
+          std::ostringstream text;
+          text << qv.first << " value " << qv.second << ": " << k + 1
+               << " leases sent and answered within [" << spans[i].first << ".." << answers[k]
+               << "] (history times), at most " << allowed << " allowed by rate "
+               << l.key_rate_per_s << "/s, burst " << l.key_burst << " and the margin";
+          Add("key_rate", text.str());
+          found = true;
+        }
+        if (found) break;  // one report per value
       }
     }
   }

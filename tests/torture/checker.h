@@ -33,7 +33,9 @@
 //   key_rate      per flow-key value of a queue with key_rate_per_s R and key_burst B, from
 //                 the server's grant times of the leases answered (`grant` lines, across
 //                 restarts: no fresh burst after one), sorted: for i <= j, j - i + 1 grants
-//                 in t_j - t_i ms exceed B + floor(R * (t_j - t_i) / 1000) + 1;
+//                 in t_j - t_i ms exceed B + floor(R * (t_j - t_i) / 1000) + 1; and in the
+//                 history's times: more acknowledged leases sent and answered within [a, b]
+//                 than B + floor(R * (b - a + kLeaseMarginMs) / 1000) + 1;
 //   expired_delivered
 //                 a lease of a message with a ttl (its enqueue's, else its queue's) granted at
 //                 or after its expires_at (server times: the answer's, else enqueued_at + ttl),

@@ -1286,6 +1286,30 @@ TEST(TortureChecker, GrantsOfOtherKeysOrWithoutALimitAreNotCounted) {
   EXPECT_TRUE(r.violations.empty()) << r.Summary();
 }
 
+// Five dequeues of r, each leasing one message of value a, the k-th sent at start + k * step ms
+// and answered 1 ms later; no grant lines: only the history's times are judged.
+std::string RatedLeases(int64_t start_ms, int64_t step_ms) {
+  std::string text;
+  for (int k = 1; k <= 5; ++k) {
+    const int64_t t0 = (start_ms + k * step_ms) * 1'000'000;
+    text += "op " + std::to_string(t0) + ' ' + std::to_string(t0 + 1'000'000) + " c" +
+            std::to_string(k) + " dequeue r ok - 1 m" + std::to_string(k) + ':' +
+            std::to_string(70 + k) + '\n';
+  }
+  return text;
+}
+
+TEST(TortureChecker, LeasesBeyondTheRateInTheHistorysTimesAreReported) {
+  // 5 leases within 51 ms: at most 2 + floor(10 * 0.151) + 1 = 4 with the margin.
+  const Report r = CheckText(RatedQueue() + RatedLeases(100, 10));
+  EXPECT_EQ(r.Count("key_rate"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, LeasesWithinTheRateInTheHistorysTimesAreClean) {
+  const Report r = CheckText(RatedQueue() + RatedLeases(100, 100));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
 TEST(TortureChecker, ALeaseGrantedAtOrAfterItsExpiryIsReported) {
   const Report r = CheckText(
       "ttl q m1 1000\n"
