@@ -368,5 +368,26 @@ TEST_F(ClientOps, AStateChangeSurvivesARestart) {
   EXPECT_EQ(got->result<p::GetResult>()->message()->state(), p::MessageState::completed);
 }
 
+TEST_F(ClientOps, FlowSettingsSurviveARestart) {
+  client::QueueSettings s;
+  s.flow_key = "tenant";
+  s.key_concurrency = 4;
+  ASSERT_TRUE(client_->CreateQueue("keyed", s).ok());
+  client::QueueSettingsUpdate u;
+  u.key_concurrency = 2;
+  ASSERT_TRUE(client_->UpdateQueue("keyed", u).ok());
+  client_.reset();
+  ASSERT_EQ(server_->Terminate(), 0) << server_->log();
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  auto c = Client::Connect({"127.0.0.1", server_->port()});
+  ASSERT_TRUE(c.ok());
+  auto got = (*c)->GetQueue("keyed");
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  const p::QueueSettings* settings = got->result<p::QueueResult>()->queue()->settings();
+  EXPECT_EQ(settings->flow_key()->str(), "tenant");
+  EXPECT_EQ(settings->key_concurrency(), std::optional<uint32_t>(2));
+  EXPECT_FALSE((*c)->CreateQueue("keyed", s).ok()) << "the settings now differ (2, not 4)";
+}
+
 }  // namespace
 }  // namespace sundial::e2e
