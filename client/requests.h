@@ -53,7 +53,7 @@ struct QueueSettings {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
-  // Flow control (docs/semantics.md, "Flow control"): the metadata key whose values are limited,
+  // Flow control (docs/protocol.md, "CreateQueue"): the metadata key whose values are limited,
   // fixed at creation (exclusive queues: empty or the exclusivity key); empty: none.
   std::string flow_key;
   std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit

@@ -117,7 +117,7 @@ export interface QueueSettings {
   history_max?: number;
   /**
    * The metadata key whose values key_concurrency limits (1–64 bytes), fixed at creation; an
-   * exclusive queue's may only be its exclusivity_key (docs/semantics.md, "Flow control").
+   * exclusive queue's may only be its exclusivity_key (docs/protocol.md, "CreateQueue").
    */
   flow_key?: string;
   /** Messages per flow-key value running at once, 0–1,000,000 (0: no limit); needs a flow_key. */
