@@ -53,12 +53,17 @@ struct QueueSettings {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  // Flow control (docs/protocol.md, "CreateQueue"): the metadata key whose values are limited,
+  // fixed at creation (exclusive queues: empty or the exclusivity key); empty: none.
+  std::string flow_key;
+  std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
   // docs/semantics.md, "Flow control": a message's default ttl (0: none); id release.
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
 };
 
-// update_queue: absent settings are left unchanged (type and exclusivity key are fixed).
+// update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
+// fixed).
 struct QueueSettingsUpdate {
   std::optional<int64_t> lease_ms;
   std::optional<int64_t> invisibility_ms;
@@ -70,7 +75,8 @@ struct QueueSettingsUpdate {
   std::optional<uint64_t> max_depth;
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
-  std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  std::optional<uint32_t> history_max;      // entries per message (server default 32); 0: none
+  std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
 };

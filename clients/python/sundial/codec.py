@@ -293,8 +293,9 @@ def _decode_queue(q):
                  dead_letter_queue=_text(s.DeadLetterQueue()) or None,
                  retention_ms=s.RetentionMs(), max_depth=s.MaxDepth(),
                  enqueue_paused=bool(s.EnqueuePaused()), dequeue_paused=bool(s.DequeuePaused()),
-                 history_max=s.HistoryMax(), ttl_ms=s.TtlMs(),
-                 dedupe=_enum_name(DEDUPE, s.Dedupe()),
+                 history_max=s.HistoryMax(),
+                 flow_key=_text(s.FlowKey()) or None, key_concurrency=s.KeyConcurrency(),
+                 ttl_ms=s.TtlMs(), dedupe=_enum_name(DEDUPE, s.Dedupe()),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -425,6 +426,7 @@ def _string_vector(b, start_vector, strings):
 
 
 SETTING_NAMES = records.Queue.SETTINGS
+FIXED_SETTINGS = ("type", "exclusivity_key", "flow_key")  # not in QueueSettingsUpdate
 
 
 def _settings(b, settings, update):
@@ -432,16 +434,16 @@ def _settings(b, settings, update):
     module = QueueSettingsUpdate if update else QueueSettings
     prefix = "QueueSettingsUpdate" if update else "QueueSettings"
     add = {name: getattr(module, prefix + "Add" + "".join(p.title() for p in name.split("_")))
-           for name in SETTING_NAMES if not (update and name in ("type", "exclusivity_key"))}
+           for name in SETTING_NAMES if not (update and name in FIXED_SETTINGS)}
     for name in settings:
         if name not in add:
-            fixed = update and name in ("type", "exclusivity_key")
+            fixed = update and name in FIXED_SETTINGS
             raise TypeError(f"{'update_queue' if update else 'create_queue'}: "
                             + (f"{name} is fixed at creation" if fixed else
                                f"unknown setting {name!r}; the settings are "
                                f"{', '.join(sorted(add))}"))
     strings = {}
-    for name in ("exclusivity_key", "dead_letter_queue"):
+    for name in ("exclusivity_key", "dead_letter_queue", "flow_key"):
         value = settings.get(name)
         if value is not None and name in add:
             strings[name] = b.CreateString(_str(name, value))
@@ -463,7 +465,7 @@ def _settings(b, settings, update):
             if value not in DEDUPE:
                 raise invalid_argument(f"dedupe: {value!r} is not 'keep' or 'while_active'")
             add[name](b, DEDUPE.index(value))
-        elif name in ("max_attempts", "history_max"):
+        elif name in ("max_attempts", "history_max", "key_concurrency"):
             add[name](b, _int(name, value, _UINT32))
         elif name == "max_depth":
             add[name](b, _int(name, value, _UINT64))

@@ -175,7 +175,8 @@ class Queue(Record):
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
-                 "dequeue_paused", "history_max", "ttl_ms", "dedupe", "counts",
+                 "dequeue_paused", "history_max", "flow_key", "key_concurrency", "ttl_ms",
+                 "dedupe", "counts",
                  "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
@@ -183,7 +184,7 @@ class Queue(Record):
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
-                "history_max", "ttl_ms", "dedupe")
+                "history_max", "flow_key", "key_concurrency", "ttl_ms", "dedupe")
 
     @property
     def settings(self):
