@@ -70,8 +70,10 @@ std::string_view Name(Code c) {
 
 std::string_view Name(ExplainReason r) {
   static constexpr std::string_view kNames[] = {
-      "dequeueable",    "invisible", "exclusivity_held", "queue_paused",           "no_match",
-      "attempts_spent", "running",   "terminal",         "waiting_on_dependencies"};
+      "dequeueable",    "invisible", "exclusivity_held",
+      "queue_paused",   "no_match",  "attempts_spent",
+      "running",        "terminal",  "waiting_on_dependencies",
+      "key_concurrency"};
   auto i = static_cast<size_t>(r);
   return i < std::size(kNames) ? kNames[i] : "?reason";
 }
