@@ -1186,6 +1186,11 @@ Status Engine::Apply(const Effect& e) {
   switch (e.type) {
     case EffectType::kQueueUpdated:
       if (e.settings == nullptr) return Status(Code::kInternal, "effect: no settings");
+      if (e.settings->type != q->settings().type ||
+          e.settings->exclusivity_key != q->settings().exclusivity_key ||
+          e.settings->flow_key != q->settings().flow_key) {
+        return Status(Code::kInternal, "effect: a queue's type and keys are fixed at creation");
+      }
       q->set_settings(*e.settings);
       return Status::Ok();
     case EffectType::kQueueDeleted:

@@ -1318,6 +1318,11 @@ void Queue::HashInto(void* xxh3_state) const {
   put(static_cast<uint8_t>(s.enqueue_paused));
   put(static_cast<uint8_t>(s.dequeue_paused));
   if (s.history_max != kDefaultHistoryMax) put(s.history_max);  // keeps older digests
+  if (!s.flow_key.empty() || s.key_concurrency != 0) {          // likewise
+    put(uint8_t{26});
+    put_str(s.flow_key);
+    put(s.key_concurrency);
+  }
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed

@@ -123,9 +123,6 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
     return InvalidArgument("dedupe: must be keep or while_active");
   }
   // Each line goes with the commit that builds its rule (docs/design/flow-control.md).
-  if (!s.flow_key.empty() || s.key_concurrency != 0) {
-    return InvalidArgument("flow_key: flow control is not built yet");
-  }
   if (s.ttl_ms != 0) return InvalidArgument("ttl_ms: expiry is not built yet");
   if (s.dedupe != Dedupe::kKeep) return InvalidArgument("dedupe: while_active is not built yet");
   if (!IsValidLease(s.lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
