@@ -504,7 +504,7 @@ void Engine::FinishBatch(const std::string& id, TimeMs now, bool emit) {
   item.payload = c.payload;
   item.metadata = CallbackMetadata(b);
   item.max_attempts = c.max_attempts;
-  // Refused only by the queue's own rules (an exclusive queue without its key in the
+  // Refused only by the queue's own rules (a gated queue without its key in the
   // template, the id taken by another message): documented, and the same on replay.
   (void)q->EnqueueCallback(item, now, &shard.rng, emit);
 }

@@ -1134,14 +1134,18 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
 
 void Queue::ExplainHeld(const Message* m, Explanation* x) const {
   // The key's running messages: a scan of the timers (explain only). The one whose lease
-  // ends first is named (exclusive: the only one).
+  // ends first, by (expiry, seq), is named (exclusive: the only one).
   const std::string_view value = gate_->ValueOf(m);
   Timing first{INT64_MAX, 0};
+  uint64_t first_seq = 0;
   for (size_t i = 0; i < timers_.size(); ++i) {
     const TimerEntry& e = timers_.at(i);
     const Message* r = At(e.ref);
     if (r->state() != MessageState::kRunning || gate_->ValueOf(r) != value) continue;
-    if (e.due_at < first.due_at) first = {e.due_at, e.token};
+    if (e.due_at < first.due_at || (e.due_at == first.due_at && r->seq < first_seq)) {
+      first = {e.due_at, e.token};
+      first_seq = r->seq;
+    }
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
   x->exclusivity_value = std::string(value);
