@@ -109,7 +109,7 @@ inline constexpr TimeMs kWaitingDueAt = INT64_MAX;
 // Heap entries: small values naming a record by its 32-bit MessageRef. Ties on the key are
 // broken by the records' enqueue sequence (a read of the record, needed only on a tie).
 #pragma pack(push, 4)
-struct ReadyEntry {  // ready and group heaps: 12 bytes
+struct ReadyEntry {  // ready heap and the key gate's per-value heaps: 12 bytes
   int64_t priority;
   MessageRef ref;
 };
@@ -134,7 +134,7 @@ struct ReadyTraits {
   }
   uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->slot; }
 };
-struct GroupTraits : ReadyTraits {
+struct GroupTraits : ReadyTraits {  // KeyGate's KeyHeaps: the record's group_slot
   uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->group_slot(); }
 };
 struct TimerTraits {
@@ -228,7 +228,6 @@ class ReadyIndex {
   int64_t base_ = 0;
   bool wide_keys_ = false;
 };
-using GroupHeap = IndexedHeap<ReadyEntry, GroupTraits>;
 using TimerHeap = IndexedHeap<TimerEntry, TimerTraits>;
 using FilterHeap = IndexedHeap<FilterEntry, FilterTraits>;
 
