@@ -76,10 +76,11 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
   fb::FlatBufferBuilder b;
   auto key = s.exclusivity_key.empty() ? 0 : b.CreateString(s.exclusivity_key);
   auto dlq = s.dead_letter_queue.empty() ? 0 : b.CreateString(s.dead_letter_queue);
-  auto settings =
-      p::CreateQueueSettings(b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts,
-                             s.retry_backoff_ms, s.retry_backoff_max_ms, dlq, s.retention_ms,
-                             s.max_depth, s.enqueue_paused, s.dequeue_paused, s.history_max);
+  auto flow_key = s.flow_key.empty() ? 0 : b.CreateString(s.flow_key);
+  auto settings = p::CreateQueueSettings(
+      b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
+      s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
+      s.history_max, flow_key, s.key_concurrency);
   return Finish(b, h, p::Operation::CreateQueue,
                 p::CreateCreateQueue(b, StringOf(b, name), settings));
 }
@@ -87,9 +88,10 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
 std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const QueueSettingsUpdate& u) {
   fb::FlatBufferBuilder b;
   auto dlq = u.dead_letter_queue ? b.CreateString(*u.dead_letter_queue) : 0;
-  auto update = p::CreateQueueSettingsUpdate(
-      b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
-      dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused, u.history_max);
+  auto update = p::CreateQueueSettingsUpdate(b, u.lease_ms, u.invisibility_ms, u.max_attempts,
+                                             u.retry_backoff_ms, u.retry_backoff_max_ms, dlq,
+                                             u.retention_ms, u.max_depth, u.enqueue_paused,
+                                             u.dequeue_paused, u.history_max, u.key_concurrency);
   return Finish(b, h, p::Operation::UpdateQueue,
                 p::CreateUpdateQueue(b, StringOf(b, name), update));
 }

@@ -53,9 +53,14 @@ struct QueueSettings {
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  // Flow control (docs/protocol.md, "CreateQueue"): the metadata key whose values are limited,
+  // fixed at creation (exclusive queues: empty or the exclusivity key); empty: none.
+  std::string flow_key;
+  std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
 };
 
-// update_queue: absent settings are left unchanged (type and exclusivity key are fixed).
+// update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
+// fixed).
 struct QueueSettingsUpdate {
   std::optional<int64_t> lease_ms;
   std::optional<int64_t> invisibility_ms;
@@ -67,7 +72,8 @@ struct QueueSettingsUpdate {
   std::optional<uint64_t> max_depth;
   std::optional<bool> enqueue_paused;
   std::optional<bool> dequeue_paused;
-  std::optional<uint32_t> history_max;  // entries per message (server default 32); 0: none
+  std::optional<uint32_t> history_max;      // entries per message (server default 32); 0: none
+  std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
 };
 
 struct EnqueueItem {

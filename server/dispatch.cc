@@ -99,6 +99,8 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.enqueue_paused = s->enqueue_paused().value_or(out.enqueue_paused);
   out.dequeue_paused = s->dequeue_paused().value_or(out.dequeue_paused);
   out.history_max = s->history_max().value_or(out.history_max);
+  out.flow_key = std::string(Str(s->flow_key()));
+  out.key_concurrency = s->key_concurrency().value_or(out.key_concurrency);
   return out;
 }
 
@@ -116,6 +118,7 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.enqueue_paused = u->enqueue_paused();
   out.dequeue_paused = u->dequeue_paused();
   out.history_max = u->history_max();
+  out.key_concurrency = u->key_concurrency();
   return out;
 }
 
@@ -138,7 +141,7 @@ fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& 
       b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
       s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
       s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max);
+      s.history_max, s.flow_key.c_str(), s.key_concurrency);
   auto counts = EncodeCounts(b, q.counts);
   return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
                                   q.memory_bytes);

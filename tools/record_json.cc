@@ -56,6 +56,8 @@ json::object SettingsToJson(const QueueSettings& s) {
   o["enqueue_paused"] = s.enqueue_paused;
   o["dequeue_paused"] = s.dequeue_paused;
   o["history_max"] = s.history_max;
+  PutText(&o, "flow_key", s.flow_key);
+  o["key_concurrency"] = s.key_concurrency;
   return o;
 }
 

@@ -126,6 +126,8 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("enqueue_paused", s->enqueue_paused());
     put("dequeue_paused", s->dequeue_paused());
     put("history_max", s->history_max());
+    PutText(&o, "flow_key", s->flow_key());
+    put("key_concurrency", s->key_concurrency());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();

@@ -203,6 +203,7 @@ struct SettingFlags {
   bool enqueue_paused = false;
   bool dequeue_paused = false;
   uint32_t history_max = 0;
+  uint32_t key_concurrency = 0;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -214,6 +215,7 @@ struct SettingFlags {
   CLI::Option* enqueue_paused_flag = nullptr;
   CLI::Option* dequeue_paused_flag = nullptr;
   CLI::Option* history_max_flag = nullptr;
+  CLI::Option* key_concurrency_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -235,6 +237,9 @@ struct SettingFlags {
     dequeue_paused_flag = cmd->add_option("--dequeue-paused", dequeue_paused, "true|false");
     history_max_flag = cmd->add_option("--history-max", history_max,
                                        "history entries kept per message (0: no history)");
+    key_concurrency_flag =
+        cmd->add_option("--key-concurrency", key_concurrency,
+                        "messages per flow-key value running at once (0: no limit)");
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -251,6 +256,7 @@ struct SettingFlags {
     if (enqueue_paused_flag->count()) out.enqueue_paused = enqueue_paused;
     if (dequeue_paused_flag->count()) out.dequeue_paused = dequeue_paused;
     if (history_max_flag->count()) out.history_max = history_max;
+    if (key_concurrency_flag->count()) out.key_concurrency = key_concurrency;
   }
 };
 
@@ -276,6 +282,7 @@ struct Args {
 
   std::string type;  // empty: not sent (a simple queue)
   std::string exclusivity_key;
+  std::string flow_key;
   SettingFlags create_settings;
   SettingFlags update_settings;
 
@@ -463,6 +470,8 @@ void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
       ->check(CLI::IsMember({"simple", "exclusive"}));
   create->add_option("--exclusivity-key", a.exclusivity_key,
                      "exclusive queues: the metadata key whose value is exclusive");
+  create->add_option("--flow-key", a.flow_key,
+                     "the metadata key whose values --key-concurrency limits (fixed)");
   a.create_settings.AddTo(create);
   out.push_back({create, [&a](client::Client& c) {
                    client::QueueSettings s;
@@ -472,6 +481,7 @@ void AddQueueSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
                          a.type == "exclusive" ? p::QueueType::exclusive : p::QueueType::simple;
                    }
                    s.exclusivity_key = a.exclusivity_key;
+                   s.flow_key = a.flow_key;
                    return PrintQueue(c.CreateQueue(a.queue, s));
                  }});
 

@@ -21,6 +21,9 @@ constexpr uint8_t kResultTag = 1;
 constexpr uint8_t kDependsOnTag = 2;        // kMessageEnqueued of a waiting message
 constexpr uint8_t kDependencyEntryTag = 3;  // kMessageChanged restating a dependent (snapshots)
 constexpr uint8_t kDequeuePausedFlag = 2;
+// Flow control (docs/wal-format.md, "Flow settings"), added to version 3: the settings' flow
+// block follows their flags, only when a flow setting is not its default.
+constexpr uint8_t kFlowSettingsFlag = 4;
 constexpr uint8_t kSchedulePausedFlag = 1;
 constexpr uint8_t kMaxMisfire = static_cast<uint8_t>(MisfirePolicy::kAll);
 constexpr uint8_t kMaxOverlap = static_cast<uint8_t>(OverlapPolicy::kSkipIfActive);
@@ -39,9 +42,6 @@ constexpr uint8_t kBatchDone = 4;
 constexpr uint8_t kWorkerIdTag = 4;
 constexpr uint8_t kHistoryTag = 5;
 constexpr uint8_t kHistoryMaxTag = 17;
-// Flow control (docs/wal-format.md, "Flow control"), added to version 3: a queue's flow_key and
-// key_concurrency after the settings' flags (after history_max), when either is not the default.
-constexpr uint8_t kFlowTag = 26;
 // kMessageDeadLettered: the moved message's last_error (kept by the move: docs/semantics.md),
 // which the record did not carry before, so a recovery lost it.
 constexpr uint8_t kDeadLetterErrorTag = 6;
@@ -69,16 +69,16 @@ void PutSettings(std::string* out, const QueueSettings& s) {
   PutString(out, s.dead_letter_queue);
   PutI64(out, s.retention_ms);
   PutFixed64(out, s.max_depth);
-  PutU8(out,
-        (s.enqueue_paused ? kEnqueuePausedFlag : 0) | (s.dequeue_paused ? kDequeuePausedFlag : 0));
+  const bool flow = !s.flow_key.empty() || s.key_concurrency != 0;
+  PutU8(out, (s.enqueue_paused ? kEnqueuePausedFlag : 0) |
+                 (s.dequeue_paused ? kDequeuePausedFlag : 0) | (flow ? kFlowSettingsFlag : 0));
+  if (flow) {  // else encoded exactly as before flow control
+    PutString(out, s.flow_key);
+    PutFixed32(out, s.key_concurrency);
+  }
   if (s.history_max != kDefaultHistoryMax) {  // else encoded exactly as before history
     PutU8(out, kHistoryMaxTag);
     PutFixed32(out, s.history_max);
-  }
-  if (!s.flow_key.empty() || s.key_concurrency != 0) {  // else encoded exactly as before
-    PutU8(out, kFlowTag);
-    PutString(out, s.flow_key);
-    PutFixed32(out, s.key_concurrency);
   }
 }
 
@@ -213,33 +213,26 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
   uint8_t flags = r->U8();
   if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
   if (type > kMaxQueueType) return Malformed("wal: effect: unknown queue type");
-  if ((flags & ~(kEnqueuePausedFlag | kDequeuePausedFlag)) != 0) {
+  if ((flags & ~(kEnqueuePausedFlag | kDequeuePausedFlag | kFlowSettingsFlag)) != 0) {
     return Malformed("wal: effect: unknown queue settings flags");
   }
   s->type = static_cast<QueueType>(type);
   s->enqueue_paused = (flags & kEnqueuePausedFlag) != 0;
   s->dequeue_paused = (flags & kDequeuePausedFlag) != 0;
-  // Extensions, each at most once, in increasing tag order.
-  uint8_t last_tag = 0;
-  while (!r->at_end()) {
-    const uint8_t tag = r->U8();
-    if (tag <= last_tag) return Malformed("wal: effect: trailing bytes");
-    last_tag = tag;
-    if (tag == kHistoryMaxTag) {
-      s->history_max = r->U32();
-      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
-      if (s->history_max == kDefaultHistoryMax) {
-        return Malformed("wal: effect: history_max restated at its default");
-      }
-    } else if (tag == kFlowTag) {
-      r->String(&s->flow_key);
-      s->key_concurrency = r->U32();
-      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
-      if (s->flow_key.empty() && s->key_concurrency == 0) {
-        return Malformed("wal: effect: flow settings restated at their default");
-      }
-    } else {
-      return Malformed("wal: effect: trailing bytes");
+  if ((flags & kFlowSettingsFlag) != 0) {
+    r->String(&s->flow_key);
+    s->key_concurrency = r->U32();
+    if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+    if (s->flow_key.empty() && s->key_concurrency == 0) {
+      return Malformed("wal: effect: flow settings restated at their defaults");
+    }
+  }
+  if (!r->at_end()) {
+    if (r->U8() != kHistoryMaxTag) return Malformed("wal: effect: trailing bytes");
+    s->history_max = r->U32();
+    if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+    if (s->history_max == kDefaultHistoryMax) {
+      return Malformed("wal: effect: history_max restated at its default");
     }
   }
   return Status::Ok();

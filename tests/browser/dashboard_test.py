@@ -902,9 +902,38 @@ def test_batches(ctx):
     ws.close()
 
 
+def test_key_concurrency_settings(ctx):
+    """A queue's flow key and key concurrency among the settings of its page, and a change of
+    the limit shown live with no reload (docs/dashboard.md, "Queue page")."""
+    s = ctx.server()
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "keyed", "settings": {"flow_key": "tenant",
+                                                          "key_concurrency": 5}})
+    ws.call("CreateQueue", {"name": "plain"})
+    ctx.open(s.url + "/#/q/keyed")
+    wait_for(lambda: "flow key tenant: 5 running per value" in ctx._safe_text("#queue-settings"),
+             30, lambda: f"the flow key on screen: {ctx._safe_text('#queue-settings')!r}")
+    ctx.js("window.sundialMarker = 1")
+    ws.call("UpdateQueue", {"name": "keyed", "update": {"key_concurrency": 0}})
+    wait_for(lambda: "flow key tenant: no limit" in ctx._safe_text("#queue-settings"), 30,
+             lambda: f"the new limit on screen: {ctx._safe_text('#queue-settings')!r}")
+    ws.call("UpdateQueue", {"name": "keyed", "update": {"key_concurrency": 2}})
+    wait_for(lambda: "flow key tenant: 2 running per value" in ctx._safe_text("#queue-settings"),
+             30, lambda: f"the limit of 2 on screen: {ctx._safe_text('#queue-settings')!r}")
+    assert ctx.js("return window.sundialMarker") == 1, "the page was reloaded"
+    ctx.shot("queue-key-concurrency")
+    ctx.go("#/q/plain")
+    shown = ("const v = document.querySelector('#queue-view[data-queue=\"plain\"]');"
+             "return v ? v.querySelector('#queue-settings').textContent : '';")
+    wait_for(lambda: "max attempts" in ctx.js(shown), 30, "plain's settings")
+    assert "flow key" not in ctx.js(shown), ctx.js(shown)
+    ctx.no_script_errors()
+    ws.close()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
          test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
-         test_batches, test_history_timeline, test_flow_graph]
+         test_batches, test_history_timeline, test_flow_graph, test_key_concurrency_settings]
 
 
 def main():

@@ -417,9 +417,9 @@ TEST(Cli, CreateAndUpdateQueueMapTheSettingFlags) {
   auto queue_reply = [](uint64_t request_id) {
     return OkResponse(request_id, [](flatbuffers::FlatBufferBuilder& b) {
       // As the server does: every setting of the queue it describes.
-      auto settings =
-          p::CreateQueueSettingsDirect(b, p::QueueType::exclusive, "tenant", 1000, 0, 5, 1000,
-                                       300000, "jobs.dlq", 3600000, 0, false, true);
+      auto settings = p::CreateQueueSettingsDirect(b, p::QueueType::exclusive, "tenant", 1000, 0, 5,
+                                                   1000, 300000, "jobs.dlq", 3600000, 0, false,
+                                                   true, 32, "tenant", 1);
       auto counts = p::CreateStateCounts(b, 0, 2, 1, 0, 0, 0, 1);
       return std::pair{
           p::Result::QueueResult,
@@ -439,21 +439,25 @@ TEST(Cli, CreateAndUpdateQueueMapTheSettingFlags) {
           EXPECT_FALSE(s->max_attempts().has_value()) << "not given: the server's default";
           EXPECT_EQ(Text(s->dead_letter_queue()), "jobs.dlq");
           EXPECT_TRUE(s->dequeue_paused());
+          EXPECT_EQ(Text(s->flow_key()), "tenant");
+          EXPECT_EQ(s->key_concurrency(), std::optional<uint32_t>(1));
         } else {
           const p::UpdateQueue* u = r->op_as_UpdateQueue();
           ASSERT_NE(u, nullptr);
           EXPECT_EQ(u->update()->max_depth(), std::optional<uint64_t>(10));
           EXPECT_EQ(u->update()->enqueue_paused(), std::optional<bool>(false));
           EXPECT_FALSE(u->update()->lease_ms().has_value());
+          EXPECT_EQ(u->update()->key_concurrency(), std::optional<uint32_t>(0));
           EXPECT_EQ(u->update()->dead_letter_queue(), nullptr);
         }
         conn.SendMessage(queue_reply(r->request_id()));
         conn.WaitForClose();
       },
       2);
-  const CliRun created = RunCli({"create-queue", "jobs", "--type", "exclusive", "--exclusivity-key",
-                                 "tenant", "--lease-ms", "1000", "--dead-letter-queue", "jobs.dlq",
-                                 "--dequeue-paused", "true", "--addr", server.addr()});
+  const CliRun created =
+      RunCli({"create-queue", "jobs", "--type", "exclusive", "--exclusivity-key", "tenant",
+              "--lease-ms", "1000", "--dead-letter-queue", "jobs.dlq", "--dequeue-paused", "true",
+              "--flow-key", "tenant", "--key-concurrency", "1", "--addr", server.addr()});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   const json::object q = created.OutObjects().at(0);
   EXPECT_EQ(q.at("name"), "jobs");
@@ -464,8 +468,10 @@ TEST(Cli, CreateAndUpdateQueueMapTheSettingFlags) {
   EXPECT_EQ(q.at("counts").at("pending").to_number<int64_t>(), 2);
   EXPECT_EQ(q.at("counts").at("blocked").to_number<int64_t>(), 1);
   EXPECT_EQ(q.at("oldest_pending_age_ms").to_number<int64_t>(), 40);
+  EXPECT_EQ(q.at("flow_key"), "tenant");
+  EXPECT_EQ(q.at("key_concurrency").to_number<int64_t>(), 1);
   const CliRun updated = RunCli({"update-queue", "jobs", "--max-depth", "10", "--enqueue-paused",
-                                 "false", "--addr", server.addr()});
+                                 "false", "--key-concurrency", "0", "--addr", server.addr()});
   EXPECT_EQ(updated.exit_code, 0) << updated.err;
 }
 

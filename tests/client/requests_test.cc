@@ -84,6 +84,8 @@ TEST_F(Requests, CreateQueueCarriesTheSettingsSetAndNoDefaults) {
   s.dead_letter_queue = "dlq";
   s.max_depth = 100;
   s.dequeue_paused = true;
+  s.flow_key = "tenant";
+  s.key_concurrency = 1;
   const std::string bytes = BuildCreateQueue({1}, "jobs", s);
   const p::CreateQueue* op = Parse(bytes)->op_as_CreateQueue();
   ASSERT_NE(op, nullptr);
@@ -98,6 +100,12 @@ TEST_F(Requests, CreateQueueCarriesTheSettingsSetAndNoDefaults) {
   EXPECT_EQ(got->max_depth(), 100u);
   EXPECT_EQ(got->dequeue_paused(), true);
   EXPECT_FALSE(got->enqueue_paused().has_value());
+  EXPECT_EQ(got->flow_key()->str(), "tenant");
+  EXPECT_EQ(got->key_concurrency(), 1u);
+  const p::QueueSettings* none =
+      Parse(BuildCreateQueue({1}, "jobs", {}))->op_as_CreateQueue()->settings();
+  EXPECT_EQ(none->flow_key(), nullptr) << "no flow key: not sent";
+  EXPECT_FALSE(none->key_concurrency().has_value());
 }
 
 TEST_F(Requests, UpdateQueueLeavesAbsentSettingsAbsent) {
@@ -105,6 +113,7 @@ TEST_F(Requests, UpdateQueueLeavesAbsentSettingsAbsent) {
   u.lease_ms = 500;
   u.dead_letter_queue = "";  // clears it
   u.enqueue_paused = false;
+  u.key_concurrency = 0;  // no limit: sent, unlike an absent one
   const std::string bytes = BuildUpdateQueue({1}, "jobs", u);
   const p::QueueSettingsUpdate* got = Parse(bytes)->op_as_UpdateQueue()->update();
   ASSERT_NE(got, nullptr);
@@ -113,6 +122,8 @@ TEST_F(Requests, UpdateQueueLeavesAbsentSettingsAbsent) {
   EXPECT_FALSE(got->max_attempts().has_value());
   EXPECT_FALSE(got->invisibility_ms().has_value());
   EXPECT_FALSE(got->dequeue_paused().has_value());
+  EXPECT_EQ(got->key_concurrency(), std::optional<uint32_t>(0));
+  EXPECT_FALSE(got->history_max().has_value());
   ASSERT_NE(got->dead_letter_queue(), nullptr);
   EXPECT_EQ(got->dead_letter_queue()->str(), "");
   EXPECT_EQ(

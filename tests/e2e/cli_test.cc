@@ -254,6 +254,26 @@ TEST_F(CliE2E, ErroredMessagesAreRedriven) {
   EXPECT_EQ(Int(got[0].at("attempts")), 0);
 }
 
+TEST_F(CliE2E, FlowKeyAndKeyConcurrencyFlags) {
+  auto created = Ok({"create-queue", "keyed", "--flow-key", "tenant", "--key-concurrency", "3"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(Str(created[0].at("flow_key")), "tenant");
+  EXPECT_EQ(Int(created[0].at("key_concurrency")), 3);
+  auto updated = Ok({"update-queue", "keyed", "--key-concurrency", "0"});
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_EQ(Int(updated[0].at("key_concurrency")), 0) << "0: no limit";
+  EXPECT_EQ(Str(updated[0].at("flow_key")), "tenant");
+  auto plain = Ok({"create-queue", "plain"});
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(Str(plain[0].at("flow_key")), "");
+  EXPECT_EQ(Int(plain[0].at("key_concurrency")), 0);
+  EXPECT_EQ(ServerError({"create-queue", "bad", "--key-concurrency", "2"}, "INVALID_ARGUMENT"),
+            "key_concurrency: needs a flow_key");
+  EXPECT_EQ(
+      ServerError({"create-queue", "long", "--flow-key", std::string(65, 'k')}, "INVALID_ARGUMENT"),
+      "flow_key: must be a metadata key of 1-64 bytes");
+}
+
 TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
   ServerError({"create-queue", "ex", "--type", "exclusive"}, "INVALID_ARGUMENT");
   Ok({"create-queue", "ex", "--type", "exclusive", "--exclusivity-key", "tenant"});

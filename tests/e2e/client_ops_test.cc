@@ -122,6 +122,70 @@ TEST_F(ClientOps, QueueLifecycle) {
   EXPECT_FALSE(gone.error().message.empty());
 }
 
+TEST_F(ClientOps, FlowKeyAndKeyConcurrencyRoundTripWithTheEnginesRules) {
+  client::QueueSettings s;
+  s.flow_key = "tenant";
+  s.key_concurrency = 2;
+  auto created = client_->CreateQueue("keyed", s);
+  ASSERT_TRUE(created.ok()) << created.error().ToString();
+  const p::QueueSettings* got = created->result<p::QueueResult>()->queue()->settings();
+  EXPECT_EQ(got->flow_key()->str(), "tenant");
+  EXPECT_EQ(got->key_concurrency(), std::optional<uint32_t>(2));
+  EXPECT_TRUE(client_->CreateQueue("keyed", s).ok()) << "identical settings: succeeds";
+  client::QueueSettings other_key = s;
+  other_key.flow_key = "region";
+  auto different = client_->CreateQueue("keyed", other_key);
+  ASSERT_FALSE(different.ok());
+  EXPECT_EQ(different.error().code, Code::kAlreadyExists);
+
+  client::QueueSettingsUpdate u;
+  u.key_concurrency = 5;
+  auto updated = client_->UpdateQueue("keyed", u);
+  ASSERT_TRUE(updated.ok()) << updated.error().ToString();
+  auto read = client_->GetQueue("keyed");
+  ASSERT_TRUE(read.ok());
+  got = read->result<p::QueueResult>()->queue()->settings();
+  EXPECT_EQ(got->flow_key()->str(), "tenant") << "fixed at creation";
+  EXPECT_EQ(got->key_concurrency(), std::optional<uint32_t>(5));
+  u.key_concurrency = 1'000'001;
+  auto too_many = client_->UpdateQueue("keyed", u);
+  ASSERT_FALSE(too_many.ok());
+  EXPECT_EQ(too_many.error().code, Code::kInvalidArgument);
+  EXPECT_EQ(too_many.error().message, "key_concurrency: must be 0 (no limit) to 1000000");
+
+  client::QueueSettings no_key;
+  no_key.key_concurrency = 3;
+  auto refused = client_->CreateQueue("unkeyed", no_key);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, Code::kInvalidArgument);
+  EXPECT_EQ(refused.error().message, "key_concurrency: needs a flow_key");
+  client::QueueSettings plain;
+  ASSERT_TRUE(client_->CreateQueue("plain", plain).ok());
+  client::QueueSettingsUpdate limit;
+  limit.key_concurrency = 1;
+  auto no_flow_key = client_->UpdateQueue("plain", limit);
+  ASSERT_FALSE(no_flow_key.ok());
+  EXPECT_EQ(no_flow_key.error().message, "key_concurrency: needs a flow_key");
+
+  client::QueueSettings exclusive;
+  exclusive.type = p::QueueType::exclusive;
+  exclusive.exclusivity_key = "tenant";
+  exclusive.flow_key = "region";
+  auto mismatched = client_->CreateQueue("ex", exclusive);
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_EQ(mismatched.error().message,
+            "flow_key: an exclusive queue's flow key is its exclusivity_key");
+  exclusive.flow_key = "tenant";
+  exclusive.key_concurrency = 1;
+  ASSERT_TRUE(client_->CreateQueue("ex", exclusive).ok());
+  client::QueueSettingsUpdate two;
+  two.key_concurrency = 2;
+  auto exclusive_two = client_->UpdateQueue("ex", two);
+  ASSERT_FALSE(exclusive_two.ok());
+  EXPECT_EQ(exclusive_two.error().message,
+            "key_concurrency: an exclusive queue runs one message per value");
+}
+
 TEST_F(ClientOps, DequeueFollowsPriorityAndLeasesOnce) {
   Put("q", "low", 10);
   Put("q", "high", 1);
@@ -302,6 +366,27 @@ TEST_F(ClientOps, AStateChangeSurvivesARestart) {
   auto got = (*c)->Get("q", "kept");
   ASSERT_TRUE(got.ok()) << got.error().ToString();
   EXPECT_EQ(got->result<p::GetResult>()->message()->state(), p::MessageState::completed);
+}
+
+TEST_F(ClientOps, FlowSettingsSurviveARestart) {
+  client::QueueSettings s;
+  s.flow_key = "tenant";
+  s.key_concurrency = 4;
+  ASSERT_TRUE(client_->CreateQueue("keyed", s).ok());
+  client::QueueSettingsUpdate u;
+  u.key_concurrency = 2;
+  ASSERT_TRUE(client_->UpdateQueue("keyed", u).ok());
+  client_.reset();
+  ASSERT_EQ(server_->Terminate(), 0) << server_->log();
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  auto c = Client::Connect({"127.0.0.1", server_->port()});
+  ASSERT_TRUE(c.ok());
+  auto got = (*c)->GetQueue("keyed");
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  const p::QueueSettings* settings = got->result<p::QueueResult>()->queue()->settings();
+  EXPECT_EQ(settings->flow_key()->str(), "tenant");
+  EXPECT_EQ(settings->key_concurrency(), std::optional<uint32_t>(2));
+  EXPECT_FALSE((*c)->CreateQueue("keyed", s).ok()) << "the settings now differ (2, not 4)";
 }
 
 }  // namespace

@@ -141,6 +141,23 @@ TEST_F(HttpApiE2e, EnqueueDequeueCompleteOverOneKeepAliveConnection) {
   EXPECT_NE(r.body.find(R"("visible_at":)"), std::string::npos) << r.body;
 }
 
+TEST_F(HttpApiE2e, FlowKeyAndKeyConcurrencyAreSettingsInTheJson) {
+  KeepAlive c(port());
+  HttpReply r = c.Call("POST", "/v1/CreateQueue",
+                       R"({"name":"keyed","settings":{"flow_key":"tenant","key_concurrency":4}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = c.Call("GET", "/v1/queues/keyed");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Member(r.body, "flow_key"), "tenant") << r.body;
+  EXPECT_EQ(Member(r.body, "key_concurrency"), "4") << r.body;
+  r = c.Call("POST", "/v1/UpdateQueue", R"({"name":"keyed","update":{"key_concurrency":1}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Member(r.body, "key_concurrency"), "1") << r.body;
+  r = c.Call("POST", "/v1/CreateQueue", R"({"name":"bad","settings":{"key_concurrency":1}})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(Member(r.body, "message"), "key_concurrency: needs a flow_key") << r.body;
+}
+
 TEST_F(HttpApiE2e, TypedErrorsAndRoutingErrorsHaveTheirStatuses) {
   KeepAlive c(port());
   HttpReply r = c.Call("GET", "/v1/queues/nope/messages/x");

@@ -130,6 +130,8 @@ TEST(SubscriptionOptions, QueueStatsEncodeEveryQueueWithItsTotals) {
   queues[1].counts.by_state[1] = 1;
   queues[1].settings.dequeue_paused = true;
   queues[1].settings.history_max = 7;
+  queues[1].settings.flow_key = "tenant";
+  queues[1].settings.key_concurrency = 3;
   fb::FlatBufferBuilder b;
   auto v = EncodeQueueStats(b, queues, a);
   auto tick = p::CreateStatsTick(b, 0, 42, v);
@@ -144,6 +146,9 @@ TEST(SubscriptionOptions, QueueStatsEncodeEveryQueueWithItsTotals) {
   EXPECT_TRUE(t->queues()->Get(1)->queue()->settings()->dequeue_paused());
   // Every setting, as GetQueue's QueueInfo (the TypeScript client refused a tick without it).
   EXPECT_EQ(t->queues()->Get(1)->queue()->settings()->history_max(), 7u);
+  EXPECT_EQ(t->queues()->Get(1)->queue()->settings()->flow_key()->str(), "tenant");
+  EXPECT_EQ(t->queues()->Get(1)->queue()->settings()->key_concurrency(), 3u);
+  EXPECT_EQ(t->queues()->Get(0)->queue()->settings()->key_concurrency(), 0u) << "sent at 0 too";
 }
 
 std::shared_ptr<const std::string> Finished(fb::FlatBufferBuilder& b) {

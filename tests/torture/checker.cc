@@ -1,6 +1,7 @@
 #include "tests/torture/checker.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -23,12 +24,13 @@ struct Grant {
 struct Message {
   std::string queue, id;
   std::vector<const Op*> ops;  // enqueue, complete, fail, extend, cancel, reprioritize of it
-  std::vector<const Op*> dequeued_by;  // acknowledged dequeues that leased it
-  std::vector<bool> expiring;          // leases meant to expire (dequeue-short)
-  std::vector<uint64_t> tokens;        // their tokens, in the same order
-  const std::string* exclusivity_value = nullptr;
-  const Dependent* dependent = nullptr;  // its dependencies, when it was enqueued with some
-  int64_t fire_at = 0;                   // a schedule's fire name@T: T
+  std::vector<const Op*> dequeued_by;      // acknowledged dequeues that leased it
+  std::vector<bool> expiring;              // leases meant to expire (dequeue-short)
+  std::vector<uint64_t> tokens;            // their tokens, in the same order
+  const std::string* key_value = nullptr;  // its flow-key (exclusivity) value, if any
+  int64_t ttl_ms = 0;                      // its time to live (its enqueue's, else its queue's)
+  const Dependent* dependent = nullptr;    // its dependencies, when it was enqueued with some
+  int64_t fire_at = 0;                     // a schedule's fire name@T: T
 };
 
 // A schedule of the history: its upserts (docs/semantics.md, "Schedules").
@@ -64,6 +66,9 @@ class Checker {
       CheckDrained(inv);
     }
     CheckLeases();
+    CheckKeyRates();
+    CheckKeyRatesByHistory();
+    CheckExpiry();
     CheckCompletes();
     CheckReleases();
     CheckResultReads();
@@ -87,6 +92,17 @@ class Checker {
 
   void Index() {
     for (const auto& [q, id, value] : h_.meta) values_[KeyOf(q, id)] = value;
+    // A queue described twice (an update) is held to the loosest of its settings.
+    for (const QueueLimits& l : h_.limits) {
+      auto [it, fresh] = limits_.try_emplace(l.queue, l);
+      if (fresh) continue;
+      QueueLimits& mine = it->second;
+      mine.key_concurrency = std::max(mine.key_concurrency, l.key_concurrency);
+      mine.key_rate_per_s = std::max(mine.key_rate_per_s, l.key_rate_per_s);
+      mine.key_burst = std::max(mine.key_burst, l.key_burst);
+      mine.ttl_ms = std::max(mine.ttl_ms, l.ttl_ms);
+    }
+    for (const MessageTtl& t : h_.ttls) ttls_[KeyOf(t.queue, t.id)] = t.ttl_ms;
     for (const Dependent& d : h_.dependents) dependents_[KeyOf(d.queue, d.id)] = &d;
     for (const ScheduleUpsert& u : h_.schedules) {
       Schedule& s = schedules_[KeyOf(u.queue, u.name)];
@@ -124,7 +140,12 @@ class Checker {
     }
     for (auto& [key, m] : messages_) {
       auto it = values_.find(key);
-      if (it != values_.end()) m.exclusivity_value = &it->second;
+      if (it != values_.end()) m.key_value = &it->second;
+      if (auto t = ttls_.find(key); t != ttls_.end()) {
+        m.ttl_ms = t->second;
+      } else if (auto l = limits_.find(m.queue); l != limits_.end()) {
+        m.ttl_ms = l->second.ttl_ms;
+      }
       if (auto d = dependents_.find(key); d != dependents_.end()) m.dependent = d->second;
       m.fire_at = FireTime(m.queue, m.id);
       by_queue_[m.queue].push_back(&m);
@@ -245,6 +266,7 @@ class Checker {
       for (const Op* op : m->second.ops) {
         if (op->kind == "cancel" && MayHaveHappened(*op)) t = std::min(t, op->t0);
       }
+      t = std::min(t, MayHaveExpiredFrom(m->second));  // canceled as expired
     }
     if (auto d = dependents_.find(key); d != dependents_.end() && d->second->policy != "release") {
       for (const std::string& dep : d->second->keys) t = std::min(t, FailedBy(dep));
@@ -276,11 +298,17 @@ class Checker {
   // The states an operation leaves its message in when it is the last to touch it. An enqueue
   // with dependencies leaves it waiting until they finish, and then pending (released) or
   // canceled or errored (a dependency failed): the phantom and dependency checks judge which.
+  // A message with a ttl left pending or invisible may have expired since: canceled (the
+  // phantom check judges whether it can have been by then).
   static std::set<std::string> StatesAfter(const Op& op, const Message& m) {
     if (op.kind == "enqueue" && m.dependent != nullptr) {
       return {"waiting", "pending", "invisible", "canceled", "errored"};
     }
-    return StatesAfter(op);
+    std::set<std::string> states = StatesAfter(op);
+    if (m.ttl_ms > 0 && (states.count("pending") || states.count("invisible"))) {
+      states.insert("canceled");
+    }
+    return states;
   }
   static std::set<std::string> StatesAfter(const Op& op) {
     const std::string& kind = op.kind;
@@ -311,16 +339,19 @@ class Checker {
         Add("phantom", "round " + std::to_string(inv.round) + ": " + key + " (" + row.state +
                            ") was never enqueued");
       }
-      if (row.state == "running" && m != messages_.end() && m->second.exclusivity_value) {
-        running_by_value[{row.queue, *m->second.exclusivity_value}].push_back(row.id);
+      if (row.state == "running" && m != messages_.end() && m->second.key_value) {
+        running_by_value[{row.queue, *m->second.key_value}].push_back(row.id);
       }
     }
     for (const auto& [qv, ids] : running_by_value) {
-      if (ids.size() > 1) {
-        Add("exclusivity", "round " + std::to_string(inv.round) + ": " + qv.first + " value " +
-                               qv.second + " has " + std::to_string(ids.size()) +
-                               " running messages (" + ids[0] + ", " + ids[1] + ")");
-      }
+      const uint32_t n = ConcurrencyOf(qv.first);
+      if (n == 0 || ids.size() <= n) continue;
+      std::string names;
+      for (size_t i = 0; i < ids.size() && i <= n; ++i) names += (i ? ", " : "") + ids[i];
+      Add("key_concurrency", "round " + std::to_string(inv.round) + ": " + qv.first + " value " +
+                                 qv.second + " has " + std::to_string(ids.size()) +
+                                 " running messages (" + names + "), at most " + std::to_string(n) +
+                                 " allowed");
     }
     for (const std::string& q : queues) {
       auto it = by_queue_.find(q);
@@ -632,7 +663,8 @@ class Checker {
     const bool dependency_failed = DependencyMayHaveFailed(m, inv.t);
     const std::string policy = m.dependent != nullptr ? m.dependent->policy : "";
     if ((row->state == "completed" && !complete_sent) ||
-        (row->state == "canceled" && !cancel_sent && !(dependency_failed && policy == "cancel")) ||
+        (row->state == "canceled" && !cancel_sent && !(dependency_failed && policy == "cancel") &&
+         MayHaveExpiredFrom(m) >= inv.t) ||
         (row->state == "running" && !dequeue_sent) ||
         (row->state == "errored" && !(dependency_failed && policy == "error")) ||
         (row->state == "waiting" && m.dependent == nullptr)) {
@@ -731,20 +763,218 @@ class Checker {
                                     Describe(*m.dequeued_by[j]));
           }
         }
-        if (m.exclusivity_value) by_value[{m.queue, *m.exclusivity_value}].push_back({&m, i});
+        if (m.key_value) by_value[{m.queue, *m.key_value}].push_back({&m, i});
       }
     }
-    for (const auto& [qv, grants] : by_value) {
-      for (size_t g = 0; g < grants.size(); ++g) {
-        for (size_t h = g + 1; h < grants.size(); ++h) {
-          const auto [m1, i1] = grants[g];
-          const auto [m2, i2] = grants[h];
-          if (m1 == m2) continue;
-          if (Overlap(*m1, i1, *m2, i2)) {
-            Add("exclusivity", qv.first + " value " + qv.second + ": " + m1->id + " leased by " +
-                                   Describe(*m1->dequeued_by[i1]) + " while " + m2->id +
-                                   " was leased by " + Describe(*m2->dequeued_by[i2]));
+    for (const auto& [qv, grants] : by_value) CheckKeyConcurrency(qv.first, qv.second, grants);
+  }
+
+  // Running messages allowed per flow-key value of `queue`: its key_concurrency, else 1 (an
+  // exclusive queue, the only one whose enqueues carry a value without a `limits` line); 0: no
+  // limit.
+  uint32_t ConcurrencyOf(const std::string& queue) const {
+    auto l = limits_.find(queue);
+    return l == limits_.end() ? 1 : l->second.key_concurrency;
+  }
+
+  // The moment (exclusive) until which lease `grant` of `m` certainly lasted from its answer:
+  // HeldUntil, or just past the sending of the first request that may have ended it. Two leases
+  // A and B were held at once for certain (Overlap) exactly when each was answered before the
+  // other's CertainEnd.
+  int64_t CertainEnd(const Message& m, size_t grant) const {
+    int64_t end = HeldUntil(m, grant);
+    const uint64_t token = m.tokens[grant];
+    for (const Op* op : m.ops) {
+      if (!MayHaveHappened(*op)) continue;
+      if (op->kind == "cancel" || ((op->kind == "complete" || op->kind == "fail") &&
+                                   static_cast<uint64_t>(op->arg) == token)) {
+        end = std::min(end, op->t0 + 1);
+      }
+    }
+    return end;
+  }
+
+  // key_concurrency: no more than N messages of one value held at once for certain. A set of
+  // leases was, exactly when each was answered (a) before every other's CertainEnd (e): then at
+  // the latest real grant among them every one had been granted and none had ended. Every such
+  // set has a member Z of the latest answer, and is within {Z} and the leases X of other
+  // messages with a_X <= a_Z, a_Z < e_X and a_X < e_Z, itself such a set: the largest of
+  // those, one lease per message, over every Z, is the most held at once.
+  void CheckKeyConcurrency(const std::string& queue, const std::string& value,
+                           const std::vector<std::pair<const Message*, size_t>>& grants) {
+    const uint32_t n = ConcurrencyOf(queue);
+    if (n == 0) return;
+    std::vector<int64_t> answered(grants.size()), end(grants.size());
+    for (size_t g = 0; g < grants.size(); ++g) {
+      answered[g] = grants[g].first->dequeued_by[grants[g].second]->t1;
+      end[g] = CertainEnd(*grants[g].first, grants[g].second);
+    }
+    for (size_t z = 0; z < grants.size(); ++z) {
+      std::vector<size_t> held = {z};
+      std::set<const Message*> messages = {grants[z].first};
+      for (size_t x = 0; x < grants.size(); ++x) {
+        if (messages.count(grants[x].first)) continue;
+        ++report_.lease_checks;
+        if (answered[x] <= answered[z] && answered[z] < end[x] && answered[x] < end[z]) {
+          held.push_back(x);
+          messages.insert(grants[x].first);
+        }
+      }
+      if (held.size() <= n) continue;
+      std::string leases;
+      for (size_t x : held) {
+        const auto [m, i] = grants[x];
+        leases +=
+            (leases.empty() ? "" : "; ") + m->id + " leased by " + Describe(*m->dequeued_by[i]);
+      }
+      Add("key_concurrency", queue + " value " + value + ": " + std::to_string(held.size()) +
+                                 " messages held at once, at most " + std::to_string(n) +
+                                 " allowed (" + leases + ")");
+      return;  // one report per value
+    }
+  }
+
+  // key_rate (docs/semantics.md, "Flow control"): per flow-key value of a queue with
+  // key_rate_per_s R and key_burst B, the grants' server times (every lease an answer carried,
+  // across restarts: a restart grants no fresh burst) sorted t_1 <= ... <= t_k: for i <= j,
+  // j - i + 1 <= B + floor(R * (t_j - t_i) / 1000) + 1 (the +1: grant times are whole ms, the
+  // bucket's arithmetic finer). The window that exceeds it most is reported, once per value.
+  void CheckKeyRates() {
+    std::map<std::pair<std::string, std::string>,
+             std::map<std::pair<std::string, uint64_t>, int64_t>>
+        grants;  // (queue, value) -> (id, token) -> granted_at
+    for (const LeaseStamp& g : h_.grants) {
+      auto l = limits_.find(g.queue);
+      if (l == limits_.end() || l->second.key_rate_per_s <= 0) continue;
+      auto v = values_.find(KeyOf(g.queue, g.id));
+      if (v == values_.end()) continue;  // no value: not limited per key
+      grants[{g.queue, v->second}][{g.id, g.token}] = g.granted_at;
+    }
+    for (const auto& [qv, by_lease] : grants) {
+      const QueueLimits& l = limits_.at(qv.first);
+      std::vector<int64_t> times;
+      for (const auto& [lease, t] : by_lease) times.push_back(t);
+      std::sort(times.begin(), times.end());
+      int64_t worst = 0;
+      size_t worst_i = 0, worst_j = 0;
+      for (size_t j = 0; j < times.size(); ++j) {
+        for (size_t i = 0; i <= j; ++i) {
+          ++report_.rate_checks;
+          const auto refilled = static_cast<int64_t>(
+              std::floor(l.key_rate_per_s * static_cast<double>(times[j] - times[i]) / 1000.0));
+          const int64_t excess =
+              static_cast<int64_t>(j - i + 1) - (static_cast<int64_t>(l.key_burst) + refilled + 1);
+          if (excess > worst) {
+            worst = excess;
+            worst_i = i;
+            worst_j = j;
           }
+        }
+      }
+      if (worst > 0) {
+        std::ostringstream text;
+        text << qv.first << " value " << qv.second << ": " << worst_j - worst_i + 1
+             << " leases granted in " << times[worst_j] - times[worst_i] << " ms (server times "
+             << times[worst_i] << ".." << times[worst_j] << "), at most "
+             << worst_j - worst_i + 1 - static_cast<size_t>(worst) << " allowed by rate "
+             << l.key_rate_per_s << "/s, burst " << l.key_burst;
+        Add("key_rate", text.str());
+      }
+    }
+  }
+
+  // key_rate in the history's own times, which needs no `grant` line (the server's stamps
+  // are not trusted here): the leases whose dequeue was sent at or after a and answered at or
+  // before b were granted within b - a, so at most B + floor(R * (b - a + margin) / 1000) + 1
+  // of one value (the margin, kLeaseMarginMs, for the server's clock against the history's).
+  // The windows from a dequeue's sending to one's answer suffice.
+  void CheckKeyRatesByHistory() {
+    std::map<std::pair<std::string, std::string>, std::vector<std::pair<int64_t, int64_t>>>
+        leases;  // (queue, value) -> (t0, t1) of each acknowledged lease
+    for (const auto& [key, m] : messages_) {
+      if (m.key_value == nullptr) continue;
+      auto l = limits_.find(m.queue);
+      if (l == limits_.end() || l->second.key_rate_per_s <= 0) continue;
+      for (const Op* d : m.dequeued_by) leases[{m.queue, *m.key_value}].emplace_back(d->t0, d->t1);
+    }
+    for (auto& [qv, spans] : leases) {
+      const QueueLimits& l = limits_.at(qv.first);
+      std::sort(spans.begin(), spans.end());
+      for (size_t i = 0; i < spans.size(); ++i) {
+        std::vector<int64_t> answers;  // of the leases sent at or after spans[i]'s
+        for (size_t j = i; j < spans.size(); ++j) answers.push_back(spans[j].second);
+        std::sort(answers.begin(), answers.end());
+        bool found = false;
+        for (size_t k = 0; k < answers.size() && !found; ++k) {
+          ++report_.rate_checks;
+          const double ms = static_cast<double>(answers[k] - spans[i].first) / 1e6 + kLeaseMarginMs;
+          const auto allowed = static_cast<int64_t>(l.key_burst) +
+                               static_cast<int64_t>(std::floor(l.key_rate_per_s * ms / 1000.0)) + 1;
+          if (static_cast<int64_t>(k + 1) <= allowed) continue;
+          std::ostringstream text;
+          text << qv.first << " value " << qv.second << ": " << k + 1
+               << " leases sent and answered within [" << spans[i].first << ".." << answers[k]
+               << "] (history times), at most " << allowed << " allowed by rate "
+               << l.key_rate_per_s << "/s, burst " << l.key_burst << " and the margin";
+          Add("key_rate", text.str());
+          found = true;
+        }
+        if (found) break;  // one report per value
+      }
+    }
+  }
+
+  // The earliest moment (history time) message `m`, if it has a ttl, may have expired: its
+  // earliest enqueue that may have happened, sent at t0, plus the ttl less the margin. kNever:
+  // it has none.
+  static int64_t MayHaveExpiredFrom(const Message& m) {
+    if (m.ttl_ms <= 0) return kNever;
+    int64_t sent = kNever;
+    for (const Op* op : m.ops) {
+      if (op->kind == "enqueue" && MayHaveHappened(*op)) sent = std::min(sent, op->t0);
+    }
+    if (sent == kNever) return kNever;
+    return sent + (m.ttl_ms - kLeaseMarginMs) * 1'000'000;
+  }
+
+  // expired_delivered (docs/semantics.md, "Flow control"): no lease of a message granted at or
+  // after its expires_at, both the server's times (the answer's expires_at, else its
+  // enqueued_at plus the ttl); and none answered to a dequeue sent later than the message's
+  // first acknowledged enqueue was answered plus the ttl and the margin (by then it had expired,
+  // or was running or terminal: either way not to be leased).
+  void CheckExpiry() {
+    for (const LeaseStamp& g : h_.grants) {
+      auto m = messages_.find(KeyOf(g.queue, g.id));
+      const int64_t ttl = m != messages_.end() ? m->second.ttl_ms : 0;
+      const int64_t expires_at = g.expires_at != 0 ? g.expires_at
+                                 : ttl > 0         ? g.enqueued_at + ttl
+                                                   : 0;
+      if (expires_at == 0) continue;
+      ++report_.expiry_checks;
+      if (g.granted_at >= expires_at) {
+        Add("expired_delivered", KeyOf(g.queue, g.id) + ": lease " + std::to_string(g.token) +
+                                     " granted at " + std::to_string(g.granted_at) +
+                                     ", the message expired at " + std::to_string(expires_at) +
+                                     " (server times)");
+      }
+    }
+    for (const auto& [key, m] : messages_) {
+      if (m.ttl_ms <= 0) continue;
+      int64_t acknowledged = kNever;
+      for (const Op* op : m.ops) {
+        if (op->kind == "enqueue" && op->outcome == Outcome::kOk) {
+          acknowledged = std::min(acknowledged, op->t1);
+        }
+      }
+      if (acknowledged == kNever) continue;
+      const int64_t expired_by = acknowledged + (m.ttl_ms + kLeaseMarginMs) * 1'000'000;
+      for (const Op* d : m.dequeued_by) {
+        ++report_.expiry_checks;
+        if (d->t0 > expired_by) {
+          Add("expired_delivered", key + ": leased by " + Describe(*d) + ", sent " +
+                                       std::to_string((d->t0 - acknowledged) / 1'000'000) +
+                                       " ms after its enqueue was acknowledged, its ttl " +
+                                       std::to_string(m.ttl_ms) + " ms");
         }
       }
     }
@@ -994,6 +1224,8 @@ class Checker {
   Report report_;
   std::map<Key, Message> messages_;
   std::unordered_map<Key, std::string> values_;
+  std::unordered_map<std::string, QueueLimits> limits_;                       // by queue
+  std::unordered_map<Key, int64_t> ttls_;                                     // an enqueue's ttl_ms
   std::unordered_map<std::string, std::vector<const Op*>> unknown_dequeues_;  // by queue
   std::unordered_map<std::string, std::vector<const Message*>> by_queue_;
   std::set<Key> lost_;
@@ -1018,11 +1250,12 @@ std::string Report::Summary(size_t max_lines) const {
     << acked_enqueues << "), inventories " << inventories << ", message checks " << message_checks
     << ", lease pairs " << lease_checks << ", results " << result_checks << ", dependencies "
     << dependency_checks << ", fire slots " << schedule_checks << ", drained " << drain_checks
-    << ", batch reads " << batch_checks << ", flow checks " << flow_checks << "; lost " << lost
-    << ", violations " << violations.size();
-  for (const char* kind :
-       {"lost", "not_stuck", "state", "double_lease", "exclusivity", "stale_token", "redelivered",
-        "phantom", "result", "dependency", "schedule", "drain", "batch", "flow"}) {
+    << ", batch reads " << batch_checks << ", flow checks " << flow_checks << ", rate windows "
+    << rate_checks << ", expiry checks " << expiry_checks << "; lost " << lost << ", violations "
+    << violations.size();
+  for (const char* kind : {"lost", "not_stuck", "state", "double_lease", "key_concurrency",
+                           "key_rate", "expired_delivered", "stale_token", "redelivered", "phantom",
+                           "result", "dependency", "schedule", "drain", "batch", "flow"}) {
     s << ' ' << kind << '=' << Count(kind);
   }
   s << '\n';

@@ -23,8 +23,26 @@
 //   double_lease  two acknowledged leases of one message held at once for certain: each was
 //                 granted (answered) before the other could have expired or been ended by a
 //                 request (complete or fail with its token, a cancel) sent before;
-//   exclusivity   the same for two messages of one exclusivity value (or one dequeue that
-//                 leased two of them), or two running messages of one value in an inventory;
+//   key_concurrency
+//                 (docs/semantics.md, "Flow control") more than N messages of one flow-key
+//                 value (an exclusive queue's exclusivity value: N = 1) held at once for certain
+//                 (each lease granted before every other could have expired or been ended, as
+//                 for double_lease; one dequeue that leased several counts), or more than N
+//                 running messages of one value in an inventory. N: the queue's
+//                 key_concurrency from its `limits` line;
+//   key_rate      per flow-key value of a queue with key_rate_per_s R and key_burst B, from
+//                 the server's grant times of the leases answered (`grant` lines, across
+//                 restarts: no fresh burst after one), sorted: for i <= j, j - i + 1 grants
+//                 in t_j - t_i ms exceed B + floor(R * (t_j - t_i) / 1000) + 1; and in the
+//                 history's times: more acknowledged leases sent and answered within [a, b]
+//                 than B + floor(R * (b - a + kLeaseMarginMs) / 1000) + 1;
+//   expired_delivered
+//                 a lease of a message with a ttl (its enqueue's, else its queue's) granted at
+//                 or after its expires_at (server times: the answer's, else enqueued_at + ttl),
+//                 or answered to a dequeue sent later than its enqueue's acknowledgement + ttl +
+//                 kLeaseMarginMs. An expired message is canceled: a canceled message with a ttl
+//                 and no cancel sent is no phantom once its ttl (less the margin) may have run
+//                 out since its enqueue was sent, and its expiry fails its dependents;
 //   stale_token   an acknowledged complete of a lease that was over when it was sent: another
 //                 lease of the message had been granted since, or its time had run out (and no
 //                 earlier complete with the token could have come in time: a repeat is
@@ -83,8 +101,8 @@
 namespace sundial::torture {
 
 struct Violation {
-  // lost, not_stuck, state, double_lease, exclusivity, stale_token, redelivered, phantom, result,
-  // dependency, schedule, drain, batch, flow
+  // lost, not_stuck, state, double_lease, key_concurrency, key_rate, expired_delivered,
+  // stale_token, redelivered, phantom, result, dependency, schedule, drain, batch, flow
   std::string kind;
   std::string text;
 };
@@ -95,13 +113,15 @@ struct Report {
   uint64_t acked_enqueues = 0;     // enqueues answered ok
   uint64_t inventories = 0;        // complete inventory blocks
   uint64_t message_checks = 0;     // (message, inventory) pairs compared
-  uint64_t lease_checks = 0;       // pairs of acknowledged leases compared
+  uint64_t lease_checks = 0;       // pairs of acknowledged leases compared (one message or value)
   uint64_t result_checks = 0;      // completed messages whose result was compared
   uint64_t dependency_checks = 0;  // dependents' leases and states judged against their deps
   uint64_t schedule_checks = 0;    // fire times looked for in an inventory
   uint64_t drain_checks = 0;       // messages of drained queues looked at
   uint64_t batch_checks = 0;       // reads of batches judged
   uint64_t flow_checks = 0;        // (tree, inventory) pairs and resends judged
+  uint64_t rate_checks = 0;        // windows of grants of one flow-key value judged
+  uint64_t expiry_checks = 0;      // leases of messages with a ttl judged
   uint64_t lost = 0;               // distinct messages whose acknowledged enqueue was lost
   std::vector<Violation> violations;
 

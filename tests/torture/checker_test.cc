@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace sundial::torture {
 namespace {
@@ -163,7 +167,7 @@ TEST(TortureChecker, OneDequeueLeasingTwoMessagesOfOneValueIsReported) {
       "op 10 20 c0 enqueue x ok m1 5\n"
       "op 21 22 c0 enqueue x ok m2 6\n"
       "op 30 40 c0 dequeue/5000 x ok - 2 m1:77 m2:78\n");
-  EXPECT_EQ(r.Count("exclusivity"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
 }
 
 TEST(TortureChecker, ACompleteWithATokenLeasedAgainSinceIsReported) {
@@ -221,7 +225,7 @@ TEST(TortureChecker, TwoLeasesOfOneExclusivityValueAreReported) {
       "op 21 22 c0 enqueue x ok m2 6\n"
       "op 30 40 c0 dequeue x ok - 1 m1:77\n"
       "op 50 60 c1 dequeue x ok - 1 m2:78\n");
-  EXPECT_EQ(r.Count("exclusivity"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
 }
 
 TEST(TortureChecker, AValueReleasedByCompleteMayBeLeasedAgain) {
@@ -248,7 +252,7 @@ TEST(TortureChecker, TwoRunningMessagesOfOneValueInAnInventoryAreReported) {
       "inventory 1000 1 x m1 running 5\n"
       "inventory 1000 1 x m2 running 6\n"
       "inventory-end 1000 1\n");
-  EXPECT_EQ(r.Count("exclusivity"), 1u) << r.Summary();
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
 }
 
 TEST(TortureChecker, PhantomMessageIsReported) {
@@ -1040,6 +1044,354 @@ TEST(TortureChecker, AFlowNodeReleasedAgainAfterItCompletedIsReported) {
                                          "inventory 1000 1 d r pending 3\n"));
   EXPECT_GE(r.Count("not_stuck") + r.Count("state"), 1u) << r.Summary();
   EXPECT_EQ(r.Count("flow"), 0u) << r.Summary();
+}
+
+// ---- Flow control (docs/semantics.md, "Flow control") ---------------------------------------
+
+// Queue g limits each value of its flow key to 2 running messages; m1..m4 carry value a, m5 b.
+std::string GatedQueue() {
+  return "limits g 2 0 0 0\n"
+         "meta g m1 a\nmeta g m2 a\nmeta g m3 a\nmeta g m4 a\nmeta g m5 b\n"
+         "op 10 20 c0 enqueue g ok m1 5\n"
+         "op 21 22 c0 enqueue g ok m2 5\n"
+         "op 23 24 c0 enqueue g ok m3 5\n"
+         "op 25 26 c0 enqueue g ok m4 5\n"
+         "op 27 28 c0 enqueue g ok m5 5\n";
+}
+
+TEST(TortureChecker, MoreThanNLeasesOfOneKeyHeldAtOnceAreReported) {
+  const Report r = CheckText(GatedQueue() +
+                             "op 30 40 c0 dequeue g ok - 1 m1:71\n"
+                             "op 50 60 c1 dequeue g ok - 1 m2:72\n"
+                             "op 70 80 c2 dequeue g ok - 1 m3:73\n");
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, OneDequeueLeasingMoreThanNOfOneKeyIsReported) {
+  const Report r = CheckText(GatedQueue() + "op 30 40 c0 dequeue g ok - 3 m1:71 m2:72 m3:73\n");
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, NLeasesOfOneKeyAndOthersOfAnotherKeyAreClean) {
+  const Report r = CheckText(GatedQueue() +
+                             "op 30 40 c0 dequeue g ok - 3 m1:71 m2:72 m5:75\n"
+                             "inventory-queue 1000 1 g\n"
+                             "inventory 1000 1 g m1 running 5\n"
+                             "inventory 1000 1 g m2 running 5\n"
+                             "inventory 1000 1 g m3 pending 5\n"
+                             "inventory 1000 1 g m4 pending 5\n"
+                             "inventory 1000 1 g m5 running 5\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, LeasesOfOneKeyThatOverlapOnlyInTurnAreClean) {
+  // m1's lease may have ended (its complete was sent at 90) before m3's was granted: at most
+  // two of the three were ever held at once for certain.
+  const Report r = CheckText(GatedQueue() +
+                             "op 30 40 c0 dequeue g ok - 1 m1:71\n"
+                             "op 50 60 c1 dequeue g ok - 1 m2:72\n"
+                             "op 90 95 c0 complete g none m1 71\n"
+                             "op 100 110 c2 dequeue g ok - 1 m3:73\n"
+                             "op 120 130 c1 fail g ok m2 72\n"
+                             "op 140 150 c3 dequeue g ok - 1 m4:74\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, AKeyLeasedByAConcurrentDequeueBeyondNIsReported) {
+  // The third dequeue was sent before the second was answered and nothing ended any lease:
+  // whichever the server granted last, it granted while the other two held.
+  const Report r = CheckText(GatedQueue() +
+                             "op 30 40 c0 dequeue g ok - 1 m1:71\n"
+                             "op 50 90 c1 dequeue g ok - 1 m2:72\n"
+                             "op 60 80 c2 dequeue g ok - 1 m3:73\n");
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, MoreThanNRunningMessagesOfOneKeyInAnInventoryAreReported) {
+  const Report r = CheckText(GatedQueue() +
+                             "op 30 40 c0 dequeue g none - 0\n"
+                             "op 31 41 c1 dequeue g none - 0\n"
+                             "op 32 42 c2 dequeue g none - 0\n"
+                             "inventory-queue 1000 1 g\n"
+                             "inventory 1000 1 g m1 running 5\n"
+                             "inventory 1000 1 g m2 running 5\n"
+                             "inventory 1000 1 g m3 running 5\n"
+                             "inventory 1000 1 g m4 pending 5\n"
+                             "inventory 1000 1 g m5 pending 5\n"
+                             "inventory-end 1000 1\n");
+  EXPECT_EQ(r.Count("key_concurrency"), 1u) << r.Summary();
+}
+
+// The rule by its definition, by brute force: some N + 1 leases of distinct messages that
+// pairwise were held at once for certain (each answered before the other could have run out or
+// been ended by a request sent before that answer), on random histories of one value.
+TEST(TortureChecker, KeyConcurrencyAgreesWithItsDefinitionOnRandomHistories) {
+  struct Lease {
+    int message;
+    int64_t t0, t1, lease_ms;
+    bool short_lease;
+    uint64_t token;
+  };
+  struct Ender {
+    int message;
+    int64_t t0;
+    bool cancel;
+    uint64_t token;
+  };
+  constexpr int64_t kMs = 1'000'000;
+  int reported = 0;
+  for (uint64_t seed = 1; seed <= 1500; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](int64_t n) { return static_cast<int64_t>(rng() % static_cast<uint64_t>(n)); };
+    const uint32_t n = 1 + static_cast<uint32_t>(pick(3));
+    const int messages = 2 + static_cast<int>(pick(4));
+    std::string text = "limits g " + std::to_string(n) + " 0 0 0\n";
+    for (int m = 0; m < messages; ++m) {
+      text += "meta g m" + std::to_string(m) + " a\nop 1 2 c0 enqueue g ok m" + std::to_string(m) +
+              " 5\n";
+    }
+    std::vector<Lease> leases;
+    std::vector<Ender> enders;
+    const int ops = 2 + static_cast<int>(pick(7));
+    for (int k = 0; k < ops; ++k) {
+      const int64_t t0 = 10 + pick(300) * kMs;
+      const int64_t t1 = t0 + 1 + pick(60) * kMs;
+      if (leases.empty() || pick(3) != 0) {
+        Lease l{static_cast<int>(pick(messages)), t0, t1, 0, false, 100 + leases.size()};
+        const int64_t kind = pick(6);
+        l.short_lease = kind == 0;
+        l.lease_ms = kind == 1 ? 150 + pick(100) : 0;
+        const std::string id = "m" + std::to_string(l.message);
+        text += "op " + std::to_string(t0) + ' ' + std::to_string(t1) + " c" + std::to_string(k) +
+                (l.short_lease ? " dequeue-short"
+                 : l.lease_ms  ? " dequeue/" + std::to_string(l.lease_ms)
+                               : " dequeue") +
+                " g ok - 1 " + id + ':' + std::to_string(l.token) + '\n';
+        leases.push_back(l);
+      } else {
+        const Lease& of = leases[static_cast<size_t>(pick(static_cast<int64_t>(leases.size())))];
+        const int64_t kind = pick(3);
+        const char* outcome = pick(4) == 0 ? "FAILED_PRECONDITION" : pick(2) ? "ok" : "none";
+        const std::string id = "m" + std::to_string(of.message);
+        text += "op " + std::to_string(t0) + ' ' + std::to_string(t1) + " c" + std::to_string(k) +
+                (kind == 0   ? " cancel g "
+                 : kind == 1 ? " complete g "
+                             : " fail g ") +
+                outcome + ' ' + id + ' ' + (kind == 0 ? "0" : std::to_string(of.token)) + '\n';
+        if (std::string(outcome) != "FAILED_PRECONDITION") {
+          enders.push_back({of.message, t0, kind == 0, of.token});
+        }
+      }
+    }
+    auto held_until = [&](const Lease& l) {
+      if (l.short_lease) return std::numeric_limits<int64_t>::min();
+      if (l.lease_ms == 0) return std::numeric_limits<int64_t>::max();
+      return l.t0 + (l.lease_ms - kLeaseMarginMs) * kMs;
+    };
+    auto ended = [&](const Lease& l, int64_t until) {
+      for (const Ender& e : enders) {
+        if (e.message == l.message && e.t0 < until && (e.cancel || e.token == l.token)) {
+          return true;
+        }
+      }
+      return false;
+    };
+    auto overlap = [&](const Lease& x, const Lease& y) {
+      return y.t1 < held_until(x) && x.t1 < held_until(y) && !ended(x, y.t1) && !ended(y, x.t1);
+    };
+    bool expected = false;
+    for (uint32_t set = 0; set < (1u << leases.size()) && !expected; ++set) {
+      std::vector<const Lease*> members;
+      for (size_t i = 0; i < leases.size(); ++i) {
+        if (set & (1u << i)) members.push_back(&leases[i]);
+      }
+      if (members.size() != n + 1) continue;
+      bool clique = true;
+      for (size_t i = 0; i < members.size() && clique; ++i) {
+        for (size_t j = i + 1; j < members.size() && clique; ++j) {
+          clique = members[i]->message != members[j]->message && overlap(*members[i], *members[j]);
+        }
+      }
+      expected = clique;
+    }
+    const Report r = CheckText(text);
+    ASSERT_EQ(r.Count("key_concurrency"), expected ? 1u : 0u)
+        << "seed " << seed << ", N " << n << "\n"
+        << text << r.Summary();
+    reported += expected;
+  }
+  // Both outcomes are exercised.
+  EXPECT_GT(reported, 100);
+  EXPECT_LT(reported, 1400);
+}
+
+TEST(TortureChecker, AQueueWithoutKeyConcurrencyLimitsNoKey) {
+  const Report r = CheckText(
+      "limits g 0 0 0 0\n"
+      "meta g m1 a\nmeta g m2 a\n"
+      "op 10 20 c0 enqueue g ok m1 5\n"
+      "op 21 22 c0 enqueue g ok m2 5\n"
+      "op 30 40 c0 dequeue g ok - 2 m1:71 m2:72\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+// Queue r: 10 leases per second per value after a burst of 2; m1..m8 all carry value a.
+// `grant` lines: the server's times, ms since the epoch.
+std::string RatedQueue() {
+  std::string text = "limits r 0 10 2 0\n";
+  for (int i = 1; i <= 8; ++i) {
+    const std::string id = "m" + std::to_string(i);
+    text += "meta r " + id + " a\nop " + std::to_string(10 * i) + ' ' + std::to_string(10 * i + 5) +
+            " c0 enqueue r ok " + id + " 5\n";
+  }
+  return text;
+}
+
+std::string Grant(int i, int64_t granted_at) {
+  const std::string id = "m" + std::to_string(i);
+  return "grant r " + id + ' ' + std::to_string(70 + i) + ' ' + std::to_string(granted_at) +
+         " 1000 0\n";
+}
+
+TEST(TortureChecker, GrantsWithinTheBurstAndTheRateAreClean) {
+  // 3 at once (the burst and the rounding's one), then one per 100 ms.
+  const Report r = CheckText(RatedQueue() + Grant(1, 5000) + Grant(2, 5000) + Grant(3, 5001) +
+                             Grant(4, 5100) + Grant(5, 5200) + Grant(6, 5300) + Grant(7, 6000));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_GT(r.rate_checks, 0u);
+}
+
+TEST(TortureChecker, GrantsBeyondTheBurstAreReported) {
+  const Report r =
+      CheckText(RatedQueue() + Grant(1, 5000) + Grant(2, 5001) + Grant(3, 5002) + Grant(4, 5003));
+  EXPECT_EQ(r.Count("key_rate"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AFreshBurstAfterARestartIsReported) {
+  // A burst, a kill, and a second burst 50 ms later (half a token refilled): the restart must
+  // not have refilled the bucket.
+  const Report r =
+      CheckText(RatedQueue() + Grant(1, 5000) + Grant(2, 5000) + Grant(3, 5001) +
+                "kill 200 0 random\n" + Grant(4, 5050) + Grant(5, 5050) + Grant(6, 5051));
+  EXPECT_EQ(r.Count("key_rate"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, GrantsOfOtherKeysOrWithoutALimitAreNotCounted) {
+  const Report r = CheckText(RatedQueue() +
+                             "meta r x1 b\nmeta r x2 c\n"
+                             "grant r x1 1 5000 1000 0\ngrant r x2 2 5000 1000 0\n"
+                             "grant q y1 3 5000 1000 0\ngrant q y2 4 5000 1000 0\n" +
+                             Grant(1, 5000) + Grant(2, 5000) + Grant(3, 5000));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+// Five dequeues of r, each leasing one message of value a, the k-th sent at start + k * step ms
+// and answered 1 ms later; no grant lines: only the history's times are judged.
+std::string RatedLeases(int64_t start_ms, int64_t step_ms) {
+  std::string text;
+  for (int k = 1; k <= 5; ++k) {
+    const int64_t t0 = (start_ms + k * step_ms) * 1'000'000;
+    text += "op " + std::to_string(t0) + ' ' + std::to_string(t0 + 1'000'000) + " c" +
+            std::to_string(k) + " dequeue r ok - 1 m" + std::to_string(k) + ':' +
+            std::to_string(70 + k) + '\n';
+  }
+  return text;
+}
+
+TEST(TortureChecker, LeasesBeyondTheRateInTheHistorysTimesAreReported) {
+  // 5 leases within 51 ms: at most 2 + floor(10 * 0.151) + 1 = 4 with the margin.
+  const Report r = CheckText(RatedQueue() + RatedLeases(100, 10));
+  EXPECT_EQ(r.Count("key_rate"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, LeasesWithinTheRateInTheHistorysTimesAreClean) {
+  const Report r = CheckText(RatedQueue() + RatedLeases(100, 100));
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, ALeaseGrantedAtOrAfterItsExpiryIsReported) {
+  const Report r = CheckText(
+      "ttl q m1 1000\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:71\n"
+      "grant q m1 71 5000 4000 0\n"  // enqueued at 4000, expired at 5000
+      "op 50 60 c0 enqueue q ok m2 5\n"
+      "op 70 80 c0 dequeue q ok - 1 m2:72\n"
+      "grant q m2 72 5000 1000 4999\n");  // the answer's own expires_at
+  EXPECT_EQ(r.Count("expired_delivered"), 2u) << r.Summary();
+}
+
+TEST(TortureChecker, ALeaseAnsweredToADequeueSentAfterTheTtlIsReported) {
+  // The queue's ttl of 200 ms applies; the dequeue was sent 400 ms after the enqueue's answer.
+  const Report r = CheckText(
+      "limits q 0 0 0 200\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 400000020 400000030 c0 dequeue q ok - 1 m1:71\n");
+  EXPECT_EQ(r.Count("expired_delivered"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, LeasesBeforeExpiryAndAnExpiredMessageCanceledAreClean) {
+  const Report r = CheckText(
+      "ttl q m1 1000\n"
+      "ttl q m2 200\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "op 30 40 c0 dequeue q ok - 1 m1:71\n"
+      "grant q m1 71 4999 4000 0\n"
+      "op 50 60 c0 enqueue q ok m2 5\n"
+      // within the ttl and the margin of the enqueue's answer
+      "op 250000000 250000010 c0 dequeue-short q ok - 1 m2:72\n"
+      "grant q m2 72 4199 4000 0\n"
+      // the short lease lapsed and m2 expired: canceled with no cancel sent
+      "inventory-queue 1000000000 1 q\n"
+      "inventory 1000000000 1 q m1 running 5\n"
+      "inventory 1000000000 1 q m2 canceled 5\n"
+      "inventory-end 1000000000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+  EXPECT_EQ(r.expiry_checks, 4u);
+}
+
+TEST(TortureChecker, AMessageCanceledBeforeItsTtlCouldRunOutIsAPhantom) {
+  const Report r = CheckText(
+      "ttl q m1 60000\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "inventory-queue 1000000000 1 q\n"
+      "inventory 1000000000 1 q m1 canceled 5\n"
+      "inventory-end 1000000000 1\n");
+  EXPECT_EQ(r.Count("phantom"), 1u) << r.Summary();
+}
+
+TEST(TortureChecker, AnExpiredDependencyFailsItsDependents) {
+  const Report r = CheckText(
+      "ttl q a 100\n"
+      "deps q d cancel q/a\n"
+      "op 10 20 c0 enqueue q ok a 5\n"
+      "op 30 40 c0 enqueue q ok d 5\n"
+      "inventory-queue 1000000000 1 q\n"
+      "inventory 1000000000 1 q a canceled 5\n"
+      "inventory 1000000000 1 q d canceled 5\n"
+      "inventory-end 1000000000 1\n");
+  EXPECT_TRUE(r.violations.empty()) << r.Summary();
+}
+
+TEST(TortureChecker, FlowControlLinesRoundTrip) {
+  History h;
+  std::string error;
+  ASSERT_TRUE(
+      ParseHistory("limits g 2 12.5 5 3000\n"
+                   "ttl g m1 250\n"
+                   "grant g m1 71 5000 4000 6000\n",
+                   &h, &error))
+      << error;
+  ASSERT_EQ(h.limits.size(), 1u);
+  EXPECT_EQ(FormatQueueLimits(h.limits[0]), "limits g 2 12.5 5 3000");
+  ASSERT_EQ(h.ttls.size(), 1u);
+  EXPECT_EQ(FormatMessageTtl(h.ttls[0]), "ttl g m1 250");
+  ASSERT_EQ(h.grants.size(), 1u);
+  EXPECT_EQ(FormatLeaseStamp(h.grants[0]), "grant g m1 71 5000 4000 6000");
+  EXPECT_FALSE(ParseHistory("ttl g m1 0\n", &h, &error));
+  EXPECT_FALSE(ParseHistory("limits g 2 -1 5 0\n", &h, &error));
+  EXPECT_FALSE(ParseHistory("grant g m1 71 5000\n", &h, &error));
 }
 
 }  // namespace

@@ -81,6 +81,24 @@ std::string FormatFlowSend(const FlowSend& f) {
   return out.str();
 }
 
+std::string FormatQueueLimits(const QueueLimits& l) {
+  std::ostringstream out;
+  out << "limits " << l.queue << ' ' << l.key_concurrency << ' ' << l.key_rate_per_s << ' '
+      << l.key_burst << ' ' << l.ttl_ms;
+  return out.str();
+}
+
+std::string FormatMessageTtl(const MessageTtl& t) {
+  return "ttl " + t.queue + ' ' + t.id + ' ' + std::to_string(t.ttl_ms);
+}
+
+std::string FormatLeaseStamp(const LeaseStamp& g) {
+  std::ostringstream out;
+  out << "grant " << g.queue << ' ' << g.id << ' ' << g.token << ' ' << g.granted_at << ' '
+      << g.enqueued_at << ' ' << g.expires_at;
+  return out.str();
+}
+
 std::string FormatBatchFields(const BatchRead& r) {
   std::ostringstream out;
   out << r.id << ' ' << r.members << ' ' << r.active << ' ' << r.completed << ' ' << r.canceled
@@ -151,6 +169,24 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
       std::string q, id, value;
       if (!(in >> q >> id >> value)) return bad("short meta");
       h->meta.emplace_back(q, id, value);
+    } else if (tag == "limits") {
+      QueueLimits l;
+      if (!(in >> l.queue >> l.key_concurrency >> l.key_rate_per_s >> l.key_burst >> l.ttl_ms)) {
+        return bad("short limits");
+      }
+      if (l.key_rate_per_s < 0 || l.ttl_ms < 0) return bad("a limit must not be negative");
+      h->limits.push_back(std::move(l));
+    } else if (tag == "ttl") {
+      MessageTtl t;
+      if (!(in >> t.queue >> t.id >> t.ttl_ms)) return bad("short ttl");
+      if (t.ttl_ms <= 0) return bad("a ttl must be positive");
+      h->ttls.push_back(std::move(t));
+    } else if (tag == "grant") {
+      LeaseStamp g;
+      if (!(in >> g.queue >> g.id >> g.token >> g.granted_at >> g.enqueued_at >> g.expires_at)) {
+        return bad("short grant");
+      }
+      h->grants.push_back(std::move(g));
     } else if (tag == "deps") {
       Dependent d;
       if (!(in >> d.queue >> d.id >> d.policy)) return bad("short deps");

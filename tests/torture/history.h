@@ -14,7 +14,20 @@
 //     expires MS ms after it was granted (the failover torture's).
 //     OUTCOME: ok, none (no reply: the connection dropped or timed out, so it may or may not
 //     have happened) or the error code's name (it did not happen).
-//   meta QUEUE ID VALUE           the exclusivity value an enqueue carried (exclusive queues)
+//   meta QUEUE ID VALUE           the flow-key value an enqueue carried (an exclusive queue's
+//                                 exclusivity value; a queue with a flow_key: that key's)
+//   limits QUEUE CONCURRENCY RATE BURST TTL_MS
+//                                 the flow-control settings a queue was created with
+//                                 (docs/semantics.md, "Flow control"): key_concurrency N,
+//                                 key_rate_per_s, key_burst (its effective value), ttl_ms; 0: not
+//                                 set (that rule is not applied). A queue with `meta` lines and no
+//                                 `limits` line is an exclusive queue: N = 1
+//   ttl QUEUE ID TTL_MS           the ttl_ms an enqueue carried (written before its op)
+//   grant QUEUE ID TOKEN GRANTED_AT ENQUEUED_AT EXPIRES_AT
+//                                 the server's own times (ms since the epoch) of a lease an
+//                                 acknowledged dequeue's answer carried: the message's updated_at
+//                                 (the grant), enqueued_at, and expires_at (0: the answer shows
+//                                 none; then enqueued_at + the ttl stands for it)
 //   deps QUEUE ID POLICY KEY...   the dependencies (`queue/id` keys) and on_dependency_failure
 //                                 policy (cancel, error, release) an enqueue carried
 //   depres T0 T1 QUEUE ID KEY STATE RESULT
@@ -174,6 +187,31 @@ struct FlowSend {
   std::vector<int> parents;
 };
 
+// A queue's flow-control settings (docs/semantics.md, "Flow control"); 0: not set.
+struct QueueLimits {
+  std::string queue;
+  uint32_t key_concurrency = 0;  // running messages per flow-key value at once
+  double key_rate_per_s = 0;     // leases per flow-key value per second, after...
+  uint64_t key_burst = 0;        // ...a burst of this many
+  int64_t ttl_ms = 0;            // a message's time to live unless its enqueue gave one
+};
+
+// The ttl_ms an enqueue carried.
+struct MessageTtl {
+  std::string queue, id;
+  int64_t ttl_ms = 0;
+};
+
+// A lease an acknowledged dequeue got, with the server's times from its answer (ms since the
+// epoch, the server's wall clock: comparable across restarts, not with the history's clock).
+struct LeaseStamp {
+  std::string queue, id;
+  uint64_t token = 0;
+  int64_t granted_at = 0;   // the message's updated_at: when the lease was granted
+  int64_t enqueued_at = 0;  // the message's enqueued_at
+  int64_t expires_at = 0;   // when the answer shows it; 0: none shown
+};
+
 struct Kill {
   int64_t t = 0;
   int round = 0;
@@ -184,8 +222,11 @@ struct History {
   std::vector<Op> ops;
   std::vector<Inventory> inventories;  // complete blocks only
   std::vector<Kill> kills;
-  // (queue, id) -> exclusivity value
+  // (queue, id) -> flow-key value (an exclusive queue's exclusivity value)
   std::vector<std::tuple<std::string, std::string, std::string>> meta;
+  std::vector<QueueLimits> limits;
+  std::vector<MessageTtl> ttls;
+  std::vector<LeaseStamp> grants;
   std::vector<Dependent> dependents;
   std::vector<DependencyResult> dependency_results;
   std::vector<MessageRead> gets;
@@ -202,6 +243,9 @@ std::string FormatDependencyResult(const DependencyResult& r);
 std::string FormatMessageRead(const MessageRead& r);
 std::string FormatScheduleUpsert(const ScheduleUpsert& u);
 std::string FormatFlowSend(const FlowSend& f);
+std::string FormatQueueLimits(const QueueLimits& l);
+std::string FormatMessageTtl(const MessageTtl& t);
+std::string FormatLeaseStamp(const LeaseStamp& g);
 // "batch T0 T1 FIELDS", and the FIELDS alone (from BATCH on) for a batch-state line.
 std::string FormatBatchRead(const BatchRead& r);
 std::string FormatBatchFields(const BatchRead& r);

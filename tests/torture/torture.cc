@@ -97,6 +97,29 @@ BatchRead ReadOfBatch(const p::BatchInfo* b, int64_t t0, int64_t t1) {
   return r;
 }
 
+// The `grant` line of a lease an answer carried: the server's times, which the checker's
+// key_rate and expired_delivered rules judge (tests/torture/checker.h). Hook for expiry (issue
+// 24): expires_at stays 0 (the checker then uses enqueued_at + the ttl) until the protocol's
+// Message carries the message's own expires_at; set it here then.
+std::string GrantLine(const std::string& queue, const p::Message* m) {
+  return FormatLeaseStamp(
+      LeaseStamp{queue, m->id()->str(), m->lease_token(), m->updated_at(), m->enqueued_at(), 0});
+}
+
+// The `limits` line of a queue the setup created, from its settings (tests/torture/history.h):
+// an exclusive queue is key_concurrency 1. Hook for flow control (issue 24): once
+// client::QueueSettings has key_concurrency, key_rate_per_s, key_burst and ttl_ms, a gated
+// queue's are copied here (the effective burst, the server's default filled in), and the
+// workload gains that queue (docs/testing.md, "Torture": 8 keys, N = 2, rate 50/s, burst 5,
+// some messages with a ttl). "" when the queue has no limit.
+std::string LimitsLine(const std::string& queue, const client::QueueSettings& s) {
+  QueueLimits l;
+  l.queue = queue;
+  if (s.type == p::QueueType::exclusive) l.key_concurrency = 1;
+  if (l.key_concurrency == 0 && l.key_rate_per_s == 0 && l.ttl_ms == 0) return "";
+  return FormatQueueLimits(l);
+}
+
 // ---- The client process ------------------------------------------------------------------
 
 struct Lease {
@@ -219,6 +242,8 @@ class TortureClient {
       std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), value.c_str());
     }
     if (which == kDependent) AddDependencies(q, item);
+    // Hook for expiry (issue 24): an enqueue that carries ttl_ms writes its `ttl` line here,
+    // before its op (FormatMessageTtl), so that the checker knows when it expires.
     // Half the enqueues into the plain and dependency queues join a batch of this epoch (one
     // sealed already too: FAILED_PRECONDITION).
     if ((which == kPlain || which == kDependent) && Pick(2) == 0) {
@@ -391,6 +416,7 @@ class TortureClient {
       if (messages == nullptr) return;
       for (const p::Message* m : *messages) {
         d.leased.emplace_back(m->id()->str(), m->lease_token());
+        std::fprintf(out_, "%s\n", GrantLine(q, m).c_str());
         if (m->dependency_results() != nullptr) {
           for (const p::WaitItem* item : *m->dependency_results()) {
             DependencyResult dr{
@@ -465,6 +491,7 @@ class TortureClient {
       } else if (result->next() != nullptr) {
         for (const p::Message* m : *result->next()) {
           d.leased.emplace_back(m->id()->str(), m->lease_token());
+          std::fprintf(out_, "%s\n", GrantLine(op.queue, m).c_str());
           held_.push_back({op.queue, m->id()->str(), m->lease_token()});
         }
       }
@@ -894,6 +921,10 @@ class Torture {
       }
       auto r = client.CreateQueue(QueueName(kind, epoch), s);
       if (!r.ok()) return Refused(r.error());
+      if (const std::string limits = LimitsLine(QueueName(kind, epoch), s); !limits.empty()) {
+        std::fprintf(history_, "%s\n", limits.c_str());
+        std::fflush(history_);
+      }
       // Two epochs back is checked for good: its messages leave the server (its schedule
       // first: it would create the queue again).
       if (epoch >= 2) {
@@ -950,6 +981,7 @@ class Torture {
           std::vector<client::CompleteItem> items;
           for (const p::Message* m : *r->result<p::DequeueResult>()->messages()) {
             d.leased.emplace_back(m->id()->str(), m->lease_token());
+            std::fprintf(history_, "%s\n", GrantLine(q, m).c_str());
             items.push_back(
                 {m->id()->str(), m->lease_token(), ResultFor(m->id()->str(), m->lease_token())});
           }

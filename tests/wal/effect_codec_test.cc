@@ -355,9 +355,49 @@ TEST(EffectCodec, UnknownQueueTypeAndFlagsAreRejected) {
   DecodedEffect decoded;
   EXPECT_EQ(DecodeEffect(bad_type, &decoded).detail(), "wal: effect: unknown queue type");
   std::string bad_flags = good;
-  bad_flags.back() = 4;
+  bad_flags.back() = 8;
   EXPECT_EQ(DecodeEffect(bad_flags, &decoded).detail(),
             "wal: effect: unknown queue settings flags");
+}
+
+TEST(EffectCodec, FlowSettingsFollowTheFlagsOnlyWhenNotTheirDefaults) {
+  QueueSettings settings;
+  Effect created;
+  created.type = EffectType::kQueueCreated;
+  created.queue = "q";
+  created.settings = &settings;
+  const std::string plain = Encode(created);
+  settings.flow_key = "tenant";
+  settings.key_concurrency = 5;
+  settings.history_max = 0;  // its tag comes after the flow block
+  const std::string keyed = Encode(created);
+  EXPECT_EQ(keyed.size(), plain.size() + 4 + 6 + 4 + 5);  // str, u32, history_max's tag and u32
+  DecodedEffect d;
+  ASSERT_TRUE(DecodeEffect(keyed, &d).ok());
+  EXPECT_EQ(d.effect().settings->flow_key, "tenant");
+  EXPECT_EQ(d.effect().settings->key_concurrency, 5u);
+  EXPECT_EQ(d.effect().settings->history_max, 0u);
+  EXPECT_EQ(Encode(d.effect()), keyed);
+  ASSERT_TRUE(DecodeEffect(plain, &d).ok());
+  EXPECT_EQ(d.effect().settings->flow_key, "");
+  EXPECT_EQ(d.effect().settings->key_concurrency, 0u);
+  // Every prefix that cuts the flow block or the history_max tag is refused (the one that ends
+  // with the flow block is the same queue with history_max 32).
+  const size_t flow_end = plain.size() + 4 + 6 + 4;
+  for (size_t n = plain.size(); n < keyed.size(); ++n) {
+    if (n == flow_end) continue;
+    EXPECT_FALSE(DecodeEffect(keyed.substr(0, n), &d).ok()) << "a prefix of " << n << " bytes";
+  }
+  ASSERT_TRUE(DecodeEffect(keyed.substr(0, flow_end), &d).ok());
+  EXPECT_EQ(d.effect().settings->key_concurrency, 5u);
+  EXPECT_EQ(d.effect().settings->history_max, kDefaultHistoryMax);
+
+  // The flag with both at their defaults is not how the writer says "none".
+  std::string restated = plain;
+  restated.back() = static_cast<char>(restated.back() | 4);
+  restated.append(std::string(8, '\0'));  // flow_key "" and key_concurrency 0
+  EXPECT_EQ(DecodeEffect(restated, &d).detail(),
+            "wal: effect: flow settings restated at their defaults");
 }
 
 TEST(EffectCodec, HugeStringLengthIsRejectedWithoutAllocating) {

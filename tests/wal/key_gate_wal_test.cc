@@ -1,6 +1,6 @@
-// Flow control in the log (docs/wal-format.md, "Flow control"): a queue's flow_key and
-// key_concurrency travel in the settings as extension tag 26, only when not the default (so
-// every other settings record is byte-for-byte unchanged), the decoder refuses malformed
+// Flow control in the log (docs/wal-format.md, "Flow settings"): a queue's flow_key and
+// key_concurrency travel in the settings after the flags (bit 2), only when not the default
+// (so every other settings record is byte-for-byte unchanged), the decoder refuses malformed
 // forms, and a gated queue recovers to the same digest and the same held keys from the log,
 // from a snapshot, and from a snapshot followed by the log.
 #include <gtest/gtest.h>
@@ -27,16 +27,18 @@ std::string EncodedSettings(const QueueSettings& settings) {
   return Encode(created);
 }
 
-TEST(KeyGateCodec, FlowSettingsAreTag26AfterTheFlagsOnlyWhenNotDefault) {
+TEST(KeyGateCodec, FlowSettingsFollowTheFlagsOnlyWhenNotDefault) {
   QueueSettings settings;
   const std::string plain = EncodedSettings(settings);
   settings.flow_key = "tenant";
   settings.key_concurrency = 3;
   const std::string gated = EncodedSettings(settings);
-  ASSERT_EQ(gated.substr(0, plain.size()), plain);  // the rest is unchanged
-  // Golden: 26, str "tenant" (u32le length), u32le 3.
-  const std::string tail("\x1a\x06\x00\x00\x00tenant\x03\x00\x00\x00", 15);
-  EXPECT_EQ(gated.substr(plain.size()), tail);
+  // The flags byte (last of the plain settings) gains bit 2, then the block: str "tenant"
+  // (u32le length), u32le 3.
+  ASSERT_EQ(gated.substr(0, plain.size() - 1), plain.substr(0, plain.size() - 1));
+  EXPECT_EQ(static_cast<uint8_t>(gated[plain.size() - 1]), static_cast<uint8_t>(plain.back()) | 4);
+  const std::string block("\x06\x00\x00\x00tenant\x03\x00\x00\x00", 14);
+  EXPECT_EQ(gated.substr(plain.size()), block);
   DecodedEffect d;
   ASSERT_TRUE(DecodeEffect(gated, &d).ok());
   EXPECT_EQ(*d.effect().settings, settings);
@@ -44,27 +46,25 @@ TEST(KeyGateCodec, FlowSettingsAreTag26AfterTheFlagsOnlyWhenNotDefault) {
   EXPECT_EQ(d.effect().settings->flow_key, "");
   EXPECT_EQ(d.effect().settings->key_concurrency, 0u);
 
-  // With history_max (tag 17) first, then tag 26.
+  // With history_max (tag 17) after the block.
   settings.history_max = 0;
   const std::string both = EncodedSettings(settings);
   ASSERT_TRUE(DecodeEffect(both, &d).ok());
   EXPECT_EQ(*d.effect().settings, settings);
-  EXPECT_EQ(both.substr(both.size() - tail.size()), tail);
+  EXPECT_EQ(both.substr(plain.size(), block.size()), block);
 }
 
 TEST(KeyGateCodec, MalformedFlowSettingsAreRefused) {
   QueueSettings settings;
-  const std::string plain = EncodedSettings(settings);
+  std::string flagged = EncodedSettings(settings);
+  flagged.back() = static_cast<char>(flagged.back() | 4);
   DecodedEffect d;
-  // Restated at its default, truncated, unknown tag, twice, out of order.
-  EXPECT_FALSE(DecodeEffect(plain + std::string("\x1a\0\0\0\0\0\0\0\0", 9), &d).ok());
-  EXPECT_FALSE(DecodeEffect(plain + std::string("\x1a\x06\0\0\0ten", 8), &d).ok());
-  EXPECT_FALSE(DecodeEffect(plain + std::string("\x1a\x01\0\0\0t\x01\0\0", 9), &d).ok());
-  EXPECT_FALSE(DecodeEffect(plain + std::string("\x1b\x01\0\0\0t\x01\0\0\0", 10), &d).ok());
-  const std::string one("\x1a\x01\0\0\0t\x01\0\0\0", 10);
-  ASSERT_TRUE(DecodeEffect(plain + one, &d).ok());
-  EXPECT_FALSE(DecodeEffect(plain + one + one, &d).ok());
-  EXPECT_FALSE(DecodeEffect(plain + one + std::string("\x11\0\0\0\0", 5), &d).ok());
+  // Restated at its defaults, truncated, missing.
+  EXPECT_FALSE(DecodeEffect(flagged + std::string("\0\0\0\0\0\0\0\0", 8), &d).ok());
+  EXPECT_FALSE(DecodeEffect(flagged + std::string("\x06\0\0\0ten", 7), &d).ok());
+  EXPECT_FALSE(DecodeEffect(flagged + std::string("\x01\0\0\0t\x01\0\0", 8), &d).ok());
+  EXPECT_FALSE(DecodeEffect(flagged, &d).ok());
+  EXPECT_TRUE(DecodeEffect(flagged + std::string("\x01\0\0\0t\x01\0\0\0", 9), &d).ok());
 }
 
 // A gated queue with held keys, lowered N, completions and a lease expiry.

@@ -86,6 +86,8 @@ export function settings(s) {
     max_depth: s.max_depth,
     enqueue_paused: !!s.enqueue_paused,
     dequeue_paused: !!s.dequeue_paused,
+    flow_key: s.flow_key || '',                // flow control: the key whose values are limited
+    key_concurrency: s.key_concurrency || 0,   // running messages per value; 0: no limit
   };
 }
 

@@ -295,6 +295,8 @@ export class QueueView {
         `retention ${duration(st.retention_ms)} · ` +
         (st.dead_letter_queue ? `dead-letter queue ${st.dead_letter_queue} · ` : '') +
         (st.max_depth ? `max depth ${int(st.max_depth)} · ` : '') +
+        (st.flow_key ? `flow key ${st.flow_key}: ` + (st.key_concurrency ?
+            `${int(st.key_concurrency)} running per value · ` : 'no limit · ') : '') +
         `memory ${int(q.memory)} B`);
     for (const k of [...STATES, 'blocked']) setText(this.cardValues[k], int(q.counts[k]));
     setText(this.oldest, q.oldest ? duration(q.oldest) : '—');

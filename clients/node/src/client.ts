@@ -311,7 +311,7 @@ export class Client {
     return this.run(() => codec.createQueue(name, settings), options, MUTATION_KEYS);
   }
 
-  /** Changes the given settings (not type or exclusivity_key; dead_letter_queue "" removes it). */
+  /** Changes the given settings (not type, exclusivity_key or flow_key; dead_letter_queue "" removes it). */
   updateQueue(name: string, settings: QueueSettingsUpdate, options?: MutationOptions): Promise<Queue> {
     return this.run(() => codec.updateQueue(name, settings), options, MUTATION_KEYS);
   }

@@ -361,6 +361,8 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     enqueue_paused: setting("enqueue_paused", s.enqueuePaused()),
     dequeue_paused: setting("dequeue_paused", s.dequeuePaused()),
     history_max: setting("history_max", s.historyMax()),
+    flow_key: s.flowKey() || null,
+    key_concurrency: setting("key_concurrency", s.keyConcurrency()),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -637,8 +639,12 @@ export const SETTING_NAMES = [
   "enqueue_paused",
   "dequeue_paused",
   "history_max",
+  "flow_key",
+  "key_concurrency",
 ] as const;
-const UPDATABLE = SETTING_NAMES.filter((n) => n !== "type" && n !== "exclusivity_key");
+/** Fixed at creation: not in QueueSettingsUpdate. */
+const FIXED_SETTINGS: readonly string[] = ["type", "exclusivity_key", "flow_key"];
+const UPDATABLE = SETTING_NAMES.filter((n) => !FIXED_SETTINGS.includes(n));
 const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms"] as const;
 
 interface SettingsTable {
@@ -653,6 +659,7 @@ interface SettingsTable {
   addEnqueuePaused(b: flatbuffers.Builder, v: boolean): void;
   addDequeuePaused(b: flatbuffers.Builder, v: boolean): void;
   addHistoryMax(b: flatbuffers.Builder, v: number): void;
+  addKeyConcurrency(b: flatbuffers.Builder, v: number): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -667,7 +674,7 @@ const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable>
 function checkSettings(settings: unknown, update: boolean) {
   const what = update ? "updateQueue settings" : "createQueue settings";
   if (update && settings !== null && typeof settings === "object") {
-    for (const fixed of ["type", "exclusivity_key"]) {
+    for (const fixed of FIXED_SETTINGS) {
       if (fixed in settings && (settings as Record<string, unknown>)[fixed] !== undefined) {
         throw invalidArgument(`${what}: ${fixed} is fixed at creation`);
       }
@@ -694,12 +701,15 @@ function checkSettings(settings: unknown, update: boolean) {
     enqueue_paused: optional(s.enqueue_paused, (x) => bool("enqueue_paused", x)),
     dequeue_paused: optional(s.dequeue_paused, (x) => bool("dequeue_paused", x)),
     history_max: optional(s.history_max, (x) => uint32("history_max", x)),
+    flow_key: optional(s.flow_key, (x) => str("flow_key", x)),
+    key_concurrency: optional(s.key_concurrency, (x) => uint32("key_concurrency", x)),
   };
 }
 
 function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSettings>, update: boolean): flatbuffers.Offset {
   const key = s.exclusivity_key !== undefined ? createString(b, s.exclusivity_key) : 0;
   const dlq = s.dead_letter_queue !== undefined ? createString(b, s.dead_letter_queue) : 0;
+  const flowKey = s.flow_key !== undefined ? createString(b, s.flow_key) : 0;
   // Every given field is written, zero and false included: both tables' settings are optional
   // (absent: the server's default on create, unchanged on update).
   const table: SettingsTable = update ? P.QueueSettingsUpdate : P.QueueSettings;
@@ -715,6 +725,8 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (s.enqueue_paused !== undefined) add(() => table.addEnqueuePaused(b, s.enqueue_paused!));
   if (s.dequeue_paused !== undefined) add(() => table.addDequeuePaused(b, s.dequeue_paused!));
   if (s.history_max !== undefined) add(() => table.addHistoryMax(b, s.history_max!));
+  if (!update && s.flow_key !== undefined) P.QueueSettings.addFlowKey(b, flowKey);
+  if (s.key_concurrency !== undefined) add(() => table.addKeyConcurrency(b, s.key_concurrency!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 

@@ -116,10 +116,17 @@ export interface QueueSettings {
   dequeue_paused?: boolean;
   /** Entries of history kept per message (default 32); 0: none (docs/semantics.md, "History"). */
   history_max?: number;
+  /**
+   * The metadata key whose values key_concurrency limits (1–64 bytes), fixed at creation; an
+   * exclusive queue's may only be its exclusivity_key (docs/protocol.md, "CreateQueue").
+   */
+  flow_key?: string;
+  /** Messages per flow-key value running at once, 0–1,000,000 (0: no limit); needs a flow_key. */
+  key_concurrency?: number;
 }
 
-/** What updateQueue may change: every setting but `type` and `exclusivity_key`. */
-export type QueueSettingsUpdate = Omit<QueueSettings, "type" | "exclusivity_key">;
+/** What updateQueue may change: every setting but `type`, `exclusivity_key` and `flow_key`. */
+export type QueueSettingsUpdate = Omit<QueueSettings, "type" | "exclusivity_key" | "flow_key">;
 
 /** A queue: its settings, per-state counts, the age of its oldest pending message, its memory. */
 export interface Queue {
@@ -139,6 +146,10 @@ export interface Queue {
   enqueue_paused: boolean;
   dequeue_paused: boolean;
   history_max: number;
+  /** null when it has none. */
+  flow_key: string | null;
+  /** 0: no limit. */
+  key_concurrency: number;
   counts: Counts;
   oldest_pending_age_ms: number;
   memory_bytes: number;

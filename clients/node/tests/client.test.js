@@ -60,6 +60,8 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       enqueue_paused: false,
       dequeue_paused: true,
       history_max: 7,
+      flow_key: null,
+      key_concurrency: 0,
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
@@ -105,6 +107,44 @@ test("an exclusive queue needs its key in every message and runs one per value",
   assert.equal((await client.count(queue)).blocked, 1);
   const page = await client.browse(queue);
   assert.equal((await client.explain(queue, page.messages[0].id)).reason, "exclusivity_held");
+});
+
+test("flow_key and key_concurrency round-trip, with the server's rules and messages", async () => {
+  const queue = uniqueQueue("keyed");
+  const q = await client.createQueue(queue, { flow_key: "tenant", key_concurrency: 2 });
+  assert.equal(q.flow_key, "tenant");
+  assert.equal(q.key_concurrency, 2);
+  assert.deepEqual(await client.createQueue(queue, { flow_key: "tenant", key_concurrency: 2 }), q);
+  await rejectsWith(client.createQueue(queue, { flow_key: "region", key_concurrency: 2 }), { code: "ALREADY_EXISTS" });
+  // 0 (no limit) must reach the server, like every other 0.
+  assert.equal((await client.updateQueue(queue, { key_concurrency: 0 })).key_concurrency, 0);
+  const got = await client.getQueue(queue);
+  assert.equal(got.flow_key, "tenant");
+  assert.equal(got.key_concurrency, 0);
+  await rejectsWith(client.updateQueue(queue, { flow_key: "region" }), { code: "INVALID_ARGUMENT", origin: "local", message: /flow_key is fixed at creation/ });
+  await rejectsWith(client.updateQueue(queue, { key_concurrency: 1_000_001 }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^key_concurrency: must be 0 \(no limit\) to 1000000$/,
+  });
+  await rejectsWith(client.createQueue(`${queue}-nokey`, { key_concurrency: 3 }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^key_concurrency: needs a flow_key$/,
+  });
+  await rejectsWith(client.createQueue(`${queue}-long`, { flow_key: "k".repeat(65) }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^flow_key: must be a metadata key of 1-64 bytes$/,
+  });
+  await rejectsWith(client.createQueue(`${queue}-ex`, { type: "exclusive", exclusivity_key: "repo", flow_key: "region" }), {
+    code: "INVALID_ARGUMENT",
+    message: /^flow_key: an exclusive queue's flow key is its exclusivity_key$/,
+  });
+  const ex = await client.createQueue(`${queue}-ex`, { type: "exclusive", exclusivity_key: "repo", flow_key: "repo", key_concurrency: 1 });
+  assert.equal(ex.flow_key, "repo");
+  assert.equal(ex.key_concurrency, 1);
+  await rejectsWith(client.createQueue(`${queue}-neg`, { flow_key: "tenant", key_concurrency: -1 }), { code: "INVALID_ARGUMENT", origin: "local" });
 });
 
 test("updateQueue changes settings, writes false and 0, and keeps type fixed", async () => {

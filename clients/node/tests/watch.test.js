@@ -75,7 +75,8 @@ test("a filter and ids narrow the events; '*' watches every queue", async () => 
 
 test("stats ticks arrive every second, with every queue's figures on request", async () => {
   const queue = uniqueQueue("ticks");
-  await client.enqueue(queue, "");
+  await client.createQueue(queue, { flow_key: "tenant", key_concurrency: 3 });
+  await client.enqueue(queue, "", { metadata: { tenant: "a" } });
   const watch = client.watch(queue, { queue_stats: true, max_events_per_sec: 0 });
   for await (const event of watch) {
     assert.equal(event.type, "stats"); // max_events_per_sec 0: ticks only
@@ -84,6 +85,8 @@ test("stats ticks arrive every second, with every queue's figures on request", a
     assert.ok(mine, "this queue in the tick");
     assert.equal(mine.queue.counts.pending, 1);
     assert.equal(mine.enqueued, 1);
+    assert.equal(mine.queue.flow_key, "tenant"); // the tick carries every setting
+    assert.equal(mine.queue.key_concurrency, 3);
     break;
   }
 });

@@ -293,6 +293,7 @@ def _decode_queue(q):
                  retention_ms=s.RetentionMs(), max_depth=s.MaxDepth(),
                  enqueue_paused=bool(s.EnqueuePaused()), dequeue_paused=bool(s.DequeuePaused()),
                  history_max=s.HistoryMax(),
+                 flow_key=_text(s.FlowKey()) or None, key_concurrency=s.KeyConcurrency(),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -423,6 +424,7 @@ def _string_vector(b, start_vector, strings):
 
 
 SETTING_NAMES = records.Queue.SETTINGS
+FIXED_SETTINGS = ("type", "exclusivity_key", "flow_key")  # not in QueueSettingsUpdate
 
 
 def _settings(b, settings, update):
@@ -430,16 +432,16 @@ def _settings(b, settings, update):
     module = QueueSettingsUpdate if update else QueueSettings
     prefix = "QueueSettingsUpdate" if update else "QueueSettings"
     add = {name: getattr(module, prefix + "Add" + "".join(p.title() for p in name.split("_")))
-           for name in SETTING_NAMES if not (update and name in ("type", "exclusivity_key"))}
+           for name in SETTING_NAMES if not (update and name in FIXED_SETTINGS)}
     for name in settings:
         if name not in add:
-            fixed = update and name in ("type", "exclusivity_key")
+            fixed = update and name in FIXED_SETTINGS
             raise TypeError(f"{'update_queue' if update else 'create_queue'}: "
                             + (f"{name} is fixed at creation" if fixed else
                                f"unknown setting {name!r}; the settings are "
                                f"{', '.join(sorted(add))}"))
     strings = {}
-    for name in ("exclusivity_key", "dead_letter_queue"):
+    for name in ("exclusivity_key", "dead_letter_queue", "flow_key"):
         value = settings.get(name)
         if value is not None and name in add:
             strings[name] = b.CreateString(_str(name, value))
@@ -457,7 +459,7 @@ def _settings(b, settings, update):
             if not isinstance(value, bool):
                 raise invalid_argument(f"{name}: must be a bool")
             add[name](b, value)
-        elif name in ("max_attempts", "history_max"):
+        elif name in ("max_attempts", "history_max", "key_concurrency"):
             add[name](b, _int(name, value, _UINT32))
         elif name == "max_depth":
             add[name](b, _int(name, value, _UINT64))

@@ -31,13 +31,15 @@ class Operations:
         ("simple" or "exclusive"), ``exclusivity_key``, ``lease_ms``, ``invisibility_ms``,
         ``max_attempts``, ``retry_backoff_ms``, ``retry_backoff_max_ms``,
         ``dead_letter_queue``, ``retention_ms``, ``max_depth``, ``enqueue_paused``,
-        ``dequeue_paused``, ``history_max`` (0: no history). Repeating it with identical settings succeeds; different ones are
-        ALREADY_EXISTS."""
+        ``dequeue_paused``, ``history_max`` (0: no history), ``flow_key`` (the metadata key whose
+        values ``key_concurrency`` limits; fixed at creation), ``key_concurrency`` (messages per
+        flow-key value running at once; 0: no limit). Repeating it with identical settings
+        succeeds; different ones are ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 
     def update_queue(self, name, *, timeout=None, durability=None, **settings):
-        """Changes the given settings (not ``type`` or ``exclusivity_key``, fixed at creation;
-        ``dead_letter_queue=""`` removes it); returns the queue."""
+        """Changes the given settings (not ``type``, ``exclusivity_key`` or ``flow_key``, fixed
+        at creation; ``dead_letter_queue=""`` removes it); returns the queue."""
         return self._execute(codec.update_queue(name, settings), timeout, durability)
 
     def get_queue(self, name, *, timeout=None):

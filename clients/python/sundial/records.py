@@ -174,15 +174,15 @@ class Queue(Record):
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
-                 "dequeue_paused", "history_max", "counts", "oldest_pending_age_ms",
-                 "memory_bytes")
+                 "dequeue_paused", "history_max", "flow_key", "key_concurrency", "counts",
+                 "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
 
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
-                "history_max")
+                "history_max", "flow_key", "key_concurrency")
 
     @property
     def settings(self):

@@ -32,7 +32,8 @@ def test_create_queue_round_trips_every_setting(client, queue):
                               invisibility_ms=5, max_attempts=3, retry_backoff_ms=500,
                               retry_backoff_max_ms=9000, dead_letter_queue=dlq,
                               retention_ms=120000, max_depth=50, enqueue_paused=False,
-                              dequeue_paused=True, history_max=32)
+                              dequeue_paused=True, history_max=32, flow_key=None,
+                              key_concurrency=0)
     assert q.counts.pending == 0
     assert client.get_queue(queue) == q
 
@@ -43,7 +44,8 @@ def test_create_queue_defaults_are_specs(client, queue):
                               invisibility_ms=0, max_attempts=5, retry_backoff_ms=1000,
                               retry_backoff_max_ms=300000, dead_letter_queue=None,
                               retention_ms=3600000, max_depth=0, enqueue_paused=False,
-                              dequeue_paused=False, history_max=32)
+                              dequeue_paused=False, history_max=32, flow_key=None,
+                              key_concurrency=0)
 
 
 def test_create_queue_again_identical_succeeds_different_is_already_exists(client, queue):
@@ -86,6 +88,40 @@ def test_exclusive_queue_needs_its_key_in_every_message(client, queue):
     assert client.count(queue).blocked == 1
     assert client.explain(queue, client.browse(queue).messages[0].id).reason == \
         "exclusivity_held"
+
+
+def test_flow_key_and_key_concurrency_round_trip_with_the_engines_rules(client, queue):
+    q = client.create_queue(queue, flow_key="tenant", key_concurrency=2)
+    assert (q.flow_key, q.key_concurrency) == ("tenant", 2)
+    assert client.create_queue(queue, flow_key="tenant", key_concurrency=2) == q
+    with pytest.raises(SundialError) as e:
+        client.create_queue(queue, flow_key="region", key_concurrency=2)
+    assert e.value.code == "ALREADY_EXISTS"
+    assert client.update_queue(queue, key_concurrency=0).key_concurrency == 0
+    got = client.get_queue(queue)
+    assert (got.flow_key, got.key_concurrency) == ("tenant", 0)
+    assert got.settings["flow_key"] == "tenant"
+    with pytest.raises(TypeError, match="fixed at creation"):
+        client.update_queue(queue, flow_key="region")
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, key_concurrency=1_000_001)
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "server")
+    assert e.value.message == "key_concurrency: must be 0 (no limit) to 1000000"
+    with pytest.raises(SundialError) as e:
+        client.create_queue(queue + "-nokey", key_concurrency=3)
+    assert (e.value.code, e.value.message) == ("INVALID_ARGUMENT",
+                                               "key_concurrency: needs a flow_key")
+    with pytest.raises(SundialError) as e:
+        client.create_queue(queue + "-ex", type="exclusive", exclusivity_key="repo",
+                            flow_key="repo", key_concurrency=2)
+    assert (e.value.code, e.value.message) == (
+        "INVALID_ARGUMENT", "key_concurrency: an exclusive queue runs one message per value")
+    ex = client.create_queue(queue + "-ex", type="exclusive", exclusivity_key="repo",
+                             flow_key="repo", key_concurrency=1)
+    assert (ex.flow_key, ex.key_concurrency) == ("repo", 1)
+    with pytest.raises(SundialError) as e:
+        client.create_queue(queue + "-neg", flow_key="tenant", key_concurrency=-1)
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
 
 
 def test_update_queue_changes_settings_and_keeps_type(client, queue):
