@@ -288,6 +288,129 @@ BENCHMARK(BM_ExclusiveDequeue)
     ->Arg(1'000'000)
     ->Unit(benchmark::kNanosecond);
 
+// ---- BM_KeyConcurrencyDequeue -------------------------------------------------------------------
+// A simple queue with flow_key "k" and key_concurrency 3 (docs/semantics.md, "Flow control"):
+// the hot values run 3 messages each and hold back the `blocked` most urgent messages; each
+// cycle enqueues a message of a fresh value, dequeues it (it must be the one returned) and
+// completes it. Flat in `blocked`: held values' messages are in no structure a dequeue visits.
+
+constexpr std::string_view kGatedQueue = "bench-gated";
+constexpr uint32_t kKeyConcurrency = 3;
+
+void BM_KeyConcurrencyDequeue(benchmark::State& state) {
+  const auto blocked = static_cast<uint64_t>(state.range(0));
+  const char* error = nullptr;
+  Fixture* f = AcquireFixture(
+      FixtureKey(state, "gated"),
+      [blocked](Fixture& fx) -> const char* {
+        Engine& engine = *fx.engine;
+        QueueSettings settings;
+        settings.flow_key = "k";
+        settings.key_concurrency = kKeyConcurrency;
+        if (const char* e = CreateQueue(engine, kGatedQueue, settings)) return e;
+        const uint64_t running = kHotValues * kKeyConcurrency;
+        if (const char* e = Fill(engine, kGatedQueue, running, [](uint64_t i) {
+              return Item("hot-" + std::to_string(i), 0,
+                          KeyValue("hot" + std::to_string(i % kHotValues)));
+            })) {
+          return e;
+        }
+        DequeueRequest lease;
+        lease.max = static_cast<uint32_t>(running);
+        lease.lease_ms = kLongLeaseMs;
+        auto leased = engine.Dequeue(kGatedQueue, lease);
+        if (!leased.ok() || leased->size() != running) return "setup: leasing hot values";
+        if (const char* e = Fill(engine, kGatedQueue, blocked, [](uint64_t i) {
+              return Item("b" + std::to_string(i), 1 + static_cast<int64_t>(i),
+                          KeyValue("hot" + std::to_string(i % kHotValues)));
+            })) {
+          return e;
+        }
+        if (const char* e = Fill(engine, kGatedQueue, kFreeSupply, [](uint64_t i) {
+              return Item("f" + std::to_string(i), kFarPriority + static_cast<int64_t>(i),
+                          KeyValue("f" + std::to_string(i)));
+            })) {
+          return e;
+        }
+        return ExpectCounts(engine, kGatedQueue, blocked + kFreeSupply, running, blocked);
+      },
+      &error);
+  if (f == nullptr) {
+    state.SkipWithError(error);
+    return;
+  }
+  const DequeueRequest request;
+  for (auto _ : state) {
+    const uint64_t n = f->next++;
+    std::string value = "v" + std::to_string(n);  // a fresh flow-key value
+    EnqueueItem item = Item(value, kBasePriority + static_cast<int64_t>(n), KeyValue(value));
+    if (const char* e = Cycle(*f->engine, kGatedQueue, std::move(item), request, true)) {
+      state.SkipWithError(e);
+      break;
+    }
+    MaybeAdvance(*f->engine, f->clock, f->cycles);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_KeyConcurrencyDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecond);
+
+// ---- BM_MemoryPerKey ----------------------------------------------------------------------------
+// 100,000 pending messages (value "tenant-000123"-like in metadata key "tenant") in 100,000
+// values against the same messages in one value, in a gated queue (flow_key "tenant",
+// key_concurrency 3) and in its ungated twin: the gated difference per value is what a value
+// costs beyond its messages; the twin's is the filter index's share of it (a (key, value) pair
+// index exists for every metadata pair, gated or not), and their difference the key gate's
+// (target <= 64 B).
+
+constexpr uint64_t kKeyMessages = 100'000;
+
+uint64_t QueueBytes(bool gated, uint64_t values, const char** error) {
+  ManualClock clock;
+  auto engine = std::make_unique<Engine>(BenchOptions(), &clock, nullptr);
+  QueueSettings settings;
+  if (gated) {
+    settings.flow_key = "tenant";
+    settings.key_concurrency = kKeyConcurrency;
+  }
+  if ((*error = CreateQueue(*engine, "bench-keys", settings)) != nullptr) return 0;
+  *error = Fill(*engine, "bench-keys", kKeyMessages, [values](uint64_t i) {
+    char value[32];
+    std::snprintf(value, sizeof value, "tenant-%06llu",
+                  static_cast<unsigned long long>(i % values));
+    char id[32];
+    std::snprintf(id, sizeof id, "msg-%012llu", static_cast<unsigned long long>(i));
+    return Item(std::string(id, 16), kBasePriority + static_cast<int64_t>(i),
+                Metadata{MetadataPair{"tenant", value}});
+  });
+  return engine->allocated_bytes();
+}
+
+void BM_MemoryPerKey(benchmark::State& state) {
+  ReleaseFixture();
+  for (auto _ : state) {
+    const char* error = nullptr;
+    double bytes[2][2] = {};  // [gated][many values]
+    for (int gated = 0; gated < 2 && error == nullptr; ++gated) {
+      for (int many = 0; many < 2 && error == nullptr; ++many) {
+        bytes[gated][many] =
+            static_cast<double>(QueueBytes(gated == 1, many == 1 ? kKeyMessages : 1, &error));
+      }
+    }
+    if (error != nullptr) {
+      state.SkipWithError(error);
+      break;
+    }
+    const double n = static_cast<double>(kKeyMessages);
+    const double per_value = (bytes[1][1] - bytes[1][0]) / n;
+    const double filter_per_value = (bytes[0][1] - bytes[0][0]) / n;
+    state.counters["bytes_per_key"] = per_value;
+    state.counters["filter_index_bytes_per_value"] = filter_per_value;
+    state.counters["gate_bytes_per_key"] = per_value - filter_per_value;
+    state.counters["value_bytes"] = 13;  // "tenant-000123"
+  }
+}
+BENCHMARK(BM_MemoryPerKey)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 // ---- BM_FilterDequeue ---------------------------------------------------------------------------
 
 constexpr std::string_view kFilterQueue = "bench-filter";

@@ -504,7 +504,7 @@ void Engine::FinishBatch(const std::string& id, TimeMs now, bool emit) {
   item.payload = c.payload;
   item.metadata = CallbackMetadata(b);
   item.max_attempts = c.max_attempts;
-  // Refused only by the queue's own rules (an exclusive queue without its key in the
+  // Refused only by the queue's own rules (a gated queue without its key in the
   // template, the id taken by another message): documented, and the same on replay.
   (void)q->EnqueueCallback(item, now, &shard.rng, emit);
 }
@@ -1198,6 +1198,11 @@ Status Engine::Apply(const Effect& e) {
   switch (e.type) {
     case EffectType::kQueueUpdated:
       if (e.settings == nullptr) return Status(Code::kInternal, "effect: no settings");
+      if (e.settings->type != q->settings().type ||
+          e.settings->exclusivity_key != q->settings().exclusivity_key ||
+          e.settings->flow_key != q->settings().flow_key) {
+        return Status(Code::kInternal, "effect: a queue's type and keys are fixed at creation");
+      }
       q->set_settings(*e.settings);
       return Status::Ok();
     case EffectType::kQueueDeleted:

@@ -269,11 +269,13 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
       if (q->settings().enqueue_paused) {
         return AtNode(i, FailedPrecondition("queue: enqueue is paused"));
       }
-      if (q->exclusive()) {
+      if (q->gated()) {
         bool has_key = false;
-        for (const auto& pair : item.metadata) has_key |= pair.key == q->settings().exclusivity_key;
+        for (const auto& pair : item.metadata) has_key |= pair.key == q->gate_key();
         if (!has_key) {
-          return AtNode(i, InvalidArgument("metadata: missing the queue's exclusivity_key"));
+          return AtNode(
+              i, InvalidArgument(q->exclusive() ? "metadata: missing the queue's exclusivity_key"
+                                                : "metadata: missing the queue's flow_key"));
         }
       }
       const bool waits = !p.children.empty() || !item.depends_on.empty();

@@ -61,6 +61,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "terminal";
     case ExplainReason::kWaitingOnDependencies:
       return "waiting_on_dependencies";
+    case ExplainReason::kKeyConcurrency:
+      return "key_concurrency";
   }
   return "unknown";
 }

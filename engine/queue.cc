@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "engine/engine.h"
+#include "engine/key_gate.h"
 #include "engine/metadata.h"
 #include "engine/pages.h"
 
@@ -123,10 +124,16 @@ void ReadyIndex::Widen() {
 
 Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* env,
              std::atomic<uint64_t>* shard_bytes)
-    : name_(std::move(name)),
-      settings_(std::move(settings)),
-      env_(env),
-      shard_bytes_(shard_bytes) {}
+    : name_(std::move(name)), settings_(std::move(settings)), env_(env), shard_bytes_(shard_bytes) {
+  if (gated()) {
+    gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
+  }
+}
+
+void Queue::set_settings(const QueueSettings& s) {
+  settings_ = s;
+  if (gate_ != nullptr) gate_->SetLimit(gate_limit());
+}
 
 Queue::~Queue() { Clear(); }
 
@@ -135,7 +142,7 @@ void Queue::Clear() {
   timers_.Clear();
   expiry_.Clear();
   held_.clear();
-  groups_.clear();
+  if (gate_ != nullptr) gate_->Clear();
   filters_.clear();
   errors_.Clear();
   results_.Clear();
@@ -158,9 +165,7 @@ void Queue::Clear() {
 uint64_t Queue::allocated_bytes() const {
   uint64_t total = store_.allocated_bytes() + large_bytes_ + ids_.allocated_bytes() +
                    ready_.capacity_bytes() + timers_.capacity_bytes() + expiry_.capacity_bytes();
-  for (const auto& [value, g] : groups_) {
-    total += g.pending.capacity_bytes() + sizeof(Group) + value.size() + 64;
-  }
+  if (gate_ != nullptr) total += gate_->allocated_bytes();
   for (const auto& [pair, index] : filters_) {
     total += index.pending.capacity_bytes() + sizeof(PairIndex) + pair.key.size() +
              pair.value.size() + 96;
@@ -198,7 +203,7 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
     std::memcpy(large, payload.data(), payload.size());
     large_bytes_ += payload.size();
   }
-  const bool group_slot = exclusive();
+  const bool group_slot = gated();
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
   const bool expiry = expires_at != 0;
   const MessageRef ref = store_.Allocate(Message::RecordBytes(
@@ -271,32 +276,6 @@ void Queue::SetResult(MessageRef ref, std::string_view result) {
 
 // ---- Structure maintenance --------------------------------------------------------------------
 
-std::string_view Queue::ValueOf(const Message* m) const {
-  return FindMetadataValue(m->packed_metadata(), settings_.exclusivity_key).value_or("");
-}
-
-Queue::Group* Queue::GroupOf(const Message* m) {
-  std::string_view value = ValueOf(m);
-  auto it = groups_.find(value);
-  if (it == groups_.end()) {
-    it = groups_.emplace(std::string(value), Group(&store_)).first;
-    if (bulk_) it->second.pending.BeginUnordered();
-  }
-  return &it->second;
-}
-
-void Queue::PushGroupHead(Group* g) {
-  if (g->pending.empty()) return;
-  const ReadyEntry& head = g->pending.top();
-  ready_.Push(head);
-}
-
-void Queue::RemoveGroupHeadFromReady(Group* g) {
-  if (g->pending.empty()) return;
-  const Message* head = At(g->pending.top().ref);
-  if (head->slot != kNoSlot) ready_.Remove(head->slot);
-}
-
 void Queue::AttachPairs(MessageRef ref, bool pending) {
   Message* m = At(ref);
   if (m->pair_count() == 0) return;
@@ -335,38 +314,17 @@ void Queue::Attach(MessageRef ref, Timing timing) {
     expiry_.Push(ref, m);
   }
   switch (state) {
-    case MessageState::kPending: {
-      const ReadyEntry entry{m->priority, ref};
-      if (!exclusive()) {
-        ready_.Push(entry);
-        break;
-      }
-      m->slot = kNoSlot;
-      Group* g = GroupOf(m);
-      if (bulk_) {
-        g->pending.Push(entry);  // heads and blocked counts are worked out by EndBulk
-        break;
-      }
-      const MessageRef old_head = g->pending.empty() ? kNoRef : g->pending.top().ref;
-      g->pending.Push(entry);
-      if (g->holder != kNoRef) {
-        ++counts_.blocked;
-      } else if (g->pending.top().ref == ref) {
-        if (old_head != kNoRef) ready_.Remove(At(old_head)->slot);
-        ready_.Push(entry);
+    case MessageState::kPending:
+      if (gate_ != nullptr) {
+        gate_->AttachPending(ref, m);
+      } else {
+        ready_.Push({m->priority, ref});
       }
       break;
-    }
-    case MessageState::kRunning: {
+    case MessageState::kRunning:
       timers_.Push({timing.due_at, timing.token, ref});
-      if (!exclusive()) break;
-      Group* g = GroupOf(m);
-      g->holder = ref;
-      if (bulk_) break;
-      RemoveGroupHeadFromReady(g);
-      counts_.blocked += g->pending.size();
+      if (gate_ != nullptr) gate_->AttachRunning(m);
       break;
-    }
     default:
       timers_.Push({timing.due_at, timing.token, ref});
       break;
@@ -379,41 +337,18 @@ void Queue::Detach(MessageRef ref) {
   --counts_.by_state[StateIndex(state)];
   DetachPairs(ref, state == MessageState::kPending);
   if (m->has_expiry()) expiry_.Remove(m);
-  Group* g = nullptr;
   switch (state) {
-    case MessageState::kPending: {
-      if (!exclusive()) {
+    case MessageState::kPending:
+      if (gate_ != nullptr) {
+        gate_->DetachPending(ref, m);
+      } else {
         ready_.Remove(m->slot);
-        break;
-      }
-      g = GroupOf(m);
-      if (bulk_) {
-        g->pending.Remove(m->group_slot());
-        break;
-      }
-      const bool was_ready = m->slot != kNoSlot;
-      g->pending.Remove(m->group_slot());
-      if (g->holder != kNoRef) {
-        --counts_.blocked;
-      } else if (was_ready) {
-        ready_.Remove(m->slot);
-        PushGroupHead(g);
       }
       break;
-    }
-    case MessageState::kRunning: {
+    case MessageState::kRunning:
       timers_.Remove(m->slot);
-      if (!exclusive()) break;
-      g = GroupOf(m);
-      if (g->holder == ref) {
-        g->holder = kNoRef;
-        if (!bulk_) {
-          counts_.blocked -= g->pending.size();
-          PushGroupHead(g);
-        }
-      }
+      if (gate_ != nullptr) gate_->DetachRunning(m);
       break;
-    }
     default:
       if (m->slot == kNoSlot) {
         held_.erase(m->seq);
@@ -421,9 +356,6 @@ void Queue::Detach(MessageRef ref) {
         timers_.Remove(m->slot);
       }
       break;
-  }
-  if (g != nullptr && g->holder == kNoRef && g->pending.empty()) {
-    groups_.erase(groups_.find(ValueOf(m)));
   }
 }
 
@@ -526,11 +458,7 @@ bool Queue::Matches(const Message* m, const Filter& filter) const {
   return true;
 }
 
-bool Queue::Blocked(const Message* m) const {
-  if (!exclusive()) return false;
-  auto it = groups_.find(ValueOf(m));
-  return it != groups_.end() && it->second.holder != kNoRef;
-}
+bool Queue::Blocked(const Message* m) const { return gate_ != nullptr && !gate_->Dispatchable(m); }
 
 const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
   const PairIndex* best = nullptr;
@@ -547,7 +475,7 @@ MessageRef Queue::SelectPending(const Filter& filter) const {
   const PairIndex* index = MostSelective(filter);
   if (index == nullptr || index->pending.empty()) return kNoRef;
   const FilterHeap& heap = index->pending;
-  if (filter.size() == 1 && !exclusive()) return heap.top().ref;
+  if (filter.size() == 1 && !gated()) return heap.top().ref;
   // Best-first walk of the heap in (priority, seq) order until a match that is not blocked.
   auto later = [&heap](uint32_t a, uint32_t b) {
     return heap.traits().Less(heap.at(b), heap.at(a));
@@ -653,10 +581,13 @@ MessageRecord Queue::Record(MessageRef ref) const {
 Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random* rng,
                                      uint64_t memory_budget, uint64_t memory_used,
                                      const Status& budget_exhausted) {
-  if (exclusive()) {
+  if (gated()) {
     bool has_key = false;
-    for (const auto& p : item.metadata) has_key |= p.key == settings_.exclusivity_key;
-    if (!has_key) return InvalidArgument("metadata: missing the queue's exclusivity_key");
+    for (const auto& p : item.metadata) has_key |= p.key == gate_key();
+    if (!has_key) {
+      return InvalidArgument(exclusive() ? "metadata: missing the queue's exclusivity_key"
+                                         : "metadata: missing the queue's flow_key");
+    }
   }
   std::string generated;
   std::string_view id = item.id;
@@ -806,8 +737,8 @@ Result<MessageOutcome> Queue::Outcome(std::string_view id) const {
 
 bool Queue::CanEnter(const Message* m) const {
   if (Find(m->id()) != kNoRef) return false;
-  if (!exclusive()) return true;
-  return FindMetadataValue(m->packed_metadata(), settings_.exclusivity_key).has_value();
+  if (!gated()) return true;
+  return FindMetadataValue(m->packed_metadata(), gate_key()).has_value();
 }
 
 void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, uint64_t version,
@@ -1189,7 +1120,7 @@ StateCounts Queue::Count(const Filter& filter) const {
     auto it = filters_.find(PairView{filter[0].key, filter[0].value});
     if (it == filters_.end()) return out;
     out.by_state = it->second.counts;
-    if (exclusive()) {
+    if (gated()) {
       const FilterHeap& heap = it->second.pending;
       for (size_t i = 0; i < heap.size(); ++i) out.blocked += Blocked(At(heap.at(i).ref));
     }
@@ -1221,12 +1152,7 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
       if (settings_.dequeue_paused) {
         x.reason = ExplainReason::kQueuePaused;
       } else if (Blocked(m)) {
-        const Message* holder = At(groups_.find(ValueOf(m))->second.holder);
-        const Timing lease = TimingOf(holder);
-        x.reason = ExplainReason::kExclusivityHeld;
-        x.exclusivity_value = std::string(ValueOf(m));
-        x.lease_token = lease.token;
-        x.until = lease.due_at;
+        ExplainHeld(m, &x);
       } else {
         x.reason = ExplainReason::kDequeueable;
       }
@@ -1247,6 +1173,27 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
       break;
   }
   return x;
+}
+
+void Queue::ExplainHeld(const Message* m, Explanation* x) const {
+  // The key's running messages: a scan of the timers (explain only). The one whose lease
+  // ends first, by (expiry, seq), is named (exclusive: the only one).
+  const std::string_view value = gate_->ValueOf(m);
+  Timing first{INT64_MAX, 0};
+  uint64_t first_seq = 0;
+  for (size_t i = 0; i < timers_.size(); ++i) {
+    const TimerEntry& e = timers_.at(i);
+    const Message* r = At(e.ref);
+    if (r->state() != MessageState::kRunning || gate_->ValueOf(r) != value) continue;
+    if (e.due_at < first.due_at || (e.due_at == first.due_at && r->seq < first_seq)) {
+      first = {e.due_at, e.token};
+      first_seq = r->seq;
+    }
+  }
+  x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
+  x->exclusivity_value = std::string(value);
+  x->lease_token = first.token;
+  x->until = first.due_at == INT64_MAX ? 0 : first.due_at;
 }
 
 Explanation Queue::ExplainFilter(const Filter& filter) const {
@@ -1432,7 +1379,12 @@ void Queue::HashInto(void* xxh3_state) const {
   put(static_cast<uint8_t>(s.enqueue_paused));
   put(static_cast<uint8_t>(s.dequeue_paused));
   if (s.history_max != kDefaultHistoryMax) put(s.history_max);  // keeps older digests
-  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {             // likewise
+  if (!s.flow_key.empty() || s.key_concurrency != 0) {          // likewise
+    put(uint8_t{26});
+    put_str(s.flow_key);
+    put(s.key_concurrency);
+  }
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // likewise
     put(s.ttl_ms);
     put(static_cast<uint8_t>(s.dedupe));
   }
@@ -1484,7 +1436,7 @@ void Queue::BeginBulk() {
   ready_.BeginUnordered();
   timers_.BeginUnordered();
   expiry_.BeginUnordered();
-  for (auto& [value, g] : groups_) g.pending.BeginUnordered();
+  if (gate_ != nullptr) gate_->BeginBulk();
   for (auto& [pair, index] : filters_) index.pending.BeginUnordered();
 }
 
@@ -1495,23 +1447,11 @@ void Queue::EndBulk() {
   timers_.Heapify();
   expiry_.Heapify();
   for (auto& [pair, index] : filters_) index.pending.Heapify();
-  if (!exclusive()) {
+  if (gate_ != nullptr) {
+    gate_->EndBulk();  // the ready heads of the keys that are not held, and the blocked count
+  } else {
     ready_.Heapify();
-    return;
   }
-  // Exclusive: the ready heap holds the head of every group without a holder.
-  ready_.Clear();
-  ready_.BeginUnordered();
-  counts_.blocked = 0;
-  for (auto& [value, g] : groups_) {
-    g.pending.Heapify();
-    if (g.holder != kNoRef) {
-      counts_.blocked += g.pending.size();
-    } else if (!g.pending.empty()) {
-      ready_.Push(g.pending.top());
-    }
-  }
-  ready_.Heapify();
 }
 
 // ---- Dependencies (engine/dependencies.h) -----------------------------------------------------

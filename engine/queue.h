@@ -6,10 +6,11 @@
 //    named by its 32-bit MessageRef everywhere else).
 //  - ids_: every message, by id (IdTable: open addressing over refs, hashing the inline id).
 //  - ready_: indexed heap ordered by (priority, seq). Simple queues: every pending message.
-//    Exclusive queues: only the first pending message of each value that is not leased.
-//  - groups_ (exclusive only): per exclusivity value, an indexed heap of its pending messages
-//    and the message holding its lease, if any. Messages of a leased value stay out of ready_,
-//    so a dequeue never meets them: its cost does not depend on how many are blocked.
+//    Gated queues (exclusive, or a flow_key): only the first pending message of each flow-key
+//    value that is not held (running < its concurrency N; exclusive: N = 1).
+//  - gate_ (gated queues only; engine/key_gate.h): per flow-key value, its pending messages
+//    and its running count. Messages of a held value stay out of ready_, so a dequeue never
+//    meets them: its cost does not depend on how many are blocked.
 //  - filters_: per (key, value) present in some message, an indexed heap of the pending
 //    messages carrying it and their count per state (count-by-filter without a scan).
 //  - timers_: indexed heap ordered by (due_at, seq) of every non-pending message: visibility,
@@ -73,6 +74,7 @@ struct StringHash {
 };
 
 class Queue;
+class KeyGate;
 
 // What a queue reports to the engine about messages in its DependencyGraph (message.h
 // in_graph; engine/dependencies.h). Implemented by Engine. Every call REQUIRES every shard's
@@ -111,7 +113,7 @@ inline constexpr TimeMs kWaitingDueAt = INT64_MAX;
 // Heap entries: small values naming a record by its 32-bit MessageRef. Ties on the key are
 // broken by the records' enqueue sequence (a read of the record, needed only on a tie).
 #pragma pack(push, 4)
-struct ReadyEntry {  // ready and group heaps: 12 bytes
+struct ReadyEntry {  // ready heap and the key gate's per-value heaps: 12 bytes
   int64_t priority;
   MessageRef ref;
 };
@@ -136,7 +138,7 @@ struct ReadyTraits {
   }
   uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->slot; }
 };
-struct GroupTraits : ReadyTraits {
+struct GroupTraits : ReadyTraits {  // KeyGate's KeyHeaps: the record's group_slot
   uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->group_slot(); }
 };
 struct TimerTraits {
@@ -230,7 +232,6 @@ class ReadyIndex {
   int64_t base_ = 0;
   bool wide_keys_ = false;
 };
-using GroupHeap = IndexedHeap<ReadyEntry, GroupTraits>;
 using TimerHeap = IndexedHeap<TimerEntry, TimerTraits>;
 using FilterHeap = IndexedHeap<FilterEntry, FilterTraits>;
 
@@ -246,12 +247,21 @@ class Queue {
 
   const std::string& name() const { return name_; }
   const QueueSettings& settings() const { return settings_; }
-  void set_settings(const QueueSettings& s) { settings_ = s; }
+  // A new key_concurrency applies at once (held keys below it come back; keys at or above it
+  // are held while their running ones finish). flow_key and type are fixed at creation.
+  void set_settings(const QueueSettings& s);
   const StateCounts& counts() const { return counts_; }
   uint64_t memory_bytes() const { return memory_bytes_; }
   // Bytes the queue's structures hold (records, large payloads, indexes), whatever they carry.
   uint64_t allocated_bytes() const;
   bool exclusive() const { return settings_.type == QueueType::kExclusive; }
+  // Exclusive, or a simple queue with a flow_key: its pending messages go through the key gate.
+  bool gated() const { return exclusive() || !settings_.flow_key.empty(); }
+  // The metadata key of the gate (exclusive: the exclusivity_key) and its concurrency N.
+  const std::string& gate_key() const {
+    return exclusive() ? settings_.exclusivity_key : settings_.flow_key;
+  }
+  uint32_t gate_limit() const { return exclusive() ? 1 : settings_.key_concurrency; }
   QueueInfo Info(TimeMs now) const;
   TimeMs NextDueTime() const {
     return std::min(timers_.empty() ? INT64_MAX : timers_.top().due_at, expiry_.next());
@@ -369,8 +379,8 @@ class Queue {
 
   // Bulk load (recovery): between BeginBulk and EndBulk only the Apply* calls, Purge and Clear
   // may be made. The heaps are kept unordered (O(1) per change) and exclusive queues do not
-  // track which group heads are ready; EndBulk heapifies everything in O(n) and rebuilds the
-  // ready groups and the blocked count.
+  // track which key heads are ready; EndBulk heapifies everything in O(n) and rebuilds the
+  // ready keys and the blocked count.
   void BeginBulk();
   void EndBulk();
 
@@ -379,11 +389,6 @@ class Queue {
   struct Timing {
     TimeMs due_at = 0;
     uint64_t token = 0;
-  };
-  struct Group {
-    explicit Group(const MessageStore* store) : pending(GroupTraits{{store}}) {}
-    GroupHeap pending;
-    MessageRef holder = kNoRef;  // the running message of this value
   };
   struct PairIndex {
     explicit PairIndex(const MessageStore* store) : pending(FilterTraits{store}) {}
@@ -439,10 +444,6 @@ class Queue {
   void Attach(MessageRef ref, Timing timing);
   void AttachPairs(MessageRef ref, bool pending);
   void DetachPairs(MessageRef ref, bool pending);
-  Group* GroupOf(const Message* m);
-  std::string_view ValueOf(const Message* m) const;
-  void PushGroupHead(Group* g);
-  void RemoveGroupHeadFromReady(Group* g);
 
   // A transition: BeginChange detaches the message and returns its state (and its timing in
   // *old); the caller sets the fields; FinishChange sets state, version and updated_at,
@@ -513,6 +514,9 @@ class Queue {
   // Selection.
   bool Matches(const Message* m, const Filter& filter) const;
   bool Blocked(const Message* m) const;
+  // A pending message whose key is held: why (kExclusivityHeld / kKeyConcurrency, the value,
+  // the running lease that ends first).
+  void ExplainHeld(const Message* m, Explanation* x) const;
   const PairIndex* MostSelective(const Filter& filter) const;
   MessageRef SelectPending(const Filter& filter) const;
   // Every message matching `filter`, in (priority, seq) order when `sorted`.
@@ -562,7 +566,7 @@ class Queue {
   ReadyIndex ready_{&store_};
   TimerHeap timers_{TimerTraits{&store_}};
   ExpiryHeap expiry_{&store_};
-  std::unordered_map<std::string, Group, StringHash, std::equal_to<>> groups_;
+  std::unique_ptr<KeyGate> gate_;  // gated queues only
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
   MessageTexts errors_;         // last_error (not counted in the memory budget)
   MessageTexts results_;        // completed messages' results (counted)

@@ -327,6 +327,8 @@ enum class ExplainReason : uint8_t {
   kRunning = 6,          // leased by `lease_token` until `until`
   kTerminal = 7,         // completed or canceled
   kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
+  kKeyConcurrency = 9,         // flow-key value `exclusivity_value` runs key_concurrency messages
+                        // already; `lease_token`/`until`: the one of them whose lease ends first
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

@@ -18,7 +18,7 @@ bool MayWake(const Effect& e) {
     case EffectType::kMessageChanged:
       // A message became pending, or a lease ended (an exclusivity value is free again).
       return e.to == MessageState::kPending || e.from == MessageState::kRunning;
-    case EffectType::kQueueUpdated:  // e.g. dequeue unpaused
+    case EffectType::kQueueUpdated:  // e.g. dequeue unpaused, key_concurrency raised
     case EffectType::kMessageDeadLettered:
       return true;
     default:

@@ -94,6 +94,10 @@ std::string Explanation(const p::ExplainResult& x) {
       }
       return text;
     }
+    case p::ExplainReason::key_concurrency:
+      return "flow-key value '" + std::string(View(x.exclusivity_value())) +
+             "' runs its key_concurrency messages; the first lease (" +
+             std::to_string(x.lease_token()) + ") ends at " + until;
   }
   return "unknown reason";
 }

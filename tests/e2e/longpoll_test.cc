@@ -1,7 +1,8 @@
 // Long-poll dequeue (wait_ms) against a real sundiald: woken at once by an enqueue, a message
-// becoming visible, a lease expiring or an exclusivity value being released; first come, first
-// served; answered empty when the wait ends; cancelled with its connection; and never holding
-// back the requests pipelined behind it (replies out of order).
+// becoming visible, a lease expiring, an exclusivity value being released or a key-concurrency
+// slot freed (or the limit raised); first come, first served; answered empty when the wait
+// ends; cancelled with its connection; and never holding back the requests pipelined behind it
+// (replies out of order).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -227,6 +228,39 @@ TEST_F(LongPoll, WokenWhenAnExclusivityValueIsReleased) {
       << "a2 is blocked while a1 runs";
   ASSERT_TRUE(client_->Complete("x", {{"a1", token}}).ok());
   EXPECT_EQ(OnlyId(waiting.get()), "a2");
+}
+
+// Key concurrency (docs/semantics.md, "Flow control"): a waiter is woken when a running
+// message of a held value completes, and when update_queue raises key_concurrency (its
+// queue_updated effect: server/long_poll.cc, MayWake).
+TEST_F(LongPoll, WokenWhenAKeyConcurrencySlotIsFreedOrTheLimitRaised) {
+  client::QueueSettings s;
+  s.flow_key = "account";
+  s.key_concurrency = 1;
+  ASSERT_TRUE(client_->CreateQueue("k", s).ok());
+  Put("k", "a1", {{"account", "A"}});
+  Put("k", "a2", {{"account", "A"}});
+  Put("k", "a3", {{"account", "A"}});
+  auto leased = client_->Dequeue("k", {});
+  ASSERT_TRUE(leased.ok());
+  const auto* m = leased->result<p::DequeueResult>()->messages()->Get(0);
+  ASSERT_EQ(m->id()->str(), "a1");
+  const uint64_t token = m->lease_token();
+  auto async = Async();
+  ASSERT_NE(async, nullptr);
+  auto waiting = WaitFor(async.get(), "k", 30'000);
+  ASSERT_EQ(waiting.wait_for(std::chrono::milliseconds(20)), std::future_status::timeout)
+      << "a2 is blocked while a1 runs";
+  ASSERT_TRUE(client_->Complete("k", {{"a1", token}}).ok());
+  EXPECT_EQ(OnlyId(waiting.get()), "a2");  // a slot freed by the completion
+
+  auto second = WaitFor(async.get(), "k", 30'000);
+  ASSERT_EQ(second.wait_for(std::chrono::milliseconds(20)), std::future_status::timeout)
+      << "a3 is blocked while a2 runs";
+  client::QueueSettingsUpdate u;
+  u.key_concurrency = 2;
+  ASSERT_TRUE(client_->UpdateQueue("k", u).ok());
+  EXPECT_EQ(OnlyId(second.get()), "a3");  // the raised limit
 }
 
 TEST_F(LongPoll, ADisconnectedWaiterLeasesNothing) {

@@ -140,6 +140,80 @@ TEST(IndexedHeapTest, StorageShrinksWhenDrained) {
   EXPECT_LT(heap.capacity_bytes(), full / 100);
 }
 
+// KeyHeap (the per-key heaps of engine/key_gate.h): 12-byte entries, traits passed in.
+#pragma pack(push, 4)
+struct WideEntry {
+  Item* item;
+  uint32_t unused;
+};
+#pragma pack(pop)
+struct WideTraits {
+  bool Less(const WideEntry& a, const WideEntry& b) const {
+    return EntryTraits{}.Less({a.item}, {b.item});
+  }
+  uint32_t& Slot(const WideEntry& e) const { return e.item->slot; }
+};
+using SmallHeap = KeyHeap<WideEntry>;
+static_assert(sizeof(SmallHeap) == 16);
+
+TEST(KeyHeapTest, OneEntryIsInlineAndTwoMoveToABlockReleasedWhenEmpty) {
+  SmallHeap heap;
+  heap.Init();
+  const WideTraits t;
+  Item a{5, 1}, b{3, 2};
+  heap.Push({&a, 0}, t);
+  EXPECT_EQ(heap.capacity_bytes(), 0u);
+  EXPECT_EQ(a.slot, 0u);
+  heap.Push({&b, 0}, t);
+  EXPECT_GT(heap.capacity_bytes(), 0u);
+  EXPECT_EQ(heap.top().item, &b);
+  EXPECT_EQ(b.slot, 0u);
+  EXPECT_EQ(a.slot, 1u);
+  heap.Remove(b.slot, t);
+  EXPECT_EQ(b.slot, kNoSlot);
+  EXPECT_EQ(heap.top().item, &a);
+  heap.Remove(a.slot, t);
+  EXPECT_TRUE(heap.empty());
+  EXPECT_EQ(heap.capacity_bytes(), 0u);
+}
+
+TEST(KeyHeapTest, MatchesIndexedHeapUnderRandomPushesAndRemovalsAndBulkHeapify) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<Item> items(300);
+    for (uint64_t i = 0; i < items.size(); ++i) items[i] = {static_cast<int64_t>(rng() % 20), i};
+    SmallHeap heap;
+    heap.Init();
+    const WideTraits t;
+    const bool bulk = trial % 2 == 1;
+    std::vector<bool> present(items.size(), false);
+    for (int round = 0; round < 1500; ++round) {
+      size_t k = rng() % items.size();
+      if (present[k]) {
+        heap.Remove(items[k].slot, t, bulk);
+        present[k] = false;
+        ASSERT_EQ(items[k].slot, kNoSlot);
+      } else {
+        heap.Push({&items[k], 0}, t, bulk);
+        present[k] = true;
+      }
+      for (size_t s = 0; s < heap.size(); ++s) ASSERT_EQ(heap.at(s).item->slot, s);
+    }
+    if (bulk) heap.Heapify(t);
+    std::vector<uint64_t> out;
+    while (!heap.empty()) {
+      out.push_back(heap.top().item->seq);
+      heap.Remove(0, t);
+    }
+    std::vector<uint64_t> want;
+    for (size_t k = 0; k < items.size(); ++k)
+      if (present[k]) want.push_back(k);
+    std::sort(want.begin(), want.end(),
+              [&](uint64_t x, uint64_t y) { return EntryTraits{}.Less({&items[x]}, {&items[y]}); });
+    EXPECT_EQ(out, want) << trial;
+  }
+}
+
 TEST(PackedMetadataTest, RoundTripsPairsInOrder) {
   Metadata md = {{"tenant", "acme"}, {"k", ""}, {std::string(64, 'x'), std::string(256, 'y')}};
   std::string packed = PackMetadata(md);

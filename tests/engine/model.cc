@@ -76,27 +76,64 @@ bool Before(const Model::Message& a, const Model::Message& b) {
   return std::make_pair(a.record.priority, a.seq) < std::make_pair(b.record.priority, b.seq);
 }
 
-std::optional<std::string_view> ExclusivityValue(const Model::Queue& queue,
-                                                 const Model::Message& message) {
-  if (queue.settings.type != QueueType::kExclusive) return std::nullopt;
-  return FindValue(message.record.metadata, queue.settings.exclusivity_key);
+// The metadata key a gated queue limits (docs/semantics.md, "Flow control"): an exclusive
+// queue's exclusivity_key, a simple queue's flow_key; none (empty) for other queues.
+const std::string& GateKey(const Model::Queue& queue) {
+  return queue.settings.type == QueueType::kExclusive ? queue.settings.exclusivity_key
+                                                      : queue.settings.flow_key;
+}
+// Running messages allowed per value: exclusive 1, else key_concurrency (0: no limit).
+uint32_t GateLimit(const Model::Queue& queue) {
+  return queue.settings.type == QueueType::kExclusive ? 1 : queue.settings.key_concurrency;
+}
+bool MissingGateKey(const Model::Queue& queue, const Metadata& metadata) {
+  return !GateKey(queue).empty() && !FindValue(metadata, GateKey(queue));
 }
 
-// The running message holding exclusivity value `value`, if any.
-const Model::Message* LeaseHolder(const Model::Queue& queue, std::string_view value) {
+std::optional<std::string_view> ExclusivityValue(const Model::Queue& queue,
+                                                 const Model::Message& message) {
+  if (GateKey(queue).empty()) return std::nullopt;
+  return FindValue(message.record.metadata, GateKey(queue));
+}
+
+// How many messages of value `value` run, and the one whose lease ends first, by (expiry, seq).
+size_t RunningOf(const Model::Queue& queue, std::string_view value,
+                 const Model::Message** first = nullptr) {
+  size_t n = 0;
   for (const Model::Message& m : queue.messages) {
     if (m.record.state != MessageState::kRunning) continue;
     std::optional<std::string_view> v = ExclusivityValue(queue, m);
-    if (v && *v == value) return &m;
+    if (!v || *v != value) continue;
+    ++n;
+    if (first != nullptr &&
+        (*first == nullptr ||
+         std::make_pair(m.record.lease_expires_at, m.seq) <
+             std::make_pair((*first)->record.lease_expires_at, (*first)->seq))) {
+      *first = &m;
+    }
   }
-  return nullptr;
+  return n;
 }
 
-// A pending message whose exclusivity value is leased.
+// A pending message whose value runs its limit already (a scan: independent of the engine's
+// KeyGate).
 bool IsBlocked(const Model::Queue& queue, const Model::Message& message) {
   if (message.record.state != MessageState::kPending) return false;
   std::optional<std::string_view> value = ExclusivityValue(queue, message);
-  return value && LeaseHolder(queue, *value) != nullptr;
+  const uint32_t limit = GateLimit(queue);
+  return value && limit > 0 && RunningOf(queue, *value) >= limit;
+}
+
+// Fills the reason of a pending message that IsBlocked.
+void ExplainBlocked(const Model::Queue& queue, const Model::Message& m, Explanation* e) {
+  const std::string_view value = *ExclusivityValue(queue, m);
+  const Model::Message* first = nullptr;
+  (void)RunningOf(queue, value, &first);
+  e->reason = queue.settings.type == QueueType::kExclusive ? ExplainReason::kExclusivityHeld
+                                                           : ExplainReason::kKeyConcurrency;
+  e->exclusivity_value = std::string(value);
+  e->lease_token = first->record.lease_token;
+  e->until = first->record.lease_expires_at;
 }
 
 // Index of the message a dequeue with `filter` would lease next (ignoring pauses), or kNpos.
@@ -335,6 +372,18 @@ Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) co
        !IsValidUtf8(s.exclusivity_key))) {
     return InvalidArgument("exclusivity_key");
   }
+  if (!s.flow_key.empty() &&
+      (s.flow_key.size() > kMaxExclusivityKeyBytes || !IsValidUtf8(s.flow_key))) {
+    return InvalidArgument("flow_key");
+  }
+  if (s.type == QueueType::kExclusive &&
+      ((!s.flow_key.empty() && s.flow_key != s.exclusivity_key) || s.key_concurrency > 1)) {
+    return InvalidArgument("flow_key/key_concurrency of an exclusive queue");
+  }
+  if (s.type == QueueType::kSimple && s.key_concurrency > 0 && s.flow_key.empty()) {
+    return InvalidArgument("key_concurrency without flow_key");
+  }
+  if (s.key_concurrency > 1'000'000) return InvalidArgument("key_concurrency");
   if (!ValidLeaseMs(s.lease_ms)) return InvalidArgument("lease_ms");
   if (!ValidDelayMs(s.invisibility_ms)) return InvalidArgument("invisibility_ms");
   if (!ValidMaxAttempts(s.max_attempts)) return InvalidArgument("max_attempts");
@@ -393,6 +442,7 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   if (update.enqueue_paused) s.enqueue_paused = *update.enqueue_paused;
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
   if (update.history_max) s.history_max = *update.history_max;
+  if (update.key_concurrency) s.key_concurrency = *update.key_concurrency;
   if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
   if (update.dedupe) s.dedupe = *update.dedupe;
   if (Status st = ValidateSettings(name, s); !st.ok()) return st;
@@ -534,10 +584,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     if (batch == nullptr) return NotFound("batch: no such batch");
     if (batch->sealed) return FailedPrecondition("batch: sealed");
   }
-  if (queue.settings.type == QueueType::kExclusive &&
-      !FindValue(item.metadata, queue.settings.exclusivity_key)) {
-    return InvalidArgument("exclusivity key missing");
-  }
+  if (MissingGateKey(queue, item.metadata)) return InvalidArgument("gate key missing");
   const std::string id = item.id.empty() ? generated_id : item.id;
   // 3. Duplicate; debounce and dedupe while_active (docs/semantics.md, "Debounce", "Releasing
   // ids: dedupe while_active").
@@ -838,8 +885,7 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
   const std::string& dlq_name = queue.settings.dead_letter_queue;
   Queue* dlq = dlq_name.empty() ? nullptr : MutableQueue(dlq_name);
   bool can_move = dlq != nullptr && dlq != &queue && FindIndex(*dlq, m.record.id) == kNpos &&
-                  (dlq->settings.type != QueueType::kExclusive ||
-                   FindValue(m.record.metadata, dlq->settings.exclusivity_key));
+                  !MissingGateKey(*dlq, m.record.metadata);
   if (!can_move) {
     if (!MakeTerminal(queue, index, MessageState::kErrored, now)) {
       Message& errored = queue.messages[index];
@@ -1257,15 +1303,10 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
       e.until = r.visible_at;
       break;
     case MessageState::kPending: {
-      std::optional<std::string_view> value = ExclusivityValue(*queue, m);
-      const Message* holder = value ? LeaseHolder(*queue, *value) : nullptr;
       if (queue->settings.dequeue_paused) {
         e.reason = ExplainReason::kQueuePaused;
-      } else if (holder != nullptr) {
-        e.reason = ExplainReason::kExclusivityHeld;
-        e.exclusivity_value = std::string(*value);
-        e.lease_token = holder->record.lease_token;
-        e.until = holder->record.lease_expires_at;
+      } else if (IsBlocked(*queue, m)) {
+        ExplainBlocked(*queue, m, &e);
       } else {
         e.reason = ExplainReason::kDequeueable;
       }
@@ -1334,13 +1375,8 @@ Result<Explanation> Model::ExplainFilter(std::string_view queue_name, const Filt
   }
   if (first_pending != nullptr) {
     // Every matching pending message is blocked, or SelectNext would have found it.
-    std::string_view value = *ExclusivityValue(*queue, *first_pending);
-    const Message* holder = LeaseHolder(*queue, value);
-    e.reason = ExplainReason::kExclusivityHeld;
     describe(*first_pending);
-    e.exclusivity_value = std::string(value);
-    e.lease_token = holder->record.lease_token;
-    e.until = holder->record.lease_expires_at;
+    ExplainBlocked(*queue, *first_pending, &e);
     return e;
   }
   if (first_invisible != nullptr) {
@@ -2016,10 +2052,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
     const size_t index = q == nullptr ? kNpos : FindIndex(*q, n.node->item.id);
     if (index == kNpos) continue;
     const EnqueueItem& item = n.node->item;
-    if (q->settings.type == QueueType::kExclusive &&
-        !FindValue(item.metadata, q->settings.exclusivity_key)) {
-      return InvalidArgument("exclusivity key missing");
-    }
+    if (MissingGateKey(*q, item.metadata)) return InvalidArgument("gate key missing");
     const MessageRecord& existing = q->messages[index].record;
     bool same = existing.priority == item.priority && existing.payload == item.payload &&
                 SortedPairs(existing.metadata) == SortedPairs(item.metadata) &&
@@ -2046,10 +2079,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
     if (q != nullptr) {
       if (!item.id.empty() && FindIndex(*q, item.id) != kNpos) return AlreadyExists("id");
       if (q->settings.enqueue_paused) return FailedPrecondition("enqueue_paused");
-      if (q->settings.type == QueueType::kExclusive &&
-          !FindValue(item.metadata, q->settings.exclusivity_key)) {
-        return InvalidArgument("exclusivity key missing");
-      }
+      if (MissingGateKey(*q, item.metadata)) return InvalidArgument("gate key missing");
       const bool waits = !n.children.empty() || !item.depends_on.empty();
       if (!waits && q->settings.max_depth > 0) {
         // The queue's non-terminal messages (waiting ones included: "Enqueue"), plus the

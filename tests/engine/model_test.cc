@@ -70,8 +70,10 @@ std::string_view Name(Code c) {
 
 std::string_view Name(ExplainReason r) {
   static constexpr std::string_view kNames[] = {
-      "dequeueable",    "invisible", "exclusivity_held", "queue_paused",           "no_match",
-      "attempts_spent", "running",   "terminal",         "waiting_on_dependencies"};
+      "dequeueable",    "invisible", "exclusivity_held",
+      "queue_paused",   "no_match",  "attempts_spent",
+      "running",        "terminal",  "waiting_on_dependencies",
+      "key_concurrency"};
   auto i = static_cast<size_t>(r);
   return i < std::size(kNames) ? kNames[i] : "?reason";
 }
@@ -143,7 +145,8 @@ std::string Show(const QueueSettings& s) {
          Show(s.retry_backoff_max_ms) + " dlq=" + Quote(s.dead_letter_queue) +
          " retention=" + Show(s.retention_ms) + " depth=" + Show(s.max_depth) +
          " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) +
-         " history_max=" + Show(s.history_max) + " ttl=" + Show(s.ttl_ms) +
+         " history_max=" + Show(s.history_max) + " flow_key=" + Quote(s.flow_key) +
+         " key_concurrency=" + Show(s.key_concurrency) + " ttl=" + Show(s.ttl_ms) +
          " dedupe=" + Show(static_cast<int>(s.dedupe)) + "}";
 }
 
@@ -578,6 +581,7 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
   if (u.enqueue_paused) field("enqueue_paused", Show(*u.enqueue_paused));
   if (u.dequeue_paused) field("dequeue_paused", Show(*u.dequeue_paused));
   if (u.history_max) field("history_max", Show(*u.history_max));
+  if (u.key_concurrency) field("key_concurrency", Show(*u.key_concurrency));
   if (u.ttl_ms) field("ttl_ms", Show(*u.ttl_ms));
   if (u.dedupe) field("dedupe", Show(static_cast<int>(*u.dedupe)));
   return s + "}";
@@ -814,6 +818,8 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retention_ms = 10'000;
     s.dedupe = Dedupe::kWhileActive;  // a terminal message's id is released
   } else if (name == "beta_2") {
+    s.flow_key = "tenant";  // gated: key_concurrency 1-3 (PickUpdate changes it, 0 included)
+    s.key_concurrency = 2;
     s.lease_ms = 5000;
     s.max_attempts = 2;
     s.retry_backoff_ms = 50;
@@ -837,6 +843,8 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retention_ms = 2000;
     s.max_depth = 6;
   } else if (name == "eps.small") {
+    s.flow_key = "region";
+    s.key_concurrency = 1;
     s.lease_ms = 1000;
     s.max_attempts = 1;
     s.retention_ms = 3000;
@@ -1251,11 +1259,9 @@ Metadata Harness::PickMetadata(const std::string& queue) {
   if (Chance(2)) md.push_back({"caf\xc3\xa9", "\xf0\x9f\x98\x80"});
   // The exclusivity key of the queue (as it is, or as it would be created).
   std::string key;
-  if (const Model::Queue* q = model_.FindQueue(queue)) {
-    key = q->settings.exclusivity_key;
-  } else {
-    key = CanonicalSettings(queue).exclusivity_key;
-  }
+  const QueueSettings settings =
+      model_.FindQueue(queue) ? model_.FindQueue(queue)->settings : CanonicalSettings(queue);
+  key = settings.type == QueueType::kExclusive ? settings.exclusivity_key : settings.flow_key;
   if (!key.empty() &&
       std::none_of(md.begin(), md.end(), [&](const MetadataPair& p) { return p.key == key; })) {
     md.push_back({key, std::string(Pick(kValues))});
@@ -1339,6 +1345,7 @@ void Harness::Corrupt(EnqueueItem& item, const std::string& queue) {
     case 10: {
       const Model::Queue* q = model_.FindQueue(queue);
       std::string key = q ? q->settings.exclusivity_key : "";
+      if (q && key.empty()) key = q->settings.flow_key;
       if (key.empty()) key = "tenant";
       std::erase_if(item.metadata, [&](const MetadataPair& p) { return p.key == key; });
       break;
@@ -1369,7 +1376,7 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     if (Chance(30)) item.max_attempts = r.max_attempts;
     if (Chance(20)) item.delay_ms = UniformSigned(0, 2000);
     // Debounce: replaces it while pending or invisible (semantics.md, "Debounce").
-    if (Chance(25)) item.debounce_ms = UniformSigned(0, 2000);
+    if (Chance(10)) item.debounce_ms = UniformSigned(0, 2000);
     if (Chance(25)) {
       switch (Uniform(0, 3)) {
         case 0:
@@ -1400,8 +1407,8 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     item.visible_at = clock_.NowMs() + UniformSigned(-1000, 3000);
   }
   if (Chance(20)) item.max_attempts = static_cast<uint32_t>(Uniform(1, 4));
-  if (Chance(12)) item.ttl_ms = UniformSigned(1, 4000);
-  if (!item.id.empty() && Chance(8)) item.debounce_ms = UniformSigned(0, 2000);
+  if (Chance(6)) item.ttl_ms = UniformSigned(1, 20'000);
+  if (!item.id.empty() && Chance(3)) item.debounce_ms = UniformSigned(0, 2000);
   if (allow_invalid && Chance(6)) Corrupt(item, queue);
   return item;
 }
@@ -1732,7 +1739,7 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
     s.lease_ms += 1;  // a variant: ALREADY_EXISTS if the queue exists
     return s;
   }
-  switch (Uniform(0, 9)) {
+  switch (Uniform(0, 10)) {
     case 0:
       s.lease_ms = 0;
       break;
@@ -1763,6 +1770,13 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
       s.type = QueueType::kExclusive;
       s.exclusivity_key = std::string(model::kMaxExclusivityKeyBytes + 1, 'k');
       break;
+    case 9:
+      if (Chance(50)) {
+        s.key_concurrency = kMaxKeyConcurrency + 1;
+      } else {
+        s.flow_key = std::string(model::kMaxExclusivityKeyBytes + 1, 'k');
+      }
+      break;
     default:
       s.lease_ms = model::kMaxLeaseMs + 1;
       break;
@@ -1783,11 +1797,11 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
   size_t fields = Uniform(0, 3);
   for (size_t i = 0; i < fields; ++i) {
     bool invalid = allow_invalid && Chance(8);
-    switch (Uniform(0, 12)) {
-      case 11:
-        u.ttl_ms = invalid ? -1 : Pick(std::vector<int64_t>{0, 0, 800, 3000});
-        break;
+    switch (Uniform(0, 13)) {
       case 12:
+        u.ttl_ms = invalid ? -1 : Pick(std::vector<int64_t>{0, 0, 3000, 20'000});
+        break;
+      case 13:
         u.dedupe =
             invalid ? static_cast<Dedupe>(7) : (Chance(50) ? Dedupe::kKeep : Dedupe::kWhileActive);
         break;
@@ -1830,8 +1844,14 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
       case 9:
         u.dequeue_paused = Chance(30);
         break;
-      default:
+      case 10:
         u.history_max = PickHistoryMax(invalid);
+        break;
+      default:
+        // N of a gated queue (0: no limit); invalid: too large, or > 1 on an exclusive queue,
+        // or any N on an ungated one.
+        u.key_concurrency = invalid ? Pick(std::vector<uint32_t>{2, kMaxKeyConcurrency + 1})
+                                    : static_cast<uint32_t>(Uniform(0, 3));
         break;
     }
   }
@@ -3018,6 +3038,8 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["outcomes.with_result"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["Redrive.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["explain.exclusivity_held"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["explain.key_concurrency"] + stats["explain_filter.key_concurrency"], 0u)
+        << "seed " << run.seed;
     EXPECT_GT(stats["browse.multi_page"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["DeleteQueue.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["dependency.released"], 0u) << "seed " << run.seed;

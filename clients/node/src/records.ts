@@ -26,6 +26,7 @@ export const EXPLAIN_REASONS = [
   "running",
   "terminal",
   "waiting_on_dependencies",
+  "key_concurrency",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 

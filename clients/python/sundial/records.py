@@ -7,7 +7,8 @@ Unix epoch; states are strings (``"pending"``, ``"running"``, ...).
 STATES = ("invisible", "pending", "running", "completed", "canceled", "errored", "waiting")
 QUEUE_TYPES = ("simple", "exclusive")
 EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
-                   "attempts_spent", "running", "terminal", "waiting_on_dependencies")
+                   "attempts_spent", "running", "terminal", "waiting_on_dependencies",
+                   "key_concurrency")
 
 
 class Record:
