@@ -57,6 +57,10 @@ constexpr int kBatchesPerRound = 3;  // created in each round's setup, b<ROUND>.
 // The queues of an epoch: enqueued by clients (the first four), dequeued by them (all).
 constexpr const char* kQueueKinds[] = {"plain", "filter", "excl", "dep", "sched"};
 enum QueueIndex { kPlain = 0, kFilter = 1, kExclusive = 2, kDependent = 3, kScheduled = 4 };
+// Flow control in the filter queue (docs/testing.md, "Torture"): running messages per color, and
+// the ttls a third of its enqueues carry (some run out while the message waits, some do not).
+constexpr uint32_t kFilterKeyConcurrency = 2;
+constexpr int64_t kTtlsMs[] = {200, 1000, 5000};
 constexpr const char* kPolicies[] = {"cancel", "error", "release"};
 constexpr p::DependencyFailurePolicy kPolicyValues[] = {p::DependencyFailurePolicy::cancel,
                                                         p::DependencyFailurePolicy::error,
@@ -98,23 +102,22 @@ BatchRead ReadOfBatch(const p::BatchInfo* b, int64_t t0, int64_t t1) {
 }
 
 // The `grant` line of a lease an answer carried: the server's times, which the checker's
-// key_rate and expired_delivered rules judge (tests/torture/checker.h). Hook for expiry (issue
-// 24): expires_at stays 0 (the checker then uses enqueued_at + the ttl) until the protocol's
-// Message carries the message's own expires_at; set it here then.
+// key_rate and expired_delivered rules judge (tests/torture/checker.h); expires_at is 0 for a
+// message without a ttl.
 std::string GrantLine(const std::string& queue, const p::Message* m) {
-  return FormatLeaseStamp(
-      LeaseStamp{queue, m->id()->str(), m->lease_token(), m->updated_at(), m->enqueued_at(), 0});
+  return FormatLeaseStamp(LeaseStamp{queue, m->id()->str(), m->lease_token(), m->updated_at(),
+                                     m->enqueued_at(), m->expires_at()});
 }
 
 // The `limits` line of a queue the setup created, from its settings (tests/torture/history.h):
-// an exclusive queue is key_concurrency 1. Hook for flow control (issue 24): once
-// client::QueueSettings has key_concurrency, key_rate_per_s, key_burst and ttl_ms, a gated
-// queue's are copied here (the effective burst, the server's default filled in), and the
-// workload gains that queue (docs/testing.md, "Torture": 8 keys, N = 2, rate 50/s, burst 5,
-// some messages with a ttl). "" when the queue has no limit.
+// an exclusive queue is key_concurrency 1. Hook for rates (issue 24): once client::QueueSettings
+// has key_rate_per_s and key_burst, a rate-limited queue's are copied here (the effective burst,
+// the server's default filled in). "" when the queue has no limit.
 std::string LimitsLine(const std::string& queue, const client::QueueSettings& s) {
   QueueLimits l;
   l.queue = queue;
+  l.key_concurrency = s.key_concurrency.value_or(0);
+  l.ttl_ms = s.ttl_ms.value_or(0);
   if (s.type == p::QueueType::exclusive) l.key_concurrency = 1;
   if (l.key_concurrency == 0 && l.key_rate_per_s == 0 && l.ttl_ms == 0) return "";
   return FormatQueueLimits(l);
@@ -235,15 +238,23 @@ class TortureClient {
     item.id = name_ + "-" + std::to_string(seq_++);
     item.priority = Pick(1000);
     item.payload = "payload of " + item.id;
-    if (which == kFilter) item.metadata = {{"color", Pick(2) ? "red" : "blue"}};
+    if (which == kFilter) {
+      // The filter queue is gated on its color (kFilterKeyConcurrency running per color), and a
+      // third of its messages expire unless leased in time.
+      const std::string color = Pick(2) ? "red" : "blue";
+      item.metadata = {{"color", color}};
+      std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), color.c_str());
+      if (Pick(3) == 0) {
+        item.ttl_ms = kTtlsMs[Pick(static_cast<int>(std::size(kTtlsMs)))];
+        std::fprintf(out_, "%s\n", FormatMessageTtl(MessageTtl{q, item.id, *item.ttl_ms}).c_str());
+      }
+    }
     if (which == kExclusive) {
       const std::string value = "r" + std::to_string(round_) + "-" + std::to_string(Pick(3));
       item.metadata = {{"k", value}};
       std::fprintf(out_, "meta %s %s %s\n", q.c_str(), item.id.c_str(), value.c_str());
     }
     if (which == kDependent) AddDependencies(q, item);
-    // Hook for expiry (issue 24): an enqueue that carries ttl_ms writes its `ttl` line here,
-    // before its op (FormatMessageTtl), so that the checker knows when it expires.
     // Half the enqueues into the plain and dependency queues join a batch of this epoch (one
     // sealed already too: FAILED_PRECONDITION).
     if ((which == kPlain || which == kDependent) && Pick(2) == 0) {
@@ -918,6 +929,10 @@ class Torture {
       if (std::string(kind) == "excl") {
         s.type = p::QueueType::exclusive;
         s.exclusivity_key = "k";
+      }
+      if (std::string(kind) == "filter") {
+        s.flow_key = "color";
+        s.key_concurrency = kFilterKeyConcurrency;
       }
       auto r = client.CreateQueue(QueueName(kind, epoch), s);
       if (!r.ok()) return Refused(r.error());
