@@ -1192,6 +1192,8 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
   x->exclusivity_value = std::string(value);
+  x->key_running = gate_->RunningOf(m);
+  x->key_concurrency = gate_->limit();
   x->lease_token = first.token;
   x->until = first.due_at == INT64_MAX ? 0 : first.due_at;
 }

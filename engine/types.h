@@ -350,6 +350,10 @@ struct Explanation {
   // None once it is terminal: its completion released them (or its failure applied their policy).
   std::vector<std::string> dependents;
   uint32_t waiting_dependents = 0;
+  // kExclusivityHeld, kKeyConcurrency: how many messages of the value run, and the queue's
+  // key_concurrency (1 for an exclusive queue), as in "key acme 5/5 running".
+  uint32_t key_running = 0;
+  uint32_t key_concurrency = 0;
 };
 inline constexpr size_t kMaxExplainWaitingOn = 10;
 inline constexpr size_t kMaxExplainDependents = 10;

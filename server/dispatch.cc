@@ -603,7 +603,8 @@ void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
        p::CreateExplainResult(b, static_cast<p::ExplainReason>(x->reason), b.CreateString(x->id),
                               static_cast<p::MessageState>(x->state), x->until, x->lease_token,
                               b.CreateString(x->exclusivity_value), x->attempts, x->dependencies,
-                              x->unfinished, waiting_on, dependents, x->waiting_dependents));
+                              x->unfinished, waiting_on, dependents, x->waiting_dependents,
+                              x->key_running, x->key_concurrency));
 }
 
 void RunWait(const p::Request& request, OpContext& ctx, Reply& r) {

@@ -95,9 +95,10 @@ std::string Explanation(const p::ExplainResult& x) {
       return text;
     }
     case p::ExplainReason::key_concurrency:
-      return "flow-key value '" + std::string(View(x.exclusivity_value())) +
-             "' runs its key_concurrency messages; the first lease (" +
-             std::to_string(x.lease_token()) + ") ends at " + until;
+      // "key acme 5/5 running; the first lease (7) ends at T" (SPEC §9's wording)
+      return "key " + std::string(View(x.exclusivity_value())) + " " +
+             std::to_string(x.key_running()) + "/" + std::to_string(x.key_concurrency()) +
+             " running; the first lease (" + std::to_string(x.lease_token()) + ") ends at " + until;
   }
   return "unknown reason";
 }
@@ -308,6 +309,11 @@ json::object ExplainToJson(const p::ExplainResult& x) {
   o["lease_token"] = x.lease_token();
   PutText(&o, "exclusivity_value", x.exclusivity_value());
   o["attempts"] = x.attempts();
+  if (x.reason() == p::ExplainReason::exclusivity_held ||
+      x.reason() == p::ExplainReason::key_concurrency) {
+    o["key_running"] = x.key_running();
+    o["key_concurrency"] = x.key_concurrency();
+  }
   if (x.reason() == p::ExplainReason::waiting_on_dependencies) {
     o["dependencies"] = x.dependencies();
     o["unfinished"] = x.unfinished();

@@ -33,6 +33,18 @@ TEST(ReplyJson, ExplainNamesTheReasonAndSaysWhy) {
             "exclusivity value 'acme' is held by lease 77 until 1700000030000");
 }
 
+TEST(ReplyJson, ExplainOfAKeyAtItsConcurrencySaysHowManyRunAgainstTheLimit) {
+  flatbuffers::FlatBufferBuilder b;
+  b.Finish(p::CreateExplainResultDirect(b, p::ExplainReason::key_concurrency, "m9",
+                                        p::MessageState::pending, 1'700'000'030'000, 41, "acme", 0,
+                                        0, 0, nullptr, nullptr, 0, 5, 5));
+  const json::object o = ExplainToJson(*Root<p::ExplainResult>(b));
+  EXPECT_EQ(o.at("key_running").to_number<int64_t>(), 5);
+  EXPECT_EQ(o.at("key_concurrency").to_number<int64_t>(), 5);
+  EXPECT_EQ(o.at("explanation"),
+            "key acme 5/5 running; the first lease (41) ends at 1700000030000");
+}
+
 TEST(ReplyJson, ExplainListsTheDependentsStillWaitingOnlyWhenThereAreSome) {
   flatbuffers::FlatBufferBuilder b;
   const std::vector<flatbuffers::Offset<flatbuffers::String>> dependents = {

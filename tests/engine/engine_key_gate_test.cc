@@ -120,9 +120,12 @@ TEST_F(KeyConcurrencyTest, ExplainSaysWhichValueIsAtItsLimit) {
   EXPECT_EQ(e->exclusivity_value, "a");
   EXPECT_EQ(e->lease_token, got[0].lease_token);  // both end at once: the first found
   EXPECT_EQ(e->until, got[0].lease_expires_at);
+  EXPECT_EQ(e->key_running, 2u);  // "key a 2/2 running"
+  EXPECT_EQ(e->key_concurrency, 2u);
   Explanation f = engine().ExplainFilter("g", {{"tenant", "a"}}).value();
   EXPECT_EQ(f.reason, ExplainReason::kKeyConcurrency);
   EXPECT_EQ(f.id, "a3");
+  EXPECT_EQ(f.key_running, 2u);
 }
 
 TEST_F(KeyConcurrencyTest, LoweringNLetsRunningOnesFinishAndHoldsTheKeyUntilBelowN) {
@@ -132,6 +135,9 @@ TEST_F(KeyConcurrencyTest, LoweringNLetsRunningOnesFinishAndHoldsTheKeyUntilBelo
   SetN(1);
   EXPECT_EQ(Counts("g")[MessageState::kRunning], 2u);
   EXPECT_EQ(Counts("g").blocked, 3u);
+  const Explanation over = engine().Explain("g", "a2").value();  // "key a 2/1 running"
+  EXPECT_EQ(over.key_running, 2u);
+  EXPECT_EQ(over.key_concurrency, 1u);
   ASSERT_TRUE(CompleteOne("g", got[0].id, got[0].lease_token).ok());
   EXPECT_TRUE(Take("g", 10).empty());  // 1 running, N = 1: still held
   EXPECT_EQ(Counts("g").blocked, 3u);

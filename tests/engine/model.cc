@@ -128,7 +128,8 @@ bool IsBlocked(const Model::Queue& queue, const Model::Message& message) {
 void ExplainBlocked(const Model::Queue& queue, const Model::Message& m, Explanation* e) {
   const std::string_view value = *ExclusivityValue(queue, m);
   const Model::Message* first = nullptr;
-  (void)RunningOf(queue, value, &first);
+  e->key_running = static_cast<uint32_t>(RunningOf(queue, value, &first));
+  e->key_concurrency = GateLimit(queue);
   e->reason = queue.settings.type == QueueType::kExclusive ? ExplainReason::kExclusivityHeld
                                                            : ExplainReason::kKeyConcurrency;
   e->exclusivity_value = std::string(value);

@@ -252,6 +252,8 @@ void CompareExplanation(Diff& d, const std::string& at, const Explanation& e,
   d.Check(at + ".until", e.until, m.until);
   d.Check(at + ".lease_token", e.lease_token, m.lease_token);
   d.Check(at + ".exclusivity_value", e.exclusivity_value, m.exclusivity_value);
+  d.Check(at + ".key_running", e.key_running, m.key_running);
+  d.Check(at + ".key_concurrency", e.key_concurrency, m.key_concurrency);
   d.Check(at + ".attempts", e.attempts, m.attempts);
   d.Check(at + ".dependencies", e.dependencies, m.dependencies);
   d.Check(at + ".unfinished", e.unfinished, m.unfinished);

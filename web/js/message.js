@@ -17,8 +17,9 @@ const EXPLAIN = {
   invisible: (x) => `Invisible until ${time(x.until)} (in ${duration(x.until - Date.now())}).`,
   exclusivity_held: (x) => `Waiting: its exclusivity value “${x.exclusivity_value || ''}” is held by ` +
                            `lease ${x.lease_token || 0} until ${time(x.until)}.`,
-  key_concurrency: (x) => `Waiting: its flow-key value “${x.exclusivity_value || ''}” runs its ` +
-                          `key_concurrency messages; the first lease (${x.lease_token || 0}) ends ${time(x.until)}.`,
+  key_concurrency: (x) => `Waiting: key “${x.exclusivity_value || ''}” ${x.key_running || 0}/` +
+                          `${x.key_concurrency || 0} running; the first lease (${x.lease_token || 0}) ends ` +
+                          `${time(x.until)}.`,
   queue_paused: () => 'The queue has dequeue paused.',
   no_match: () => 'No pending or invisible message matches.',
   attempts_spent: (x) => `Errored: all ${x.attempts || 0} attempts spent. Redrive it to try again.`,

@@ -1440,6 +1440,8 @@ export function explain(queue: unknown, selector: unknown): Call<Explanation> {
       waiting_on: Array.from({ length: r.waitingOnLength() }, (_, k) => r.waitingOn(k)),
       dependents: Array.from({ length: r.dependentsLength() }, (_, k) => r.dependents(k)),
       waiting_dependents: r.waitingDependents(),
+      key_running: r.keyRunning(),
+      key_concurrency: r.keyConcurrency(),
     };
   });
 }

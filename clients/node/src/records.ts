@@ -261,6 +261,9 @@ export interface Explanation {
   /** Explain by id: the first 10 dependents still waiting on it ("queue/id"), and how many wait in all. */
   dependents: string[];
   waiting_dependents: number;
+  /** Held by its flow key (exclusivity_held, key_concurrency): the value's running messages and the queue's key_concurrency ("key acme 5/5 running"). */
+  key_running: number;
+  key_concurrency: number;
 }
 
 /** One entry of a message's history (docs/protocol.md#history). */

@@ -1428,7 +1428,8 @@ def explain(queue, id=None, filter=None):
             attempts=r.Attempts(), dependencies=r.Dependencies(), unfinished=r.Unfinished(),
             waiting_on=[_text(r.WaitingOn(k)) for k in range(r.WaitingOnLength())],
             dependents=[_text(r.Dependents(k)) for k in range(r.DependentsLength())],
-            waiting_dependents=r.WaitingDependents())
+            waiting_dependents=r.WaitingDependents(), key_running=r.KeyRunning(),
+            key_concurrency=r.KeyConcurrency())
 
     return Call("explain", Operation.Operation.Explain, build, decode, False)
 

@@ -235,11 +235,13 @@ class Explanation(Record):
     ``reason`` is one of EXPLAIN_REASONS. Waiting on its dependencies: ``dependencies`` (how
     many), ``unfinished`` (how many are not finished) and ``waiting_on`` (the first 10 of those,
     "queue/id"). Explain by id, in any state: ``dependents`` (the first 10 dependents still
-    waiting on this message, "queue/id") and ``waiting_dependents`` (how many in all)."""
+    waiting on this message, "queue/id") and ``waiting_dependents`` (how many in all). Held by
+    its flow key (exclusivity_held, key_concurrency): ``key_running`` of ``key_concurrency``
+    ("key acme 5/5 running")."""
 
     __slots__ = ("reason", "id", "state", "until", "lease_token", "exclusivity_value",
                  "attempts", "dependencies", "unfinished", "waiting_on", "dependents",
-                 "waiting_dependents")
+                 "waiting_dependents", "key_running", "key_concurrency")
     FIELDS = __slots__
     _decoders = {}
 
