@@ -80,7 +80,7 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
   auto settings = p::CreateQueueSettings(
       b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
       s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max, flow_key, s.key_concurrency);
+      s.history_max, flow_key, s.key_concurrency, s.ttl_ms, s.dedupe);
   return Finish(b, h, p::Operation::CreateQueue,
                 p::CreateCreateQueue(b, StringOf(b, name), settings));
 }
@@ -88,10 +88,10 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
 std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const QueueSettingsUpdate& u) {
   fb::FlatBufferBuilder b;
   auto dlq = u.dead_letter_queue ? b.CreateString(*u.dead_letter_queue) : 0;
-  auto update = p::CreateQueueSettingsUpdate(b, u.lease_ms, u.invisibility_ms, u.max_attempts,
-                                             u.retry_backoff_ms, u.retry_backoff_max_ms, dlq,
-                                             u.retention_ms, u.max_depth, u.enqueue_paused,
-                                             u.dequeue_paused, u.history_max, u.key_concurrency);
+  auto update = p::CreateQueueSettingsUpdate(
+      b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
+      dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused, u.history_max,
+      u.key_concurrency, u.ttl_ms, u.dedupe);
   return Finish(b, h, p::Operation::UpdateQueue,
                 p::CreateUpdateQueue(b, StringOf(b, name), update));
 }
@@ -130,7 +130,7 @@ fb::Offset<p::EnqueueItem> EncodeItem(fb::FlatBufferBuilder& b, const EnqueueIte
   auto batch = item.batch.empty() ? 0 : b.CreateString(item.batch);
   return p::CreateEnqueueItem(b, id, item.priority, payload, metadata, item.delay_ms,
                               item.visible_at, item.max_attempts, depends_on,
-                              item.on_dependency_failure, batch);
+                              item.on_dependency_failure, batch, item.ttl_ms, item.debounce_ms);
 }
 
 fb::Offset<fb::Vector<fb::Offset<p::FlowNode>>> EncodeFlowNodes(

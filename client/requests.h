@@ -57,6 +57,9 @@ struct QueueSettings {
   // fixed at creation (exclusive queues: empty or the exclusivity key); empty: none.
   std::string flow_key;
   std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
+  // docs/semantics.md, "Flow control": a message's default ttl (0: none); id release.
+  std::optional<int64_t> ttl_ms;
+  std::optional<protocol::Dedupe> dedupe;
 };
 
 // update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
@@ -74,6 +77,8 @@ struct QueueSettingsUpdate {
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;      // entries per message (server default 32); 0: none
   std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
+  std::optional<int64_t> ttl_ms;
+  std::optional<protocol::Dedupe> dedupe;
 };
 
 struct EnqueueItem {
@@ -91,6 +96,10 @@ struct EnqueueItem {
   protocol::DependencyFailurePolicy on_dependency_failure =
       protocol::DependencyFailurePolicy::cancel;
   std::string batch = {};  // the batch it joins (docs/semantics.md, "Batches"); empty: none
+  // docs/semantics.md, "Flow control": its time to live (else the queue's ttl_ms), and the
+  // debounce of a pending or invisible message of this id (needs an id).
+  std::optional<int64_t> ttl_ms = {};
+  std::optional<int64_t> debounce_ms = {};
 };
 
 // A node of enqueue_flow (docs/semantics.md, "Flows"): its message, in `queue`, waits on all

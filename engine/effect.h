@@ -81,6 +81,10 @@ enum class ChangeCause : uint8_t {
   kLeaseExpired = 9,
   kReleased = 10,          // waiting -> pending | invisible: its last dependency completed
   kDependencyFailed = 11,  // waiting -> canceled | errored: a dependency failed (its policy)
+  kExpired = 12,           // pending | invisible -> canceled: its ttl ran out ("expired")
+  // pending | invisible -> the same or invisible: an enqueue with debounce_ms replaced its
+  // payload and metadata (the effect's payload and packed_metadata are the new ones).
+  kDebounced = 13,
 };
 std::string_view ChangeCauseName(ChangeCause cause);
 
@@ -158,6 +162,9 @@ struct Effect {
   // (empty: none), not a new enqueue's entry.
   bool restated = false;
   std::string_view history = {};
+  // kMessageEnqueued (and a snapshot's restatement): when its ttl runs out (0: no ttl; fixed
+  // at enqueue, docs/semantics.md, "Expiry"). Other effects carry the message's value too.
+  TimeMs expires_at = 0;
   // kFlowEnqueued: its members (none of them a kFlowEnqueued). Null everywhere else.
   const std::vector<Effect>* members = nullptr;
 };

@@ -638,11 +638,23 @@ Result<std::vector<MessageRecord>> Engine::Dequeue(std::string_view queue,
                                                    const DequeueRequest& request) {
   if (!IsValidQueueName(queue)) return kBadQueueName;
   if (Status s = ValidateDequeue(request); !s.ok()) return s;
-  return WithQueue<Result<std::vector<MessageRecord>>>(
+  bool in_graph = false;
+  Result<std::vector<MessageRecord>> out = WithQueue<Result<std::vector<MessageRecord>>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard& shard) -> Result<std::vector<MessageRecord>> {
+        in_graph = q.ExpireBeforeDequeue(now);
+        if (in_graph) return std::vector<MessageRecord>{};
         return q.Dequeue(request, now, &shard.rng);
       });
+  if (!in_graph) return out;
+  // A message of the dependency graph whose ttl ran out is expired first (its dependents
+  // follow): every shard, as for a timer (engine.h).
+  AllShardsLock lock(this);
+  Shard& shard = ShardFor(queue);
+  shard.mu.AssertHeld();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  return q->Dequeue(request, clock_->NowMs(), &shard.rng, /*every_shard_locked=*/true);
 }
 
 std::vector<Status> Engine::Complete(std::string_view queue,
@@ -705,7 +717,7 @@ Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
   CompleteAndNextResult out = WithQueue<CompleteAndNextResult>(
       queue, [&] { return refused(kQueueNotFound); },
       [&](Queue& q, TimeMs now, Shard& shard) -> CompleteAndNextResult {
-        in_graph = AnyInGraph(q, items);
+        in_graph = AnyInGraph(q, items) || q.ExpireBeforeDequeue(now);
         if (in_graph) return {};
         CompleteAndNextResult result{CompleteLocked(q, items, now)};
         result.next = q.Dequeue(next, now, &shard.rng);
@@ -722,7 +734,7 @@ Engine::CompleteAndNextResult Engine::CompleteAndDequeue(std::string_view queue,
   if (q == nullptr) return refused(kQueueNotFound);
   const TimeMs now = clock_->NowMs();
   CompleteAndNextResult result{CompleteLocked(*q, items, now)};
-  result.next = q->Dequeue(next, now, &shard.rng);
+  result.next = q->Dequeue(next, now, &shard.rng, /*every_shard_locked=*/true);
   return result;
 }
 
@@ -1391,7 +1403,7 @@ std::vector<Result<EnqueueResult>> Engine::EnqueueWithDependencies(std::string_v
     }
     // The batch must be open; a repeated enqueue of a message that exists answers as before
     // (duplicate, or ALREADY_EXISTS) and joins nothing.
-    const bool exists = !item.id.empty() && q->Contains(item.id);
+    const bool exists = !item.id.empty() && q->Contains(item.id) && !q->Releases(item);
     if (!item.batch.empty() && !exists) {
       const BatchInfo* batch = batches_.Find(item.batch);
       if (batch == nullptr) {

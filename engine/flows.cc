@@ -191,6 +191,9 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     if (Status s = ValidateItem(node.item, options_.max_payload_bytes); !s.ok()) {
       return AtNode(i, s);
     }
+    if (node.item.debounce_ms) {  // a flow's node is new or resent, never replaced
+      return AtNode(i, InvalidArgument("debounce_ms: not in a flow"));
+    }
     if (node.item.depends_on.size() + p.children.size() > kMaxDependencies) {
       return AtNode(i, InvalidArgument("depends_on: at most 100000 dependencies per message"));
     }
@@ -233,9 +236,7 @@ Result<std::vector<FlowNodeResult>> Engine::EnqueueFlow(std::vector<FlowNode> ro
     Queue* q = shard.Find(p.node->queue);
     if (q == nullptr || !q->Contains(p.node->item.id)) continue;
     // The id exists: Queue::Enqueue answers duplicate or ALREADY_EXISTS and changes nothing.
-    Result<EnqueueResult> r =
-        q->Enqueue(p.node->item, now, &shard.rng, options_.memory_budget_bytes, memory_bytes(),
-                   budget_exhausted_);
+    Result<EnqueueResult> r = q->EnqueueResend(p.node->item, now, &shard.rng);
     if (!r.ok()) return AtNode(i, r.status());
     resent[i] = true;
   }

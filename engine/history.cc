@@ -48,7 +48,7 @@ uint32_t PackBits(uint32_t attempt, MessageState from, MessageState to, HistoryE
 }
 
 bool KnownEvent(uint32_t v) {
-  return v <= static_cast<uint32_t>(HistoryEvent::kDependencyFailed) ||
+  return v <= static_cast<uint32_t>(HistoryEvent::kDebounced) ||
          v == static_cast<uint32_t>(HistoryEvent::kDeadLettered) ||
          v == static_cast<uint32_t>(HistoryEvent::kNoted);
 }

@@ -3,6 +3,7 @@
 // A record is one variable-length block (docs/engine.md, "Per message"):
 //
 //   header (48 bytes, this struct)
+//   expiry:{expires_at:i64 expiry_slot:u32}  messages with a ttl only (has_expiry)
 //   group_slot:u32                 exclusive queues only: slot in its value's group heap
 //   filter_slot:u32[pair_count]    slot in the filter heap of each metadata pair (while pending)
 //   id[id_len]
@@ -48,7 +49,7 @@ struct Message {
   uint32_t updated_delta;  // updated_at - enqueued_at, unless wide
   uint32_t slot;
   // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1 | has_result:1
-  // | in_graph:1 | has_history:1
+  // | in_graph:1 | has_history:1 | has_expiry:1
   uint32_t counts;
   uint32_t limits;   // max_attempts:20 | pair_count:5 | id_len-1:7
   uint32_t lengths;  // payload_len:19 (inline) | metadata_len:13
@@ -81,6 +82,9 @@ struct Message {
   // The message has a history block in its queue's MessageHistories (engine/history.h).
   bool has_history() const { return (counts & kHasHistory) != 0; }
   void set_has_history(bool on) { counts = on ? (counts | kHasHistory) : (counts & ~kHasHistory); }
+  // The message has a ttl: its expires_at and its slot in the queue's expiry heap
+  // (engine/expiry.h) lead the variable part. Fixed when the record is written.
+  bool has_expiry() const { return (counts & kHasExpiry) != 0; }
 
   uint32_t max_attempts() const { return limits & kAttemptsMask; }
   void set_max_attempts(uint32_t a) { limits = (limits & ~kAttemptsMask) | a; }
@@ -91,17 +95,28 @@ struct Message {
   // ---- Variable part --------------------------------------------------------------------------
   // Bytes of the record for these contents (what MessageStore::Allocate is asked for).
   static size_t RecordBytes(size_t id_len, size_t metadata_len, size_t payload_len,
-                            uint32_t pair_count, bool group_slot) {
-    size_t n = sizeof(Message) + 4 * (pair_count + (group_slot ? 1 : 0)) + id_len + metadata_len;
+                            uint32_t pair_count, bool group_slot, bool expiry = false) {
+    size_t n = sizeof(Message) + (expiry ? kExpiryBytes : 0) +
+               4 * (pair_count + (group_slot ? 1 : 0)) + id_len + metadata_len;
     return n + (payload_len > kInlinePayloadBytes ? kLargeRefBytes : payload_len);
   }
 
   // Writes every field of a new record at `at` (RecordBytes long): lengths, flags, the byte
   // strings, unset slots; numbers zero. `packed_metadata` of "\0" (no pairs) is stored as
   // nothing. A payload above kInlinePayloadBytes must already be in `large` (pages.h block).
+  // `expiry`: room for expires_at (set to 0) and the expiry slot (unset).
   static Message* Init(void* at, std::string_view id, std::string_view packed_metadata,
-                       std::string_view payload, uint32_t pair_count, bool group_slot, char* large);
+                       std::string_view payload, uint32_t pair_count, bool group_slot, char* large,
+                       bool expiry = false);
 
+  TimeMs expires_at() const {
+    if (!has_expiry()) return 0;
+    TimeMs t;
+    std::memcpy(&t, bytes(), sizeof t);
+    return t;
+  }
+  void set_expires_at(TimeMs t) { std::memcpy(bytes(), &t, sizeof t); }
+  uint32_t& expiry_slot() { return *reinterpret_cast<uint32_t*>(bytes() + 8); }
   uint32_t& group_slot() { return SlotAt(0); }
   uint32_t& filter_slot(uint32_t pair) { return SlotAt(pair + (has_group_slot() ? 1 : 0)); }
 
@@ -136,21 +151,28 @@ struct Message {
   static constexpr uint32_t kHasResult = 1u << 27;
   static constexpr uint32_t kInGraph = 1u << 28;
   static constexpr uint32_t kHasHistory = 1u << 29;
+  static constexpr uint32_t kHasExpiry = 1u << 30;
+  static constexpr size_t kExpiryBytes = 12;
   static constexpr uint32_t kPayloadMask = (1u << 19) - 1;
   static constexpr size_t kLargeRefBytes = 12;
   static constexpr char kNoMetadata[1] = {0};
 
-  size_t slots_bytes() const { return 4 * (pair_count() + (has_group_slot() ? 1 : 0)); }
+  // The expiry and the slots: what precedes the id.
+  size_t slots_bytes() const {
+    return (has_expiry() ? kExpiryBytes : 0) + 4 * (pair_count() + (has_group_slot() ? 1 : 0));
+  }
   char* bytes() { return reinterpret_cast<char*>(this + 1); }
   const char* bytes() const { return reinterpret_cast<const char*>(this + 1); }
-  uint32_t& SlotAt(uint32_t i) { return reinterpret_cast<uint32_t*>(bytes())[i]; }
+  uint32_t& SlotAt(uint32_t i) {
+    return reinterpret_cast<uint32_t*>(bytes() + (has_expiry() ? kExpiryBytes : 0))[i];
+  }
 };
 static_assert(sizeof(Message) == 48, "keep the record header small (docs/engine.md)");
 static_assert(kInlinePayloadBytes < (1u << 19), "inline payload length fits 19 bits");
 
 inline Message* Message::Init(void* at, std::string_view id, std::string_view packed_metadata,
                               std::string_view payload, uint32_t pair_count, bool group_slot,
-                              char* large) {
+                              char* large, bool expiry) {
   auto* m = static_cast<Message*>(at);
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
   m->priority = 0;
@@ -160,13 +182,17 @@ inline Message* Message::Init(void* at, std::string_view id, std::string_view pa
   m->updated_delta = 0;
   m->slot = UINT32_MAX;
   const bool is_large = payload.size() > kInlinePayloadBytes;
-  m->counts = (is_large ? kLarge : 0) | (group_slot ? kGroupSlot : 0);
+  m->counts = (is_large ? kLarge : 0) | (group_slot ? kGroupSlot : 0) | (expiry ? kHasExpiry : 0);
   m->limits = (pair_count << 20) | (static_cast<uint32_t>(id.size() - 1) << 25);
   m->lengths = (static_cast<uint32_t>(metadata_len) << 19) |
                (is_large ? 0 : static_cast<uint32_t>(payload.size()));
+  if (expiry) {
+    m->set_expires_at(0);
+    m->expiry_slot() = UINT32_MAX;
+  }
   const uint32_t slots = pair_count + (group_slot ? 1 : 0);
   for (uint32_t i = 0; i < slots; ++i) m->SlotAt(i) = UINT32_MAX;
-  char* p = m->bytes() + 4 * slots;
+  char* p = m->bytes() + (expiry ? kExpiryBytes : 0) + 4 * slots;
   std::memcpy(p, id.data(), id.size());
   p += id.size();
   if (metadata_len > 0) std::memcpy(p, packed_metadata.data(), metadata_len);

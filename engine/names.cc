@@ -137,6 +137,10 @@ std::string_view ChangeCauseName(ChangeCause cause) {
       return "released";
     case ChangeCause::kDependencyFailed:
       return "dependency_failed";
+    case ChangeCause::kExpired:
+      return "expired";
+    case ChangeCause::kDebounced:
+      return "debounced";
   }
   return "unknown";
 }
@@ -164,6 +168,7 @@ HistoryActor HistoryActorOf(HistoryEvent e) {
       return HistoryActor::kWorker;
     case HistoryEvent::kBecameVisible:
     case HistoryEvent::kLeaseExpired:
+    case HistoryEvent::kExpired:
       return HistoryActor::kTimer;
     case HistoryEvent::kReleased:
     case HistoryEvent::kDependencyFailed:

@@ -140,6 +140,7 @@ Queue::~Queue() { Clear(); }
 void Queue::Clear() {
   ready_.Clear();
   timers_.Clear();
+  expiry_.Clear();
   held_.clear();
   if (gate_ != nullptr) gate_->Clear();
   filters_.clear();
@@ -163,7 +164,7 @@ void Queue::Clear() {
 
 uint64_t Queue::allocated_bytes() const {
   uint64_t total = store_.allocated_bytes() + large_bytes_ + ids_.allocated_bytes() +
-                   ready_.capacity_bytes() + timers_.capacity_bytes();
+                   ready_.capacity_bytes() + timers_.capacity_bytes() + expiry_.capacity_bytes();
   if (gate_ != nullptr) total += gate_->allocated_bytes();
   for (const auto& [pair, index] : filters_) {
     total += index.pending.capacity_bytes() + sizeof(PairIndex) + pair.key.size() +
@@ -195,7 +196,7 @@ Queue::Timing Queue::TimingOf(const Message* m) const {
 }
 
 MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view payload,
-                         std::string_view packed_metadata, uint32_t pair_count) {
+                         std::string_view packed_metadata, uint32_t pair_count, TimeMs expires_at) {
   char* large = nullptr;
   if (payload.size() > kInlinePayloadBytes) {
     large = static_cast<char*>(pages::Allocate(payload.size()));
@@ -204,9 +205,12 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
   }
   const bool group_slot = gated();
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
-  const MessageRef ref = store_.Allocate(
-      Message::RecordBytes(id.size(), metadata_len, payload.size(), pair_count, group_slot));
-  Message* m = Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large);
+  const bool expiry = expires_at != 0;
+  const MessageRef ref = store_.Allocate(Message::RecordBytes(
+      id.size(), metadata_len, payload.size(), pair_count, group_slot, expiry));
+  Message* m =
+      Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large, expiry);
+  if (expiry) m->set_expires_at(expires_at);
   ids_.Insert(ref, hash);
   uint64_t bytes = AccountedBytes(ref, m);
   memory_bytes_ += bytes;
@@ -306,6 +310,9 @@ void Queue::Attach(MessageRef ref, Timing timing) {
   const MessageState state = m->state();
   ++counts_.by_state[StateIndex(state)];
   AttachPairs(ref, state == MessageState::kPending);
+  if (m->has_expiry() && (state == MessageState::kPending || state == MessageState::kInvisible)) {
+    expiry_.Push(ref, m);
+  }
   switch (state) {
     case MessageState::kPending:
       if (gate_ != nullptr) {
@@ -329,6 +336,7 @@ void Queue::Detach(MessageRef ref) {
   const MessageState state = m->state();
   --counts_.by_state[StateIndex(state)];
   DetachPairs(ref, state == MessageState::kPending);
+  if (m->has_expiry()) expiry_.Remove(m);
   switch (state) {
     case MessageState::kPending:
       if (gate_ != nullptr) {
@@ -412,6 +420,7 @@ Effect Queue::MessageEffect(EffectType type, MessageRef ref, TimeMs time) const 
   e.packed_metadata = m->packed_metadata();
   e.error = ErrorOf(m, ref);
   e.result = ResultOf(m, ref);
+  e.expires_at = m->expires_at();
   return e;
 }
 
@@ -563,6 +572,7 @@ MessageRecord Queue::Record(MessageRef ref) const {
   r.updated_at = UpdatedAtOf(ref, m);
   r.last_error = std::string(ErrorOf(m, ref));
   r.result = std::string(ResultOf(m, ref));
+  r.expires_at = m->expires_at();
   return r;
 }
 
@@ -582,6 +592,7 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   std::string generated;
   std::string_view id = item.id;
   uint64_t hash;
+  MessageRef release = kNoRef;  // a terminal message whose id this enqueue takes (dedupe)
   if (id.empty()) {
     do {
       generated = GenerateUlid(now, rng);
@@ -591,6 +602,21 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   } else {
     hash = IdTable::Hash(id);
     if (const MessageRef found = ids_.Find(id, hash); found != kNoRef) {
+      const Message* existing = At(found);
+      const MessageState state = existing->state();
+      // Debounce and dedupe while_active (docs/semantics.md, "Debounce", "Releasing ids").
+      if (item.debounce_ms && item.depends_on.empty() && item.batch.empty()) {
+        if (state == MessageState::kPending || state == MessageState::kInvisible) {
+          return Debounce(found, item, now, memory_budget, memory_used, budget_exhausted);
+        }
+        if (state == MessageState::kRunning) {
+          return EnqueueResult{std::string(id), VersionOf(found, existing), true};
+        }
+      }
+      if (!resend_ && Releases(item)) release = found;
+    }
+    if (const MessageRef found = release != kNoRef ? kNoRef : ids_.Find(id, hash);
+        found != kNoRef) {
       const Message* existing = At(found);
       bool same = existing->priority == item.priority && existing->payload() == item.payload &&
                   (!item.max_attempts || *item.max_attempts == existing->max_attempts()) &&
@@ -618,8 +644,16 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   TimeMs visible_at = item.visible_at
                           ? *item.visible_at
                           : SaturatingAdd(now, item.delay_ms.value_or(settings_.invisibility_ms));
+  if (item.debounce_ms) visible_at = std::max(visible_at, SaturatingAdd(now, *item.debounce_ms));
+  if (release != kNoRef) {  // logged as retention would remove it, before the new enqueue
+    Emit(EffectType::kMessageRemoved, ChangeCause::kNone, At(release)->state(), release, now);
+    Detach(release);
+    Erase(release);
+  }
+  const int64_t ttl = item.ttl_ms.value_or(settings_.ttl_ms);
   const MessageRef ref =
-      Insert(id, hash, item.payload, packed, static_cast<uint32_t>(item.metadata.size()));
+      Insert(id, hash, item.payload, packed, static_cast<uint32_t>(item.metadata.size()),
+             ttl > 0 ? SaturatingAdd(now, ttl) : 0);
   Message* m = At(ref);
   m->priority = item.priority;
   m->seq = next_seq_++;
@@ -655,13 +689,18 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
   return EnqueueResult{std::string(id), 1, false};
 }
 
-std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs now, Random* rng) {
+std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs now, Random* rng,
+                                          bool every_shard_locked) {
   std::vector<MessageRecord> out;
   if (settings_.dequeue_paused) return out;
+  // No delivery after expiry, even when the timer is late (docs/semantics.md, "Expiry").
+  (void)ExpireDue(now, every_shard_locked);
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   for (uint32_t i = 0; i < request.max; ++i) {
     const MessageRef ref = SelectPending(request.filter);
     if (ref == kNoRef) break;
+    // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
+    if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
     MessageState from = BeginChange(ref);
     Message* m = At(ref);
     m->set_attempts(m->attempts() + 1);
@@ -923,7 +962,11 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
-  while (!timers_.empty() && timers_.top().due_at <= now) {
+  // Before each timer, the expiries due (also those of messages a timer just made pending or
+  // invisible): one order, whatever the pass that gets interrupted (docs/semantics.md, "Expiry").
+  while (true) {
+    if (!ExpireDue(now, every_shard_locked, count)) return false;
+    if (timers_.empty() || timers_.top().due_at > now) break;
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
     switch (m->state()) {
@@ -1064,7 +1107,7 @@ Result<BrowsePage> Queue::Browse(const BrowseRequest& request) const {
   for (size_t i = 0; i < take; ++i) {
     MessageRecord r = Record(found[i]);
     page.messages.push_back({r.id, r.priority, r.state, r.attempts, r.version, r.visible_at,
-                             r.lease_expires_at, r.enqueued_at, r.updated_at});
+                             r.lease_expires_at, r.enqueued_at, r.updated_at, r.expires_at});
   }
   if (matches > take && take > 0) page.next_cursor = EncodeCursor(At(found[take - 1]));
   return page;
@@ -1210,7 +1253,8 @@ Status Queue::ApplyEnqueued(const Effect& e) {
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
-  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs);
+  if (e.expires_at < 0) return Status(Code::kInternal, "effect: malformed message");
+  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs, e.expires_at);
   Message* m = At(ref);
   m->priority = e.priority;
   m->seq = e.seq;
@@ -1233,16 +1277,29 @@ Status Queue::ApplyEnqueued(const Effect& e) {
 }
 
 Status Queue::ApplyChanged(const Effect& e) {
-  const MessageRef ref = Find(e.id);
+  MessageRef ref = Find(e.id);
   if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
   if (e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
       static_cast<size_t>(e.to) >= kStateCount ||
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
+  bool replaces = false;
+  if (e.cause == ChangeCause::kDebounced) {
+    PackedMetadataReader reader(e.packed_metadata);
+    std::string_view k, v;
+    uint32_t pairs = 0;
+    while (reader.Next(&k, &v)) ++pairs;
+    if (!reader.Valid() || pairs > kMaxMetadataPairs + 1 ||
+        e.packed_metadata.size() >= (1u << 13)) {
+      return Status(Code::kInternal, "effect: malformed message");
+    }
+    replaces = true;
+  }
   const uint64_t ended_lease =
       At(ref)->state() == MessageState::kRunning ? TimingOf(At(ref)).token : 0;
   Detach(ref);
+  if (replaces) ref = Rewrite(ref, e.payload, e.packed_metadata);
   Message* m = At(ref);
   m->set_state(e.to);
   m->priority = e.priority;
@@ -1327,6 +1384,10 @@ void Queue::HashInto(void* xxh3_state) const {
     put_str(s.flow_key);
     put(s.key_concurrency);
   }
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // likewise
+    put(s.ttl_ms);
+    put(static_cast<uint8_t>(s.dedupe));
+  }
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed
@@ -1357,6 +1418,10 @@ void Queue::HashInto(void* xxh3_state) const {
       const std::string_view history = histories_.Block(ref);
       h = XXH3_64bits_withSeed(history.data(), history.size(), h ^ 0x48495354ULL);
     }
+    if (m->has_expiry()) {
+      const TimeMs expires_at = m->expires_at();
+      h = XXH3_64bits_withSeed(&expires_at, sizeof expires_at, h ^ 0x455850ULL);
+    }
     sum += h;
   });
   put(static_cast<uint64_t>(store_.size()));
@@ -1370,6 +1435,7 @@ void Queue::BeginBulk() {
   ids_.set_bulk(true);
   ready_.BeginUnordered();
   timers_.BeginUnordered();
+  expiry_.BeginUnordered();
   if (gate_ != nullptr) gate_->BeginBulk();
   for (auto& [pair, index] : filters_) index.pending.BeginUnordered();
 }
@@ -1379,6 +1445,7 @@ void Queue::EndBulk() {
   bulk_ = false;
   ids_.set_bulk(false);
   timers_.Heapify();
+  expiry_.Heapify();
   for (auto& [pair, index] : filters_) index.pending.Heapify();
   if (gate_ != nullptr) {
     gate_->EndBulk();  // the ready heads of the keys that are not held, and the blocked count

@@ -17,6 +17,8 @@
 //    lease expiry, retention. Its entries hold the due time and lease token (message.h). A
 //    waiting message's entry is {kWaitingDueAt, the visible_at it takes when released (0:
 //    none)}: never due, and the visible_at costs no field of its own.
+//  - expiry_: the pending and invisible messages that have a ttl, by expires_at
+//    (engine/expiry.h); Advance cancels the due ones, and a dequeue never leases one.
 //  - held_: the timers of terminal messages whose retention ran out while a waiting dependent
 //    held them (docs/engine.md, "Dependencies"), by seq, out of timers_ (their slot is
 //    kNoSlot): disarmed, their due time unchanged, until RearmHeld puts them back. Whether a
@@ -29,6 +31,7 @@
 // `dead_letter` queue is passed).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -41,6 +44,7 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 
 #include "engine/effect.h"
+#include "engine/expiry.h"
 #include "engine/history.h"
 #include "engine/id_table.h"
 #include "engine/indexed_heap.h"
@@ -259,8 +263,20 @@ class Queue {
   }
   uint32_t gate_limit() const { return exclusive() ? 1 : settings_.key_concurrency; }
   QueueInfo Info(TimeMs now) const;
-  TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().due_at; }
+  TimeMs NextDueTime() const {
+    return std::min(timers_.empty() ? INT64_MAX : timers_.top().due_at, expiry_.next());
+  }
+  // A dequeue's first step (unless dequeue is paused): expires the messages whose ttl ran out
+  // by `now`, up to one in the dependency graph; true when such a one is left, whose expiry
+  // needs every shard's lock (the caller then dequeues with every_shard_locked).
+  bool ExpireBeforeDequeue(TimeMs now) {
+    return !settings_.dequeue_paused && !ExpireDue(now, /*every_shard_locked=*/false);
+  }
   bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
+  // The enqueue of `item` would release the terminal message of its id (dedupe while_active:
+  // docs/semantics.md, "Releasing ids: dedupe while_active"): not one in the dependency graph,
+  // nor one the item depends on (its depends_on resolved to "queue/id").
+  bool Releases(const EnqueueItem& item) const;
   // Brings the id table's group for `id` into cache (a lookup of it is coming).
   void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
 
@@ -279,7 +295,18 @@ class Queue {
   // budget the flow has checked for all its nodes together: enqueued as Enqueue does, without
   // checking them again (a waiting node is not refused by max_depth).
   Result<EnqueueResult> EnqueueFlowNode(const EnqueueItem& item, TimeMs now, Random* rng);
-  std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng);
+  // A flow's resent root, whose id exists: answered as Enqueue answers an existing id
+  // (duplicate or ALREADY_EXISTS), never released by dedupe while_active.
+  Result<EnqueueResult> EnqueueResend(const EnqueueItem& item, TimeMs now, Random* rng) {
+    resend_ = true;
+    Result<EnqueueResult> r = Enqueue(item, now, rng, 0, 0, Status::Ok());
+    resend_ = false;
+    return r;
+  }
+  // Expires the messages whose ttl ran out first (docs/semantics.md, "Expiry"); one in the
+  // dependency graph only when `every_shard_locked`, else the dequeue stops before it.
+  std::vector<MessageRecord> Dequeue(const DequeueRequest& request, TimeMs now, Random* rng,
+                                     bool every_shard_locked = false);
   Status Complete(const CompleteItem& item, TimeMs now);
   // What `wait` reports of message `id` (NOT_FOUND when it is not in this queue).
   Result<MessageOutcome> Outcome(std::string_view id) const;
@@ -435,9 +462,24 @@ class Queue {
   bool CanEnter(const Message* m) const;
   // Errored, or moved to `dead_letter` (returns true) when the rules allow.
   bool ErrorOrDeadLetter(MessageRef ref, TimeMs now, ChangeCause cause, Queue* dead_letter);
-  // A new record (id not present; `hash` is IdTable::Hash(id)), counted in memory_bytes_.
+  // A new record (id not present; `hash` is IdTable::Hash(id)), counted in memory_bytes_;
+  // `expires_at` 0: no ttl (no room for one in the record).
   MessageRef Insert(std::string_view id, uint64_t hash, std::string_view payload,
-                    std::string_view packed_metadata, uint32_t pair_count);
+                    std::string_view packed_metadata, uint32_t pair_count, TimeMs expires_at = 0);
+  // Debounce: a new record for detached message `ref` with this payload and metadata, every
+  // other field (id, state, seq, version, times, expiry, error, history, graph) kept; `ref` is
+  // freed. Returns the new ref (not attached).
+  MessageRef Rewrite(MessageRef ref, std::string_view payload, std::string_view packed_metadata);
+  // The enqueue of `item` met pending or invisible message `ref` with debounce_ms: replaces its
+  // payload and metadata and pushes its visible_at (cause kDebounced).
+  Result<EnqueueResult> Debounce(MessageRef ref, const EnqueueItem& item, TimeMs now,
+                                 uint64_t memory_budget, uint64_t memory_used,
+                                 const Status& budget_exhausted);
+  // Pending or invisible message `ref` whose ttl ran out: canceled, last_error "expired".
+  void Expire(MessageRef ref, TimeMs now);
+  // Expires every message due by `now`; stops (returning false) at one in the dependency
+  // graph unless `every_shard_locked`. Adds the transitions to *count when given.
+  bool ExpireDue(TimeMs now, bool every_shard_locked, uint64_t* count = nullptr);
   void Erase(MessageRef ref);
   void SetError(MessageRef ref, std::string_view error);
   std::string_view ErrorOf(const Message* m, MessageRef ref) const {
@@ -500,6 +542,7 @@ class Queue {
   bool emit_derived_ = false;    // Emit marks its effects derived (ReleaseWaiting, FailWaiting)
   bool silenced_ = false;        // Emit reports nothing (derived changes replayed by Apply)
   bool forced_ = false;          // Enqueue ignores pause and max_depth (EnqueueCallback, flows)
+  bool resend_ = false;          // Enqueue never releases an id (EnqueueResend)
   // While alive, effects are derived (`emit`) or not reported at all (replay: !emit).
   class DerivedEmission {
    public:
@@ -522,6 +565,7 @@ class Queue {
   IdTable ids_{&store_};
   ReadyIndex ready_{&store_};
   TimerHeap timers_{TimerTraits{&store_}};
+  ExpiryHeap expiry_{&store_};
   std::unique_ptr<KeyGate> gate_;  // gated queues only
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
   MessageTexts errors_;         // last_error (not counted in the memory budget)

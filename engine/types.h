@@ -202,6 +202,7 @@ struct MessageRecord {
   TimeMs updated_at = 0;
   std::string last_error;
   std::string result = {};  // completed: the result its complete carried (may be empty)
+  TimeMs expires_at = 0;    // its ttl runs out then (docs/semantics.md, "Expiry"); 0: none
 };
 
 struct DequeueRequest {
@@ -241,7 +242,7 @@ struct FailResult {
 };
 
 // History (docs/semantics.md, "History"). What happened to a message: its values are the
-// ChangeCause of the transition (1..11), and these.
+// ChangeCause of the transition (1..13), and these.
 enum class HistoryEvent : uint8_t {
   kEnqueued = 0,
   kLeased = 1,
@@ -255,6 +256,8 @@ enum class HistoryEvent : uint8_t {
   kLeaseExpired = 9,
   kReleased = 10,
   kDependencyFailed = 11,
+  kExpired = 12,       // canceled by its ttl (the timer, or a dequeue that found it expired)
+  kDebounced = 13,     // an enqueue with debounce_ms replaced its payload and metadata
   kDeadLettered = 16,  // arrived in this queue, its dead-letter queue
   kNoted = 17,         // a worker's note; no change of state
 };
@@ -305,6 +308,7 @@ struct MessageSummary {
   TimeMs lease_expires_at = 0;
   TimeMs enqueued_at = 0;
   TimeMs updated_at = 0;
+  TimeMs expires_at = 0;  // 0: no ttl
 };
 
 struct BrowsePage {

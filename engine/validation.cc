@@ -122,9 +122,6 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
     return InvalidArgument("dedupe: must be keep or while_active");
   }
-  // Each line goes with the commit that builds its rule (docs/design/flow-control.md).
-  if (s.ttl_ms != 0) return InvalidArgument("ttl_ms: expiry is not built yet");
-  if (s.dedupe != Dedupe::kKeep) return InvalidArgument("dedupe: while_active is not built yet");
   if (!IsValidLease(s.lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
   if (!IsValidDuration(s.invisibility_ms)) {
     return InvalidArgument("invisibility_ms: must be 0-3153600000000");
@@ -178,10 +175,10 @@ Status ValidateItem(const EnqueueItem& item, size_t max_payload_bytes) {
       return InvalidArgument("debounce_ms: must be 0-3153600000000");
     }
     if (item.id.empty()) return InvalidArgument("debounce_ms: needs an id");
+    if (!item.depends_on.empty() || !item.batch.empty()) {
+      return InvalidArgument("debounce_ms: not with depends_on or batch");
+    }
   }
-  // Goes with the commits that build them (docs/design/flow-control.md).
-  if (item.ttl_ms) return InvalidArgument("ttl_ms: expiry is not built yet");
-  if (item.debounce_ms) return InvalidArgument("debounce_ms: debounce is not built yet");
   return Status::Ok();
 }
 

@@ -67,6 +67,8 @@ Status ItemFromWire(const p::EnqueueItem* in, EnqueueItem* item) {
   }
   item->on_dependency_failure = static_cast<DependencyFailurePolicy>(in->on_dependency_failure());
   item->batch = std::string(Str(in->batch()));
+  item->ttl_ms = in->ttl_ms();
+  item->debounce_ms = in->debounce_ms();
   return Status::Ok();
 }
 
@@ -101,6 +103,8 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.history_max = s->history_max().value_or(out.history_max);
   out.flow_key = std::string(Str(s->flow_key()));
   out.key_concurrency = s->key_concurrency().value_or(out.key_concurrency);
+  out.ttl_ms = s->ttl_ms().value_or(out.ttl_ms);
+  if (s->dedupe()) out.dedupe = static_cast<Dedupe>(*s->dedupe());
   return out;
 }
 
@@ -119,6 +123,8 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.dequeue_paused = u->dequeue_paused();
   out.history_max = u->history_max();
   out.key_concurrency = u->key_concurrency();
+  out.ttl_ms = u->ttl_ms();
+  if (u->dedupe()) out.dedupe = static_cast<Dedupe>(*u->dedupe());
   return out;
 }
 
@@ -141,7 +147,8 @@ fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& 
       b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
       s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
       s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max, s.flow_key.c_str(), s.key_concurrency);
+      s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
+      static_cast<p::Dedupe>(s.dedupe));
   auto counts = EncodeCounts(b, q.counts);
   return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
                                   q.memory_bytes);
@@ -198,7 +205,7 @@ fb::Offset<p::Message> EncodeMessage(fb::FlatBufferBuilder& b, const MessageReco
                           metadata, static_cast<p::MessageState>(m.state), m.attempts,
                           m.max_attempts, m.visible_at, m.lease_token, m.lease_expires_at,
                           m.version, m.enqueued_at, m.updated_at, b.CreateString(m.last_error),
-                          result, dependency_results);
+                          result, dependency_results, m.expires_at);
 }
 
 // Leased (or read) messages, each with its dependencies' outcomes when `include_dependencies`.
@@ -570,7 +577,7 @@ void RunBrowse(const p::Request& request, OpContext& ctx, Reply& r) {
   for (const MessageSummary& m : page->messages) {
     summaries.push_back(p::CreateMessageSummary(
         b, b.CreateString(m.id), m.priority, static_cast<p::MessageState>(m.state), m.attempts,
-        m.version, m.visible_at, m.lease_expires_at, m.enqueued_at, m.updated_at));
+        m.version, m.visible_at, m.lease_expires_at, m.enqueued_at, m.updated_at, m.expires_at));
   }
   r.Ok(p::Result::BrowseResult,
        p::CreateBrowseResult(b, b.CreateVector(summaries), b.CreateString(page->next_cursor)));

@@ -185,6 +185,10 @@ void AppendMessage(const p::Message& m, std::string* out) {
   *out += std::to_string(m.updated_at());
   field("last_error");
   AppendJsonString(Str(m.last_error()), out);
+  if (m.expires_at() != 0) {  // a message with a ttl (docs/semantics.md, "Expiry")
+    field("expires_at");
+    *out += std::to_string(m.expires_at());
+  }
   if (m.result() != nullptr) {
     field("result");
     AppendPayload(Bytes(m.result()), out);

@@ -76,7 +76,8 @@ fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
         b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
         s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
         s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused,
-        s.dequeue_paused, s.history_max, s.flow_key.c_str(), s.key_concurrency);
+        s.dequeue_paused, s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
+        static_cast<p::Dedupe>(s.dedupe));
     const StateCounts& c = q.counts;
     auto counts = p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
                                        c[MessageState::kRunning], c[MessageState::kCompleted],

@@ -1,10 +1,10 @@
 // Timers (internal.h): the thread that runs Engine::Advance when a timer is due, and the stats
 // tick. It sleeps until the earliest due time (Engine::NextDueTime) or, while someone
 // subscribes, the next tick, whichever comes first, and is woken sooner only by an effect whose
-// due time is earlier than its sleep (beanstalkd's prottick returns the next due time the same
-// way), by a message leaving the waiting state (it may re-arm a held dependency's GC timer,
-// already due) or by a first subscription: no fixed-period polling, and no wake-up at all when
-// nothing is due.
+// due time (or a pending or invisible message's expires_at) is earlier than its sleep (beanstalkd's
+// prottick returns the next due time the same way), by a message leaving the waiting state (it may
+// re-arm a held dependency's GC timer, already due) or by a first subscription: no fixed-period
+// polling, and no wake-up at all when nothing is due.
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -39,7 +39,13 @@ void Timers::OnEffect(const Effect& e) {
   const bool may_rearm = (e.type == EffectType::kMessageChanged &&
                           e.from == MessageState::kWaiting && e.to != MessageState::kWaiting) ||
                          e.type == EffectType::kQueuePurged || e.type == EffectType::kQueueDeleted;
-  const TimeMs due = may_rearm ? e.time : e.due_at;
+  TimeMs due = may_rearm ? e.time : e.due_at;
+  // A pending or invisible message with a ttl is due at its expiry too (docs/semantics.md,
+  // "Expiry"): NextDueTime includes it.
+  if (e.expires_at > 0 && (e.to == MessageState::kPending || e.to == MessageState::kInvisible) &&
+      (due <= 0 || e.expires_at < due)) {
+    due = e.expires_at;
+  }
   if (due <= 0 || due >= sleeping_until_.load(std::memory_order_relaxed)) return;
   MutexLock lock(&mu_);
   earlier_ = true;

@@ -58,6 +58,10 @@ json::object SettingsToJson(const QueueSettings& s) {
   o["history_max"] = s.history_max;
   PutText(&o, "flow_key", s.flow_key);
   o["key_concurrency"] = s.key_concurrency;
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // as the log writes them (tag 27)
+    o["ttl_ms"] = s.ttl_ms;
+    o["dedupe"] = DedupeName(s.dedupe);
+  }
   return o;
 }
 
@@ -74,6 +78,7 @@ void PutMessageFields(const Effect& e, json::object* out) {
   (*out)["due_at"] = e.due_at;
   (*out)["lease_token"] = e.lease_token;
   (*out)["enqueued_at"] = e.enqueued_at;
+  if (e.expires_at != 0) (*out)["expires_at"] = e.expires_at;
 }
 
 std::string Hex64(uint64_t v) {
@@ -167,6 +172,10 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutDependencies(e, out);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
+      if (e.cause == ChangeCause::kDebounced) {  // the `replaced` extension
+        PutText(out, "payload", e.payload);
+        PutMetadata(out, e.packed_metadata);
+      }
       return;
     case EffectType::kMessageRemoved:
       PutMessageFields(e, out);

@@ -128,6 +128,8 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("history_max", s->history_max());
     PutText(&o, "flow_key", s->flow_key());
     put("key_concurrency", s->key_concurrency());
+    put("ttl_ms", s->ttl_ms());
+    if (s->dedupe()) o["dedupe"] = p::EnumNameDedupe(*s->dedupe());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();
@@ -163,6 +165,7 @@ json::object MessageToJson(const p::Message& m) {
   o["enqueued_at"] = m.enqueued_at();
   o["updated_at"] = m.updated_at();
   PutText(&o, "last_error", m.last_error());
+  if (m.expires_at() != 0) o["expires_at"] = m.expires_at();  // a ttl (semantics.md, "Expiry")
   PutMetadata(&o, m.metadata());
   PutText(&o, "payload", Bytes(m.payload()));
   PutText(&o, "result", Bytes(m.result()));
@@ -292,6 +295,7 @@ json::object SummaryToJson(const p::MessageSummary& m) {
   o["lease_expires_at"] = m.lease_expires_at();
   o["enqueued_at"] = m.enqueued_at();
   o["updated_at"] = m.updated_at();
+  if (m.expires_at() != 0) o["expires_at"] = m.expires_at();
   return o;
 }
 

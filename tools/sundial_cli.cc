@@ -204,6 +204,8 @@ struct SettingFlags {
   bool dequeue_paused = false;
   uint32_t history_max = 0;
   uint32_t key_concurrency = 0;
+  int64_t ttl_ms = 0;
+  std::string dedupe;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -216,6 +218,8 @@ struct SettingFlags {
   CLI::Option* dequeue_paused_flag = nullptr;
   CLI::Option* history_max_flag = nullptr;
   CLI::Option* key_concurrency_flag = nullptr;
+  CLI::Option* ttl_ms_flag = nullptr;
+  CLI::Option* dedupe_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -240,6 +244,12 @@ struct SettingFlags {
     key_concurrency_flag =
         cmd->add_option("--key-concurrency", key_concurrency,
                         "messages per flow-key value running at once (0: no limit)");
+    ttl_ms_flag = cmd->add_option("--ttl-ms", ttl_ms,
+                                  "a message's default time to live from its enqueue (0: none)");
+    dedupe_flag = cmd->add_option("--dedupe", dedupe,
+                                  "keep|while_active: whether an enqueue releases a terminal "
+                                  "message's id")
+                      ->check(CLI::IsMember({"keep", "while_active"}));
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -257,6 +267,10 @@ struct SettingFlags {
     if (dequeue_paused_flag->count()) out.dequeue_paused = dequeue_paused;
     if (history_max_flag->count()) out.history_max = history_max;
     if (key_concurrency_flag->count()) out.key_concurrency = key_concurrency;
+    if (ttl_ms_flag->count()) out.ttl_ms = ttl_ms;
+    if (dedupe_flag->count()) {
+      out.dedupe = dedupe == "while_active" ? p::Dedupe::while_active : p::Dedupe::keep;
+    }
   }
 };
 
@@ -296,6 +310,10 @@ struct Args {
   CLI::Option* enqueue_delay = nullptr;
   CLI::Option* enqueue_visible_at = nullptr;
   CLI::Option* enqueue_max_attempts = nullptr;
+  int64_t ttl_ms = 0;
+  int64_t debounce_ms = 0;
+  CLI::Option* enqueue_ttl = nullptr;
+  CLI::Option* enqueue_debounce = nullptr;
   std::vector<std::string> depends_on;
   std::string on_dependency_failure;  // empty: not sent (cancel)
   bool include_dependency_results = false;
@@ -548,6 +566,13 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
   a.enqueue_max_attempts =
       enqueue->add_option("--max-attempts", a.max_attempts, "instead of the queue's default");
   enqueue->add_option("--batch", a.batch, "the batch it joins (open, not sealed)");
+  a.enqueue_ttl = enqueue->add_option("--ttl-ms", a.ttl_ms,
+                                      "canceled as expired if still pending or invisible this "
+                                      "long after the enqueue (else the queue's ttl_ms)");
+  a.enqueue_debounce = enqueue->add_option(
+      "--debounce-ms", a.debounce_ms,
+      "with --id: replace a pending or invisible message of that id, visible no earlier than "
+      "now + this");
   enqueue->add_option("--wait-ms", a.wait_ms,
                       "answer once the message is terminal (at most this long), with its "
                       "state and result");
@@ -577,6 +602,8 @@ void AddMessageSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out)
            }
          }
          item.batch = a.batch;
+         if (a.enqueue_ttl->count()) item.ttl_ms = a.ttl_ms;
+         if (a.enqueue_debounce->count()) item.debounce_ms = a.debounce_ms;
          return Expect<p::EnqueueResults>(
              c.Enqueue(a.queue, {item}, a.wait_ms), [](const p::EnqueueResults& r) {
                if (!r.items() || r.items()->size() != 1) {

@@ -11,6 +11,10 @@ namespace {
 
 constexpr uint8_t kMaxEffectType = static_cast<uint8_t>(EffectType::kScheduleFired);
 constexpr uint8_t kMaxCause = static_cast<uint8_t>(ChangeCause::kLeaseExpired);
+// Causes logged since expiry and debounce (docs/wal-format.md, "Expiry and debounce"); 10 and
+// 11 are derived, never logged.
+constexpr uint8_t kExpiredCause = static_cast<uint8_t>(ChangeCause::kExpired);
+constexpr uint8_t kDebouncedCause = static_cast<uint8_t>(ChangeCause::kDebounced);
 constexpr uint8_t kMaxState = static_cast<uint8_t>(MessageState::kWaiting);
 constexpr uint8_t kMaxPolicy = static_cast<uint8_t>(DependencyFailurePolicy::kError);
 constexpr uint8_t kMaxQueueType = static_cast<uint8_t>(QueueType::kExclusive);
@@ -46,6 +50,14 @@ constexpr uint8_t kHistoryMaxTag = 17;
 // which the record did not carry before, so a recovery lost it.
 constexpr uint8_t kDeadLetterErrorTag = 6;
 constexpr uint8_t kNotedEffect = static_cast<uint8_t>(EffectType::kMessageNoted);
+// Expiry and debounce (docs/wal-format.md, "Expiry and debounce"), added to version 3: a
+// message's expires_at (kMessageEnqueued, snapshots too), the new payload and metadata of a
+// kMessageChanged with cause debounced, and a queue's ttl_ms and dedupe when not the defaults
+// (after the settings' flags and history_max).
+constexpr uint8_t kExpiresAtTag = 24;
+constexpr uint8_t kReplacedTag = 25;
+constexpr uint8_t kExpirySettingsTag = 27;
+constexpr uint8_t kMaxDedupe = static_cast<uint8_t>(Dedupe::kWhileActive);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
 
@@ -79,6 +91,11 @@ void PutSettings(std::string* out, const QueueSettings& s) {
   if (s.history_max != kDefaultHistoryMax) {  // else encoded exactly as before history
     PutU8(out, kHistoryMaxTag);
     PutFixed32(out, s.history_max);
+  }
+  if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // else encoded exactly as before expiry
+    PutU8(out, kExpirySettingsTag);
+    PutI64(out, s.ttl_ms);
+    PutU8(out, static_cast<uint8_t>(s.dedupe));
   }
 }
 
@@ -227,12 +244,30 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       return Malformed("wal: effect: flow settings restated at their defaults");
     }
   }
-  if (!r->at_end()) {
-    if (r->U8() != kHistoryMaxTag) return Malformed("wal: effect: trailing bytes");
-    s->history_max = r->U32();
-    if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
-    if (s->history_max == kDefaultHistoryMax) {
-      return Malformed("wal: effect: history_max restated at its default");
+  // Tagged settings, each at most once and in increasing tag order.
+  uint8_t last_tag = 0;
+  while (!r->at_end()) {
+    const uint8_t tag = r->U8();
+    if (tag <= last_tag) return Malformed("wal: effect: trailing bytes");
+    last_tag = tag;
+    if (tag == kHistoryMaxTag) {
+      s->history_max = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->history_max == kDefaultHistoryMax) {
+        return Malformed("wal: effect: history_max restated at its default");
+      }
+    } else if (tag == kExpirySettingsTag) {
+      s->ttl_ms = r->I64();
+      const uint8_t dedupe = r->U8();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (dedupe > kMaxDedupe) return Malformed("wal: effect: unknown dedupe");
+      if (s->ttl_ms < 0) return Malformed("wal: effect: negative ttl_ms");
+      s->dedupe = static_cast<Dedupe>(dedupe);
+      if (s->ttl_ms == 0 && s->dedupe == Dedupe::kKeep) {
+        return Malformed("wal: effect: expiry settings restated at their defaults");
+      }
+    } else {
+      return Malformed("wal: effect: trailing bytes");
     }
   }
   return Status::Ok();
@@ -252,7 +287,9 @@ Status ReadMessage(FieldReader* r, Effect* e) {
   e->lease_token = r->U64();
   e->enqueued_at = r->I64();
   if (!r->ok()) return Malformed("wal: effect: truncated message fields");
-  if (cause > kMaxCause) return Malformed("wal: effect: unknown change cause");
+  if (cause > kMaxCause && cause != kExpiredCause && cause != kDebouncedCause) {
+    return Malformed("wal: effect: unknown change cause");
+  }
   if (from > kMaxState || to > kMaxState) return Malformed("wal: effect: unknown message state");
   e->cause = static_cast<ChangeCause>(cause);
   e->from = static_cast<MessageState>(from);
@@ -361,6 +398,17 @@ void PutExtensions(std::string* out, const Effect& e) {
     PutU8(out, kHistoryTag);
     PutString(out, e.history);
   }
+  if (e.expires_at != 0 && e.type == EffectType::kMessageEnqueued) {
+    PutU8(out, kExpiresAtTag);
+    PutFixed32(out, 8);
+    PutI64(out, e.expires_at);
+  }
+  if (e.cause == ChangeCause::kDebounced && e.type == EffectType::kMessageChanged) {
+    PutU8(out, kReplacedTag);
+    PutFixed32(out, static_cast<uint32_t>(8 + e.payload.size() + e.packed_metadata.size()));
+    PutString(out, e.payload);
+    PutString(out, e.packed_metadata);
+  }
 }
 
 // kBatchCreated after the header (whose queue is the callback's):
@@ -427,6 +475,9 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
     const bool known = (!dead_lettered && (tag == kResultTag || tag == kBatchTag)) ||
                        (tag == kWorkerIdTag && e->type == EffectType::kMessageChanged) ||
                        (tag == kHistoryTag && e->type == EffectType::kMessageEnqueued) ||
+                       (tag == kExpiresAtTag && e->type == EffectType::kMessageEnqueued) ||
+                       (tag == kReplacedTag && e->type == EffectType::kMessageChanged &&
+                        e->cause == ChangeCause::kDebounced) ||
                        (tag == kDeadLetterErrorTag && dead_lettered) ||
                        (tag == kDependsOnTag && e->type == EffectType::kMessageEnqueued) ||
                        (tag == kDependencyEntryTag && e->type == EffectType::kMessageChanged);
@@ -457,12 +508,29 @@ Status ReadExtensions(FieldReader* r, Effect* e, std::deque<std::vector<std::str
       e->error = value;
       continue;
     }
+    if (tag == kExpiresAtTag) {
+      if (value.size() != 8) return Malformed("wal: effect: bad expires_at");
+      e->expires_at = static_cast<TimeMs>(DecodeFixed64(value.data()));
+      if (e->expires_at <= 0) return Malformed("wal: effect: bad expires_at");
+      continue;
+    }
+    if (tag == kReplacedTag) {
+      FieldReader v(value);
+      v.String(&e->payload);
+      v.String(&e->packed_metadata);
+      if (!v.ok() || !v.at_end()) return Malformed("wal: effect: bad replaced payload");
+      continue;
+    }
     if ((seen & (1u << kDependsOnTag)) && (seen & (1u << kDependencyEntryTag))) {
       return Malformed("wal: effect: repeated extension");
     }
     if (Status s = ReadDependencies(value, tag == kDependencyEntryTag, e, keys); !s.ok()) {
       return s;
     }
+  }
+  if (r->ok() && e->type == EffectType::kMessageChanged && e->cause == ChangeCause::kDebounced &&
+      (seen & (1u << kReplacedTag)) == 0) {
+    return Malformed("wal: effect: a debounce without its replaced payload");
   }
   return Status::Ok();
 }

@@ -931,9 +931,29 @@ def test_key_concurrency_settings(ctx):
     ws.close()
 
 
+def test_expires_at(ctx):
+    """A message with a ttl shows its expires_at on its page; one without shows none
+    (docs/dashboard.md, "Message detail")."""
+    s = ctx.server()
+    ws = Ws(s.http_port)
+    ws.enqueue("ttl", [{"id": "short", "payload": list(b"x"), "ttl_ms": 3_600_000},
+                       {"id": "plain", "payload": list(b"y")}])
+    ctx.open(s.url + "/#/q/ttl/m/short")
+    ctx.wait_text("#detail-field-state", "pending")
+    wait_for(lambda: ctx._safe_text("#detail-expires-at") != "", 30, "expires_at on screen")
+    ctx.go("#/q/ttl/m/plain")
+    wait_for(lambda: ctx.js("return location.hash") == "#/q/ttl/m/plain", 30, "the other page")
+    ctx.wait_text("#detail-field-state", "pending")
+    wait_for(lambda: ctx.js("return document.querySelector('#detail-expires-at') === null"), 30,
+             "no expires_at for a message without a ttl")
+    ctx.no_script_errors()
+    ws.close()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
          test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
-         test_batches, test_history_timeline, test_flow_graph, test_key_concurrency_settings]
+         test_batches, test_history_timeline, test_flow_graph, test_key_concurrency_settings,
+         test_expires_at]
 
 
 def main():

@@ -171,6 +171,31 @@ TEST_F(CliE2E, EnqueueIsIdempotentForIdenticalContent) {
   EXPECT_FALSE(Str(generated[0].at("id")).empty()) << "the server generates an id";
 }
 
+// docs/cli.md: --ttl-ms and --dedupe on create-queue and update-queue, --ttl-ms and
+// --debounce-ms on enqueue (docs/semantics.md, "Flow control").
+TEST_F(CliE2E, TtlDedupeAndDebounceFlags) {
+  auto created = Ok({"create-queue", "d", "--ttl-ms", "60000", "--dedupe", "while_active"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(Int(created[0].at("ttl_ms")), 60000);
+  EXPECT_EQ(Str(created[0].at("dedupe")), "while_active");
+  auto updated = Ok({"update-queue", "d", "--dedupe", "keep"});
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_EQ(Str(updated[0].at("dedupe")), "keep");
+  EXPECT_EQ(Int(updated[0].at("ttl_ms")), 60000) << "not given: unchanged";
+  Ok({"enqueue", "d", "--id", "a", "--payload", "first", "--ttl-ms", "5000"});
+  auto got = Ok({"get", "d", "a"});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(Int(got[0].at("expires_at")), Int(got[0].at("enqueued_at")) + 5000);
+  auto debounced =
+      Ok({"enqueue", "d", "--id", "a", "--payload", "second", "--debounce-ms", "9000"});
+  ASSERT_EQ(debounced.size(), 1u);
+  EXPECT_EQ(debounced[0].at("duplicate"), false);
+  EXPECT_EQ(Int(debounced[0].at("version")), 2);
+  got = Ok({"get", "d", "a"});
+  EXPECT_EQ(Str(got[0].at("state")), "invisible");
+  EXPECT_EQ(Str(got[0].at("payload")), "second");
+}
+
 TEST_F(CliE2E, PayloadsAndMetadataRoundTrip) {
   TempFiles files;
   const std::string binary(std::string("\x00\xff\x10 bytes", 9));

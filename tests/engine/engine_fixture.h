@@ -77,6 +77,7 @@ struct RecordedEffect {
   std::string note;
   bool restated = false;
   std::string history;
+  TimeMs expires_at = 0;
 
   static RecordedEffect CopyOf(const Effect& e) {
     RecordedEffect r;
@@ -114,6 +115,7 @@ struct RecordedEffect {
     r.note = std::string(e.note);
     r.restated = e.restated;
     r.history = std::string(e.history);
+    r.expires_at = e.expires_at;
     return r;
   }
 
@@ -154,6 +156,7 @@ struct RecordedEffect {
     e.note = note;
     e.restated = restated;
     e.history = history;
+    e.expires_at = expires_at;
     return e;
   }
 

@@ -353,6 +353,13 @@ Status Model::ValidateItem(const EnqueueItem& item) const {
   if (item.max_attempts && !ValidMaxAttempts(*item.max_attempts)) {
     return InvalidArgument("max_attempts");
   }
+  if (item.ttl_ms && (*item.ttl_ms < 1 || !ValidDelayMs(*item.ttl_ms))) {
+    return InvalidArgument("ttl_ms");
+  }
+  if (item.debounce_ms) {
+    if (!ValidDelayMs(*item.debounce_ms) || item.id.empty()) return InvalidArgument("debounce_ms");
+    if (!item.depends_on.empty() || !item.batch.empty()) return InvalidArgument("debounce_ms");
+  }
   return Status::Ok();
 }
 
@@ -386,6 +393,10 @@ Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) co
     return InvalidArgument("retry_backoff_max_ms");
   }
   if (!ValidDelayMs(s.retention_ms)) return InvalidArgument("retention_ms");
+  if (!ValidDelayMs(s.ttl_ms)) return InvalidArgument("ttl_ms");
+  if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
+    return InvalidArgument("dedupe");
+  }
   if (s.history_max == 1 || s.history_max > kMaxHistoryEntries) {
     return InvalidArgument("history_max");
   }
@@ -432,6 +443,8 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
   if (update.history_max) s.history_max = *update.history_max;
   if (update.key_concurrency) s.key_concurrency = *update.key_concurrency;
+  if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
+  if (update.dedupe) s.dedupe = *update.dedupe;
   if (Status st = ValidateSettings(name, s); !st.ok()) return st;
   // Only a dead-letter queue that changes must exist: a queue whose dead-letter queue was
   // deleted can still be updated.
@@ -559,15 +572,36 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
     named.push_back(&q->messages[index]);
   }
   // The batch: open, unless the message exists (a repeat answers as any and joins nothing).
-  if (!item.batch.empty() && (item.id.empty() || FindIndex(queue, item.id) == kNpos)) {
+  const size_t found = item.id.empty() ? kNpos : FindIndex(queue, item.id);
+  // Dedupe while_active releases a terminal message's id, unless it is in the dependency graph
+  // or the item depends on it.
+  const bool releasable =
+      found != kNpos && queue.settings.dedupe == Dedupe::kWhileActive &&
+      IsTerminal(queue.messages[found].record.state) && !queue.messages[found].in_graph &&
+      std::find(keys.begin(), keys.end(), Key(queue.name, item.id)) == keys.end();
+  if (!item.batch.empty() && (found == kNpos || releasable)) {
     const BatchInfo* batch = MutableBatch(item.batch);
     if (batch == nullptr) return NotFound("batch: no such batch");
     if (batch->sealed) return FailedPrecondition("batch: sealed");
   }
   if (MissingGateKey(queue, item.metadata)) return InvalidArgument("gate key missing");
   const std::string id = item.id.empty() ? generated_id : item.id;
-  // 3. Duplicate.
+  // 3. Duplicate; debounce and dedupe while_active (docs/semantics.md, "Debounce", "Releasing
+  // ids: dedupe while_active").
+  bool release = false;
   if (size_t index = FindIndex(queue, id); index != kNpos) {
+    const MessageState state = queue.messages[index].record.state;
+    if (item.debounce_ms) {
+      if (state == MessageState::kPending || state == MessageState::kInvisible) {
+        return Debounce(queue, index, item, now);
+      }
+      if (state == MessageState::kRunning) {
+        return EnqueueResult{id, queue.messages[index].record.version, true};
+      }
+    }
+    release = releasable;
+  }
+  if (size_t index = release ? kNpos : FindIndex(queue, id); index != kNpos) {
     const MessageRecord& existing = queue.messages[index].record;
     bool same = existing.priority == item.priority && existing.payload == item.payload &&
                 SortedPairs(existing.metadata) == SortedPairs(item.metadata) &&
@@ -603,6 +637,23 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   TimeMs visible_at = item.visible_at
                           ? *item.visible_at
                           : now + item.delay_ms.value_or(queue.settings.invisibility_ms);
+  if (item.debounce_ms) visible_at = std::max(visible_at, now + *item.debounce_ms);
+  const int64_t ttl = item.ttl_ms.value_or(queue.settings.ttl_ms);
+  r.expires_at = ttl > 0 ? now + ttl : 0;
+  Message released;  // the terminal message of this id goes first (removed, as by retention)
+  if (release) {
+    const size_t index = FindIndex(queue, id);
+    released = std::move(queue.messages[index]);
+    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    // The dependencies named, found again (the vector moved); one that was the released
+    // message itself keeps the state it had.
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [dq, did] = SplitEntryKey(keys[i]);
+      Queue* q = MutableQueue(dq);
+      const size_t at = FindIndex(*q, did);
+      named[i] = at == kNpos ? &released : &q->messages[at];
+    }
+  }
   if (!keys.empty()) {
     // Waiting; `get` shows the visible_at it will have once released (0: at once).
     r.state = MessageState::kWaiting;
@@ -662,6 +713,63 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   return EnqueueResult{id, 1, false};
 }
 
+Result<EnqueueResult> Model::Debounce(Queue& queue, size_t index, const EnqueueItem& item,
+                                      TimeMs now) {
+  Message& m = queue.messages[index];
+  MessageRecord& r = m.record;
+  MessageRecord replaced = r;
+  replaced.payload = item.payload;
+  replaced.metadata = item.metadata;
+  const uint64_t before = AccountedBytes(r);
+  const uint64_t after = AccountedBytes(replaced);
+  if (options_.memory_budget_bytes > 0 && after > before &&
+      memory_bytes() + (after - before) > options_.memory_budget_bytes) {
+    return ResourceExhausted("memory budget");
+  }
+  const MessageState from = r.state;
+  const TimeMs current = from == MessageState::kInvisible ? r.visible_at : now;
+  const TimeMs visible_at = std::max(current, now + *item.debounce_ms);
+  r.payload = item.payload;
+  r.metadata = item.metadata;
+  r.state = visible_at > now ? MessageState::kInvisible : MessageState::kPending;
+  r.visible_at = visible_at > now ? visible_at : 0;
+  r.version += 1;
+  r.updated_at = now;
+  RecordHistory(queue, m, HistoryEvent::kDebounced, from, now);
+  return EnqueueResult{r.id, r.version, false};
+}
+
+uint64_t Model::ExpireDue(Queue& queue, TimeMs now) {
+  uint64_t expired = 0;
+  while (true) {
+    // The pending or invisible message whose ttl ran out first (expires_at, then seq).
+    size_t next = kNpos;
+    std::pair<TimeMs, uint64_t> next_key{};
+    for (size_t i = 0; i < queue.messages.size(); ++i) {
+      const MessageRecord& r = queue.messages[i].record;
+      if (r.state != MessageState::kPending && r.state != MessageState::kInvisible) continue;
+      if (r.expires_at == 0 || r.expires_at > now) continue;
+      std::pair<TimeMs, uint64_t> key{r.expires_at, queue.messages[i].seq};
+      if (next == kNpos || key < next_key) {
+        next = i;
+        next_key = key;
+      }
+    }
+    if (next == kNpos) return expired;
+    ++expired;
+    Message& m = queue.messages[next];
+    const MessageState from = m.record.state;
+    const uint64_t uid = m.uid;
+    const std::string key = Key(queue.name, m.record.id);
+    m.record.version += 1;
+    m.record.updated_at = now;
+    m.record.last_error = "expired";
+    if (MakeTerminal(queue, next, MessageState::kCanceled, now)) continue;  // removed
+    RecordHistory(queue, queue.messages[next], HistoryEvent::kExpired, from, now);
+    DependencyFailed(uid, key, "canceled", now);
+  }
+}
+
 // ---- Dequeue and lease operations -------------------------------------------------------------
 
 Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
@@ -676,9 +784,11 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
   if (!ValidFilter(request.filter, 0)) return InvalidArgument("filter");
   Queue* queue = MutableQueue(queue_name);
   if (queue == nullptr) return NotFound("queue");
+  CallbackFlush flush(this);  // an expired batch member may make its batch done
   std::vector<MessageRecord> leased;
   if (queue->settings.dequeue_paused) return leased;
   TimeMs now = clock_->NowMs();
+  ExpireDue(*queue, now);  // no delivery after expiry, even when the timer is late
   int64_t lease_ms = request.lease_ms.value_or(queue->settings.lease_ms);
   for (uint32_t k = 0; k < request.max; ++k) {
     size_t index = SelectNext(*queue, request.filter);
@@ -787,7 +897,8 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
   }
   if (!m.batch.empty()) FinishMember(m, MessageState::kErrored, now);  // moved: errored
   Message moved = std::move(m);
-  moved.in_graph = false;  // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
+  moved.in_graph = false;       // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
+  moved.record.expires_at = 0;  // a dead-letter move does not carry the ttl (semantics.md)
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
   MessageRecord& r = moved.record;
   r.queue = dlq->name;
@@ -1150,7 +1261,7 @@ Result<BrowsePage> Model::Browse(std::string_view queue_name, const BrowseReques
     const MessageRecord& r = matching[i]->record;
     page.messages.push_back(MessageSummary{r.id, r.priority, r.state, r.attempts, r.version,
                                            r.visible_at, r.lease_expires_at, r.enqueued_at,
-                                           r.updated_at});
+                                           r.updated_at, r.expires_at});
   }
   if (matching.size() > request.limit) {
     const Message* last = matching[request.limit - 1];
@@ -1295,6 +1406,8 @@ uint64_t Model::Advance(TimeMs now) {
     if (found == nullptr) continue;
     Queue& queue = *found;
     while (true) {
+      // Before each timer, the expiries due (semantics.md, "Expiry").
+      transitions += ExpireDue(queue, now);
       // The due timer with the smallest (due time, enqueue sequence).
       size_t next = kNpos;
       std::pair<TimeMs, uint64_t> next_key{};
@@ -1914,6 +2027,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
     const EnqueueItem& item = n.node->item;
     if (!IsValidQueueName(n.node->queue)) return InvalidArgument("queue");
     if (Status v = ValidateItem(item); !v.ok()) return v;
+    if (item.debounce_ms) return InvalidArgument("debounce_ms");
     if (item.depends_on.size() + n.children.size() > kMaxDependencyEntries) {
       return InvalidArgument("depends_on");
     }

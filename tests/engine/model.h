@@ -63,6 +63,11 @@
 // from the kept `leased` entry of that token. Its bytes (14 + 22 per entry + texts) are counted
 // in memory_bytes() from those entries, not by engine/history.cc.
 //
+// Expiry, dedupe while_active and debounce (docs/semantics.md, "Flow control") are scans: every
+// Advance (per queue: expiries, timers, expiries again) and every dequeue cancels the pending and
+// invisible messages whose expires_at has passed, in (expires_at, seq) order (Advance: before
+// each timer).
+//
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
 //
@@ -253,6 +258,12 @@ class Model {
                                    const std::string& generated_id, TimeMs now,
                                    bool forced = false);
   QueueInfo Info(const Queue& queue, TimeMs now) const;
+  // An enqueue with debounce_ms met pending or invisible message `index` (semantics.md,
+  // "Debounce").
+  Result<EnqueueResult> Debounce(Queue& queue, size_t index, const EnqueueItem& item, TimeMs now);
+  // Cancels, as expired, every pending or invisible message of `queue` whose ttl ran out by
+  // `now`, in (expires_at, seq) order; returns how many.
+  uint64_t ExpireDue(Queue& queue, TimeMs now);
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
   Status ValidateItem(const EnqueueItem& item) const;
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue

@@ -146,7 +146,8 @@ std::string Show(const QueueSettings& s) {
          " retention=" + Show(s.retention_ms) + " depth=" + Show(s.max_depth) +
          " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) +
          " history_max=" + Show(s.history_max) + " flow_key=" + Quote(s.flow_key) +
-         " key_concurrency=" + Show(s.key_concurrency) + "}";
+         " key_concurrency=" + Show(s.key_concurrency) + " ttl=" + Show(s.ttl_ms) +
+         " dedupe=" + Show(static_cast<int>(s.dedupe)) + "}";
 }
 
 // ---- Comparison -----------------------------------------------------------------------------
@@ -218,6 +219,7 @@ void CompareRecord(Diff& d, const std::string& at, const MessageRecord& e, const
   d.Check(at + ".updated_at", e.updated_at, m.updated_at);
   d.Check(at + ".last_error", e.last_error, m.last_error);
   d.Check(at + ".result", e.result, m.result);
+  d.Check(at + ".expires_at", e.expires_at, m.expires_at);
 }
 
 void CompareOutcome(Diff& d, const std::string& at, const MessageOutcome& e,
@@ -239,6 +241,7 @@ void CompareSummary(Diff& d, const std::string& at, const MessageSummary& e,
   d.Check(at + ".lease_expires_at", e.lease_expires_at, m.lease_expires_at);
   d.Check(at + ".enqueued_at", e.enqueued_at, m.enqueued_at);
   d.Check(at + ".updated_at", e.updated_at, m.updated_at);
+  d.Check(at + ".expires_at", e.expires_at, m.expires_at);
 }
 
 void CompareExplanation(Diff& d, const std::string& at, const Explanation& e,
@@ -551,6 +554,8 @@ std::string DescribeItem(const EnqueueItem& item) {
   if (item.delay_ms) s += " delay=" + Show(*item.delay_ms);
   if (item.visible_at) s += " visible_at=" + Show(*item.visible_at);
   if (item.max_attempts) s += " max_attempts=" + Show(*item.max_attempts);
+  if (item.ttl_ms) s += " ttl=" + Show(*item.ttl_ms);
+  if (item.debounce_ms) s += " debounce=" + Show(*item.debounce_ms);
   if (!item.depends_on.empty()) {
     s += " depends_on=[";
     for (const std::string& d : item.depends_on) s += Quote(d) + " ";
@@ -577,6 +582,8 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
   if (u.dequeue_paused) field("dequeue_paused", Show(*u.dequeue_paused));
   if (u.history_max) field("history_max", Show(*u.history_max));
   if (u.key_concurrency) field("key_concurrency", Show(*u.key_concurrency));
+  if (u.ttl_ms) field("ttl_ms", Show(*u.ttl_ms));
+  if (u.dedupe) field("dedupe", Show(static_cast<int>(*u.dedupe)));
   return s + "}";
 }
 
@@ -809,6 +816,7 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retry_backoff_max_ms = 2000;
     s.dead_letter_queue = "alpha.dlq";
     s.retention_ms = 10'000;
+    s.dedupe = Dedupe::kWhileActive;  // a terminal message's id is released
   } else if (name == "beta_2") {
     s.flow_key = "tenant";  // gated: key_concurrency 1-3 (PickUpdate changes it, 0 included)
     s.key_concurrency = 2;
@@ -842,6 +850,7 @@ QueueSettings CanonicalSettings(std::string_view name) {
     s.retention_ms = 3000;
     s.max_depth = 4;
     s.history_max = 2;  // the first and the latest
+    s.ttl_ms = 2500;    // every message expires unless its item says otherwise
   } else if (name == "alpha.dlq") {
     s.lease_ms = 4000;
     s.max_attempts = 2;
@@ -1088,6 +1097,8 @@ class Harness {
       if (e.event == HistoryEvent::kExtended) Count("history.extended");
       if (e.event == HistoryEvent::kDeadLettered) Count("history.dead_lettered");
       if (e.event == HistoryEvent::kDependencyFailed) Count("history.dependency_failed");
+      if (e.event == HistoryEvent::kExpired) Count("history.expired");
+      if (e.event == HistoryEvent::kDebounced) Count("history.debounced");
     }
   }
   uint64_t ResolveToken(const std::string& queue, const std::string& id, uint64_t token) const {
@@ -1288,7 +1299,14 @@ Filter Harness::PickFilter(size_t min_pairs, size_t max_pairs, bool allow_invali
 }
 
 void Harness::Corrupt(EnqueueItem& item, const std::string& queue) {
-  switch (Uniform(0, 13)) {
+  switch (Uniform(0, 15)) {
+    case 14:
+      item.ttl_ms = Chance(50) ? 0 : model::kMaxDelayMs + 1;
+      break;
+    case 15:
+      item.debounce_ms = Chance(50) ? -1 : 10;
+      if (Chance(50)) item.id.clear();
+      break;
     case 0:
       item.id = std::string(kMaxIdBytes + 1, 'x');
       break;
@@ -1357,6 +1375,8 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     Shuffle(item.metadata);
     if (Chance(30)) item.max_attempts = r.max_attempts;
     if (Chance(20)) item.delay_ms = UniformSigned(0, 2000);
+    // Debounce: replaces it while pending or invisible (semantics.md, "Debounce").
+    if (Chance(10)) item.debounce_ms = UniformSigned(0, 2000);
     if (Chance(25)) {
       switch (Uniform(0, 3)) {
         case 0:
@@ -1387,6 +1407,8 @@ EnqueueItem Harness::PickItem(const std::string& queue, bool allow_invalid) {
     item.visible_at = clock_.NowMs() + UniformSigned(-1000, 3000);
   }
   if (Chance(20)) item.max_attempts = static_cast<uint32_t>(Uniform(1, 4));
+  if (Chance(6)) item.ttl_ms = UniformSigned(1, 20'000);
+  if (!item.id.empty() && Chance(3)) item.debounce_ms = UniformSigned(0, 2000);
   if (allow_invalid && Chance(6)) Corrupt(item, queue);
   return item;
 }
@@ -1775,7 +1797,14 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
   size_t fields = Uniform(0, 3);
   for (size_t i = 0; i < fields; ++i) {
     bool invalid = allow_invalid && Chance(8);
-    switch (Uniform(0, 11)) {
+    switch (Uniform(0, 13)) {
+      case 12:
+        u.ttl_ms = invalid ? -1 : Pick(std::vector<int64_t>{0, 0, 3000, 20'000});
+        break;
+      case 13:
+        u.dedupe =
+            invalid ? static_cast<Dedupe>(7) : (Chance(50) ? Dedupe::kKeep : Dedupe::kWhileActive);
+        break;
       case 0:
         u.lease_ms = invalid ? (Chance(50) ? 0 : model::kMaxLeaseMs + 1) : UniformSigned(500, 5000);
         break;
@@ -2429,6 +2458,8 @@ bool Harness::Execute(const Op& op) {
             });
         CountStatus(op.kind, e[i].status());
         if (m[i].ok() && m[i]->duplicate) Count("enqueue.duplicate");
+        if (m[i].ok() && !m[i]->duplicate && m[i]->version > 1) Count("enqueue.debounced");
+        if (m[i].ok() && op.items[i].ttl_ms) Count("enqueue.with_ttl");
         if (!m[i].ok() && m[i].status().detail() == "memory budget")
           Count("enqueue.memory_refused");
         if (!m[i].ok() && m[i].status().detail() == "max_depth") Count("enqueue.depth_refused");

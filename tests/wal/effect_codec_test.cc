@@ -600,3 +600,146 @@ TEST(EffectCodec, DecodedBatchEffectsReplayToTheSameDigestAndDeriveTheCallback) 
 
 }  // namespace
 }  // namespace sundial::wal::test
+
+// ---- Expiry and debounce (format 3, docs/wal-format.md "Expiry and debounce") ----------------
+
+namespace sundial::wal::test {
+namespace {
+
+// Every proper prefix is refused, except one cut exactly where the new extension starts (what
+// is left is the effect without it: a record's checksum and length catch that cut). A debounce
+// cut before its `replaced` payload is refused too.
+TEST(EffectCodec, ExpiryEffectsRoundTripAndRejectEveryPrefix) {
+  for (const Effect& original : SampleEffectsExpiry()) {
+    const std::string bytes = Encode(original);
+    DecodedEffect decoded;
+    ASSERT_TRUE(DecodeEffect(bytes, &decoded).ok());
+    ExpectSameLoggedFields(original, decoded.effect());
+    EXPECT_EQ(Encode(decoded.effect()), bytes);
+    Effect bare = original;
+    bare.expires_at = 0;
+    QueueSettings plain;
+    if (original.settings != nullptr) {
+      plain = *original.settings;
+      plain.ttl_ms = 0;
+      plain.dedupe = Dedupe::kKeep;
+      bare.settings = &plain;
+    }
+    const size_t cut = original.cause == ChangeCause::kDebounced ? 0 : Encode(bare).size();
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      if (n == cut && n != bytes.size()) continue;
+      EXPECT_FALSE(DecodeEffect(std::string_view(bytes).substr(0, n), &decoded).ok()) << n;
+    }
+  }
+}
+
+TEST(EffectCodec, DefaultExpirySettingsAndNoTtlEncodeAsBefore) {
+  QueueSettings s;
+  Effect created = SampleEffectsExpiry()[0];
+  created.settings = &s;
+  const std::string plain = Encode(created);
+  s.ttl_ms = 5;
+  const std::string with = Encode(created);
+  // tag, ttl_ms:i64le, dedupe:u8 after the settings.
+  EXPECT_EQ(with.size(), plain.size() + 1 + 8 + 1);
+  EXPECT_EQ(with.substr(0, plain.size()), plain);
+  Effect enqueued = SampleEffectsExpiry()[1];
+  const std::string with_expiry = Encode(enqueued);
+  enqueued.expires_at = 0;
+  EXPECT_EQ(with_expiry.size(), Encode(enqueued).size() + 1 + 4 + 8);
+}
+
+TEST(EffectCodec, BadExpiryValuesAreRejected) {
+  DecodedEffect decoded;
+  // Settings: an unknown dedupe, a negative ttl, the defaults restated.
+  {
+    QueueSettings s;
+    s.ttl_ms = 5;
+    Effect created = SampleEffectsExpiry()[0];
+    created.settings = &s;
+    std::string bytes = Encode(created);
+    bytes.back() = 2;  // dedupe
+    EXPECT_EQ(DecodeEffect(bytes, &decoded).detail(), "wal: effect: unknown dedupe");
+    s.ttl_ms = -1;
+    EXPECT_EQ(DecodeEffect(Encode(created), &decoded).detail(), "wal: effect: negative ttl_ms");
+    s.ttl_ms = 0;
+    s.dedupe = Dedupe::kWhileActive;
+    bytes = Encode(created);
+    bytes.back() = 0;
+    EXPECT_EQ(DecodeEffect(bytes, &decoded).detail(),
+              "wal: effect: expiry settings restated at their defaults");
+  }
+  // expires_at: not positive, or not 8 bytes.
+  {
+    Effect enqueued = SampleEffectsExpiry()[1];
+    enqueued.expires_at = -3;
+    EXPECT_EQ(DecodeEffect(Encode(enqueued), &decoded).detail(), "wal: effect: bad expires_at");
+    enqueued.expires_at = 7;
+    std::string bytes = Encode(enqueued);
+    bytes.pop_back();
+    bytes[bytes.size() - 7 - 4] = 7;  // length 7 instead of 8
+    EXPECT_FALSE(DecodeEffect(bytes, &decoded).ok());
+  }
+  // A debounce without its replaced payload; a replaced payload on another cause.
+  {
+    Effect debounced = SampleEffectsExpiry()[3];
+    std::string bytes = Encode(debounced);
+    Effect other = debounced;
+    other.cause = ChangeCause::kReprioritized;
+    const std::string bare = Encode(other);  // no extension
+    std::string without = bare;
+    without[1 + 8 + 4 + other.queue.size() + 4 + other.id.size()] =
+        static_cast<char>(ChangeCause::kDebounced);
+    EXPECT_EQ(DecodeEffect(without, &decoded).detail(),
+              "wal: effect: a debounce without its replaced payload");
+    std::string with_on_other = bytes;
+    with_on_other[1 + 8 + 4 + other.queue.size() + 4 + other.id.size()] =
+        static_cast<char>(ChangeCause::kReprioritized);
+    EXPECT_EQ(DecodeEffect(with_on_other, &decoded).detail(), "wal: effect: trailing bytes");
+  }
+}
+
+TEST(EffectCodec, DecodedExpiryAndDebounceEffectsReplayToTheSameDigest) {
+  ManualClock clock;
+  EncodingSink sink;
+  Engine::Options options;
+  options.seed = 9;
+  Engine engine(options, &clock, &sink);
+  QueueSettings settings;
+  settings.ttl_ms = 1'000;
+  settings.dedupe = Dedupe::kWhileActive;
+  settings.history_max = 5;
+  ASSERT_TRUE(engine.CreateQueue("jobs", settings).ok());
+  std::vector<EnqueueItem> items(4);
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].id = "m" + std::to_string(i);
+    items[i].payload = "p" + std::to_string(i);
+  }
+  items[1].ttl_ms = 60'000;
+  for (const auto& r : engine.Enqueue("jobs", items)) ASSERT_TRUE(r.ok());
+  EnqueueItem again;
+  again.id = "m1";
+  again.payload = std::string(20'000, 'x');  // a large payload replaces a small one
+  again.metadata = {{"k", "v"}};
+  again.debounce_ms = 500;
+  ASSERT_TRUE(engine.Enqueue("jobs", {again})[0].ok());
+  clock.Advance(2'000);
+  engine.Advance(clock.NowMs());  // m0, m2, m3 expire; m1 waits out its debounce
+  EnqueueItem anew;
+  anew.id = "m0";
+  anew.payload = "second life";
+  ASSERT_TRUE(engine.Enqueue("jobs", {anew})[0].ok());  // m0 released
+
+  ManualClock replay_clock;
+  Engine replayed(options, &replay_clock, nullptr);
+  ReplayInto(&replayed, sink.encodings);
+  EXPECT_EQ(replayed.Digest(), engine.Digest());
+  EncodingSink exported;
+  engine.ExportState(&exported);
+  Engine restored(options, &replay_clock, nullptr);
+  ReplayInto(&restored, exported.encodings, /*snapshot=*/true);
+  EXPECT_EQ(restored.Digest(), engine.Digest());
+}
+
+}  // namespace
+}  // namespace sundial::wal::test

@@ -301,6 +301,47 @@ inline std::vector<Effect> SampleEffectsBatches() {
 }
 
 // Checks the fields docs/wal-format.md logs for a.type.
+// Expiry and debounce, added to format 3 (docs/wal-format.md, "Expiry and debounce"): a queue
+// created with ttl_ms and dedupe, an enqueue with expires_at (also a snapshot's restatement), a
+// debounce's change with its replaced payload and metadata, an expiry's change.
+inline std::vector<Effect> SampleEffectsExpiry() {
+  static const std::string packed = PackMetadata({{"tenant", "acme"}, {"v", "2"}});
+  static const QueueSettings settings = [] {
+    QueueSettings s;
+    s.ttl_ms = 86'400'000;
+    s.dedupe = Dedupe::kWhileActive;
+    return s;
+  }();
+  std::vector<Effect> samples = SampleEffects();
+  std::vector<Effect> out;
+  Effect created;
+  created.type = EffectType::kQueueCreated;
+  created.time = 1'700'000'000'500;
+  created.queue = "expiring";
+  created.settings = &settings;
+  out.push_back(created);
+  Effect enqueued = samples[4];  // kMessageEnqueued
+  enqueued.expires_at = 1'700'086'400'000;
+  out.push_back(enqueued);
+  Effect restated = enqueued;
+  restated.restated = true;
+  out.push_back(restated);
+  Effect debounced = samples[5];  // kMessageChanged
+  debounced.cause = ChangeCause::kDebounced;
+  debounced.from = MessageState::kPending;
+  debounced.to = MessageState::kInvisible;
+  debounced.payload = std::string_view("new\0payload", 11);
+  debounced.packed_metadata = packed;
+  out.push_back(debounced);
+  Effect expired = samples[5];
+  expired.cause = ChangeCause::kExpired;
+  expired.from = MessageState::kInvisible;
+  expired.to = MessageState::kCanceled;
+  expired.error = "expired";
+  out.push_back(expired);
+  return out;
+}
+
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
   EXPECT_EQ(a.time, b.time);
@@ -398,6 +439,11 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   }
   if (a.type == EffectType::kMessageEnqueued) {
     EXPECT_EQ(a.history, b.history);
+    EXPECT_EQ(a.expires_at, b.expires_at);
+  }
+  if (a.type == EffectType::kMessageChanged && a.cause == ChangeCause::kDebounced) {
+    EXPECT_EQ(a.payload, b.payload);
+    EXPECT_EQ(a.packed_metadata, b.packed_metadata);
   }
   if (a.type == EffectType::kMessageDeadLettered) {
     EXPECT_EQ(a.dead_letter_queue, b.dead_letter_queue);

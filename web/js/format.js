@@ -106,6 +106,7 @@ export function message(m) {
     visible_at: m.visible_at || 0,
     lease_token: m.lease_token || 0,
     lease_expires_at: m.lease_expires_at || 0,
+    expires_at: m.expires_at || 0,  // its ttl runs out then; 0: no ttl
     version: m.version || 0,
     enqueued_at: m.enqueued_at || 0,
     updated_at: m.updated_at || 0,

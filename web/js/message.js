@@ -190,6 +190,7 @@ export class MessageDetail {
         ...row('version', String(m.version), 'detail-version'),
         ...row('enqueued at', time(m.enqueued_at)),
         ...row('updated at', time(m.updated_at)),
+        ...(m.expires_at ? row('expires at', time(m.expires_at), 'detail-expires-at') : []),
         ...(m.state === 'invisible' ? row('visible at', time(m.visible_at)) : []),
         ...(m.state === 'running' ? [...row('lease token', String(m.lease_token), 'detail-lease-token'),
                                      ...row('lease expires at', `${time(m.lease_expires_at)} (in ${duration(m.lease_expires_at - Date.now())})`)] : []),

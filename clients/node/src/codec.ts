@@ -37,6 +37,7 @@ import {
   NextResult,
   Outcome,
   QUEUE_TYPES,
+  DEDUPES,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
@@ -289,6 +290,7 @@ export function decodeMessage(m: P.Message): Message {
     updated_at: Number(m.updatedAt()),
     last_error: text(m.lastError()),
     result: bytesOf(m.resultArray()),
+    expires_at: Number(m.expiresAt()),
   };
   // Present only when asked for (include_dependency_results) and the message has dependencies:
   // one Outcome per dependency, its id "queue/id".
@@ -363,6 +365,8 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     history_max: setting("history_max", s.historyMax()),
     flow_key: s.flowKey() || null,
     key_concurrency: setting("key_concurrency", s.keyConcurrency()),
+    ttl_ms: Number(setting("ttl_ms", s.ttlMs())),
+    dedupe: enumName(DEDUPES, setting("dedupe", s.dedupe())),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -641,11 +645,13 @@ export const SETTING_NAMES = [
   "history_max",
   "flow_key",
   "key_concurrency",
+  "ttl_ms",
+  "dedupe",
 ] as const;
 /** Fixed at creation: not in QueueSettingsUpdate. */
 const FIXED_SETTINGS: readonly string[] = ["type", "exclusivity_key", "flow_key"];
 const UPDATABLE = SETTING_NAMES.filter((n) => !FIXED_SETTINGS.includes(n));
-const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms"] as const;
+const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms", "ttl_ms"] as const;
 
 interface SettingsTable {
   addLeaseMs(b: flatbuffers.Builder, v: bigint): void;
@@ -660,6 +666,8 @@ interface SettingsTable {
   addDequeuePaused(b: flatbuffers.Builder, v: boolean): void;
   addHistoryMax(b: flatbuffers.Builder, v: number): void;
   addKeyConcurrency(b: flatbuffers.Builder, v: number): void;
+  addTtlMs(b: flatbuffers.Builder, v: bigint): void;
+  addDedupe(b: flatbuffers.Builder, v: number): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -668,6 +676,7 @@ const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable>
   retry_backoff_ms: "addRetryBackoffMs",
   retry_backoff_max_ms: "addRetryBackoffMaxMs",
   retention_ms: "addRetentionMs",
+  ttl_ms: "addTtlMs",
 };
 
 /** Checked settings, ready to write into QueueSettings (create) or QueueSettingsUpdate (update). */
@@ -686,6 +695,11 @@ function checkSettings(settings: unknown, update: boolean) {
     type = QUEUE_TYPES.indexOf(s.type as never);
     if (type < 0) throw invalidArgument(`type: ${JSON.stringify(s.type)} is not "simple" or "exclusive"`);
   }
+  let dedupe: number | undefined;
+  if (s.dedupe !== undefined) {
+    dedupe = DEDUPES.indexOf(s.dedupe as never);
+    if (dedupe < 0) throw invalidArgument(`dedupe: ${JSON.stringify(s.dedupe)} is not "keep" or "while_active"`);
+  }
   const ints: [keyof SettingsTable, bigint][] = [];
   for (const name of INT64_SETTINGS) {
     const v = optional(s[name], (x) => int64(name, x));
@@ -703,6 +717,7 @@ function checkSettings(settings: unknown, update: boolean) {
     history_max: optional(s.history_max, (x) => uint32("history_max", x)),
     flow_key: optional(s.flow_key, (x) => str("flow_key", x)),
     key_concurrency: optional(s.key_concurrency, (x) => uint32("key_concurrency", x)),
+    dedupe,
   };
 }
 
@@ -727,6 +742,7 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (s.history_max !== undefined) add(() => table.addHistoryMax(b, s.history_max!));
   if (!update && s.flow_key !== undefined) P.QueueSettings.addFlowKey(b, flowKey);
   if (s.key_concurrency !== undefined) add(() => table.addKeyConcurrency(b, s.key_concurrency!));
+  if (s.dedupe !== undefined) add(() => table.addDedupe(b, s.dedupe!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 
@@ -822,6 +838,10 @@ export interface EnqueueItem {
   on_dependency_failure?: DependencyFailurePolicy;
   /** The batch it joins (createBatch): NOT_FOUND when there is none, FAILED_PRECONDITION once sealed. */
   batch?: string;
+  /** Canceled as expired if still pending or invisible this long after now (else the queue's ttl_ms). */
+  ttl_ms?: number | bigint;
+  /** With an id: a pending or invisible message of that id is replaced, visible no earlier than now + debounce_ms. */
+  debounce_ms?: number | bigint;
 }
 
 export const ITEM_KEYS = [
@@ -835,6 +855,8 @@ export const ITEM_KEYS = [
   "depends_on",
   "on_dependency_failure",
   "batch",
+  "ttl_ms",
+  "debounce_ms",
 ] as const;
 
 export interface CheckedItem {
@@ -848,6 +870,8 @@ export interface CheckedItem {
   depends_on: string[];
   on_dependency_failure: number;  // the schema's DependencyFailurePolicy value
   batch: string;
+  ttl_ms: bigint | undefined;
+  debounce_ms: bigint | undefined;
 }
 
 function dependsOn(value: unknown): string[] {
@@ -880,6 +904,8 @@ export function checkItem(item: Record<string, unknown>): CheckedItem {
     depends_on: dependsOn(item.depends_on),
     on_dependency_failure: dependencyFailurePolicy(item.on_dependency_failure),
     batch: item.batch == null ? "" : str("batch", item.batch),
+    ttl_ms: optional(item.ttl_ms, (x) => int64("ttl_ms", x)),
+    debounce_ms: optional(item.debounce_ms, (x) => int64("debounce_ms", x)),
   };
 }
 
@@ -908,6 +934,8 @@ export function buildItem(b: flatbuffers.Builder, item: CheckedItem): flatbuffer
     if (dependsOnVector) P.EnqueueItem.addDependsOn(b, dependsOnVector);
     if (item.on_dependency_failure) P.EnqueueItem.addOnDependencyFailure(b, item.on_dependency_failure);
     if (batch) P.EnqueueItem.addBatch(b, batch);
+    if (item.ttl_ms !== undefined) addPresent(b, () => P.EnqueueItem.addTtlMs(b, item.ttl_ms!));
+    if (item.debounce_ms !== undefined) addPresent(b, () => P.EnqueueItem.addDebounceMs(b, item.debounce_ms!));
     return P.EnqueueItem.endEnqueueItem(b);
   }
 }
@@ -1358,6 +1386,7 @@ export function browse(queue: unknown, state: unknown, filter: unknown, cursor: 
         lease_expires_at: Number(m.leaseExpiresAt()),
         enqueued_at: Number(m.enqueuedAt()),
         updated_at: Number(m.updatedAt()),
+        expires_at: Number(m.expiresAt()),
       });
     }
     return { messages, next_cursor: text(r.nextCursor()) };

@@ -12,6 +12,10 @@ export type State = (typeof STATES)[number];
 export const QUEUE_TYPES = ["simple", "exclusive"] as const;
 export type QueueType = (typeof QUEUE_TYPES)[number];
 
+/** Whether an enqueue releases a terminal message's id (docs/semantics.md, "Flow control"). */
+export const DEDUPES = ["keep", "while_active"] as const;
+export type Dedupe = (typeof DEDUPES)[number];
+
 export const EXPLAIN_REASONS = [
   "dequeueable",
   "invisible",
@@ -56,6 +60,8 @@ export interface Message {
    * order, its `id` "queue/id"; absent when not asked or when it has none.
    */
   dependency_results?: Outcome[];
+  /** When its ttl runs out (docs/semantics.md, "Expiry"); 0: no ttl. */
+  expires_at: number;
 }
 
 /** What happens to a waiting message when a dependency is canceled or errored (default cancel). */
@@ -123,6 +129,10 @@ export interface QueueSettings {
   flow_key?: string;
   /** Messages per flow-key value running at once, 0–1,000,000 (0: no limit); needs a flow_key. */
   key_concurrency?: number;
+  /** A message's default time to live from its enqueue; 0: none (docs/semantics.md, "Expiry"). */
+  ttl_ms?: number;
+  /** "keep" (default) or "while_active": an enqueue releases a terminal message's id. */
+  dedupe?: Dedupe;
 }
 
 /** What updateQueue may change: every setting but `type`, `exclusivity_key` and `flow_key`. */
@@ -150,6 +160,8 @@ export interface Queue {
   flow_key: string | null;
   /** 0: no limit. */
   key_concurrency: number;
+  ttl_ms: number;
+  dedupe: Dedupe;
   counts: Counts;
   oldest_pending_age_ms: number;
   memory_bytes: number;
@@ -223,6 +235,8 @@ export interface MessageSummary {
   lease_expires_at: number;
   enqueued_at: number;
   updated_at: number;
+  /** 0: no ttl. */
+  expires_at: number;
 }
 
 /** One page of browse; `next_cursor` is "" at the end. */

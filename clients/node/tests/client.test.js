@@ -62,6 +62,8 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       history_max: 7,
       flow_key: null,
       key_concurrency: 0,
+      ttl_ms: 0,
+      dedupe: "keep",
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,

@@ -229,6 +229,7 @@ records.Message._decoders = {
     "last_error": lambda m: _text(m.LastError()),
     "result": lambda m: _bytes_field(m, _MESSAGE_RESULT_SLOT),
     "dependency_results": lambda m: _dependency_results(m),
+    "expires_at": lambda m: m.ExpiresAt(),
 }
 assert set(records.Message._decoders) == set(records.Message.FIELDS)
 
@@ -294,6 +295,7 @@ def _decode_queue(q):
                  enqueue_paused=bool(s.EnqueuePaused()), dequeue_paused=bool(s.DequeuePaused()),
                  history_max=s.HistoryMax(),
                  flow_key=_text(s.FlowKey()) or None, key_concurrency=s.KeyConcurrency(),
+                 ttl_ms=s.TtlMs(), dedupe=_enum_name(DEDUPE, s.Dedupe()),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -459,6 +461,10 @@ def _settings(b, settings, update):
             if not isinstance(value, bool):
                 raise invalid_argument(f"{name}: must be a bool")
             add[name](b, value)
+        elif name == "dedupe":
+            if value not in DEDUPE:
+                raise invalid_argument(f"dedupe: {value!r} is not 'keep' or 'while_active'")
+            add[name](b, DEDUPE.index(value))
         elif name in ("max_attempts", "history_max", "key_concurrency"):
             add[name](b, _int(name, value, _UINT32))
         elif name == "max_depth":
@@ -571,7 +577,11 @@ def purge_queue(name, states):
 
 
 _ITEM_KEYS = frozenset(("payload", "priority", "metadata", "id", "delay_ms", "visible_at",
-                        "max_attempts", "depends_on", "on_dependency_failure", "batch"))
+                        "max_attempts", "depends_on", "on_dependency_failure", "batch",
+                        "ttl_ms", "debounce_ms"))
+
+# dedupe's values, in the order of the schema's enum (docs/protocol.md).
+DEDUPE = ("keep", "while_active")
 
 # on_dependency_failure's values, in the order of the schema's enum (docs/protocol.md).
 DEPENDENCY_FAILURE_POLICIES = ("cancel", "release", "error")
@@ -596,8 +606,9 @@ def _policy(value):
 
 def enqueue_item(payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
                  visible_at=None, max_attempts=None, depends_on=None, on_dependency_failure=None,
-                 batch=None):
-    """One item, checked, as a tuple for _build_items. ``batch``: the batch it joins."""
+                 batch=None, ttl_ms=None, debounce_ms=None):
+    """One item, checked, as a tuple for _build_items. ``batch``: the batch it joins.
+    ``ttl_ms``, ``debounce_ms``: docs/semantics.md, "Flow control"."""
     if delay_ms is not None and visible_at is not None:
         raise invalid_argument("delay_ms, visible_at: give one, not both")
     return (None if id is None else _str("id", id), _int("priority", priority), _payload(payload),
@@ -606,12 +617,14 @@ def enqueue_item(payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
             None if visible_at is None else _int("visible_at", visible_at),
             None if max_attempts is None else _int("max_attempts", max_attempts, _UINT32),
             _depends_on(depends_on), _policy(on_dependency_failure),
-            None if batch is None else _str("batch", batch))
+            None if batch is None else _str("batch", batch),
+            None if ttl_ms is None else _int("ttl_ms", ttl_ms),
+            None if debounce_ms is None else _int("debounce_ms", debounce_ms))
 
 
 def _build_item(b, item):
     (id_, priority, payload, metadata, delay_ms, visible_at, max_attempts, depends_on, policy,
-     batch) = item
+     batch, ttl_ms, debounce_ms) = item
     id_off = b.CreateString(id_) if id_ else 0
     batch_off = b.CreateString(batch) if batch else 0
     payload_off = b.CreateByteVector(payload) if payload else 0
@@ -640,6 +653,10 @@ def _build_item(b, item):
         EnqueueItem.EnqueueItemAddOnDependencyFailure(b, policy)
     if batch_off:
         EnqueueItem.EnqueueItemAddBatch(b, batch_off)
+    if ttl_ms is not None:
+        EnqueueItem.EnqueueItemAddTtlMs(b, ttl_ms)
+    if debounce_ms is not None:
+        EnqueueItem.EnqueueItemAddDebounceMs(b, debounce_ms)
     return EnqueueItem.EnqueueItemEnd(b)
 
 
@@ -1357,7 +1374,7 @@ def browse(queue, state="pending", filter=None, cursor=None, limit=100):
                 id=_text(m.Id()), priority=m.Priority(), state=_state(m.State()),
                 attempts=m.Attempts(), version=m.Version(), visible_at=m.VisibleAt(),
                 lease_expires_at=m.LeaseExpiresAt(), enqueued_at=m.EnqueuedAt(),
-                updated_at=m.UpdatedAt()))
+                updated_at=m.UpdatedAt(), expires_at=m.ExpiresAt()))
         return records.BrowsePage(messages=messages, next_cursor=_text(r.NextCursor()))
 
     return Call("browse", Operation.Operation.Browse, build, decode, False)

@@ -33,8 +33,10 @@ class Operations:
         ``dead_letter_queue``, ``retention_ms``, ``max_depth``, ``enqueue_paused``,
         ``dequeue_paused``, ``history_max`` (0: no history), ``flow_key`` (the metadata key whose
         values ``key_concurrency`` limits; fixed at creation), ``key_concurrency`` (messages per
-        flow-key value running at once; 0: no limit). Repeating it with identical settings
-        succeeds; different ones are ALREADY_EXISTS."""
+        flow-key value running at once; 0: no limit), ``ttl_ms`` (a message's default time to
+        live, 0: none), ``dedupe`` ("keep" or "while_active": docs/semantics.md, "Flow
+        control"). Repeating it with identical settings succeeds; different ones are
+        ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 
     def update_queue(self, name, *, timeout=None, durability=None, **settings):
@@ -105,7 +107,8 @@ class Operations:
 
     def enqueue(self, queue, payload=b"", priority=0, metadata=None, id=None, delay_ms=None,
                 max_attempts=None, *, visible_at=None, wait_ms=None, depends_on=None,
-                on_dependency_failure=None, batch=None, timeout=None, durability=None):
+                on_dependency_failure=None, batch=None, ttl_ms=None, debounce_ms=None,
+                timeout=None, durability=None):
         """Puts one message; returns ``EnqueueResult`` (``id``, ``version``, ``duplicate``).
 
         ``payload``: bytes (a str is sent as UTF-8). ``priority``: lower runs first (by
@@ -120,11 +123,16 @@ class Operations:
         does not exist is NOT_FOUND. ``on_dependency_failure``: what it does when one is
         canceled or errored: "cancel" (the default), "release" (it runs anyway) or "error".
         ``batch``: the batch it joins (``create_batch``; NOT_FOUND when none,
-        FAILED_PRECONDITION once sealed)."""
+        FAILED_PRECONDITION once sealed). ``ttl_ms``: canceled as expired if still pending or
+        invisible that long after now (else the queue's ``ttl_ms``). ``debounce_ms`` (with
+        ``id``): a pending or invisible message of that id gets this payload and metadata and
+        becomes visible no earlier than now + ``debounce_ms`` (docs/semantics.md, "Flow
+        control")."""
         if id is None:
             id = self._default_id()
         item = codec.enqueue_item(payload, priority, metadata, id, delay_ms, visible_at,
-                                  max_attempts, depends_on, on_dependency_failure, batch)
+                                  max_attempts, depends_on, on_dependency_failure, batch,
+                                  ttl_ms, debounce_ms)
         return self._execute(codec.enqueue(queue, item, wait_ms or 0), timeout, durability)
 
     def call(self, queue, payload=b"", *, timeout=30.0, priority=0, metadata=None, id=None,

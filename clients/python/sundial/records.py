@@ -75,11 +75,13 @@ class Message(Record):
     must present. ``dependency_results``: asked for with ``include_dependency_results``, one
     ``Outcome`` per dependency listed at enqueue (``id`` "queue/id", ``state``, ``result``,
     ``last_error``), in order; None when not asked or when it has no dependencies.
+    ``expires_at``: when its ttl runs out (ms since the epoch; 0: no ttl).
     """
 
     __slots__ = ("queue", "id", "priority", "payload", "metadata", "state", "attempts",
                  "max_attempts", "visible_at", "lease_token", "lease_expires_at", "version",
-                 "enqueued_at", "updated_at", "last_error", "result", "dependency_results")
+                 "enqueued_at", "updated_at", "last_error", "result", "dependency_results",
+                 "expires_at")
     FIELDS = __slots__
     _decoders = {}
 
@@ -174,7 +176,8 @@ class Queue(Record):
     __slots__ = ("name", "type", "exclusivity_key", "lease_ms", "invisibility_ms",
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
-                 "dequeue_paused", "history_max", "flow_key", "key_concurrency", "counts",
+                 "dequeue_paused", "history_max", "flow_key", "key_concurrency", "ttl_ms",
+                 "dedupe", "counts",
                  "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
@@ -182,7 +185,7 @@ class Queue(Record):
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
-                "history_max", "flow_key", "key_concurrency")
+                "history_max", "flow_key", "key_concurrency", "ttl_ms", "dedupe")
 
     @property
     def settings(self):
@@ -214,7 +217,7 @@ class MessageSummary(Record):
     """A message as browse lists it (no payload or metadata)."""
 
     __slots__ = ("id", "priority", "state", "attempts", "version", "visible_at",
-                 "lease_expires_at", "enqueued_at", "updated_at")
+                 "lease_expires_at", "enqueued_at", "updated_at", "expires_at")
     FIELDS = __slots__
     _decoders = {}
 

@@ -33,7 +33,7 @@ def test_create_queue_round_trips_every_setting(client, queue):
                               retry_backoff_max_ms=9000, dead_letter_queue=dlq,
                               retention_ms=120000, max_depth=50, enqueue_paused=False,
                               dequeue_paused=True, history_max=32, flow_key=None,
-                              key_concurrency=0)
+                              key_concurrency=0, ttl_ms=0, dedupe="keep")
     assert q.counts.pending == 0
     assert client.get_queue(queue) == q
 
@@ -45,7 +45,7 @@ def test_create_queue_defaults_are_specs(client, queue):
                               retry_backoff_max_ms=300000, dead_letter_queue=None,
                               retention_ms=3600000, max_depth=0, enqueue_paused=False,
                               dequeue_paused=False, history_max=32, flow_key=None,
-                              key_concurrency=0)
+                              key_concurrency=0, ttl_ms=0, dedupe="keep")
 
 
 def test_create_queue_again_identical_succeeds_different_is_already_exists(client, queue):
