@@ -43,7 +43,10 @@ MessageRef MessageStore::Allocate(size_t bytes) {
   if (cls.partial.empty()) AddToPartial(NewChunk(number));
   const uint32_t ci = cls.partial.back();
   Chunk& c = chunks_[ci];
-  if (cls.spare == ci) cls.spare = kNoChunk;
+  if (cls.spare == ci) {
+    if (cls.records == 0) ForgetIdle(ci);
+    cls.spare = kNoChunk;
+  }
   uint32_t slot;
   if (c.free_head != kNoRef) {
     slot = c.free_head;
@@ -75,14 +78,50 @@ void MessageStore::Free(MessageRef ref) {
   if (c.live > 0) return;
   // An empty chunk: keep one per class as a spare while the class has records elsewhere.
   if (cls.records == 0) {
-    if (cls.spare != kNoChunk && cls.spare != ci) ReleaseChunk(cls.spare);
+    // Of the spare and this chunk, the smaller may stay idle (KeepIdleOrRelease decides).
+    uint32_t keep = ci;
+    if (cls.spare != kNoChunk && cls.spare != ci) {
+      const bool spare_smaller = chunks_[cls.spare].capacity < c.capacity;
+      ReleaseChunk(spare_smaller ? ci : cls.spare);
+      if (spare_smaller) keep = cls.spare;
+    }
     cls.spare = kNoChunk;
-    ReleaseChunk(ci);
+    KeepIdleOrRelease(keep);
   } else if (cls.spare == kNoChunk) {
     cls.spare = ci;
   } else {
     ReleaseChunk(ci);
   }
+}
+
+void MessageStore::KeepIdleOrRelease(uint32_t number) {
+  Chunk& c = chunks_[number];
+  SizeClass& cls = classes_[c.size_class];
+  const uint32_t least = std::min<uint32_t>(
+      std::min<size_t>(kMaxSlots, std::max<size_t>(1, kMaxChunkBytes / c.stride)),
+      std::max<size_t>(1, kMinChunkBytes / c.stride));
+  // Next time the class starts small again: a drained class must not map 2 MiB for one record.
+  cls.largest_capacity = 0;
+  if (c.capacity > least || c.alloc_bytes > kIdleBytesKept) {
+    ReleaseChunk(number);
+    return;
+  }
+  while (idle_bytes_ + c.alloc_bytes > kIdleBytesKept) {
+    const uint32_t oldest = idle_chunks_.front();
+    idle_chunks_.erase(idle_chunks_.begin());  // a few entries: each at least 2 KiB
+    idle_bytes_ -= chunks_[oldest].alloc_bytes;
+    classes_[chunks_[oldest].size_class].spare = kNoChunk;
+    ReleaseChunk(oldest);
+  }
+  idle_chunks_.push_back(number);
+  idle_bytes_ += c.alloc_bytes;
+  cls.spare = number;
+}
+
+void MessageStore::ForgetIdle(uint32_t number) {
+  const auto it = std::find(idle_chunks_.begin(), idle_chunks_.end(), number);
+  idle_chunks_.erase(it);
+  idle_bytes_ -= chunks_[number].alloc_bytes;
 }
 
 uint32_t MessageStore::NewChunk(uint32_t class_number) {
@@ -114,6 +153,7 @@ uint32_t MessageStore::NewChunk(uint32_t class_number) {
                       ? std::max(kMaxChunkBytes, size_t{capacity} * stride)
                       : size_t{capacity} * stride;
   c.base = static_cast<char*>(pages::Allocate(c.alloc_bytes));
+  ++chunks_mapped_;
   return number;
 }
 
@@ -155,6 +195,8 @@ void MessageStore::Clear() {
   chunks_ = {};
   free_chunk_numbers_ = {};
   classes_ = {};
+  idle_chunks_ = {};
+  idle_bytes_ = 0;
   live_ = 0;
 }
 

@@ -6,9 +6,15 @@
 // largest, at most 65,535 slots), so a queue with a few messages holds a few KiB and a deep one
 // holds 2 MiB chunks (huge pages, pages.h). A freed slot goes on its chunk's free list and is
 // reused first; a chunk whose last record is freed goes back to the kernel (pages::Free), so
-// memory follows the queue down as it drains (the most recently emptied chunk of each class is
-// kept as a spare while the class still has records, so a queue that hovers at a chunk
-// boundary does not map and unmap on every message).
+// memory follows the queue down as it drains, with hysteresis so that traffic at a boundary
+// does not map and unmap a chunk on every message:
+// - a class that still has records keeps its most recently emptied chunk as a spare;
+// - a class whose last record goes starts again from its smallest chunk (4 KiB, or one record
+//   above 4 KiB) next time, and its last chunk, if it is that small, is kept idle. The store
+//   keeps at most kIdleBytesKept (32 KiB) of idle chunks over all classes, releasing the one
+//   idle longest first; a bigger emptied chunk is released at once.
+// So a drained queue holds at most 32 KiB of empty chunks, and a message that alternates into
+// and out of an otherwise empty class reuses one small chunk instead of mapping a new one.
 //
 // A free slot is marked in the record header (Message::kFreeState), so ForEach walks every live
 // record in address order: the fast way to visit them all (digest, export, scans).
@@ -81,6 +87,12 @@ class MessageStore {
 
   // The slot size used for a record of `bytes` bytes.
   static uint32_t StrideFor(size_t bytes);
+  // Chunks obtained from pages::Allocate since construction (a test's view of the hysteresis).
+  uint64_t chunks_mapped() const { return chunks_mapped_; }
+  // Bytes in idle chunks (empty chunks kept for classes without records): <= kIdleBytesKept.
+  uint64_t idle_bytes() const { return idle_bytes_; }
+
+  static constexpr size_t kIdleBytesKept = size_t{32} << 10;
 
  private:
   static constexpr uint32_t kSlotBits = kRefSlotBits;
@@ -106,7 +118,8 @@ class MessageStore {
     std::vector<uint32_t> partial;  // chunks with a free or never-used slot; last one first
     uint64_t records = 0;           // live records of this class
     uint32_t largest_capacity = 0;  // of its chunks: the next one doubles it
-    uint32_t spare = kNoChunk;      // an empty chunk kept for reuse (it is on `partial`)
+    uint32_t spare = kNoChunk;      // an empty chunk kept for reuse (it is on `partial`);
+                                    // when `records` is 0 it is also on idle_chunks_
   };
 
   // Size class number and slot size of a record of `bytes` bytes.
@@ -115,10 +128,17 @@ class MessageStore {
   void ReleaseChunk(uint32_t number);
   void AddToPartial(uint32_t number);
   void RemoveFromPartial(uint32_t number);
+  // The class's last record is gone: keep chunk `number` (empty) idle if it is the class's
+  // smallest and fits kIdleBytesKept (releasing older idle chunks), else release it.
+  void KeepIdleOrRelease(uint32_t number);
+  void ForgetIdle(uint32_t number);
 
   std::vector<Chunk> chunks_;
   std::vector<uint32_t> free_chunk_numbers_;
-  std::vector<SizeClass> classes_;  // indexed by class number (ClassOf), grown on demand
+  std::vector<SizeClass> classes_;     // indexed by class number (ClassOf), grown on demand
+  std::vector<uint32_t> idle_chunks_;  // empty chunks of classes without records, oldest first
+  uint64_t idle_bytes_ = 0;            // their alloc_bytes, at most kIdleBytesKept
+  uint64_t chunks_mapped_ = 0;
   size_t live_ = 0;
 };
 
