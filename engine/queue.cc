@@ -22,12 +22,6 @@ constexpr uint8_t Bit(MessageState s) { return static_cast<uint8_t>(1u << static
 
 size_t StateIndex(MessageState s) { return static_cast<size_t>(s); }
 
-TimeMs SaturatingAdd(TimeMs a, int64_t b) {
-  TimeMs out;
-  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
-
 // A fresh lease token in [1, 2^53).
 uint64_t NewToken(Random* rng) {
   uint64_t t = rng->Next() >> 11;
@@ -601,6 +595,7 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
     id = generated;
   } else {
     hash = IdTable::Hash(id);
+    // One lookup of the id serves debounce, id release and the duplicate check.
     if (const MessageRef found = ids_.Find(id, hash); found != kNoRef) {
       const Message* existing = At(found);
       const MessageState state = existing->state();
@@ -613,20 +608,19 @@ Result<EnqueueResult> Queue::Enqueue(const EnqueueItem& item, TimeMs now, Random
           return EnqueueResult{std::string(id), VersionOf(found, existing), true};
         }
       }
-      if (!resend_ && Releases(item)) release = found;
-    }
-    if (const MessageRef found = release != kNoRef ? kNoRef : ids_.Find(id, hash);
-        found != kNoRef) {
-      const Message* existing = At(found);
-      bool same = existing->priority == item.priority && existing->payload() == item.payload &&
-                  (!item.max_attempts || *item.max_attempts == existing->max_attempts()) &&
-                  existing->pair_count() == item.metadata.size();
-      for (size_t i = 0; same && i < item.metadata.size(); ++i) {
-        auto v = FindMetadataValue(existing->packed_metadata(), item.metadata[i].key);
-        same = v && *v == item.metadata[i].value;
+      if (!resend_ && Releases(item, found)) {
+        release = found;
+      } else {
+        bool same = existing->priority == item.priority && existing->payload() == item.payload &&
+                    (!item.max_attempts || *item.max_attempts == existing->max_attempts()) &&
+                    existing->pair_count() == item.metadata.size();
+        for (size_t i = 0; same && i < item.metadata.size(); ++i) {
+          auto v = FindMetadataValue(existing->packed_metadata(), item.metadata[i].key);
+          same = v && *v == item.metadata[i].value;
+        }
+        if (!same) return AlreadyExists("id: a message with this id and different content exists");
+        return EnqueueResult{std::string(id), VersionOf(found, existing), true};
       }
-      if (!same) return AlreadyExists("id: a message with this id and different content exists");
-      return EnqueueResult{std::string(id), VersionOf(found, existing), true};
     }
   }
   if (settings_.enqueue_paused && !forced_) return FailedPrecondition("queue: enqueue is paused");

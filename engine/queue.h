@@ -55,6 +55,13 @@
 
 namespace sundial {
 
+// a + b, clamped to the range of TimeMs (a delay or ttl added to now: queue.cc, queue_expiry.cc).
+inline TimeMs SaturatingAdd(TimeMs a, int64_t b) {
+  TimeMs out;
+  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
 // Splitmix64-seeded xoshiro256**: lease tokens, generated ids, backoff jitter. One per shard.
 class Random {
  public:
@@ -277,6 +284,8 @@ class Queue {
   // docs/semantics.md, "Releasing ids: dedupe while_active"): not one in the dependency graph,
   // nor one the item depends on (its depends_on resolved to "queue/id").
   bool Releases(const EnqueueItem& item) const;
+  // The same, with the message of the item's id already looked up (kNoRef: none).
+  bool Releases(const EnqueueItem& item, MessageRef existing) const;
   // Brings the id table's group for `id` into cache (a lookup of it is coming).
   void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
 

@@ -13,12 +13,6 @@
 namespace sundial {
 namespace {
 
-TimeMs SaturatingAdd(TimeMs a, int64_t b) {
-  TimeMs out;
-  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
-  return out;
-}
-
 uint32_t PairCount(std::string_view packed) {
   return packed.empty() ? 0 : static_cast<uint8_t>(packed[0]);
 }
@@ -26,8 +20,11 @@ uint32_t PairCount(std::string_view packed) {
 }  // namespace
 
 bool Queue::Releases(const EnqueueItem& item) const {
-  if (settings_.dedupe != Dedupe::kWhileActive || item.id.empty()) return false;
-  const MessageRef ref = Find(item.id);
+  return !item.id.empty() && Releases(item, Find(item.id));
+}
+
+bool Queue::Releases(const EnqueueItem& item, MessageRef ref) const {
+  if (settings_.dedupe != Dedupe::kWhileActive) return false;
   if (ref == kNoRef || !IsTerminal(At(ref)->state()) || At(ref)->in_graph()) return false;
   for (const std::string& key : item.depends_on) {
     if (key.size() == name_.size() + 1 + item.id.size() && key.starts_with(name_) &&
