@@ -107,6 +107,10 @@ std::string_view EffectTypeName(EffectType type) {
       return "batch_removed";
     case EffectType::kFlowEnqueued:
       return "flow_enqueued";
+    case EffectType::kKeyStateRestated:
+      return "key_state_restated";
+    case EffectType::kQueueReady:
+      return "queue_ready";
   }
   return "unknown";
 }

@@ -127,12 +127,23 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
     : name_(std::move(name)), settings_(std::move(settings)), env_(env), shard_bytes_(shard_bytes) {
   if (gated()) {
     gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
+    gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
   }
 }
 
 void Queue::set_settings(const QueueSettings& s) {
+  const bool rate_changed =
+      s.key_rate_milli != settings_.key_rate_milli || s.key_burst != settings_.key_burst;
   settings_ = s;
-  if (gate_ != nullptr) gate_->SetLimit(gate_limit());
+  if (gate_ != nullptr) {
+    gate_->SetLimit(gate_limit());
+    if (rate_changed) gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+  }
+}
+
+TimeMs Queue::NextDueTime() const {
+  const TimeMs timer = timers_.empty() ? INT64_MAX : timers_.top().due_at;
+  return gate_ == nullptr ? timer : std::min(timer, gate_->NextRefill());
 }
 
 Queue::~Queue() { Clear(); }
@@ -247,6 +258,9 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
     m->set_wide(true);
     wide_[ref] = WideFields{version, updated_at};
   }
+  // Every logged change is stamped, live and on replay, with the same time: the one place the
+  // gate collects cooling keys, so that every node keeps the same key set (key_gate.h).
+  if (gate_ != nullptr) gate_->Collect(updated_at);
 }
 
 uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
@@ -659,18 +673,29 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   std::vector<MessageRecord> out;
   if (settings_.dequeue_paused) return out;
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
-  for (uint32_t i = 0; i < request.max; ++i) {
+  const bool rated = gate_ != nullptr && gate_->rated();
+  // Key buckets refill lazily: a late timer never delays a key.
+  const size_t readied = rated ? gate_->Refill(now) : 0;
+  const TimeMs next_refill = rated ? gate_->NextRefill() : INT64_MAX;
+  for (uint32_t i = 0; i < request.max;) {
     const MessageRef ref = SelectPending(request.filter);
     if (ref == kNoRef) break;
+    if (rated && !gate_->HasToken(At(ref), now)) {
+      gate_->Throttle(At(ref), now);  // out of the ready index until its token: select again
+      continue;
+    }
     MessageState from = BeginChange(ref);
     Message* m = At(ref);
     m->set_attempts(m->attempts() + 1);
     const uint64_t token = NewToken(rng);
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
+    if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
     RememberLease(ref, token);
     out.push_back(Record(ref));
+    ++i;
   }
+  if (rated) NoteReady(readied > out.size() && !ready_.empty(), next_refill, now);
   return out;
 }
 
@@ -923,6 +948,10 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
+  // Throttled keys whose token is back (never hashed state): long polls try again.
+  if (gate_ != nullptr && gate_->rated() && gate_->Refill(now) > 0) {
+    NoteReady(/*dequeueable=*/true, INT64_MIN, now);
+  }
   while (!timers_.empty() && timers_.top().due_at <= now) {
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
@@ -1252,7 +1281,21 @@ Status Queue::ApplyChanged(const Effect& e) {
   SetError(ref, e.error);
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
+  // The token a live dequeue took, at the time it took it: replay rebuilds the buckets exactly.
+  if (gate_ != nullptr && e.cause == ChangeCause::kLeased) gate_->Granted(At(ref), e.time);
   RecordHistory(ref, e, ended_lease);
+  return Status::Ok();
+}
+
+Status Queue::ApplyKeyState(const Effect& e) {
+  if (gate_ == nullptr || e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes) {
+    return Status(Code::kInternal, "effect: key state of a queue without a flow key");
+  }
+  if (e.id.empty()) {
+    gate_->RestateCollected(e.time);
+  } else {
+    gate_->Restate(e.id, e.tat_us);
+  }
   return Status::Ok();
 }
 
@@ -1298,6 +1341,39 @@ void Queue::Export(EffectSink* visit) const {
     if (At(ref)->has_history()) e.history = histories_.Block(ref);
     visit->OnEffect(e);
   }
+  // The token buckets after the messages (docs/wal-format.md, "Token buckets"): the gate's
+  // record first, then each key with tat_us > 0. Only when there is bucket state.
+  if (gate_ != nullptr && (settings_.key_rate_milli != 0 || gate_->HasBuckets())) {
+    Effect g;
+    g.type = EffectType::kKeyStateRestated;
+    g.queue = name_;
+    g.time = gate_->last_collect();
+    visit->OnEffect(g);
+    gate_->ForEachBucket([&](std::string_view value, int64_t tat_us) {
+      Effect k;
+      k.type = EffectType::kKeyStateRestated;
+      k.queue = name_;
+      k.time = g.time;
+      k.id = value;
+      k.tat_us = tat_us;
+      visit->OnEffect(k);
+    });
+  }
+}
+
+void Queue::NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now) {
+  if (env_->sink == nullptr) return;
+  Effect e;
+  e.type = EffectType::kQueueReady;
+  e.queue = name_;
+  e.time = now;
+  e.derived = true;                          // never logged
+  if (dequeueable) env_->sink->OnEffect(e);  // long polls retry
+  const TimeMs next = gate_->NextRefill();
+  if (next != INT64_MAX && next < next_refill_before) {
+    e.due_at = next;  // the timer thread wakes for the refill
+    env_->sink->OnEffect(e);
+  }
 }
 
 void Queue::HashInto(void* xxh3_state) const {
@@ -1327,6 +1403,12 @@ void Queue::HashInto(void* xxh3_state) const {
     put_str(s.flow_key);
     put(s.key_concurrency);
   }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // likewise
+    put(uint8_t{28});
+    put(s.key_rate_milli);
+    put(s.key_burst);
+  }
+  if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed

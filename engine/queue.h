@@ -259,7 +259,8 @@ class Queue {
   }
   uint32_t gate_limit() const { return exclusive() ? 1 : settings_.key_concurrency; }
   QueueInfo Info(TimeMs now) const;
-  TimeMs NextDueTime() const { return timers_.empty() ? INT64_MAX : timers_.top().due_at; }
+  // The earliest timer, or a throttled key's token refill (key_rate_per_s).
+  TimeMs NextDueTime() const;
   bool Contains(std::string_view id) const { return Find(id) != kNoRef; }
   // Brings the id table's group for `id` into cache (a lookup of it is coming).
   void PrefetchId(std::string_view id) const { ids_.Prefetch(IdTable::Hash(id)); }
@@ -345,6 +346,11 @@ class Queue {
   Status ApplyChanged(const Effect& e);
   Status ApplyRemoved(const Effect& e);
   Status ApplyNoted(const Effect& e);
+  Status ApplyKeyState(const Effect& e);  // kKeyStateRestated (snapshots)
+  // After a dequeue of a rated queue: a kQueueReady (derived) when keys its lazy refill readied
+  // are still dequeueable (`dequeueable`), and one with due_at when the earliest refill moved
+  // earlier than `next_refill_before` (the timer thread sleeps on NextDueTime).
+  void NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now);
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;

@@ -48,6 +48,11 @@ constexpr uint8_t kDeadLetterErrorTag = 6;
 constexpr uint8_t kNotedEffect = static_cast<uint8_t>(EffectType::kMessageNoted);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
+constexpr uint8_t kKeyStateEffect = static_cast<uint8_t>(EffectType::kKeyStateRestated);
+// kKeyStateRestated's flags: bit 1, the gate's record (value empty, collected_at follows).
+constexpr uint8_t kGateRecordFlag = 2;
+// Settings tag after the flags (and history_max): the key bucket, when not the default.
+constexpr uint8_t kKeyRateTag = 28;
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -79,6 +84,11 @@ void PutSettings(std::string* out, const QueueSettings& s) {
   if (s.history_max != kDefaultHistoryMax) {  // else encoded exactly as before history
     PutU8(out, kHistoryMaxTag);
     PutFixed32(out, s.history_max);
+  }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // else encoded exactly as before rates
+    PutU8(out, kKeyRateTag);
+    PutFixed64(out, s.key_rate_milli);
+    PutFixed32(out, s.key_burst);
   }
 }
 
@@ -227,12 +237,27 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       return Malformed("wal: effect: flow settings restated at their defaults");
     }
   }
-  if (!r->at_end()) {
-    if (r->U8() != kHistoryMaxTag) return Malformed("wal: effect: trailing bytes");
-    s->history_max = r->U32();
-    if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
-    if (s->history_max == kDefaultHistoryMax) {
-      return Malformed("wal: effect: history_max restated at its default");
+  // Tags in increasing order, each at most once.
+  uint8_t last_tag = 0;
+  while (!r->at_end()) {
+    const uint8_t tag = r->U8();
+    if (tag <= last_tag) return Malformed("wal: effect: trailing bytes");
+    last_tag = tag;
+    if (tag == kHistoryMaxTag) {
+      s->history_max = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->history_max == kDefaultHistoryMax) {
+        return Malformed("wal: effect: history_max restated at its default");
+      }
+    } else if (tag == kKeyRateTag) {
+      s->key_rate_milli = r->U64();
+      s->key_burst = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->key_rate_milli == 0 && s->key_burst == 1) {
+        return Malformed("wal: effect: key rate restated at its defaults");
+      }
+    } else {
+      return Malformed("wal: effect: trailing bytes");
     }
   }
   return Status::Ok();
@@ -571,6 +596,14 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutFixed64(out, e.lease_token);
       PutString(out, e.note);
       break;
+    case EffectType::kKeyStateRestated:
+      PutString(out, e.id);
+      PutU8(out, e.id.empty() ? kGateRecordFlag : 0);
+      PutI64(out, e.tat_us);
+      if (e.id.empty()) PutI64(out, e.time);
+      break;
+    case EffectType::kQueueReady:  // derived: never logged
+      break;
     case EffectType::kFlowEnqueued:
       // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
       PutFixed32(out, static_cast<uint32_t>(e.members->size()));
@@ -597,7 +630,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
       (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
-      type != kFlowEffect) {
+      type != kFlowEffect && type != kKeyStateEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -675,6 +708,22 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kFlowEnqueued:
       s = ReadGroup(&r, &e, dependencies, group);
       break;
+    case EffectType::kKeyStateRestated: {
+      r.String(&e.id);
+      const uint8_t flags = r.U8();
+      e.tat_us = r.I64();
+      if (!r.ok()) return Malformed("wal: effect: truncated key state");
+      if ((flags & ~kGateRecordFlag) != 0 || ((flags & kGateRecordFlag) != 0) != e.id.empty() ||
+          e.queue.empty() || e.tat_us < 0) {
+        return Malformed("wal: effect: malformed key state");
+      }
+      if (e.id.empty() && e.time != r.I64()) {
+        return Malformed("wal: effect: key state collected_at differs from its time");
+      }
+      break;
+    }
+    case EffectType::kQueueReady:
+      return Malformed("wal: effect: unknown effect type");
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
