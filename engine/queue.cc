@@ -132,6 +132,7 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
 }
 
 void Queue::set_settings(const QueueSettings& s) {
+  queue_refill_ms_ = 0;  // checked again at the next dequeue
   const bool rate_changed =
       s.key_rate_milli != settings_.key_rate_milli || s.key_burst != settings_.key_burst;
   settings_ = s;
@@ -143,7 +144,27 @@ void Queue::set_settings(const QueueSettings& s) {
 
 TimeMs Queue::NextDueTime() const {
   const TimeMs timer = timers_.empty() ? INT64_MAX : timers_.top().due_at;
-  return gate_ == nullptr ? timer : std::min(timer, gate_->NextRefill());
+  return std::min(timer, NextRefill());
+}
+
+TimeMs Queue::NextRefill() const {
+  TimeMs next = queue_refill_ms_ != 0 ? queue_refill_ms_ : INT64_MAX;
+  if (gate_ != nullptr) next = std::min(next, gate_->NextRefill());
+  return next;
+}
+
+int64_t Queue::QueueIntervalUs() const {
+  const uint64_t r = settings_.rate_milli;
+  return r == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + r / 2) / r);
+}
+
+int64_t Queue::QueueTokenFromUs() const {
+  return queue_tat_us_ - QueueIntervalUs() * (std::max<uint32_t>(settings_.burst, 1) - 1);
+}
+
+void Queue::QueueGranted(TimeMs at) {
+  if (settings_.rate_milli == 0) return;
+  queue_tat_us_ = std::max(queue_tat_us_, at * 1000) + QueueIntervalUs();
 }
 
 Queue::~Queue() { Clear(); }
@@ -674,10 +695,17 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   if (settings_.dequeue_paused) return out;
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   const bool rated = gate_ != nullptr && gate_->rated();
-  // Key buckets refill lazily: a late timer never delays a key.
+  const bool queue_rated = settings_.rate_milli != 0;
+  // Buckets refill lazily: a late timer never delays a key.
   const size_t readied = rated ? gate_->Refill(now) : 0;
-  const TimeMs next_refill = rated ? gate_->NextRefill() : INT64_MAX;
+  if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) queue_refill_ms_ = 0;
+  const TimeMs next_refill = NextRefill();
   for (uint32_t i = 0; i < request.max;) {
+    // The queue's bucket first (docs/semantics.md, "Flow control"), then the key's.
+    if (queue_rated && QueueTokenFromUs() > now * 1000) {
+      queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
+      break;
+    }
     const MessageRef ref = SelectPending(request.filter);
     if (ref == kNoRef) break;
     if (rated && !gate_->HasToken(At(ref), now)) {
@@ -691,11 +719,12 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
     if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
+    QueueGranted(now);
     RememberLease(ref, token);
     out.push_back(Record(ref));
     ++i;
   }
-  if (rated) NoteReady(readied > out.size() && !ready_.empty(), next_refill, now);
+  if (rated || queue_rated) NoteReady(readied > out.size() && !ready_.empty(), next_refill, now);
   return out;
 }
 
@@ -949,9 +978,12 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
   // Throttled keys whose token is back (never hashed state): long polls try again.
-  if (gate_ != nullptr && gate_->rated() && gate_->Refill(now) > 0) {
-    NoteReady(/*dequeueable=*/true, INT64_MIN, now);
+  bool refilled = gate_ != nullptr && gate_->rated() && gate_->Refill(now) > 0;
+  if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) {
+    queue_refill_ms_ = 0;
+    refilled = true;
   }
+  if (refilled) NoteReady(/*dequeueable=*/true, INT64_MIN, now);
   while (!timers_.empty() && timers_.top().due_at <= now) {
     const MessageRef ref = timers_.top().ref;
     Message* m = At(ref);
@@ -1282,17 +1314,21 @@ Status Queue::ApplyChanged(const Effect& e) {
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
   // The token a live dequeue took, at the time it took it: replay rebuilds the buckets exactly.
-  if (gate_ != nullptr && e.cause == ChangeCause::kLeased) gate_->Granted(At(ref), e.time);
+  if (e.cause == ChangeCause::kLeased) {
+    if (gate_ != nullptr) gate_->Granted(At(ref), e.time);
+    QueueGranted(e.time);
+  }
   RecordHistory(ref, e, ended_lease);
   return Status::Ok();
 }
 
 Status Queue::ApplyKeyState(const Effect& e) {
-  if (gate_ == nullptr || e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes) {
+  if (e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes || (gate_ == nullptr && !e.id.empty())) {
     return Status(Code::kInternal, "effect: key state of a queue without a flow key");
   }
   if (e.id.empty()) {
-    gate_->RestateCollected(e.time);
+    queue_tat_us_ = e.tat_us;
+    if (gate_ != nullptr) gate_->RestateCollected(e.time);
   } else {
     gate_->Restate(e.id, e.tat_us);
   }
@@ -1343,17 +1379,21 @@ void Queue::Export(EffectSink* visit) const {
   }
   // The token buckets after the messages (docs/wal-format.md, "Token buckets"): the gate's
   // record first, then each key with tat_us > 0. Only when there is bucket state.
-  if (gate_ != nullptr && (settings_.key_rate_milli != 0 || gate_->HasBuckets())) {
+  const bool keys = gate_ != nullptr && (settings_.key_rate_milli != 0 || gate_->HasBuckets());
+  if (keys || settings_.rate_milli != 0 || queue_tat_us_ > 0) {
     Effect g;
     g.type = EffectType::kKeyStateRestated;
     g.queue = name_;
-    g.time = gate_->last_collect();
+    g.time = gate_ != nullptr ? gate_->last_collect() : 0;
+    g.tat_us = queue_tat_us_;
     visit->OnEffect(g);
+  }
+  if (keys) {
     gate_->ForEachBucket([&](std::string_view value, int64_t tat_us) {
       Effect k;
       k.type = EffectType::kKeyStateRestated;
       k.queue = name_;
-      k.time = g.time;
+      k.time = gate_->last_collect();
       k.id = value;
       k.tat_us = tat_us;
       visit->OnEffect(k);
@@ -1369,7 +1409,7 @@ void Queue::NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now) {
   e.time = now;
   e.derived = true;                          // never logged
   if (dequeueable) env_->sink->OnEffect(e);  // long polls retry
-  const TimeMs next = gate_->NextRefill();
+  const TimeMs next = NextRefill();
   if (next != INT64_MAX && next < next_refill_before) {
     e.due_at = next;  // the timer thread wakes for the refill
     env_->sink->OnEffect(e);
@@ -1409,6 +1449,12 @@ void Queue::HashInto(void* xxh3_state) const {
     put(s.key_burst);
   }
   if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
+  if (s.rate_milli != 0 || s.burst != 1 || queue_tat_us_ > 0) {      // likewise
+    put(uint8_t{29});
+    put(s.rate_milli);
+    put(s.burst);
+    put(queue_tat_us_);
+  }
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed

@@ -529,6 +529,16 @@ class Queue {
   ReadyIndex ready_{&store_};
   TimerHeap timers_{TimerTraits{&store_}};
   std::unique_ptr<KeyGate> gate_;  // gated queues only
+  // The queue-wide bucket (rate_milli, burst): GCRA like a key's (engine/key_gate.h). tat is
+  // state (changed only by grants: live dequeue, replay of cause leased; restated by
+  // snapshots); queue_refill_ms_ (0: not throttled) is soft: set when a dequeue found no token.
+  int64_t queue_tat_us_ = 0;
+  TimeMs queue_refill_ms_ = 0;
+  int64_t QueueIntervalUs() const;
+  int64_t QueueTokenFromUs() const;
+  void QueueGranted(TimeMs at);
+  // The earliest refill (a throttled key's or the queue bucket's), INT64_MAX when none.
+  TimeMs NextRefill() const;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
   MessageTexts errors_;         // last_error (not counted in the memory budget)
   MessageTexts results_;        // completed messages' results (counted)

@@ -122,6 +122,10 @@ struct QueueSettings {
   // so that every node computes the same interval); 0: no key rate. key_burst: 1..1,000,000.
   uint64_t key_rate_milli = 0;
   uint32_t key_burst = 1;
+  // The queue-wide token bucket (any queue), checked before the key's: rate_per_s × 1000; 0:
+  // none. burst: 1..1,000,000.
+  uint64_t rate_milli = 0;
+  uint32_t burst = 1;
   int64_t ttl_ms = 0;  // a message's default time to live from its enqueue; 0: none
   Dedupe dedupe = Dedupe::kKeep;
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
@@ -143,6 +147,8 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> key_concurrency;
   std::optional<uint64_t> key_rate_milli;  // 0 clears the key rate
   std::optional<uint32_t> key_burst;
+  std::optional<uint64_t> rate_milli;  // 0 clears the queue rate
+  std::optional<uint32_t> burst;
   std::optional<int64_t> ttl_ms;
   std::optional<Dedupe> dedupe;
 };

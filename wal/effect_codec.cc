@@ -53,6 +53,7 @@ constexpr uint8_t kKeyStateEffect = static_cast<uint8_t>(EffectType::kKeyStateRe
 constexpr uint8_t kGateRecordFlag = 2;
 // Settings tag after the flags (and history_max): the key bucket, when not the default.
 constexpr uint8_t kKeyRateTag = 28;
+constexpr uint8_t kQueueRateTag = 29;  // the queue bucket: rate_milli:u64le burst:u32le
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -89,6 +90,11 @@ void PutSettings(std::string* out, const QueueSettings& s) {
     PutU8(out, kKeyRateTag);
     PutFixed64(out, s.key_rate_milli);
     PutFixed32(out, s.key_burst);
+  }
+  if (s.rate_milli != 0 || s.burst != 1) {
+    PutU8(out, kQueueRateTag);
+    PutFixed64(out, s.rate_milli);
+    PutFixed32(out, s.burst);
   }
 }
 
@@ -255,6 +261,13 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
       if (s->key_rate_milli == 0 && s->key_burst == 1) {
         return Malformed("wal: effect: key rate restated at its defaults");
+      }
+    } else if (tag == kQueueRateTag) {
+      s->rate_milli = r->U64();
+      s->burst = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->rate_milli == 0 && s->burst == 1) {
+        return Malformed("wal: effect: queue rate restated at its defaults");
       }
     } else {
       return Malformed("wal: effect: trailing bytes");
@@ -599,7 +612,7 @@ void EncodeEffect(const Effect& e, std::string* out) {
     case EffectType::kKeyStateRestated:
       PutString(out, e.id);
       PutU8(out, e.id.empty() ? kGateRecordFlag : 0);
-      PutI64(out, e.tat_us);
+      PutI64(out, e.tat_us);  // the gate's record: the queue bucket's
       if (e.id.empty()) PutI64(out, e.time);
       break;
     case EffectType::kQueueReady:  // derived: never logged

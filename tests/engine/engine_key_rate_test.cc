@@ -245,3 +245,87 @@ TEST_F(KeyRateTest, DigestOfAQueueWithoutRatesIsUnchanged) {
 
 }  // namespace
 }  // namespace sundial::engine_test
+
+namespace sundial::engine_test {
+namespace {
+
+// The queue-wide bucket (rate_per_s, burst) on any queue, checked before the key's.
+class QueueRateTest : public EngineTest {
+ protected:
+  void SetUp() override {
+    QueueSettings s;
+    s.rate_milli = 20'000;  // one token per 50 ms
+    s.burst = 2;
+    MakeQueue("q", s);
+  }
+  void ExpectReplayAndSnapshotAgree() {
+    const uint64_t digest = engine().Digest();
+    EXPECT_EQ(Replayed()->Digest(), digest);
+    EXPECT_EQ(Exported()->Digest(), digest);
+  }
+};
+
+TEST_F(QueueRateTest, SettingsAreValidated) {
+  QueueSettings s;
+  s.rate_milli = kMaxRateMilli + 1;
+  EXPECT_EQ(engine().CreateQueue("bad1", s).status().code(), Code::kInvalidArgument);
+  s.rate_milli = 1;
+  s.burst = 0;
+  EXPECT_EQ(engine().CreateQueue("bad2", s).status().code(), Code::kInvalidArgument);
+  s.burst = kMaxBurst + 1;
+  EXPECT_EQ(engine().CreateQueue("bad3", s).status().code(), Code::kInvalidArgument);
+  s.burst = kMaxBurst;
+  EXPECT_TRUE(engine().CreateQueue("ok", s).ok());
+}
+
+TEST_F(QueueRateTest, BurstThenOneTokenPerIntervalAndTheTimerWakes) {
+  for (int i = 0; i < 5; ++i) Put("q", "m" + std::to_string(i), i);
+  EXPECT_EQ(Take("q", 10).size(), 2u);
+  EXPECT_EQ(engine().NextDueTime(), Now() + 50);
+  AdvanceClockOnly(49);
+  EXPECT_TRUE(Take("q", 10).empty());
+  AdvanceTime(1);
+  EXPECT_EQ(TakeIds("q", 10), (std::vector<std::string>{"m2"}));
+  EXPECT_EQ(engine().NextDueTime(), Now() + 50);
+  ExpectReplayAndSnapshotAgree();
+  std::unique_ptr<Engine> reloaded = Exported();
+  DequeueRequest request;
+  request.max = 10;
+  EXPECT_TRUE(reloaded->Dequeue("q", request)->empty());  // no fresh burst after a reload
+  AdvanceTime(100);
+  EXPECT_EQ(TakeIds("q", 10), (std::vector<std::string>{"m3", "m4"}));
+}
+
+TEST_F(QueueRateTest, TheQueueBucketIsCheckedBeforeTheKeysAndTakesNoTokenForNothing) {
+  QueueSettings s = Rated(10'000, 3);
+  s.rate_milli = 20'000;
+  s.burst = 2;
+  MakeQueue("both", s);
+  for (int i = 0; i < 3; ++i) Put("both", "a" + std::to_string(i), i, {{"tenant", "a"}});
+  EXPECT_EQ(Take("both", 10).size(), 2u);  // the queue's burst of 2, though a has 3
+  AdvanceTime(50);
+  EXPECT_EQ(TakeIds("both", 10), (std::vector<std::string>{"a2"}));  // a's third token
+  EXPECT_TRUE(Take("both", 10).empty());
+  AdvanceTime(1'000);
+  EXPECT_TRUE(Take("both", 10).empty());  // nothing to take: no token spent
+  for (int i = 3; i < 6; ++i) Put("both", "a" + std::to_string(i), i, {{"tenant", "a"}});
+  EXPECT_EQ(Take("both", 10).size(), 2u);
+  ExpectReplayAndSnapshotAgree();
+}
+
+TEST_F(QueueRateTest, DigestOfAQueueWithoutARateIsUnchangedAndARateChangesIt) {
+  Reset(DefaultOptions());
+  MakeQueue("p");
+  Put("p", "m");
+  const uint64_t without = engine().Digest();
+  QueueSettingsUpdate u;
+  u.rate_milli = 5'000;
+  ASSERT_TRUE(engine().UpdateQueue("p", u).ok());
+  EXPECT_NE(engine().Digest(), without);
+  u.rate_milli = 0;
+  ASSERT_TRUE(engine().UpdateQueue("p", u).ok());
+  EXPECT_EQ(engine().Digest(), without);
+}
+
+}  // namespace
+}  // namespace sundial::engine_test

@@ -39,6 +39,14 @@ TEST(KeyRateCodec, KeyRateIsATagAfterTheFlagsOnlyWhenNotDefault) {
   DecodedEffect d;
   ASSERT_TRUE(DecodeEffect(rated, &d).ok());
   EXPECT_EQ(*d.effect().settings, settings);
+  QueueSettings queue_rated = settings;
+  queue_rated.rate_milli = 1;
+  queue_rated.burst = 2;
+  const std::string with_queue = EncodedSettings(queue_rated);
+  EXPECT_EQ(with_queue.substr(rated.size()), std::string("\x1d\x01\0\0\0\0\0\0\0\x02\0\0\0", 13));
+  ASSERT_TRUE(DecodeEffect(with_queue, &d).ok());
+  EXPECT_EQ(*d.effect().settings, queue_rated);
+  EXPECT_FALSE(DecodeEffect(plain + std::string("\x1d\0\0\0\0\0\0\0\0\x01\0\0\0", 13), &d).ok());
   settings.history_max = 0;  // tag 17 before tag 28
   const std::string both = EncodedSettings(settings);
   ASSERT_TRUE(DecodeEffect(both, &d).ok());
