@@ -266,6 +266,11 @@ void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
   }
 }
 
+TimeMs KeyGate::RefillOf(const Message* m) const {
+  const KeyRef k = Find(ValueOf(m));
+  return k == kNoKey ? 0 : keys_[k].refill_ms;
+}
+
 bool KeyGate::HasToken(const Message* m, TimeMs now) const {
   if (!rated()) return true;
   const KeyRef k = Find(ValueOf(m));

@@ -84,6 +84,8 @@ class KeyGate {
   size_t Refill(TimeMs now);
   // The earliest refill of a throttled key, INT64_MAX when none.
   TimeMs NextRefill() const { return refill_.empty() ? INT64_MAX : refill_.begin()->first; }
+  // Throttled (explain): when the key of `m` gets its next token; 0 when it is not throttled.
+  TimeMs RefillOf(const Message* m) const;
   // When the key of `m` has its next token (0 when it has one at `now`): explain.
   TimeMs NextTokenAt(const Message* m, TimeMs now) const;
   // A stamped change at `t` (Queue::Stamp): cooling keys whose bucket is full by then go.

@@ -63,6 +63,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "waiting_on_dependencies";
     case ExplainReason::kKeyConcurrency:
       return "key_concurrency";
+    case ExplainReason::kKeyRate:
+      return "key_rate";
   }
   return "unknown";
 }

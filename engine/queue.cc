@@ -1209,6 +1209,15 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
     }
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
+  const bool held = gate_->limit() != 0 && gate_->RunningOf(m) >= gate_->limit();
+  if (const TimeMs refill = gate_->RefillOf(m); refill != 0 && !held) {
+    // Below its concurrency: out of tokens.
+    x->reason = ExplainReason::kKeyRate;
+    x->exclusivity_value = std::string(value);
+    x->lease_token = 0;
+    x->until = refill;
+    return;
+  }
   x->exclusivity_value = std::string(value);
   x->lease_token = first.token;
   x->until = first.due_at == INT64_MAX ? 0 : first.due_at;

@@ -340,6 +340,8 @@ enum class ExplainReason : uint8_t {
   kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
   kKeyConcurrency = 9,         // flow-key value `exclusivity_value` runs key_concurrency messages
                         // already; `lease_token`/`until`: the one of them whose lease ends first
+  kKeyRate = 10,  // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
+                  // its next token
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

@@ -329,3 +329,20 @@ TEST_F(QueueRateTest, DigestOfAQueueWithoutARateIsUnchangedAndARateChangesIt) {
 
 }  // namespace
 }  // namespace sundial::engine_test
+
+namespace sundial::engine_test {
+namespace {
+
+TEST_F(KeyRateTest, ExplainSaysWhenTheKeysNextTokenComes) {
+  PutMany("a", 4);
+  EXPECT_EQ(Take("r", 10).size(), 3u);
+  Result<Explanation> x = engine().Explain("r", "a3");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kKeyRate);
+  EXPECT_EQ(x->exclusivity_value, "a");
+  EXPECT_EQ(x->until, Now() + 100);
+  EXPECT_EQ(ExplainReasonName(ExplainReason::kKeyRate), "key_rate");
+}
+
+}  // namespace
+}  // namespace sundial::engine_test
