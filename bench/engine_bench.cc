@@ -354,6 +354,75 @@ void BM_KeyConcurrencyDequeue(benchmark::State& state) {
 }
 BENCHMARK(BM_KeyConcurrencyDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecond);
 
+// ---- BM_KeyRateDequeue ------------------------------------------------------------------------
+// A simple queue with flow_key "k", key_rate_per_s 0.001 (one token per 1000 s) and key_burst 3
+// (docs/semantics.md, "Flow control"): the hot values took their 3 tokens and hold back the
+// `blocked` most urgent messages, throttled (in the refill set, none in the ready index); each
+// cycle enqueues a message of a fresh value, dequeues it (it must be the one returned: it takes
+// a token of its own bucket) and completes it (the fresh value then cools: its bucket is kept
+// until full, so the cooling set grows by one per cycle here). Flat in `blocked`.
+
+constexpr std::string_view kRatedQueue = "bench-rated";
+constexpr uint32_t kKeyBurst = 3;
+
+void BM_KeyRateDequeue(benchmark::State& state) {
+  const auto blocked = static_cast<uint64_t>(state.range(0));
+  const char* error = nullptr;
+  Fixture* f = AcquireFixture(
+      FixtureKey(state, "rated"),
+      [blocked](Fixture& fx) -> const char* {
+        Engine& engine = *fx.engine;
+        QueueSettings settings;
+        settings.flow_key = "k";
+        settings.key_rate_milli = 1;
+        settings.key_burst = kKeyBurst;
+        if (const char* e = CreateQueue(engine, kRatedQueue, settings)) return e;
+        const uint64_t running = kHotValues * kKeyBurst;
+        if (const char* e = Fill(engine, kRatedQueue, running, [](uint64_t i) {
+              return Item("hot-" + std::to_string(i), 0,
+                          KeyValue("hot" + std::to_string(i % kHotValues)));
+            })) {
+          return e;
+        }
+        DequeueRequest lease;
+        lease.max = static_cast<uint32_t>(running);
+        lease.lease_ms = kLongLeaseMs;
+        auto leased = engine.Dequeue(kRatedQueue, lease);
+        if (!leased.ok() || leased->size() != running) return "setup: leasing hot values";
+        if (const char* e = Fill(engine, kRatedQueue, blocked, [](uint64_t i) {
+              return Item("b" + std::to_string(i), 1 + static_cast<int64_t>(i),
+                          KeyValue("hot" + std::to_string(i % kHotValues)));
+            })) {
+          return e;
+        }
+        if (const char* e = Fill(engine, kRatedQueue, kFreeSupply, [](uint64_t i) {
+              return Item("f" + std::to_string(i), kFarPriority + static_cast<int64_t>(i),
+                          KeyValue("f" + std::to_string(i)));
+            })) {
+          return e;
+        }
+        return ExpectCounts(engine, kRatedQueue, blocked + kFreeSupply, running, blocked);
+      },
+      &error);
+  if (f == nullptr) {
+    state.SkipWithError(error);
+    return;
+  }
+  const DequeueRequest request;
+  for (auto _ : state) {
+    const uint64_t n = f->next++;
+    std::string value = "v" + std::to_string(n);  // a fresh flow-key value
+    EnqueueItem item = Item(value, kBasePriority + static_cast<int64_t>(n), KeyValue(value));
+    if (const char* e = Cycle(*f->engine, kRatedQueue, std::move(item), request, true)) {
+      state.SkipWithError(e);
+      break;
+    }
+    MaybeAdvance(*f->engine, f->clock, f->cycles);
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+BENCHMARK(BM_KeyRateDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecond);
+
 // ---- BM_MemoryPerKey ----------------------------------------------------------------------------
 // 100,000 pending messages (value "tenant-000123"-like in metadata key "tenant") in 100,000
 // values against the same messages in one value, in a gated queue (flow_key "tenant",

@@ -61,6 +61,13 @@ enum class EffectType : uint8_t {
   // that subscribers see the messages and the log holds the group alone. Value 40: 35-39 are
   // left to the history effects.
   kFlowEnqueued = 40,
+  // Flow control (docs/wal-format.md, "Token buckets"). Snapshots only: a gated queue's token
+  // bucket state after its messages. `id` a flow-key value and `tat_us` its GCRA theoretical
+  // arrival time (µs); or, `id` empty, the gate's record: `time` is its last collection time.
+  kKeyStateRestated = 49,
+  // Derived, never logged nor exported: a rated queue may have a message dequeueable again
+  // (due_at 0: now, long polls retry) or a token refill is armed at due_at (the timer thread).
+  kQueueReady = 50,
 };
 inline bool IsScheduleEffect(EffectType t) {
   return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
@@ -139,6 +146,7 @@ struct Effect {
   // (kEdgeListed, kEdgeGone: engine/dependencies.h). Empty everywhere else.
   const std::vector<std::string>* depends_on = nullptr;
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
+  int64_t tat_us = 0;  // kKeyStateRestated
   std::string_view dependency_edges = {};
   // A consequence of the effect before it (a dependent released, canceled or errored by the
   // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see

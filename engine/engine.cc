@@ -224,6 +224,10 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.dequeue_paused) s.dequeue_paused = *update.dequeue_paused;
   if (update.history_max) s.history_max = *update.history_max;
   if (update.key_concurrency) s.key_concurrency = *update.key_concurrency;
+  if (update.key_rate_milli) s.key_rate_milli = *update.key_rate_milli;
+  if (update.key_burst) s.key_burst = *update.key_burst;
+  if (update.rate_milli) s.rate_milli = *update.rate_milli;
+  if (update.burst) s.burst = *update.burst;
   if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
   if (update.dedupe) s.dedupe = *update.dedupe;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
@@ -1219,6 +1223,8 @@ Status Engine::Apply(const Effect& e) {
       return q->ApplyRemoved(e);
     case EffectType::kMessageNoted:
       return q->ApplyNoted(e);
+    case EffectType::kKeyStateRestated:
+      return q->ApplyKeyState(e);
     default:
       return Status(Code::kInternal, "effect: unknown type");
   }

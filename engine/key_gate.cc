@@ -3,6 +3,7 @@
 #include <cstring>
 #include <functional>
 
+#include <xxhash.h>
 #include "engine/metadata.h"
 
 namespace sundial {
@@ -29,6 +30,8 @@ void KeyGate::Clear() {
   values_.clear();
   free_ = kNoKey;
   garbage_ = 0;
+  refill_.clear();
+  cooling_.clear();
 }
 
 uint64_t KeyGate::allocated_bytes() const {
@@ -55,7 +58,11 @@ KeyRef KeyGate::Find(std::string_view value) const {
 }
 
 KeyRef KeyGate::Acquire(std::string_view value) {
-  if (auto it = by_value_.find(value); it != by_value_.end()) return *it;
+  if (auto it = by_value_.find(value); it != by_value_.end()) {
+    const KeyState& s = keys_[*it];
+    if (s.pending.empty() && s.running == 0) cooling_.erase({s.tat_us, *it});  // back from cooling
+    return *it;
+  }
   KeyRef k;
   if (free_ != kNoKey) {
     k = free_;
@@ -67,6 +74,8 @@ KeyRef KeyGate::Acquire(std::string_view value) {
   KeyState& s = keys_[k];
   s.pending.Init();
   s.running = 0;
+  s.tat_us = 0;
+  s.refill_ms = 0;
   s.value_at = static_cast<uint32_t>(values_.size());
   const auto len = static_cast<uint16_t>(value.size());  // <= kMaxMetadataValueBytes
   const size_t at = values_.size();
@@ -82,6 +91,19 @@ KeyRef KeyGate::Acquire(std::string_view value) {
 void KeyGate::MaybeRelease(KeyRef k) {
   KeyState& s = keys_[k];
   if (!s.pending.empty() || s.running != 0) return;
+  if (s.refill_ms != 0) {
+    refill_.erase({s.refill_ms, k});
+    s.refill_ms = 0;
+  }
+  if (s.tat_us > last_collect_ * 1000) {  // its bucket is not full yet: it cools (Collect)
+    cooling_.insert({s.tat_us, k});
+    return;
+  }
+  Release(k);
+}
+
+void KeyGate::Release(KeyRef k) {
+  KeyState& s = keys_[k];
   by_value_.erase(k);
   garbage_ += sizeof(uint16_t) + Value(k).size();
   s.pending.Release();
@@ -105,10 +127,10 @@ void KeyGate::CompactValues() {
   garbage_ = 0;
 }
 
-void KeyGate::Reclassify(KeyRef k, bool was_held) {
+void KeyGate::Reclassify(KeyRef k, bool was_out) {
   KeyState& s = keys_[k];
-  const bool held = Held(s);
-  if (held == was_held || bulk_ || s.pending.empty()) return;
+  const bool held = Out(s);
+  if (held == was_out || bulk_ || s.pending.empty()) return;
   if (held) {
     const Message* head = store_->At(s.pending.top().ref);
     if (head->slot != kNoSlot) ready_->Remove(head->slot);
@@ -124,9 +146,9 @@ void KeyGate::SetLimit(uint32_t limit) {
   if (limit == old) return;
   for (KeyRef k : by_value_) {
     limit_ = old;
-    const bool was_held = Held(keys_[k]);
+    const bool was_out = Out(keys_[k]);
     limit_ = limit;
-    Reclassify(k, was_held);
+    Reclassify(k, was_out);
   }
   limit_ = limit;
 }
@@ -142,7 +164,7 @@ void KeyGate::AttachPending(MessageRef ref, Message* m) {
   }
   const MessageRef old_head = s.pending.empty() ? kNoRef : s.pending.top().ref;
   s.pending.Push(entry, traits());
-  if (Held(s)) {
+  if (Out(s)) {
     ++*blocked_;
   } else if (s.pending.top().ref == ref) {
     if (old_head != kNoRef) ready_->Remove(store_->At(old_head)->slot);
@@ -159,7 +181,7 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
   } else {
     const bool was_ready = m->slot != kNoSlot;
     s.pending.Remove(m->group_slot(), traits());
-    if (Held(s)) {
+    if (Out(s)) {
       --*blocked_;
     } else if (was_ready) {
       ready_->Remove(m->slot);
@@ -171,22 +193,22 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
 
 void KeyGate::AttachRunning(const Message* m) {
   const KeyRef k = Acquire(ValueOf(m));
-  const bool was_held = Held(keys_[k]);
+  const bool was_out = Out(keys_[k]);
   ++keys_[k].running;
-  Reclassify(k, was_held);
+  Reclassify(k, was_out);
 }
 
 void KeyGate::DetachRunning(const Message* m) {
   const KeyRef k = Find(ValueOf(m));
-  const bool was_held = Held(keys_[k]);
+  const bool was_out = Out(keys_[k]);
   --keys_[k].running;
-  Reclassify(k, was_held);
+  Reclassify(k, was_out);
   MaybeRelease(k);
 }
 
 bool KeyGate::Dispatchable(const Message* m) const {
   const KeyRef k = Find(ValueOf(m));
-  return k == kNoKey || !Held(keys_[k]);
+  return k == kNoKey || !Out(keys_[k]);
 }
 
 uint32_t KeyGate::RunningOf(const Message* m) const {
@@ -198,6 +220,18 @@ void KeyGate::BeginBulk() { bulk_ = true; }
 
 void KeyGate::EndBulk() {
   bulk_ = false;
+  Collect(last_collect_);
+  // Throttled: keys whose next token is after the last stamped change (the time of the state
+  // loaded); a dequeue or Advance at a later time refills those due by then.
+  refill_.clear();
+  for (KeyRef k : by_value_) {
+    KeyState& s = keys_[k];
+    s.refill_ms = 0;
+    if (rated() && TokenFromUs(s) > last_collect_ * 1000) {
+      s.refill_ms = CeilMs(TokenFromUs(s));
+      refill_.insert({s.refill_ms, k});
+    }
+  }
   // The ready index holds the head of every key that is not held.
   ready_->Clear();
   ready_->BeginUnordered();
@@ -206,13 +240,132 @@ void KeyGate::EndBulk() {
     KeyState& s = keys_[k];
     s.pending.Heapify(traits());
     if (s.pending.empty()) continue;
-    if (Held(s)) {
+    if (Out(s)) {
       *blocked_ += s.pending.size();
     } else {
       ready_->Push(s.pending.top());
     }
   }
   ready_->Heapify();
+}
+
+// ---- Token buckets ----------------------------------------------------------------------------
+
+void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
+  // T = round(1e9 / rate_milli) µs: integers, so that every node computes the same interval.
+  interval_us_ =
+      rate_milli == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate_milli / 2) / rate_milli);
+  tolerance_us_ = interval_us_ * (std::max<uint32_t>(burst, 1) - 1);
+  // Throttled keys come back; the next dequeue checks them against the new bucket.
+  const auto throttled = std::move(refill_);
+  refill_.clear();
+  for (const auto& [at, k] : throttled) {
+    const bool was_out = Out(keys_[k]);
+    keys_[k].refill_ms = 0;
+    Reclassify(k, was_out);
+  }
+}
+
+TimeMs KeyGate::RefillOf(const Message* m) const {
+  const KeyRef k = Find(ValueOf(m));
+  return k == kNoKey ? 0 : keys_[k].refill_ms;
+}
+
+bool KeyGate::HasToken(const Message* m, TimeMs now) const {
+  if (!rated()) return true;
+  const KeyRef k = Find(ValueOf(m));
+  return k == kNoKey || TokenFromUs(keys_[k]) <= now * 1000;
+}
+
+TimeMs KeyGate::NextTokenAt(const Message* m, TimeMs now) const {
+  if (!rated()) return 0;
+  const KeyRef k = Find(ValueOf(m));
+  if (k == kNoKey) return 0;
+  const int64_t from = TokenFromUs(keys_[k]);
+  return from <= now * 1000 ? 0 : CeilMs(from);
+}
+
+void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
+  KeyState& s = keys_[k];
+  const bool was_out = Out(s);
+  if (s.refill_ms != 0) refill_.erase({s.refill_ms, k});
+  s.refill_ms = refill_ms;
+  refill_.insert({refill_ms, k});
+  Reclassify(k, was_out);
+}
+
+void KeyGate::Throttle(const Message* m, TimeMs now) {
+  const KeyRef k = Find(ValueOf(m));
+  SetThrottled(k, std::max(CeilMs(TokenFromUs(keys_[k])), now + 1));
+}
+
+void KeyGate::Granted(const Message* m, TimeMs now) {
+  if (!rated()) return;
+  const KeyRef k = Find(ValueOf(m));
+  if (k == kNoKey) return;
+  KeyState& s = keys_[k];
+  s.tat_us = std::max(s.tat_us, now * 1000) + interval_us_;
+  if (bulk_) return;  // EndBulk classifies
+  if (TokenFromUs(s) > now * 1000) SetThrottled(k, CeilMs(TokenFromUs(s)));
+}
+
+size_t KeyGate::Refill(TimeMs now) {
+  size_t readied = 0;
+  while (!refill_.empty() && refill_.begin()->first <= now) {
+    const KeyRef k = refill_.begin()->second;
+    refill_.erase(refill_.begin());
+    KeyState& s = keys_[k];
+    const bool was_out = Out(s);
+    s.refill_ms = 0;
+    Reclassify(k, was_out);
+    if (!s.pending.empty() && !Out(s)) ++readied;
+  }
+  return readied;
+}
+
+void KeyGate::Collect(TimeMs t) {
+  last_collect_ = std::max(last_collect_, t);
+  if (bulk_) return;  // EndBulk collects once
+  while (!cooling_.empty() && cooling_.begin()->first <= last_collect_ * 1000) {
+    const KeyRef k = cooling_.begin()->second;
+    cooling_.erase(cooling_.begin());
+    Release(k);
+  }
+}
+
+void KeyGate::ForEachBucket(const std::function<void(std::string_view, int64_t)>& visit) const {
+  for (KeyRef k : by_value_) {
+    if (keys_[k].tat_us > 0) visit(Value(k), keys_[k].tat_us);
+  }
+}
+
+bool KeyGate::HasBuckets() const {
+  for (KeyRef k : by_value_) {
+    if (keys_[k].tat_us > 0) return true;
+  }
+  return false;
+}
+
+void KeyGate::Restate(std::string_view value, int64_t tat_us) {
+  const KeyRef k = Acquire(value);
+  keys_[k].tat_us = tat_us;
+  MaybeRelease(k);  // without messages: cooling (or gone if its bucket is full)
+}
+
+bool KeyGate::HashInto(void* xxh3_state, bool always) const {
+  uint64_t sum = 0, n = 0;
+  for (KeyRef k : by_value_) {
+    const KeyState& s = keys_[k];
+    if (s.tat_us <= 0) continue;
+    const std::string_view v = Value(k);
+    sum += XXH3_64bits_withSeed(v.data(), v.size(), static_cast<uint64_t>(s.tat_us));
+    ++n;
+  }
+  if (n == 0 && !always) return false;
+  auto* st = static_cast<XXH3_state_t*>(xxh3_state);
+  const uint64_t fields[3] = {n, sum, static_cast<uint64_t>(last_collect_)};
+  XXH3_64bits_update(st, fields, sizeof(fields));
+  return true;
 }
 
 }  // namespace sundial

@@ -4,7 +4,11 @@
 //   ready: it has a pending message and running < N (or N = 0: no limit); its head, and only
 //          its head, is in the queue's ready index;
 //   held:  running >= N; none of its messages is in the ready index;
-//   idle:  no pending message (kept while some are running, released at zero).
+//   throttled: out of tokens (key_rate_per_s); in refill_ until its next token, none of its
+//          messages in the ready index;
+//   idle:  no pending message (kept while some are running, released at zero);
+//   cooling: no message at all but its bucket is not yet full (tat_us > last_collect_): kept so
+//          that a key that comes back gets no fresh burst; dropped by Collect.
 // Messages of held keys are in no structure a dequeue visits: an unfiltered dequeue costs
 // O(log keys) whatever the number held back. An exclusive queue is the case N = 1.
 //
@@ -18,13 +22,25 @@
 // Detach): every path that leaves running (complete, fail, cancel, lease expiry) frees a slot
 // there. Bulk mode (recovery): heaps unordered and the ready index untouched; EndBulk orders
 // every key's heap and rebuilds the ready heads and the blocked count in O(n).
-// The gate keeps the queue's StateCounts::blocked (pending messages of held keys).
+// The gate keeps the queue's StateCounts::blocked (pending messages of held or throttled keys).
+//
+// Token buckets (docs/engine.md, "Key gate"): GCRA per key, `tat_us` its theoretical arrival
+// time in µs, interval T = round(1e9 / rate_milli) µs, tolerance τ = (burst − 1)·T; a grant at t
+// is allowed iff t ≥ tat − τ and sets tat = max(tat, t) + T. Determinism (digest, replay):
+// `tat_us` changes only in Granted, called by the live dequeue and by the replay of a change
+// with cause kLeased at the effect's time; the set of keys changes only at stamped changes
+// (Collect from Queue::Stamp) and removals; a snapshot restates every key with tat_us > 0 and
+// last_collect_ (Export/Restate). Throttled, refill_ and the ready heads are soft: derived from
+// that state and the time, never hashed.
 // Thread safety: none; REQUIRES the queue's shard lock. Internal to engine/.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <boost/unordered/unordered_flat_set.hpp>
@@ -51,6 +67,39 @@ class KeyGate {
   KeyGate& operator=(const KeyGate&) = delete;
 
   uint32_t limit() const { return limit_; }
+  // The key bucket: milli-tokens per second (0: none) and burst (>= 1). A change applies to the
+  // existing tat at once (no reset: it never grants a burst); throttled keys come back and are
+  // checked again at their next dequeue.
+  void SetRate(uint64_t rate_milli, uint32_t burst);
+  bool rated() const { return interval_us_ != 0; }
+  // True when the key of `m` has a token at `now` (always without a key rate).
+  bool HasToken(const Message* m, TimeMs now) const;
+  // The key of `m` has no token at `now`: it leaves the ready index until its next token.
+  void Throttle(const Message* m, TimeMs now);
+  // A message of this key was leased at `now` (live dequeue, or replay of cause kLeased): it
+  // takes a token; a key left without one is throttled.
+  void Granted(const Message* m, TimeMs now);
+  // Throttled keys whose token is back by `now` come back; returns how many. Never changes
+  // hashed state.
+  size_t Refill(TimeMs now);
+  // The earliest refill of a throttled key, INT64_MAX when none.
+  TimeMs NextRefill() const { return refill_.empty() ? INT64_MAX : refill_.begin()->first; }
+  // Throttled (explain): when the key of `m` gets its next token; 0 when it is not throttled.
+  TimeMs RefillOf(const Message* m) const;
+  // When the key of `m` has its next token (0 when it has one at `now`): explain.
+  TimeMs NextTokenAt(const Message* m, TimeMs now) const;
+  // A stamped change at `t` (Queue::Stamp): cooling keys whose bucket is full by then go.
+  void Collect(TimeMs t);
+  // Snapshot restatement: each key with tat_us > 0 (visit(value, tat_us)), and last_collect_.
+  void ForEachBucket(const std::function<void(std::string_view, int64_t)>& visit) const;
+  TimeMs last_collect() const { return last_collect_; }
+  bool HasBuckets() const;  // some key has tat_us > 0
+  // Applies a restated key bucket (a snapshot's kKeyStateRestated).
+  void Restate(std::string_view value, int64_t tat_us);
+  void RestateCollected(TimeMs t) { last_collect_ = std::max(last_collect_, t); }
+  // Hashes the sum of XXH3(value, tat_us) over keys with tat_us > 0, their number and
+  // last_collect_, when some key has tat_us > 0 or `always`; false when it hashed nothing.
+  bool HashInto(void* xxh3_state, bool always) const;
   // A new N: held keys whose running count is now below it come back at once (their heads
   // enter the ready index); keys at or above it are held (running ones finish). O(keys).
   void SetLimit(uint32_t limit);
@@ -82,9 +131,11 @@ class KeyGate {
     Heap pending;       // 16: this value's pending messages, (priority, seq) order
     uint32_t running;   //  4: its messages running now
     uint32_t value_at;  //  4: offset of the value in values_; free slots: the next free KeyRef
+    int64_t tat_us;     //  8: GCRA theoretical arrival time; <= now: bucket full
+    TimeMs refill_ms;   //  8: throttled: when its next token comes (key in refill_); else 0
   };
 #pragma pack(pop)
-  static_assert(sizeof(KeyState) == 24);
+  static_assert(sizeof(KeyState) == 40);
   struct ValueHash {
     using is_transparent = void;
     const KeyGate* gate;
@@ -105,8 +156,15 @@ class KeyGate {
   // Frees the key when it has neither pending nor running messages.
   void MaybeRelease(KeyRef k);
   bool Held(const KeyState& s) const { return limit_ != 0 && s.running >= limit_; }
-  // The key's held state changed from `was_held` (its head leaves or enters the ready index).
-  void Reclassify(KeyRef k, bool was_held);
+  // Not ready: held or throttled (its pending messages are counted blocked).
+  bool Out(const KeyState& s) const { return Held(s) || s.refill_ms != 0; }
+  // The key's out state changed from `was_out` (its head leaves or enters the ready index).
+  void Reclassify(KeyRef k, bool was_out);
+  // The time (µs) from which the key has a token.
+  int64_t TokenFromUs(const KeyState& s) const { return s.tat_us - tolerance_us_; }
+  void SetThrottled(KeyRef k, TimeMs refill_ms);
+  static TimeMs CeilMs(int64_t us) { return us >= 0 ? (us + 999) / 1000 : us / 1000; }
+  void Release(KeyRef k);
   void CompactValues();
   GroupTraits traits() const { return GroupTraits{{store_}}; }
 
@@ -121,6 +179,11 @@ class KeyGate {
   PodVector<char> values_;
   size_t garbage_ = 0;  // bytes of values_ no key names
   boost::unordered_flat_set<KeyRef, ValueHash, ValueEqual> by_value_;
+  int64_t interval_us_ = 0;                       // T; 0: no key rate
+  int64_t tolerance_us_ = 0;                      // τ = (burst − 1)·T
+  std::set<std::pair<TimeMs, KeyRef>> refill_;    // throttled keys by refill time
+  std::set<std::pair<int64_t, KeyRef>> cooling_;  // keys without messages by tat_us
+  TimeMs last_collect_ = 0;
 };
 
 }  // namespace sundial

@@ -63,6 +63,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "waiting_on_dependencies";
     case ExplainReason::kKeyConcurrency:
       return "key_concurrency";
+    case ExplainReason::kKeyRate:
+      return "key_rate";
   }
   return "unknown";
 }
@@ -107,6 +109,10 @@ std::string_view EffectTypeName(EffectType type) {
       return "batch_removed";
     case EffectType::kFlowEnqueued:
       return "flow_enqueued";
+    case EffectType::kKeyStateRestated:
+      return "key_state_restated";
+    case EffectType::kQueueReady:
+      return "queue_ready";
   }
   return "unknown";
 }

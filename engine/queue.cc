@@ -121,12 +121,44 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
     : name_(std::move(name)), settings_(std::move(settings)), env_(env), shard_bytes_(shard_bytes) {
   if (gated()) {
     gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
+    gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
   }
 }
 
 void Queue::set_settings(const QueueSettings& s) {
+  queue_refill_ms_ = 0;  // checked again at the next dequeue
+  const bool rate_changed =
+      s.key_rate_milli != settings_.key_rate_milli || s.key_burst != settings_.key_burst;
   settings_ = s;
-  if (gate_ != nullptr) gate_->SetLimit(gate_limit());
+  if (gate_ != nullptr) {
+    gate_->SetLimit(gate_limit());
+    if (rate_changed) gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+  }
+}
+
+TimeMs Queue::NextDueTime() const {
+  const TimeMs timer = timers_.empty() ? INT64_MAX : timers_.top().due_at;
+  return std::min({timer, expiry_.next(), NextRefill()});
+}
+
+TimeMs Queue::NextRefill() const {
+  TimeMs next = queue_refill_ms_ != 0 ? queue_refill_ms_ : INT64_MAX;
+  if (gate_ != nullptr) next = std::min(next, gate_->NextRefill());
+  return next;
+}
+
+int64_t Queue::QueueIntervalUs() const {
+  const uint64_t r = settings_.rate_milli;
+  return r == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + r / 2) / r);
+}
+
+int64_t Queue::QueueTokenFromUs() const {
+  return queue_tat_us_ - QueueIntervalUs() * (std::max<uint32_t>(settings_.burst, 1) - 1);
+}
+
+void Queue::QueueGranted(TimeMs at) {
+  if (settings_.rate_milli == 0) return;
+  queue_tat_us_ = std::max(queue_tat_us_, at * 1000) + QueueIntervalUs();
 }
 
 Queue::~Queue() { Clear(); }
@@ -245,6 +277,9 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
     m->set_wide(true);
     wide_[ref] = WideFields{version, updated_at};
   }
+  // Every logged change is stamped, live and on replay, with the same time: the one place the
+  // gate collects cooling keys, so that every node keeps the same key set (key_gate.h).
+  if (gate_ != nullptr) gate_->Collect(updated_at);
 }
 
 uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
@@ -690,20 +725,39 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   // No delivery after expiry, even when the timer is late (docs/semantics.md, "Expiry").
   (void)ExpireDue(now, every_shard_locked);
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
-  for (uint32_t i = 0; i < request.max; ++i) {
+  const bool rated = gate_ != nullptr && gate_->rated();
+  const bool queue_rated = settings_.rate_milli != 0;
+  // Buckets refill lazily: a late timer never delays a key.
+  const size_t readied = rated ? gate_->Refill(now) : 0;
+  if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) queue_refill_ms_ = 0;
+  const TimeMs next_refill = NextRefill();
+  for (uint32_t i = 0; i < request.max;) {
+    // The queue's bucket first (docs/semantics.md, "Flow control"), then the key's.
+    if (queue_rated && QueueTokenFromUs() > now * 1000) {
+      queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
+      break;
+    }
     const MessageRef ref = SelectPending(request.filter);
     if (ref == kNoRef) break;
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
+    if (rated && !gate_->HasToken(At(ref), now)) {
+      gate_->Throttle(At(ref), now);  // out of the ready index until its token: select again
+      continue;
+    }
     MessageState from = BeginChange(ref);
     Message* m = At(ref);
     m->set_attempts(m->attempts() + 1);
     const uint64_t token = NewToken(rng);
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
+    if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
+    QueueGranted(now);
     RememberLease(ref, token);
     out.push_back(Record(ref));
+    ++i;
   }
+  if (rated || queue_rated) NoteReady(readied > out.size() && !ready_.empty(), next_refill, now);
   return out;
 }
 
@@ -956,6 +1010,13 @@ uint64_t Queue::Purge(uint8_t state_mask, TimeMs now, bool emit,
 
 bool Queue::Advance(TimeMs now, Queue* dead_letter, bool dead_letter_unlocked,
                     bool every_shard_locked, uint64_t* count) {
+  // Throttled keys whose token is back (never hashed state): long polls try again.
+  bool refilled = gate_ != nullptr && gate_->rated() && gate_->Refill(now) > 0;
+  if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) {
+    queue_refill_ms_ = 0;
+    refilled = true;
+  }
+  if (refilled) NoteReady(/*dequeueable=*/true, INT64_MIN, now);
   // Before each timer, the expiries due (also those of messages a timer just made pending or
   // invisible): one order, whatever the pass that gets interrupted (docs/semantics.md, "Expiry").
   while (true) {
@@ -1185,6 +1246,15 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
     }
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
+  const bool held = gate_->limit() != 0 && gate_->RunningOf(m) >= gate_->limit();
+  if (const TimeMs refill = gate_->RefillOf(m); refill != 0 && !held) {
+    // Below its concurrency: out of tokens.
+    x->reason = ExplainReason::kKeyRate;
+    x->exclusivity_value = std::string(value);
+    x->lease_token = 0;
+    x->until = refill;
+    return;
+  }
   x->exclusivity_value = std::string(value);
   x->key_running = gate_->RunningOf(m);
   x->key_concurrency = gate_->limit();
@@ -1305,7 +1375,25 @@ Status Queue::ApplyChanged(const Effect& e) {
   SetError(ref, e.error);
   if (e.to == MessageState::kCompleted) SetResult(ref, e.result);
   Attach(ref, Timing{e.due_at, e.lease_token});
+  // The token a live dequeue took, at the time it took it: replay rebuilds the buckets exactly.
+  if (e.cause == ChangeCause::kLeased) {
+    if (gate_ != nullptr) gate_->Granted(At(ref), e.time);
+    QueueGranted(e.time);
+  }
   RecordHistory(ref, e, ended_lease);
+  return Status::Ok();
+}
+
+Status Queue::ApplyKeyState(const Effect& e) {
+  if (e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes || (gate_ == nullptr && !e.id.empty())) {
+    return Status(Code::kInternal, "effect: key state of a queue without a flow key");
+  }
+  if (e.id.empty()) {
+    queue_tat_us_ = e.tat_us;
+    if (gate_ != nullptr) gate_->RestateCollected(e.time);
+  } else {
+    gate_->Restate(e.id, e.tat_us);
+  }
   return Status::Ok();
 }
 
@@ -1351,6 +1439,43 @@ void Queue::Export(EffectSink* visit) const {
     if (At(ref)->has_history()) e.history = histories_.Block(ref);
     visit->OnEffect(e);
   }
+  // The token buckets after the messages (docs/wal-format.md, "Token buckets"): the gate's
+  // record first, then each key with tat_us > 0. Only when there is bucket state.
+  const bool keys = gate_ != nullptr && (settings_.key_rate_milli != 0 || gate_->HasBuckets());
+  if (keys || settings_.rate_milli != 0 || queue_tat_us_ > 0) {
+    Effect g;
+    g.type = EffectType::kKeyStateRestated;
+    g.queue = name_;
+    g.time = gate_ != nullptr ? gate_->last_collect() : 0;
+    g.tat_us = queue_tat_us_;
+    visit->OnEffect(g);
+  }
+  if (keys) {
+    gate_->ForEachBucket([&](std::string_view value, int64_t tat_us) {
+      Effect k;
+      k.type = EffectType::kKeyStateRestated;
+      k.queue = name_;
+      k.time = gate_->last_collect();
+      k.id = value;
+      k.tat_us = tat_us;
+      visit->OnEffect(k);
+    });
+  }
+}
+
+void Queue::NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now) {
+  if (env_->sink == nullptr) return;
+  Effect e;
+  e.type = EffectType::kQueueReady;
+  e.queue = name_;
+  e.time = now;
+  e.derived = true;                          // never logged
+  if (dequeueable) env_->sink->OnEffect(e);  // long polls retry
+  const TimeMs next = NextRefill();
+  if (next != INT64_MAX && next < next_refill_before) {
+    e.due_at = next;  // the timer thread wakes for the refill
+    env_->sink->OnEffect(e);
+  }
 }
 
 void Queue::HashInto(void* xxh3_state) const {
@@ -1383,6 +1508,18 @@ void Queue::HashInto(void* xxh3_state) const {
   if (s.ttl_ms != 0 || s.dedupe != Dedupe::kKeep) {  // likewise
     put(s.ttl_ms);
     put(static_cast<uint8_t>(s.dedupe));
+  }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // likewise
+    put(uint8_t{28});
+    put(s.key_rate_milli);
+    put(s.key_burst);
+  }
+  if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
+  if (s.rate_milli != 0 || s.burst != 1 || queue_tat_us_ > 0) {      // likewise
+    put(uint8_t{29});
+    put(s.rate_milli);
+    put(s.burst);
+    put(queue_tat_us_);
   }
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the

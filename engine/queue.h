@@ -270,9 +270,8 @@ class Queue {
   }
   uint32_t gate_limit() const { return exclusive() ? 1 : settings_.key_concurrency; }
   QueueInfo Info(TimeMs now) const;
-  TimeMs NextDueTime() const {
-    return std::min(timers_.empty() ? INT64_MAX : timers_.top().due_at, expiry_.next());
-  }
+  // The earliest timer, expiry, or a throttled key's token refill (key_rate_per_s).
+  TimeMs NextDueTime() const;
   // A dequeue's first step (unless dequeue is paused): expires the messages whose ttl ran out
   // by `now`, up to one in the dependency graph; true when such a one is left, whose expiry
   // needs every shard's lock (the caller then dequeues with every_shard_locked).
@@ -381,6 +380,11 @@ class Queue {
   Status ApplyChanged(const Effect& e);
   Status ApplyRemoved(const Effect& e);
   Status ApplyNoted(const Effect& e);
+  Status ApplyKeyState(const Effect& e);  // kKeyStateRestated (snapshots)
+  // After a dequeue of a rated queue: a kQueueReady (derived) when keys its lazy refill readied
+  // are still dequeueable (`dequeueable`), and one with due_at when the earliest refill moved
+  // earlier than `next_refill_before` (the timer thread sleeps on NextDueTime).
+  void NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now);
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
@@ -576,6 +580,16 @@ class Queue {
   TimerHeap timers_{TimerTraits{&store_}};
   ExpiryHeap expiry_{&store_};
   std::unique_ptr<KeyGate> gate_;  // gated queues only
+  // The queue-wide bucket (rate_milli, burst): GCRA like a key's (engine/key_gate.h). tat is
+  // state (changed only by grants: live dequeue, replay of cause leased; restated by
+  // snapshots); queue_refill_ms_ (0: not throttled) is soft: set when a dequeue found no token.
+  int64_t queue_tat_us_ = 0;
+  TimeMs queue_refill_ms_ = 0;
+  int64_t QueueIntervalUs() const;
+  int64_t QueueTokenFromUs() const;
+  void QueueGranted(TimeMs at);
+  // The earliest refill (a throttled key's or the queue bucket's), INT64_MAX when none.
+  TimeMs NextRefill() const;
   std::unordered_map<PairKey, PairIndex, PairHash, PairEqual> filters_;
   MessageTexts errors_;         // last_error (not counted in the memory budget)
   MessageTexts results_;        // completed messages' results (counted)

@@ -79,6 +79,9 @@ std::string_view DedupeName(Dedupe d);  // "keep", "while_active"
 
 // Flow-control limits (docs/semantics.md, "Flow control").
 inline constexpr uint32_t kMaxKeyConcurrency = 1'000'000;
+// Token buckets: rates in milli-tokens per second (rate_per_s × 1000, at most 1e6/s), bursts.
+inline constexpr uint64_t kMaxRateMilli = 1'000'000'000;
+inline constexpr uint32_t kMaxBurst = 1'000'000;
 
 struct MetadataPair {
   std::string key;
@@ -115,7 +118,15 @@ struct QueueSettings {
   // is its exclusivity_key (flow_key empty or equal to it).
   std::string flow_key;
   uint32_t key_concurrency = 0;  // running messages per flow-key value; 0: no limit
-  int64_t ttl_ms = 0;            // a message's default time to live from its enqueue; 0: none
+  // Each flow-key value's token bucket: key_rate_per_s × 1000 (integer milli-tokens per second,
+  // so that every node computes the same interval); 0: no key rate. key_burst: 1..1,000,000.
+  uint64_t key_rate_milli = 0;
+  uint32_t key_burst = 1;
+  // The queue-wide token bucket (any queue), checked before the key's: rate_per_s × 1000; 0:
+  // none. burst: 1..1,000,000.
+  uint64_t rate_milli = 0;
+  uint32_t burst = 1;
+  int64_t ttl_ms = 0;  // a message's default time to live from its enqueue; 0: none
   Dedupe dedupe = Dedupe::kKeep;
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
 };
@@ -134,6 +145,10 @@ struct QueueSettingsUpdate {
   std::optional<bool> dequeue_paused;
   std::optional<uint32_t> history_max;
   std::optional<uint32_t> key_concurrency;
+  std::optional<uint64_t> key_rate_milli;  // 0 clears the key rate
+  std::optional<uint32_t> key_burst;
+  std::optional<uint64_t> rate_milli;  // 0 clears the queue rate
+  std::optional<uint32_t> burst;
   std::optional<int64_t> ttl_ms;
   std::optional<Dedupe> dedupe;
 };
@@ -329,6 +344,8 @@ enum class ExplainReason : uint8_t {
   kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
   kKeyConcurrency = 9,         // flow-key value `exclusivity_value` runs key_concurrency messages
                         // already; `lease_token`/`until`: the one of them whose lease ends first
+  kKeyRate = 10,  // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
+                  // its next token
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

@@ -118,6 +118,19 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (s.key_concurrency > kMaxKeyConcurrency) {
     return InvalidArgument("key_concurrency: must be 0 (no limit) to 1000000");
   }
+  if (s.key_rate_milli > kMaxRateMilli) {
+    return InvalidArgument("key_rate_per_s: must be 0.001-1000000 with at most 3 decimals");
+  }
+  if (s.key_rate_milli != 0 && s.flow_key.empty() && s.type != QueueType::kExclusive) {
+    return InvalidArgument("key_rate_per_s: needs a flow_key");
+  }
+  if (s.key_burst < 1 || s.key_burst > kMaxBurst) {
+    return InvalidArgument("key_burst: must be 1-1000000");
+  }
+  if (s.rate_milli > kMaxRateMilli) {
+    return InvalidArgument("rate_per_s: must be 0.001-1000000 with at most 3 decimals");
+  }
+  if (s.burst < 1 || s.burst > kMaxBurst) return InvalidArgument("burst: must be 1-1000000");
   if (!IsValidDuration(s.ttl_ms)) return InvalidArgument("ttl_ms: must be 0-3153600000000");
   if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
     return InvalidArgument("dedupe: must be keep or while_active");

@@ -21,6 +21,10 @@ bool MayWake(const Effect& e) {
     case EffectType::kQueueUpdated:  // e.g. dequeue unpaused, key_concurrency raised
     case EffectType::kMessageDeadLettered:
       return true;
+    case EffectType::kQueueReady:
+      // A key's token refilled (due_at 0); the armed form (due_at: a refill to come) is the
+      // timer thread's, whose Advance then refills and reports the due_at 0 form.
+      return e.due_at == 0;
     default:
       return false;
   }

@@ -238,6 +238,16 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       (*out)["members"] = std::move(members);
       return;
     }
+    case EffectType::kKeyStateRestated:
+      if (e.id.empty()) {
+        (*out)["collected_at"] = e.time;
+      } else {
+        PutText(out, "value", e.id);
+        (*out)["tat_us"] = e.tat_us;
+      }
+      return;
+    case EffectType::kQueueReady:  // never logged
+      return;
   }
 }
 

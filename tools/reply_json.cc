@@ -99,6 +99,9 @@ std::string Explanation(const p::ExplainResult& x) {
       return "key " + std::string(View(x.exclusivity_value())) + " " +
              std::to_string(x.key_running()) + "/" + std::to_string(x.key_concurrency()) +
              " running; the first lease (" + std::to_string(x.lease_token()) + ") ends at " + until;
+    case p::ExplainReason::key_rate:
+      return "flow-key value '" + std::string(View(x.exclusivity_value())) +
+             "' has no token (key_rate_per_s); next token at " + until;
   }
   return "unknown reason";
 }

@@ -60,6 +60,12 @@ constexpr uint8_t kExpirySettingsTag = 27;
 constexpr uint8_t kMaxDedupe = static_cast<uint8_t>(Dedupe::kWhileActive);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
+constexpr uint8_t kKeyStateEffect = static_cast<uint8_t>(EffectType::kKeyStateRestated);
+// kKeyStateRestated's flags: bit 1, the gate's record (value empty, collected_at follows).
+constexpr uint8_t kGateRecordFlag = 2;
+// Settings tag after the flags (and history_max): the key bucket, when not the default.
+constexpr uint8_t kKeyRateTag = 28;
+constexpr uint8_t kQueueRateTag = 29;  // the queue bucket: rate_milli:u64le burst:u32le
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -96,6 +102,16 @@ void PutSettings(std::string* out, const QueueSettings& s) {
     PutU8(out, kExpirySettingsTag);
     PutI64(out, s.ttl_ms);
     PutU8(out, static_cast<uint8_t>(s.dedupe));
+  }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // else encoded exactly as before rates
+    PutU8(out, kKeyRateTag);
+    PutFixed64(out, s.key_rate_milli);
+    PutFixed32(out, s.key_burst);
+  }
+  if (s.rate_milli != 0 || s.burst != 1) {
+    PutU8(out, kQueueRateTag);
+    PutFixed64(out, s.rate_milli);
+    PutFixed32(out, s.burst);
   }
 }
 
@@ -265,6 +281,20 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       s->dedupe = static_cast<Dedupe>(dedupe);
       if (s->ttl_ms == 0 && s->dedupe == Dedupe::kKeep) {
         return Malformed("wal: effect: expiry settings restated at their defaults");
+      }
+    } else if (tag == kKeyRateTag) {
+      s->key_rate_milli = r->U64();
+      s->key_burst = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->key_rate_milli == 0 && s->key_burst == 1) {
+        return Malformed("wal: effect: key rate restated at its defaults");
+      }
+    } else if (tag == kQueueRateTag) {
+      s->rate_milli = r->U64();
+      s->burst = r->U32();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (s->rate_milli == 0 && s->burst == 1) {
+        return Malformed("wal: effect: queue rate restated at its defaults");
       }
     } else {
       return Malformed("wal: effect: trailing bytes");
@@ -639,6 +669,14 @@ void EncodeEffect(const Effect& e, std::string* out) {
       PutFixed64(out, e.lease_token);
       PutString(out, e.note);
       break;
+    case EffectType::kKeyStateRestated:
+      PutString(out, e.id);
+      PutU8(out, e.id.empty() ? kGateRecordFlag : 0);
+      PutI64(out, e.tat_us);  // the gate's record: the queue bucket's
+      if (e.id.empty()) PutI64(out, e.time);
+      break;
+    case EffectType::kQueueReady:  // derived: never logged
+      break;
     case EffectType::kFlowEnqueued:
       // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
       PutFixed32(out, static_cast<uint32_t>(e.members->size()));
@@ -665,7 +703,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
       (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
-      type != kFlowEffect) {
+      type != kFlowEffect && type != kKeyStateEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -743,6 +781,22 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     case EffectType::kFlowEnqueued:
       s = ReadGroup(&r, &e, dependencies, group);
       break;
+    case EffectType::kKeyStateRestated: {
+      r.String(&e.id);
+      const uint8_t flags = r.U8();
+      e.tat_us = r.I64();
+      if (!r.ok()) return Malformed("wal: effect: truncated key state");
+      if ((flags & ~kGateRecordFlag) != 0 || ((flags & kGateRecordFlag) != 0) != e.id.empty() ||
+          e.queue.empty() || e.tat_us < 0) {
+        return Malformed("wal: effect: malformed key state");
+      }
+      if (e.id.empty() && e.time != r.I64()) {
+        return Malformed("wal: effect: key state collected_at differs from its time");
+      }
+      break;
+    }
+    case EffectType::kQueueReady:
+      return Malformed("wal: effect: unknown effect type");
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:

@@ -75,6 +75,7 @@ struct RecordedEffect {
   BatchFields batch_fields;
   std::string worker_id;
   std::string note;
+  int64_t tat_us = 0;
   bool restated = false;
   std::string history;
   TimeMs expires_at = 0;
@@ -113,6 +114,7 @@ struct RecordedEffect {
     r.batch_fields = e.batch_fields;
     r.worker_id = std::string(e.worker_id);
     r.note = std::string(e.note);
+    r.tat_us = e.tat_us;
     r.restated = e.restated;
     r.history = std::string(e.history);
     r.expires_at = e.expires_at;
@@ -154,6 +156,7 @@ struct RecordedEffect {
     e.batch_fields = batch_fields;
     e.worker_id = worker_id;
     e.note = note;
+    e.tat_us = tat_us;
     e.restated = restated;
     e.history = history;
     e.expires_at = expires_at;

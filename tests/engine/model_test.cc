@@ -73,7 +73,7 @@ std::string_view Name(ExplainReason r) {
       "dequeueable",    "invisible", "exclusivity_held",
       "queue_paused",   "no_match",  "attempts_spent",
       "running",        "terminal",  "waiting_on_dependencies",
-      "key_concurrency"};
+      "key_concurrency", "key_rate"};
   auto i = static_cast<size_t>(r);
   return i < std::size(kNames) ? kNames[i] : "?reason";
 }

@@ -27,6 +27,7 @@ export const EXPLAIN_REASONS = [
   "terminal",
   "waiting_on_dependencies",
   "key_concurrency",
+  "key_rate",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 

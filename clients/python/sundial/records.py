@@ -8,7 +8,7 @@ STATES = ("invisible", "pending", "running", "completed", "canceled", "errored",
 QUEUE_TYPES = ("simple", "exclusive")
 EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
                    "attempts_spent", "running", "terminal", "waiting_on_dependencies",
-                   "key_concurrency")
+                   "key_concurrency", "key_rate")
 
 
 class Record:
