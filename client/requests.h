@@ -60,6 +60,12 @@ struct QueueSettings {
   // docs/semantics.md, "Flow control": a message's default ttl (0: none); id release.
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
+  // Token buckets (docs/semantics.md, "Rates"): tokens per second (0: none; at most 3 decimals)
+  // and bucket sizes, for the whole queue and for each flow-key value.
+  std::optional<double> rate_per_s;
+  std::optional<uint32_t> burst;
+  std::optional<double> key_rate_per_s;
+  std::optional<uint32_t> key_burst;
 };
 
 // update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
@@ -79,6 +85,10 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
+  std::optional<double> rate_per_s;  // 0 clears the queue's rate
+  std::optional<uint32_t> burst;
+  std::optional<double> key_rate_per_s;  // 0 clears the key rate
+  std::optional<uint32_t> key_burst;
 };
 
 struct EnqueueItem {

@@ -65,6 +65,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "key_concurrency";
     case ExplainReason::kKeyRate:
       return "key_rate";
+    case ExplainReason::kQueueRate:
+      return "queue_rate";
   }
   return "unknown";
 }

@@ -1208,6 +1208,9 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
         x.reason = ExplainReason::kQueuePaused;
       } else if (Blocked(m)) {
         ExplainHeld(m, &x);
+      } else if (queue_refill_ms_ != 0) {  // a dequeue found the queue's bucket empty
+        x.reason = ExplainReason::kQueueRate;
+        x.until = queue_refill_ms_;
       } else {
         x.reason = ExplainReason::kDequeueable;
       }
@@ -1269,6 +1272,7 @@ Explanation Queue::ExplainFilter(const Filter& filter) const {
     return x;
   }
   if (const MessageRef ref = SelectPending(filter); ref != kNoRef) {
+    if (queue_refill_ms_ != 0) return *Explain(At(ref)->id());  // held by the queue's rate
     const Message* m = At(ref);
     x.reason = ExplainReason::kDequeueable;
     x.id = std::string(m->id());

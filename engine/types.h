@@ -82,6 +82,11 @@ inline constexpr uint32_t kMaxKeyConcurrency = 1'000'000;
 // Token buckets: rates in milli-tokens per second (rate_per_s × 1000, at most 1e6/s), bursts.
 inline constexpr uint64_t kMaxRateMilli = 1'000'000'000;
 inline constexpr uint32_t kMaxBurst = 1'000'000;
+// A rate as the wire and the CLI give it (tokens per second) in the engine's milli-tokens: one
+// that is negative, not finite, above 1e6 or has more than 3 decimals maps to kMaxRateMilli + 1,
+// which validation refuses with the field's message.
+uint64_t RateMilliOf(double per_s);
+inline double RatePerSOf(uint64_t milli) { return static_cast<double>(milli) / 1000.0; }
 
 struct MetadataPair {
   std::string key;
@@ -344,8 +349,9 @@ enum class ExplainReason : uint8_t {
   kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
   kKeyConcurrency = 9,         // flow-key value `exclusivity_value` runs key_concurrency messages
                         // already; `lease_token`/`until`: the one of them whose lease ends first
-  kKeyRate = 10,  // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
-                  // its next token
+  kKeyRate = 10,    // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
+                    // its next token
+  kQueueRate = 11,  // the queue's bucket (rate_per_s) has no token: `until` its next one
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

@@ -1,8 +1,21 @@
 #include "engine/validation.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sundial {
+
+uint64_t RateMilliOf(double per_s) {
+  constexpr uint64_t kRefused = kMaxRateMilli + 1;
+  if (!std::isfinite(per_s) || per_s < 0 || per_s > static_cast<double>(kMaxRateMilli) / 1000) {
+    return kRefused;
+  }
+  // 0.1 is not exact in binary: a rate is accepted when × 1000 it is an integer to within
+  // rounding (far below one milli-token at every rate up to 1e6).
+  const double milli = per_s * 1000;
+  const double rounded = std::round(milli);
+  return std::fabs(milli - rounded) <= 1e-6 ? static_cast<uint64_t>(rounded) : kRefused;
+}
 
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;

@@ -8,6 +8,7 @@
 
 #include "protocol/sundial_generated.h"
 #include "server/flow_ops.h"
+#include "server/live_feed.h"
 #include "server/metrics.h"
 #include "server/schedule_ops.h"
 
@@ -105,6 +106,10 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.key_concurrency = s->key_concurrency().value_or(out.key_concurrency);
   out.ttl_ms = s->ttl_ms().value_or(out.ttl_ms);
   if (s->dedupe()) out.dedupe = static_cast<Dedupe>(*s->dedupe());
+  if (s->rate_per_s()) out.rate_milli = RateMilliOf(*s->rate_per_s());
+  out.burst = s->burst().value_or(out.burst);
+  if (s->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*s->key_rate_per_s());
+  out.key_burst = s->key_burst().value_or(out.key_burst);
   return out;
 }
 
@@ -125,6 +130,10 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.key_concurrency = u->key_concurrency();
   out.ttl_ms = u->ttl_ms();
   if (u->dedupe()) out.dedupe = static_cast<Dedupe>(*u->dedupe());
+  if (u->rate_per_s()) out.rate_milli = RateMilliOf(*u->rate_per_s());
+  out.burst = u->burst();
+  if (u->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*u->key_rate_per_s());
+  out.key_burst = u->key_burst();
   return out;
 }
 
@@ -132,26 +141,6 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
 
 fb::Offset<p::Error> ItemError(fb::FlatBufferBuilder& b, const Status& status) {  // of one item
   return p::CreateError(b, static_cast<p::Code>(status.code()), b.CreateString(status.detail()));
-}
-
-fb::Offset<p::StateCounts> EncodeCounts(fb::FlatBufferBuilder& b, const StateCounts& c) {
-  return p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
-                              c[MessageState::kRunning], c[MessageState::kCompleted],
-                              c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked,
-                              c[MessageState::kWaiting]);
-}
-
-fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& q) {
-  const QueueSettings& s = q.settings;
-  auto settings = p::CreateQueueSettingsDirect(
-      b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
-      s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
-      s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
-      static_cast<p::Dedupe>(s.dedupe));
-  auto counts = EncodeCounts(b, q.counts);
-  return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
-                                  q.memory_bytes);
 }
 
 fb::Offset<fb::Vector<uint8_t>> EncodeBytes(fb::FlatBufferBuilder& b, std::string_view bytes) {
@@ -280,7 +269,7 @@ void Counted(Reply& r, const Result<uint64_t>& n) {
 
 void QueueReply(Reply& r, const Result<QueueInfo>& q) {
   if (!q.ok()) return r.Error(q.status());
-  r.Ok(p::Result::QueueResult, p::CreateQueueResult(r.b(), EncodeQueue(r.b(), *q)));
+  r.Ok(p::Result::QueueResult, p::CreateQueueResult(r.b(), EncodeQueueInfo(r.b(), *q)));
 }
 
 Status TooManyItems() { return InvalidArgument("items: at most 1000 per request"); }
@@ -304,7 +293,7 @@ void RunGetQueue(const p::Request& request, OpContext& ctx, Reply& r) {
 void RunListQueues(const p::Request&, OpContext& ctx, Reply& r) {
   auto& b = r.b();
   std::vector<fb::Offset<p::QueueInfo>> queues;
-  for (const QueueInfo& q : ctx.engine->ListQueues()) queues.push_back(EncodeQueue(b, q));
+  for (const QueueInfo& q : ctx.engine->ListQueues()) queues.push_back(EncodeQueueInfo(b, q));
   r.Ok(p::Result::QueueList, p::CreateQueueList(b, b.CreateVector(queues)));
 }
 
@@ -587,7 +576,7 @@ void RunCount(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Count();
   auto c = ctx.engine->Count(Str(op->queue()), Pairs(op->filter()));
   if (!c.ok()) return r.Error(c.status());
-  r.Ok(p::Result::CountResult, p::CreateCountResult(r.b(), EncodeCounts(r.b(), *c)));
+  r.Ok(p::Result::CountResult, p::CreateCountResult(r.b(), EncodeStateCounts(r.b(), *c)));
 }
 
 void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {

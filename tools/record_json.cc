@@ -62,6 +62,14 @@ json::object SettingsToJson(const QueueSettings& s) {
     o["ttl_ms"] = s.ttl_ms;
     o["dedupe"] = DedupeName(s.dedupe);
   }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // tag 28
+    o["key_rate_per_s"] = RatePerSOf(s.key_rate_milli);
+    o["key_burst"] = s.key_burst;
+  }
+  if (s.rate_milli != 0 || s.burst != 1) {  // tag 29
+    o["rate_per_s"] = RatePerSOf(s.rate_milli);
+    o["burst"] = s.burst;
+  }
   return o;
 }
 
@@ -239,12 +247,13 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     }
     case EffectType::kKeyStateRestated:
+      // The queue's record (empty value) carries the queue bucket's tat_us.
       if (e.id.empty()) {
         (*out)["collected_at"] = e.time;
       } else {
         PutText(out, "value", e.id);
-        (*out)["tat_us"] = e.tat_us;
       }
+      (*out)["tat_us"] = e.tat_us;
       return;
     case EffectType::kQueueReady:  // never logged
       return;

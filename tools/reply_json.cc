@@ -1,6 +1,8 @@
 #include "tools/reply_json.h"
 
 #include <boost/json/array.hpp>
+#include <cmath>
+#include <optional>
 #include <string>
 
 #include "engine/validation.h"
@@ -100,8 +102,10 @@ std::string Explanation(const p::ExplainResult& x) {
              std::to_string(x.key_running()) + "/" + std::to_string(x.key_concurrency()) +
              " running; the first lease (" + std::to_string(x.lease_token()) + ") ends at " + until;
     case p::ExplainReason::key_rate:
-      return "flow-key value '" + std::string(View(x.exclusivity_value())) +
-             "' has no token (key_rate_per_s); next token at " + until;
+      return "key " + std::string(View(x.exclusivity_value())) +
+             " has no token (key_rate_per_s); next token at " + until;
+    case p::ExplainReason::queue_rate:
+      return "the queue has no token (rate_per_s); next token at " + until;
   }
   return "unknown reason";
 }
@@ -134,6 +138,19 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("key_concurrency", s->key_concurrency());
     put("ttl_ms", s->ttl_ms());
     if (s->dedupe()) o["dedupe"] = p::EnumNameDedupe(*s->dedupe());
+    // A rate has at most 3 decimals: a whole one prints as an integer (100, not 1E2).
+    const auto put_rate = [&o](const char* name, std::optional<double> value) {
+      if (!value) return;
+      if (*value == std::floor(*value) && std::fabs(*value) < 1e15) {
+        o[name] = static_cast<int64_t>(*value);
+      } else {
+        o[name] = *value;
+      }
+    };
+    put_rate("rate_per_s", s->rate_per_s());
+    put("burst", s->burst());
+    put_rate("key_rate_per_s", s->key_rate_per_s());
+    put("key_burst", s->key_burst());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();

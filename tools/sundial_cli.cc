@@ -206,6 +206,10 @@ struct SettingFlags {
   uint32_t key_concurrency = 0;
   int64_t ttl_ms = 0;
   std::string dedupe;
+  double rate_per_s = 0;
+  uint32_t burst = 0;
+  double key_rate_per_s = 0;
+  uint32_t key_burst = 0;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -220,6 +224,10 @@ struct SettingFlags {
   CLI::Option* key_concurrency_flag = nullptr;
   CLI::Option* ttl_ms_flag = nullptr;
   CLI::Option* dedupe_flag = nullptr;
+  CLI::Option* rate_per_s_flag = nullptr;
+  CLI::Option* burst_flag = nullptr;
+  CLI::Option* key_rate_per_s_flag = nullptr;
+  CLI::Option* key_burst_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -250,6 +258,13 @@ struct SettingFlags {
                                   "keep|while_active: whether an enqueue releases a terminal "
                                   "message's id")
                       ->check(CLI::IsMember({"keep", "while_active"}));
+    rate_per_s_flag = cmd->add_option("--rate-per-s", rate_per_s,
+                                      "dequeues per second for the whole queue (0: no limit)");
+    burst_flag = cmd->add_option("--burst", burst, "the queue's bucket size (default 1)");
+    key_rate_per_s_flag = cmd->add_option("--key-rate-per-s", key_rate_per_s,
+                                          "dequeues per second per flow-key value (0: no limit)");
+    key_burst_flag =
+        cmd->add_option("--key-burst", key_burst, "each flow-key value's bucket size (default 1)");
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -271,6 +286,10 @@ struct SettingFlags {
     if (dedupe_flag->count()) {
       out.dedupe = dedupe == "while_active" ? p::Dedupe::while_active : p::Dedupe::keep;
     }
+    if (rate_per_s_flag->count()) out.rate_per_s = rate_per_s;
+    if (burst_flag->count()) out.burst = burst;
+    if (key_rate_per_s_flag->count()) out.key_rate_per_s = key_rate_per_s;
+    if (key_burst_flag->count()) out.key_burst = key_burst;
   }
 };
 

@@ -920,6 +920,11 @@ def test_key_concurrency_settings(ctx):
     ws.call("UpdateQueue", {"name": "keyed", "update": {"key_concurrency": 2}})
     wait_for(lambda: "flow key tenant: 2 running per value" in ctx._safe_text("#queue-settings"),
              30, lambda: f"the limit of 2 on screen: {ctx._safe_text('#queue-settings')!r}")
+    ws.call("UpdateQueue", {"name": "keyed", "update": {"key_rate_per_s": 2.5, "key_burst": 3,
+                                                        "rate_per_s": 100}})
+    wait_for(lambda: "rate 100/s, burst 1 · key rate 2.5/s, burst 3 per value"
+             in ctx._safe_text("#queue-settings"), 30,
+             lambda: f"the rates on screen: {ctx._safe_text('#queue-settings')!r}")
     assert ctx.js("return window.sundialMarker") == 1, "the page was reloaded"
     ctx.shot("queue-key-concurrency")
     ctx.go("#/q/plain")
@@ -927,6 +932,7 @@ def test_key_concurrency_settings(ctx):
              "return v ? v.querySelector('#queue-settings').textContent : '';")
     wait_for(lambda: "max attempts" in ctx.js(shown), 30, "plain's settings")
     assert "flow key" not in ctx.js(shown), ctx.js(shown)
+    assert "/s, burst" not in ctx.js(shown), ctx.js(shown)
     ctx.no_script_errors()
     ws.close()
 

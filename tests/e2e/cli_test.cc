@@ -299,6 +299,42 @@ TEST_F(CliE2E, FlowKeyAndKeyConcurrencyFlags) {
       "flow_key: must be a metadata key of 1-64 bytes");
 }
 
+TEST_F(CliE2E, RateFlagsThrottleAKeyAndExplainSaysSo) {
+  auto created = Ok({"create-queue", "charges", "--flow-key", "merchant", "--key-rate-per-s",
+                     "0.001", "--key-burst", "2", "--rate-per-s", "2.5", "--burst", "10"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].at("key_rate_per_s").to_number<double>(), 0.001);
+  EXPECT_EQ(Int(created[0].at("key_burst")), 2);
+  EXPECT_EQ(created[0].at("rate_per_s").to_number<double>(), 2.5);
+  EXPECT_EQ(Int(created[0].at("burst")), 10);
+  auto updated = Ok({"update-queue", "charges", "--rate-per-s", "100"});
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_TRUE(updated[0].at("rate_per_s").is_int64()) << "a whole rate prints as an integer";
+  EXPECT_EQ(Int(updated[0].at("rate_per_s")), 100);
+  EXPECT_EQ(Int(updated[0].at("key_burst")), 2) << "not given: unchanged";
+  EXPECT_EQ(
+      ServerError({"update-queue", "charges", "--key-rate-per-s", "0.0005"}, "INVALID_ARGUMENT"),
+      "key_rate_per_s: must be 0.001-1000000 with at most 3 decimals");
+  EXPECT_EQ(ServerError({"create-queue", "bare", "--key-rate-per-s", "1"}, "INVALID_ARGUMENT"),
+            "key_rate_per_s: needs a flow_key");
+  for (const char* id : {"a1", "a2", "a3"}) {
+    Ok({"enqueue", "charges", "--id", id, "--meta", "merchant=acme"});
+  }
+  Ok({"enqueue", "charges", "--id", "b1", "--meta", "merchant=bolt"});
+  auto leased = Ok({"dequeue", "charges", "--max", "10"});
+  ASSERT_EQ(leased.size(), 3u) << "acme's burst of 2, and bolt's";
+  auto why = Ok({"explain", "charges", "a3"});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(Str(why[0].at("reason")), "key_rate");
+  EXPECT_EQ(Str(why[0].at("exclusivity_value")), "acme");
+  EXPECT_EQ(Str(why[0].at("explanation")),
+            "key acme has no token (key_rate_per_s); next token at " +
+                std::to_string(Int(why[0].at("until"))));
+  auto counts = Ok({"count", "charges"});
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(Int(counts[0].at("blocked")), 1);
+}
+
 TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
   ServerError({"create-queue", "ex", "--type", "exclusive"}, "INVALID_ARGUMENT");
   Ok({"create-queue", "ex", "--type", "exclusive", "--exclusivity-key", "tenant"});

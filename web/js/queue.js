@@ -297,6 +297,8 @@ export class QueueView {
         (st.max_depth ? `max depth ${int(st.max_depth)} · ` : '') +
         (st.flow_key ? `flow key ${st.flow_key}: ` + (st.key_concurrency ?
             `${int(st.key_concurrency)} running per value · ` : 'no limit · ') : '') +
+        (st.rate_per_s ? `rate ${st.rate_per_s}/s, burst ${int(st.burst)} · ` : '') +
+        (st.key_rate_per_s ? `key rate ${st.key_rate_per_s}/s, burst ${int(st.key_burst)} per value · ` : '') +
         `memory ${int(q.memory)} B`);
     for (const k of [...STATES, 'blocked']) setText(this.cardValues[k], int(q.counts[k]));
     setText(this.oldest, q.oldest ? duration(q.oldest) : '—');

@@ -367,6 +367,10 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     key_concurrency: setting("key_concurrency", s.keyConcurrency()),
     ttl_ms: Number(setting("ttl_ms", s.ttlMs())),
     dedupe: enumName(DEDUPES, setting("dedupe", s.dedupe())),
+    rate_per_s: setting("rate_per_s", s.ratePerS()),
+    burst: setting("burst", s.burst()),
+    key_rate_per_s: setting("key_rate_per_s", s.keyRatePerS()),
+    key_burst: setting("key_burst", s.keyBurst()),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -475,6 +479,12 @@ export function int64(name: string, value: unknown, kind: IntKind = "int64"): bi
 /** A 32-bit unsigned integer as a number. */
 export function uint32(name: string, value: unknown): number {
   return Number(int64(name, value, "uint32"));
+}
+
+/** Tokens per second: a finite number (the server checks the range and the 3 decimals). */
+function rate(name: string, value: unknown): number {
+  if (typeof value === "number" && Number.isFinite(value)) return value;
+  throw invalidArgument(`${name}: must be a finite number, not ${typeOf(value)}`);
 }
 
 export function str(name: string, value: unknown): string {
@@ -647,6 +657,10 @@ export const SETTING_NAMES = [
   "key_concurrency",
   "ttl_ms",
   "dedupe",
+  "rate_per_s",
+  "burst",
+  "key_rate_per_s",
+  "key_burst",
 ] as const;
 /** Fixed at creation: not in QueueSettingsUpdate. */
 const FIXED_SETTINGS: readonly string[] = ["type", "exclusivity_key", "flow_key"];
@@ -668,6 +682,10 @@ interface SettingsTable {
   addKeyConcurrency(b: flatbuffers.Builder, v: number): void;
   addTtlMs(b: flatbuffers.Builder, v: bigint): void;
   addDedupe(b: flatbuffers.Builder, v: number): void;
+  addRatePerS(b: flatbuffers.Builder, v: number): void;
+  addBurst(b: flatbuffers.Builder, v: number): void;
+  addKeyRatePerS(b: flatbuffers.Builder, v: number): void;
+  addKeyBurst(b: flatbuffers.Builder, v: number): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -718,6 +736,10 @@ function checkSettings(settings: unknown, update: boolean) {
     flow_key: optional(s.flow_key, (x) => str("flow_key", x)),
     key_concurrency: optional(s.key_concurrency, (x) => uint32("key_concurrency", x)),
     dedupe,
+    rate_per_s: optional(s.rate_per_s, (x) => rate("rate_per_s", x)),
+    burst: optional(s.burst, (x) => uint32("burst", x)),
+    key_rate_per_s: optional(s.key_rate_per_s, (x) => rate("key_rate_per_s", x)),
+    key_burst: optional(s.key_burst, (x) => uint32("key_burst", x)),
   };
 }
 
@@ -743,6 +765,10 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (!update && s.flow_key !== undefined) P.QueueSettings.addFlowKey(b, flowKey);
   if (s.key_concurrency !== undefined) add(() => table.addKeyConcurrency(b, s.key_concurrency!));
   if (s.dedupe !== undefined) add(() => table.addDedupe(b, s.dedupe!));
+  if (s.rate_per_s !== undefined) add(() => table.addRatePerS(b, s.rate_per_s!));
+  if (s.burst !== undefined) add(() => table.addBurst(b, s.burst!));
+  if (s.key_rate_per_s !== undefined) add(() => table.addKeyRatePerS(b, s.key_rate_per_s!));
+  if (s.key_burst !== undefined) add(() => table.addKeyBurst(b, s.key_burst!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 

@@ -28,6 +28,7 @@ export const EXPLAIN_REASONS = [
   "waiting_on_dependencies",
   "key_concurrency",
   "key_rate",
+  "queue_rate",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 
@@ -134,6 +135,15 @@ export interface QueueSettings {
   ttl_ms?: number;
   /** "keep" (default) or "while_active": an enqueue releases a terminal message's id. */
   dedupe?: Dedupe;
+  /**
+   * The queue's token bucket (docs/semantics.md, "Rates"): dequeues per second, 0.001–1,000,000
+   * with at most 3 decimals (0: none), and its size, 1–1,000,000 (default 1).
+   */
+  rate_per_s?: number;
+  burst?: number;
+  /** The same for each flow-key value (needs a flow_key). */
+  key_rate_per_s?: number;
+  key_burst?: number;
 }
 
 /** What updateQueue may change: every setting but `type`, `exclusivity_key` and `flow_key`. */
@@ -163,6 +173,12 @@ export interface Queue {
   key_concurrency: number;
   ttl_ms: number;
   dedupe: Dedupe;
+  /** 0: no queue rate. */
+  rate_per_s: number;
+  burst: number;
+  /** 0: no key rate. */
+  key_rate_per_s: number;
+  key_burst: number;
   counts: Counts;
   oldest_pending_age_ms: number;
   memory_bytes: number;

@@ -64,6 +64,10 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       key_concurrency: 0,
       ttl_ms: 0,
       dedupe: "keep",
+      rate_per_s: 0,
+      burst: 1,
+      key_rate_per_s: 0,
+      key_burst: 1,
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
@@ -109,6 +113,29 @@ test("an exclusive queue needs its key in every message and runs one per value",
   assert.equal((await client.count(queue)).blocked, 1);
   const page = await client.browse(queue);
   assert.equal((await client.explain(queue, page.messages[0].id)).reason, "exclusivity_held");
+});
+
+test("rates and bursts round-trip, throttle a key with explain's reason, and are checked", async () => {
+  const queue = uniqueQueue("rated");
+  const q = await client.createQueue(queue, { flow_key: "merchant", key_rate_per_s: 0.001, key_burst: 2, rate_per_s: 2.5, burst: 10 });
+  assert.deepEqual([q.key_rate_per_s, q.key_burst, q.rate_per_s, q.burst], [0.001, 2, 2.5, 10]);
+  // 0 must reach the server: it removes the queue's bucket.
+  const u = await client.updateQueue(queue, { rate_per_s: 0 });
+  assert.deepEqual([u.rate_per_s, u.burst, u.key_rate_per_s], [0, 10, 0.001]);
+  for (const id of ["a1", "a2", "a3"]) await client.enqueue(queue, "x", { id, metadata: { merchant: "acme" } });
+  const leased = await client.dequeue(queue, { max: 10 });
+  assert.deepEqual(leased.map((m) => m.id).sort(), ["a1", "a2"]);
+  const why = await client.explain(queue, "a3");
+  assert.equal(why.reason, "key_rate");
+  assert.equal(why.exclusivity_value, "acme");
+  assert.ok(why.until > Date.now() + 900_000, `next token far away: ${why.until}`);
+  await rejectsWith(client.updateQueue(queue, { key_rate_per_s: 0.0005 }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^key_rate_per_s: must be 0\.001-1000000 with at most 3 decimals$/,
+  });
+  await rejectsWith(client.updateQueue(queue, { rate_per_s: "fast" }), { code: "INVALID_ARGUMENT", origin: "local", message: /rate_per_s: must be a finite number/ });
+  await rejectsWith(client.updateQueue(queue, { burst: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^burst: must be 1-1000000$/ });
 });
 
 test("flow_key and key_concurrency round-trip, with the server's rules and messages", async () => {

@@ -296,6 +296,8 @@ def _decode_queue(q):
                  history_max=s.HistoryMax(),
                  flow_key=_text(s.FlowKey()) or None, key_concurrency=s.KeyConcurrency(),
                  ttl_ms=s.TtlMs(), dedupe=_enum_name(DEDUPE, s.Dedupe()),
+                 rate_per_s=s.RatePerS(), burst=s.Burst(), key_rate_per_s=s.KeyRatePerS(),
+                 key_burst=s.KeyBurst(),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -344,6 +346,13 @@ def _int(name, value, bounds=_INT64):
     if not bounds[0] <= value <= bounds[1]:
         raise invalid_argument(f"{name}: {value} is out of range [{bounds[0]}, {bounds[1]}]")
     return value
+
+
+def _rate(name, value):
+    """Tokens per second; the server checks the range and the 3 decimals."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid_argument(f"{name}: must be a number, not {type(value).__name__}")
+    return float(value)
 
 
 def _str(name, value):
@@ -465,7 +474,9 @@ def _settings(b, settings, update):
             if value not in DEDUPE:
                 raise invalid_argument(f"dedupe: {value!r} is not 'keep' or 'while_active'")
             add[name](b, DEDUPE.index(value))
-        elif name in ("max_attempts", "history_max", "key_concurrency"):
+        elif name in ("rate_per_s", "key_rate_per_s"):
+            add[name](b, _rate(name, value))
+        elif name in ("max_attempts", "history_max", "key_concurrency", "burst", "key_burst"):
             add[name](b, _int(name, value, _UINT32))
         elif name == "max_depth":
             add[name](b, _int(name, value, _UINT64))

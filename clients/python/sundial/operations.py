@@ -35,7 +35,9 @@ class Operations:
         values ``key_concurrency`` limits; fixed at creation), ``key_concurrency`` (messages per
         flow-key value running at once; 0: no limit), ``ttl_ms`` (a message's default time to
         live, 0: none), ``dedupe`` ("keep" or "while_active": docs/semantics.md, "Flow
-        control"). Repeating it with identical settings succeeds; different ones are
+        control"), ``rate_per_s`` and ``burst`` (the queue's token bucket: dequeues per second,
+        0: none, at most 3 decimals; bucket size, default 1), ``key_rate_per_s`` and
+        ``key_burst`` (the same per flow-key value). Repeating it with identical settings succeeds; different ones are
         ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 

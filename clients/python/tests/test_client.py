@@ -33,7 +33,8 @@ def test_create_queue_round_trips_every_setting(client, queue):
                               retry_backoff_max_ms=9000, dead_letter_queue=dlq,
                               retention_ms=120000, max_depth=50, enqueue_paused=False,
                               dequeue_paused=True, history_max=32, flow_key=None,
-                              key_concurrency=0, ttl_ms=0, dedupe="keep")
+                              key_concurrency=0, ttl_ms=0, dedupe="keep", rate_per_s=0,
+                              burst=1, key_rate_per_s=0, key_burst=1)
     assert q.counts.pending == 0
     assert client.get_queue(queue) == q
 
@@ -45,7 +46,8 @@ def test_create_queue_defaults_are_specs(client, queue):
                               retry_backoff_max_ms=300000, dead_letter_queue=None,
                               retention_ms=3600000, max_depth=0, enqueue_paused=False,
                               dequeue_paused=False, history_max=32, flow_key=None,
-                              key_concurrency=0, ttl_ms=0, dedupe="keep")
+                              key_concurrency=0, ttl_ms=0, dedupe="keep", rate_per_s=0,
+                              burst=1, key_rate_per_s=0, key_burst=1)
 
 
 def test_create_queue_again_identical_succeeds_different_is_already_exists(client, queue):
@@ -121,6 +123,28 @@ def test_flow_key_and_key_concurrency_round_trip_with_the_engines_rules(client, 
     assert (ex.flow_key, ex.key_concurrency) == ("repo", 1)
     with pytest.raises(SundialError) as e:
         client.create_queue(queue + "-neg", flow_key="tenant", key_concurrency=-1)
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+
+
+def test_rates_round_trip_throttle_a_key_and_are_checked(client, queue):
+    q = client.create_queue(queue, flow_key="merchant", key_rate_per_s=0.001, key_burst=2,
+                            rate_per_s=2.5, burst=10)
+    assert (q.key_rate_per_s, q.key_burst, q.rate_per_s, q.burst) == (0.001, 2, 2.5, 10)
+    assert q.settings["key_rate_per_s"] == 0.001
+    u = client.update_queue(queue, rate_per_s=0)  # 0 must reach the server: no queue bucket
+    assert (u.rate_per_s, u.burst, u.key_rate_per_s) == (0, 10, 0.001)
+    for i in ("a1", "a2", "a3"):
+        client.enqueue(queue, b"x", id=i, metadata={"merchant": "acme"})
+    assert sorted(m.id for m in client.dequeue(queue, max=10)) == ["a1", "a2"]
+    why = client.explain(queue, "a3")
+    assert (why.reason, why.exclusivity_value) == ("key_rate", "acme")
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, key_rate_per_s=0.0005)
+    assert (e.value.code, e.value.origin, e.value.message) == (
+        "INVALID_ARGUMENT", "server",
+        "key_rate_per_s: must be 0.001-1000000 with at most 3 decimals")
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, rate_per_s="fast")
     assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
 
 
