@@ -13,12 +13,12 @@ size_t KeyGate::ValueHash::operator()(std::string_view v) const {
 }
 
 KeyGate::KeyGate(const MessageStore* store, ReadyIndex* ready, std::string flow_key, uint32_t limit,
-                 uint64_t* blocked)
+                 StateCounts* counts)
     : store_(store),
       ready_(ready),
       flow_key_(std::move(flow_key)),
       limit_(limit),
-      blocked_(blocked),
+      counts_(counts),
       by_value_(0, ValueHash{this}, ValueEqual{this}) {}
 
 KeyGate::~KeyGate() { Clear(); }
@@ -127,16 +127,23 @@ void KeyGate::CompactValues() {
   garbage_ = 0;
 }
 
-void KeyGate::Reclassify(KeyRef k, bool was_out) {
+void KeyGate::CountOut(Out why, uint64_t n) {
+  if (why == Out::kNone) return;
+  counts_->blocked += n;
+  (why == Out::kConcurrency ? counts_->blocked_concurrency : counts_->blocked_rate) += n;
+}
+
+void KeyGate::Reclassify(KeyRef k, Out was) {
   KeyState& s = keys_[k];
-  const bool held = Out(s);
-  if (held == was_out || bulk_ || s.pending.empty()) return;
-  if (held) {
+  const Out now = Why(s);
+  if (now == was || bulk_ || s.pending.empty()) return;
+  const uint64_t n = s.pending.size();
+  CountOut(was, -n);
+  CountOut(now, n);
+  if (was == Out::kNone) {
     const Message* head = store_->At(s.pending.top().ref);
     if (head->slot != kNoSlot) ready_->Remove(head->slot);
-    *blocked_ += s.pending.size();
-  } else {
-    *blocked_ -= s.pending.size();
+  } else if (now == Out::kNone) {
     ready_->Push(s.pending.top());
   }
 }
@@ -146,9 +153,9 @@ void KeyGate::SetLimit(uint32_t limit) {
   if (limit == old) return;
   for (KeyRef k : by_value_) {
     limit_ = old;
-    const bool was_out = Out(keys_[k]);
+    const Out was = Why(keys_[k]);
     limit_ = limit;
-    Reclassify(k, was_out);
+    Reclassify(k, was);
   }
   limit_ = limit;
 }
@@ -164,8 +171,8 @@ void KeyGate::AttachPending(MessageRef ref, Message* m) {
   }
   const MessageRef old_head = s.pending.empty() ? kNoRef : s.pending.top().ref;
   s.pending.Push(entry, traits());
-  if (Out(s)) {
-    ++*blocked_;
+  if (IsOut(s)) {
+    CountOut(Why(s), 1);
   } else if (s.pending.top().ref == ref) {
     if (old_head != kNoRef) ready_->Remove(store_->At(old_head)->slot);
     ready_->Push(entry);
@@ -181,8 +188,8 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
   } else {
     const bool was_ready = m->slot != kNoSlot;
     s.pending.Remove(m->group_slot(), traits());
-    if (Out(s)) {
-      --*blocked_;
+    if (IsOut(s)) {
+      CountOut(Why(s), -uint64_t{1});
     } else if (was_ready) {
       ready_->Remove(m->slot);
       if (!s.pending.empty()) ready_->Push(s.pending.top());
@@ -193,22 +200,27 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
 
 void KeyGate::AttachRunning(const Message* m) {
   const KeyRef k = Acquire(ValueOf(m));
-  const bool was_out = Out(keys_[k]);
+  const Out was = Why(keys_[k]);
   ++keys_[k].running;
-  Reclassify(k, was_out);
+  Reclassify(k, was);
 }
 
 void KeyGate::DetachRunning(const Message* m) {
   const KeyRef k = Find(ValueOf(m));
-  const bool was_out = Out(keys_[k]);
+  const Out was = Why(keys_[k]);
   --keys_[k].running;
-  Reclassify(k, was_out);
+  Reclassify(k, was);
   MaybeRelease(k);
 }
 
 bool KeyGate::Dispatchable(const Message* m) const {
   const KeyRef k = Find(ValueOf(m));
-  return k == kNoKey || !Out(keys_[k]);
+  return k == kNoKey || !IsOut(keys_[k]);
+}
+
+KeyGate::Out KeyGate::OutOf(const Message* m) const {
+  const KeyRef k = Find(ValueOf(m));
+  return k == kNoKey ? Out::kNone : Why(keys_[k]);
 }
 
 uint32_t KeyGate::RunningOf(const Message* m) const {
@@ -235,13 +247,13 @@ void KeyGate::EndBulk() {
   // The ready index holds the head of every key that is not held.
   ready_->Clear();
   ready_->BeginUnordered();
-  *blocked_ = 0;
+  counts_->blocked = counts_->blocked_concurrency = counts_->blocked_rate = 0;
   for (KeyRef k : by_value_) {
     KeyState& s = keys_[k];
     s.pending.Heapify(traits());
     if (s.pending.empty()) continue;
-    if (Out(s)) {
-      *blocked_ += s.pending.size();
+    if (IsOut(s)) {
+      CountOut(Why(s), s.pending.size());
     } else {
       ready_->Push(s.pending.top());
     }
@@ -260,9 +272,9 @@ void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
   const auto throttled = std::move(refill_);
   refill_.clear();
   for (const auto& [at, k] : throttled) {
-    const bool was_out = Out(keys_[k]);
+    const Out was = Why(keys_[k]);
     keys_[k].refill_ms = 0;
-    Reclassify(k, was_out);
+    Reclassify(k, was);
   }
 }
 
@@ -287,11 +299,11 @@ TimeMs KeyGate::NextTokenAt(const Message* m, TimeMs now) const {
 
 void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
   KeyState& s = keys_[k];
-  const bool was_out = Out(s);
+  const Out was = Why(s);
   if (s.refill_ms != 0) refill_.erase({s.refill_ms, k});
   s.refill_ms = refill_ms;
   refill_.insert({refill_ms, k});
-  Reclassify(k, was_out);
+  Reclassify(k, was);
 }
 
 void KeyGate::Throttle(const Message* m, TimeMs now) {
@@ -315,10 +327,10 @@ size_t KeyGate::Refill(TimeMs now) {
     const KeyRef k = refill_.begin()->second;
     refill_.erase(refill_.begin());
     KeyState& s = keys_[k];
-    const bool was_out = Out(s);
+    const Out was = Why(s);
     s.refill_ms = 0;
-    Reclassify(k, was_out);
-    if (!s.pending.empty() && !Out(s)) ++readied;
+    Reclassify(k, was);
+    if (!s.pending.empty() && !IsOut(s)) ++readied;
   }
   return readied;
 }

@@ -22,7 +22,8 @@
 // Detach): every path that leaves running (complete, fail, cancel, lease expiry) frees a slot
 // there. Bulk mode (recovery): heaps unordered and the ready index untouched; EndBulk orders
 // every key's heap and rebuilds the ready heads and the blocked count in O(n).
-// The gate keeps the queue's StateCounts::blocked (pending messages of held or throttled keys).
+// The gate keeps the queue's StateCounts::blocked (pending messages of held or throttled keys)
+// and its split: blocked_concurrency (held keys) and blocked_rate (throttled keys not held).
 //
 // Token buckets (docs/engine.md, "Key gate"): GCRA per key, `tat_us` its theoretical arrival
 // time in µs, interval T = round(1e9 / rate_milli) µs, tolerance τ = (burst − 1)·T; a grant at t
@@ -58,10 +59,10 @@ inline constexpr KeyRef kNoKey = UINT32_MAX;
 
 class KeyGate {
  public:
-  // `flow_key`: the metadata key; `limit`: N (0: no limit); `blocked`: the queue's count of
-  // pending messages of held keys, kept by the gate.
+  // `flow_key`: the metadata key; `limit`: N (0: no limit); `counts`: the queue's counts, whose
+  // blocked, blocked_concurrency and blocked_rate the gate keeps.
   KeyGate(const MessageStore* store, ReadyIndex* ready, std::string flow_key, uint32_t limit,
-          uint64_t* blocked);
+          StateCounts* counts);
   ~KeyGate();
   KeyGate(const KeyGate&) = delete;
   KeyGate& operator=(const KeyGate&) = delete;
@@ -115,6 +116,10 @@ class KeyGate {
 
   // False when the message's key is held (running >= N): a filter dequeue passes it by.
   bool Dispatchable(const Message* m) const;
+  // Why a pending message of this gate is held back (filtered counts); kNone when its key is
+  // ready.
+  enum class Out : uint8_t { kNone, kConcurrency, kRate };
+  Out OutOf(const Message* m) const;
   // The running count of the message's key.
   uint32_t RunningOf(const Message* m) const;
   size_t keys() const { return by_value_.size(); }
@@ -156,10 +161,18 @@ class KeyGate {
   // Frees the key when it has neither pending nor running messages.
   void MaybeRelease(KeyRef k);
   bool Held(const KeyState& s) const { return limit_ != 0 && s.running >= limit_; }
-  // Not ready: held or throttled (its pending messages are counted blocked).
-  bool Out(const KeyState& s) const { return Held(s) || s.refill_ms != 0; }
-  // The key's out state changed from `was_out` (its head leaves or enters the ready index).
-  void Reclassify(KeyRef k, bool was_out);
+  // Why the key is not ready: held (concurrency) before throttled (rate); its pending messages
+  // are counted blocked under that reason.
+  Out Why(const KeyState& s) const {
+    if (Held(s)) return Out::kConcurrency;
+    return s.refill_ms != 0 ? Out::kRate : Out::kNone;
+  }
+  bool IsOut(const KeyState& s) const { return Why(s) != Out::kNone; }
+  // Adds `n` pending messages (wrapping: a removal) to blocked and to the count of `why`.
+  void CountOut(Out why, uint64_t n);
+  // The key's out state changed from `was` (its head leaves or enters the ready index, its
+  // pending messages move between the blocked counts).
+  void Reclassify(KeyRef k, Out was);
   // The time (µs) from which the key has a token.
   int64_t TokenFromUs(const KeyState& s) const { return s.tat_us - tolerance_us_; }
   void SetThrottled(KeyRef k, TimeMs refill_ms);
@@ -172,7 +185,7 @@ class KeyGate {
   ReadyIndex* ready_;
   std::string flow_key_;
   uint32_t limit_;
-  uint64_t* blocked_;
+  StateCounts* counts_;
   bool bulk_ = false;
   PodVector<KeyState> keys_;
   KeyRef free_ = kNoKey;  // free list threaded through value_at

@@ -120,7 +120,7 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
              std::atomic<uint64_t>* shard_bytes)
     : name_(std::move(name)), settings_(std::move(settings)), env_(env), shard_bytes_(shard_bytes) {
   if (gated()) {
-    gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
+    gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_);
     gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
   }
 }
@@ -208,6 +208,7 @@ QueueInfo Queue::Info(TimeMs now) const {
   info.settings = settings_;
   info.counts = counts_;
   info.memory_bytes = memory_bytes_;
+  info.throttled_dequeues = throttled_dequeues_;
   if (!ready_.empty() && !bulk_) {
     info.oldest_pending_age_ms = std::max<int64_t>(0, now - At(ready_.top_ref())->enqueued_at);
   }
@@ -489,6 +490,14 @@ bool Queue::Matches(const Message* m, const Filter& filter) const {
 
 bool Queue::Blocked(const Message* m) const { return gate_ != nullptr && !gate_->Dispatchable(m); }
 
+void Queue::CountBlocked(const Message* m, StateCounts* out) const {
+  if (gate_ == nullptr) return;
+  const KeyGate::Out why = gate_->OutOf(m);
+  if (why == KeyGate::Out::kNone) return;
+  ++out->blocked;
+  ++(why == KeyGate::Out::kConcurrency ? out->blocked_concurrency : out->blocked_rate);
+}
+
 const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
   const PairIndex* best = nullptr;
   for (const auto& pair : filter) {
@@ -735,6 +744,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     // The queue's bucket first (docs/semantics.md, "Flow control"), then the key's.
     if (queue_rated && QueueTokenFromUs() > now * 1000) {
       queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
+      if (!ready_.empty()) ++throttled_dequeues_;
       break;
     }
     const MessageRef ref = SelectPending(request.filter);
@@ -742,6 +752,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
     if (rated && !gate_->HasToken(At(ref), now)) {
+      ++throttled_dequeues_;
       gate_->Throttle(At(ref), now);  // out of the ready index until its token: select again
       continue;
     }
@@ -1177,14 +1188,14 @@ StateCounts Queue::Count(const Filter& filter) const {
     out.by_state = it->second.counts;
     if (gated()) {
       const FilterHeap& heap = it->second.pending;
-      for (size_t i = 0; i < heap.size(); ++i) out.blocked += Blocked(At(heap.at(i).ref));
+      for (size_t i = 0; i < heap.size(); ++i) CountBlocked(At(heap.at(i).ref), &out);
     }
     return out;
   }
   store_.ForEach([&](MessageRef, const Message* m) {
     if (!Matches(m, filter)) return;
     ++out.by_state[StateIndex(m->state())];
-    if (m->state() == MessageState::kPending && Blocked(m)) ++out.blocked;
+    if (m->state() == MessageState::kPending) CountBlocked(m, &out);
   });
   return out;
 }

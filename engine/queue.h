@@ -527,6 +527,8 @@ class Queue {
   // Selection.
   bool Matches(const Message* m, const Filter& filter) const;
   bool Blocked(const Message* m) const;
+  // A pending message held back by the gate: counts it in out's blocked and its reason.
+  void CountBlocked(const Message* m, StateCounts* out) const;
   // A pending message whose key is held: why (kExclusivityHeld / kKeyConcurrency, the value,
   // the running lease that ends first).
   void ExplainHeld(const Message* m, Explanation* x) const;
@@ -585,6 +587,9 @@ class Queue {
   // snapshots); queue_refill_ms_ (0: not throttled) is soft: set when a dequeue found no token.
   int64_t queue_tat_us_ = 0;
   TimeMs queue_refill_ms_ = 0;
+  // Dequeues that found the queue's bucket empty with a message ready, plus keys found out of
+  // tokens (each Throttle): a plain statistic for metrics, never hashed, logged or restated.
+  uint64_t throttled_dequeues_ = 0;
   int64_t QueueIntervalUs() const;
   int64_t QueueTokenFromUs() const;
   void QueueGranted(TimeMs at);

@@ -160,7 +160,10 @@ struct QueueSettingsUpdate {
 
 struct StateCounts {
   std::array<uint64_t, kStateCount> by_state{};  // indexed by MessageState
-  uint64_t blocked = 0;  // pending messages whose exclusivity value is leased
+  // Pending messages held back by the key gate: blocked = blocked_concurrency + blocked_rate.
+  uint64_t blocked = 0;
+  uint64_t blocked_concurrency = 0;  // of values at their key_concurrency (exclusive: N = 1)
+  uint64_t blocked_rate = 0;         // of values out of tokens and below their key_concurrency
   uint64_t operator[](MessageState s) const { return by_state[static_cast<size_t>(s)]; }
   friend bool operator==(const StateCounts&, const StateCounts&) = default;
 };
@@ -172,6 +175,9 @@ struct QueueInfo {
   // now - enqueued_at of the next message a dequeue would return; 0 when none is pending.
   int64_t oldest_pending_age_ms = 0;
   uint64_t memory_bytes = 0;  // accounted bytes of this queue's messages (engine.h)
+  // Since the process started: dequeues that found the queue's bucket empty while a message
+  // was ready, plus flow-key values found out of tokens. Not on the wire (metrics only).
+  uint64_t throttled_dequeues = 0;
 };
 
 // One message of an enqueue batch.

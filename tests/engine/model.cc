@@ -336,7 +336,10 @@ QueueInfo Model::Info(const Queue& queue, TimeMs now) const {
   info.settings = queue.settings;
   for (const Message& m : queue.messages) {
     ++info.counts.by_state[static_cast<size_t>(m.record.state)];
-    if (IsBlocked(queue, m)) ++info.counts.blocked;
+    if (IsBlocked(queue, m)) {  // the model has no rates: held back by concurrency only
+      ++info.counts.blocked;
+      ++info.counts.blocked_concurrency;
+    }
     info.memory_bytes += AccountedBytes(m);
   }
   size_t head = SelectNext(queue, {});
@@ -1280,7 +1283,10 @@ Result<StateCounts> Model::Count(std::string_view queue_name, const Filter& filt
   for (const Message& m : queue->messages) {
     if (!Matches(m.record.metadata, filter)) continue;
     ++counts.by_state[static_cast<size_t>(m.record.state)];
-    if (IsBlocked(*queue, m)) ++counts.blocked;
+    if (IsBlocked(*queue, m)) {
+      ++counts.blocked;
+      ++counts.blocked_concurrency;
+    }
   }
   return counts;
 }

@@ -192,6 +192,8 @@ void CompareCounts(Diff& d, const std::string& at, const StateCounts& e, const S
             m.by_state[s]);
   }
   d.Check(at + ".blocked", e.blocked, m.blocked);
+  d.Check(at + ".blocked_concurrency", e.blocked_concurrency, m.blocked_concurrency);
+  d.Check(at + ".blocked_rate", e.blocked_rate, m.blocked_rate);
 }
 
 void CompareInfo(Diff& d, const std::string& at, const QueueInfo& e, const QueueInfo& m) {
