@@ -740,11 +740,12 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   const size_t readied = rated ? gate_->Refill(now) : 0;
   if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) queue_refill_ms_ = 0;
   const TimeMs next_refill = NextRefill();
+  bool throttled = false;  // a bucket held a message back (throttled_dequeues_)
   for (uint32_t i = 0; i < request.max;) {
     // The queue's bucket first (docs/semantics.md, "Flow control"), then the key's.
     if (queue_rated && QueueTokenFromUs() > now * 1000) {
       queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
-      if (!ready_.empty()) ++throttled_dequeues_;
+      throttled = !ready_.empty();
       break;
     }
     const MessageRef ref = SelectPending(request.filter);
@@ -752,7 +753,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
     if (rated && !gate_->HasToken(At(ref), now)) {
-      ++throttled_dequeues_;
+      throttled = true;
       gate_->Throttle(At(ref), now);  // out of the ready index until its token: select again
       continue;
     }
@@ -769,6 +770,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     ++i;
   }
   if (rated || queue_rated) NoteReady(readied > out.size() && !ready_.empty(), next_refill, now);
+  if (throttled || (out.size() < request.max && counts_.blocked_rate != 0)) ++throttled_dequeues_;
   return out;
 }
 

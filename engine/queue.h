@@ -587,8 +587,9 @@ class Queue {
   // snapshots); queue_refill_ms_ (0: not throttled) is soft: set when a dequeue found no token.
   int64_t queue_tat_us_ = 0;
   TimeMs queue_refill_ms_ = 0;
-  // Dequeues that found the queue's bucket empty with a message ready, plus keys found out of
-  // tokens (each Throttle): a plain statistic for metrics, never hashed, logged or restated.
+  // Dequeues held back by a bucket: they found the queue's bucket empty with a message ready,
+  // or a key out of tokens, or returned fewer than asked while values were out of tokens
+  // (blocked_rate). A plain statistic for metrics: never hashed, logged or restated.
   uint64_t throttled_dequeues_ = 0;
   int64_t QueueIntervalUs() const;
   int64_t QueueTokenFromUs() const;

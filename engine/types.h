@@ -175,8 +175,9 @@ struct QueueInfo {
   // now - enqueued_at of the next message a dequeue would return; 0 when none is pending.
   int64_t oldest_pending_age_ms = 0;
   uint64_t memory_bytes = 0;  // accounted bytes of this queue's messages (engine.h)
-  // Since the process started: dequeues that found the queue's bucket empty while a message
-  // was ready, plus flow-key values found out of tokens. Not on the wire (metrics only).
+  // Since the process started: dequeues held back by a token bucket (the queue's bucket empty
+  // while a message was ready, or fewer messages than asked while values were out of tokens).
+  // Not on the wire (metrics only).
   uint64_t throttled_dequeues = 0;
 };
 
