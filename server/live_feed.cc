@@ -68,7 +68,7 @@ fb::Offset<p::StateCounts> EncodeStateCounts(fb::FlatBufferBuilder& b, const Sta
   return p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
                               c[MessageState::kRunning], c[MessageState::kCompleted],
                               c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked,
-                              c[MessageState::kWaiting]);
+                              c[MessageState::kWaiting], c.blocked_concurrency, c.blocked_rate);
 }
 
 fb::Offset<p::QueueInfo> EncodeQueueInfo(fb::FlatBufferBuilder& b, const QueueInfo& q) {

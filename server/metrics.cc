@@ -217,10 +217,28 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
   // Blocked messages are pending ones too (docs/semantics.md, count), so they get a series of
   // their own: a state label would make sum(sundial_messages) count them twice.
   Header(&out, "sundial_messages_blocked", "gauge",
-         "Pending messages whose exclusivity value is leased, per queue.");
+         "Pending messages held back by the key gate, per queue.");
   for (const QueueInfo& q : queues) {
     fmt::format_to(it, "sundial_messages_blocked{{queue=\"{}\"}} {}\n", Escape(q.name),
                    q.counts.blocked);
+  }
+  // The same messages by reason: the two series of a queue sum to sundial_messages_blocked.
+  Header(&out, "sundial_messages_blocked_by_reason", "gauge",
+         "Pending messages held back by the key gate, per queue and reason (concurrency: the "
+         "value is at its key_concurrency; rate: it is out of tokens).");
+  for (const QueueInfo& q : queues) {
+    const std::string name = Escape(q.name);
+    fmt::format_to(it,
+                   "sundial_messages_blocked_by_reason{{queue=\"{}\",reason=\"concurrency\"}} {}\n",
+                   name, q.counts.blocked_concurrency);
+    fmt::format_to(it, "sundial_messages_blocked_by_reason{{queue=\"{}\",reason=\"rate\"}} {}\n",
+                   name, q.counts.blocked_rate);
+  }
+  Header(&out, "sundial_throttled_dequeues_total", "counter",
+         "Dequeues held back by a token bucket (the queue's or a flow-key value's), per queue.");
+  for (const QueueInfo& q : queues) {
+    fmt::format_to(it, "sundial_throttled_dequeues_total{{queue=\"{}\"}} {}\n", Escape(q.name),
+                   q.throttled_dequeues);
   }
   Header(&out, "sundial_oldest_pending_age_seconds", "gauge",
          "Age of the queue's head pending message.");

@@ -18,12 +18,14 @@ uint32_t Core::BuildStatsResult(fb::FlatBufferBuilder& b,
   for (const QueueInfo& q : queues) {
     for (size_t s = 0; s < total.by_state.size(); ++s) total.by_state[s] += q.counts.by_state[s];
     total.blocked += q.counts.blocked;
+    total.blocked_concurrency += q.counts.blocked_concurrency;
+    total.blocked_rate += q.counts.blocked_rate;
   }
-  auto counts =
-      p::CreateStateCounts(b, total[MessageState::kInvisible], total[MessageState::kPending],
-                           total[MessageState::kRunning], total[MessageState::kCompleted],
-                           total[MessageState::kCanceled], total[MessageState::kErrored],
-                           total.blocked, total[MessageState::kWaiting]);
+  auto counts = p::CreateStateCounts(
+      b, total[MessageState::kInvisible], total[MessageState::kPending],
+      total[MessageState::kRunning], total[MessageState::kCompleted],
+      total[MessageState::kCanceled], total[MessageState::kErrored], total.blocked,
+      total[MessageState::kWaiting], total.blocked_concurrency, total.blocked_rate);
   const wal::LogStats ls = log_ ? log_->stats() : wal::LogStats{};
   const double fsync_mean_us =
       ls.syncs ? static_cast<double>(ls.sync_nanos) / static_cast<double>(ls.syncs) / 1000.0 : 0.0;

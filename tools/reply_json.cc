@@ -168,6 +168,8 @@ json::object CountsToJson(const p::StateCounts* c) {
   o["errored"] = c ? c->errored() : 0;
   o["blocked"] = c ? c->blocked() : 0;
   o["waiting"] = c ? c->waiting() : 0;
+  o["blocked_concurrency"] = c ? c->blocked_concurrency() : 0;
+  o["blocked_rate"] = c ? c->blocked_rate() : 0;
   return o;
 }
 

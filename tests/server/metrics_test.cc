@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "engine/clock.h"
+#include "engine/engine.h"
 #include "server/metrics.h"
 
 namespace sundial::server {
@@ -105,6 +109,52 @@ TEST(ClusterMetrics, LabelValuesAreEscaped) {
       Has(text, R"(sundial_cluster_info{cluster="a\"b",node="back\\slash",replication=""} 1)"))
       << text;
   EXPECT_TRUE(Has(text, R"(sundial_replication_lag_records{standby="new\nline"} 1)")) << text;
+}
+
+}  // namespace
+}  // namespace sundial::server
+
+namespace sundial::server {
+namespace {
+
+// The flow-control series (docs/operations.md, "Metrics"): blocked by reason, summing to
+// sundial_messages_blocked, and the throttled dequeues per queue.
+TEST(QueueMetrics, BlockedByReasonAndThrottledDequeues) {
+  ManualClock clock;
+  Engine engine(Engine::Options{}, &clock, nullptr);
+  QueueSettings s;
+  s.flow_key = "tenant";
+  s.key_concurrency = 1;
+  s.key_rate_milli = 1'000;  // one token per second, burst 1
+  s.key_burst = 1;
+  ASSERT_TRUE(engine.CreateQueue("q", s).ok());
+  std::vector<EnqueueItem> items;
+  for (const char* tenant : {"a", "a", "a", "b", "b"}) {
+    EnqueueItem item;
+    item.metadata = {{"tenant", tenant}};
+    items.push_back(std::move(item));
+  }
+  for (const auto& r : engine.Enqueue("q", std::move(items))) ASSERT_TRUE(r.ok());
+  DequeueRequest request;
+  request.max = 10;
+  std::vector<MessageRecord> got = engine.Dequeue("q", request).value();
+  ASSERT_EQ(got.size(), 2u);  // one of a, one of b: both at N = 1 and out of tokens
+  // b's lease ends: b is below N, out of tokens.
+  const MessageRecord& b = got[0].metadata[0].value == "b" ? got[0] : got[1];
+  const std::vector<Status> done = engine.Complete("q", {{b.id, b.lease_token}});
+  ASSERT_TRUE(done.at(0).ok());
+  EXPECT_TRUE(engine.Dequeue("q", request).value().empty());  // held back by both reasons
+
+  Metrics metrics;
+  const std::string text = metrics.Render(engine, nullptr, ClusterFigures{});
+  EXPECT_TRUE(Has(text, "sundial_messages_blocked{queue=\"q\"} 3")) << text;
+  EXPECT_TRUE(Has(text, "sundial_messages_blocked_by_reason{queue=\"q\",reason=\"concurrency\"} 2"))
+      << text;
+  EXPECT_TRUE(Has(text, "sundial_messages_blocked_by_reason{queue=\"q\",reason=\"rate\"} 1"))
+      << text;
+  EXPECT_TRUE(Has(text, "sundial_throttled_dequeues_total{queue=\"q\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "# TYPE sundial_throttled_dequeues_total counter")) << text;
+  EXPECT_TRUE(Has(text, "# TYPE sundial_messages_blocked_by_reason gauge")) << text;
 }
 
 }  // namespace
