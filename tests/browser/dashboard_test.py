@@ -937,6 +937,36 @@ def test_key_concurrency_settings(ctx):
     ws.close()
 
 
+def test_blocked_split(ctx):
+    """The Blocked card splits its count by reason: values at their key concurrency and values
+    out of tokens (docs/dashboard.md, "Queue page")."""
+    s = ctx.server(["--fsync", "never"])
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "limited", "settings": {
+        "flow_key": "tenant", "key_concurrency": 1, "key_rate_per_s": 0.001, "key_burst": 1}})
+    ws.enqueue("limited", [{"id": f"{t}{i}", "metadata": [{"key": "tenant", "value": t}]}
+                           for t, n in (("a", 3), ("b", 2)) for i in range(n)])
+    leased = ws.call("Dequeue", {"queue": "limited", "max": 10})["messages"]
+    assert sorted(m["id"] for m in leased) == ["a0", "b0"], leased
+    ctx.open(s.url + "/#/q/limited")
+    ctx.wait_text("#count-blocked", "3")
+    ctx.wait_text("#count-blocked-split", "3 concurrency, 0 rate")
+    # b's lease ends: b is below its limit but out of tokens (one per 1,000 s).
+    b0 = next(m for m in leased if m["id"] == "b0")
+    ws.call("Complete", {"queue": "limited",
+                         "items": [{"id": "b0", "lease_token": b0["lease_token"]}]})
+    ctx.wait_text("#count-blocked-split", "2 concurrency, 1 rate")
+    ctx.wait_text("#count-blocked", "3")
+    ctx.shot("queue-blocked-split")
+    ws.enqueue("plain-view", [{"id": "p"}])
+    ctx.go("#/q/plain-view")
+    wait_for(lambda: ctx.js("const v = document.querySelector("
+                            "'#queue-view[data-queue=\"plain-view\"] #count-blocked-split');"
+                            "return v !== null && v.hidden"), 30, "no split without blocked")
+    ctx.no_script_errors()
+    ws.close()
+
+
 def test_expires_at(ctx):
     """A message with a ttl shows its expires_at on its page; one without shows none
     (docs/dashboard.md, "Message detail")."""
@@ -959,7 +989,7 @@ def test_expires_at(ctx):
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
          test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
          test_batches, test_history_timeline, test_flow_graph, test_key_concurrency_settings,
-         test_expires_at]
+         test_expires_at, test_blocked_split]
 
 
 def main():

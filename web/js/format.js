@@ -58,7 +58,8 @@ export function clock(ms) {
 
 export function counts(c) {
   c = c || {};
-  const out = {blocked: c.blocked || 0};
+  const out = {blocked: c.blocked || 0, blocked_concurrency: c.blocked_concurrency || 0,
+               blocked_rate: c.blocked_rate || 0};
   for (const s of STATES) out[s] = c[s] || 0;
   return out;
 }

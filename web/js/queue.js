@@ -61,6 +61,9 @@ export class QueueView {
                                      onclick: () => st !== 'blocked' && this.setState(st)},
                           h('span', {class: 'label', text: st}), v));
     }
+    // Blocked by reason (docs/dashboard.md): at the key's concurrency, or out of tokens.
+    this.blockedSplit = h('span', {class: 'split', id: 'count-blocked-split', hidden: true});
+    this.cardValues.blocked.after(this.blockedSplit);
     this.oldest = h('span', {class: 'value', id: 'queue-oldest', text: '—'});
     this.cards.append(h('div', {class: 'card plain'}, h('span', {class: 'label', text: 'oldest pending'}),
                         this.oldest));
@@ -301,6 +304,9 @@ export class QueueView {
         (st.key_rate_per_s ? `key rate ${st.key_rate_per_s}/s, burst ${int(st.key_burst)} per value · ` : '') +
         `memory ${int(q.memory)} B`);
     for (const k of [...STATES, 'blocked']) setText(this.cardValues[k], int(q.counts[k]));
+    const {blocked, blocked_concurrency: byConcurrency, blocked_rate: byRate} = q.counts;
+    setText(this.blockedSplit, blocked ? `${int(byConcurrency)} concurrency, ${int(byRate)} rate` : '');
+    this.blockedSplit.hidden = !blocked;
     setText(this.oldest, q.oldest ? duration(q.oldest) : '—');
     const counts = this.filterCounts || q.counts;
     for (const k of STATES) setText(this.tabCounts[k], int(counts[k]));

@@ -324,7 +324,8 @@ function decodeOutcome(w: P.WaitItem): Outcome {
 
 function decodeCounts(c: P.StateCounts | null): Counts {
   if (c === null) {
-    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, waiting: 0, blocked: 0 };
+    return { invisible: 0, pending: 0, running: 0, completed: 0, canceled: 0, errored: 0, waiting: 0, blocked: 0,
+             blocked_concurrency: 0, blocked_rate: 0 };
   }
   return {
     invisible: Number(c.invisible()),
@@ -335,6 +336,8 @@ function decodeCounts(c: P.StateCounts | null): Counts {
     errored: Number(c.errored()),
     waiting: Number(c.waiting()),
     blocked: Number(c.blocked()),
+    blocked_concurrency: Number(c.blockedConcurrency()),
+    blocked_rate: Number(c.blockedRate()),
   };
 }
 

@@ -96,7 +96,11 @@ export interface EnqueueResult {
   outcome: Outcome | null;
 }
 
-/** Messages per state (`waiting`: on dependencies), and `blocked`: pending ones whose exclusivity value is leased. */
+/**
+ * Messages per state (`waiting`: on dependencies), and `blocked`: pending ones the key gate holds
+ * back, split into `blocked_concurrency` (their value is at its key concurrency, or leased on an
+ * exclusive queue) and `blocked_rate` (their value is out of tokens).
+ */
 export interface Counts {
   invisible: number;
   pending: number;
@@ -106,6 +110,8 @@ export interface Counts {
   errored: number;
   waiting: number;
   blocked: number;
+  blocked_concurrency: number;
+  blocked_rate: number;
 }
 
 /** A queue's settings (docs/semantics.md), as createQueue takes them. */

@@ -110,7 +110,8 @@ test("an exclusive queue needs its key in every message and runs one per value",
   await client.enqueue(queue, "c", { priority: 3, metadata: { repo: "api" } });
   const leased = await client.dequeue(queue, { max: 10 });
   assert.deepEqual(leased.map((m) => m.payload.toString()), ["a", "c"]);
-  assert.equal((await client.count(queue)).blocked, 1);
+  const c = await client.count(queue);
+  assert.deepEqual([c.blocked, c.blocked_concurrency, c.blocked_rate], [1, 1, 0]);
   const page = await client.browse(queue);
   assert.equal((await client.explain(queue, page.messages[0].id)).reason, "exclusivity_held");
 });
@@ -128,6 +129,8 @@ test("rates and bursts round-trip, throttle a key with explain's reason, and are
   const why = await client.explain(queue, "a3");
   assert.equal(why.reason, "key_rate");
   assert.equal(why.exclusivity_value, "acme");
+  const c = await client.count(queue);
+  assert.deepEqual([c.blocked, c.blocked_concurrency, c.blocked_rate], [1, 0, 1]);
   assert.ok(why.until > Date.now() + 900_000, `next token far away: ${why.until}`);
   await rejectsWith(client.updateQueue(queue, { key_rate_per_s: 0.0005 }), {
     code: "INVALID_ARGUMENT",
@@ -506,6 +509,8 @@ test("count with and without a filter", async () => {
     errored: 0,
     waiting: 0,
     blocked: 0,
+    blocked_concurrency: 0,
+    blocked_rate: 0,
   });
 });
 

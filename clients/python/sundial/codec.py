@@ -271,7 +271,8 @@ def _decode_counts(c):
         return records.Counts(**{name: 0 for name in records.Counts.__slots__})
     return records.Counts(invisible=c.Invisible(), pending=c.Pending(), running=c.Running(),
                   completed=c.Completed(), canceled=c.Canceled(), errored=c.Errored(),
-                  waiting=c.Waiting(), blocked=c.Blocked())
+                  waiting=c.Waiting(), blocked=c.Blocked(),
+                  blocked_concurrency=c.BlockedConcurrency(), blocked_rate=c.BlockedRate())
 
 
 def _empty_settings():

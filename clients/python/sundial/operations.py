@@ -316,7 +316,7 @@ class Operations:
         return self._execute(codec.browse(queue, state, filter, cursor, limit), timeout)
 
     def count(self, queue, filter=None, *, timeout=None):
-        """Messages per state, and ``blocked`` (``Counts``); with a filter, matches only."""
+        """Messages per state, and ``blocked`` with its split by reason (``Counts``); with a filter, matches only."""
         return self._execute(codec.count(queue, filter), timeout)
 
     def explain(self, queue, id=None, *, filter=None, timeout=None):

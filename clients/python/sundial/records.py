@@ -161,10 +161,11 @@ class Outcome(Record):
 
 
 class Counts(Record):
-    """Messages per state (``waiting``: on dependencies), and ``blocked``: pending ones whose
-    exclusivity value is leased."""
+    """Messages per state (``waiting``: on dependencies), and ``blocked``: pending ones the key
+    gate holds back, split into ``blocked_concurrency`` (their value is at its key concurrency,
+    or leased on an exclusive queue) and ``blocked_rate`` (their value is out of tokens)."""
 
-    __slots__ = STATES + ("blocked",)
+    __slots__ = STATES + ("blocked", "blocked_concurrency", "blocked_rate")
     FIELDS = __slots__
     _decoders = {}
 

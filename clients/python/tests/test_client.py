@@ -87,7 +87,8 @@ def test_exclusive_queue_needs_its_key_in_every_message(client, queue):
     client.enqueue(queue, b"c", priority=3, metadata={"repo": "api"})
     leased = client.dequeue(queue, max=10)
     assert [m.payload for m in leased] == [b"a", b"c"]  # b waits for web's lease
-    assert client.count(queue).blocked == 1
+    c = client.count(queue)
+    assert (c.blocked, c.blocked_concurrency, c.blocked_rate) == (1, 1, 0)
     assert client.explain(queue, client.browse(queue).messages[0].id).reason == \
         "exclusivity_held"
 
@@ -138,6 +139,8 @@ def test_rates_round_trip_throttle_a_key_and_are_checked(client, queue):
     assert sorted(m.id for m in client.dequeue(queue, max=10)) == ["a1", "a2"]
     why = client.explain(queue, "a3")
     assert (why.reason, why.exclusivity_value) == ("key_rate", "acme")
+    c = client.count(queue)
+    assert (c.blocked, c.blocked_concurrency, c.blocked_rate) == (1, 0, 1)
     with pytest.raises(SundialError) as e:
         client.update_queue(queue, key_rate_per_s=0.0005)
     assert (e.value.code, e.value.origin, e.value.message) == (
@@ -482,7 +485,8 @@ def test_count_with_and_without_filter(client, queue):
     assert client.count(queue, {"t": "a"}).as_dict() == dict(invisible=1, pending=1, running=0,
                                                              completed=0, canceled=0,
                                                              errored=0, waiting=0,
-                                                             blocked=0)
+                                                             blocked=0, blocked_concurrency=0,
+                                                             blocked_rate=0)
 
 
 def test_explain_by_id_and_filter(client, queue):
