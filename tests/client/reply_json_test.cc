@@ -134,8 +134,12 @@ TEST(ReplyJson, DependencyResultsAreWaitItemsAndAbsentWhenNotAsked) {
   plain.Finish(p::CreateMessageDirect(plain, "q", "m"));
   EXPECT_FALSE(MessageToJson(*Root<p::Message>(plain)).contains("dependency_results"));
   flatbuffers::FlatBufferBuilder counts;
-  counts.Finish(p::CreateStateCounts(counts, 0, 0, 0, 0, 0, 0, 0, 3));
-  EXPECT_EQ(CountsToJson(Root<p::StateCounts>(counts)).at("waiting").to_number<int64_t>(), 3);
+  counts.Finish(p::CreateStateCounts(counts, 0, 0, 0, 0, 0, 0, 5, 3, 4, 1));
+  const json::object c = CountsToJson(Root<p::StateCounts>(counts));
+  EXPECT_EQ(c.at("waiting").to_number<int64_t>(), 3);
+  EXPECT_EQ(c.at("blocked").to_number<int64_t>(), 5);
+  EXPECT_EQ(c.at("blocked_concurrency").to_number<int64_t>(), 4);
+  EXPECT_EQ(c.at("blocked_rate").to_number<int64_t>(), 1);
 }
 
 TEST(ReplyJson, ErrorIsCodeAndMessage) {

@@ -333,6 +333,11 @@ TEST_F(CliE2E, RateFlagsThrottleAKeyAndExplainSaysSo) {
   auto counts = Ok({"count", "charges"});
   ASSERT_EQ(counts.size(), 1u);
   EXPECT_EQ(Int(counts[0].at("blocked")), 1);
+  EXPECT_EQ(Int(counts[0].at("blocked_rate")), 1) << "acme is out of tokens";
+  EXPECT_EQ(Int(counts[0].at("blocked_concurrency")), 0);
+  auto filtered = Ok({"count", "charges", "--filter", "merchant=acme"});
+  ASSERT_EQ(filtered.size(), 1u);
+  EXPECT_EQ(Int(filtered[0].at("blocked_rate")), 1);
 }
 
 TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
@@ -349,6 +354,8 @@ TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
   auto counts = Ok({"count", "ex"});
   ASSERT_EQ(counts.size(), 1u);
   EXPECT_EQ(Int(counts[0].at("blocked")), 1);
+  EXPECT_EQ(Int(counts[0].at("blocked_concurrency")), 1);  // a's value is leased
+  EXPECT_EQ(Int(counts[0].at("blocked_rate")), 0);
   auto why = Ok({"explain", "ex", "a2"});
   ASSERT_EQ(why.size(), 1u);
   EXPECT_EQ(Str(why[0].at("reason")), "exclusivity_held");

@@ -169,6 +169,8 @@ TEST_F(Rates, AThrottledKeyIsPassedByExplainedAndGetsNoFreshBurstAfterKillMinus9
   auto count = client_->Count("rated", {});
   ASSERT_TRUE(count.ok());
   EXPECT_EQ(count->result<p::CountResult>()->counts()->blocked(), 2u);
+  EXPECT_EQ(count->result<p::CountResult>()->counts()->blocked_rate(), 2u);  // acme: no tokens
+  EXPECT_EQ(count->result<p::CountResult>()->counts()->blocked_concurrency(), 0u);
 
   client_.reset();
   server_->Kill();
@@ -181,6 +183,10 @@ TEST_F(Rates, AThrottledKeyIsPassedByExplainedAndGetsNoFreshBurstAfterKillMinus9
   EXPECT_EQ(DequeueIds(*client_, "rated", 10), (std::set<std::string>{"b2"}));
   EXPECT_EQ(Reason(*client_, "rated", "a3", &until), p::ExplainReason::key_rate);
   EXPECT_GE(until, before + 1'000'000);
+  // Recovery counts acme's messages as held back by its rate again.
+  count = client_->Count("rated", {});
+  ASSERT_TRUE(count.ok());
+  EXPECT_EQ(count->result<p::CountResult>()->counts()->blocked_rate(), 2u);
 }
 
 // Nothing polls: the server's timer wakes the long poll when the key's token refills (one
