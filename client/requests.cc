@@ -256,6 +256,29 @@ std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view 
   return Finish(b, h, p::Operation::Note, p::CreateNote(b, q, i, lease_token, t));
 }
 
+std::string BuildSetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value,
+                              const KeyLimits& l) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringOf(b, value);
+  auto limits = p::CreateKeyLimits(b, l.concurrency, l.rate_per_s, l.burst, l.weight);
+  return Finish(b, h, p::Operation::SetKeyLimits, p::CreateSetKeyLimits(b, q, v, limits));
+}
+
+std::string BuildGetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringOf(b, value);
+  return Finish(b, h, p::Operation::GetKeyLimits, p::CreateGetKeyLimits(b, q, v));
+}
+
+std::string BuildListKeys(RequestHeader h, std::string_view queue, p::KeyOrder order,
+                          uint32_t limit) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  return Finish(b, h, p::Operation::ListKeys, p::CreateListKeys(b, q, order, limit));
+}
+
 std::string BuildCancel(RequestHeader h, std::string_view queue,
                         const std::vector<std::string>& ids) {
   fb::FlatBufferBuilder b;

@@ -258,6 +258,20 @@ std::string BuildHistory(RequestHeader h, std::string_view queue, std::string_vi
 std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view id,
                       uint64_t lease_token, std::string_view text);
 
+// Per-key limits (docs/semantics.md, "Per-key limits"): a value's overrides (KeyResult; none
+// set: removes them), one value (KeyResult), the top keys (KeyList).
+struct KeyLimits {
+  std::optional<uint32_t> concurrency;
+  std::optional<double> rate_per_s;
+  std::optional<uint32_t> burst;
+  std::optional<uint32_t> weight;
+};
+std::string BuildSetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value,
+                              const KeyLimits& limits);
+std::string BuildGetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value);
+std::string BuildListKeys(RequestHeader h, std::string_view queue, protocol::KeyOrder order,
+                          uint32_t limit);
+
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);
 std::string BuildStats(RequestHeader h);

@@ -247,6 +247,63 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   return q->Info(now);
 }
 
+namespace {
+const Status kNotGated =
+    Status(Code::kFailedPrecondition, "queue: has no flow_key (key limits need one)");
+}  // namespace
+
+Result<KeyInfo> Engine::SetKeyLimits(std::string_view queue, std::string_view value,
+                                     const KeyLimits& limits) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  Shard& shard = ShardFor(queue);
+  MutexLock lock(&shard.mu);
+  const TimeMs now = clock_->NowMs();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  if (!q->gated()) return kNotGated;
+  if (Status s = q->CheckKeyLimits(value, limits); !s.ok()) return s;
+  const KeyInfo before = q->DescribeKey(value, now);
+  if (before.overrides == limits) return before;
+  q->SetKeyLimits(value, limits);
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kKeyLimitsSet;
+    e.time = now;
+    e.queue = q->name();
+    e.id = value;
+    e.key_limits = limits;
+    sink_->OnEffect(e);
+  }
+  return q->DescribeKey(value, now);
+}
+
+Result<KeyInfo> Engine::GetKeyLimits(std::string_view queue, std::string_view value) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (value.size() > kMaxMetadataValueBytes) {
+    return InvalidArgument("value: a flow-key value is at most 256 bytes");
+  }
+  return WithQueue<Result<KeyInfo>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<KeyInfo> {
+        if (!q.gated()) return kNotGated;
+        return q.DescribeKey(value, now);
+      });
+}
+
+Result<std::vector<KeyInfo>> Engine::ListKeys(std::string_view queue, KeyOrder order,
+                                              uint32_t limit) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (limit < 1 || limit > 1000) return InvalidArgument("limit: must be 1-1000");
+  if (order > KeyOrder::kThrottled)
+    return InvalidArgument("order: must be pending, running or throttled");
+  return WithQueue<Result<std::vector<KeyInfo>>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<std::vector<KeyInfo>> {
+        if (!q.gated()) return kNotGated;
+        return q.ListKeys(order, limit, now);
+      });
+}
+
 Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
   if (!IsValidQueueName(name)) return kBadQueueName;
   Shard& shard = ShardFor(name);
@@ -1225,6 +1282,8 @@ Status Engine::Apply(const Effect& e) {
       return q->ApplyNoted(e);
     case EffectType::kKeyStateRestated:
       return q->ApplyKeyState(e);
+    case EffectType::kKeyLimitsSet:
+      return q->ApplyKeyLimits(e);
     default:
       return Status(Code::kInternal, "effect: unknown type");
   }

@@ -115,6 +115,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "key_state_restated";
     case EffectType::kQueueReady:
       return "queue_ready";
+    case EffectType::kKeyLimitsSet:
+      return "key_limits_set";
   }
   return "unknown";
 }

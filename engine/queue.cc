@@ -1249,7 +1249,8 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
     }
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
-  const bool held = gate_->limit() != 0 && gate_->RunningOf(m) >= gate_->limit();
+  const uint32_t limit = gate_->LimitOf(m);
+  const bool held = limit != 0 && gate_->RunningOf(m) >= limit;
   if (const TimeMs refill = gate_->RefillOf(m); refill != 0 && !held) {
     // Below its concurrency: out of tokens.
     x->reason = ExplainReason::kKeyRate;
@@ -1260,7 +1261,7 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
   }
   x->exclusivity_value = std::string(value);
   x->key_running = gate_->RunningOf(m);
-  x->key_concurrency = gate_->limit();
+  x->key_concurrency = limit;
   x->lease_token = first.token;
   x->until = first.due_at == INT64_MAX ? 0 : first.due_at;
 }
@@ -1401,6 +1402,81 @@ Status Queue::ApplyKeyState(const Effect& e) {
   return Status::Ok();
 }
 
+Status Queue::ApplyKeyLimits(const Effect& e) {
+  if (gate_ == nullptr) return Status(Code::kInternal, "effect: key limits of an ungated queue");
+  if (Status s = CheckKeyLimits(e.id, e.key_limits); !s.ok()) {
+    return Status(Code::kInternal, "effect: key limits: " + std::string(s.detail()));
+  }
+  gate_->SetOverride(e.id, e.key_limits);
+  return Status::Ok();
+}
+
+Status Queue::CheckKeyLimits(std::string_view value, const KeyLimits& l) const {
+  if (value.size() > kMaxMetadataValueBytes) {
+    return InvalidArgument("value: a flow-key value is at most 256 bytes");
+  }
+  if ((l.set & ~(KeyLimits::kConcurrency | KeyLimits::kRate | KeyLimits::kBurst |
+                 KeyLimits::kWeight)) != 0) {
+    return InvalidArgument("key limits: unknown field");
+  }
+  if (l.has(KeyLimits::kConcurrency)) {
+    if (exclusive()) {
+      return InvalidArgument("concurrency: an exclusive queue runs one message per value");
+    }
+    if (l.concurrency > kMaxKeyConcurrency) {
+      return InvalidArgument("concurrency: must be 0 (no limit) to 1000000");
+    }
+  }
+  if (l.has(KeyLimits::kRate) && l.rate_milli > kMaxRateMilli) {
+    return InvalidArgument("rate_per_s: must be 0.001-1000000 with at most 3 decimals");
+  }
+  if (l.has(KeyLimits::kBurst) && (l.burst < 1 || l.burst > kMaxBurst)) {
+    return InvalidArgument("burst: must be 1-1000000");
+  }
+  if (l.has(KeyLimits::kWeight) && (l.weight < 1 || l.weight > kMaxKeyWeight)) {
+    return InvalidArgument("weight: must be 1-1000");
+  }
+  if (!l.empty() && gate_->OverrideOf(value) == nullptr && gate_->overrides() >= kMaxKeyOverrides) {
+    return Status(Code::kResourceExhausted, "key limits: at most 10000 values per queue");
+  }
+  return Status::Ok();
+}
+
+void Queue::SetKeyLimits(std::string_view value, const KeyLimits& limits) {
+  gate_->SetOverride(value, limits);
+}
+
+KeyInfo Queue::DescribeKey(std::string_view value, TimeMs now) const {
+  return gate_->Describe(value, settings_.key_rate_milli, settings_.key_burst, now);
+}
+
+std::vector<KeyInfo> Queue::ListKeys(KeyOrder order, size_t limit, TimeMs now) const {
+  std::vector<KeyInfo> all;
+  gate_->ForEachValue([&](std::string_view v) { all.push_back(DescribeKey(v, now)); });
+  auto rank = [order](const KeyInfo& k) -> uint64_t {
+    switch (order) {
+      case KeyOrder::kRunning:
+        return k.running;
+      case KeyOrder::kThrottled:  // throttled first, then by pending
+        return (k.next_token != 0 ? uint64_t{1} << 63 : 0) | k.pending;
+      case KeyOrder::kPending:
+        break;
+    }
+    return k.pending;
+  };
+  auto before = [&](const KeyInfo& a, const KeyInfo& b) {
+    const uint64_t ra = rank(a), rb = rank(b);
+    return ra != rb ? ra > rb : a.value < b.value;
+  };
+  if (all.size() > limit) {
+    std::partial_sort(all.begin(), all.begin() + static_cast<ptrdiff_t>(limit), all.end(), before);
+    all.resize(limit);
+  } else {
+    std::sort(all.begin(), all.end(), before);
+  }
+  return all;
+}
+
 Status Queue::ApplyNoted(const Effect& e) {
   const MessageRef ref = Find(e.id);
   if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
@@ -1437,6 +1513,18 @@ void Queue::Export(EffectSink* visit) const {
   all.reserve(store_.size());
   store_.ForEach([&](MessageRef ref, const Message* m) { all.emplace_back(m->seq, ref); });
   std::sort(all.begin(), all.end());
+  // Overrides before the messages (docs/wal-format.md, "Per-key limits").
+  if (gate_ != nullptr) {
+    gate_->ForEachOverride([&](std::string_view value, const KeyLimits& limits) {
+      Effect o;
+      o.type = EffectType::kKeyLimitsSet;
+      o.queue = name_;
+      o.time = gate_->last_collect();
+      o.id = value;
+      o.key_limits = limits;
+      visit->OnEffect(o);
+    });
+  }
   for (const auto& [seq, ref] : all) {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
     e.restated = true;
@@ -1519,7 +1607,15 @@ void Queue::HashInto(void* xxh3_state) const {
     put(s.key_burst);
   }
   if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
-  if (s.rate_milli != 0 || s.burst != 1 || queue_tat_us_ > 0) {      // likewise
+  if (gate_ != nullptr && gate_->overrides() != 0) {  // likewise: only with overrides
+    put(uint8_t{51});
+    gate_->ForEachOverride([&](std::string_view value, const KeyLimits& l) {  // in value order
+      put_str(value);
+      const uint64_t fields[5] = {l.set, l.concurrency, l.rate_milli, l.burst, l.weight};
+      XXH3_64bits_update(st, fields, sizeof(fields));
+    });
+  }
+  if (s.rate_milli != 0 || s.burst != 1 || queue_tat_us_ > 0) {  // likewise
     put(uint8_t{29});
     put(s.rate_milli);
     put(s.burst);

@@ -174,6 +174,41 @@ struct QueueInfo {
   uint64_t memory_bytes = 0;  // accounted bytes of this queue's messages (engine.h)
 };
 
+// One flow-key value's overrides of its queue's key limits (set_key_limits; docs/semantics.md,
+// "Per-key limits"): each field in `set` replaces the queue's setting for that value alone;
+// none set: the value follows the queue.
+struct KeyLimits {
+  static constexpr uint8_t kConcurrency = 1, kRate = 2, kBurst = 4, kWeight = 8;
+  uint8_t set = 0;
+  uint32_t concurrency = 0;  // key_concurrency (0: no limit)
+  uint64_t rate_milli = 0;   // key_rate_per_s × 1000 (0: no rate)
+  uint32_t burst = 1;        // key_burst
+  uint32_t weight = 1;       // fair share's weight (fairness weighted: not built yet)
+  bool empty() const { return set == 0; }
+  bool has(uint8_t field) const { return (set & field) != 0; }
+  friend bool operator==(const KeyLimits&, const KeyLimits&) = default;
+};
+inline constexpr uint32_t kMaxKeyWeight = 1000;
+inline constexpr size_t kMaxKeyOverrides = 10'000;  // per queue
+
+// A flow-key value as get_key_limits and list_keys describe it: its overrides, the limits in
+// effect (the override, else the queue's), and where its messages are.
+struct KeyInfo {
+  std::string value;
+  KeyLimits overrides;
+  uint32_t concurrency = 0;
+  uint64_t rate_milli = 0;
+  uint32_t burst = 1;
+  uint32_t weight = 1;
+  uint64_t pending = 0;  // pending messages of the value (held back or not)
+  uint32_t running = 0;
+  bool held = false;      // running at its concurrency
+  TimeMs next_token = 0;  // throttled: when its next token comes; else 0
+};
+
+// list_keys: which keys come first (each descending; ties by value).
+enum class KeyOrder : uint8_t { kPending = 0, kRunning = 1, kThrottled = 2 };
+
 // One message of an enqueue batch.
 struct EnqueueItem {
   std::string id;  // empty: the engine generates one

@@ -257,6 +257,15 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     case EffectType::kQueueReady:  // never logged
       return;
+    case EffectType::kKeyLimitsSet: {
+      const KeyLimits& l = e.key_limits;
+      PutText(out, "value", e.id);
+      if (l.has(KeyLimits::kConcurrency)) (*out)["concurrency"] = l.concurrency;
+      if (l.has(KeyLimits::kRate)) (*out)["rate_per_s"] = RatePerSOf(l.rate_milli);
+      if (l.has(KeyLimits::kBurst)) (*out)["burst"] = l.burst;
+      if (l.has(KeyLimits::kWeight)) (*out)["weight"] = l.weight;
+      return;
+    }
   }
 }
 

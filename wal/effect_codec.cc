@@ -61,6 +61,7 @@ constexpr uint8_t kMaxDedupe = static_cast<uint8_t>(Dedupe::kWhileActive);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
 constexpr uint8_t kKeyStateEffect = static_cast<uint8_t>(EffectType::kKeyStateRestated);
+constexpr uint8_t kKeyLimitsEffect = static_cast<uint8_t>(EffectType::kKeyLimitsSet);
 // kKeyStateRestated's flags: bit 1, the gate's record (value empty, collected_at follows).
 constexpr uint8_t kGateRecordFlag = 2;
 // Settings tag after the flags (and history_max): the key bucket, when not the default.
@@ -677,6 +678,17 @@ void EncodeEffect(const Effect& e, std::string* out) {
       break;
     case EffectType::kQueueReady:  // derived: never logged
       break;
+    case EffectType::kKeyLimitsSet: {
+      // value:str set:u8, then each field whose bit is set (docs/wal-format.md, "Per-key limits").
+      const KeyLimits& l = e.key_limits;
+      PutString(out, e.id);
+      PutU8(out, l.set);
+      if (l.has(KeyLimits::kConcurrency)) PutFixed32(out, l.concurrency);
+      if (l.has(KeyLimits::kRate)) PutFixed64(out, l.rate_milli);
+      if (l.has(KeyLimits::kBurst)) PutFixed32(out, l.burst);
+      if (l.has(KeyLimits::kWeight)) PutFixed32(out, l.weight);
+      break;
+    }
     case EffectType::kFlowEnqueued:
       // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
       PutFixed32(out, static_cast<uint32_t>(e.members->size()));
@@ -703,7 +715,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
       (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
-      type != kFlowEffect && type != kKeyStateEffect) {
+      type != kFlowEffect && type != kKeyStateEffect && type != kKeyLimitsEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -797,6 +809,22 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     }
     case EffectType::kQueueReady:
       return Malformed("wal: effect: unknown effect type");
+    case EffectType::kKeyLimitsSet: {
+      KeyLimits& l = e.key_limits;
+      r.String(&e.id);
+      l.set = r.U8();
+      if (l.has(KeyLimits::kConcurrency)) l.concurrency = r.U32();
+      if (l.has(KeyLimits::kRate)) l.rate_milli = r.U64();
+      if (l.has(KeyLimits::kBurst)) l.burst = r.U32();
+      if (l.has(KeyLimits::kWeight)) l.weight = r.U32();
+      if (!r.ok()) return Malformed("wal: effect: truncated key limits");
+      constexpr uint8_t kKnown =
+          KeyLimits::kConcurrency | KeyLimits::kRate | KeyLimits::kBurst | KeyLimits::kWeight;
+      if ((l.set & ~kKnown) != 0 || e.queue.empty()) {
+        return Malformed("wal: effect: malformed key limits");
+      }
+      break;
+    }
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:
