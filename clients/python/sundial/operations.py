@@ -236,6 +236,26 @@ class Operations:
         ``dropped``. NOT_FOUND when the message is gone."""
         return self._execute(codec.history(queue, id), timeout)
 
+    def set_key_limits(self, queue, value, *, concurrency=None, rate_per_s=None, burst=None,
+                       weight=None, timeout=None, durability=None):
+        """Overrides the key limits of one flow-key value (docs/semantics.md, "Per-key
+        limits"): ``concurrency`` (0: no limit), ``rate_per_s`` (0: no rate), ``burst``,
+        ``weight`` (1-1000; stored for fair share, not built yet). The fields given replace the
+        value's overrides whole: none removes them. Returns the value (``KeyInfo``).
+        FAILED_PRECONDITION on a queue without a flow key."""
+        return self._execute(codec.set_key_limits(queue, value, concurrency, rate_per_s, burst,
+                                                  weight), timeout, durability)
+
+    def get_key_limits(self, queue, value, *, timeout=None):
+        """One flow-key value (``KeyInfo``): its overrides, the limits in effect, its pending
+        and running messages, ``held``, ``next_token``."""
+        return self._execute(codec.get_key_limits(queue, value), timeout)
+
+    def list_keys(self, queue, *, order="pending", limit=20, timeout=None):
+        """The first ``limit`` (1-1000) flow-key values of a queue by ``order`` ("pending",
+        "running" or "throttled"): a list of ``KeyInfo``."""
+        return self._execute(codec.list_keys(queue, order, limit), timeout)
+
     def note(self, queue, id, lease_token, text, *, timeout=None, durability=None):
         """Adds a note (1–1024 bytes) to the history of a message held under ``lease_token``
         (the lease checks of ``complete``; FAILED_PRECONDITION also when the queue's

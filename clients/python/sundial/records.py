@@ -141,6 +141,21 @@ class History(Record):
     FIELDS = __slots__
 
 
+class KeyInfo(Record):
+    """A flow-key value (docs/semantics.md, "Per-key limits"): ``value``, ``overrides`` (a dict
+    of what set_key_limits set for it: ``concurrency``, ``rate_per_s``, ``burst``, ``weight``;
+    empty: none), the limits in effect (``concurrency``, ``rate_per_s``, ``burst``,
+    ``weight``), ``pending`` and ``running`` (its messages now), ``held`` (running at its
+    concurrency) and ``next_token`` (out of tokens: when its next one comes, ms; else 0)."""
+
+    __slots__ = ("value", "overrides", "concurrency", "rate_per_s", "burst", "weight", "pending",
+                 "running", "held", "next_token")
+    FIELDS = __slots__
+
+
+KEY_ORDERS = ("pending", "running", "throttled")
+
+
 TERMINAL_STATES = ("completed", "canceled", "errored")
 
 

@@ -148,6 +148,35 @@ def test_rates_round_trip_throttle_a_key_and_are_checked(client, queue):
     assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
 
 
+def test_key_limits_override_one_value_and_list_keys_shows_it(client, queue):
+    client.create_queue(queue, flow_key="studio", key_concurrency=1)
+    for i in range(3):
+        client.enqueue(queue, b"x", id=f"a{i}", metadata={"studio": "acme"})
+    client.enqueue(queue, b"x", id="b0", metadata={"studio": "bolt"})
+    k = client.set_key_limits(queue, "acme", concurrency=2, rate_per_s=0.5, weight=3)
+    assert (k.value, k.concurrency, k.rate_per_s, k.burst, k.weight) == ("acme", 2, 0.5, 1, 3)
+    assert k.overrides == {"concurrency": 2, "rate_per_s": 0.5, "weight": 3}
+    assert len(client.dequeue(queue, max=10)) == 2  # acme's one token, and bolt
+    keys = client.list_keys(queue)
+    assert [x.value for x in keys] == ["acme", "bolt"]
+    assert (keys[0].pending, keys[0].running) == (2, 1)
+    assert keys[0].next_token > 0
+    assert [x.value for x in client.list_keys(queue, order="running", limit=1)] == ["acme"]
+    back = client.set_key_limits(queue, "acme")
+    assert back.overrides == {} and back.concurrency == 1 and back.held
+    assert client.get_key_limits(queue, "nobody").pending == 0
+    with pytest.raises(SundialError) as e:
+        client.set_key_limits(queue, "acme", weight=0)
+    assert (e.value.code, e.value.message) == ("INVALID_ARGUMENT", "weight: must be 1-1000")
+    with pytest.raises(SundialError) as e:
+        client.list_keys(queue, order="loudest")
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+    client.create_queue(queue + "-plain")
+    with pytest.raises(SundialError) as e:
+        client.list_keys(queue + "-plain")
+    assert e.value.code == "FAILED_PRECONDITION"
+
+
 def test_update_queue_changes_settings_and_keeps_type(client, queue):
     client.create_queue(queue, lease_ms=1000)
     q = client.update_queue(queue, lease_ms=2000, dequeue_paused=True)
