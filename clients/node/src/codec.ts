@@ -28,6 +28,9 @@ import {
   Explanation,
   History,
   HistoryEntry,
+  KEY_ORDERS,
+  KeyInfo,
+  KeyLimits,
   FailResult,
   Health,
   Message,
@@ -1501,6 +1504,96 @@ export function history(queue: unknown, id: unknown): Call<History> {
       });
     }
     return { entries, dropped: Number(r.dropped()) };
+  });
+}
+
+function decodeKey(k: P.KeyInfo): KeyInfo {
+  const overrides: KeyLimits = {};
+  const o = k.overrides();
+  if (o !== null) {
+    if (o.concurrency() !== null) overrides.concurrency = o.concurrency()!;
+    if (o.ratePerS() !== null) overrides.rate_per_s = o.ratePerS()!;
+    if (o.burst() !== null) overrides.burst = o.burst()!;
+    if (o.weight() !== null) overrides.weight = o.weight()!;
+  }
+  return {
+    value: text(k.value()),
+    overrides,
+    concurrency: k.concurrency(),
+    rate_per_s: k.ratePerS(),
+    burst: k.burst(),
+    weight: k.weight(),
+    pending: Number(k.pending()),
+    running: k.running(),
+    held: k.held(),
+    next_token: Number(k.nextToken()),
+  };
+}
+
+function decodeKeyResult(name: string) {
+  return (response: P.Response) => {
+    const k = expect(response, P.Result.KeyResult, new P.KeyResult(), name).key();
+    if (k === null) throw replyProblem(name, "the reply has no key");
+    return decodeKey(k);
+  };
+}
+
+export function setKeyLimits(queue: unknown, value: unknown, limits: unknown): Call<KeyInfo> {
+  const q = str("queue", queue);
+  const v = str("value", value);
+  const l = checkKeys("setKeyLimits limits", limits ?? {}, ["concurrency", "rate_per_s", "burst", "weight"]);
+  const concurrency = optional(l.concurrency, (x) => uint32("concurrency", x));
+  const ratePerS = optional(l.rate_per_s, (x) => rate("rate_per_s", x));
+  const burst = optional(l.burst, (x) => uint32("burst", x));
+  const weight = optional(l.weight, (x) => uint32("weight", x));
+  // A SET: sent again after an unknown outcome, it gives the same overrides.
+  return call("setKeyLimits", P.Operation.SetKeyLimits, true, (b) => {
+    const qo = createString(b, q);
+    const vo = createString(b, v);
+    P.KeyLimits.startKeyLimits(b);
+    if (concurrency !== undefined) addPresent(b, () => P.KeyLimits.addConcurrency(b, concurrency));
+    if (ratePerS !== undefined) addPresent(b, () => P.KeyLimits.addRatePerS(b, ratePerS));
+    if (burst !== undefined) addPresent(b, () => P.KeyLimits.addBurst(b, burst));
+    if (weight !== undefined) addPresent(b, () => P.KeyLimits.addWeight(b, weight));
+    const lo = P.KeyLimits.endKeyLimits(b);
+    P.SetKeyLimits.startSetKeyLimits(b);
+    P.SetKeyLimits.addQueue(b, qo);
+    P.SetKeyLimits.addValue(b, vo);
+    P.SetKeyLimits.addLimits(b, lo);
+    return P.SetKeyLimits.endSetKeyLimits(b);
+  }, decodeKeyResult("setKeyLimits"));
+}
+
+export function getKeyLimits(queue: unknown, value: unknown): Call<KeyInfo> {
+  const q = str("queue", queue);
+  const v = str("value", value);
+  return call("getKeyLimits", P.Operation.GetKeyLimits, false, (b) => {
+    const qo = createString(b, q);
+    const vo = createString(b, v);
+    P.GetKeyLimits.startGetKeyLimits(b);
+    P.GetKeyLimits.addQueue(b, qo);
+    P.GetKeyLimits.addValue(b, vo);
+    return P.GetKeyLimits.endGetKeyLimits(b);
+  }, decodeKeyResult("getKeyLimits"));
+}
+
+export function listKeys(queue: unknown, order: unknown, limit: unknown): Call<KeyInfo[]> {
+  const q = str("queue", queue);
+  const o = KEY_ORDERS.indexOf((order ?? "pending") as never);
+  if (o < 0) throw invalidArgument(`order: ${JSON.stringify(order)} is not "pending", "running" or "throttled"`);
+  const n = uint32("limit", limit ?? 20);
+  return call("listKeys", P.Operation.ListKeys, false, (b) => {
+    const qo = createString(b, q);
+    P.ListKeys.startListKeys(b);
+    P.ListKeys.addQueue(b, qo);
+    P.ListKeys.addOrder(b, o);
+    P.ListKeys.addLimit(b, n);
+    return P.ListKeys.endListKeys(b);
+  }, (response) => {
+    const r = expect(response, P.Result.KeyList, new P.KeyList(), "listKeys");
+    const keys: KeyInfo[] = [];
+    for (let k = 0, n = r.keysLength(); k < n; k++) keys.push(decodeKey(r.keys(k)!));
+    return keys;
   });
 }
 

@@ -304,6 +304,36 @@ export interface HistoryEntry {
 }
 
 /** A message's history, oldest first; past the queue's history_max the first and the latest are kept and `dropped` counts the rest. */
+/** What set_key_limits overrides for one flow-key value (docs/semantics.md, "Per-key limits"). */
+export interface KeyLimits {
+  /** Its messages running at once (0: no limit). */
+  concurrency?: number;
+  /** Its dequeues per second (0: no rate; at most 3 decimals). */
+  rate_per_s?: number;
+  burst?: number;
+  /** Fair share's weight, 1–1000 (stored; fairness weighted is not built yet). */
+  weight?: number;
+}
+
+/** A flow-key value: its overrides, the limits in effect, its messages now. */
+export interface KeyInfo {
+  value: string;
+  overrides: KeyLimits;
+  concurrency: number;
+  rate_per_s: number;
+  burst: number;
+  weight: number;
+  pending: number;
+  running: number;
+  /** Running at its concurrency. */
+  held: boolean;
+  /** Out of tokens: when its next one comes (ms); else 0. */
+  next_token: number;
+}
+
+export const KEY_ORDERS = ["pending", "running", "throttled"] as const;
+export type KeyOrder = (typeof KEY_ORDERS)[number];
+
 export interface History {
   entries: HistoryEntry[];
   dropped: number;

@@ -138,6 +138,30 @@ test("rates and bursts round-trip, throttle a key with explain's reason, and are
   await rejectsWith(client.updateQueue(queue, { burst: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^burst: must be 1-1000000$/ });
 });
 
+test("key limits override one value, listKeys shows it, and bad input is refused", async () => {
+  const queue = uniqueQueue("studios");
+  await client.createQueue(queue, { flow_key: "studio", key_concurrency: 1 });
+  for (const id of ["a0", "a1", "a2"]) await client.enqueue(queue, "x", { id, metadata: { studio: "acme" } });
+  await client.enqueue(queue, "x", { id: "b0", metadata: { studio: "bolt" } });
+  const k = await client.setKeyLimits(queue, "acme", { concurrency: 2, rate_per_s: 0.5, weight: 3 });
+  assert.deepEqual([k.value, k.concurrency, k.rate_per_s, k.burst, k.weight], ["acme", 2, 0.5, 1, 3]);
+  assert.deepEqual(k.overrides, { concurrency: 2, rate_per_s: 0.5, weight: 3 });
+  assert.equal((await client.dequeue(queue, { max: 10 })).length, 2, "acme's one token, and bolt");
+  const keys = await client.listKeys(queue);
+  assert.deepEqual(keys.map((x) => x.value), ["acme", "bolt"]);
+  assert.deepEqual([keys[0].pending, keys[0].running], [2, 1]);
+  assert.ok(keys[0].next_token > 0);
+  assert.deepEqual((await client.listKeys(queue, { order: "running", limit: 1 })).map((x) => x.value), ["acme"]);
+  const back = await client.setKeyLimits(queue, "acme", {});
+  assert.deepEqual([back.overrides, back.concurrency, back.held], [{}, 1, true]);
+  assert.equal((await client.getKeyLimits(queue, "nobody")).pending, 0);
+  await rejectsWith(client.setKeyLimits(queue, "acme", { weight: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^weight: must be 1-1000$/ });
+  await rejectsWith(client.setKeyLimits(queue, "acme", { loudness: 3 }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await rejectsWith(client.listKeys(queue, { order: "loudest" }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await client.createQueue(`${queue}-plain`);
+  await rejectsWith(client.listKeys(`${queue}-plain`), { code: "FAILED_PRECONDITION" });
+});
+
 test("flow_key and key_concurrency round-trip, with the server's rules and messages", async () => {
   const queue = uniqueQueue("keyed");
   const q = await client.createQueue(queue, { flow_key: "tenant", key_concurrency: 2 });
