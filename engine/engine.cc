@@ -230,6 +230,8 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.burst) s.burst = *update.burst;
   if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
   if (update.dedupe) s.dedupe = *update.dedupe;
+  if (update.fairness) s.fairness = *update.fairness;
+  if (update.overdue_first_ms) s.overdue_first_ms = *update.overdue_first_ms;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
   if (!dlq.empty() && dlq != q->settings().dead_letter_queue && dlq_shard.Find(dlq) == nullptr) {

@@ -1,5 +1,6 @@
 #include "engine/key_gate.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -33,6 +34,9 @@ void KeyGate::Clear() {
   refill_.clear();
   cooling_.clear();
   live_.clear();
+  ring_.clear();
+  turn_.clear();
+  in_ring_.clear();
 }
 
 uint64_t KeyGate::allocated_bytes() const {
@@ -78,6 +82,7 @@ KeyRef KeyGate::Acquire(std::string_view value) {
   s.tat_us = 0;
   s.refill_ms = 0;
   s.value_at = static_cast<uint32_t>(values_.size());
+  if (k < turn_.size()) turn_[k] = 0;  // a new key on a reused KeyRef starts no turn
   if (!overrides_.empty()) {
     if (auto it = overrides_.find(value); it != overrides_.end()) live_[k] = &it->second;
   }
@@ -142,7 +147,7 @@ void KeyGate::Reclassify(KeyRef k, bool was_out) {
     *blocked_ += s.pending.size();
   } else {
     *blocked_ -= s.pending.size();
-    ready_->Push(s.pending.top());
+    PushReady(k, s.pending.top());
   }
 }
 
@@ -173,7 +178,7 @@ void KeyGate::AttachPending(MessageRef ref, Message* m) {
     ++*blocked_;
   } else if (s.pending.top().ref == ref) {
     if (old_head != kNoRef) ready_->Remove(store_->At(old_head)->slot);
-    ready_->Push(entry);
+    PushReady(k, entry);
   }
 }
 
@@ -190,7 +195,7 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
       --*blocked_;
     } else if (was_ready) {
       ready_->Remove(m->slot);
-      if (!s.pending.empty()) ready_->Push(s.pending.top());
+      if (!s.pending.empty()) PushReady(k, s.pending.top());
     }
   }
   MaybeRelease(k);
@@ -237,7 +242,9 @@ void KeyGate::EndBulk() {
       refill_.insert({s.refill_ms, k});
     }
   }
-  // The ready index holds the head of every key that is not held.
+  // The ready index holds the head of every key that is not held (and the ring those keys).
+  ring_.clear();
+  std::fill(in_ring_.begin(), in_ring_.end(), uint8_t{0});
   ready_->Clear();
   ready_->BeginUnordered();
   *blocked_ = 0;
@@ -248,7 +255,7 @@ void KeyGate::EndBulk() {
     if (Out(k, s)) {
       *blocked_ += s.pending.size();
     } else {
-      ready_->Push(s.pending.top());
+      PushReady(k, s.pending.top());
     }
   }
   ready_->Heapify();
@@ -460,6 +467,70 @@ void KeyGate::ForEachValue(const std::function<void(std::string_view)>& visit) c
   for (const auto& [value, o] : overrides_) {
     if (Find(value) == kNoKey) visit(value);
   }
+}
+
+}  // namespace sundial
+
+// ---- Fair share
+// -----------------------------------------------------------------------------------
+
+namespace sundial {
+
+void KeyGate::EnterRing(KeyRef k) {
+  if (k >= in_ring_.size()) {
+    const size_t old = in_ring_.size();
+    const size_t n = std::max<size_t>(keys_.size(), size_t{k} + 1);
+    in_ring_.resize_uninitialized(n);
+    turn_.resize_uninitialized(n);
+    std::fill(in_ring_.begin() + old, in_ring_.end(), uint8_t{0});
+    std::fill(turn_.begin() + old, turn_.end(), uint32_t{0});
+  }
+  if (in_ring_[k] != 0) return;
+  in_ring_[k] = 1;
+  ring_.push_back(k);
+}
+
+void KeyGate::SetFair(bool fair) {
+  if (fair == fair_) return;
+  fair_ = fair;
+  ring_.clear();
+  in_ring_.clear();
+  turn_.clear();
+  if (!fair_) return;
+  for (KeyRef k : by_value_) {
+    if (Ready(k)) EnterRing(k);
+  }
+}
+
+MessageRef KeyGate::FairHead() {
+  while (!ring_.empty()) {
+    const KeyRef k = ring_.front();
+    if (!Ready(k)) {  // also a released key: its heap is empty
+      ring_.pop_front();
+      in_ring_[k] = 0;
+      turn_[k] = 0;
+      continue;
+    }
+    if (turn_[k] == 0) turn_[k] = WeightOf(k);
+    return keys_[k].pending.top().ref;
+  }
+  return kNoRef;
+}
+
+MessageRef KeyGate::PeekFairHead() const {
+  for (KeyRef k : ring_) {
+    if (Ready(k)) return keys_[k].pending.top().ref;
+  }
+  return kNoRef;
+}
+
+void KeyGate::Served(const Message* m) {
+  if (ring_.empty()) return;
+  const KeyRef k = Find(ValueOf(m));
+  if (k != ring_.front() || turn_[k] == 0) return;  // served outside its turn (filter, overdue)
+  if (--turn_[k] != 0) return;
+  ring_.pop_front();
+  ring_.push_back(k);  // dropped at the front later if it is no longer ready
 }
 
 }  // namespace sundial

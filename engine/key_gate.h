@@ -37,10 +37,18 @@
 // operators, kept while the value has no key), and live_ maps each present key that has one to
 // it. The limits in effect for a key are its override's fields, else the queue's; a queue
 // without overrides pays one empty() check. Overrides are state: hashed, logged, snapshotted.
+//
+// Fair share (fairness weighted): deficit round robin over the ready keys. ring_ holds ready
+// keys in turn order, lazily: a key enters at the back when its head enters the ready index (if
+// not already in it), and one found not ready at the front is dropped then. The front key's
+// turn serves up to its weight (override, else 1) messages (deficit_), then it goes to the back.
+// Within a key: its heap's (priority, seq) order. Soft state (never hashed nor logged: only the
+// primary dequeues), rebuilt by EndBulk and SetFair; a queue without fairness pays one branch.
 // Thread safety: none; REQUIRES the queue's shard lock. Internal to engine/.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -127,6 +135,18 @@ class KeyGate {
   // Every present key and every overridden value.
   void ForEachValue(const std::function<void(std::string_view)>& visit) const;
 
+  // Fair share: on or off (the ring is rebuilt from the ready keys).
+  void SetFair(bool fair);
+  bool fair() const { return fair_; }
+  // The head of the key whose turn it is, kNoRef when no key is ready. Drops keys found not
+  // ready at the front; starts a fresh turn (deficit = weight) when the front's is spent.
+  MessageRef FairHead();
+  // The same without dropping anything (explain).
+  MessageRef PeekFairHead() const;
+  // A message of `m`'s key was leased: when that key is the front, one of its turn is spent,
+  // and a spent turn sends it to the back.
+  void Served(const Message* m);
+
   // The message's flow-key value ("" when it has none: the queue refuses such messages).
   std::string_view ValueOf(const Message* m) const;
 
@@ -204,6 +224,17 @@ class KeyGate {
   }
   // T and τ of an override from its fields and the queue's bucket.
   void Derive(Override* o) const;
+  uint32_t WeightOf(KeyRef k) const {
+    const Override* o = LiveOverride(k);
+    return o != nullptr && o->limits.has(KeyLimits::kWeight) ? o->limits.weight : 1;
+  }
+  bool Ready(KeyRef k) const { return !keys_[k].pending.empty() && !Out(k, keys_[k]); }
+  // The key's head enters the ready index (and, with fair share, the ring).
+  void PushReady(KeyRef k, const ReadyEntry& head) {
+    ready_->Push(head);
+    if (fair_) EnterRing(k);
+  }
+  void EnterRing(KeyRef k);
   // The key's out state changed from `was_out` (its head leaves or enters the ready index).
   void Reclassify(KeyRef k, bool was_out);
   // The time (µs) from which the key has a token.
@@ -234,7 +265,11 @@ class KeyGate {
   uint32_t burst_ = 1;
   std::map<std::string, Override, std::less<>> overrides_;
   boost::unordered_flat_map<KeyRef, const Override*> live_;
-  size_t rated_overrides_ = 0;                    // overrides whose interval is not 0
+  size_t rated_overrides_ = 0;  // overrides whose interval is not 0
+  bool fair_ = false;
+  std::deque<KeyRef> ring_;     // fair share: ready keys in turn order (lazily)
+  PodVector<uint32_t> turn_;    // by KeyRef: what is left of its turn (0: none started)
+  PodVector<uint8_t> in_ring_;  // by KeyRef: 1 while ring_ holds it
   std::set<std::pair<TimeMs, KeyRef>> refill_;    // throttled keys by refill time
   std::set<std::pair<int64_t, KeyRef>> cooling_;  // keys without messages by tat_us
   TimeMs last_collect_ = 0;

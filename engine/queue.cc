@@ -122,6 +122,7 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
   if (gated()) {
     gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
     gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+    gate_->SetFair(settings_.fairness == Fairness::kWeighted);
   }
 }
 
@@ -133,6 +134,7 @@ void Queue::set_settings(const QueueSettings& s) {
   if (gate_ != nullptr) {
     gate_->SetLimit(gate_limit());
     if (rate_changed) gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+    gate_->SetFair(settings_.fairness == Fairness::kWeighted);
   }
 }
 
@@ -499,6 +501,15 @@ const Queue::PairIndex* Queue::MostSelective(const Filter& filter) const {
   return best;
 }
 
+MessageRef Queue::SelectFair(const Filter& filter, TimeMs now) {
+  // A filter dequeue is earliest deadline first among its matches, outside the rotation.
+  if (!filter.empty() || ready_.empty()) return SelectPending(filter);
+  const MessageRef first = ready_.top_ref();
+  const int64_t overdue = settings_.overdue_first_ms;
+  if (overdue != 0 && At(first)->priority < SaturatingAdd(now, -overdue)) return first;
+  return gate_->FairHead();
+}
+
 MessageRef Queue::SelectPending(const Filter& filter) const {
   if (filter.empty()) return ready_.empty() ? kNoRef : ready_.top_ref();
   const PairIndex* index = MostSelective(filter);
@@ -727,6 +738,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   const bool rated = gate_ != nullptr && gate_->rated();
   const bool queue_rated = settings_.rate_milli != 0;
+  const bool fair = gate_ != nullptr && gate_->fair();
   // Buckets refill lazily: a late timer never delays a key.
   const size_t readied = rated ? gate_->Refill(now) : 0;
   if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) queue_refill_ms_ = 0;
@@ -737,7 +749,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
       queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
       break;
     }
-    const MessageRef ref = SelectPending(request.filter);
+    const MessageRef ref = fair ? SelectFair(request.filter, now) : SelectPending(request.filter);
     if (ref == kNoRef) break;
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
@@ -752,6 +764,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
     if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
+    if (fair) gate_->Served(At(ref));
     QueueGranted(now);
     RememberLease(ref, token);
     out.push_back(Record(ref));
@@ -1211,6 +1224,11 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
       } else if (queue_refill_ms_ != 0) {  // a dequeue found the queue's bucket empty
         x.reason = ExplainReason::kQueueRate;
         x.until = queue_refill_ms_;
+      } else if (const MessageRef turn =
+                     gate_ != nullptr && gate_->fair() ? gate_->PeekFairHead() : kNoRef;
+                 turn != kNoRef && gate_->ValueOf(At(turn)) != gate_->ValueOf(m)) {
+        x.reason = ExplainReason::kFairShare;
+        x.exclusivity_value = std::string(gate_->ValueOf(At(turn)));  // whose turn it is
       } else {
         x.reason = ExplainReason::kDequeueable;
       }
@@ -1607,6 +1625,11 @@ void Queue::HashInto(void* xxh3_state) const {
     put(s.key_burst);
   }
   if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {    // likewise
+    put(uint8_t{30});
+    put(static_cast<uint8_t>(s.fairness));
+    put(s.overdue_first_ms);
+  }
   if (gate_ != nullptr && gate_->overrides() != 0) {  // likewise: only with overrides
     put(uint8_t{51});
     gate_->ForEachOverride([&](std::string_view value, const KeyLimits& l) {  // in value order

@@ -542,6 +542,9 @@ class Queue {
   void ExplainHeld(const Message* m, Explanation* x) const;
   const PairIndex* MostSelective(const Filter& filter) const;
   MessageRef SelectPending(const Filter& filter) const;
+  // Fair share's choice for an unfiltered dequeue (an overdue message first, then the head of
+  // the key whose turn it is); a filtered one is SelectPending's.
+  MessageRef SelectFair(const Filter& filter, TimeMs now);
   // Every message matching `filter`, in (priority, seq) order when `sorted`.
   std::vector<MessageRef> Matching(const Filter& filter, bool sorted) const;
   bool PriorityOrder(MessageRef a, MessageRef b) const;

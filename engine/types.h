@@ -77,6 +77,12 @@ std::string_view QueueTypeName(QueueType t);  // "simple", "exclusive"
 enum class Dedupe : uint8_t { kKeep = 0, kWhileActive = 1 };
 std::string_view DedupeName(Dedupe d);  // "keep", "while_active"
 
+// How a gated queue's dequeues choose among its flow-key values (docs/semantics.md, "Fair
+// share"): earliest deadline first over every value (none), or weighted deficit round robin
+// among the values with a dequeueable message, earliest deadline first within one (weighted).
+enum class Fairness : uint8_t { kNone = 0, kWeighted = 1 };
+std::string_view FairnessName(Fairness f);  // "none", "weighted"
+
 // Flow-control limits (docs/semantics.md, "Flow control").
 inline constexpr uint32_t kMaxKeyConcurrency = 1'000'000;
 // Token buckets: rates in milli-tokens per second (rate_per_s × 1000, at most 1e6/s), bursts.
@@ -133,6 +139,10 @@ struct QueueSettings {
   uint32_t burst = 1;
   int64_t ttl_ms = 0;  // a message's default time to live from its enqueue; 0: none
   Dedupe dedupe = Dedupe::kKeep;
+  // Fair share over the flow key; with weighted, a message whose priority (a deadline in ms)
+  // is more than overdue_first_ms before now jumps the rotation (0: never).
+  Fairness fairness = Fairness::kNone;
+  int64_t overdue_first_ms = 0;
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
 };
 
@@ -156,6 +166,8 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> burst;
   std::optional<int64_t> ttl_ms;
   std::optional<Dedupe> dedupe;
+  std::optional<Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 struct StateCounts {
@@ -387,6 +399,7 @@ enum class ExplainReason : uint8_t {
   kKeyRate = 10,    // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
                     // its next token
   kQueueRate = 11,  // the queue's bucket (rate_per_s) has no token: `until` its next one
+  kFairShare = 12,  // fairness weighted: another value of the flow key has its turn now
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

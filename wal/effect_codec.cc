@@ -67,6 +67,8 @@ constexpr uint8_t kGateRecordFlag = 2;
 // Settings tag after the flags (and history_max): the key bucket, when not the default.
 constexpr uint8_t kKeyRateTag = 28;
 constexpr uint8_t kQueueRateTag = 29;  // the queue bucket: rate_milli:u64le burst:u32le
+constexpr uint8_t kFairnessTag = 30;   // fairness:u8 overdue_first_ms:i64le
+constexpr uint8_t kMaxFairness = static_cast<uint8_t>(Fairness::kWeighted);
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -113,6 +115,11 @@ void PutSettings(std::string* out, const QueueSettings& s) {
     PutU8(out, kQueueRateTag);
     PutFixed64(out, s.rate_milli);
     PutFixed32(out, s.burst);
+  }
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {
+    PutU8(out, kFairnessTag);
+    PutU8(out, static_cast<uint8_t>(s.fairness));
+    PutI64(out, s.overdue_first_ms);
   }
 }
 
@@ -296,6 +303,16 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
       if (s->rate_milli == 0 && s->burst == 1) {
         return Malformed("wal: effect: queue rate restated at its defaults");
+      }
+    } else if (tag == kFairnessTag) {
+      const uint8_t fairness = r->U8();
+      s->overdue_first_ms = r->I64();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (fairness > kMaxFairness) return Malformed("wal: effect: unknown fairness");
+      if (s->overdue_first_ms < 0) return Malformed("wal: effect: negative overdue_first_ms");
+      s->fairness = static_cast<Fairness>(fairness);
+      if (s->fairness == Fairness::kNone && s->overdue_first_ms == 0) {
+        return Malformed("wal: effect: fairness restated at its defaults");
       }
     } else {
       return Malformed("wal: effect: trailing bytes");
