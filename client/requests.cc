@@ -81,7 +81,7 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
       b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
       s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
       s.history_max, flow_key, s.key_concurrency, s.ttl_ms, s.dedupe, s.rate_per_s, s.burst,
-      s.key_rate_per_s, s.key_burst);
+      s.key_rate_per_s, s.key_burst, s.fairness, s.overdue_first_ms);
   return Finish(b, h, p::Operation::CreateQueue,
                 p::CreateCreateQueue(b, StringOf(b, name), settings));
 }
@@ -92,7 +92,8 @@ std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const Queue
   auto update = p::CreateQueueSettingsUpdate(
       b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
       dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused, u.history_max,
-      u.key_concurrency, u.ttl_ms, u.dedupe, u.rate_per_s, u.burst, u.key_rate_per_s, u.key_burst);
+      u.key_concurrency, u.ttl_ms, u.dedupe, u.rate_per_s, u.burst, u.key_rate_per_s, u.key_burst,
+      u.fairness, u.overdue_first_ms);
   return Finish(b, h, p::Operation::UpdateQueue,
                 p::CreateUpdateQueue(b, StringOf(b, name), update));
 }

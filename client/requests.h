@@ -66,6 +66,9 @@ struct QueueSettings {
   std::optional<uint32_t> burst;
   std::optional<double> key_rate_per_s;
   std::optional<uint32_t> key_burst;
+  // Fair share over the flow key (docs/semantics.md, "Fair share").
+  std::optional<protocol::Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 // update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
@@ -89,6 +92,8 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> burst;
   std::optional<double> key_rate_per_s;  // 0 clears the key rate
   std::optional<uint32_t> key_burst;
+  std::optional<protocol::Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 struct EnqueueItem {

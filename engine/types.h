@@ -195,7 +195,7 @@ struct KeyLimits {
   uint32_t concurrency = 0;  // key_concurrency (0: no limit)
   uint64_t rate_milli = 0;   // key_rate_per_s × 1000 (0: no rate)
   uint32_t burst = 1;        // key_burst
-  uint32_t weight = 1;       // fair share's weight (fairness weighted: not built yet)
+  uint32_t weight = 1;       // its share under fairness weighted
   bool empty() const { return set == 0; }
   bool has(uint8_t field) const { return (set & field) != 0; }
   friend bool operator==(const KeyLimits&, const KeyLimits&) = default;

@@ -110,6 +110,8 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.burst = s->burst().value_or(out.burst);
   if (s->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*s->key_rate_per_s());
   out.key_burst = s->key_burst().value_or(out.key_burst);
+  if (s->fairness()) out.fairness = static_cast<Fairness>(*s->fairness());
+  out.overdue_first_ms = s->overdue_first_ms().value_or(out.overdue_first_ms);
   return out;
 }
 
@@ -134,6 +136,8 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.burst = u->burst();
   if (u->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*u->key_rate_per_s());
   out.key_burst = u->key_burst();
+  if (u->fairness()) out.fairness = static_cast<Fairness>(*u->fairness());
+  out.overdue_first_ms = u->overdue_first_ms();
   return out;
 }
 

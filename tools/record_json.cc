@@ -70,6 +70,10 @@ json::object SettingsToJson(const QueueSettings& s) {
     o["rate_per_s"] = RatePerSOf(s.rate_milli);
     o["burst"] = s.burst;
   }
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {  // tag 30
+    o["fairness"] = FairnessName(s.fairness);
+    o["overdue_first_ms"] = s.overdue_first_ms;
+  }
   return o;
 }
 

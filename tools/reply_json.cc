@@ -112,6 +112,8 @@ std::string Explanation(const p::ExplainResult& x) {
              " has no token (key_rate_per_s); next token at " + until;
     case p::ExplainReason::queue_rate:
       return "the queue has no token (rate_per_s); next token at " + until;
+    case p::ExplainReason::fair_share:
+      return "fair share: key " + std::string(View(x.exclusivity_value())) + " has its turn";
   }
   return "unknown reason";
 }
@@ -151,6 +153,8 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("burst", s->burst());
     put_rate("key_rate_per_s", s->key_rate_per_s());
     put("key_burst", s->key_burst());
+    if (s->fairness()) o["fairness"] = p::EnumNameFairness(*s->fairness());
+    put("overdue_first_ms", s->overdue_first_ms());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();

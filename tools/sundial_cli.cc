@@ -210,6 +210,8 @@ struct SettingFlags {
   uint32_t burst = 0;
   double key_rate_per_s = 0;
   uint32_t key_burst = 0;
+  std::string fairness;
+  int64_t overdue_first_ms = 0;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -228,6 +230,8 @@ struct SettingFlags {
   CLI::Option* burst_flag = nullptr;
   CLI::Option* key_rate_per_s_flag = nullptr;
   CLI::Option* key_burst_flag = nullptr;
+  CLI::Option* fairness_flag = nullptr;
+  CLI::Option* overdue_first_ms_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -265,6 +269,12 @@ struct SettingFlags {
                                           "dequeues per second per flow-key value (0: no limit)");
     key_burst_flag =
         cmd->add_option("--key-burst", key_burst, "each flow-key value's bucket size (default 1)");
+    fairness_flag = cmd->add_option("--fairness", fairness,
+                                    "none|weighted: weighted round robin over the flow key")
+                        ->check(CLI::IsMember({"none", "weighted"}));
+    overdue_first_ms_flag =
+        cmd->add_option("--overdue-first-ms", overdue_first_ms,
+                        "weighted: a message overdue by more than this jumps the turns (0: never)");
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -290,6 +300,10 @@ struct SettingFlags {
     if (burst_flag->count()) out.burst = burst;
     if (key_rate_per_s_flag->count()) out.key_rate_per_s = key_rate_per_s;
     if (key_burst_flag->count()) out.key_burst = key_burst;
+    if (fairness_flag->count()) {
+      out.fairness = fairness == "weighted" ? p::Fairness::weighted : p::Fairness::none;
+    }
+    if (overdue_first_ms_flag->count()) out.overdue_first_ms = overdue_first_ms;
   }
 };
 

@@ -369,6 +369,33 @@ TEST_F(CliE2E, KeyLimitsOverrideOneValueAndListKeysShowsThem) {
             "queue: has no flow_key (key limits need one)");
 }
 
+TEST_F(CliE2E, FairnessFlagsTakeTurnsAndExplainSaysWhose) {
+  auto created = Ok({"create-queue", "fair", "--flow-key", "tenant", "--fairness", "weighted",
+                     "--overdue-first-ms", "60000"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(Str(created[0].at("fairness")), "weighted");
+  EXPECT_EQ(Int(created[0].at("overdue_first_ms")), 60000);
+  // Priorities below are small numbers: as deadlines they are long overdue, and would all jump
+  // the turns. Without overdue_first_ms, the turns alone.
+  Ok({"update-queue", "fair", "--overdue-first-ms", "0"});
+  for (const char* id : {"big0", "big1"}) {
+    Ok({"enqueue", "fair", "--id", id, "--meta", "tenant=big"});
+  }
+  Ok({"enqueue", "fair", "--id", "small0", "--priority", "9", "--meta", "tenant=small"});
+  auto why = Ok({"explain", "fair", "small0"});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(Str(why[0].at("reason")), "fair_share");
+  EXPECT_EQ(Str(why[0].at("explanation")), "fair share: key big has its turn");
+  auto leased = Ok({"dequeue", "fair", "--max", "2"});
+  ASSERT_EQ(leased.size(), 2u);
+  EXPECT_EQ(Str(leased[1].at("id")), "small0") << "small's turn after big's";
+  EXPECT_EQ(ServerError({"create-queue", "plain", "--fairness", "weighted"}, "INVALID_ARGUMENT"),
+            "fairness: needs a flow_key");
+  EXPECT_EQ(ServerError({"update-queue", "fair", "--fairness", "none", "--overdue-first-ms", "5"},
+                        "INVALID_ARGUMENT"),
+            "overdue_first_ms: needs fairness weighted");
+}
+
 TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
   ServerError({"create-queue", "ex", "--type", "exclusive"}, "INVALID_ARGUMENT");
   Ok({"create-queue", "ex", "--type", "exclusive", "--exclusivity-key", "tenant"});

@@ -304,6 +304,8 @@ export class QueueView {
             `${int(st.key_concurrency)} running per value · ` : 'no limit · ') : '') +
         (st.rate_per_s ? `rate ${st.rate_per_s}/s, burst ${int(st.burst)} · ` : '') +
         (st.key_rate_per_s ? `key rate ${st.key_rate_per_s}/s, burst ${int(st.key_burst)} per value · ` : '') +
+        (st.fairness === 'weighted' ? 'fair share by weight' +
+            (st.overdue_first_ms ? `, overdue by ${duration(st.overdue_first_ms)} first` : '') + ' · ' : '') +
         `memory ${int(q.memory)} B`);
     for (const k of [...STATES, 'blocked']) setText(this.cardValues[k], int(q.counts[k]));
     setText(this.oldest, q.oldest ? duration(q.oldest) : '—');

@@ -41,6 +41,7 @@ import {
   Outcome,
   QUEUE_TYPES,
   DEDUPES,
+  FAIRNESSES,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
@@ -374,6 +375,8 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     burst: setting("burst", s.burst()),
     key_rate_per_s: setting("key_rate_per_s", s.keyRatePerS()),
     key_burst: setting("key_burst", s.keyBurst()),
+    fairness: enumName(FAIRNESSES, setting("fairness", s.fairness())),
+    overdue_first_ms: Number(setting("overdue_first_ms", s.overdueFirstMs())),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -664,11 +667,21 @@ export const SETTING_NAMES = [
   "burst",
   "key_rate_per_s",
   "key_burst",
+  "fairness",
+  "overdue_first_ms",
 ] as const;
 /** Fixed at creation: not in QueueSettingsUpdate. */
 const FIXED_SETTINGS: readonly string[] = ["type", "exclusivity_key", "flow_key"];
 const UPDATABLE = SETTING_NAMES.filter((n) => !FIXED_SETTINGS.includes(n));
-const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms", "ttl_ms"] as const;
+const INT64_SETTINGS = [
+  "lease_ms",
+  "invisibility_ms",
+  "retry_backoff_ms",
+  "retry_backoff_max_ms",
+  "retention_ms",
+  "ttl_ms",
+  "overdue_first_ms",
+] as const;
 
 interface SettingsTable {
   addLeaseMs(b: flatbuffers.Builder, v: bigint): void;
@@ -689,6 +702,8 @@ interface SettingsTable {
   addBurst(b: flatbuffers.Builder, v: number): void;
   addKeyRatePerS(b: flatbuffers.Builder, v: number): void;
   addKeyBurst(b: flatbuffers.Builder, v: number): void;
+  addFairness(b: flatbuffers.Builder, v: number): void;
+  addOverdueFirstMs(b: flatbuffers.Builder, v: bigint): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -698,6 +713,7 @@ const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable>
   retry_backoff_max_ms: "addRetryBackoffMaxMs",
   retention_ms: "addRetentionMs",
   ttl_ms: "addTtlMs",
+  overdue_first_ms: "addOverdueFirstMs",
 };
 
 /** Checked settings, ready to write into QueueSettings (create) or QueueSettingsUpdate (update). */
@@ -721,6 +737,11 @@ function checkSettings(settings: unknown, update: boolean) {
     dedupe = DEDUPES.indexOf(s.dedupe as never);
     if (dedupe < 0) throw invalidArgument(`dedupe: ${JSON.stringify(s.dedupe)} is not "keep" or "while_active"`);
   }
+  let fairness: number | undefined;
+  if (s.fairness !== undefined) {
+    fairness = FAIRNESSES.indexOf(s.fairness as never);
+    if (fairness < 0) throw invalidArgument(`fairness: ${JSON.stringify(s.fairness)} is not "none" or "weighted"`);
+  }
   const ints: [keyof SettingsTable, bigint][] = [];
   for (const name of INT64_SETTINGS) {
     const v = optional(s[name], (x) => int64(name, x));
@@ -743,6 +764,7 @@ function checkSettings(settings: unknown, update: boolean) {
     burst: optional(s.burst, (x) => uint32("burst", x)),
     key_rate_per_s: optional(s.key_rate_per_s, (x) => rate("key_rate_per_s", x)),
     key_burst: optional(s.key_burst, (x) => uint32("key_burst", x)),
+    fairness,
   };
 }
 
@@ -772,6 +794,7 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (s.burst !== undefined) add(() => table.addBurst(b, s.burst!));
   if (s.key_rate_per_s !== undefined) add(() => table.addKeyRatePerS(b, s.key_rate_per_s!));
   if (s.key_burst !== undefined) add(() => table.addKeyBurst(b, s.key_burst!));
+  if (s.fairness !== undefined) add(() => table.addFairness(b, s.fairness!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 

@@ -68,6 +68,8 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       burst: 1,
       key_rate_per_s: 0,
       key_burst: 1,
+      fairness: "none",
+      overdue_first_ms: 0,
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
@@ -136,6 +138,25 @@ test("rates and bursts round-trip, throttle a key with explain's reason, and are
   });
   await rejectsWith(client.updateQueue(queue, { rate_per_s: "fast" }), { code: "INVALID_ARGUMENT", origin: "local", message: /rate_per_s: must be a finite number/ });
   await rejectsWith(client.updateQueue(queue, { burst: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^burst: must be 1-1000000$/ });
+});
+
+test("fairness round-trips and the values take turns", async () => {
+  const queue = uniqueQueue("fair");
+  const q = await client.createQueue(queue, { flow_key: "tenant", fairness: "weighted", overdue_first_ms: 5000 });
+  assert.deepEqual([q.fairness, q.overdue_first_ms], ["weighted", 5000]);
+  // Priorities 0-100 are long overdue as deadlines: they would all jump the turns.
+  await client.updateQueue(queue, { overdue_first_ms: 0 });
+  for (let i = 0; i < 3; i++) await client.enqueue(queue, "x", { id: `big${i}`, priority: i, metadata: { tenant: "big" } });
+  await client.enqueue(queue, "x", { id: "small0", priority: 100, metadata: { tenant: "small" } });
+  assert.equal((await client.explain(queue, "small0")).reason, "fair_share");
+  assert.deepEqual((await client.dequeue(queue, { max: 3 })).map((m) => m.id), ["big0", "small0", "big1"]);
+  assert.equal((await client.updateQueue(queue, { fairness: "none", overdue_first_ms: 0 })).fairness, "none");
+  await rejectsWith(client.updateQueue(queue, { fairness: "loud" }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await rejectsWith(client.createQueue(`${queue}-plain`, { fairness: "weighted" }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^fairness: needs a flow_key$/,
+  });
 });
 
 test("key limits override one value, listKeys shows it, and bad input is refused", async () => {

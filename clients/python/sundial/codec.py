@@ -299,7 +299,8 @@ def _decode_queue(q):
                  flow_key=_text(s.FlowKey()) or None, key_concurrency=s.KeyConcurrency(),
                  ttl_ms=s.TtlMs(), dedupe=_enum_name(DEDUPE, s.Dedupe()),
                  rate_per_s=s.RatePerS(), burst=s.Burst(), key_rate_per_s=s.KeyRatePerS(),
-                 key_burst=s.KeyBurst(),
+                 key_burst=s.KeyBurst(), fairness=_enum_name(FAIRNESS, s.Fairness()),
+                 overdue_first_ms=s.OverdueFirstMs(),
                  counts=_decode_counts(q.Counts()), oldest_pending_age_ms=q.OldestPendingAgeMs(),
                  memory_bytes=q.MemoryBytes())
 
@@ -476,6 +477,10 @@ def _settings(b, settings, update):
             if value not in DEDUPE:
                 raise invalid_argument(f"dedupe: {value!r} is not 'keep' or 'while_active'")
             add[name](b, DEDUPE.index(value))
+        elif name == "fairness":
+            if value not in FAIRNESS:
+                raise invalid_argument(f"fairness: {value!r} is not 'none' or 'weighted'")
+            add[name](b, FAIRNESS.index(value))
         elif name in ("rate_per_s", "key_rate_per_s"):
             add[name](b, _rate(name, value))
         elif name in ("max_attempts", "history_max", "key_concurrency", "burst", "key_burst"):
@@ -595,6 +600,8 @@ _ITEM_KEYS = frozenset(("payload", "priority", "metadata", "id", "delay_ms", "vi
 
 # dedupe's values, in the order of the schema's enum (docs/protocol.md).
 DEDUPE = ("keep", "while_active")
+# fairness's values, in the order of the schema's enum.
+FAIRNESS = ("none", "weighted")
 
 # on_dependency_failure's values, in the order of the schema's enum (docs/protocol.md).
 DEPENDENCY_FAILURE_POLICIES = ("cancel", "release", "error")

@@ -37,7 +37,9 @@ class Operations:
         live, 0: none), ``dedupe`` ("keep" or "while_active": docs/semantics.md, "Flow
         control"), ``rate_per_s`` and ``burst`` (the queue's token bucket: dequeues per second,
         0: none, at most 3 decimals; bucket size, default 1), ``key_rate_per_s`` and
-        ``key_burst`` (the same per flow-key value). Repeating it with identical settings succeeds; different ones are
+        ``key_burst`` (the same per flow-key value), ``fairness`` ("none" or "weighted": turns
+        among the flow-key values) and ``overdue_first_ms`` (with weighted: a message overdue by
+        more jumps the turns). Repeating it with identical settings succeeds; different ones are
         ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 
@@ -240,7 +242,7 @@ class Operations:
                        weight=None, timeout=None, durability=None):
         """Overrides the key limits of one flow-key value (docs/semantics.md, "Per-key
         limits"): ``concurrency`` (0: no limit), ``rate_per_s`` (0: no rate), ``burst``,
-        ``weight`` (1-1000; stored for fair share, not built yet). The fields given replace the
+        ``weight`` (1-1000: its share under fairness "weighted"). The fields given replace the
         value's overrides whole: none removes them. Returns the value (``KeyInfo``).
         FAILED_PRECONDITION on a queue without a flow key."""
         return self._execute(codec.set_key_limits(queue, value, concurrency, rate_per_s, burst,

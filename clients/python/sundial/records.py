@@ -8,7 +8,7 @@ STATES = ("invisible", "pending", "running", "completed", "canceled", "errored",
 QUEUE_TYPES = ("simple", "exclusive")
 EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
                    "attempts_spent", "running", "terminal", "waiting_on_dependencies",
-                   "key_concurrency", "key_rate", "queue_rate")
+                   "key_concurrency", "key_rate", "queue_rate", "fair_share")
 
 
 class Record:
@@ -192,7 +192,8 @@ class Queue(Record):
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
                  "dequeue_paused", "history_max", "flow_key", "key_concurrency", "ttl_ms",
-                 "dedupe", "rate_per_s", "burst", "key_rate_per_s", "key_burst", "counts",
+                 "dedupe", "rate_per_s", "burst", "key_rate_per_s", "key_burst", "fairness",
+                 "overdue_first_ms", "counts",
                  "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
@@ -201,7 +202,7 @@ class Queue(Record):
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
                 "history_max", "flow_key", "key_concurrency", "ttl_ms", "dedupe", "rate_per_s",
-                "burst", "key_rate_per_s", "key_burst")
+                "burst", "key_rate_per_s", "key_burst", "fairness", "overdue_first_ms")
 
     @property
     def settings(self):
