@@ -390,6 +390,11 @@ class Queue {
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
+  // Export's and HashInto's flow-control parts (queue_flow.cc): the per-key limits (before the
+  // messages), the token buckets (after them), and their digest.
+  void ExportKeyLimits(EffectSink* visit) const;
+  void ExportBuckets(EffectSink* visit) const;
+  void HashFlowInto(void* xxh3_state) const;
 
   // Per-key limits (docs/semantics.md, "Per-key limits"); the queue must be gated.
   // Checks an override against the queue's settings: INVALID_ARGUMENT or RESOURCE_EXHAUSTED.
