@@ -390,7 +390,7 @@ class Queue {
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
-  // Export's and HashInto's flow-control parts (queue_flow.cc): the per-key limits (before the
+  // Export's and HashInto's flow-control parts (queue_limits.cc): the per-key limits (before the
   // messages), the token buckets (after them), and their digest.
   void ExportKeyLimits(EffectSink* visit) const;
   void ExportBuckets(EffectSink* visit) const;
