@@ -433,13 +433,14 @@ BENCHMARK(BM_KeyRateDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecon
 
 constexpr uint64_t kKeyMessages = 100'000;
 
-uint64_t QueueBytes(bool gated, uint64_t values, const char** error) {
+uint64_t QueueBytes(bool gated, uint64_t values, const char** error, bool fair = false) {
   ManualClock clock;
   auto engine = std::make_unique<Engine>(BenchOptions(), &clock, nullptr);
   QueueSettings settings;
   if (gated) {
     settings.flow_key = "tenant";
     settings.key_concurrency = kKeyConcurrency;
+    if (fair) settings.fairness = Fairness::kWeighted;
   }
   if ((*error = CreateQueue(*engine, "bench-keys", settings)) != nullptr) return 0;
   *error = Fill(*engine, "bench-keys", kKeyMessages, [values](uint64_t i) {
@@ -475,6 +476,10 @@ void BM_MemoryPerKey(benchmark::State& state) {
     state.counters["bytes_per_key"] = per_value;
     state.counters["filter_index_bytes_per_value"] = filter_per_value;
     state.counters["gate_bytes_per_key"] = per_value - filter_per_value;
+    // The same with fairness weighted: every value is ready, so in the ring.
+    const double fair_many = static_cast<double>(QueueBytes(true, kKeyMessages, &error, true));
+    const double fair_one = static_cast<double>(QueueBytes(true, 1, &error, true));
+    state.counters["fair_gate_bytes_per_key"] = (fair_many - fair_one) / n - filter_per_value;
     state.counters["value_bytes"] = 13;  // "tenant-000123"
   }
 }

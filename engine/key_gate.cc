@@ -36,13 +36,14 @@ void KeyGate::Clear() {
   live_.clear();
   ring_.clear();
   turn_.clear();
-  in_ring_.clear();
 }
 
 uint64_t KeyGate::allocated_bytes() const {
   uint64_t total = keys_.capacity_bytes() + values_.capacity_bytes() +
                    by_value_.bucket_count() * (sizeof(KeyRef) + 1) + sizeof(*this);
   for (KeyRef k : by_value_) total += keys_[k].pending.capacity_bytes();
+  // Fair share: turn_, and the ring (a deque: its blocks of 512 bytes, and a map of them).
+  total += turn_.capacity_bytes() + (ring_.size() / 128 + 1) * (512 + sizeof(void*));
   return total;
 }
 
@@ -82,7 +83,8 @@ KeyRef KeyGate::Acquire(std::string_view value) {
   s.tat_us = 0;
   s.refill_ms = 0;
   s.value_at = static_cast<uint32_t>(values_.size());
-  if (k < turn_.size()) turn_[k] = 0;  // a new key on a reused KeyRef starts no turn
+  // A new key on a reused KeyRef starts no turn (a stale ring entry, if any, is now its own).
+  if (k < turn_.size()) turn_[k] &= kInRing;
   if (!overrides_.empty()) {
     if (auto it = overrides_.find(value); it != overrides_.end()) live_[k] = &it->second;
   }
@@ -244,7 +246,7 @@ void KeyGate::EndBulk() {
   }
   // The ready index holds the head of every key that is not held (and the ring those keys).
   ring_.clear();
-  std::fill(in_ring_.begin(), in_ring_.end(), uint8_t{0});
+  std::fill(turn_.begin(), turn_.end(), uint16_t{0});
   ready_->Clear();
   ready_->BeginUnordered();
   *blocked_ = 0;
@@ -477,16 +479,13 @@ void KeyGate::ForEachValue(const std::function<void(std::string_view)>& visit) c
 namespace sundial {
 
 void KeyGate::EnterRing(KeyRef k) {
-  if (k >= in_ring_.size()) {
-    const size_t old = in_ring_.size();
-    const size_t n = std::max<size_t>(keys_.size(), size_t{k} + 1);
-    in_ring_.resize_uninitialized(n);
-    turn_.resize_uninitialized(n);
-    std::fill(in_ring_.begin() + old, in_ring_.end(), uint8_t{0});
-    std::fill(turn_.begin() + old, turn_.end(), uint32_t{0});
+  if (k >= turn_.size()) {
+    const size_t old = turn_.size();
+    turn_.resize_uninitialized(std::max<size_t>(keys_.size(), size_t{k} + 1));
+    std::fill(turn_.begin() + old, turn_.end(), uint16_t{0});
   }
-  if (in_ring_[k] != 0) return;
-  in_ring_[k] = 1;
+  if ((turn_[k] & kInRing) != 0) return;
+  turn_[k] = kInRing;
   ring_.push_back(k);
 }
 
@@ -494,7 +493,6 @@ void KeyGate::SetFair(bool fair) {
   if (fair == fair_) return;
   fair_ = fair;
   ring_.clear();
-  in_ring_.clear();
   turn_.clear();
   if (!fair_) return;
   for (KeyRef k : by_value_) {
@@ -507,11 +505,10 @@ MessageRef KeyGate::FairHead() {
     const KeyRef k = ring_.front();
     if (!Ready(k)) {  // also a released key: its heap is empty
       ring_.pop_front();
-      in_ring_[k] = 0;
       turn_[k] = 0;
       continue;
     }
-    if (turn_[k] == 0) turn_[k] = WeightOf(k);
+    if ((turn_[k] & kTurnMask) == 0) turn_[k] = kInRing | static_cast<uint16_t>(WeightOf(k));
     return keys_[k].pending.top().ref;
   }
   return kNoRef;
@@ -527,8 +524,9 @@ MessageRef KeyGate::PeekFairHead() const {
 void KeyGate::Served(const Message* m) {
   if (ring_.empty()) return;
   const KeyRef k = Find(ValueOf(m));
-  if (k != ring_.front() || turn_[k] == 0) return;  // served outside its turn (filter, overdue)
-  if (--turn_[k] != 0) return;
+  // Served outside its turn (filter, overdue): nothing spent.
+  if (k != ring_.front() || (turn_[k] & kTurnMask) == 0) return;
+  if ((--turn_[k] & kTurnMask) != 0) return;
   ring_.pop_front();
   ring_.push_back(k);  // dropped at the front later if it is no longer ready
 }

@@ -267,9 +267,12 @@ class KeyGate {
   boost::unordered_flat_map<KeyRef, const Override*> live_;
   size_t rated_overrides_ = 0;  // overrides whose interval is not 0
   bool fair_ = false;
-  std::deque<KeyRef> ring_;     // fair share: ready keys in turn order (lazily)
-  PodVector<uint32_t> turn_;    // by KeyRef: what is left of its turn (0: none started)
-  PodVector<uint8_t> in_ring_;  // by KeyRef: 1 while ring_ holds it
+  std::deque<KeyRef> ring_;  // fair share: ready keys in turn order (lazily)
+  // By KeyRef: kInRing while ring_ holds the key, and what is left of its turn (weights are at
+  // most 1,000; 0: none started). 2 bytes per key, only for a fair queue.
+  static constexpr uint16_t kInRing = 0x8000;
+  static constexpr uint16_t kTurnMask = 0x7fff;
+  PodVector<uint16_t> turn_;
   std::set<std::pair<TimeMs, KeyRef>> refill_;    // throttled keys by refill time
   std::set<std::pair<int64_t, KeyRef>> cooling_;  // keys without messages by tat_us
   TimeMs last_collect_ = 0;
