@@ -41,6 +41,8 @@ std::string_view DedupeName(Dedupe d) {
   return d == Dedupe::kWhileActive ? "while_active" : "keep";
 }
 
+std::string_view FairnessName(Fairness f) { return f == Fairness::kWeighted ? "weighted" : "none"; }
+
 std::string_view ExplainReasonName(ExplainReason r) {
   switch (r) {
     case ExplainReason::kDequeueable:
@@ -67,6 +69,8 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "key_rate";
     case ExplainReason::kQueueRate:
       return "queue_rate";
+    case ExplainReason::kFairShare:
+      return "fair_share";
   }
   return "unknown";
 }
@@ -115,6 +119,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "key_state_restated";
     case EffectType::kQueueReady:
       return "queue_ready";
+    case EffectType::kKeyLimitsSet:
+      return "key_limits_set";
   }
   return "unknown";
 }

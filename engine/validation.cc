@@ -148,6 +148,18 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
     return InvalidArgument("dedupe: must be keep or while_active");
   }
+  if (s.fairness != Fairness::kNone && s.fairness != Fairness::kWeighted) {
+    return InvalidArgument("fairness: must be none or weighted");
+  }
+  if (s.fairness == Fairness::kWeighted && s.flow_key.empty() && s.type != QueueType::kExclusive) {
+    return InvalidArgument("fairness: needs a flow_key");
+  }
+  if (!IsValidDuration(s.overdue_first_ms)) {
+    return InvalidArgument("overdue_first_ms: must be 0-3153600000000");
+  }
+  if (s.overdue_first_ms != 0 && s.fairness != Fairness::kWeighted) {
+    return InvalidArgument("overdue_first_ms: needs fairness weighted");
+  }
   if (!IsValidLease(s.lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
   if (!IsValidDuration(s.invisibility_ms)) {
     return InvalidArgument("invisibility_ms: must be 0-3153600000000");

@@ -110,6 +110,8 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.burst = s->burst().value_or(out.burst);
   if (s->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*s->key_rate_per_s());
   out.key_burst = s->key_burst().value_or(out.key_burst);
+  if (s->fairness()) out.fairness = static_cast<Fairness>(*s->fairness());
+  out.overdue_first_ms = s->overdue_first_ms().value_or(out.overdue_first_ms);
   return out;
 }
 
@@ -134,6 +136,8 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.burst = u->burst();
   if (u->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*u->key_rate_per_s());
   out.key_burst = u->key_burst();
+  if (u->fairness()) out.fairness = static_cast<Fairness>(*u->fairness());
+  out.overdue_first_ms = u->overdue_first_ms();
   return out;
 }
 
@@ -507,6 +511,73 @@ void RunNote(const p::Request& request, OpContext& ctx, Reply& r) {
   r.Ok(p::Result::Done, p::CreateDone(r.b()));
 }
 
+// ---- Per-key limits (docs/semantics.md, "Per-key limits") ------------------------------------
+
+KeyLimits LimitsOf(const p::KeyLimits* l) {
+  KeyLimits out;
+  if (l == nullptr) return out;
+  if (l->concurrency()) {
+    out.set |= KeyLimits::kConcurrency;
+    out.concurrency = *l->concurrency();
+  }
+  if (l->rate_per_s()) {
+    out.set |= KeyLimits::kRate;
+    out.rate_milli = RateMilliOf(*l->rate_per_s());  // refused by the check when not exact
+  }
+  if (l->burst()) {
+    out.set |= KeyLimits::kBurst;
+    out.burst = *l->burst();
+  }
+  if (l->weight()) {
+    out.set |= KeyLimits::kWeight;
+    out.weight = *l->weight();
+  }
+  return out;
+}
+
+fb::Offset<p::KeyLimits> EncodeKeyLimits(fb::FlatBufferBuilder& b, const KeyLimits& l) {
+  p::KeyLimitsBuilder kb(b);
+  if (l.has(KeyLimits::kConcurrency)) kb.add_concurrency(l.concurrency);
+  if (l.has(KeyLimits::kRate)) kb.add_rate_per_s(RatePerSOf(l.rate_milli));
+  if (l.has(KeyLimits::kBurst)) kb.add_burst(l.burst);
+  if (l.has(KeyLimits::kWeight)) kb.add_weight(l.weight);
+  return kb.Finish();
+}
+
+fb::Offset<p::KeyInfo> EncodeKeyInfo(fb::FlatBufferBuilder& b, const KeyInfo& k) {
+  const auto value = b.CreateString(k.value);
+  const auto overrides = EncodeKeyLimits(b, k.overrides);
+  return p::CreateKeyInfo(b, value, overrides, k.concurrency, RatePerSOf(k.rate_milli), k.burst,
+                          k.weight, k.pending, k.running, k.held, k.next_token);
+}
+
+void KeyReply(Reply& r, const Result<KeyInfo>& k) {
+  if (!k.ok()) return r.Error(k.status());
+  r.Ok(p::Result::KeyResult, p::CreateKeyResult(r.b(), EncodeKeyInfo(r.b(), *k)));
+}
+
+void RunSetKeyLimits(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_SetKeyLimits();
+  KeyReply(r, ctx.engine->SetKeyLimits(Str(op->queue()), Str(op->value()), LimitsOf(op->limits())));
+}
+
+void RunGetKeyLimits(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_GetKeyLimits();
+  KeyReply(r, ctx.engine->GetKeyLimits(Str(op->queue()), Str(op->value())));
+}
+
+void RunListKeys(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_ListKeys();
+  auto keys =
+      ctx.engine->ListKeys(Str(op->queue()), static_cast<KeyOrder>(op->order()), op->limit());
+  if (!keys.ok()) return r.Error(keys.status());
+  auto& b = r.b();
+  std::vector<fb::Offset<p::KeyInfo>> out;
+  out.reserve(keys->size());
+  for (const KeyInfo& k : *keys) out.push_back(EncodeKeyInfo(b, k));
+  r.Ok(p::Result::KeyList, p::CreateKeyList(b, b.CreateVector(out)));
+}
+
 void RunExtend(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Extend();
   auto res = ctx.engine->Extend(Str(op->queue()), Str(op->id()), op->lease_token(), op->lease_ms());
@@ -754,6 +825,9 @@ constexpr std::array kTable = {
     OperationRow{O::EnqueueFlow, "EnqueueFlow", kMutation, kAny, RunEnqueueFlow},
     OperationRow{O::History, "History", kDurableRead, kAny, RunHistory},
     OperationRow{O::Note, "Note", kMutation, kAny, RunNote},
+    OperationRow{O::SetKeyLimits, "SetKeyLimits", kMutation, kAny, RunSetKeyLimits},
+    OperationRow{O::GetKeyLimits, "GetKeyLimits", kRead, kAny, RunGetKeyLimits},
+    OperationRow{O::ListKeys, "ListKeys", kRead, kAny, RunListKeys},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 static_assert(static_cast<size_t>(O::MAX) < Metrics::kOps, "every operation has its metrics");

@@ -79,7 +79,8 @@ fb::Offset<p::QueueInfo> EncodeQueueInfo(fb::FlatBufferBuilder& b, const QueueIn
       s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
       s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
       static_cast<p::Dedupe>(s.dedupe), RatePerSOf(s.rate_milli), s.burst,
-      RatePerSOf(s.key_rate_milli), s.key_burst);
+      RatePerSOf(s.key_rate_milli), s.key_burst, static_cast<p::Fairness>(s.fairness),
+      s.overdue_first_ms);
   auto counts = EncodeStateCounts(b, q.counts);
   return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
                                   q.memory_bytes);

@@ -70,6 +70,10 @@ json::object SettingsToJson(const QueueSettings& s) {
     o["rate_per_s"] = RatePerSOf(s.rate_milli);
     o["burst"] = s.burst;
   }
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {  // tag 30
+    o["fairness"] = FairnessName(s.fairness);
+    o["overdue_first_ms"] = s.overdue_first_ms;
+  }
   return o;
 }
 
@@ -257,6 +261,15 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     case EffectType::kQueueReady:  // never logged
       return;
+    case EffectType::kKeyLimitsSet: {
+      const KeyLimits& l = e.key_limits;
+      PutText(out, "value", e.id);
+      if (l.has(KeyLimits::kConcurrency)) (*out)["concurrency"] = l.concurrency;
+      if (l.has(KeyLimits::kRate)) (*out)["rate_per_s"] = RatePerSOf(l.rate_milli);
+      if (l.has(KeyLimits::kBurst)) (*out)["burst"] = l.burst;
+      if (l.has(KeyLimits::kWeight)) (*out)["weight"] = l.weight;
+      return;
+    }
   }
 }
 

@@ -18,6 +18,12 @@ std::string_view View(const flatbuffers::String* s) {
   return s ? s->string_view() : std::string_view();
 }
 
+// A rate has at most 3 decimals: a whole one prints as an integer (100, not 1E2).
+json::value RateJson(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<int64_t>(v);
+  return v;
+}
+
 // Writes `s` as key, or as key_base64 when it is not valid UTF-8.
 void PutText(json::object* out, std::string_view key, std::string_view s) {
   if (IsValidUtf8(s)) {
@@ -106,6 +112,8 @@ std::string Explanation(const p::ExplainResult& x) {
              " has no token (key_rate_per_s); next token at " + until;
     case p::ExplainReason::queue_rate:
       return "the queue has no token (rate_per_s); next token at " + until;
+    case p::ExplainReason::fair_share:
+      return "fair share: key " + std::string(View(x.exclusivity_value())) + " has its turn";
   }
   return "unknown reason";
 }
@@ -138,19 +146,15 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("key_concurrency", s->key_concurrency());
     put("ttl_ms", s->ttl_ms());
     if (s->dedupe()) o["dedupe"] = p::EnumNameDedupe(*s->dedupe());
-    // A rate has at most 3 decimals: a whole one prints as an integer (100, not 1E2).
     const auto put_rate = [&o](const char* name, std::optional<double> value) {
-      if (!value) return;
-      if (*value == std::floor(*value) && std::fabs(*value) < 1e15) {
-        o[name] = static_cast<int64_t>(*value);
-      } else {
-        o[name] = *value;
-      }
+      if (value) o[name] = RateJson(*value);
     };
     put_rate("rate_per_s", s->rate_per_s());
     put("burst", s->burst());
     put_rate("key_rate_per_s", s->key_rate_per_s());
     put("key_burst", s->key_burst());
+    if (s->fairness()) o["fairness"] = p::EnumNameFairness(*s->fairness());
+    put("overdue_first_ms", s->overdue_first_ms());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();
@@ -267,6 +271,28 @@ json::object BatchToJson(const p::BatchInfo& b) {
   } else {
     o["callback"] = nullptr;
   }
+  return o;
+}
+
+json::object KeyInfoToJson(const p::KeyInfo& k) {
+  json::object o;
+  PutText(&o, "value", k.value());
+  json::object overrides;
+  if (const p::KeyLimits* l = k.overrides()) {
+    if (l->concurrency()) overrides["concurrency"] = *l->concurrency();
+    if (l->rate_per_s()) overrides["rate_per_s"] = RateJson(*l->rate_per_s());
+    if (l->burst()) overrides["burst"] = *l->burst();
+    if (l->weight()) overrides["weight"] = *l->weight();
+  }
+  o["overrides"] = std::move(overrides);
+  o["concurrency"] = k.concurrency();
+  o["rate_per_s"] = RateJson(k.rate_per_s());
+  o["burst"] = k.burst();
+  o["weight"] = k.weight();
+  o["pending"] = k.pending();
+  o["running"] = k.running();
+  o["held"] = k.held();
+  o["next_token"] = k.next_token();
   return o;
 }
 

@@ -59,7 +59,7 @@ class Rates : public ServerTest {
   }
 };
 
-TEST_F(Rates, SettingsRoundTripChangeAndSurviveARestart) {
+TEST_F(Rates, SettingsAndKeyLimitsRoundTripChangeAndSurviveKillMinus9) {
   client::QueueSettings s;
   s.flow_key = "tenant";
   s.rate_per_s = 2.5;
@@ -71,8 +71,15 @@ TEST_F(Rates, SettingsRoundTripChangeAndSurviveARestart) {
   client::QueueSettingsUpdate u;
   u.rate_per_s = 1000000;  // the largest
   u.key_burst = 7;
+  u.fairness = p::Fairness::weighted;
+  u.overdue_first_ms = 30'000;
   auto updated = client_->UpdateQueue("rated", u);
   ASSERT_TRUE(updated.ok()) << updated.error().ToString();
+  client::KeyLimits acme;
+  acme.concurrency = 4;
+  acme.rate_per_s = 0.25;
+  acme.weight = 3;
+  ASSERT_TRUE(client_->SetKeyLimits("rated", "acme", acme).ok());
   client_.reset();
   server_->Kill();
   ASSERT_TRUE(server_->Start()) << server_->log();
@@ -85,6 +92,16 @@ TEST_F(Rates, SettingsRoundTripChangeAndSurviveARestart) {
   EXPECT_EQ(settings->burst(), std::optional<uint32_t>(4));
   EXPECT_EQ(settings->key_rate_per_s(), std::optional<double>(0.125));
   EXPECT_EQ(settings->key_burst(), std::optional<uint32_t>(7));
+  EXPECT_EQ(settings->fairness(), std::optional<p::Fairness>(p::Fairness::weighted));
+  EXPECT_EQ(settings->overdue_first_ms(), std::optional<int64_t>(30'000));
+  auto key = (*c)->GetKeyLimits("rated", "acme");
+  ASSERT_TRUE(key.ok()) << key.error().ToString();
+  const p::KeyLimits* o = key->result<p::KeyResult>()->key()->overrides();
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(o->concurrency(), std::optional<uint32_t>(4));
+  EXPECT_EQ(o->rate_per_s(), std::optional<double>(0.25));
+  EXPECT_EQ(o->burst(), std::nullopt) << "not overridden";
+  EXPECT_EQ(o->weight(), std::optional<uint32_t>(3));
   // 0 clears a rate; a queue without any describes them as 0 and 1.
   client::QueueSettingsUpdate clear;
   clear.rate_per_s = 0;

@@ -93,6 +93,8 @@ export function settings(s) {
     burst: s.burst || 1,
     key_rate_per_s: s.key_rate_per_s || 0,     // each flow-key value's bucket; 0: no rate
     key_burst: s.key_burst || 1,
+    fairness: s.fairness || 'none',            // weighted: turns among the flow-key values
+    overdue_first_ms: s.overdue_first_ms || 0,
   };
 }
 
