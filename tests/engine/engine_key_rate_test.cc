@@ -434,6 +434,24 @@ TEST_F(BlockedSplitTest, LeaseExpiryAndSettingChanges) {
   ExpectSplit(0, 0, "no key rate");
 }
 
+TEST_F(BlockedSplitTest, APerValueOverrideMovesItsMessagesBetweenReasons) {
+  for (int i = 0; i < 4; ++i) PutFor("a" + std::to_string(i), "a", i);
+  ASSERT_EQ(Take("s", 10).size(), 2u);
+  ExpectSplit(2, 0, "a at N = 2");
+  KeyLimits limits;
+  limits.set = KeyLimits::kConcurrency;
+  limits.concurrency = 5;  // a alone may run 5: below it, with one token left
+  ASSERT_TRUE(engine().SetKeyLimits("s", "a", limits).ok());
+  ExpectSplit(0, 0, "a's own limit");
+  ASSERT_EQ(Take("s", 10).size(), 1u);  // its last token
+  ExpectSplit(0, 1, "a below its limit, out of tokens");
+  limits.concurrency = 1;  // a's 3 running are above its limit now: held first
+  ASSERT_TRUE(engine().SetKeyLimits("s", "a", limits).ok());
+  ExpectSplit(1, 0, "held by its own limit");
+  ASSERT_TRUE(engine().SetKeyLimits("s", "a", KeyLimits{}).ok());
+  ExpectSplit(1, 0, "the queue's N again");
+}
+
 TEST_F(BlockedSplitTest, RestartRebuildsTheSplit) {
   for (int i = 0; i < 5; ++i) PutFor("a" + std::to_string(i), "a", i);
   std::vector<MessageRecord> got = Take("s", 10);
