@@ -433,13 +433,14 @@ BENCHMARK(BM_KeyRateDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecon
 
 constexpr uint64_t kKeyMessages = 100'000;
 
-uint64_t QueueBytes(bool gated, uint64_t values, const char** error) {
+uint64_t QueueBytes(bool gated, uint64_t values, const char** error, bool fair = false) {
   ManualClock clock;
   auto engine = std::make_unique<Engine>(BenchOptions(), &clock, nullptr);
   QueueSettings settings;
   if (gated) {
     settings.flow_key = "tenant";
     settings.key_concurrency = kKeyConcurrency;
+    if (fair) settings.fairness = Fairness::kWeighted;
   }
   if ((*error = CreateQueue(*engine, "bench-keys", settings)) != nullptr) return 0;
   *error = Fill(*engine, "bench-keys", kKeyMessages, [values](uint64_t i) {
@@ -475,10 +476,131 @@ void BM_MemoryPerKey(benchmark::State& state) {
     state.counters["bytes_per_key"] = per_value;
     state.counters["filter_index_bytes_per_value"] = filter_per_value;
     state.counters["gate_bytes_per_key"] = per_value - filter_per_value;
+    // The same with fairness weighted: every value is ready, so in the ring.
+    const double fair_many = static_cast<double>(QueueBytes(true, kKeyMessages, &error, true));
+    const double fair_one = static_cast<double>(QueueBytes(true, 1, &error, true));
+    state.counters["fair_gate_bytes_per_key"] = (fair_many - fair_one) / n - filter_per_value;
     state.counters["value_bytes"] = 13;  // "tenant-000123"
   }
 }
 BENCHMARK(BM_MemoryPerKey)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// ---- BM_FairShareDrain, BM_FairShareWeights -----------------------------------------------------
+// docs/semantics.md, "Fair share". Drain: one value ("big") holds 100,000 messages with the
+// earliest deadlines and 999 values hold 10 each; every message is dequeued and completed one
+// at a time, with fairness none (Arg 0) or weighted (Arg 1). Counters: the 99th percentile of the
+// position (in dequeues) at which the small values' messages were served, the same under an
+// exact round robin over the 1,000 values (their fair share: the j-th message of the r-th value
+// in round j, after big's), and their ratio (target ≤ 2); time per dequeue+complete. Weights:
+// two values of 100,000 messages with weights 2 and 1; the share of 30,000 dequeues (target
+// 2:1 ± 5%).
+
+constexpr uint64_t kBigMessages = 100'000;
+constexpr uint64_t kSmallValues = 999;
+constexpr uint64_t kSmallMessages = 10;
+
+uint64_t Percentile99(std::vector<uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[(v.size() * 99 + 99) / 100 - 1];
+}
+
+void BM_FairShareDrain(benchmark::State& state) {
+  ReleaseFixture();
+  const bool weighted = state.range(0) == 1;
+  for (auto _ : state) {
+    state.PauseTiming();
+    ManualClock clock(kBasePriority);
+    Engine engine(BenchOptions(), &clock, nullptr);
+    QueueSettings settings;
+    settings.flow_key = "k";
+    settings.fairness = weighted ? Fairness::kWeighted : Fairness::kNone;
+    const char* error = CreateQueue(engine, "bench-fair", settings);
+    if (error == nullptr) {
+      error = Fill(engine, "bench-fair", kBigMessages, [](uint64_t i) {
+        return Item("big-" + std::to_string(i), static_cast<int64_t>(i), KeyValue("big"));
+      });
+    }
+    if (error == nullptr) {
+      error = Fill(engine, "bench-fair", kSmallValues * kSmallMessages, [](uint64_t i) {
+        const uint64_t value = i % kSmallValues;
+        return Item("s" + std::to_string(value) + "-" + std::to_string(i / kSmallValues),
+                    static_cast<int64_t>(kBigMessages + i), KeyValue("s" + std::to_string(value)));
+      });
+    }
+    if (error != nullptr) {
+      state.SkipWithError(error);
+      break;
+    }
+    state.ResumeTiming();
+    std::vector<uint64_t> small;
+    small.reserve(kSmallValues * kSmallMessages);
+    DequeueRequest request;
+    uint64_t served = 0;
+    while (true) {
+      auto got = engine.Dequeue("bench-fair", request);
+      if (!got.ok() || got->empty()) break;
+      ++served;
+      MessageRecord& rec = (*got)[0];
+      if (rec.id[0] == 's') small.push_back(served);
+      std::vector<CompleteItem> done;
+      done.push_back(CompleteItem{std::move(rec.id), rec.lease_token});
+      benchmark::DoNotOptimize(engine.Complete("bench-fair", done));
+    }
+    state.PauseTiming();
+    std::vector<uint64_t> fair;
+    for (uint64_t j = 0; j < kSmallMessages; ++j) {
+      for (uint64_t r = 0; r < kSmallValues; ++r) fair.push_back(j * (kSmallValues + 1) + r + 2);
+    }
+    const double p99 = static_cast<double>(Percentile99(small));
+    const double fair_p99 = static_cast<double>(Percentile99(fair));
+    state.counters["small_wait_p99"] = p99;
+    state.counters["fair_share_p99"] = fair_p99;
+    state.counters["ratio"] = p99 / fair_p99;
+    state.counters["dequeues"] = static_cast<double>(served);
+    state.counters["ns_per_dequeue"] = benchmark::Counter(
+        static_cast<double>(served), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.ResumeTiming();
+  }
+}
+BENCHMARK(BM_FairShareDrain)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+void BM_FairShareWeights(benchmark::State& state) {
+  ReleaseFixture();
+  for (auto _ : state) {
+    ManualClock clock(kBasePriority);
+    Engine engine(BenchOptions(), &clock, nullptr);
+    QueueSettings settings;
+    settings.flow_key = "k";
+    settings.fairness = Fairness::kWeighted;
+    const char* error = CreateQueue(engine, "bench-weights", settings);
+    for (const char* value : {"heavy", "light"}) {
+      if (error != nullptr) break;
+      error = Fill(engine, "bench-weights", kBigMessages, [value](uint64_t i) {
+        return Item(std::string(value) + std::to_string(i), static_cast<int64_t>(i),
+                    KeyValue(value));
+      });
+    }
+    KeyLimits two;
+    two.set = KeyLimits::kWeight;
+    two.weight = 2;
+    if (error == nullptr && !engine.SetKeyLimits("bench-weights", "heavy", two).ok()) {
+      error = "SetKeyLimits failed";
+    }
+    if (error != nullptr) {
+      state.SkipWithError(error);
+      break;
+    }
+    uint64_t heavy = 0, light = 0;
+    DequeueRequest request;
+    for (int i = 0; i < 30'000; ++i) {
+      auto got = engine.Dequeue("bench-weights", request);
+      if (!got.ok() || got->empty()) break;
+      ((*got)[0].id[0] == 'h' ? heavy : light)++;
+    }
+    state.counters["heavy_to_light"] = static_cast<double>(heavy) / static_cast<double>(light);
+  }
+}
+BENCHMARK(BM_FairShareWeights)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // ---- BM_FilterDequeue ---------------------------------------------------------------------------
 

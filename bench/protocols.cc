@@ -30,6 +30,10 @@ class SundialProtocol final : public Protocol {
     settings.add_type(o_.exclusive ? p::QueueType::exclusive : p::QueueType::simple);
     if (o_.exclusive) settings.add_exclusivity_key(key);
     settings.add_lease_ms(o_.lease_ms);
+    if (o_.key_rate_per_s > 0) {
+      settings.add_key_rate_per_s(o_.key_rate_per_s);
+      settings.add_key_burst(o_.key_burst);
+    }
     settings.add_retention_ms(0);  // completed messages go, as a ZREM or a delete does
     const auto settings_off = settings.Finish();
     const auto op = p::CreateCreateQueue(b_, b_.CreateString(o_.queue), settings_off);
@@ -196,6 +200,7 @@ class SundialProtocol final : public Protocol {
     if (with_queue) d.add_queue(queue);
     d.add_max(max);
     d.add_lease_ms(o_.lease_ms);
+    if (o_.dequeue_wait_ms > 0) d.add_wait_ms(o_.dequeue_wait_ms);
     if (!tenant.empty()) d.add_filter(filter);
     return d.Finish();
   }

@@ -35,6 +35,11 @@ struct ProtocolOptions {
   bool relaxed = false;  // Sundial: durability relaxed on every request
   int64_t lease_ms = 30000;
   bool exclusive = false;  // Sundial: the queue is exclusive on metadata "key"
+  // Sundial: each value of "key" gets this token bucket (key_rate_per_s; 0: none), and a
+  // dequeue long-polls up to dequeue_wait_ms for a token rather than coming back empty.
+  double key_rate_per_s = 0;
+  uint32_t key_burst = 1;
+  uint32_t dequeue_wait_ms = 0;
   // Redis: each write is followed by WAIT <redis_wait> 0, and done when WAIT answers (the
   // closest Redis has to a synchronous standby: the replica received it, not fsynced it).
   uint32_t redis_wait = 0;

@@ -72,6 +72,8 @@ struct Config {
   uint64_t sequence_start = 0;
   uint32_t tenants = 16;
   uint32_t keys = 4096;
+  double key_rate_per_s = 0;  // exclusive: each key's token bucket (0: none)
+  uint32_t key_burst = 1;
   int64_t lease_ms = 30000;
   uint32_t redis_wait = 0;  // Redis: WAIT for this many replicas after each write
   bool relaxed = false;
@@ -837,6 +839,11 @@ int Run(Config& config) {
   po.lease_ms = config.lease_ms;
   po.redis_wait = config.redis_wait;
   po.exclusive = config.workload == Workload::kExclusive;
+  po.key_rate_per_s = config.key_rate_per_s;
+  po.key_burst = config.key_burst;
+  // A key out of tokens leaves the dequeue empty until its refill: wait for it in the server
+  // (woken by the refill) rather than spin; short, so the run ends soon after --duration.
+  po.dequeue_wait_ms = config.key_rate_per_s > 0 ? 100 : 0;
 
   // Every tenant in use has a worker: a tenant no connection dequeues from would only hold
   // prefilled messages that no one can take.
@@ -981,6 +988,8 @@ int Run(Config& config) {
   const double ops_per_sec = seconds > 0 ? static_cast<double>(t.messages) / seconds : 0;
   const double requests_per_sec = seconds > 0 ? static_cast<double>(t.requests) / seconds : 0;
   auto us = [&](double p) { return static_cast<double>(t.latency.Percentile(p)) / 1e3; };
+  // The exclusive workload spreads its messages evenly over its keys.
+  const double per_key = config.workload == Workload::kExclusive ? ops_per_sec / config.keys : 0;
   if (config.json) {
     fmt::print(
         "{{\"target\":\"{}\",\"workload\":\"{}\",\"connections\":{},\"pipeline\":{},"
@@ -989,13 +998,13 @@ int Run(Config& config) {
         "\"requests_per_sec\":{:.1f},\"p50_us\":{:.1f},\"p90_us\":{:.1f},\"p99_us\":{:.1f},"
         "\"p999_us\":{:.1f},\"max_us\":{:.1f},"
         "\"errors\":{},\"empty\":{},\"first_error\":\"{}\","
-        "\"server_cpu_s\":{:.3f},\"server_cpu_us_per_op\":{:.2f},"
+        "\"server_cpu_s\":{:.3f},\"server_cpu_us_per_op\":{:.2f},\"per_key_ops_per_sec\":{:.2f},"
         "\"acked\":{{\"enqueued\":{},\"leased\":{},\"completed\":{}}}}}\n",
         JsonEscape(config.target_text), config.workload_text, config.connections, config.pipeline,
         config.batch, config.next_max, config.rate, t.messages, seconds, ops_per_sec,
         requests_per_sec, us(0.5), us(0.9), us(0.99), us(0.999),
         static_cast<double>(t.latency.Max()) / 1e3, t.errors, t.empty, JsonEscape(t.first_error),
-        server_cpu_s, server_cpu_us_per_op, acked.enqueued, acked.leased, acked.completed);
+        server_cpu_s, server_cpu_us_per_op, per_key, acked.enqueued, acked.leased, acked.completed);
   } else {
     fmt::print(
         "target       {}\nworkload     {} (batch {}{}, payload {} B)\n", config.target_text,
@@ -1011,6 +1020,10 @@ int Run(Config& config) {
                us(0.5), us(0.9), us(0.99), us(0.999), static_cast<double>(t.latency.Max()) / 1e3);
     fmt::print("errors       {}{}\nempty        {}\n", t.errors,
                t.first_error.empty() ? "" : " (first: " + t.first_error + ")", t.empty);
+    if (config.key_rate_per_s > 0) {
+      fmt::print("per key      {:.2f} msg/s over {} keys: {:.4f} of key_rate_per_s {}\n", per_key,
+                 config.keys, per_key / config.key_rate_per_s, config.key_rate_per_s);
+    }
     if (server_cpu_s >= 0) {
       fmt::print("server CPU   {:.3f} s, {:.1f} us per operation\n", server_cpu_s,
                  server_cpu_us_per_op);
@@ -1081,6 +1094,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--keys", config.keys, "exclusive: distinct exclusivity values")
       ->check(CLI::Range(1u, 100000000u))
+      ->capture_default_str();
+  app.add_option("--key-rate-per-s", config.key_rate_per_s,
+                 "exclusive, Sundial: each key's token bucket (dequeues per second); dequeues "
+                 "then long-poll 100 ms, and the run reports the rate per key");
+  app.add_option("--key-burst", config.key_burst, "with --key-rate-per-s: each key's bucket size")
+      ->check(CLI::Range(1u, 1000000u))
       ->capture_default_str();
   app.add_option("--lease-ms", config.lease_ms, "lease of a dequeue")
       ->check(CLI::Range(1000, 3600000))
@@ -1168,6 +1187,12 @@ int main(int argc, char** argv) {
     fmt::print(stderr,
                "sundial-bench: the exclusive workload needs Sundial's exclusive queues; "
                "Redis and beanstalkd have no equivalent\n");
+    return 2;
+  }
+  if (config.key_rate_per_s > 0 &&
+      (config.workload != Workload::kExclusive || config.target != Target::kSundial)) {
+    fmt::print(stderr,
+               "sundial-bench: --key-rate-per-s needs --workload exclusive against sundial://\n");
     return 2;
   }
   if (config.workload == Workload::kWorker && config.rate > 0) {

@@ -731,6 +731,17 @@ Result<Reply> Client::Extend(std::string_view queue, std::string_view id, uint64
                              int64_t lease_ms) {
   return Call(BuildExtend(NextHeader(), queue, id, lease_token, lease_ms));
 }
+Result<Reply> Client::SetKeyLimits(std::string_view queue, std::string_view value,
+                                   const KeyLimits& limits) {
+  return Call(BuildSetKeyLimits(NextHeader(), queue, value, limits));
+}
+Result<Reply> Client::GetKeyLimits(std::string_view queue, std::string_view value) {
+  return Call(BuildGetKeyLimits(NextHeader(), queue, value));
+}
+Result<Reply> Client::ListKeys(std::string_view queue, protocol::KeyOrder order, uint32_t limit) {
+  return Call(BuildListKeys(NextHeader(), queue, order, limit));
+}
+
 Result<Reply> Client::History(std::string_view queue, std::string_view id) {
   return Call(BuildHistory(NextHeader(), queue, id));
 }

@@ -260,6 +260,13 @@ class Client {
   Result<Reply> SealBatch(std::string_view id);                                 // BatchResult
   Result<Reply> GetBatch(std::string_view id);                                  // BatchResult
   Result<Reply> History(std::string_view queue, std::string_view id);           // HistoryResult
+  // Per-key limits (docs/semantics.md, "Per-key limits").
+  Result<Reply> SetKeyLimits(std::string_view queue, std::string_view value,
+                             const KeyLimits& limits);                         // KeyResult
+  Result<Reply> GetKeyLimits(std::string_view queue, std::string_view value);  // KeyResult
+  Result<Reply> ListKeys(std::string_view queue,
+                         protocol::KeyOrder order = protocol::KeyOrder::pending,
+                         uint32_t limit = 20);  // KeyList
   Result<Reply> Note(std::string_view queue, std::string_view id, uint64_t lease_token,
                      std::string_view text);           // Done
   Result<Reply> Stats();                               // StatsResult

@@ -80,7 +80,8 @@ std::string BuildCreateQueue(RequestHeader h, std::string_view name, const Queue
   auto settings = p::CreateQueueSettings(
       b, s.type, key, s.lease_ms, s.invisibility_ms, s.max_attempts, s.retry_backoff_ms,
       s.retry_backoff_max_ms, dlq, s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max, flow_key, s.key_concurrency, s.ttl_ms, s.dedupe);
+      s.history_max, flow_key, s.key_concurrency, s.ttl_ms, s.dedupe, s.rate_per_s, s.burst,
+      s.key_rate_per_s, s.key_burst, s.fairness, s.overdue_first_ms);
   return Finish(b, h, p::Operation::CreateQueue,
                 p::CreateCreateQueue(b, StringOf(b, name), settings));
 }
@@ -91,7 +92,8 @@ std::string BuildUpdateQueue(RequestHeader h, std::string_view name, const Queue
   auto update = p::CreateQueueSettingsUpdate(
       b, u.lease_ms, u.invisibility_ms, u.max_attempts, u.retry_backoff_ms, u.retry_backoff_max_ms,
       dlq, u.retention_ms, u.max_depth, u.enqueue_paused, u.dequeue_paused, u.history_max,
-      u.key_concurrency, u.ttl_ms, u.dedupe);
+      u.key_concurrency, u.ttl_ms, u.dedupe, u.rate_per_s, u.burst, u.key_rate_per_s, u.key_burst,
+      u.fairness, u.overdue_first_ms);
   return Finish(b, h, p::Operation::UpdateQueue,
                 p::CreateUpdateQueue(b, StringOf(b, name), update));
 }
@@ -253,6 +255,29 @@ std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view 
   auto i = StringOf(b, id);
   auto t = StringOf(b, text);
   return Finish(b, h, p::Operation::Note, p::CreateNote(b, q, i, lease_token, t));
+}
+
+std::string BuildSetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value,
+                              const KeyLimits& l) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringOf(b, value);
+  auto limits = p::CreateKeyLimits(b, l.concurrency, l.rate_per_s, l.burst, l.weight);
+  return Finish(b, h, p::Operation::SetKeyLimits, p::CreateSetKeyLimits(b, q, v, limits));
+}
+
+std::string BuildGetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  auto v = StringOf(b, value);
+  return Finish(b, h, p::Operation::GetKeyLimits, p::CreateGetKeyLimits(b, q, v));
+}
+
+std::string BuildListKeys(RequestHeader h, std::string_view queue, p::KeyOrder order,
+                          uint32_t limit) {
+  fb::FlatBufferBuilder b;
+  auto q = StringOf(b, queue);
+  return Finish(b, h, p::Operation::ListKeys, p::CreateListKeys(b, q, order, limit));
 }
 
 std::string BuildCancel(RequestHeader h, std::string_view queue,

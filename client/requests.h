@@ -60,6 +60,15 @@ struct QueueSettings {
   // docs/semantics.md, "Flow control": a message's default ttl (0: none); id release.
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
+  // Token buckets (docs/semantics.md, "Rates"): tokens per second (0: none; at most 3 decimals)
+  // and bucket sizes, for the whole queue and for each flow-key value.
+  std::optional<double> rate_per_s;
+  std::optional<uint32_t> burst;
+  std::optional<double> key_rate_per_s;
+  std::optional<uint32_t> key_burst;
+  // Fair share over the flow key (docs/semantics.md, "Fair share").
+  std::optional<protocol::Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 // update_queue: absent settings are left unchanged (type, exclusivity key and flow key are
@@ -79,6 +88,12 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> key_concurrency;  // running messages per flow-key value; 0: no limit
   std::optional<int64_t> ttl_ms;
   std::optional<protocol::Dedupe> dedupe;
+  std::optional<double> rate_per_s;  // 0 clears the queue's rate
+  std::optional<uint32_t> burst;
+  std::optional<double> key_rate_per_s;  // 0 clears the key rate
+  std::optional<uint32_t> key_burst;
+  std::optional<protocol::Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 struct EnqueueItem {
@@ -247,6 +262,20 @@ std::string BuildGetBatch(RequestHeader h, std::string_view id);
 std::string BuildHistory(RequestHeader h, std::string_view queue, std::string_view id);
 std::string BuildNote(RequestHeader h, std::string_view queue, std::string_view id,
                       uint64_t lease_token, std::string_view text);
+
+// Per-key limits (docs/semantics.md, "Per-key limits"): a value's overrides (KeyResult; none
+// set: removes them), one value (KeyResult), the top keys (KeyList).
+struct KeyLimits {
+  std::optional<uint32_t> concurrency;
+  std::optional<double> rate_per_s;
+  std::optional<uint32_t> burst;
+  std::optional<uint32_t> weight;
+};
+std::string BuildSetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value,
+                              const KeyLimits& limits);
+std::string BuildGetKeyLimits(RequestHeader h, std::string_view queue, std::string_view value);
+std::string BuildListKeys(RequestHeader h, std::string_view queue, protocol::KeyOrder order,
+                          uint32_t limit);
 
 // Server.
 std::string BuildSubscribe(RequestHeader h, std::string_view queue, const Pairs& filter);

@@ -68,6 +68,10 @@ enum class EffectType : uint8_t {
   // Derived, never logged nor exported: a rated queue may have a message dequeueable again
   // (due_at 0: now, long polls retry) or a token refill is armed at due_at (the timer thread).
   kQueueReady = 50,
+  // set_key_limits (docs/semantics.md, "Per-key limits"): `id` a flow-key value and
+  // `key_limits` its overrides, whole (none set: the override is removed). Logged, and restated
+  // by snapshots (one per override, before the messages).
+  kKeyLimitsSet = 51,
 };
 inline bool IsScheduleEffect(EffectType t) {
   return t >= EffectType::kScheduleUpserted && t <= EffectType::kScheduleFired;
@@ -146,7 +150,8 @@ struct Effect {
   // (kEdgeListed, kEdgeGone: engine/dependencies.h). Empty everywhere else.
   const std::vector<std::string>* depends_on = nullptr;
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
-  int64_t tat_us = 0;  // kKeyStateRestated
+  int64_t tat_us = 0;         // kKeyStateRestated
+  KeyLimits key_limits = {};  // kKeyLimitsSet
   std::string_view dependency_edges = {};
   // A consequence of the effect before it (a dependent released, canceled or errored by the
   // completion or failure of its dependency: docs/engine.md, "Dependencies"). Subscribers see

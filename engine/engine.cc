@@ -230,6 +230,8 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
   if (update.burst) s.burst = *update.burst;
   if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
   if (update.dedupe) s.dedupe = *update.dedupe;
+  if (update.fairness) s.fairness = *update.fairness;
+  if (update.overdue_first_ms) s.overdue_first_ms = *update.overdue_first_ms;
   if (Status st = ValidateSettings(s, name); !st.ok()) return st;
   if (s == q->settings()) return q->Info(now);
   if (!dlq.empty() && dlq != q->settings().dead_letter_queue && dlq_shard.Find(dlq) == nullptr) {
@@ -245,6 +247,63 @@ Result<QueueInfo> Engine::UpdateQueue(std::string_view name, const QueueSettings
     sink_->OnEffect(e);
   }
   return q->Info(now);
+}
+
+namespace {
+const Status kNotGated =
+    Status(Code::kFailedPrecondition, "queue: has no flow_key (key limits need one)");
+}  // namespace
+
+Result<KeyInfo> Engine::SetKeyLimits(std::string_view queue, std::string_view value,
+                                     const KeyLimits& limits) {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  Shard& shard = ShardFor(queue);
+  MutexLock lock(&shard.mu);
+  const TimeMs now = clock_->NowMs();
+  Queue* q = shard.Find(queue);
+  if (q == nullptr) return kQueueNotFound;
+  if (!q->gated()) return kNotGated;
+  if (Status s = q->CheckKeyLimits(value, limits); !s.ok()) return s;
+  const KeyInfo before = q->DescribeKey(value, now);
+  if (before.overrides == limits) return before;
+  q->SetKeyLimits(value, limits);
+  if (sink_ != nullptr) {
+    Effect e;
+    e.type = EffectType::kKeyLimitsSet;
+    e.time = now;
+    e.queue = q->name();
+    e.id = value;
+    e.key_limits = limits;
+    sink_->OnEffect(e);
+  }
+  return q->DescribeKey(value, now);
+}
+
+Result<KeyInfo> Engine::GetKeyLimits(std::string_view queue, std::string_view value) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (value.size() > kMaxMetadataValueBytes) {
+    return InvalidArgument("value: a flow-key value is at most 256 bytes");
+  }
+  return WithQueue<Result<KeyInfo>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<KeyInfo> {
+        if (!q.gated()) return kNotGated;
+        return q.DescribeKey(value, now);
+      });
+}
+
+Result<std::vector<KeyInfo>> Engine::ListKeys(std::string_view queue, KeyOrder order,
+                                              uint32_t limit) const {
+  if (!IsValidQueueName(queue)) return kBadQueueName;
+  if (limit < 1 || limit > 1000) return InvalidArgument("limit: must be 1-1000");
+  if (order > KeyOrder::kThrottled)
+    return InvalidArgument("order: must be pending, running or throttled");
+  return WithQueue<Result<std::vector<KeyInfo>>>(
+      queue, [&] { return kQueueNotFound; },
+      [&](Queue& q, TimeMs now, Shard&) -> Result<std::vector<KeyInfo>> {
+        if (!q.gated()) return kNotGated;
+        return q.ListKeys(order, limit, now);
+      });
 }
 
 Result<QueueInfo> Engine::GetQueue(std::string_view name) const {
@@ -1225,6 +1284,8 @@ Status Engine::Apply(const Effect& e) {
       return q->ApplyNoted(e);
     case EffectType::kKeyStateRestated:
       return q->ApplyKeyState(e);
+    case EffectType::kKeyLimitsSet:
+      return q->ApplyKeyLimits(e);
     default:
       return Status(Code::kInternal, "effect: unknown type");
   }

@@ -91,6 +91,15 @@ class Engine {
   Result<QueueInfo> UpdateQueue(std::string_view name, const QueueSettingsUpdate& update);
   Result<QueueInfo> GetQueue(std::string_view name) const;
   std::vector<QueueInfo> ListQueues() const;  // sorted by name
+  // Per-key limits of a gated queue (docs/semantics.md, "Per-key limits"): set_key_limits
+  // replaces the value's override whole (no field set: removes it) and returns the value as
+  // get_key_limits then describes it. FAILED_PRECONDITION on a queue without a flow key.
+  Result<KeyInfo> SetKeyLimits(std::string_view queue, std::string_view value,
+                               const KeyLimits& limits);
+  Result<KeyInfo> GetKeyLimits(std::string_view queue, std::string_view value) const;
+  // The first `limit` (1-1000) keys by `order`: present keys and overridden values.
+  Result<std::vector<KeyInfo>> ListKeys(std::string_view queue, KeyOrder order,
+                                        uint32_t limit) const;
   Status DeleteQueue(std::string_view name);
   // Removes the messages in `states`; returns how many.
   Result<uint64_t> PurgeQueue(std::string_view name, const std::vector<MessageState>& states);

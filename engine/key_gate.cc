@@ -1,5 +1,6 @@
 #include "engine/key_gate.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -32,12 +33,17 @@ void KeyGate::Clear() {
   garbage_ = 0;
   refill_.clear();
   cooling_.clear();
+  live_.clear();
+  ring_.clear();
+  turn_.clear();
 }
 
 uint64_t KeyGate::allocated_bytes() const {
   uint64_t total = keys_.capacity_bytes() + values_.capacity_bytes() +
                    by_value_.bucket_count() * (sizeof(KeyRef) + 1) + sizeof(*this);
   for (KeyRef k : by_value_) total += keys_[k].pending.capacity_bytes();
+  // Fair share: turn_, and the ring (a deque: its blocks of 512 bytes, and a map of them).
+  total += turn_.capacity_bytes() + (ring_.size() / 128 + 1) * (512 + sizeof(void*));
   return total;
 }
 
@@ -77,6 +83,11 @@ KeyRef KeyGate::Acquire(std::string_view value) {
   s.tat_us = 0;
   s.refill_ms = 0;
   s.value_at = static_cast<uint32_t>(values_.size());
+  // A new key on a reused KeyRef starts no turn (a stale ring entry, if any, is now its own).
+  if (k < turn_.size()) turn_[k] &= kInRing;
+  if (!overrides_.empty()) {
+    if (auto it = overrides_.find(value); it != overrides_.end()) live_[k] = &it->second;
+  }
   const auto len = static_cast<uint16_t>(value.size());  // <= kMaxMetadataValueBytes
   const size_t at = values_.size();
   const size_t need = at + sizeof(len) + len;
@@ -107,6 +118,7 @@ void KeyGate::Release(KeyRef k) {
     s.refill_ms = 0;
   }
   by_value_.erase(k);
+  if (!live_.empty()) live_.erase(k);
   garbage_ += sizeof(uint16_t) + Value(k).size();
   s.pending.Release();
   s.value_at = free_;
@@ -131,7 +143,7 @@ void KeyGate::CompactValues() {
 
 void KeyGate::Reclassify(KeyRef k, bool was_out) {
   KeyState& s = keys_[k];
-  const bool held = Out(s);
+  const bool held = Out(k, s);
   if (held == was_out || bulk_ || s.pending.empty()) return;
   if (held) {
     const Message* head = store_->At(s.pending.top().ref);
@@ -139,7 +151,7 @@ void KeyGate::Reclassify(KeyRef k, bool was_out) {
     *blocked_ += s.pending.size();
   } else {
     *blocked_ -= s.pending.size();
-    ready_->Push(s.pending.top());
+    PushReady(k, s.pending.top());
   }
 }
 
@@ -148,7 +160,7 @@ void KeyGate::SetLimit(uint32_t limit) {
   if (limit == old) return;
   for (KeyRef k : by_value_) {
     limit_ = old;
-    const bool was_out = Out(keys_[k]);
+    const bool was_out = Out(k, keys_[k]);
     limit_ = limit;
     Reclassify(k, was_out);
   }
@@ -166,11 +178,11 @@ void KeyGate::AttachPending(MessageRef ref, Message* m) {
   }
   const MessageRef old_head = s.pending.empty() ? kNoRef : s.pending.top().ref;
   s.pending.Push(entry, traits());
-  if (Out(s)) {
+  if (Out(k, s)) {
     ++*blocked_;
   } else if (s.pending.top().ref == ref) {
     if (old_head != kNoRef) ready_->Remove(store_->At(old_head)->slot);
-    ready_->Push(entry);
+    PushReady(k, entry);
   }
 }
 
@@ -183,11 +195,11 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
   } else {
     const bool was_ready = m->slot != kNoSlot;
     s.pending.Remove(m->group_slot(), traits());
-    if (Out(s)) {
+    if (Out(k, s)) {
       --*blocked_;
     } else if (was_ready) {
       ready_->Remove(m->slot);
-      if (!s.pending.empty()) ready_->Push(s.pending.top());
+      if (!s.pending.empty()) PushReady(k, s.pending.top());
     }
   }
   MaybeRelease(k);
@@ -195,14 +207,14 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
 
 void KeyGate::AttachRunning(const Message* m) {
   const KeyRef k = Acquire(ValueOf(m));
-  const bool was_out = Out(keys_[k]);
+  const bool was_out = Out(k, keys_[k]);
   ++keys_[k].running;
   Reclassify(k, was_out);
 }
 
 void KeyGate::DetachRunning(const Message* m) {
   const KeyRef k = Find(ValueOf(m));
-  const bool was_out = Out(keys_[k]);
+  const bool was_out = Out(k, keys_[k]);
   --keys_[k].running;
   Reclassify(k, was_out);
   MaybeRelease(k);
@@ -210,7 +222,7 @@ void KeyGate::DetachRunning(const Message* m) {
 
 bool KeyGate::Dispatchable(const Message* m) const {
   const KeyRef k = Find(ValueOf(m));
-  return k == kNoKey || !Out(keys_[k]);
+  return k == kNoKey || !Out(k, keys_[k]);
 }
 
 uint32_t KeyGate::RunningOf(const Message* m) const {
@@ -229,12 +241,14 @@ void KeyGate::EndBulk() {
   for (KeyRef k : by_value_) {
     KeyState& s = keys_[k];
     s.refill_ms = 0;
-    if (rated() && TokenFromUs(s) > last_collect_ * 1000) {
-      s.refill_ms = CeilMs(TokenFromUs(s));
+    if (rated() && TokenFromUs(k, s) > last_collect_ * 1000) {
+      s.refill_ms = CeilMs(TokenFromUs(k, s));
       refill_.insert({s.refill_ms, k});
     }
   }
-  // The ready index holds the head of every key that is not held.
+  // The ready index holds the head of every key that is not held (and the ring those keys).
+  ring_.clear();
+  std::fill(turn_.begin(), turn_.end(), uint16_t{0});
   ready_->Clear();
   ready_->BeginUnordered();
   *blocked_ = 0;
@@ -242,10 +256,10 @@ void KeyGate::EndBulk() {
     KeyState& s = keys_[k];
     s.pending.Heapify(traits());
     if (s.pending.empty()) continue;
-    if (Out(s)) {
+    if (Out(k, s)) {
       *blocked_ += s.pending.size();
     } else {
-      ready_->Push(s.pending.top());
+      PushReady(k, s.pending.top());
     }
   }
   ready_->Heapify();
@@ -258,11 +272,18 @@ void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
   interval_us_ =
       rate_milli == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate_milli / 2) / rate_milli);
   tolerance_us_ = interval_us_ * (std::max<uint32_t>(burst, 1) - 1);
+  rate_milli_ = rate_milli;
+  burst_ = burst;
+  rated_overrides_ = 0;
+  for (auto& [value, o] : overrides_) {
+    Derive(&o);
+    if (o.interval_us != 0) ++rated_overrides_;
+  }
   // Throttled keys come back; the next dequeue checks them against the new bucket.
   const auto throttled = std::move(refill_);
   refill_.clear();
   for (const auto& [at, k] : throttled) {
-    const bool was_out = Out(keys_[k]);
+    const bool was_out = Out(k, keys_[k]);
     keys_[k].refill_ms = 0;
     Reclassify(k, was_out);
   }
@@ -276,20 +297,20 @@ TimeMs KeyGate::RefillOf(const Message* m) const {
 bool KeyGate::HasToken(const Message* m, TimeMs now) const {
   if (!rated()) return true;
   const KeyRef k = Find(ValueOf(m));
-  return k == kNoKey || TokenFromUs(keys_[k]) <= now * 1000;
+  return k == kNoKey || TokenFromUs(k, keys_[k]) <= now * 1000;
 }
 
 TimeMs KeyGate::NextTokenAt(const Message* m, TimeMs now) const {
   if (!rated()) return 0;
   const KeyRef k = Find(ValueOf(m));
   if (k == kNoKey) return 0;
-  const int64_t from = TokenFromUs(keys_[k]);
+  const int64_t from = TokenFromUs(k, keys_[k]);
   return from <= now * 1000 ? 0 : CeilMs(from);
 }
 
 void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
   KeyState& s = keys_[k];
-  const bool was_out = Out(s);
+  const bool was_out = Out(k, s);
   if (s.refill_ms != 0) refill_.erase({s.refill_ms, k});
   s.refill_ms = refill_ms;
   refill_.insert({refill_ms, k});
@@ -298,7 +319,7 @@ void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
 
 void KeyGate::Throttle(const Message* m, TimeMs now) {
   const KeyRef k = Find(ValueOf(m));
-  SetThrottled(k, std::max(CeilMs(TokenFromUs(keys_[k])), now + 1));
+  SetThrottled(k, std::max(CeilMs(TokenFromUs(k, keys_[k])), now + 1));
 }
 
 void KeyGate::Granted(const Message* m, TimeMs now) {
@@ -306,9 +327,9 @@ void KeyGate::Granted(const Message* m, TimeMs now) {
   const KeyRef k = Find(ValueOf(m));
   if (k == kNoKey) return;
   KeyState& s = keys_[k];
-  s.tat_us = std::max(s.tat_us, now * 1000) + interval_us_;
+  s.tat_us = std::max(s.tat_us, now * 1000) + IntervalOf(k);
   if (bulk_) return;  // EndBulk classifies
-  if (TokenFromUs(s) > now * 1000) SetThrottled(k, CeilMs(TokenFromUs(s)));
+  if (TokenFromUs(k, s) > now * 1000) SetThrottled(k, CeilMs(TokenFromUs(k, s)));
 }
 
 size_t KeyGate::Refill(TimeMs now) {
@@ -317,10 +338,10 @@ size_t KeyGate::Refill(TimeMs now) {
     const KeyRef k = refill_.begin()->second;
     refill_.erase(refill_.begin());
     KeyState& s = keys_[k];
-    const bool was_out = Out(s);
+    const bool was_out = Out(k, s);
     s.refill_ms = 0;
     Reclassify(k, was_out);
-    if (!s.pending.empty() && !Out(s)) ++readied;
+    if (!s.pending.empty() && !Out(k, s)) ++readied;
   }
   return readied;
 }
@@ -368,6 +389,148 @@ bool KeyGate::HashInto(void* xxh3_state, bool always) const {
   const uint64_t fields[3] = {n, sum, static_cast<uint64_t>(last_collect_)};
   XXH3_64bits_update(st, fields, sizeof(fields));
   return true;
+}
+
+}  // namespace sundial
+
+// ---- Per-value overrides ------------------------------------------------------------------------
+
+namespace sundial {
+
+void KeyGate::Derive(Override* o) const {
+  const KeyLimits& l = o->limits;
+  const uint64_t rate = l.has(KeyLimits::kRate) ? l.rate_milli : rate_milli_;
+  const uint32_t burst = l.has(KeyLimits::kBurst) ? l.burst : burst_;
+  o->interval_us = rate == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate / 2) / rate);
+  o->tolerance_us = o->interval_us * (std::max<uint32_t>(burst, 1) - 1);
+}
+
+void KeyGate::SetOverride(std::string_view value, const KeyLimits& limits) {
+  const KeyRef k = Find(value);
+  const bool was_out = k != kNoKey && Out(k, keys_[k]);
+  auto it = overrides_.find(value);
+  if (it != overrides_.end() && it->second.interval_us != 0) --rated_overrides_;
+  if (limits.empty()) {
+    if (it == overrides_.end()) return;
+    overrides_.erase(it);
+    if (k != kNoKey) live_.erase(k);
+  } else {
+    if (it == overrides_.end()) it = overrides_.emplace(std::string(value), Override{}).first;
+    it->second.limits = limits;
+    Derive(&it->second);
+    if (it->second.interval_us != 0) ++rated_overrides_;
+    if (k != kNoKey) live_[k] = &it->second;
+  }
+  if (k == kNoKey) return;
+  KeyState& s = keys_[k];
+  if (s.refill_ms != 0) {  // checked against its new bucket at the next dequeue
+    refill_.erase({s.refill_ms, k});
+    s.refill_ms = 0;
+  }
+  Reclassify(k, was_out);
+}
+
+const KeyLimits* KeyGate::OverrideOf(std::string_view value) const {
+  auto it = overrides_.find(value);
+  return it == overrides_.end() ? nullptr : &it->second.limits;
+}
+
+void KeyGate::ForEachOverride(
+    const std::function<void(std::string_view, const KeyLimits&)>& visit) const {
+  for (const auto& [value, o] : overrides_) visit(value, o.limits);
+}
+
+uint32_t KeyGate::LimitOf(const Message* m) const {
+  const KeyRef k = Find(ValueOf(m));
+  return k == kNoKey ? limit_ : LimitOf(k);
+}
+
+KeyInfo KeyGate::Describe(std::string_view value, uint64_t queue_rate_milli, uint32_t queue_burst,
+                          TimeMs now) const {
+  KeyInfo info;
+  info.value = std::string(value);
+  if (const KeyLimits* o = OverrideOf(value)) info.overrides = *o;
+  const KeyLimits& o = info.overrides;
+  info.concurrency = o.has(KeyLimits::kConcurrency) ? o.concurrency : limit_;
+  info.rate_milli = o.has(KeyLimits::kRate) ? o.rate_milli : queue_rate_milli;
+  info.burst = o.has(KeyLimits::kBurst) ? o.burst : queue_burst;
+  info.weight = o.has(KeyLimits::kWeight) ? o.weight : 1;
+  const KeyRef k = Find(value);
+  if (k == kNoKey) return info;
+  const KeyState& s = keys_[k];
+  info.pending = s.pending.size();
+  info.running = s.running;
+  info.held = Held(k, s);
+  if (IntervalOf(k) != 0 && TokenFromUs(k, s) > now * 1000)
+    info.next_token = CeilMs(TokenFromUs(k, s));
+  return info;
+}
+
+void KeyGate::ForEachValue(const std::function<void(std::string_view)>& visit) const {
+  for (KeyRef k : by_value_) visit(Value(k));
+  for (const auto& [value, o] : overrides_) {
+    if (Find(value) == kNoKey) visit(value);
+  }
+}
+
+}  // namespace sundial
+
+// ---- Fair share
+// -----------------------------------------------------------------------------------
+
+namespace sundial {
+
+void KeyGate::EnterRing(KeyRef k) {
+  if (k >= turn_.size()) {
+    const size_t old = turn_.size();
+    turn_.resize_uninitialized(std::max<size_t>(keys_.size(), size_t{k} + 1));
+    std::fill(turn_.begin() + old, turn_.end(), uint16_t{0});
+  }
+  if ((turn_[k] & kInRing) != 0) return;
+  turn_[k] = kInRing;
+  ring_.push_back(k);
+}
+
+void KeyGate::SetFair(bool fair) {
+  if (fair == fair_) return;
+  fair_ = fair;
+  ring_.clear();
+  turn_.clear();
+  if (!fair_) return;
+  for (KeyRef k : by_value_) {
+    if (Ready(k)) EnterRing(k);
+  }
+}
+
+MessageRef KeyGate::FairHead() {
+  while (!ring_.empty()) {
+    const KeyRef k = ring_.front();
+    if (!Ready(k)) {  // also a released key: its heap is empty
+      ring_.pop_front();
+      turn_[k] = 0;
+      continue;
+    }
+    if ((turn_[k] & kTurnMask) == 0) turn_[k] = kInRing | static_cast<uint16_t>(WeightOf(k));
+    return keys_[k].pending.top().ref;
+  }
+  return kNoRef;
+}
+
+MessageRef KeyGate::PeekFairHead() const {
+  for (KeyRef k : ring_) {
+    if (Ready(k)) return keys_[k].pending.top().ref;
+  }
+  return kNoRef;
+}
+
+void KeyGate::Served(const Message* m) {
+  if (ring_.empty()) return;
+  const KeyRef k = Find(ValueOf(m));
+  // Served outside its turn (filter, overdue): nothing spent.
+  if (k != ring_.front() || (turn_[k] & kTurnMask) == 0) return;
+  if ((--turn_[k] & kTurnMask) != 0) return;
+  ring_.pop_front();
+  ring_.push_back(k);  // dropped at the front later if it is no longer ready
 }
 
 }  // namespace sundial

@@ -32,18 +32,33 @@
 // with cause kLeased at the effect's time; the set of keys changes only at stamped changes
 // (Collect from Queue::Stamp) and removals; a snapshot restates every key with tat_us >
 // last_collect_ (HasBucket) and last_collect_ (Export/Restate). Throttled, refill_ and the ready
-// heads are soft: derived from that state and the time, never hashed. Thread safety: none; REQUIRES
-// the queue's shard lock. Internal to engine/.
+// heads are soft: derived from that state and the time, never hashed.
+//
+// Per-value overrides (set_key_limits): by value in overrides_ (a node map: few, set by
+// operators, kept while the value has no key), and live_ maps each present key that has one to
+// it. The limits in effect for a key are its override's fields, else the queue's; a queue
+// without overrides pays one empty() check. Overrides are state: hashed, logged, snapshotted.
+//
+// Fair share (fairness weighted): deficit round robin over the ready keys. ring_ holds ready
+// keys in turn order, lazily: a key enters at the back when its head enters the ready index (if
+// not already in it), and one found not ready at the front is dropped then. The front key's
+// turn serves up to its weight (override, else 1) messages (deficit_), then it goes to the back.
+// Within a key: its heap's (priority, seq) order. Soft state (never hashed nor logged: only the
+// primary dequeues), rebuilt by EndBulk and SetFair; a queue without fairness pays one branch.
+// Thread safety: none; REQUIRES the queue's shard lock. Internal to engine/.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <boost/unordered/unordered_flat_set.hpp>
 
 #include "engine/indexed_heap.h"
@@ -72,7 +87,7 @@ class KeyGate {
   // existing tat at once (no reset: it never grants a burst); throttled keys come back and are
   // checked again at their next dequeue.
   void SetRate(uint64_t rate_milli, uint32_t burst);
-  bool rated() const { return interval_us_ != 0; }
+  bool rated() const { return interval_us_ != 0 || rated_overrides_ != 0; }
   // True when the key of `m` has a token at `now` (always without a key rate).
   bool HasToken(const Message* m, TimeMs now) const;
   // The key of `m` has no token at `now`: it leaves the ready index until its next token.
@@ -104,6 +119,34 @@ class KeyGate {
   // A new N: held keys whose running count is now below it come back at once (their heads
   // enter the ready index); keys at or above it are held (running ones finish). O(keys).
   void SetLimit(uint32_t limit);
+
+  // Per-value overrides: `limits` replaces the value's override whole (empty: removes it). The
+  // key, if present, is classified again at once; a throttled one is checked at its next
+  // dequeue (as SetRate).
+  void SetOverride(std::string_view value, const KeyLimits& limits);
+  const KeyLimits* OverrideOf(std::string_view value) const;
+  size_t overrides() const { return overrides_.size(); }
+  void ForEachOverride(const std::function<void(std::string_view, const KeyLimits&)>& visit) const;
+  // The concurrency N in effect for the message's key (its override's, else the queue's).
+  uint32_t LimitOf(const Message* m) const;
+  // get_key_limits / list_keys: the value's limits in effect and its counts (a value with no
+  // messages and no bucket state: zero counts). `queue_*`: the queue's settings.
+  KeyInfo Describe(std::string_view value, uint64_t queue_rate_milli, uint32_t queue_burst,
+                   TimeMs now) const;
+  // Every present key and every overridden value.
+  void ForEachValue(const std::function<void(std::string_view)>& visit) const;
+
+  // Fair share: on or off (the ring is rebuilt from the ready keys).
+  void SetFair(bool fair);
+  bool fair() const { return fair_; }
+  // The head of the key whose turn it is, kNoRef when no key is ready. Drops keys found not
+  // ready at the front; starts a fresh turn (deficit = weight) when the front's is spent.
+  MessageRef FairHead();
+  // The same without dropping anything (explain).
+  MessageRef PeekFairHead() const;
+  // A message of `m`'s key was leased: when that key is the front, one of its turn is spent,
+  // and a spent turn sends it to the back.
+  void Served(const Message* m);
 
   // The message's flow-key value ("" when it has none: the queue refuses such messages).
   std::string_view ValueOf(const Message* m) const;
@@ -156,9 +199,43 @@ class KeyGate {
   KeyRef Acquire(std::string_view value);
   // Frees the key when it has neither pending nor running messages.
   void MaybeRelease(KeyRef k);
-  bool Held(const KeyState& s) const { return limit_ != 0 && s.running >= limit_; }
+  struct Override {
+    KeyLimits limits;
+    int64_t interval_us = 0;   // T in effect for the value
+    int64_t tolerance_us = 0;  // τ in effect
+  };
+  const Override* LiveOverride(KeyRef k) const {
+    if (live_.empty()) return nullptr;
+    auto it = live_.find(k);
+    return it == live_.end() ? nullptr : it->second;
+  }
+  uint32_t LimitOf(KeyRef k) const {
+    const Override* o = LiveOverride(k);
+    return o != nullptr && o->limits.has(KeyLimits::kConcurrency) ? o->limits.concurrency : limit_;
+  }
+  bool Held(KeyRef k, const KeyState& s) const {
+    const uint32_t limit = LimitOf(k);
+    return limit != 0 && s.running >= limit;
+  }
   // Not ready: held or throttled (its pending messages are counted blocked).
-  bool Out(const KeyState& s) const { return Held(s) || s.refill_ms != 0; }
+  bool Out(KeyRef k, const KeyState& s) const { return s.refill_ms != 0 || Held(k, s); }
+  int64_t IntervalOf(KeyRef k) const {
+    const Override* o = LiveOverride(k);
+    return o != nullptr ? o->interval_us : interval_us_;
+  }
+  // T and τ of an override from its fields and the queue's bucket.
+  void Derive(Override* o) const;
+  uint32_t WeightOf(KeyRef k) const {
+    const Override* o = LiveOverride(k);
+    return o != nullptr && o->limits.has(KeyLimits::kWeight) ? o->limits.weight : 1;
+  }
+  bool Ready(KeyRef k) const { return !keys_[k].pending.empty() && !Out(k, keys_[k]); }
+  // The key's head enters the ready index (and, with fair share, the ring).
+  void PushReady(KeyRef k, const ReadyEntry& head) {
+    ready_->Push(head);
+    if (fair_) EnterRing(k);
+  }
+  void EnterRing(KeyRef k);
   // The key's bucket is not full by the last stamped change (what the digest and a snapshot
   // state): a full one is the same as none, whether the key was kept (a live extend) or
   // released and acquired again (its replay, which detaches and attaches the message).
@@ -168,7 +245,10 @@ class KeyGate {
   // The key's out state changed from `was_out` (its head leaves or enters the ready index).
   void Reclassify(KeyRef k, bool was_out);
   // The time (µs) from which the key has a token.
-  int64_t TokenFromUs(const KeyState& s) const { return s.tat_us - tolerance_us_; }
+  int64_t TokenFromUs(KeyRef k, const KeyState& s) const {
+    const Override* o = LiveOverride(k);
+    return s.tat_us - (o != nullptr ? o->tolerance_us : tolerance_us_);
+  }
   void SetThrottled(KeyRef k, TimeMs refill_ms);
   static TimeMs CeilMs(int64_t us) { return us >= 0 ? (us + 999) / 1000 : us / 1000; }
   void Release(KeyRef k);
@@ -186,8 +266,20 @@ class KeyGate {
   PodVector<char> values_;
   size_t garbage_ = 0;  // bytes of values_ no key names
   boost::unordered_flat_set<KeyRef, ValueHash, ValueEqual> by_value_;
-  int64_t interval_us_ = 0;                       // T; 0: no key rate
-  int64_t tolerance_us_ = 0;                      // τ = (burst − 1)·T
+  int64_t interval_us_ = 0;   // T; 0: no key rate
+  int64_t tolerance_us_ = 0;  // τ = (burst − 1)·T
+  uint64_t rate_milli_ = 0;   // the queue's key_rate_milli and key_burst
+  uint32_t burst_ = 1;
+  std::map<std::string, Override, std::less<>> overrides_;
+  boost::unordered_flat_map<KeyRef, const Override*> live_;
+  size_t rated_overrides_ = 0;  // overrides whose interval is not 0
+  bool fair_ = false;
+  std::deque<KeyRef> ring_;  // fair share: ready keys in turn order (lazily)
+  // By KeyRef: kInRing while ring_ holds the key, and what is left of its turn (weights are at
+  // most 1,000; 0: none started). 2 bytes per key, only for a fair queue.
+  static constexpr uint16_t kInRing = 0x8000;
+  static constexpr uint16_t kTurnMask = 0x7fff;
+  PodVector<uint16_t> turn_;
   std::set<std::pair<TimeMs, KeyRef>> refill_;    // throttled keys by refill time
   std::set<std::pair<int64_t, KeyRef>> cooling_;  // keys without messages by tat_us
   TimeMs last_collect_ = 0;

@@ -41,6 +41,8 @@ std::string_view DedupeName(Dedupe d) {
   return d == Dedupe::kWhileActive ? "while_active" : "keep";
 }
 
+std::string_view FairnessName(Fairness f) { return f == Fairness::kWeighted ? "weighted" : "none"; }
+
 std::string_view ExplainReasonName(ExplainReason r) {
   switch (r) {
     case ExplainReason::kDequeueable:
@@ -65,6 +67,10 @@ std::string_view ExplainReasonName(ExplainReason r) {
       return "key_concurrency";
     case ExplainReason::kKeyRate:
       return "key_rate";
+    case ExplainReason::kQueueRate:
+      return "queue_rate";
+    case ExplainReason::kFairShare:
+      return "fair_share";
   }
   return "unknown";
 }
@@ -113,6 +119,8 @@ std::string_view EffectTypeName(EffectType type) {
       return "key_state_restated";
     case EffectType::kQueueReady:
       return "queue_ready";
+    case EffectType::kKeyLimitsSet:
+      return "key_limits_set";
   }
   return "unknown";
 }

@@ -122,6 +122,7 @@ Queue::Queue(std::string name, QueueSettings settings, const QueueEnvironment* e
   if (gated()) {
     gate_ = std::make_unique<KeyGate>(&store_, &ready_, gate_key(), gate_limit(), &counts_.blocked);
     gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+    gate_->SetFair(settings_.fairness == Fairness::kWeighted);
   }
 }
 
@@ -133,32 +134,13 @@ void Queue::set_settings(const QueueSettings& s) {
   if (gate_ != nullptr) {
     gate_->SetLimit(gate_limit());
     if (rate_changed) gate_->SetRate(settings_.key_rate_milli, settings_.key_burst);
+    gate_->SetFair(settings_.fairness == Fairness::kWeighted);
   }
 }
 
 TimeMs Queue::NextDueTime() const {
   const TimeMs timer = timers_.empty() ? INT64_MAX : timers_.top().due_at;
   return std::min({timer, expiry_.next(), NextRefill()});
-}
-
-TimeMs Queue::NextRefill() const {
-  TimeMs next = queue_refill_ms_ != 0 ? queue_refill_ms_ : INT64_MAX;
-  if (gate_ != nullptr) next = std::min(next, gate_->NextRefill());
-  return next;
-}
-
-int64_t Queue::QueueIntervalUs() const {
-  const uint64_t r = settings_.rate_milli;
-  return r == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + r / 2) / r);
-}
-
-int64_t Queue::QueueTokenFromUs() const {
-  return queue_tat_us_ - QueueIntervalUs() * (std::max<uint32_t>(settings_.burst, 1) - 1);
-}
-
-void Queue::QueueGranted(TimeMs at) {
-  if (settings_.rate_milli == 0) return;
-  queue_tat_us_ = std::max(queue_tat_us_, at * 1000) + QueueIntervalUs();
 }
 
 Queue::~Queue() { Clear(); }
@@ -727,6 +709,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
   int64_t lease_ms = request.lease_ms.value_or(settings_.lease_ms);
   const bool rated = gate_ != nullptr && gate_->rated();
   const bool queue_rated = settings_.rate_milli != 0;
+  const bool fair = gate_ != nullptr && gate_->fair();
   // Buckets refill lazily: a late timer never delays a key.
   const size_t readied = rated ? gate_->Refill(now) : 0;
   if (queue_refill_ms_ != 0 && queue_refill_ms_ <= now) queue_refill_ms_ = 0;
@@ -737,7 +720,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
       queue_refill_ms_ = (QueueTokenFromUs() + 999) / 1000;
       break;
     }
-    const MessageRef ref = SelectPending(request.filter);
+    const MessageRef ref = fair ? SelectFair(request.filter, now) : SelectPending(request.filter);
     if (ref == kNoRef) break;
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
@@ -752,6 +735,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
     if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
+    if (fair) gate_->Served(At(ref));
     QueueGranted(now);
     RememberLease(ref, token);
     out.push_back(Record(ref));
@@ -1208,6 +1192,14 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
         x.reason = ExplainReason::kQueuePaused;
       } else if (Blocked(m)) {
         ExplainHeld(m, &x);
+      } else if (queue_refill_ms_ != 0) {  // a dequeue found the queue's bucket empty
+        x.reason = ExplainReason::kQueueRate;
+        x.until = queue_refill_ms_;
+      } else if (const MessageRef turn =
+                     gate_ != nullptr && gate_->fair() ? gate_->PeekFairHead() : kNoRef;
+                 turn != kNoRef && gate_->ValueOf(At(turn)) != gate_->ValueOf(m)) {
+        x.reason = ExplainReason::kFairShare;
+        x.exclusivity_value = std::string(gate_->ValueOf(At(turn)));  // whose turn it is
       } else {
         x.reason = ExplainReason::kDequeueable;
       }
@@ -1230,38 +1222,6 @@ Result<Explanation> Queue::Explain(std::string_view id) const {
   return x;
 }
 
-void Queue::ExplainHeld(const Message* m, Explanation* x) const {
-  // The key's running messages: a scan of the timers (explain only). The one whose lease
-  // ends first, by (expiry, seq), is named (exclusive: the only one).
-  const std::string_view value = gate_->ValueOf(m);
-  Timing first{INT64_MAX, 0};
-  uint64_t first_seq = 0;
-  for (size_t i = 0; i < timers_.size(); ++i) {
-    const TimerEntry& e = timers_.at(i);
-    const Message* r = At(e.ref);
-    if (r->state() != MessageState::kRunning || gate_->ValueOf(r) != value) continue;
-    if (e.due_at < first.due_at || (e.due_at == first.due_at && r->seq < first_seq)) {
-      first = {e.due_at, e.token};
-      first_seq = r->seq;
-    }
-  }
-  x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
-  const bool held = gate_->limit() != 0 && gate_->RunningOf(m) >= gate_->limit();
-  if (const TimeMs refill = gate_->RefillOf(m); refill != 0 && !held) {
-    // Below its concurrency: out of tokens.
-    x->reason = ExplainReason::kKeyRate;
-    x->exclusivity_value = std::string(value);
-    x->lease_token = 0;
-    x->until = refill;
-    return;
-  }
-  x->exclusivity_value = std::string(value);
-  x->key_running = gate_->RunningOf(m);
-  x->key_concurrency = gate_->limit();
-  x->lease_token = first.token;
-  x->until = first.due_at == INT64_MAX ? 0 : first.due_at;
-}
-
 Explanation Queue::ExplainFilter(const Filter& filter) const {
   Explanation x;
   if (settings_.dequeue_paused) {
@@ -1269,6 +1229,7 @@ Explanation Queue::ExplainFilter(const Filter& filter) const {
     return x;
   }
   if (const MessageRef ref = SelectPending(filter); ref != kNoRef) {
+    if (queue_refill_ms_ != 0) return *Explain(At(ref)->id());  // held by the queue's rate
     const Message* m = At(ref);
     x.reason = ExplainReason::kDequeueable;
     x.id = std::string(m->id());
@@ -1384,19 +1345,6 @@ Status Queue::ApplyChanged(const Effect& e) {
   return Status::Ok();
 }
 
-Status Queue::ApplyKeyState(const Effect& e) {
-  if (e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes || (gate_ == nullptr && !e.id.empty())) {
-    return Status(Code::kInternal, "effect: key state of a queue without a flow key");
-  }
-  if (e.id.empty()) {
-    queue_tat_us_ = e.tat_us;
-    if (gate_ != nullptr) gate_->RestateCollected(e.time);
-  } else {
-    gate_->Restate(e.id, e.tat_us);
-  }
-  return Status::Ok();
-}
-
 Status Queue::ApplyNoted(const Effect& e) {
   const MessageRef ref = Find(e.id);
   if (ref == kNoRef) return Status(Code::kInternal, "effect: no such message");
@@ -1433,49 +1381,14 @@ void Queue::Export(EffectSink* visit) const {
   all.reserve(store_.size());
   store_.ForEach([&](MessageRef ref, const Message* m) { all.emplace_back(m->seq, ref); });
   std::sort(all.begin(), all.end());
+  ExportKeyLimits(visit);  // before the messages
   for (const auto& [seq, ref] : all) {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
     e.restated = true;
     if (At(ref)->has_history()) e.history = histories_.Block(ref);
     visit->OnEffect(e);
   }
-  // The token buckets after the messages (docs/wal-format.md, "Token buckets"): the gate's
-  // record first, then each key with tat_us > 0. Only when there is bucket state.
-  const bool keys = gate_ != nullptr && (settings_.key_rate_milli != 0 || gate_->HasBuckets());
-  if (keys || settings_.rate_milli != 0 || queue_tat_us_ > 0) {
-    Effect g;
-    g.type = EffectType::kKeyStateRestated;
-    g.queue = name_;
-    g.time = gate_ != nullptr ? gate_->last_collect() : 0;
-    g.tat_us = queue_tat_us_;
-    visit->OnEffect(g);
-  }
-  if (keys) {
-    gate_->ForEachBucket([&](std::string_view value, int64_t tat_us) {
-      Effect k;
-      k.type = EffectType::kKeyStateRestated;
-      k.queue = name_;
-      k.time = gate_->last_collect();
-      k.id = value;
-      k.tat_us = tat_us;
-      visit->OnEffect(k);
-    });
-  }
-}
-
-void Queue::NoteReady(bool dequeueable, TimeMs next_refill_before, TimeMs now) {
-  if (env_->sink == nullptr) return;
-  Effect e;
-  e.type = EffectType::kQueueReady;
-  e.queue = name_;
-  e.time = now;
-  e.derived = true;                          // never logged
-  if (dequeueable) env_->sink->OnEffect(e);  // long polls retry
-  const TimeMs next = NextRefill();
-  if (next != INT64_MAX && next < next_refill_before) {
-    e.due_at = next;  // the timer thread wakes for the refill
-    env_->sink->OnEffect(e);
-  }
+  ExportBuckets(visit);  // after the messages
 }
 
 void Queue::HashInto(void* xxh3_state) const {
@@ -1509,18 +1422,7 @@ void Queue::HashInto(void* xxh3_state) const {
     put(s.ttl_ms);
     put(static_cast<uint8_t>(s.dedupe));
   }
-  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // likewise
-    put(uint8_t{28});
-    put(s.key_rate_milli);
-    put(s.key_burst);
-  }
-  if (gate_ != nullptr) gate_->HashInto(st, s.key_rate_milli != 0);  // only with bucket state
-  if (s.rate_milli != 0 || s.burst != 1 || queue_tat_us_ > 0) {      // likewise
-    put(uint8_t{29});
-    put(s.rate_milli);
-    put(s.burst);
-    put(queue_tat_us_);
-  }
+  HashFlowInto(st);
   // Messages: the sum of one hash per message, so that no sort by id is needed (a digest of 1M
   // messages is checked on every snapshot load). The sum is independent of order and, with the
   // count, still changes when any field of any message does. Per message: XXH3 of the fixed

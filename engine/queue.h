@@ -381,6 +381,8 @@ class Queue {
   Status ApplyRemoved(const Effect& e);
   Status ApplyNoted(const Effect& e);
   Status ApplyKeyState(const Effect& e);  // kKeyStateRestated (snapshots)
+  // kKeyLimitsSet: a flow-key value's overrides (set_key_limits, or a snapshot's restatement).
+  Status ApplyKeyLimits(const Effect& e);
   // After a dequeue of a rated queue: a kQueueReady (derived) when keys its lazy refill readied
   // are still dequeueable (`dequeueable`), and one with due_at when the earliest refill moved
   // earlier than `next_refill_before` (the timer thread sleeps on NextDueTime).
@@ -388,6 +390,19 @@ class Queue {
   // Moves message `id` to `dead_letter` as described by `e` (a kMessageDeadLettered).
   Status ApplyDeadLettered(const Effect& e, Queue* dead_letter);
   void Export(EffectSink* visit) const;
+  // Export's and HashInto's flow-control parts (queue_limits.cc): the per-key limits (before the
+  // messages), the token buckets (after them), and their digest.
+  void ExportKeyLimits(EffectSink* visit) const;
+  void ExportBuckets(EffectSink* visit) const;
+  void HashFlowInto(void* xxh3_state) const;
+
+  // Per-key limits (docs/semantics.md, "Per-key limits"); the queue must be gated.
+  // Checks an override against the queue's settings: INVALID_ARGUMENT or RESOURCE_EXHAUSTED.
+  Status CheckKeyLimits(std::string_view value, const KeyLimits& limits) const;
+  void SetKeyLimits(std::string_view value, const KeyLimits& limits);
+  KeyInfo DescribeKey(std::string_view value, TimeMs now) const;
+  // The first `limit` keys in `order` (present keys and overridden values).
+  std::vector<KeyInfo> ListKeys(KeyOrder order, size_t limit, TimeMs now) const;
   void HashInto(void* xxh3_state) const;  // XXH3_state_t*
 
   // Bulk load (recovery): between BeginBulk and EndBulk only the Apply* calls, Purge and Clear
@@ -532,6 +547,9 @@ class Queue {
   void ExplainHeld(const Message* m, Explanation* x) const;
   const PairIndex* MostSelective(const Filter& filter) const;
   MessageRef SelectPending(const Filter& filter) const;
+  // Fair share's choice for an unfiltered dequeue (an overdue message first, then the head of
+  // the key whose turn it is); a filtered one is SelectPending's.
+  MessageRef SelectFair(const Filter& filter, TimeMs now);
   // Every message matching `filter`, in (priority, seq) order when `sorted`.
   std::vector<MessageRef> Matching(const Filter& filter, bool sorted) const;
   bool PriorityOrder(MessageRef a, MessageRef b) const;

@@ -77,11 +77,22 @@ std::string_view QueueTypeName(QueueType t);  // "simple", "exclusive"
 enum class Dedupe : uint8_t { kKeep = 0, kWhileActive = 1 };
 std::string_view DedupeName(Dedupe d);  // "keep", "while_active"
 
+// How a gated queue's dequeues choose among its flow-key values (docs/semantics.md, "Fair
+// share"): earliest deadline first over every value (none), or weighted deficit round robin
+// among the values with a dequeueable message, earliest deadline first within one (weighted).
+enum class Fairness : uint8_t { kNone = 0, kWeighted = 1 };
+std::string_view FairnessName(Fairness f);  // "none", "weighted"
+
 // Flow-control limits (docs/semantics.md, "Flow control").
 inline constexpr uint32_t kMaxKeyConcurrency = 1'000'000;
 // Token buckets: rates in milli-tokens per second (rate_per_s × 1000, at most 1e6/s), bursts.
 inline constexpr uint64_t kMaxRateMilli = 1'000'000'000;
 inline constexpr uint32_t kMaxBurst = 1'000'000;
+// A rate as the wire and the CLI give it (tokens per second) in the engine's milli-tokens: one
+// that is negative, not finite, above 1e6 or has more than 3 decimals maps to kMaxRateMilli + 1,
+// which validation refuses with the field's message.
+uint64_t RateMilliOf(double per_s);
+inline double RatePerSOf(uint64_t milli) { return static_cast<double>(milli) / 1000.0; }
 
 struct MetadataPair {
   std::string key;
@@ -128,6 +139,10 @@ struct QueueSettings {
   uint32_t burst = 1;
   int64_t ttl_ms = 0;  // a message's default time to live from its enqueue; 0: none
   Dedupe dedupe = Dedupe::kKeep;
+  // Fair share over the flow key; with weighted, a message whose priority (a deadline in ms)
+  // is more than overdue_first_ms before now jumps the rotation (0: never).
+  Fairness fairness = Fairness::kNone;
+  int64_t overdue_first_ms = 0;
   friend bool operator==(const QueueSettings&, const QueueSettings&) = default;
 };
 
@@ -151,6 +166,8 @@ struct QueueSettingsUpdate {
   std::optional<uint32_t> burst;
   std::optional<int64_t> ttl_ms;
   std::optional<Dedupe> dedupe;
+  std::optional<Fairness> fairness;
+  std::optional<int64_t> overdue_first_ms;
 };
 
 struct StateCounts {
@@ -168,6 +185,41 @@ struct QueueInfo {
   int64_t oldest_pending_age_ms = 0;
   uint64_t memory_bytes = 0;  // accounted bytes of this queue's messages (engine.h)
 };
+
+// One flow-key value's overrides of its queue's key limits (set_key_limits; docs/semantics.md,
+// "Per-key limits"): each field in `set` replaces the queue's setting for that value alone;
+// none set: the value follows the queue.
+struct KeyLimits {
+  static constexpr uint8_t kConcurrency = 1, kRate = 2, kBurst = 4, kWeight = 8;
+  uint8_t set = 0;
+  uint32_t concurrency = 0;  // key_concurrency (0: no limit)
+  uint64_t rate_milli = 0;   // key_rate_per_s × 1000 (0: no rate)
+  uint32_t burst = 1;        // key_burst
+  uint32_t weight = 1;       // its share under fairness weighted
+  bool empty() const { return set == 0; }
+  bool has(uint8_t field) const { return (set & field) != 0; }
+  friend bool operator==(const KeyLimits&, const KeyLimits&) = default;
+};
+inline constexpr uint32_t kMaxKeyWeight = 1000;
+inline constexpr size_t kMaxKeyOverrides = 10'000;  // per queue
+
+// A flow-key value as get_key_limits and list_keys describe it: its overrides, the limits in
+// effect (the override, else the queue's), and where its messages are.
+struct KeyInfo {
+  std::string value;
+  KeyLimits overrides;
+  uint32_t concurrency = 0;
+  uint64_t rate_milli = 0;
+  uint32_t burst = 1;
+  uint32_t weight = 1;
+  uint64_t pending = 0;  // pending messages of the value (held back or not)
+  uint32_t running = 0;
+  bool held = false;      // running at its concurrency
+  TimeMs next_token = 0;  // throttled: when its next token comes; else 0
+};
+
+// list_keys: which keys come first (each descending; ties by value).
+enum class KeyOrder : uint8_t { kPending = 0, kRunning = 1, kThrottled = 2 };
 
 // One message of an enqueue batch.
 struct EnqueueItem {
@@ -344,8 +396,10 @@ enum class ExplainReason : uint8_t {
   kWaitingOnDependencies = 8,  // waiting: some dependency has not completed
   kKeyConcurrency = 9,         // flow-key value `exclusivity_value` runs key_concurrency messages
                         // already; `lease_token`/`until`: the one of them whose lease ends first
-  kKeyRate = 10,  // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
-                  // its next token
+  kKeyRate = 10,    // flow-key value `exclusivity_value` has no token (key_rate_per_s): `until`
+                    // its next token
+  kQueueRate = 11,  // the queue's bucket (rate_per_s) has no token: `until` its next one
+  kFairShare = 12,  // fairness weighted: another value of the flow key has its turn now
 };
 std::string_view ExplainReasonName(ExplainReason r);
 

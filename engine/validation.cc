@@ -1,8 +1,21 @@
 #include "engine/validation.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sundial {
+
+uint64_t RateMilliOf(double per_s) {
+  constexpr uint64_t kRefused = kMaxRateMilli + 1;
+  if (!std::isfinite(per_s) || per_s < 0 || per_s > static_cast<double>(kMaxRateMilli) / 1000) {
+    return kRefused;
+  }
+  // 0.1 is not exact in binary: a rate is accepted when × 1000 it is an integer to within
+  // rounding (far below one milli-token at every rate up to 1e6).
+  const double milli = per_s * 1000;
+  const double rounded = std::round(milli);
+  return std::fabs(milli - rounded) <= 1e-6 ? static_cast<uint64_t>(rounded) : kRefused;
+}
 
 bool IsValidUtf8(std::string_view s) {
   size_t i = 0;
@@ -134,6 +147,18 @@ Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (!IsValidDuration(s.ttl_ms)) return InvalidArgument("ttl_ms: must be 0-3153600000000");
   if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
     return InvalidArgument("dedupe: must be keep or while_active");
+  }
+  if (s.fairness != Fairness::kNone && s.fairness != Fairness::kWeighted) {
+    return InvalidArgument("fairness: must be none or weighted");
+  }
+  if (s.fairness == Fairness::kWeighted && s.flow_key.empty() && s.type != QueueType::kExclusive) {
+    return InvalidArgument("fairness: needs a flow_key");
+  }
+  if (!IsValidDuration(s.overdue_first_ms)) {
+    return InvalidArgument("overdue_first_ms: must be 0-3153600000000");
+  }
+  if (s.overdue_first_ms != 0 && s.fairness != Fairness::kWeighted) {
+    return InvalidArgument("overdue_first_ms: needs fairness weighted");
   }
   if (!IsValidLease(s.lease_ms)) return InvalidArgument("lease_ms: must be 1-43200000");
   if (!IsValidDuration(s.invisibility_ms)) {

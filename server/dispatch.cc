@@ -8,6 +8,7 @@
 
 #include "protocol/sundial_generated.h"
 #include "server/flow_ops.h"
+#include "server/live_feed.h"
 #include "server/metrics.h"
 #include "server/schedule_ops.h"
 
@@ -105,6 +106,12 @@ QueueSettings Settings(const p::QueueSettings* s) {
   out.key_concurrency = s->key_concurrency().value_or(out.key_concurrency);
   out.ttl_ms = s->ttl_ms().value_or(out.ttl_ms);
   if (s->dedupe()) out.dedupe = static_cast<Dedupe>(*s->dedupe());
+  if (s->rate_per_s()) out.rate_milli = RateMilliOf(*s->rate_per_s());
+  out.burst = s->burst().value_or(out.burst);
+  if (s->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*s->key_rate_per_s());
+  out.key_burst = s->key_burst().value_or(out.key_burst);
+  if (s->fairness()) out.fairness = static_cast<Fairness>(*s->fairness());
+  out.overdue_first_ms = s->overdue_first_ms().value_or(out.overdue_first_ms);
   return out;
 }
 
@@ -125,6 +132,12 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
   out.key_concurrency = u->key_concurrency();
   out.ttl_ms = u->ttl_ms();
   if (u->dedupe()) out.dedupe = static_cast<Dedupe>(*u->dedupe());
+  if (u->rate_per_s()) out.rate_milli = RateMilliOf(*u->rate_per_s());
+  out.burst = u->burst();
+  if (u->key_rate_per_s()) out.key_rate_milli = RateMilliOf(*u->key_rate_per_s());
+  out.key_burst = u->key_burst();
+  if (u->fairness()) out.fairness = static_cast<Fairness>(*u->fairness());
+  out.overdue_first_ms = u->overdue_first_ms();
   return out;
 }
 
@@ -132,26 +145,6 @@ QueueSettingsUpdate Update(const p::QueueSettingsUpdate* u) {
 
 fb::Offset<p::Error> ItemError(fb::FlatBufferBuilder& b, const Status& status) {  // of one item
   return p::CreateError(b, static_cast<p::Code>(status.code()), b.CreateString(status.detail()));
-}
-
-fb::Offset<p::StateCounts> EncodeCounts(fb::FlatBufferBuilder& b, const StateCounts& c) {
-  return p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
-                              c[MessageState::kRunning], c[MessageState::kCompleted],
-                              c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked,
-                              c[MessageState::kWaiting]);
-}
-
-fb::Offset<p::QueueInfo> EncodeQueue(fb::FlatBufferBuilder& b, const QueueInfo& q) {
-  const QueueSettings& s = q.settings;
-  auto settings = p::CreateQueueSettingsDirect(
-      b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
-      s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
-      s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
-      s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
-      static_cast<p::Dedupe>(s.dedupe));
-  auto counts = EncodeCounts(b, q.counts);
-  return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
-                                  q.memory_bytes);
 }
 
 fb::Offset<fb::Vector<uint8_t>> EncodeBytes(fb::FlatBufferBuilder& b, std::string_view bytes) {
@@ -280,7 +273,7 @@ void Counted(Reply& r, const Result<uint64_t>& n) {
 
 void QueueReply(Reply& r, const Result<QueueInfo>& q) {
   if (!q.ok()) return r.Error(q.status());
-  r.Ok(p::Result::QueueResult, p::CreateQueueResult(r.b(), EncodeQueue(r.b(), *q)));
+  r.Ok(p::Result::QueueResult, p::CreateQueueResult(r.b(), EncodeQueueInfo(r.b(), *q)));
 }
 
 Status TooManyItems() { return InvalidArgument("items: at most 1000 per request"); }
@@ -304,7 +297,7 @@ void RunGetQueue(const p::Request& request, OpContext& ctx, Reply& r) {
 void RunListQueues(const p::Request&, OpContext& ctx, Reply& r) {
   auto& b = r.b();
   std::vector<fb::Offset<p::QueueInfo>> queues;
-  for (const QueueInfo& q : ctx.engine->ListQueues()) queues.push_back(EncodeQueue(b, q));
+  for (const QueueInfo& q : ctx.engine->ListQueues()) queues.push_back(EncodeQueueInfo(b, q));
   r.Ok(p::Result::QueueList, p::CreateQueueList(b, b.CreateVector(queues)));
 }
 
@@ -518,6 +511,73 @@ void RunNote(const p::Request& request, OpContext& ctx, Reply& r) {
   r.Ok(p::Result::Done, p::CreateDone(r.b()));
 }
 
+// ---- Per-key limits (docs/semantics.md, "Per-key limits") ------------------------------------
+
+KeyLimits LimitsOf(const p::KeyLimits* l) {
+  KeyLimits out;
+  if (l == nullptr) return out;
+  if (l->concurrency()) {
+    out.set |= KeyLimits::kConcurrency;
+    out.concurrency = *l->concurrency();
+  }
+  if (l->rate_per_s()) {
+    out.set |= KeyLimits::kRate;
+    out.rate_milli = RateMilliOf(*l->rate_per_s());  // refused by the check when not exact
+  }
+  if (l->burst()) {
+    out.set |= KeyLimits::kBurst;
+    out.burst = *l->burst();
+  }
+  if (l->weight()) {
+    out.set |= KeyLimits::kWeight;
+    out.weight = *l->weight();
+  }
+  return out;
+}
+
+fb::Offset<p::KeyLimits> EncodeKeyLimits(fb::FlatBufferBuilder& b, const KeyLimits& l) {
+  p::KeyLimitsBuilder kb(b);
+  if (l.has(KeyLimits::kConcurrency)) kb.add_concurrency(l.concurrency);
+  if (l.has(KeyLimits::kRate)) kb.add_rate_per_s(RatePerSOf(l.rate_milli));
+  if (l.has(KeyLimits::kBurst)) kb.add_burst(l.burst);
+  if (l.has(KeyLimits::kWeight)) kb.add_weight(l.weight);
+  return kb.Finish();
+}
+
+fb::Offset<p::KeyInfo> EncodeKeyInfo(fb::FlatBufferBuilder& b, const KeyInfo& k) {
+  const auto value = b.CreateString(k.value);
+  const auto overrides = EncodeKeyLimits(b, k.overrides);
+  return p::CreateKeyInfo(b, value, overrides, k.concurrency, RatePerSOf(k.rate_milli), k.burst,
+                          k.weight, k.pending, k.running, k.held, k.next_token);
+}
+
+void KeyReply(Reply& r, const Result<KeyInfo>& k) {
+  if (!k.ok()) return r.Error(k.status());
+  r.Ok(p::Result::KeyResult, p::CreateKeyResult(r.b(), EncodeKeyInfo(r.b(), *k)));
+}
+
+void RunSetKeyLimits(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_SetKeyLimits();
+  KeyReply(r, ctx.engine->SetKeyLimits(Str(op->queue()), Str(op->value()), LimitsOf(op->limits())));
+}
+
+void RunGetKeyLimits(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_GetKeyLimits();
+  KeyReply(r, ctx.engine->GetKeyLimits(Str(op->queue()), Str(op->value())));
+}
+
+void RunListKeys(const p::Request& request, OpContext& ctx, Reply& r) {
+  const auto* op = request.op_as_ListKeys();
+  auto keys =
+      ctx.engine->ListKeys(Str(op->queue()), static_cast<KeyOrder>(op->order()), op->limit());
+  if (!keys.ok()) return r.Error(keys.status());
+  auto& b = r.b();
+  std::vector<fb::Offset<p::KeyInfo>> out;
+  out.reserve(keys->size());
+  for (const KeyInfo& k : *keys) out.push_back(EncodeKeyInfo(b, k));
+  r.Ok(p::Result::KeyList, p::CreateKeyList(b, b.CreateVector(out)));
+}
+
 void RunExtend(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Extend();
   auto res = ctx.engine->Extend(Str(op->queue()), Str(op->id()), op->lease_token(), op->lease_ms());
@@ -587,7 +647,7 @@ void RunCount(const p::Request& request, OpContext& ctx, Reply& r) {
   const auto* op = request.op_as_Count();
   auto c = ctx.engine->Count(Str(op->queue()), Pairs(op->filter()));
   if (!c.ok()) return r.Error(c.status());
-  r.Ok(p::Result::CountResult, p::CreateCountResult(r.b(), EncodeCounts(r.b(), *c)));
+  r.Ok(p::Result::CountResult, p::CreateCountResult(r.b(), EncodeStateCounts(r.b(), *c)));
 }
 
 void RunExplain(const p::Request& request, OpContext& ctx, Reply& r) {
@@ -765,6 +825,9 @@ constexpr std::array kTable = {
     OperationRow{O::EnqueueFlow, "EnqueueFlow", kMutation, kAny, RunEnqueueFlow},
     OperationRow{O::History, "History", kDurableRead, kAny, RunHistory},
     OperationRow{O::Note, "Note", kMutation, kAny, RunNote},
+    OperationRow{O::SetKeyLimits, "SetKeyLimits", kMutation, kAny, RunSetKeyLimits},
+    OperationRow{O::GetKeyLimits, "GetKeyLimits", kRead, kAny, RunGetKeyLimits},
+    OperationRow{O::ListKeys, "ListKeys", kRead, kAny, RunListKeys},
 };
 static_assert(kTable.size() == static_cast<size_t>(O::MAX), "a row for every operation");
 static_assert(static_cast<size_t>(O::MAX) < Metrics::kOps, "every operation has its metrics");

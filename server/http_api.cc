@@ -530,9 +530,12 @@ struct HttpApi::Impl {
       if (p::VerifyRequest(*out) && request->op_type() != p::Operation::NONE) return true;
     }
     const std::string whole_error = schema.error_;
+    // A body that names op_type meant to be a whole Request: its own error; else the op table's
+    // (as a Request, a bare table fails on its first field whatever is wrong with it).
+    const bool whole = text.find("\"op_type\"") != std::string::npos;
     text = R"({"op_type":")" + std::string(op) + R"(","op":)" + text + "}";
     if (!schema.ParseJson(text.c_str())) {
-      *error = "json: " + whole_error;
+      *error = "json: " + (whole ? whole_error : schema.error_);
       return false;
     }
     const auto& b = schema.builder_;

@@ -64,27 +64,35 @@ std::shared_ptr<const std::string> SharedTickJson::Get(
   return json;
 }
 
+fb::Offset<p::StateCounts> EncodeStateCounts(fb::FlatBufferBuilder& b, const StateCounts& c) {
+  return p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
+                              c[MessageState::kRunning], c[MessageState::kCompleted],
+                              c[MessageState::kCanceled], c[MessageState::kErrored], c.blocked,
+                              c[MessageState::kWaiting]);
+}
+
+fb::Offset<p::QueueInfo> EncodeQueueInfo(fb::FlatBufferBuilder& b, const QueueInfo& q) {
+  const QueueSettings& s = q.settings;
+  auto settings = p::CreateQueueSettingsDirect(
+      b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
+      s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
+      s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused, s.dequeue_paused,
+      s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
+      static_cast<p::Dedupe>(s.dedupe), RatePerSOf(s.rate_milli), s.burst,
+      RatePerSOf(s.key_rate_milli), s.key_burst, static_cast<p::Fairness>(s.fairness),
+      s.overdue_first_ms);
+  auto counts = EncodeStateCounts(b, q.counts);
+  return p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts, q.oldest_pending_age_ms,
+                                  q.memory_bytes);
+}
+
 fb::Offset<fb::Vector<fb::Offset<p::QueueStats>>> EncodeQueueStats(
     fb::FlatBufferBuilder& b, const std::vector<QueueInfo>& queues, const QueueActivity& activity) {
   const std::unordered_map<std::string, QueueTotals> totals = activity.Snapshot();
   std::vector<fb::Offset<p::QueueStats>> out;
   out.reserve(queues.size());
   for (const QueueInfo& q : queues) {
-    // The same QueueInfo as GetQueue's (server/dispatch.cc, Reply::Queue).
-    const QueueSettings& s = q.settings;
-    auto settings = p::CreateQueueSettingsDirect(
-        b, static_cast<p::QueueType>(s.type), s.exclusivity_key.c_str(), s.lease_ms,
-        s.invisibility_ms, s.max_attempts, s.retry_backoff_ms, s.retry_backoff_max_ms,
-        s.dead_letter_queue.c_str(), s.retention_ms, s.max_depth, s.enqueue_paused,
-        s.dequeue_paused, s.history_max, s.flow_key.c_str(), s.key_concurrency, s.ttl_ms,
-        static_cast<p::Dedupe>(s.dedupe));
-    const StateCounts& c = q.counts;
-    auto counts = p::CreateStateCounts(b, c[MessageState::kInvisible], c[MessageState::kPending],
-                                       c[MessageState::kRunning], c[MessageState::kCompleted],
-                                       c[MessageState::kCanceled], c[MessageState::kErrored],
-                                       c.blocked, c[MessageState::kWaiting]);
-    auto info = p::CreateQueueInfoDirect(b, q.name.c_str(), settings, counts,
-                                         q.oldest_pending_age_ms, q.memory_bytes);
+    auto info = EncodeQueueInfo(b, q);
     auto it = totals.find(q.name);
     const QueueTotals t = it == totals.end() ? QueueTotals{} : it->second;
     out.push_back(p::CreateQueueStats(b, info, t.enqueued, t.dequeued, t.completed, t.failed,

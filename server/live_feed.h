@@ -71,6 +71,12 @@ class SharedTickJson {
   std::unique_ptr<protocol::JsonCodec> codec_ GUARDED_BY(mu_);
 };
 
+// A queue as GetQueue, ListQueues and the StatsTick describe it: every setting and its counts.
+flatbuffers::Offset<protocol::QueueInfo> EncodeQueueInfo(flatbuffers::FlatBufferBuilder& b,
+                                                         const QueueInfo& q);
+flatbuffers::Offset<protocol::StateCounts> EncodeStateCounts(flatbuffers::FlatBufferBuilder& b,
+                                                             const StateCounts& c);
+
 // The StatsTick's `queues`: every queue's figures and totals, in the order given (by name).
 flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<protocol::QueueStats>>>
 EncodeQueueStats(flatbuffers::FlatBufferBuilder& b, const std::vector<QueueInfo>& queues,

@@ -19,6 +19,7 @@ bool MayWake(const Effect& e) {
       // A message became pending, or a lease ended (an exclusivity value is free again).
       return e.to == MessageState::kPending || e.from == MessageState::kRunning;
     case EffectType::kQueueUpdated:  // e.g. dequeue unpaused, key_concurrency raised
+    case EffectType::kKeyLimitsSet:  // a value's limit raised or removed
     case EffectType::kMessageDeadLettered:
       return true;
     case EffectType::kQueueReady:

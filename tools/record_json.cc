@@ -62,6 +62,18 @@ json::object SettingsToJson(const QueueSettings& s) {
     o["ttl_ms"] = s.ttl_ms;
     o["dedupe"] = DedupeName(s.dedupe);
   }
+  if (s.key_rate_milli != 0 || s.key_burst != 1) {  // tag 28
+    o["key_rate_per_s"] = RatePerSOf(s.key_rate_milli);
+    o["key_burst"] = s.key_burst;
+  }
+  if (s.rate_milli != 0 || s.burst != 1) {  // tag 29
+    o["rate_per_s"] = RatePerSOf(s.rate_milli);
+    o["burst"] = s.burst;
+  }
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {  // tag 30
+    o["fairness"] = FairnessName(s.fairness);
+    o["overdue_first_ms"] = s.overdue_first_ms;
+  }
   return o;
 }
 
@@ -239,15 +251,25 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     }
     case EffectType::kKeyStateRestated:
+      // The queue's record (empty value) carries the queue bucket's tat_us.
       if (e.id.empty()) {
         (*out)["collected_at"] = e.time;
       } else {
         PutText(out, "value", e.id);
-        (*out)["tat_us"] = e.tat_us;
       }
+      (*out)["tat_us"] = e.tat_us;
       return;
     case EffectType::kQueueReady:  // never logged
       return;
+    case EffectType::kKeyLimitsSet: {
+      const KeyLimits& l = e.key_limits;
+      PutText(out, "value", e.id);
+      if (l.has(KeyLimits::kConcurrency)) (*out)["concurrency"] = l.concurrency;
+      if (l.has(KeyLimits::kRate)) (*out)["rate_per_s"] = RatePerSOf(l.rate_milli);
+      if (l.has(KeyLimits::kBurst)) (*out)["burst"] = l.burst;
+      if (l.has(KeyLimits::kWeight)) (*out)["weight"] = l.weight;
+      return;
+    }
   }
 }
 

@@ -1,6 +1,8 @@
 #include "tools/reply_json.h"
 
 #include <boost/json/array.hpp>
+#include <cmath>
+#include <optional>
 #include <string>
 
 #include "engine/validation.h"
@@ -14,6 +16,12 @@ namespace p = protocol;
 
 std::string_view View(const flatbuffers::String* s) {
   return s ? s->string_view() : std::string_view();
+}
+
+// A rate has at most 3 decimals: a whole one prints as an integer (100, not 1E2).
+json::value RateJson(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return static_cast<int64_t>(v);
+  return v;
 }
 
 // Writes `s` as key, or as key_base64 when it is not valid UTF-8.
@@ -100,8 +108,12 @@ std::string Explanation(const p::ExplainResult& x) {
              std::to_string(x.key_running()) + "/" + std::to_string(x.key_concurrency()) +
              " running; the first lease (" + std::to_string(x.lease_token()) + ") ends at " + until;
     case p::ExplainReason::key_rate:
-      return "flow-key value '" + std::string(View(x.exclusivity_value())) +
-             "' has no token (key_rate_per_s); next token at " + until;
+      return "key " + std::string(View(x.exclusivity_value())) +
+             " has no token (key_rate_per_s); next token at " + until;
+    case p::ExplainReason::queue_rate:
+      return "the queue has no token (rate_per_s); next token at " + until;
+    case p::ExplainReason::fair_share:
+      return "fair share: key " + std::string(View(x.exclusivity_value())) + " has its turn";
   }
   return "unknown reason";
 }
@@ -134,6 +146,15 @@ json::object QueueToJson(const p::QueueInfo& queue) {
     put("key_concurrency", s->key_concurrency());
     put("ttl_ms", s->ttl_ms());
     if (s->dedupe()) o["dedupe"] = p::EnumNameDedupe(*s->dedupe());
+    const auto put_rate = [&o](const char* name, std::optional<double> value) {
+      if (value) o[name] = RateJson(*value);
+    };
+    put_rate("rate_per_s", s->rate_per_s());
+    put("burst", s->burst());
+    put_rate("key_rate_per_s", s->key_rate_per_s());
+    put("key_burst", s->key_burst());
+    if (s->fairness()) o["fairness"] = p::EnumNameFairness(*s->fairness());
+    put("overdue_first_ms", s->overdue_first_ms());
   }
   o["counts"] = CountsToJson(queue.counts());
   o["oldest_pending_age_ms"] = queue.oldest_pending_age_ms();
@@ -248,6 +269,28 @@ json::object BatchToJson(const p::BatchInfo& b) {
   } else {
     o["callback"] = nullptr;
   }
+  return o;
+}
+
+json::object KeyInfoToJson(const p::KeyInfo& k) {
+  json::object o;
+  PutText(&o, "value", k.value());
+  json::object overrides;
+  if (const p::KeyLimits* l = k.overrides()) {
+    if (l->concurrency()) overrides["concurrency"] = *l->concurrency();
+    if (l->rate_per_s()) overrides["rate_per_s"] = RateJson(*l->rate_per_s());
+    if (l->burst()) overrides["burst"] = *l->burst();
+    if (l->weight()) overrides["weight"] = *l->weight();
+  }
+  o["overrides"] = std::move(overrides);
+  o["concurrency"] = k.concurrency();
+  o["rate_per_s"] = RateJson(k.rate_per_s());
+  o["burst"] = k.burst();
+  o["weight"] = k.weight();
+  o["pending"] = k.pending();
+  o["running"] = k.running();
+  o["held"] = k.held();
+  o["next_token"] = k.next_token();
   return o;
 }
 

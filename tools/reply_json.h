@@ -53,6 +53,8 @@ boost::json::object BatchToJson(const protocol::BatchInfo& batch);
 // A message's history (docs/semantics.md, "History"): {entries: [{time, event, from, to,
 // attempt, lease_token, actor, worker_id?, text?}], dropped}.
 boost::json::object HistoryToJson(const protocol::HistoryResult& history);
+// A flow-key value (get_key_limits, set_key_limits, each line of list_keys).
+boost::json::object KeyInfoToJson(const protocol::KeyInfo& key);
 
 // One node of an enqueue_flow's answer: queue, id, version, duplicate.
 boost::json::object FlowNodeToJson(const protocol::FlowNodeResult& node);

@@ -206,6 +206,12 @@ struct SettingFlags {
   uint32_t key_concurrency = 0;
   int64_t ttl_ms = 0;
   std::string dedupe;
+  double rate_per_s = 0;
+  uint32_t burst = 0;
+  double key_rate_per_s = 0;
+  uint32_t key_burst = 0;
+  std::string fairness;
+  int64_t overdue_first_ms = 0;
   CLI::Option* lease_ms_flag = nullptr;
   CLI::Option* invisibility_ms_flag = nullptr;
   CLI::Option* max_attempts_flag = nullptr;
@@ -220,6 +226,12 @@ struct SettingFlags {
   CLI::Option* key_concurrency_flag = nullptr;
   CLI::Option* ttl_ms_flag = nullptr;
   CLI::Option* dedupe_flag = nullptr;
+  CLI::Option* rate_per_s_flag = nullptr;
+  CLI::Option* burst_flag = nullptr;
+  CLI::Option* key_rate_per_s_flag = nullptr;
+  CLI::Option* key_burst_flag = nullptr;
+  CLI::Option* fairness_flag = nullptr;
+  CLI::Option* overdue_first_ms_flag = nullptr;
 
   void AddTo(CLI::App* cmd) {
     lease_ms_flag = cmd->add_option("--lease-ms", lease_ms, "default lease length (ms)");
@@ -250,6 +262,19 @@ struct SettingFlags {
                                   "keep|while_active: whether an enqueue releases a terminal "
                                   "message's id")
                       ->check(CLI::IsMember({"keep", "while_active"}));
+    rate_per_s_flag = cmd->add_option("--rate-per-s", rate_per_s,
+                                      "dequeues per second for the whole queue (0: no limit)");
+    burst_flag = cmd->add_option("--burst", burst, "the queue's bucket size (default 1)");
+    key_rate_per_s_flag = cmd->add_option("--key-rate-per-s", key_rate_per_s,
+                                          "dequeues per second per flow-key value (0: no limit)");
+    key_burst_flag =
+        cmd->add_option("--key-burst", key_burst, "each flow-key value's bucket size (default 1)");
+    fairness_flag = cmd->add_option("--fairness", fairness,
+                                    "none|weighted: weighted round robin over the flow key")
+                        ->check(CLI::IsMember({"none", "weighted"}));
+    overdue_first_ms_flag =
+        cmd->add_option("--overdue-first-ms", overdue_first_ms,
+                        "weighted: a message overdue by more than this jumps the turns (0: never)");
   }
 
   // Sets in `out` each setting whose flag was given.
@@ -271,6 +296,14 @@ struct SettingFlags {
     if (dedupe_flag->count()) {
       out.dedupe = dedupe == "while_active" ? p::Dedupe::while_active : p::Dedupe::keep;
     }
+    if (rate_per_s_flag->count()) out.rate_per_s = rate_per_s;
+    if (burst_flag->count()) out.burst = burst;
+    if (key_rate_per_s_flag->count()) out.key_rate_per_s = key_rate_per_s;
+    if (key_burst_flag->count()) out.key_burst = key_burst;
+    if (fairness_flag->count()) {
+      out.fairness = fairness == "weighted" ? p::Fairness::weighted : p::Fairness::none;
+    }
+    if (overdue_first_ms_flag->count()) out.overdue_first_ms = overdue_first_ms;
   }
 };
 
@@ -320,6 +353,18 @@ struct Args {
   std::string batch;      // enqueue --batch
   std::string worker_id;  // dequeue, complete --next: --worker-id
   std::string note;       // note's text
+  // set-key-limits, get-key-limits, list-keys
+  std::string key_value;
+  uint32_t key_concurrency = 0;
+  double key_rate_per_s = 0;
+  uint32_t key_burst = 1;
+  uint32_t key_weight = 1;
+  CLI::Option* key_concurrency_flag = nullptr;
+  CLI::Option* key_rate_flag = nullptr;
+  CLI::Option* key_burst_flag = nullptr;
+  CLI::Option* key_weight_flag = nullptr;
+  std::string key_order = "pending";
+  uint32_t key_limit = 20;
   std::string flow_file;  // enqueue-flow --file
 
   // batch create
@@ -876,6 +921,66 @@ void AddReadSubcommands(CLI::App& app, Args& a, std::vector<Subcommand>& out) {
                      Print(MessageToJson(*r.message()));
                      return kExitOk;
                    });
+                 }});
+
+  CLI::App* set_limits = app.add_subcommand(
+      "set-key-limits",
+      "Override the key limits of one flow-key value (no flag: back to the queue's).");
+  set_limits->add_option("queue", a.queue, "queue name")->required();
+  set_limits->add_option("value", a.key_value, "the flow-key value")->required();
+  a.key_concurrency_flag = set_limits->add_option("--concurrency", a.key_concurrency,
+                                                  "its messages running at once (0: no limit)");
+  a.key_rate_flag =
+      set_limits->add_option("--rate-per-s", a.key_rate_per_s, "its dequeues per second (0: none)");
+  a.key_burst_flag = set_limits->add_option("--burst", a.key_burst, "its bucket size");
+  a.key_weight_flag =
+      set_limits->add_option("--weight", a.key_weight, "its fair-share weight (1-1000)");
+  out.push_back({set_limits, [&a](client::Client& c) {
+                   client::KeyLimits l;
+                   if (a.key_concurrency_flag->count()) l.concurrency = a.key_concurrency;
+                   if (a.key_rate_flag->count()) l.rate_per_s = a.key_rate_per_s;
+                   if (a.key_burst_flag->count()) l.burst = a.key_burst;
+                   if (a.key_weight_flag->count()) l.weight = a.key_weight;
+                   return Expect<p::KeyResult>(c.SetKeyLimits(a.queue, a.key_value, l),
+                                               [](const p::KeyResult& r) {
+                                                 Print(KeyInfoToJson(*r.key()));
+                                                 return kExitOk;
+                                               });
+                 }});
+
+  CLI::App* get_limits = app.add_subcommand(
+      "get-key-limits", "One flow-key value: its overrides, limits in effect and messages.");
+  get_limits->add_option("queue", a.queue, "queue name")->required();
+  get_limits->add_option("value", a.key_value, "the flow-key value")->required();
+  out.push_back({get_limits, [&a](client::Client& c) {
+                   return Expect<p::KeyResult>(c.GetKeyLimits(a.queue, a.key_value),
+                                               [](const p::KeyResult& r) {
+                                                 Print(KeyInfoToJson(*r.key()));
+                                                 return kExitOk;
+                                               });
+                 }});
+
+  CLI::App* list_keys =
+      app.add_subcommand("list-keys", "The top flow-key values of a queue, one per line.");
+  list_keys->add_option("queue", a.queue, "queue name")->required();
+  list_keys->add_option("--order", a.key_order, "pending|running|throttled")
+      ->check(CLI::IsMember({"pending", "running", "throttled"}))
+      ->capture_default_str();
+  list_keys->add_option("--limit", a.key_limit, "at most this many (1-1000)")
+      ->capture_default_str();
+  out.push_back({list_keys, [&a](client::Client& c) {
+                   const p::KeyOrder order = a.key_order == "running"     ? p::KeyOrder::running
+                                             : a.key_order == "throttled" ? p::KeyOrder::throttled
+                                                                          : p::KeyOrder::pending;
+                   return Expect<p::KeyList>(c.ListKeys(a.queue, order, a.key_limit),
+                                             [](const p::KeyList& r) {
+                                               if (r.keys()) {
+                                                 for (const p::KeyInfo* k : *r.keys()) {
+                                                   Print(KeyInfoToJson(*k));
+                                                 }
+                                               }
+                                               return kExitOk;
+                                             });
                  }});
 
   CLI::App* history = app.add_subcommand("history", "A message's transitions, oldest first.");

@@ -61,11 +61,14 @@ constexpr uint8_t kMaxDedupe = static_cast<uint8_t>(Dedupe::kWhileActive);
 
 constexpr uint8_t kFlowEffect = static_cast<uint8_t>(EffectType::kFlowEnqueued);
 constexpr uint8_t kKeyStateEffect = static_cast<uint8_t>(EffectType::kKeyStateRestated);
+constexpr uint8_t kKeyLimitsEffect = static_cast<uint8_t>(EffectType::kKeyLimitsSet);
 // kKeyStateRestated's flags: bit 1, the gate's record (value empty, collected_at follows).
 constexpr uint8_t kGateRecordFlag = 2;
 // Settings tag after the flags (and history_max): the key bucket, when not the default.
 constexpr uint8_t kKeyRateTag = 28;
 constexpr uint8_t kQueueRateTag = 29;  // the queue bucket: rate_milli:u64le burst:u32le
+constexpr uint8_t kFairnessTag = 30;   // fairness:u8 overdue_first_ms:i64le
+constexpr uint8_t kMaxFairness = static_cast<uint8_t>(Fairness::kWeighted);
 
 Status Malformed(const char* detail) { return Status(Code::kInternal, detail); }
 
@@ -112,6 +115,11 @@ void PutSettings(std::string* out, const QueueSettings& s) {
     PutU8(out, kQueueRateTag);
     PutFixed64(out, s.rate_milli);
     PutFixed32(out, s.burst);
+  }
+  if (s.fairness != Fairness::kNone || s.overdue_first_ms != 0) {
+    PutU8(out, kFairnessTag);
+    PutU8(out, static_cast<uint8_t>(s.fairness));
+    PutI64(out, s.overdue_first_ms);
   }
 }
 
@@ -295,6 +303,16 @@ Status ReadSettings(FieldReader* r, QueueSettings* s) {
       if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
       if (s->rate_milli == 0 && s->burst == 1) {
         return Malformed("wal: effect: queue rate restated at its defaults");
+      }
+    } else if (tag == kFairnessTag) {
+      const uint8_t fairness = r->U8();
+      s->overdue_first_ms = r->I64();
+      if (!r->ok()) return Malformed("wal: effect: truncated queue settings");
+      if (fairness > kMaxFairness) return Malformed("wal: effect: unknown fairness");
+      if (s->overdue_first_ms < 0) return Malformed("wal: effect: negative overdue_first_ms");
+      s->fairness = static_cast<Fairness>(fairness);
+      if (s->fairness == Fairness::kNone && s->overdue_first_ms == 0) {
+        return Malformed("wal: effect: fairness restated at its defaults");
       }
     } else {
       return Malformed("wal: effect: trailing bytes");
@@ -677,6 +695,17 @@ void EncodeEffect(const Effect& e, std::string* out) {
       break;
     case EffectType::kQueueReady:  // derived: never logged
       break;
+    case EffectType::kKeyLimitsSet: {
+      // value:str set:u8, then each field whose bit is set (docs/wal-format.md, "Per-key limits").
+      const KeyLimits& l = e.key_limits;
+      PutString(out, e.id);
+      PutU8(out, l.set);
+      if (l.has(KeyLimits::kConcurrency)) PutFixed32(out, l.concurrency);
+      if (l.has(KeyLimits::kRate)) PutFixed64(out, l.rate_milli);
+      if (l.has(KeyLimits::kBurst)) PutFixed32(out, l.burst);
+      if (l.has(KeyLimits::kWeight)) PutFixed32(out, l.weight);
+      break;
+    }
     case EffectType::kFlowEnqueued:
       // count:u32 (length:u32 effect)*count (docs/wal-format.md, "Flows").
       PutFixed32(out, static_cast<uint32_t>(e.members->size()));
@@ -703,7 +732,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
   if (!r.ok()) return Malformed("wal: effect: truncated header");
   if ((type < 1 || type > kMaxEffectType) &&
       (type < kFirstBatchEffect || type > kLastBatchEffect) && type != kNotedEffect &&
-      type != kFlowEffect && type != kKeyStateEffect) {
+      type != kFlowEffect && type != kKeyStateEffect && type != kKeyLimitsEffect) {
     return Malformed("wal: effect: unknown effect type");
   }
   e.type = static_cast<EffectType>(type);
@@ -797,6 +826,22 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
     }
     case EffectType::kQueueReady:
       return Malformed("wal: effect: unknown effect type");
+    case EffectType::kKeyLimitsSet: {
+      KeyLimits& l = e.key_limits;
+      r.String(&e.id);
+      l.set = r.U8();
+      if (l.has(KeyLimits::kConcurrency)) l.concurrency = r.U32();
+      if (l.has(KeyLimits::kRate)) l.rate_milli = r.U64();
+      if (l.has(KeyLimits::kBurst)) l.burst = r.U32();
+      if (l.has(KeyLimits::kWeight)) l.weight = r.U32();
+      if (!r.ok()) return Malformed("wal: effect: truncated key limits");
+      constexpr uint8_t kKnown =
+          KeyLimits::kConcurrency | KeyLimits::kRate | KeyLimits::kBurst | KeyLimits::kWeight;
+      if ((l.set & ~kKnown) != 0 || e.queue.empty()) {
+        return Malformed("wal: effect: malformed key limits");
+      }
+      break;
+    }
     case EffectType::kSchedulePaused:
     case EffectType::kScheduleResumed:
     case EffectType::kScheduleFired:

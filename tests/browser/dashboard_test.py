@@ -25,6 +25,7 @@ Run by ctest (tests/CMakeLists.txt); alone:
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -800,7 +801,9 @@ def test_schedules(ctx):
     nightly = schedule_cells(ctx, "reports/nightly")
     assert nightly["when"] == "30 2 * * * (Europe/Paris)", nightly
     assert nightly["status"] == "active" and nightly["fires"] == "0", nightly
-    assert nightly["next"].startswith("20") and nightly["next"].endswith("m"), nightly  # "…in 11h 43m"
+    # "2026-11-29 02:30:00in 11h 43m" — or "in 24m 18s" within the hour before 02:30 Paris.
+    assert re.fullmatch(r"20\d\d-\d\d-\d\d \d\d:\d0:00in (\d+h \d\dm|\d+m \d\ds|[\d.]+ m?s)",
+                        nightly["next"]), nightly
     assert ctx.text('tr[data-schedule="reports/nightly"] td[data-key="next"] .rel').startswith("in ")
     assert schedule_cells(ctx, "reports/hourly")["when"] == "every 1h 00m"
     assert schedule_cells(ctx, "other/tick") is not None
@@ -920,6 +923,11 @@ def test_key_concurrency_settings(ctx):
     ws.call("UpdateQueue", {"name": "keyed", "update": {"key_concurrency": 2}})
     wait_for(lambda: "flow key tenant: 2 running per value" in ctx._safe_text("#queue-settings"),
              30, lambda: f"the limit of 2 on screen: {ctx._safe_text('#queue-settings')!r}")
+    ws.call("UpdateQueue", {"name": "keyed", "update": {"key_rate_per_s": 2.5, "key_burst": 3,
+                                                        "rate_per_s": 100}})
+    wait_for(lambda: "rate 100/s, burst 1 · key rate 2.5/s, burst 3 per value"
+             in ctx._safe_text("#queue-settings"), 30,
+             lambda: f"the rates on screen: {ctx._safe_text('#queue-settings')!r}")
     assert ctx.js("return window.sundialMarker") == 1, "the page was reloaded"
     ctx.shot("queue-key-concurrency")
     ctx.go("#/q/plain")
@@ -927,6 +935,7 @@ def test_key_concurrency_settings(ctx):
              "return v ? v.querySelector('#queue-settings').textContent : '';")
     wait_for(lambda: "max attempts" in ctx.js(shown), 30, "plain's settings")
     assert "flow key" not in ctx.js(shown), ctx.js(shown)
+    assert "/s, burst" not in ctx.js(shown), ctx.js(shown)
     ctx.no_script_errors()
     ws.close()
 
@@ -950,10 +959,51 @@ def test_expires_at(ctx):
     ws.close()
 
 
+def test_keys_panel(ctx):
+    """A queue with a flow key lists its values with their messages and limits, an override
+    set from the page is in effect (and in bold) and a reset puts the value back on the queue's
+    limits; a queue without a flow key shows no panel (docs/dashboard.md, "Keys")."""
+    s = ctx.server()
+    ws = Ws(s.http_port)
+    ws.call("CreateQueue", {"name": "studios", "settings": {"flow_key": "studio",
+                                                            "key_concurrency": 1}})
+    ws.enqueue("studios", [{"id": f"a{i}", "payload": list(b"x"),
+                            "metadata": [{"key": "studio", "value": "acme"}]} for i in range(3)] +
+               [{"id": "b0", "payload": list(b"x"),
+                 "metadata": [{"key": "studio", "value": "bolt"}]}])
+    ws.call("Dequeue", {"queue": "studios", "max": 10})
+    ctx.open(s.url + "/#/q/studios")
+    row = "#key-rows tr[data-value=\"acme\"]"
+    cell = lambda field: ctx._safe_text(f"{row} td[data-field=\"{field}\"]")  # noqa: E731
+    wait_for(lambda: ctx._safe_text(f"{row} td.state") == "held", 30,
+             lambda: f"acme held on screen: {ctx._safe_text('#key-rows')!r}")
+    assert ctx._safe_text("#key-rows tr:first-child td.text") == "acme", "most pending first"
+    ctx.click(f"{row} button.link")
+    ctx.css("#key-concurrency").send_keys("3")
+    ctx.click("#key-limits-set")
+    wait_for(lambda: cell("concurrency") == "3" and ctx._safe_text(f"{row} td.state") == "", 30,
+             lambda: f"the override on screen: {ctx._safe_text('#key-rows')!r}")
+    assert "override" in ctx.css(f"{row} td[data-field=\"concurrency\"]").get_attribute("class")
+    got = ws.call("GetKeyLimits", {"queue": "studios", "value": "acme"})
+    assert got["key"]["overrides"] == {"concurrency": 3}, got
+    ws.call("Dequeue", {"queue": "studios", "max": 10})
+    ctx.click("#key-limits-reset")
+    wait_for(lambda: cell("concurrency") == "1" and ctx._safe_text(f"{row} td.state") == "held",
+             30, lambda: f"the queue's limit again: {ctx._safe_text('#key-rows')!r}")
+    ctx.shot("queue-keys")
+    ws.call("CreateQueue", {"name": "plain"})
+    ctx.go("#/q/plain")
+    shown = ("const v = document.querySelector('#queue-view[data-queue=\"plain\"]');"
+             "return v ? v.querySelector('#keys-panel').hidden : null;")
+    wait_for(lambda: ctx.js(shown) is True, 30, "no keys panel on a queue without a flow key")
+    ctx.no_script_errors()
+    ws.close()
+
+
 TESTS = [test_overview, test_queue_page, test_actions, test_reconnect, test_read_only,
          test_sign_in, test_off, test_cluster, test_dependencies, test_schedules,
          test_batches, test_history_timeline, test_flow_graph, test_key_concurrency_settings,
-         test_expires_at]
+         test_expires_at, test_keys_panel]
 
 
 def main():

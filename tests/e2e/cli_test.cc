@@ -299,6 +299,103 @@ TEST_F(CliE2E, FlowKeyAndKeyConcurrencyFlags) {
       "flow_key: must be a metadata key of 1-64 bytes");
 }
 
+TEST_F(CliE2E, RateFlagsThrottleAKeyAndExplainSaysSo) {
+  auto created = Ok({"create-queue", "charges", "--flow-key", "merchant", "--key-rate-per-s",
+                     "0.001", "--key-burst", "2", "--rate-per-s", "2.5", "--burst", "10"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].at("key_rate_per_s").to_number<double>(), 0.001);
+  EXPECT_EQ(Int(created[0].at("key_burst")), 2);
+  EXPECT_EQ(created[0].at("rate_per_s").to_number<double>(), 2.5);
+  EXPECT_EQ(Int(created[0].at("burst")), 10);
+  auto updated = Ok({"update-queue", "charges", "--rate-per-s", "100"});
+  ASSERT_EQ(updated.size(), 1u);
+  EXPECT_TRUE(updated[0].at("rate_per_s").is_int64()) << "a whole rate prints as an integer";
+  EXPECT_EQ(Int(updated[0].at("rate_per_s")), 100);
+  EXPECT_EQ(Int(updated[0].at("key_burst")), 2) << "not given: unchanged";
+  EXPECT_EQ(
+      ServerError({"update-queue", "charges", "--key-rate-per-s", "0.0005"}, "INVALID_ARGUMENT"),
+      "key_rate_per_s: must be 0.001-1000000 with at most 3 decimals");
+  EXPECT_EQ(ServerError({"create-queue", "bare", "--key-rate-per-s", "1"}, "INVALID_ARGUMENT"),
+            "key_rate_per_s: needs a flow_key");
+  for (const char* id : {"a1", "a2", "a3"}) {
+    Ok({"enqueue", "charges", "--id", id, "--meta", "merchant=acme"});
+  }
+  Ok({"enqueue", "charges", "--id", "b1", "--meta", "merchant=bolt"});
+  auto leased = Ok({"dequeue", "charges", "--max", "10"});
+  ASSERT_EQ(leased.size(), 3u) << "acme's burst of 2, and bolt's";
+  auto why = Ok({"explain", "charges", "a3"});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(Str(why[0].at("reason")), "key_rate");
+  EXPECT_EQ(Str(why[0].at("exclusivity_value")), "acme");
+  EXPECT_EQ(Str(why[0].at("explanation")),
+            "key acme has no token (key_rate_per_s); next token at " +
+                std::to_string(Int(why[0].at("until"))));
+  auto counts = Ok({"count", "charges"});
+  ASSERT_EQ(counts.size(), 1u);
+  EXPECT_EQ(Int(counts[0].at("blocked")), 1);
+}
+
+TEST_F(CliE2E, KeyLimitsOverrideOneValueAndListKeysShowsThem) {
+  Ok({"create-queue", "studios", "--flow-key", "studio", "--key-concurrency", "1"});
+  for (const char* id : {"a1", "a2", "a3"}) {
+    Ok({"enqueue", "studios", "--id", id, "--meta", "studio=acme"});
+  }
+  Ok({"enqueue", "studios", "--id", "b1", "--meta", "studio=bolt"});
+  auto set = Ok({"set-key-limits", "studios", "acme", "--concurrency", "2", "--weight", "3",
+                 "--rate-per-s", "0.5"});
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(Int(set[0].at("concurrency")), 2);
+  EXPECT_EQ(Int(set[0].at("overrides").at("weight")), 3);
+  EXPECT_EQ(set[0].at("rate_per_s").to_number<double>(), 0.5);
+  EXPECT_FALSE(set[0].at("overrides").as_object().contains("burst")) << "not overridden";
+  EXPECT_EQ(Ok({"dequeue", "studios", "--max", "10"}).size(), 2u) << "acme's one token, bolt";
+  auto keys = Ok({"list-keys", "studios"});
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(Str(keys[0].at("value")), "acme") << "more pending first";
+  EXPECT_EQ(Int(keys[0].at("pending")), 2);
+  EXPECT_GT(Int(keys[0].at("next_token")), 0) << "acme is out of tokens";
+  auto running = Ok({"list-keys", "studios", "--order", "running", "--limit", "1"});
+  ASSERT_EQ(running.size(), 1u);
+  auto reset = Ok({"set-key-limits", "studios", "acme"});
+  ASSERT_EQ(reset.size(), 1u);
+  EXPECT_TRUE(reset[0].at("overrides").as_object().empty());
+  EXPECT_EQ(Int(reset[0].at("concurrency")), 1) << "the queue's again";
+  auto got = Ok({"get-key-limits", "studios", "acme"});
+  EXPECT_TRUE(got[0].at("held").as_bool());
+  EXPECT_EQ(ServerError({"set-key-limits", "studios", "acme", "--weight", "0"}, "INVALID_ARGUMENT"),
+            "weight: must be 1-1000");
+  Ok({"create-queue", "plain"});
+  EXPECT_EQ(ServerError({"list-keys", "plain"}, "FAILED_PRECONDITION"),
+            "queue: has no flow_key (key limits need one)");
+}
+
+TEST_F(CliE2E, FairnessFlagsTakeTurnsAndExplainSaysWhose) {
+  auto created = Ok({"create-queue", "fair", "--flow-key", "tenant", "--fairness", "weighted",
+                     "--overdue-first-ms", "60000"});
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(Str(created[0].at("fairness")), "weighted");
+  EXPECT_EQ(Int(created[0].at("overdue_first_ms")), 60000);
+  // Priorities below are small numbers: as deadlines they are long overdue, and would all jump
+  // the turns. Without overdue_first_ms, the turns alone.
+  Ok({"update-queue", "fair", "--overdue-first-ms", "0"});
+  for (const char* id : {"big0", "big1"}) {
+    Ok({"enqueue", "fair", "--id", id, "--meta", "tenant=big"});
+  }
+  Ok({"enqueue", "fair", "--id", "small0", "--priority", "9", "--meta", "tenant=small"});
+  auto why = Ok({"explain", "fair", "small0"});
+  ASSERT_EQ(why.size(), 1u);
+  EXPECT_EQ(Str(why[0].at("reason")), "fair_share");
+  EXPECT_EQ(Str(why[0].at("explanation")), "fair share: key big has its turn");
+  auto leased = Ok({"dequeue", "fair", "--max", "2"});
+  ASSERT_EQ(leased.size(), 2u);
+  EXPECT_EQ(Str(leased[1].at("id")), "small0") << "small's turn after big's";
+  EXPECT_EQ(ServerError({"create-queue", "plain", "--fairness", "weighted"}, "INVALID_ARGUMENT"),
+            "fairness: needs a flow_key");
+  EXPECT_EQ(ServerError({"update-queue", "fair", "--fairness", "none", "--overdue-first-ms", "5"},
+                        "INVALID_ARGUMENT"),
+            "overdue_first_ms: needs fairness weighted");
+}
+
 TEST_F(CliE2E, ExclusiveQueueLeasesOneMessagePerValue) {
   ServerError({"create-queue", "ex", "--type", "exclusive"}, "INVALID_ARGUMENT");
   Ok({"create-queue", "ex", "--type", "exclusive", "--exclusivity-key", "tenant"});

@@ -156,6 +156,20 @@ TEST_F(HttpApiE2e, FlowKeyAndKeyConcurrencyAreSettingsInTheJson) {
   r = c.Call("POST", "/v1/CreateQueue", R"({"name":"bad","settings":{"key_concurrency":1}})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(Member(r.body, "message"), "key_concurrency: needs a flow_key") << r.body;
+  // Rates, fair share and one value's limits are JSON like the rest.
+  r = c.Call("POST", "/v1/UpdateQueue",
+             R"({"name":"keyed","update":{"key_rate_per_s":2.5,"fairness":"weighted"}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Member(r.body, "fairness"), "weighted") << r.body;
+  r = c.Call("POST", "/v1/SetKeyLimits",
+             R"({"queue":"keyed","value":"acme","limits":{"weight":3}})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Member(r.body, "weight"), "3") << r.body;
+  // A bad enum in the op's table is reported as such, not as the first field of a Request.
+  r = c.Call("POST", "/v1/ListKeys", R"({"queue":"keyed","order":"loudest"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.body.find("unknown field: queue"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("loudest"), std::string::npos) << r.body;
 }
 
 TEST_F(HttpApiE2e, TypedErrorsAndRoutingErrorsHaveTheirStatuses) {

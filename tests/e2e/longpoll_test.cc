@@ -261,6 +261,16 @@ TEST_F(LongPoll, WokenWhenAKeyConcurrencySlotIsFreedOrTheLimitRaised) {
   u.key_concurrency = 2;
   ASSERT_TRUE(client_->UpdateQueue("k", u).ok());
   EXPECT_EQ(OnlyId(second.get()), "a3");  // the raised limit
+
+  // One value's limit raised by set_key_limits wakes a waiter too.
+  Put("k", "a4", {{"account", "A"}});
+  auto third = WaitFor(async.get(), "k", 30'000);
+  ASSERT_EQ(third.wait_for(std::chrono::milliseconds(20)), std::future_status::timeout)
+      << "a4 is blocked while a2 and a3 run";
+  client::KeyLimits three;
+  three.concurrency = 3;
+  ASSERT_TRUE(client_->SetKeyLimits("k", "A", three).ok());
+  EXPECT_EQ(OnlyId(third.get()), "a4");
 }
 
 TEST_F(LongPoll, ADisconnectedWaiterLeasesNothing) {

@@ -76,6 +76,7 @@ struct RecordedEffect {
   std::string worker_id;
   std::string note;
   int64_t tat_us = 0;
+  KeyLimits key_limits;
   bool restated = false;
   std::string history;
   TimeMs expires_at = 0;
@@ -115,6 +116,7 @@ struct RecordedEffect {
     r.worker_id = std::string(e.worker_id);
     r.note = std::string(e.note);
     r.tat_us = e.tat_us;
+    r.key_limits = e.key_limits;
     r.restated = e.restated;
     r.history = std::string(e.history);
     r.expires_at = e.expires_at;
@@ -157,6 +159,7 @@ struct RecordedEffect {
     e.worker_id = worker_id;
     e.note = note;
     e.tat_us = tat_us;
+    e.key_limits = key_limits;
     e.restated = restated;
     e.history = history;
     e.expires_at = expires_at;

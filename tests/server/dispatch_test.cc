@@ -262,7 +262,8 @@ TEST_F(DispatchTest, BulkFormsAndExplain) {
 }
 
 // A queue "q" (lease 5 s) with "a" leased (its token) and "b" pending, a schedule "s" of "q"
-// every minute, and an open batch "open", in an engine whose effects go to a log in memory.
+// every minute, an open batch "open", and a queue "keyed" with a flow key, in an engine whose
+// effects go to a log in memory.
 struct LoggedEngine {
   LoggedEngine() {
     auto opened = wal::GroupCommitLog::Open(&faulty, "data", {}, 0, 1);
@@ -286,6 +287,9 @@ struct LoggedEngine {
     CreateBatchRequest batch;
     batch.id = "open";
     EXPECT_TRUE(engine->CreateBatch(batch).ok());
+    QueueSettings keyed;
+    keyed.flow_key = "tenant";
+    EXPECT_TRUE(engine->CreateQueue("keyed", keyed).ok());
   }
   ~LoggedEngine() { (void)log->Close(); }
 
@@ -343,6 +347,9 @@ std::string RequestFor(std::string_view name, uint64_t token) {
                                     "children": [{"queue": "q", "item": {"id": "c"}}]}]})"},
       {"History", R"({"queue": "q", "id": "b"})"},
       {"Note", R"({"queue": "q", "id": "a", "text": "n", "lease_token": )" + t + "}"},
+      {"SetKeyLimits", R"({"queue": "keyed", "value": "acme", "limits": {"concurrency": 2}})"},
+      {"GetKeyLimits", R"({"queue": "keyed", "value": "acme"})"},
+      {"ListKeys", R"({"queue": "keyed"})"},
   };
   auto it = ops.find(name);
   if (it == ops.end()) return "";

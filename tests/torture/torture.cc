@@ -61,6 +61,9 @@ enum QueueIndex { kPlain = 0, kFilter = 1, kExclusive = 2, kDependent = 3, kSche
 // the ttls a third of its enqueues carry (some run out while the message waits, some do not).
 constexpr uint32_t kFilterKeyConcurrency = 2;
 constexpr int64_t kTtlsMs[] = {200, 1000, 5000};
+// The exclusive queue's values also have a token bucket: a burst of 3, then 40 a second.
+constexpr double kExclusiveKeyRatePerS = 40;
+constexpr uint32_t kExclusiveKeyBurst = 3;
 constexpr const char* kPolicies[] = {"cancel", "error", "release"};
 constexpr p::DependencyFailurePolicy kPolicyValues[] = {p::DependencyFailurePolicy::cancel,
                                                         p::DependencyFailurePolicy::error,
@@ -110,14 +113,15 @@ std::string GrantLine(const std::string& queue, const p::Message* m) {
 }
 
 // The `limits` line of a queue the setup created, from its settings (tests/torture/history.h):
-// an exclusive queue is key_concurrency 1. Hook for rates (issue 24): once client::QueueSettings
-// has key_rate_per_s and key_burst, a rate-limited queue's are copied here (the effective burst,
-// the server's default filled in). "" when the queue has no limit.
+// an exclusive queue is key_concurrency 1; a key rate's burst is the effective one (the server's
+// default 1 filled in). "" when the queue has no limit.
 std::string LimitsLine(const std::string& queue, const client::QueueSettings& s) {
   QueueLimits l;
   l.queue = queue;
   l.key_concurrency = s.key_concurrency.value_or(0);
   l.ttl_ms = s.ttl_ms.value_or(0);
+  l.key_rate_per_s = s.key_rate_per_s.value_or(0);
+  l.key_burst = l.key_rate_per_s > 0 ? s.key_burst.value_or(1) : 0;
   if (s.type == p::QueueType::exclusive) l.key_concurrency = 1;
   if (l.key_concurrency == 0 && l.key_rate_per_s == 0 && l.ttl_ms == 0) return "";
   return FormatQueueLimits(l);
@@ -929,6 +933,8 @@ class Torture {
       if (std::string(kind) == "excl") {
         s.type = p::QueueType::exclusive;
         s.exclusivity_key = "k";
+        s.key_rate_per_s = kExclusiveKeyRatePerS;
+        s.key_burst = kExclusiveKeyBurst;
       }
       if (std::string(kind) == "filter") {
         s.flow_key = "color";

@@ -88,6 +88,12 @@ export function settings(s) {
     dequeue_paused: !!s.dequeue_paused,
     flow_key: s.flow_key || '',                // flow control: the key whose values are limited
     key_concurrency: s.key_concurrency || 0,   // running messages per value; 0: no limit
+    rate_per_s: s.rate_per_s || 0,             // the queue's token bucket; 0: no rate
+    burst: s.burst || 1,
+    key_rate_per_s: s.key_rate_per_s || 0,     // each flow-key value's bucket; 0: no rate
+    key_burst: s.key_burst || 1,
+    fairness: s.fairness || 'none',            // weighted: turns among the flow-key values
+    overdue_first_ms: s.overdue_first_ms || 0,
   };
 }
 

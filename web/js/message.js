@@ -27,6 +27,9 @@ const EXPLAIN = {
   terminal: () => 'Finished (completed or canceled): kept until retention removes it.',
   key_rate: (x) => `Waiting: its flow-key value “${x.exclusivity_value || ''}” has no token ` +
                    `(key_rate_per_s); its next token comes ${time(x.until)}.`,
+  queue_rate: (x) => `Waiting: the queue has no token (rate_per_s); its next token comes ${time(x.until)}.`,
+  fair_share: (x) => `Waiting its turn: fair share serves the flow-key values in turn, and ` +
+                     `“${x.exclusivity_value || ''}” has it now.`,
   waiting_on_dependencies: (x) => `Waiting on ${x.unfinished || 0} of ${x.dependencies || 0} dependencies` +
       `${(x.waiting_on || []).length ? ': ' + x.waiting_on.join(', ') + ((x.unfinished || 0) > x.waiting_on.length ? ', …' : '') : ''}` +
       '. It becomes pending when the last one completes (see Dependencies below).',

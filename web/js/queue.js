@@ -5,6 +5,7 @@
 
 import {lineChart} from './charts.js';
 import {confirmAction, readOnly} from './confirm.js';
+import {KeysPanel} from './keys.js';
 import {clear, h, s, setText, toast} from './dom.js';
 import {duration, filterText, int, message, parseFilter, rate, STATES, time, total} from './format.js';
 import {MessageDetail} from './message.js';
@@ -68,6 +69,7 @@ export class QueueView {
     this.rateChart = s('svg', {class: 'chart', id: 'rate-chart'});
 
     this.actions = readOnly() ? null : this.buildActions();
+    this.keys = new KeysPanel(this.app, this.name);
     this.browser = this.buildBrowser();
     this.feed = h('ol', {class: 'feed', id: 'event-feed'});
     this.detailBox = h('section', {class: 'detail', id: 'detail-box', hidden: true});
@@ -79,6 +81,7 @@ export class QueueView {
                 this.settingsLine, this.missing, this.actions, this.cards,
                 h('div', {class: 'charts'}, this.depthChart, this.rateChart),
                 this.detailBox,
+                this.keys.el,
                 this.browser,
                 h('section', {class: 'panel'},
                   h('h2', {text: 'Live transitions'}),
@@ -199,6 +202,7 @@ export class QueueView {
     conn.removeEventListener('MessageEvent', this.onEvent);
     conn.removeEventListener('open', this.onOpen);
     this.app.store.removeEventListener('tick', this.onTick);
+    this.keys.stop();
     if (conn.open) conn.request('Unsubscribe', {queue: this.name}).catch(() => {});
     this.el.remove();
   }
@@ -290,6 +294,7 @@ export class QueueView {
     if (q.settings.enqueue_paused) this.badges.append(h('span', {class: 'badge warn', text: 'enqueue paused'}));
     if (q.settings.dequeue_paused) this.badges.append(h('span', {class: 'badge warn', text: 'dequeue paused'}));
     const st = q.settings;
+    this.keys.setQueue(q);
     setText(this.settingsLine, `lease ${duration(st.lease_ms)} · max attempts ${st.max_attempts} · ` +
         `backoff ${duration(st.retry_backoff_ms)}–${duration(st.retry_backoff_max_ms)} · ` +
         `retention ${duration(st.retention_ms)} · ` +
@@ -297,6 +302,10 @@ export class QueueView {
         (st.max_depth ? `max depth ${int(st.max_depth)} · ` : '') +
         (st.flow_key ? `flow key ${st.flow_key}: ` + (st.key_concurrency ?
             `${int(st.key_concurrency)} running per value · ` : 'no limit · ') : '') +
+        (st.rate_per_s ? `rate ${st.rate_per_s}/s, burst ${int(st.burst)} · ` : '') +
+        (st.key_rate_per_s ? `key rate ${st.key_rate_per_s}/s, burst ${int(st.key_burst)} per value · ` : '') +
+        (st.fairness === 'weighted' ? 'fair share by weight' +
+            (st.overdue_first_ms ? `, overdue by ${duration(st.overdue_first_ms)} first` : '') + ' · ' : '') +
         `memory ${int(q.memory)} B`);
     for (const k of [...STATES, 'blocked']) setText(this.cardValues[k], int(q.counts[k]));
     setText(this.oldest, q.oldest ? duration(q.oldest) : '—');

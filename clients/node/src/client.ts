@@ -50,6 +50,9 @@ import type {
   EnqueueResult,
   Explanation,
   History,
+  KeyInfo,
+  KeyLimits,
+  KeyOrder,
   FailResult,
   Health,
   Message,
@@ -161,6 +164,10 @@ export interface BrowseOptions extends CallOptions {
 }
 export interface CountOptions extends CallOptions {
   filter?: Metadata;
+}
+export interface ListKeysOptions extends CallOptions {
+  order?: KeyOrder;
+  limit?: number;
 }
 export interface WatchOptions extends SubscribeOptions, CallOptions {}
 export interface SwitchoverOptions extends CallOptions {
@@ -538,6 +545,27 @@ export class Client {
    */
   note(queue: string, id: string, leaseToken: number | bigint, text: string, options?: MutationOptions): Promise<void> {
     return this.run(() => codec.note(queue, id, leaseToken, text), options, MUTATION_KEYS);
+  }
+
+  /**
+   * Overrides one flow-key value's limits (docs/semantics.md, "Per-key limits"): the fields
+   * given replace its overrides whole ({} removes them). FAILED_PRECONDITION without a flow key.
+   */
+  setKeyLimits(queue: string, value: string, limits: KeyLimits, options?: MutationOptions): Promise<KeyInfo> {
+    return this.run(() => codec.setKeyLimits(queue, value, limits), options, MUTATION_KEYS);
+  }
+
+  /** One flow-key value: its overrides, the limits in effect, its messages now. */
+  getKeyLimits(queue: string, value: string, options?: CallOptions): Promise<KeyInfo> {
+    return this.run(() => codec.getKeyLimits(queue, value), options, CALL_KEYS);
+  }
+
+  /** The first `limit` (1–1000, default 20) flow-key values by `order` (default "pending"). */
+  listKeys(queue: string, options?: ListKeysOptions): Promise<KeyInfo[]> {
+    return this.runWith(async () => {
+      const o = codec.checkKeys("listKeys options", options, ["order", "limit", ...CALL_KEYS]);
+      return this.execute(codec.listKeys(queue, o.order, o.limit), o.timeout_ms);
+    });
   }
 
   /** Why a message (or a dequeue with {filter}) is or is not dequeueable now. */

@@ -28,6 +28,9 @@ import {
   Explanation,
   History,
   HistoryEntry,
+  KEY_ORDERS,
+  KeyInfo,
+  KeyLimits,
   FailResult,
   Health,
   Message,
@@ -38,6 +41,7 @@ import {
   Outcome,
   QUEUE_TYPES,
   DEDUPES,
+  FAIRNESSES,
   Queue,
   QueueSettings,
   QueueSettingsUpdate,
@@ -367,6 +371,12 @@ export function decodeQueue(q: P.QueueInfo): Queue {
     key_concurrency: setting("key_concurrency", s.keyConcurrency()),
     ttl_ms: Number(setting("ttl_ms", s.ttlMs())),
     dedupe: enumName(DEDUPES, setting("dedupe", s.dedupe())),
+    rate_per_s: setting("rate_per_s", s.ratePerS()),
+    burst: setting("burst", s.burst()),
+    key_rate_per_s: setting("key_rate_per_s", s.keyRatePerS()),
+    key_burst: setting("key_burst", s.keyBurst()),
+    fairness: enumName(FAIRNESSES, setting("fairness", s.fairness())),
+    overdue_first_ms: Number(setting("overdue_first_ms", s.overdueFirstMs())),
     counts: decodeCounts(q.counts()),
     oldest_pending_age_ms: Number(q.oldestPendingAgeMs()),
     memory_bytes: Number(q.memoryBytes()),
@@ -475,6 +485,12 @@ export function int64(name: string, value: unknown, kind: IntKind = "int64"): bi
 /** A 32-bit unsigned integer as a number. */
 export function uint32(name: string, value: unknown): number {
   return Number(int64(name, value, "uint32"));
+}
+
+/** Tokens per second: a finite number (the server checks the range and the 3 decimals). */
+function rate(name: string, value: unknown): number {
+  if (typeof value === "number" && Number.isFinite(value)) return value;
+  throw invalidArgument(`${name}: must be a finite number, not ${typeOf(value)}`);
 }
 
 export function str(name: string, value: unknown): string {
@@ -647,11 +663,25 @@ export const SETTING_NAMES = [
   "key_concurrency",
   "ttl_ms",
   "dedupe",
+  "rate_per_s",
+  "burst",
+  "key_rate_per_s",
+  "key_burst",
+  "fairness",
+  "overdue_first_ms",
 ] as const;
 /** Fixed at creation: not in QueueSettingsUpdate. */
 const FIXED_SETTINGS: readonly string[] = ["type", "exclusivity_key", "flow_key"];
 const UPDATABLE = SETTING_NAMES.filter((n) => !FIXED_SETTINGS.includes(n));
-const INT64_SETTINGS = ["lease_ms", "invisibility_ms", "retry_backoff_ms", "retry_backoff_max_ms", "retention_ms", "ttl_ms"] as const;
+const INT64_SETTINGS = [
+  "lease_ms",
+  "invisibility_ms",
+  "retry_backoff_ms",
+  "retry_backoff_max_ms",
+  "retention_ms",
+  "ttl_ms",
+  "overdue_first_ms",
+] as const;
 
 interface SettingsTable {
   addLeaseMs(b: flatbuffers.Builder, v: bigint): void;
@@ -668,6 +698,12 @@ interface SettingsTable {
   addKeyConcurrency(b: flatbuffers.Builder, v: number): void;
   addTtlMs(b: flatbuffers.Builder, v: bigint): void;
   addDedupe(b: flatbuffers.Builder, v: number): void;
+  addRatePerS(b: flatbuffers.Builder, v: number): void;
+  addBurst(b: flatbuffers.Builder, v: number): void;
+  addKeyRatePerS(b: flatbuffers.Builder, v: number): void;
+  addKeyBurst(b: flatbuffers.Builder, v: number): void;
+  addFairness(b: flatbuffers.Builder, v: number): void;
+  addOverdueFirstMs(b: flatbuffers.Builder, v: bigint): void;
 }
 
 const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable> = {
@@ -677,6 +713,7 @@ const INT64_ADDERS: Record<(typeof INT64_SETTINGS)[number], keyof SettingsTable>
   retry_backoff_max_ms: "addRetryBackoffMaxMs",
   retention_ms: "addRetentionMs",
   ttl_ms: "addTtlMs",
+  overdue_first_ms: "addOverdueFirstMs",
 };
 
 /** Checked settings, ready to write into QueueSettings (create) or QueueSettingsUpdate (update). */
@@ -700,6 +737,11 @@ function checkSettings(settings: unknown, update: boolean) {
     dedupe = DEDUPES.indexOf(s.dedupe as never);
     if (dedupe < 0) throw invalidArgument(`dedupe: ${JSON.stringify(s.dedupe)} is not "keep" or "while_active"`);
   }
+  let fairness: number | undefined;
+  if (s.fairness !== undefined) {
+    fairness = FAIRNESSES.indexOf(s.fairness as never);
+    if (fairness < 0) throw invalidArgument(`fairness: ${JSON.stringify(s.fairness)} is not "none" or "weighted"`);
+  }
   const ints: [keyof SettingsTable, bigint][] = [];
   for (const name of INT64_SETTINGS) {
     const v = optional(s[name], (x) => int64(name, x));
@@ -718,6 +760,11 @@ function checkSettings(settings: unknown, update: boolean) {
     flow_key: optional(s.flow_key, (x) => str("flow_key", x)),
     key_concurrency: optional(s.key_concurrency, (x) => uint32("key_concurrency", x)),
     dedupe,
+    rate_per_s: optional(s.rate_per_s, (x) => rate("rate_per_s", x)),
+    burst: optional(s.burst, (x) => uint32("burst", x)),
+    key_rate_per_s: optional(s.key_rate_per_s, (x) => rate("key_rate_per_s", x)),
+    key_burst: optional(s.key_burst, (x) => uint32("key_burst", x)),
+    fairness,
   };
 }
 
@@ -743,6 +790,11 @@ function buildSettings(b: flatbuffers.Builder, s: ReturnType<typeof checkSetting
   if (!update && s.flow_key !== undefined) P.QueueSettings.addFlowKey(b, flowKey);
   if (s.key_concurrency !== undefined) add(() => table.addKeyConcurrency(b, s.key_concurrency!));
   if (s.dedupe !== undefined) add(() => table.addDedupe(b, s.dedupe!));
+  if (s.rate_per_s !== undefined) add(() => table.addRatePerS(b, s.rate_per_s!));
+  if (s.burst !== undefined) add(() => table.addBurst(b, s.burst!));
+  if (s.key_rate_per_s !== undefined) add(() => table.addKeyRatePerS(b, s.key_rate_per_s!));
+  if (s.key_burst !== undefined) add(() => table.addKeyBurst(b, s.key_burst!));
+  if (s.fairness !== undefined) add(() => table.addFairness(b, s.fairness!));
   return update ? P.QueueSettingsUpdate.endQueueSettingsUpdate(b) : P.QueueSettings.endQueueSettings(b);
 }
 
@@ -1475,6 +1527,96 @@ export function history(queue: unknown, id: unknown): Call<History> {
       });
     }
     return { entries, dropped: Number(r.dropped()) };
+  });
+}
+
+function decodeKey(k: P.KeyInfo): KeyInfo {
+  const overrides: KeyLimits = {};
+  const o = k.overrides();
+  if (o !== null) {
+    if (o.concurrency() !== null) overrides.concurrency = o.concurrency()!;
+    if (o.ratePerS() !== null) overrides.rate_per_s = o.ratePerS()!;
+    if (o.burst() !== null) overrides.burst = o.burst()!;
+    if (o.weight() !== null) overrides.weight = o.weight()!;
+  }
+  return {
+    value: text(k.value()),
+    overrides,
+    concurrency: k.concurrency(),
+    rate_per_s: k.ratePerS(),
+    burst: k.burst(),
+    weight: k.weight(),
+    pending: Number(k.pending()),
+    running: k.running(),
+    held: k.held(),
+    next_token: Number(k.nextToken()),
+  };
+}
+
+function decodeKeyResult(name: string) {
+  return (response: P.Response) => {
+    const k = expect(response, P.Result.KeyResult, new P.KeyResult(), name).key();
+    if (k === null) throw replyProblem(name, "the reply has no key");
+    return decodeKey(k);
+  };
+}
+
+export function setKeyLimits(queue: unknown, value: unknown, limits: unknown): Call<KeyInfo> {
+  const q = str("queue", queue);
+  const v = str("value", value);
+  const l = checkKeys("setKeyLimits limits", limits ?? {}, ["concurrency", "rate_per_s", "burst", "weight"]);
+  const concurrency = optional(l.concurrency, (x) => uint32("concurrency", x));
+  const ratePerS = optional(l.rate_per_s, (x) => rate("rate_per_s", x));
+  const burst = optional(l.burst, (x) => uint32("burst", x));
+  const weight = optional(l.weight, (x) => uint32("weight", x));
+  // A SET: sent again after an unknown outcome, it gives the same overrides.
+  return call("setKeyLimits", P.Operation.SetKeyLimits, true, (b) => {
+    const qo = createString(b, q);
+    const vo = createString(b, v);
+    P.KeyLimits.startKeyLimits(b);
+    if (concurrency !== undefined) addPresent(b, () => P.KeyLimits.addConcurrency(b, concurrency));
+    if (ratePerS !== undefined) addPresent(b, () => P.KeyLimits.addRatePerS(b, ratePerS));
+    if (burst !== undefined) addPresent(b, () => P.KeyLimits.addBurst(b, burst));
+    if (weight !== undefined) addPresent(b, () => P.KeyLimits.addWeight(b, weight));
+    const lo = P.KeyLimits.endKeyLimits(b);
+    P.SetKeyLimits.startSetKeyLimits(b);
+    P.SetKeyLimits.addQueue(b, qo);
+    P.SetKeyLimits.addValue(b, vo);
+    P.SetKeyLimits.addLimits(b, lo);
+    return P.SetKeyLimits.endSetKeyLimits(b);
+  }, decodeKeyResult("setKeyLimits"));
+}
+
+export function getKeyLimits(queue: unknown, value: unknown): Call<KeyInfo> {
+  const q = str("queue", queue);
+  const v = str("value", value);
+  return call("getKeyLimits", P.Operation.GetKeyLimits, false, (b) => {
+    const qo = createString(b, q);
+    const vo = createString(b, v);
+    P.GetKeyLimits.startGetKeyLimits(b);
+    P.GetKeyLimits.addQueue(b, qo);
+    P.GetKeyLimits.addValue(b, vo);
+    return P.GetKeyLimits.endGetKeyLimits(b);
+  }, decodeKeyResult("getKeyLimits"));
+}
+
+export function listKeys(queue: unknown, order: unknown, limit: unknown): Call<KeyInfo[]> {
+  const q = str("queue", queue);
+  const o = KEY_ORDERS.indexOf((order ?? "pending") as never);
+  if (o < 0) throw invalidArgument(`order: ${JSON.stringify(order)} is not "pending", "running" or "throttled"`);
+  const n = uint32("limit", limit ?? 20);
+  return call("listKeys", P.Operation.ListKeys, false, (b) => {
+    const qo = createString(b, q);
+    P.ListKeys.startListKeys(b);
+    P.ListKeys.addQueue(b, qo);
+    P.ListKeys.addOrder(b, o);
+    P.ListKeys.addLimit(b, n);
+    return P.ListKeys.endListKeys(b);
+  }, (response) => {
+    const r = expect(response, P.Result.KeyList, new P.KeyList(), "listKeys");
+    const keys: KeyInfo[] = [];
+    for (let k = 0, n = r.keysLength(); k < n; k++) keys.push(decodeKey(r.keys(k)!));
+    return keys;
   });
 }
 

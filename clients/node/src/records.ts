@@ -14,6 +14,8 @@ export type QueueType = (typeof QUEUE_TYPES)[number];
 
 /** Whether an enqueue releases a terminal message's id (docs/semantics.md, "Flow control"). */
 export const DEDUPES = ["keep", "while_active"] as const;
+export const FAIRNESSES = ["none", "weighted"] as const;
+export type Fairness = (typeof FAIRNESSES)[number];
 export type Dedupe = (typeof DEDUPES)[number];
 
 export const EXPLAIN_REASONS = [
@@ -28,6 +30,8 @@ export const EXPLAIN_REASONS = [
   "waiting_on_dependencies",
   "key_concurrency",
   "key_rate",
+  "queue_rate",
+  "fair_share",
 ] as const;
 export type ExplainReason = (typeof EXPLAIN_REASONS)[number];
 
@@ -134,6 +138,19 @@ export interface QueueSettings {
   ttl_ms?: number;
   /** "keep" (default) or "while_active": an enqueue releases a terminal message's id. */
   dedupe?: Dedupe;
+  /**
+   * The queue's token bucket (docs/semantics.md, "Rates"): dequeues per second, 0.001–1,000,000
+   * with at most 3 decimals (0: none), and its size, 1–1,000,000 (default 1).
+   */
+  rate_per_s?: number;
+  burst?: number;
+  /** The same for each flow-key value (needs a flow_key). */
+  key_rate_per_s?: number;
+  key_burst?: number;
+  /** "weighted": turns among the flow-key values (docs/semantics.md, "Fair share"). */
+  fairness?: Fairness;
+  /** With weighted: a message overdue (past its priority) by more than this jumps the turns; 0: never. */
+  overdue_first_ms?: number;
 }
 
 /** What updateQueue may change: every setting but `type`, `exclusivity_key` and `flow_key`. */
@@ -163,6 +180,14 @@ export interface Queue {
   key_concurrency: number;
   ttl_ms: number;
   dedupe: Dedupe;
+  /** 0: no queue rate. */
+  rate_per_s: number;
+  burst: number;
+  /** 0: no key rate. */
+  key_rate_per_s: number;
+  key_burst: number;
+  fairness: Fairness;
+  overdue_first_ms: number;
   counts: Counts;
   oldest_pending_age_ms: number;
   memory_bytes: number;
@@ -288,6 +313,36 @@ export interface HistoryEntry {
 }
 
 /** A message's history, oldest first; past the queue's history_max the first and the latest are kept and `dropped` counts the rest. */
+/** What set_key_limits overrides for one flow-key value (docs/semantics.md, "Per-key limits"). */
+export interface KeyLimits {
+  /** Its messages running at once (0: no limit). */
+  concurrency?: number;
+  /** Its dequeues per second (0: no rate; at most 3 decimals). */
+  rate_per_s?: number;
+  burst?: number;
+  /** Its share under fairness weighted, 1–1000. */
+  weight?: number;
+}
+
+/** A flow-key value: its overrides, the limits in effect, its messages now. */
+export interface KeyInfo {
+  value: string;
+  overrides: KeyLimits;
+  concurrency: number;
+  rate_per_s: number;
+  burst: number;
+  weight: number;
+  pending: number;
+  running: number;
+  /** Running at its concurrency. */
+  held: boolean;
+  /** Out of tokens: when its next one comes (ms); else 0. */
+  next_token: number;
+}
+
+export const KEY_ORDERS = ["pending", "running", "throttled"] as const;
+export type KeyOrder = (typeof KEY_ORDERS)[number];
+
 export interface History {
   entries: HistoryEntry[];
   dropped: number;

@@ -64,6 +64,12 @@ test("createQueue round-trips every setting and getQueue reads them back", async
       key_concurrency: 0,
       ttl_ms: 0,
       dedupe: "keep",
+      rate_per_s: 0,
+      burst: 1,
+      key_rate_per_s: 0,
+      key_burst: 1,
+      fairness: "none",
+      overdue_first_ms: 0,
       counts: undefined,
       memory_bytes: undefined,
       oldest_pending_age_ms: undefined,
@@ -109,6 +115,72 @@ test("an exclusive queue needs its key in every message and runs one per value",
   assert.equal((await client.count(queue)).blocked, 1);
   const page = await client.browse(queue);
   assert.equal((await client.explain(queue, page.messages[0].id)).reason, "exclusivity_held");
+});
+
+test("rates and bursts round-trip, throttle a key with explain's reason, and are checked", async () => {
+  const queue = uniqueQueue("rated");
+  const q = await client.createQueue(queue, { flow_key: "merchant", key_rate_per_s: 0.001, key_burst: 2, rate_per_s: 2.5, burst: 10 });
+  assert.deepEqual([q.key_rate_per_s, q.key_burst, q.rate_per_s, q.burst], [0.001, 2, 2.5, 10]);
+  // 0 must reach the server: it removes the queue's bucket.
+  const u = await client.updateQueue(queue, { rate_per_s: 0 });
+  assert.deepEqual([u.rate_per_s, u.burst, u.key_rate_per_s], [0, 10, 0.001]);
+  for (const id of ["a1", "a2", "a3"]) await client.enqueue(queue, "x", { id, metadata: { merchant: "acme" } });
+  const leased = await client.dequeue(queue, { max: 10 });
+  assert.deepEqual(leased.map((m) => m.id).sort(), ["a1", "a2"]);
+  const why = await client.explain(queue, "a3");
+  assert.equal(why.reason, "key_rate");
+  assert.equal(why.exclusivity_value, "acme");
+  assert.ok(why.until > Date.now() + 900_000, `next token far away: ${why.until}`);
+  await rejectsWith(client.updateQueue(queue, { key_rate_per_s: 0.0005 }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^key_rate_per_s: must be 0\.001-1000000 with at most 3 decimals$/,
+  });
+  await rejectsWith(client.updateQueue(queue, { rate_per_s: "fast" }), { code: "INVALID_ARGUMENT", origin: "local", message: /rate_per_s: must be a finite number/ });
+  await rejectsWith(client.updateQueue(queue, { burst: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^burst: must be 1-1000000$/ });
+});
+
+test("fairness round-trips and the values take turns", async () => {
+  const queue = uniqueQueue("fair");
+  const q = await client.createQueue(queue, { flow_key: "tenant", fairness: "weighted", overdue_first_ms: 5000 });
+  assert.deepEqual([q.fairness, q.overdue_first_ms], ["weighted", 5000]);
+  // Priorities 0-100 are long overdue as deadlines: they would all jump the turns.
+  await client.updateQueue(queue, { overdue_first_ms: 0 });
+  for (let i = 0; i < 3; i++) await client.enqueue(queue, "x", { id: `big${i}`, priority: i, metadata: { tenant: "big" } });
+  await client.enqueue(queue, "x", { id: "small0", priority: 100, metadata: { tenant: "small" } });
+  assert.equal((await client.explain(queue, "small0")).reason, "fair_share");
+  assert.deepEqual((await client.dequeue(queue, { max: 3 })).map((m) => m.id), ["big0", "small0", "big1"]);
+  assert.equal((await client.updateQueue(queue, { fairness: "none", overdue_first_ms: 0 })).fairness, "none");
+  await rejectsWith(client.updateQueue(queue, { fairness: "loud" }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await rejectsWith(client.createQueue(`${queue}-plain`, { fairness: "weighted" }), {
+    code: "INVALID_ARGUMENT",
+    origin: "server",
+    message: /^fairness: needs a flow_key$/,
+  });
+});
+
+test("key limits override one value, listKeys shows it, and bad input is refused", async () => {
+  const queue = uniqueQueue("studios");
+  await client.createQueue(queue, { flow_key: "studio", key_concurrency: 1 });
+  for (const id of ["a0", "a1", "a2"]) await client.enqueue(queue, "x", { id, metadata: { studio: "acme" } });
+  await client.enqueue(queue, "x", { id: "b0", metadata: { studio: "bolt" } });
+  const k = await client.setKeyLimits(queue, "acme", { concurrency: 2, rate_per_s: 0.5, weight: 3 });
+  assert.deepEqual([k.value, k.concurrency, k.rate_per_s, k.burst, k.weight], ["acme", 2, 0.5, 1, 3]);
+  assert.deepEqual(k.overrides, { concurrency: 2, rate_per_s: 0.5, weight: 3 });
+  assert.equal((await client.dequeue(queue, { max: 10 })).length, 2, "acme's one token, and bolt");
+  const keys = await client.listKeys(queue);
+  assert.deepEqual(keys.map((x) => x.value), ["acme", "bolt"]);
+  assert.deepEqual([keys[0].pending, keys[0].running], [2, 1]);
+  assert.ok(keys[0].next_token > 0);
+  assert.deepEqual((await client.listKeys(queue, { order: "running", limit: 1 })).map((x) => x.value), ["acme"]);
+  const back = await client.setKeyLimits(queue, "acme", {});
+  assert.deepEqual([back.overrides, back.concurrency, back.held], [{}, 1, true]);
+  assert.equal((await client.getKeyLimits(queue, "nobody")).pending, 0);
+  await rejectsWith(client.setKeyLimits(queue, "acme", { weight: 0 }), { code: "INVALID_ARGUMENT", origin: "server", message: /^weight: must be 1-1000$/ });
+  await rejectsWith(client.setKeyLimits(queue, "acme", { loudness: 3 }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await rejectsWith(client.listKeys(queue, { order: "loudest" }), { code: "INVALID_ARGUMENT", origin: "local" });
+  await client.createQueue(`${queue}-plain`);
+  await rejectsWith(client.listKeys(`${queue}-plain`), { code: "FAILED_PRECONDITION" });
 });
 
 test("flow_key and key_concurrency round-trip, with the server's rules and messages", async () => {

@@ -17,7 +17,7 @@ from .client import Client  # noqa: E402
 from .errors import SundialError  # noqa: E402
 from .records import (Batch, BrowsePage, CompleteAndNextResult, Counts,  # noqa: E402
                       EnqueueResult, Explanation, FailResult, FlowNodeResult, Health, History,
-                      HistoryEntry, Message, MessageEvent, MessageSummary, Outcome, Queue,
+                      HistoryEntry, KeyInfo, Message, MessageEvent, MessageSummary, Outcome, Queue,
                       QueueStats, Resubscribed, Schedule, Stats, StatsTick, TriggerResult)
 from .worker import Worker  # noqa: E402
 
@@ -25,6 +25,6 @@ __version__ = "0.1.0"
 
 __all__ = ["AsyncClient", "Batch", "BrowsePage", "Client", "CompleteAndNextResult", "Counts",
            "EnqueueResult", "Explanation", "FailResult", "FlowNodeResult", "Health", "History",
-           "HistoryEntry", "Message", "MessageEvent", "MessageSummary", "Outcome", "Queue",
+           "HistoryEntry", "KeyInfo", "Message", "MessageEvent", "MessageSummary", "Outcome", "Queue",
            "QueueStats", "Resubscribed", "Schedule", "Stats", "StatsTick", "SundialError",
            "TriggerResult", "Worker"]

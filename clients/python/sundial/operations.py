@@ -35,7 +35,11 @@ class Operations:
         values ``key_concurrency`` limits; fixed at creation), ``key_concurrency`` (messages per
         flow-key value running at once; 0: no limit), ``ttl_ms`` (a message's default time to
         live, 0: none), ``dedupe`` ("keep" or "while_active": docs/semantics.md, "Flow
-        control"). Repeating it with identical settings succeeds; different ones are
+        control"), ``rate_per_s`` and ``burst`` (the queue's token bucket: dequeues per second,
+        0: none, at most 3 decimals; bucket size, default 1), ``key_rate_per_s`` and
+        ``key_burst`` (the same per flow-key value), ``fairness`` ("none" or "weighted": turns
+        among the flow-key values) and ``overdue_first_ms`` (with weighted: a message overdue by
+        more jumps the turns). Repeating it with identical settings succeeds; different ones are
         ALREADY_EXISTS."""
         return self._execute(codec.create_queue(name, settings), timeout, durability)
 
@@ -233,6 +237,26 @@ class Operations:
         ``to_state``, ``attempt``, ``lease_token``, ``actor``, ``worker_id``, ``text``) and
         ``dropped``. NOT_FOUND when the message is gone."""
         return self._execute(codec.history(queue, id), timeout)
+
+    def set_key_limits(self, queue, value, *, concurrency=None, rate_per_s=None, burst=None,
+                       weight=None, timeout=None, durability=None):
+        """Overrides the key limits of one flow-key value (docs/semantics.md, "Per-key
+        limits"): ``concurrency`` (0: no limit), ``rate_per_s`` (0: no rate), ``burst``,
+        ``weight`` (1-1000: its share under fairness "weighted"). The fields given replace the
+        value's overrides whole: none removes them. Returns the value (``KeyInfo``).
+        FAILED_PRECONDITION on a queue without a flow key."""
+        return self._execute(codec.set_key_limits(queue, value, concurrency, rate_per_s, burst,
+                                                  weight), timeout, durability)
+
+    def get_key_limits(self, queue, value, *, timeout=None):
+        """One flow-key value (``KeyInfo``): its overrides, the limits in effect, its pending
+        and running messages, ``held``, ``next_token``."""
+        return self._execute(codec.get_key_limits(queue, value), timeout)
+
+    def list_keys(self, queue, *, order="pending", limit=20, timeout=None):
+        """The first ``limit`` (1-1000) flow-key values of a queue by ``order`` ("pending",
+        "running" or "throttled"): a list of ``KeyInfo``."""
+        return self._execute(codec.list_keys(queue, order, limit), timeout)
 
     def note(self, queue, id, lease_token, text, *, timeout=None, durability=None):
         """Adds a note (1–1024 bytes) to the history of a message held under ``lease_token``

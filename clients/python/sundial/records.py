@@ -8,7 +8,7 @@ STATES = ("invisible", "pending", "running", "completed", "canceled", "errored",
 QUEUE_TYPES = ("simple", "exclusive")
 EXPLAIN_REASONS = ("dequeueable", "invisible", "exclusivity_held", "queue_paused", "no_match",
                    "attempts_spent", "running", "terminal", "waiting_on_dependencies",
-                   "key_concurrency", "key_rate")
+                   "key_concurrency", "key_rate", "queue_rate", "fair_share")
 
 
 class Record:
@@ -141,6 +141,21 @@ class History(Record):
     FIELDS = __slots__
 
 
+class KeyInfo(Record):
+    """A flow-key value (docs/semantics.md, "Per-key limits"): ``value``, ``overrides`` (a dict
+    of what set_key_limits set for it: ``concurrency``, ``rate_per_s``, ``burst``, ``weight``;
+    empty: none), the limits in effect (``concurrency``, ``rate_per_s``, ``burst``,
+    ``weight``), ``pending`` and ``running`` (its messages now), ``held`` (running at its
+    concurrency) and ``next_token`` (out of tokens: when its next one comes, ms; else 0)."""
+
+    __slots__ = ("value", "overrides", "concurrency", "rate_per_s", "burst", "weight", "pending",
+                 "running", "held", "next_token")
+    FIELDS = __slots__
+
+
+KEY_ORDERS = ("pending", "running", "throttled")
+
+
 TERMINAL_STATES = ("completed", "canceled", "errored")
 
 
@@ -177,7 +192,8 @@ class Queue(Record):
                  "max_attempts", "retry_backoff_ms", "retry_backoff_max_ms",
                  "dead_letter_queue", "retention_ms", "max_depth", "enqueue_paused",
                  "dequeue_paused", "history_max", "flow_key", "key_concurrency", "ttl_ms",
-                 "dedupe", "counts",
+                 "dedupe", "rate_per_s", "burst", "key_rate_per_s", "key_burst", "fairness",
+                 "overdue_first_ms", "counts",
                  "oldest_pending_age_ms", "memory_bytes")
     FIELDS = __slots__
     _decoders = {}
@@ -185,7 +201,8 @@ class Queue(Record):
     SETTINGS = ("type", "exclusivity_key", "lease_ms", "invisibility_ms", "max_attempts",
                 "retry_backoff_ms", "retry_backoff_max_ms", "dead_letter_queue",
                 "retention_ms", "max_depth", "enqueue_paused", "dequeue_paused",
-                "history_max", "flow_key", "key_concurrency", "ttl_ms", "dedupe")
+                "history_max", "flow_key", "key_concurrency", "ttl_ms", "dedupe", "rate_per_s",
+                "burst", "key_rate_per_s", "key_burst", "fairness", "overdue_first_ms")
 
     @property
     def settings(self):

@@ -33,7 +33,9 @@ def test_create_queue_round_trips_every_setting(client, queue):
                               retry_backoff_max_ms=9000, dead_letter_queue=dlq,
                               retention_ms=120000, max_depth=50, enqueue_paused=False,
                               dequeue_paused=True, history_max=32, flow_key=None,
-                              key_concurrency=0, ttl_ms=0, dedupe="keep")
+                              key_concurrency=0, ttl_ms=0, dedupe="keep", rate_per_s=0,
+                              burst=1, key_rate_per_s=0, key_burst=1, fairness="none",
+                              overdue_first_ms=0)
     assert q.counts.pending == 0
     assert client.get_queue(queue) == q
 
@@ -45,7 +47,9 @@ def test_create_queue_defaults_are_specs(client, queue):
                               retry_backoff_max_ms=300000, dead_letter_queue=None,
                               retention_ms=3600000, max_depth=0, enqueue_paused=False,
                               dequeue_paused=False, history_max=32, flow_key=None,
-                              key_concurrency=0, ttl_ms=0, dedupe="keep")
+                              key_concurrency=0, ttl_ms=0, dedupe="keep", rate_per_s=0,
+                              burst=1, key_rate_per_s=0, key_burst=1, fairness="none",
+                              overdue_first_ms=0)
 
 
 def test_create_queue_again_identical_succeeds_different_is_already_exists(client, queue):
@@ -122,6 +126,76 @@ def test_flow_key_and_key_concurrency_round_trip_with_the_engines_rules(client, 
     with pytest.raises(SundialError) as e:
         client.create_queue(queue + "-neg", flow_key="tenant", key_concurrency=-1)
     assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+
+
+def test_rates_round_trip_throttle_a_key_and_are_checked(client, queue):
+    q = client.create_queue(queue, flow_key="merchant", key_rate_per_s=0.001, key_burst=2,
+                            rate_per_s=2.5, burst=10)
+    assert (q.key_rate_per_s, q.key_burst, q.rate_per_s, q.burst) == (0.001, 2, 2.5, 10)
+    assert q.settings["key_rate_per_s"] == 0.001
+    u = client.update_queue(queue, rate_per_s=0)  # 0 must reach the server: no queue bucket
+    assert (u.rate_per_s, u.burst, u.key_rate_per_s) == (0, 10, 0.001)
+    for i in ("a1", "a2", "a3"):
+        client.enqueue(queue, b"x", id=i, metadata={"merchant": "acme"})
+    assert sorted(m.id for m in client.dequeue(queue, max=10)) == ["a1", "a2"]
+    why = client.explain(queue, "a3")
+    assert (why.reason, why.exclusivity_value) == ("key_rate", "acme")
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, key_rate_per_s=0.0005)
+    assert (e.value.code, e.value.origin, e.value.message) == (
+        "INVALID_ARGUMENT", "server",
+        "key_rate_per_s: must be 0.001-1000000 with at most 3 decimals")
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, rate_per_s="fast")
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+
+
+def test_fairness_round_trips_and_takes_turns(client, queue):
+    q = client.create_queue(queue, flow_key="tenant", fairness="weighted", overdue_first_ms=5000)
+    assert (q.fairness, q.overdue_first_ms) == ("weighted", 5000)
+    # Priorities 0-100 are long overdue as deadlines: they would all jump the turns.
+    client.update_queue(queue, overdue_first_ms=0)
+    for i in range(3):
+        client.enqueue(queue, b"x", id=f"big{i}", priority=i, metadata={"tenant": "big"})
+    client.enqueue(queue, b"x", id="small0", priority=100, metadata={"tenant": "small"})
+    assert client.explain(queue, "small0").reason == "fair_share"
+    assert [m.id for m in client.dequeue(queue, max=3)] == ["big0", "small0", "big1"]
+    assert client.update_queue(queue, fairness="none", overdue_first_ms=0).fairness == "none"
+    with pytest.raises(SundialError) as e:
+        client.update_queue(queue, fairness="loud")
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+    with pytest.raises(SundialError) as e:
+        client.create_queue(queue + "-plain", fairness="weighted")
+    assert (e.value.code, e.value.message) == ("INVALID_ARGUMENT", "fairness: needs a flow_key")
+
+
+def test_key_limits_override_one_value_and_list_keys_shows_it(client, queue):
+    client.create_queue(queue, flow_key="studio", key_concurrency=1)
+    for i in range(3):
+        client.enqueue(queue, b"x", id=f"a{i}", metadata={"studio": "acme"})
+    client.enqueue(queue, b"x", id="b0", metadata={"studio": "bolt"})
+    k = client.set_key_limits(queue, "acme", concurrency=2, rate_per_s=0.5, weight=3)
+    assert (k.value, k.concurrency, k.rate_per_s, k.burst, k.weight) == ("acme", 2, 0.5, 1, 3)
+    assert k.overrides == {"concurrency": 2, "rate_per_s": 0.5, "weight": 3}
+    assert len(client.dequeue(queue, max=10)) == 2  # acme's one token, and bolt
+    keys = client.list_keys(queue)
+    assert [x.value for x in keys] == ["acme", "bolt"]
+    assert (keys[0].pending, keys[0].running) == (2, 1)
+    assert keys[0].next_token > 0
+    assert [x.value for x in client.list_keys(queue, order="running", limit=1)] == ["acme"]
+    back = client.set_key_limits(queue, "acme")
+    assert back.overrides == {} and back.concurrency == 1 and back.held
+    assert client.get_key_limits(queue, "nobody").pending == 0
+    with pytest.raises(SundialError) as e:
+        client.set_key_limits(queue, "acme", weight=0)
+    assert (e.value.code, e.value.message) == ("INVALID_ARGUMENT", "weight: must be 1-1000")
+    with pytest.raises(SundialError) as e:
+        client.list_keys(queue, order="loudest")
+    assert (e.value.code, e.value.origin) == ("INVALID_ARGUMENT", "local")
+    client.create_queue(queue + "-plain")
+    with pytest.raises(SundialError) as e:
+        client.list_keys(queue + "-plain")
+    assert e.value.code == "FAILED_PRECONDITION"
 
 
 def test_update_queue_changes_settings_and_keeps_type(client, queue):
