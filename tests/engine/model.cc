@@ -514,7 +514,7 @@ Result<QueueInfo> Model::CreateQueue(std::string_view name, const QueueSettings&
   if (!settings.dead_letter_queue.empty() && FindQueue(settings.dead_letter_queue) == nullptr) {
     return NotFound("dead_letter_queue");
   }
-  queues_.push_back(Queue{std::string(name), settings, 1, {}, {}, {}, {}});
+  queues_.push_back(Queue{std::string(name), settings, 1, {}, {}, {}, {}, 0});
   return Info(queues_.back(), now);
 }
 
@@ -563,6 +563,7 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
     queue->throttled.clear();
   }
   queue->settings = s;
+  queue->queue_refill = 0;  // checked again at the next dequeue
   return Info(*queue, now);
 }
 
@@ -633,7 +634,7 @@ std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
   }
   if (queue_index == kNpos) {
     if (!options_.auto_create_queues) return Repeat<Result<EnqueueResult>>(n, NotFound("queue"));
-    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}, {}, {}, {}});
+    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}, {}, {}, {}, 0});
     queue_index = queues_.size() - 1;
   }
   TimeMs now = clock_->NowMs();
@@ -899,11 +900,13 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
   ExpireDue(*queue, now);  // no delivery after expiry, even when the timer is late
   int64_t lease_ms = request.lease_ms.value_or(queue->settings.lease_ms);
   RefillKeys(*queue, now);
+  if (queue->queue_refill != 0 && queue->queue_refill <= now) queue->queue_refill = 0;
   const QueueSettings& settings = queue->settings;
   for (uint32_t k = 0; k < request.max;) {
     // The queue's token first, then the key's (semantics.md, "Rates").
     if (settings.rate_milli != 0 && CreditAt(queue->bucket ? &*queue->bucket : nullptr,
                                              settings.rate_milli, settings.burst, now) < kMicro) {
+      queue->queue_refill = FirstTokenAt(&*queue->bucket, settings.rate_milli);
       break;
     }
     size_t index = SelectNext(*queue, request.filter);
@@ -1445,6 +1448,10 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
         ExplainBlocked(*queue, m, &e);
       } else {
         e.reason = ExplainReason::kDequeueable;
+        if (queue->queue_refill != 0) {
+          e.reason = ExplainReason::kQueueRate;
+          e.until = queue->queue_refill;
+        }
       }
       break;
     }
@@ -1491,6 +1498,10 @@ Result<Explanation> Model::ExplainFilter(std::string_view queue_name, const Filt
   };
   if (size_t index = SelectNext(*queue, filter); index != kNpos) {
     e.reason = ExplainReason::kDequeueable;
+    if (queue->queue_refill != 0) {
+      e.reason = ExplainReason::kQueueRate;
+      e.until = queue->queue_refill;
+    }
     describe(queue->messages[index]);
     return e;
   }
@@ -1542,6 +1553,7 @@ uint64_t Model::Advance(TimeMs now) {
     if (found == nullptr) continue;
     Queue& queue = *found;
     RefillKeys(queue, now);
+    if (queue.queue_refill != 0 && queue.queue_refill <= now) queue.queue_refill = 0;
     while (true) {
       // Before each timer, the expiries due (semantics.md, "Expiry").
       transitions += ExpireDue(queue, now);
@@ -2097,7 +2109,7 @@ void Model::EnqueueCallbacks(TimeMs now) {
       if (queues_[i].name == c.queue) queue_index = i;
     }
     if (queue_index == kNpos) {  // created with the defaults, whatever auto_create_queues says
-      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}, {}, {}, {}});
+      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
       queue_index = queues_.size() - 1;
     }
     Result<EnqueueResult> r = EnqueueOne(queue_index, item, "", now, /*forced=*/true);
@@ -2267,7 +2279,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
       if (queues_[j].name == n.node->queue) queue_index = j;
     }
     if (queue_index == kNpos) {
-      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}, {}, {}, {}});
+      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
       queue_index = queues_.size() - 1;
     }
     EnqueueItem item = n.node->item;

@@ -175,6 +175,9 @@ class Model {
     // refill at a dequeue or Advance at or after their next token (or a key rate change):
     // their pending messages are blocked, explain says key_rate (semantics.md: "throttled").
     std::vector<std::string> throttled;
+    // A dequeue found the queue's bucket empty: its next token (soft, like throttled; cleared by
+    // a dequeue or Advance at or after it and by a settings change); explain says queue_rate.
+    TimeMs queue_refill = 0;
   };
 
   // Returns the backoff delay to use, in [lo, hi].
