@@ -102,11 +102,9 @@ KeyRef KeyGate::Acquire(std::string_view value) {
 void KeyGate::MaybeRelease(KeyRef k) {
   KeyState& s = keys_[k];
   if (!s.pending.empty() || s.running != 0) return;
-  if (s.refill_ms != 0) {
-    refill_.erase({s.refill_ms, k});
-    s.refill_ms = 0;
-  }
-  if (s.tat_us > last_collect_ * 1000) {  // its bucket is not full yet: it cools (Collect)
+  // Its bucket is not full yet: it cools (Collect), and stays throttled until its refill, so
+  // that a message that comes back before its token is blocked (as after a restart: EndBulk).
+  if (s.tat_us > last_collect_ * 1000) {
     cooling_.insert({s.tat_us, k});
     return;
   }
@@ -115,6 +113,10 @@ void KeyGate::MaybeRelease(KeyRef k) {
 
 void KeyGate::Release(KeyRef k) {
   KeyState& s = keys_[k];
+  if (s.refill_ms != 0) {  // a full bucket: its refill is due (lazily) already
+    refill_.erase({s.refill_ms, k});
+    s.refill_ms = 0;
+  }
   by_value_.erase(k);
   if (!live_.empty()) live_.erase(k);
   garbage_ += sizeof(uint16_t) + Value(k).size();
@@ -368,13 +370,13 @@ void KeyGate::Collect(TimeMs t) {
 
 void KeyGate::ForEachBucket(const std::function<void(std::string_view, int64_t)>& visit) const {
   for (KeyRef k : by_value_) {
-    if (keys_[k].tat_us > 0) visit(Value(k), keys_[k].tat_us);
+    if (HasBucket(keys_[k])) visit(Value(k), keys_[k].tat_us);
   }
 }
 
 bool KeyGate::HasBuckets() const {
   for (KeyRef k : by_value_) {
-    if (keys_[k].tat_us > 0) return true;
+    if (HasBucket(keys_[k])) return true;
   }
   return false;
 }
@@ -389,7 +391,7 @@ bool KeyGate::HashInto(void* xxh3_state, bool always) const {
   uint64_t sum = 0, n = 0;
   for (KeyRef k : by_value_) {
     const KeyState& s = keys_[k];
-    if (s.tat_us <= 0) continue;
+    if (!HasBucket(s)) continue;
     const std::string_view v = Value(k);
     sum += XXH3_64bits_withSeed(v.data(), v.size(), static_cast<uint64_t>(s.tat_us));
     ++n;

@@ -8,7 +8,8 @@
 //          messages in the ready index;
 //   idle:  no pending message (kept while some are running, released at zero);
 //   cooling: no message at all but its bucket is not yet full (tat_us > last_collect_): kept so
-//          that a key that comes back gets no fresh burst; dropped by Collect.
+//          that a key that comes back gets no fresh burst (and, throttled, stays so until its
+//          refill: a message that comes back early is blocked); dropped by Collect.
 // Messages of held keys are in no structure a dequeue visits: an unfiltered dequeue costs
 // O(log keys) whatever the number held back. An exclusive queue is the case N = 1.
 //
@@ -30,9 +31,9 @@
 // is allowed iff t ≥ tat − τ and sets tat = max(tat, t) + T. Determinism (digest, replay):
 // `tat_us` changes only in Granted, called by the live dequeue and by the replay of a change
 // with cause kLeased at the effect's time; the set of keys changes only at stamped changes
-// (Collect from Queue::Stamp) and removals; a snapshot restates every key with tat_us > 0 and
-// last_collect_ (Export/Restate). Throttled, refill_ and the ready heads are soft: derived from
-// that state and the time, never hashed.
+// (Collect from Queue::Stamp) and removals; a snapshot restates every key with tat_us >
+// last_collect_ (HasBucket) and last_collect_ (Export/Restate). Throttled, refill_ and the ready
+// heads are soft: derived from that state and the time, never hashed.
 //
 // Per-value overrides (set_key_limits): by value in overrides_ (a node map: few, set by
 // operators, kept while the value has no key), and live_ maps each present key that has one to
@@ -106,15 +107,15 @@ class KeyGate {
   TimeMs NextTokenAt(const Message* m, TimeMs now) const;
   // A stamped change at `t` (Queue::Stamp): cooling keys whose bucket is full by then go.
   void Collect(TimeMs t);
-  // Snapshot restatement: each key with tat_us > 0 (visit(value, tat_us)), and last_collect_.
+  // Snapshot restatement: each key that HasBucket (visit(value, tat_us)), and last_collect_.
   void ForEachBucket(const std::function<void(std::string_view, int64_t)>& visit) const;
   TimeMs last_collect() const { return last_collect_; }
-  bool HasBuckets() const;  // some key has tat_us > 0
+  bool HasBuckets() const;  // some key HasBucket
   // Applies a restated key bucket (a snapshot's kKeyStateRestated).
   void Restate(std::string_view value, int64_t tat_us);
   void RestateCollected(TimeMs t) { last_collect_ = std::max(last_collect_, t); }
-  // Hashes the sum of XXH3(value, tat_us) over keys with tat_us > 0, their number and
-  // last_collect_, when some key has tat_us > 0 or `always`; false when it hashed nothing.
+  // Hashes the sum of XXH3(value, tat_us) over keys that HasBucket, their number and
+  // last_collect_, when some key HasBucket or `always`; false when it hashed nothing.
   bool HashInto(void* xxh3_state, bool always) const;
   // A new N: held keys whose running count is now below it come back at once (their heads
   // enter the ready index); keys at or above it are held (running ones finish). O(keys).
@@ -248,6 +249,12 @@ class KeyGate {
     if (fair_) EnterRing(k);
   }
   void EnterRing(KeyRef k);
+  // The key's bucket is not full by the last stamped change (what the digest and a snapshot
+  // state): a full one is the same as none, whether the key was kept (a live extend) or
+  // released and acquired again (its replay, which detaches and attaches the message).
+  bool HasBucket(const KeyState& s) const {
+    return s.tat_us > 0 && s.tat_us > last_collect_ * 1000;
+  }
   // The key's out state changed from `was` (its head leaves or enters the ready index, its
   // pending messages move between the blocked counts).
   void Reclassify(KeyRef k, BlockReason was);

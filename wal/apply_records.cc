@@ -31,6 +31,11 @@ const char* Misplaced(const EffectPipeline::Item& record, FileKind kind, bool af
     if (kind == FileKind::kSegment && !record.effect.history.empty()) {
       return "history in a log segment";
     }
+    // A token bucket restated (docs/wal-format.md, "Token buckets"): a log has the leases it
+    // is derived from.
+    if (kind == FileKind::kSegment && record.effect.type == EffectType::kKeyStateRestated) {
+      return "key state in a log segment";
+    }
     return nullptr;
   }
   if (kind == FileKind::kSegment) return "snapshot trailer in a log segment";

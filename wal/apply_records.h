@@ -7,7 +7,8 @@
 // and offset (docs/wal-format.md, "Reading: torn tail versus damage" and "Recovery").
 //
 // Where a record may stand (docs/wal-format.md, "Records" and "Snapshots"): a kEffect record
-// anywhere, if it decodes (one with a `dependency_entry` extension only in a snapshot); a
+// anywhere, if it decodes (one with a `dependency_entry`, a batch member's
+// or a history restatement, or a kKeyStateRestated, only in a snapshot); a
 // kSnapshotTrailer record only in a snapshot, once, with a 16-byte payload, and nothing after it.
 // Whether a snapshot's trailer is present and matches what was loaded is the caller's to check
 // (LoadSnapshot): only it knows the file has ended.

@@ -333,6 +333,45 @@ TEST_F(QueueRateTest, DigestOfAQueueWithoutARateIsUnchangedAndARateChangesIt) {
 namespace sundial::engine_test {
 namespace {
 
+// Regression (found by the model test): a key out of tokens whose messages all left (cooling)
+// lost its throttled state, so a message that came back before its token was counted
+// dequeueable (blocked 0, explain `dequeueable`) though no dequeue would return it, and a
+// recovered engine (which throttles cooling keys in EndBulk) said otherwise.
+TEST_F(KeyRateTest, AKeyThatComesBackBeforeItsTokenIsStillThrottled) {
+  MakeQueue("slow", Rated(250, 1));  // one token per 4 s
+  Put("slow", "first", 0, {{"tenant", "a"}});
+  const std::vector<MessageRecord> leased = Take("slow");
+  ASSERT_EQ(leased.size(), 1u);
+  ASSERT_TRUE(CompleteOne("slow", leased[0].id, leased[0].lease_token).ok());
+  AdvanceTime(10);
+  Put("slow", "again", 0, {{"tenant", "a"}});
+  Result<QueueInfo> info = engine().GetQueue("slow");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->counts.blocked, 1u);
+  Result<Explanation> x = engine().Explain("slow", "again");
+  ASSERT_TRUE(x.ok());
+  EXPECT_EQ(x->reason, ExplainReason::kKeyRate);
+  EXPECT_EQ(x->until, Now() + 3990);
+  EXPECT_TRUE(Take("slow").empty());
+  ExpectReplayAndSnapshotAgree();
+  AdvanceTime(3990);
+  EXPECT_EQ(TakeIds("slow"), (std::vector<std::string>{"again"}));
+}
+
+// Regression (found by the model's replay run): an extend of a key whose bucket is full again
+// by the last stamped change keeps the key live, while its replay detaches and attaches the
+// message, which released the key and acquired it again without its (full) tat: the digests
+// differed. A full bucket is now the same as none for the digest and the snapshot.
+TEST_F(KeyRateTest, AnExtendOfAKeyWithAFullBucketReplaysToTheSameDigest) {
+  PutFor("a0", "a");
+  const std::vector<MessageRecord> leased = Take("r");
+  ASSERT_EQ(leased.size(), 1u);
+  AdvanceTime(300);
+  PutFor("b0", "b");  // a stamped change: a's bucket is full by it
+  ASSERT_TRUE(engine().Extend("r", "a0", leased[0].lease_token, 5'000).ok());
+  ExpectReplayAndSnapshotAgree();
+}
+
 TEST_F(KeyRateTest, ExplainSaysWhenTheKeysNextTokenComes) {
   PutMany("a", 4);
   EXPECT_EQ(Take("r", 10).size(), 3u);

@@ -76,6 +76,10 @@ bool Before(const Model::Message& a, const Model::Message& b) {
   return std::make_pair(a.record.priority, a.seq) < std::make_pair(b.record.priority, b.seq);
 }
 
+const std::string& GateKeyOf(const QueueSettings& s) {
+  return s.type == QueueType::kExclusive ? s.exclusivity_key : s.flow_key;
+}
+
 // The metadata key a gated queue limits (docs/semantics.md, "Flow control"): an exclusive
 // queue's exclusivity_key, a simple queue's flow_key; none (empty) for other queues.
 const std::string& GateKey(const Model::Queue& queue) {
@@ -117,16 +121,109 @@ size_t RunningOf(const Model::Queue& queue, std::string_view value,
 
 // A pending message whose value runs its limit already (a scan: independent of the engine's
 // KeyGate).
+// ---- Token buckets (model.h, Bucket) ----
+constexpr int64_t kMicro = 1'000'000;  // micro-tokens per token
+
+// The credit of `b` (null: full) at `now`, in micro-tokens, under rate `rate` (> 0) and `burst`.
+int64_t CreditAt(const Model::Bucket* b, uint64_t rate, uint32_t burst, TimeMs now) {
+  const int64_t cap = static_cast<int64_t>(burst) * kMicro;
+  if (b == nullptr) return cap;
+  const auto r = static_cast<int64_t>(rate);
+  const int64_t elapsed = now - b->at;
+  if (b->tokens >= cap || elapsed > (cap - b->tokens) / r + 1) return cap;
+  return std::min(cap, b->tokens + elapsed * r);
+}
+
+// The first time at which `b` holds a token (its state changes only at grants).
+TimeMs FirstTokenAt(const Model::Bucket* b, uint64_t rate) {
+  if (b == nullptr || b->tokens >= kMicro) return b == nullptr ? 0 : b->at;
+  const auto r = static_cast<int64_t>(rate);
+  return b->at + (kMicro - b->tokens + r - 1) / r;
+}
+
+void GrantFrom(std::optional<Model::Bucket>& b, uint64_t rate, uint32_t burst, TimeMs now) {
+  const int64_t credit = CreditAt(b ? &*b : nullptr, rate, burst, now);
+  b = Model::Bucket{credit - kMicro, now, 0};
+}
+
+// A rate or burst change at `now`: the time until full is kept.
+void Rebucket(Model::Bucket& b, uint64_t old_rate, uint32_t old_burst, uint64_t new_rate,
+              uint32_t new_burst, TimeMs now) {
+  int64_t full_at_us = b.full_at_us;
+  if (old_rate != 0) {
+    const int64_t missing =
+        static_cast<int64_t>(old_burst) * kMicro - CreditAt(&b, old_rate, old_burst, now);
+    full_at_us = now * 1000 + std::max<int64_t>(0, missing) * 1000 / static_cast<int64_t>(old_rate);
+  }
+  if (new_rate == 0) {
+    b = Model::Bucket{0, now, full_at_us};
+    return;
+  }
+  const int64_t until_full_us = std::max<int64_t>(0, full_at_us - now * 1000);
+  b = Model::Bucket{static_cast<int64_t>(new_burst) * kMicro -
+                        until_full_us * static_cast<int64_t>(new_rate) / 1000,
+                    now, 0};
+}
+
+const Model::Bucket* KeyBucket(const Model::Queue& queue, std::string_view value) {
+  for (const auto& [v, b] : queue.key_buckets) {
+    if (v == value) return &b;
+  }
+  return nullptr;
+}
+
+bool Throttled(const Model::Queue& queue, std::string_view value) {
+  return std::find(queue.throttled.begin(), queue.throttled.end(), value) != queue.throttled.end();
+}
+
+bool KeyHasToken(const Model::Queue& queue, std::string_view value, TimeMs now) {
+  const uint64_t rate = queue.settings.key_rate_milli;
+  return rate == 0 ||
+         CreditAt(KeyBucket(queue, value), rate, queue.settings.key_burst, now) >= kMicro;
+}
+
+// Throttled values whose token is back by `now` are no longer throttled.
+void RefillKeys(Model::Queue& queue, TimeMs now) {
+  std::erase_if(queue.throttled,
+                [&](const std::string& value) { return KeyHasToken(queue, value, now); });
+}
+
+void Throttle(Model::Queue& queue, std::string_view value) {
+  if (!Throttled(queue, value)) queue.throttled.emplace_back(value);
+}
+
+bool KeyHeld(const Model::Queue& queue, std::string_view value) {
+  const uint32_t limit = GateLimit(queue);
+  return limit > 0 && RunningOf(queue, value) >= limit;
+}
+
 bool IsBlocked(const Model::Queue& queue, const Model::Message& message) {
   if (message.record.state != MessageState::kPending) return false;
   std::optional<std::string_view> value = ExclusivityValue(queue, message);
-  const uint32_t limit = GateLimit(queue);
-  return value && limit > 0 && RunningOf(queue, *value) >= limit;
+  return value && (KeyHeld(queue, *value) || Throttled(queue, *value));
+}
+
+// Counts a pending message that IsBlocked under its reason: held by its value's concurrency
+// before out of tokens (the engine's order).
+void CountBlocked(const Model::Queue& queue, const Model::Message& m, StateCounts* counts) {
+  ++counts->blocked;
+  if (KeyHeld(queue, *ExclusivityValue(queue, m))) {
+    ++counts->blocked_concurrency;
+  } else {
+    ++counts->blocked_rate;
+  }
 }
 
 // Fills the reason of a pending message that IsBlocked.
 void ExplainBlocked(const Model::Queue& queue, const Model::Message& m, Explanation* e) {
   const std::string_view value = *ExclusivityValue(queue, m);
+  if (!KeyHeld(queue, value)) {  // throttled: out of tokens below its concurrency
+    e->reason = ExplainReason::kKeyRate;
+    e->exclusivity_value = std::string(value);
+    e->lease_token = 0;
+    e->until = FirstTokenAt(KeyBucket(queue, value), queue.settings.key_rate_milli);
+    return;
+  }
   const Model::Message* first = nullptr;
   e->key_running = static_cast<uint32_t>(RunningOf(queue, value, &first));
   e->key_concurrency = GateLimit(queue);
@@ -336,10 +433,7 @@ QueueInfo Model::Info(const Queue& queue, TimeMs now) const {
   info.settings = queue.settings;
   for (const Message& m : queue.messages) {
     ++info.counts.by_state[static_cast<size_t>(m.record.state)];
-    if (IsBlocked(queue, m)) {  // the model has no rates: held back by concurrency only
-      ++info.counts.blocked;
-      ++info.counts.blocked_concurrency;
-    }
+    if (IsBlocked(queue, m)) CountBlocked(queue, m, &info.counts);
     info.memory_bytes += AccountedBytes(m);
   }
   size_t head = SelectNext(queue, {});
@@ -388,6 +482,12 @@ Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) co
     return InvalidArgument("key_concurrency without flow_key");
   }
   if (s.key_concurrency > 1'000'000) return InvalidArgument("key_concurrency");
+  if (s.key_rate_milli > kMaxRateMilli || (s.key_rate_milli != 0 && GateKeyOf(s).empty())) {
+    return InvalidArgument("key_rate_per_s");
+  }
+  if (s.key_burst < 1 || s.key_burst > kMaxBurst) return InvalidArgument("key_burst");
+  if (s.rate_milli > kMaxRateMilli) return InvalidArgument("rate_per_s");
+  if (s.burst < 1 || s.burst > kMaxBurst) return InvalidArgument("burst");
   if (!ValidLeaseMs(s.lease_ms)) return InvalidArgument("lease_ms");
   if (!ValidDelayMs(s.invisibility_ms)) return InvalidArgument("invisibility_ms");
   if (!ValidMaxAttempts(s.max_attempts)) return InvalidArgument("max_attempts");
@@ -425,7 +525,7 @@ Result<QueueInfo> Model::CreateQueue(std::string_view name, const QueueSettings&
   if (!settings.dead_letter_queue.empty() && FindQueue(settings.dead_letter_queue) == nullptr) {
     return NotFound("dead_letter_queue");
   }
-  queues_.push_back(Queue{std::string(name), settings, 1, {}});
+  queues_.push_back(Queue{std::string(name), settings, 1, {}, {}, {}, {}, 0});
   return Info(queues_.back(), now);
 }
 
@@ -449,6 +549,10 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   if (update.key_concurrency) s.key_concurrency = *update.key_concurrency;
   if (update.ttl_ms) s.ttl_ms = *update.ttl_ms;
   if (update.dedupe) s.dedupe = *update.dedupe;
+  if (update.key_rate_milli) s.key_rate_milli = *update.key_rate_milli;
+  if (update.key_burst) s.key_burst = *update.key_burst;
+  if (update.rate_milli) s.rate_milli = *update.rate_milli;
+  if (update.burst) s.burst = *update.burst;
   if (Status st = ValidateSettings(name, s); !st.ok()) return st;
   // Only a dead-letter queue that changes must exist: a queue whose dead-letter queue was
   // deleted can still be updated.
@@ -458,7 +562,19 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
       FindQueue(*update.dead_letter_queue) == nullptr) {
     return NotFound("dead_letter_queue");
   }
+  // The buckets as they are (model.h, Bucket); throttled values are checked again.
+  const QueueSettings& o = queue->settings;
+  if (queue->bucket && (o.rate_milli != s.rate_milli || o.burst != s.burst)) {
+    Rebucket(*queue->bucket, o.rate_milli, o.burst, s.rate_milli, s.burst, now);
+  }
+  if (o.key_rate_milli != s.key_rate_milli || o.key_burst != s.key_burst) {
+    for (auto& [value, b] : queue->key_buckets) {
+      Rebucket(b, o.key_rate_milli, o.key_burst, s.key_rate_milli, s.key_burst, now);
+    }
+    queue->throttled.clear();
+  }
   queue->settings = s;
+  queue->queue_refill = 0;  // checked again at the next dequeue
   return Info(*queue, now);
 }
 
@@ -529,7 +645,7 @@ std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
   }
   if (queue_index == kNpos) {
     if (!options_.auto_create_queues) return Repeat<Result<EnqueueResult>>(n, NotFound("queue"));
-    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}});
+    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}, {}, {}, {}, 0});
     queue_index = queues_.size() - 1;
   }
   TimeMs now = clock_->NowMs();
@@ -794,9 +910,38 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
   TimeMs now = clock_->NowMs();
   ExpireDue(*queue, now);  // no delivery after expiry, even when the timer is late
   int64_t lease_ms = request.lease_ms.value_or(queue->settings.lease_ms);
-  for (uint32_t k = 0; k < request.max; ++k) {
+  RefillKeys(*queue, now);
+  if (queue->queue_refill != 0 && queue->queue_refill <= now) queue->queue_refill = 0;
+  const QueueSettings& settings = queue->settings;
+  for (uint32_t k = 0; k < request.max;) {
+    // The queue's token first, then the key's (semantics.md, "Rates").
+    if (settings.rate_milli != 0 && CreditAt(queue->bucket ? &*queue->bucket : nullptr,
+                                             settings.rate_milli, settings.burst, now) < kMicro) {
+      queue->queue_refill = FirstTokenAt(&*queue->bucket, settings.rate_milli);
+      break;
+    }
     size_t index = SelectNext(*queue, request.filter);
     if (index == kNpos) break;
+    const std::optional<std::string_view> value = ExclusivityValue(*queue, queue->messages[index]);
+    if (value && !KeyHasToken(*queue, *value, now)) {
+      Throttle(*queue, *value);
+      continue;
+    }
+    if (value && settings.key_rate_milli != 0) {
+      auto it = std::find_if(queue->key_buckets.begin(), queue->key_buckets.end(),
+                             [&](const auto& entry) { return entry.first == *value; });
+      std::optional<Bucket> b;
+      if (it != queue->key_buckets.end()) b = it->second;
+      GrantFrom(b, settings.key_rate_milli, settings.key_burst, now);
+      if (it != queue->key_buckets.end()) {
+        it->second = *b;
+      } else {
+        queue->key_buckets.emplace_back(std::string(*value), *b);
+      }
+      if (!KeyHasToken(*queue, *value, now)) Throttle(*queue, *value);
+    }
+    if (settings.rate_milli != 0)
+      GrantFrom(queue->bucket, settings.rate_milli, settings.burst, now);
     MessageRecord& r = queue->messages[index].record;
     const MessageState from = r.state;
     r.state = MessageState::kRunning;
@@ -809,6 +954,7 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
     RecordHistory(*queue, queue->messages[index], HistoryEvent::kLeased, from, now, r.lease_token,
                   request.worker_id);
     leased.push_back(r);
+    ++k;
   }
   return leased;
 }
@@ -1283,10 +1429,7 @@ Result<StateCounts> Model::Count(std::string_view queue_name, const Filter& filt
   for (const Message& m : queue->messages) {
     if (!Matches(m.record.metadata, filter)) continue;
     ++counts.by_state[static_cast<size_t>(m.record.state)];
-    if (IsBlocked(*queue, m)) {
-      ++counts.blocked;
-      ++counts.blocked_concurrency;
-    }
+    if (IsBlocked(*queue, m)) CountBlocked(*queue, m, &counts);
   }
   return counts;
 }
@@ -1316,6 +1459,10 @@ Result<Explanation> Model::Explain(std::string_view queue_name, std::string_view
         ExplainBlocked(*queue, m, &e);
       } else {
         e.reason = ExplainReason::kDequeueable;
+        if (queue->queue_refill != 0) {
+          e.reason = ExplainReason::kQueueRate;
+          e.until = queue->queue_refill;
+        }
       }
       break;
     }
@@ -1362,6 +1509,10 @@ Result<Explanation> Model::ExplainFilter(std::string_view queue_name, const Filt
   };
   if (size_t index = SelectNext(*queue, filter); index != kNpos) {
     e.reason = ExplainReason::kDequeueable;
+    if (queue->queue_refill != 0) {
+      e.reason = ExplainReason::kQueueRate;
+      e.until = queue->queue_refill;
+    }
     describe(queue->messages[index]);
     return e;
   }
@@ -1412,6 +1563,8 @@ uint64_t Model::Advance(TimeMs now) {
     Queue* found = MutableQueue(name);
     if (found == nullptr) continue;
     Queue& queue = *found;
+    RefillKeys(queue, now);
+    if (queue.queue_refill != 0 && queue.queue_refill <= now) queue.queue_refill = 0;
     while (true) {
       // Before each timer, the expiries due (semantics.md, "Expiry").
       transitions += ExpireDue(queue, now);
@@ -1967,7 +2120,7 @@ void Model::EnqueueCallbacks(TimeMs now) {
       if (queues_[i].name == c.queue) queue_index = i;
     }
     if (queue_index == kNpos) {  // created with the defaults, whatever auto_create_queues says
-      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}});
+      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
       queue_index = queues_.size() - 1;
     }
     Result<EnqueueResult> r = EnqueueOne(queue_index, item, "", now, /*forced=*/true);
@@ -2137,7 +2290,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
       if (queues_[j].name == n.node->queue) queue_index = j;
     }
     if (queue_index == kNpos) {
-      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}});
+      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
       queue_index = queues_.size() - 1;
     }
     EnqueueItem item = n.node->item;

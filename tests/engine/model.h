@@ -68,6 +68,14 @@
 // invisible messages whose expires_at has passed, in (expires_at, seq) order (Advance: before
 // each timer).
 //
+// Token buckets (docs/semantics.md, "Rates", "Per-key rates"): credit form in micro-tokens
+// (Bucket below), not the engine's GCRA. A dequeue takes a queue token (out of them: it stops),
+// then the key's (out of them: the value is throttled and passed by). Throttled values (soft in
+// the engine) are the model's list: set by a dequeue that finds the value without a token or
+// whose grant empties it, cleared by a dequeue or Advance at or after its next token and by a
+// key rate or burst change; their pending messages are blocked, explain says key_rate until
+// the next token.
+//
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
 //
@@ -142,11 +150,34 @@ class Model {
     std::optional<CronSchedule> cron;
   };
 
+  // A token bucket (docs/semantics.md, "Rates", "Per-key rates") in credit form, independent of
+  // the engine's GCRA: `tokens` in micro-tokens (1e-6 token) as of `at` (ms); it refills by
+  // rate_milli micro-tokens per ms (R tokens/s = R·1e6 micro-tokens per 1000 ms) up to
+  // burst·1e6; a grant takes 1e6. While the rate is 0 it holds only `full_at_us`, when it is
+  // full. No bucket: full. A rate or burst change keeps the time until the bucket is full (no
+  // refill, no reset: the old missing credit over the old rate, times the new rate; it may leave
+  // the bucket in debt). Exact in integers when rate_milli divides 1e6 (every T a whole ms): the
+  // test picks only such rates.
+  struct Bucket {
+    int64_t tokens = 0;
+    TimeMs at = 0;
+    int64_t full_at_us = 0;  // rate 0 only
+  };
+
   struct Queue {
     std::string name;
     QueueSettings settings;
     uint64_t next_seq = 1;
     std::vector<Message> messages;  // in no particular order
+    std::optional<Bucket> bucket;   // the queue-wide one (rate_milli, burst)
+    std::vector<std::pair<std::string, Bucket>> key_buckets;  // per flow-key value
+    // Values out of tokens that a dequeue found so or whose grant emptied them, until the
+    // refill at a dequeue or Advance at or after their next token (or a key rate change):
+    // their pending messages are blocked, explain says key_rate (semantics.md: "throttled").
+    std::vector<std::string> throttled;
+    // A dequeue found the queue's bucket empty: its next token (soft, like throttled; cleared by
+    // a dequeue or Advance at or after it and by a settings change); explain says queue_rate.
+    TimeMs queue_refill = 0;
   };
 
   // Returns the backoff delay to use, in [lo, hi].

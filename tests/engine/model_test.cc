@@ -70,9 +70,9 @@ std::string_view Name(Code c) {
 
 std::string_view Name(ExplainReason r) {
   static constexpr std::string_view kNames[] = {
-      "dequeueable",    "invisible", "exclusivity_held",
-      "queue_paused",   "no_match",  "attempts_spent",
-      "running",        "terminal",  "waiting_on_dependencies",
+      "dequeueable",     "invisible", "exclusivity_held",
+      "queue_paused",    "no_match",  "attempts_spent",
+      "running",         "terminal",  "waiting_on_dependencies",
       "key_concurrency", "key_rate"};
   auto i = static_cast<size_t>(r);
   return i < std::size(kNames) ? kNames[i] : "?reason";
@@ -146,8 +146,9 @@ std::string Show(const QueueSettings& s) {
          " retention=" + Show(s.retention_ms) + " depth=" + Show(s.max_depth) +
          " paused=" + Show(s.enqueue_paused) + "/" + Show(s.dequeue_paused) +
          " history_max=" + Show(s.history_max) + " flow_key=" + Quote(s.flow_key) +
-         " key_concurrency=" + Show(s.key_concurrency) + " ttl=" + Show(s.ttl_ms) +
-         " dedupe=" + Show(static_cast<int>(s.dedupe)) + "}";
+         " key_concurrency=" + Show(s.key_concurrency) + " key_rate=" + Show(s.key_rate_milli) +
+         "/" + Show(s.key_burst) + " rate=" + Show(s.rate_milli) + "/" + Show(s.burst) +
+         " ttl=" + Show(s.ttl_ms) + " dedupe=" + Show(static_cast<int>(s.dedupe)) + "}";
 }
 
 // ---- Comparison -----------------------------------------------------------------------------
@@ -588,6 +589,10 @@ std::string DescribeUpdate(const QueueSettingsUpdate& u) {
   if (u.key_concurrency) field("key_concurrency", Show(*u.key_concurrency));
   if (u.ttl_ms) field("ttl_ms", Show(*u.ttl_ms));
   if (u.dedupe) field("dedupe", Show(static_cast<int>(*u.dedupe)));
+  if (u.key_rate_milli) field("key_rate_milli", Show(*u.key_rate_milli));
+  if (u.key_burst) field("key_burst", Show(*u.key_burst));
+  if (u.rate_milli) field("rate_milli", Show(*u.rate_milli));
+  if (u.burst) field("burst", Show(*u.burst));
   return s + "}";
 }
 
@@ -891,6 +896,11 @@ struct RunConfig {
   EffectSink* sink = nullptr;
   std::optional<size_t> inject_fault_at = std::nullopt;  // generate kInjectModelFault as this op
   bool dependencies = true;                              // enqueues may name depends_on
+  // Rated queues (rate_milli, key_rate_milli) at create and update. Off for the replay and
+  // export runs: with rates, ExportedStateReproducesDigest finds a snapshot that does not
+  // reproduce the digest (open: an engine bug not fixed yet), and the throttled keys of a
+  // replica (soft state) differ from the original's, so its counts.blocked do.
+  bool rates = false;
 };
 
 // A small max_result_bytes, so that results above it are generated cheaply.
@@ -1730,6 +1740,11 @@ ReprioritizeRequest Harness::PickReprioritize(bool allow_invalid) {
   return req;
 }
 
+// Token bucket rates (milli-tokens per s) that divide 1e6: every interval a whole ms, so the
+// model's credit arithmetic is exact (model.h, Bucket); bursts.
+const std::vector<uint64_t> kTestRates = {250, 500, 1000, 2000, 4000, 5000, 10'000, 20'000, 50'000};
+const std::vector<uint32_t> kTestBursts = {1, 1, 2, 3, 5};
+
 QueueSettings Harness::PickCreateSettings(const std::string& queue) {
   QueueSettings s = CanonicalSettings(queue);
   const Slot* slot = FindSlot(queue);
@@ -1738,7 +1753,20 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
     s.dead_letter_queue.clear();
   }
   uint64_t r = Uniform(0, 99);
-  if (r < 70) return s;
+  if (r < 70) {
+    // Rated queues (docs/semantics.md, "Rates", "Per-key rates"): rates whose interval is a
+    // whole ms (model.h, Bucket).
+    if (!config_.rates) return s;
+    if (Chance(25)) {
+      s.rate_milli = Pick(kTestRates);
+      s.burst = Pick(kTestBursts);
+    }
+    if (!(s.type == QueueType::kExclusive ? s.exclusivity_key : s.flow_key).empty() && Chance(40)) {
+      s.key_rate_milli = Pick(kTestRates);
+      s.key_burst = Pick(kTestBursts);
+    }
+    return s;
+  }
   if (r < 82 && (slot == nullptr || !slot->dead_letter_target)) {
     s.lease_ms += 1;  // a variant: ALREADY_EXISTS if the queue exists
     return s;
@@ -1801,7 +1829,21 @@ QueueSettingsUpdate Harness::PickUpdate(const std::string& queue, bool allow_inv
   size_t fields = Uniform(0, 3);
   for (size_t i = 0; i < fields; ++i) {
     bool invalid = allow_invalid && Chance(8);
-    switch (Uniform(0, 13)) {
+    switch (Uniform(0, config_.rates ? 15 : 13)) {
+      case 14:  // the key rate (refused by an ungated queue), or its burst
+        if (Chance(50)) {
+          u.key_rate_milli = invalid ? kMaxRateMilli + 1 : Chance(20) ? 0 : Pick(kTestRates);
+        } else {
+          u.key_burst = invalid ? 0 : Pick(kTestBursts);
+        }
+        break;
+      case 15:  // the queue rate, or its burst
+        if (Chance(50)) {
+          u.rate_milli = invalid ? kMaxRateMilli + 1 : Chance(20) ? 0 : Pick(kTestRates);
+        } else {
+          u.burst = invalid ? kMaxBurst + 1 : Pick(kTestBursts);
+        }
+        break;
       case 12:
         u.ttl_ms = invalid ? -1 : Pick(std::vector<int64_t>{0, 0, 3000, 20'000});
         break;
@@ -2494,6 +2536,12 @@ bool Harness::Execute(const Op& op) {
                     });
       if (m.ok()) {
         Count("dequeue.leased", m->size());
+        if (const Model::Queue* mq = model_.FindQueue(q)) {
+          if (mq->settings.rate_milli != 0 || mq->settings.key_rate_milli != 0) {
+            Count("dequeue.rated");
+          }
+          Count("dequeue.throttled_keys", mq->throttled.size());
+        }
         for (const MessageRecord& r : *m) {
           dequeued_.push_back(r.id);
           Lease lease{q, r.id, r.lease_token};
@@ -3012,9 +3060,11 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     uint64_t budget;
   };
   std::vector<SeedRun> runs;
+  std::map<std::string, uint64_t> totals;
   for (uint64_t seed : seeds) runs.push_back({seed, kBudgets[(seed + 3) % 4]});
   for (const SeedRun& run : runs) {
-    RunConfig config{.seed = run.seed, .ops = kOpsPerSeed, .memory_budget_bytes = run.budget};
+    RunConfig config{
+        .seed = run.seed, .ops = kOpsPerSeed, .memory_budget_bytes = run.budget, .rates = true};
     std::map<std::string, uint64_t> stats;
     std::optional<Failure> failure = RunSequence(config, nullptr, nullptr, &stats);
     if (failure) {
@@ -3032,6 +3082,8 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["enqueue.memory_refused"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["enqueue.depth_refused"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["enqueue.duplicate"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["dequeue.rated"], 0u) << "seed " << run.seed;
+    EXPECT_GT(stats["dequeue.throttled_keys"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["enqueue.generated_id"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["fail.dead_lettered"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["advance.dead_lettered"], 0u) << "seed " << run.seed;
@@ -3042,8 +3094,6 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["outcomes.with_result"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["Redrive.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["explain.exclusivity_held"], 0u) << "seed " << run.seed;
-    EXPECT_GT(stats["explain.key_concurrency"] + stats["explain_filter.key_concurrency"], 0u)
-        << "seed " << run.seed;
     EXPECT_GT(stats["browse.multi_page"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["DeleteQueue.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["dependency.released"], 0u) << "seed " << run.seed;
@@ -3061,13 +3111,16 @@ TEST(ModelTest, EngineAgreesWithModelOnRandomOperations) {
     EXPECT_GT(stats["History.OK"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.with_dropped"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.worker_id"], 0u) << "seed " << run.seed;
-    EXPECT_GT(stats["history.noted"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.dead_lettered"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.extended"], 0u) << "seed " << run.seed;
     EXPECT_GT(stats["history.dependency_failed"], 0u) << "seed " << run.seed;
     std::printf("seed %llu: %zu operations agree; counts:%s\n",
                 static_cast<unsigned long long>(run.seed), kOpsPerSeed, FormatStats(stats).c_str());
+    for (const auto& [key, n] : stats) totals[key] += n;
   }
+  // Rare with rated queues in the mix (throttled dequeues lease less): over all seeds run.
+  EXPECT_GT(totals["history.noted"], 0u);
+  EXPECT_GT(totals["explain.key_concurrency"] + totals["explain_filter.key_concurrency"], 0u);
 }
 
 TEST(ModelTest, ShrinkingFindsTheShortestPrefixOfAnInjectedDivergence) {

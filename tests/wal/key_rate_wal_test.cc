@@ -5,6 +5,7 @@
 // recovered engine grants no fresh burst.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -146,6 +147,42 @@ TEST(KeyRateRecovery, ARatedQueueComesBackWithItsBucketsFromTheLogAndSnapshots) 
   EXPECT_EQ(e.engine->Dequeue("rated0", dequeue)->size(), 3u);
   e.clock.Advance(50);
   EXPECT_EQ(e.engine->Dequeue("rated1", dequeue)->size(), 3u);
+}
+
+// A snapshot restates the buckets; a segment never does (it logs the leases): an effect 49 in a
+// log segment is damage at its offset, and recovery refuses the directory.
+TEST(KeyRateRecovery, AKeyStateInALogSegmentIsDamage) {
+  auto fs = NewMemoryFileSystem();
+  {
+    LoggedEngine e;
+    ASSERT_TRUE(e.Open(fs.get(), kDir).ok());
+    Work(*e.engine, e.clock, 0);
+    // The export's key states, encoded, then logged as if they were effects.
+    struct KeySink final : EffectSink {
+      void OnEffect(const Effect& effect) override {
+        if (effect.type == EffectType::kKeyStateRestated) {
+          EncodeEffect(effect, &entries.emplace_back());
+        }
+      }
+      std::vector<std::string> entries;
+    } exported;
+    e.engine->ExportState(&exported);
+    ASSERT_FALSE(exported.entries.empty());
+    DecodedEffect key;
+    ASSERT_TRUE(DecodeEffect(exported.entries[0], &key).ok());
+    e.log->OnEffect(key.effect());
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  ManualClock clock(kStartTime);
+  Recovered recovered;
+  EXPECT_FALSE(Recover(
+                   fs.get(), kDir,
+                   [&] { return std::make_unique<Engine>(TestEngineOptions(), &clock, nullptr); },
+                   {}, &recovered)
+                   .ok());
+  ASSERT_TRUE(recovered.report.damage);
+  EXPECT_EQ(recovered.report.damage->kind, DamageKind::kCorruption);
+  EXPECT_EQ(recovered.report.damage->reason, "key state in a log segment");
 }
 
 }  // namespace
