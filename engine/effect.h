@@ -150,7 +150,10 @@ struct Effect {
   // (kEdgeListed, kEdgeGone: engine/dependencies.h). Empty everywhere else.
   const std::vector<std::string>* depends_on = nullptr;
   DependencyFailurePolicy on_dependency_failure = DependencyFailurePolicy::kCancel;
-  int64_t tat_us = 0;         // kKeyStateRestated
+  int64_t tat_us = 0;  // kKeyStateRestated
+  // kKeyStateRestated: the queue's record (its bucket, the gate's collection time), not a
+  // flow-key value's, whose value may be empty like any other.
+  bool gate_record = false;
   KeyLimits key_limits = {};  // kKeyLimitsSet
   std::string_view dependency_edges = {};
   // A consequence of the effect before it (a dependent released, canceled or errored by the

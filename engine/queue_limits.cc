@@ -80,10 +80,11 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
 }
 
 Status Queue::ApplyKeyState(const Effect& e) {
-  if (e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes || (gate_ == nullptr && !e.id.empty())) {
+  if (e.tat_us < 0 || e.id.size() > kMaxMetadataValueBytes ||
+      (gate_ == nullptr && !e.gate_record)) {
     return Status(Code::kInternal, "effect: key state of a queue without a flow key");
   }
-  if (e.id.empty()) {
+  if (e.gate_record) {
     queue_tat_us_ = e.tat_us;
     if (gate_ != nullptr) gate_->RestateCollected(e.time);
   } else {
@@ -206,6 +207,7 @@ void Queue::ExportBuckets(EffectSink* visit) const {
   if (keys || settings_.rate_milli != 0 || queue_tat_us_ > 0) {
     Effect g;
     g.type = EffectType::kKeyStateRestated;
+    g.gate_record = true;
     g.queue = name_;
     g.time = gate_ != nullptr ? gate_->last_collect() : 0;
     g.tat_us = queue_tat_us_;

@@ -251,8 +251,8 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       return;
     }
     case EffectType::kKeyStateRestated:
-      // The queue's record (empty value) carries the queue bucket's tat_us.
-      if (e.id.empty()) {
+      // The queue's record carries the queue bucket's tat_us.
+      if (e.gate_record) {
         (*out)["collected_at"] = e.time;
       } else {
         PutText(out, "value", e.id);

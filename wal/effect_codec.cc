@@ -689,9 +689,9 @@ void EncodeEffect(const Effect& e, std::string* out) {
       break;
     case EffectType::kKeyStateRestated:
       PutString(out, e.id);
-      PutU8(out, e.id.empty() ? kGateRecordFlag : 0);
+      PutU8(out, e.gate_record ? kGateRecordFlag : 0);
       PutI64(out, e.tat_us);  // the gate's record: the queue bucket's
-      if (e.id.empty()) PutI64(out, e.time);
+      if (e.gate_record) PutI64(out, e.time);
       break;
     case EffectType::kQueueReady:  // derived: never logged
       break;
@@ -815,11 +815,14 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       const uint8_t flags = r.U8();
       e.tat_us = r.I64();
       if (!r.ok()) return Malformed("wal: effect: truncated key state");
-      if ((flags & ~kGateRecordFlag) != 0 || ((flags & kGateRecordFlag) != 0) != e.id.empty() ||
-          e.queue.empty() || e.tat_us < 0) {
+      e.gate_record = (flags & kGateRecordFlag) != 0;
+      // A key record's value may be empty (a flow-key value like any other); the queue's
+      // record has none.
+      if ((flags & ~kGateRecordFlag) != 0 || (e.gate_record && !e.id.empty()) || e.queue.empty() ||
+          e.tat_us < 0) {
         return Malformed("wal: effect: malformed key state");
       }
-      if (e.id.empty() && e.time != r.I64()) {
+      if (e.gate_record && e.time != r.I64()) {
         return Malformed("wal: effect: key state collected_at differs from its time");
       }
       break;

@@ -76,6 +76,7 @@ struct RecordedEffect {
   std::string worker_id;
   std::string note;
   int64_t tat_us = 0;
+  bool gate_record = false;
   KeyLimits key_limits;
   bool restated = false;
   std::string history;
@@ -116,6 +117,7 @@ struct RecordedEffect {
     r.worker_id = std::string(e.worker_id);
     r.note = std::string(e.note);
     r.tat_us = e.tat_us;
+    r.gate_record = e.gate_record;
     r.key_limits = e.key_limits;
     r.restated = e.restated;
     r.history = std::string(e.history);
@@ -159,6 +161,7 @@ struct RecordedEffect {
     e.worker_id = worker_id;
     e.note = note;
     e.tat_us = tat_us;
+    e.gate_record = gate_record;
     e.key_limits = key_limits;
     e.restated = restated;
     e.history = history;

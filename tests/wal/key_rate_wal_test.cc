@@ -71,12 +71,25 @@ TEST(KeyRateCodec, KeyStateRestatedRoundTrips) {
   EXPECT_EQ(d.effect().type, EffectType::kKeyStateRestated);
   EXPECT_EQ(d.effect().id, "acme");
   EXPECT_EQ(d.effect().tat_us, key.tat_us);
+  EXPECT_FALSE(d.effect().gate_record);
+  // The empty value is a flow-key value like any other: its record is not the queue's.
+  Effect empty_value = key;
+  empty_value.id = "";
+  ASSERT_TRUE(DecodeEffect(Encode(empty_value), &d).ok());
+  EXPECT_EQ(d.effect().id, "");
+  EXPECT_FALSE(d.effect().gate_record);
+  EXPECT_EQ(d.effect().tat_us, key.tat_us);
   Effect gate = key;
   gate.id = "";
+  gate.gate_record = true;
   gate.tat_us = 0;
   ASSERT_TRUE(DecodeEffect(Encode(gate), &d).ok());
   EXPECT_EQ(d.effect().id, "");
+  EXPECT_TRUE(d.effect().gate_record);
   EXPECT_EQ(d.effect().time, gate.time);
+  Effect named_gate = gate;
+  named_gate.id = "acme";  // the queue's record names no value
+  EXPECT_FALSE(DecodeEffect(Encode(named_gate), &d).ok());
   std::string bad = Encode(gate);
   bad[bad.size() - 1] ^= 1;  // collected_at differs from the time
   EXPECT_FALSE(DecodeEffect(bad, &d).ok());
