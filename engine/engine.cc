@@ -267,15 +267,7 @@ Result<KeyInfo> Engine::SetKeyLimits(std::string_view queue, std::string_view va
   const KeyInfo before = q->DescribeKey(value, now);
   if (before.overrides == limits) return before;
   q->SetKeyLimits(value, limits);
-  if (sink_ != nullptr) {
-    Effect e;
-    e.type = EffectType::kKeyLimitsSet;
-    e.time = now;
-    e.queue = q->name();
-    e.id = value;
-    e.key_limits = limits;
-    sink_->OnEffect(e);
-  }
+  if (sink_ != nullptr) sink_->OnEffect(q->KeyLimitsEffect(value, limits, now));
   return q->DescribeKey(value, now);
 }
 

@@ -112,11 +112,8 @@ void KeyGate::MaybeRelease(KeyRef k) {
 }
 
 void KeyGate::Release(KeyRef k) {
+  DropRefill(k);  // a full bucket: its refill is due (lazily) already
   KeyState& s = keys_[k];
-  if (s.refill_ms != 0) {  // a full bucket: its refill is due (lazily) already
-    refill_.erase({s.refill_ms, k});
-    s.refill_ms = 0;
-  }
   by_value_.erase(k);
   if (!live_.empty()) live_.erase(k);
   garbage_ += sizeof(uint16_t) + Value(k).size();
@@ -281,8 +278,7 @@ void KeyGate::EndBulk() {
 
 void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
   // T = round(1e9 / rate_milli) µs: integers, so that every node computes the same interval.
-  interval_us_ =
-      rate_milli == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate_milli / 2) / rate_milli);
+  interval_us_ = IntervalUsOf(rate_milli);
   tolerance_us_ = interval_us_ * (std::max<uint32_t>(burst, 1) - 1);
   rate_milli_ = rate_milli;
   burst_ = burst;
@@ -312,10 +308,8 @@ bool KeyGate::HasToken(const Message* m, TimeMs now) const {
   return k == kNoKey || TokenFromUs(k, keys_[k]) <= now * 1000;
 }
 
-TimeMs KeyGate::NextTokenAt(const Message* m, TimeMs now) const {
-  if (!rated()) return 0;
-  const KeyRef k = Find(ValueOf(m));
-  if (k == kNoKey) return 0;
+TimeMs KeyGate::NextTokenOf(KeyRef k, TimeMs now) const {
+  if (IntervalOf(k) == 0) return 0;
   const int64_t from = TokenFromUs(k, keys_[k]);
   return from <= now * 1000 ? 0 : CeilMs(from);
 }
@@ -323,7 +317,7 @@ TimeMs KeyGate::NextTokenAt(const Message* m, TimeMs now) const {
 void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
   KeyState& s = keys_[k];
   const BlockReason was = Why(k, s);
-  if (s.refill_ms != 0) refill_.erase({s.refill_ms, k});
+  DropRefill(k);
   s.refill_ms = refill_ms;
   refill_.insert({refill_ms, k});
   Reclassify(k, was);
@@ -353,7 +347,7 @@ size_t KeyGate::Refill(TimeMs now) {
     const BlockReason was = Why(k, s);
     s.refill_ms = 0;
     Reclassify(k, was);
-    if (!s.pending.empty() && !Out(k, s)) ++readied;
+    if (Ready(k)) ++readied;
   }
   return readied;
 }
@@ -403,17 +397,13 @@ bool KeyGate::HashInto(void* xxh3_state, bool always) const {
   return true;
 }
 
-}  // namespace sundial
-
 // ---- Per-value overrides ------------------------------------------------------------------------
-
-namespace sundial {
 
 void KeyGate::Derive(Override* o) const {
   const KeyLimits& l = o->limits;
   const uint64_t rate = l.has(KeyLimits::kRate) ? l.rate_milli : rate_milli_;
   const uint32_t burst = l.has(KeyLimits::kBurst) ? l.burst : burst_;
-  o->interval_us = rate == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate / 2) / rate);
+  o->interval_us = IntervalUsOf(rate);
   o->tolerance_us = o->interval_us * (std::max<uint32_t>(burst, 1) - 1);
 }
 
@@ -434,11 +424,7 @@ void KeyGate::SetOverride(std::string_view value, const KeyLimits& limits) {
     if (k != kNoKey) live_[k] = &it->second;
   }
   if (k == kNoKey) return;
-  KeyState& s = keys_[k];
-  if (s.refill_ms != 0) {  // checked against its new bucket at the next dequeue
-    refill_.erase({s.refill_ms, k});
-    s.refill_ms = 0;
-  }
+  DropRefill(k);  // checked against its new bucket at the next dequeue
   Reclassify(k, was);
 }
 
@@ -457,15 +443,14 @@ uint32_t KeyGate::LimitOf(const Message* m) const {
   return k == kNoKey ? limit_ : LimitOf(k);
 }
 
-KeyInfo KeyGate::Describe(std::string_view value, uint64_t queue_rate_milli, uint32_t queue_burst,
-                          TimeMs now) const {
+KeyInfo KeyGate::Describe(std::string_view value, TimeMs now) const {
   KeyInfo info;
   info.value = std::string(value);
   if (const KeyLimits* o = OverrideOf(value)) info.overrides = *o;
   const KeyLimits& o = info.overrides;
   info.concurrency = o.has(KeyLimits::kConcurrency) ? o.concurrency : limit_;
-  info.rate_milli = o.has(KeyLimits::kRate) ? o.rate_milli : queue_rate_milli;
-  info.burst = o.has(KeyLimits::kBurst) ? o.burst : queue_burst;
+  info.rate_milli = o.has(KeyLimits::kRate) ? o.rate_milli : rate_milli_;
+  info.burst = o.has(KeyLimits::kBurst) ? o.burst : burst_;
   info.weight = o.has(KeyLimits::kWeight) ? o.weight : 1;
   const KeyRef k = Find(value);
   if (k == kNoKey) return info;
@@ -473,8 +458,7 @@ KeyInfo KeyGate::Describe(std::string_view value, uint64_t queue_rate_milli, uin
   info.pending = s.pending.size();
   info.running = s.running;
   info.held = Held(k, s);
-  if (IntervalOf(k) != 0 && TokenFromUs(k, s) > now * 1000)
-    info.next_token = CeilMs(TokenFromUs(k, s));
+  info.next_token = NextTokenOf(k, now);
   return info;
 }
 
@@ -485,12 +469,8 @@ void KeyGate::ForEachValue(const std::function<void(std::string_view)>& visit) c
   }
 }
 
-}  // namespace sundial
-
 // ---- Fair share
 // -----------------------------------------------------------------------------------
-
-namespace sundial {
 
 void KeyGate::EnterRing(KeyRef k) {
   if (k >= turn_.size()) {

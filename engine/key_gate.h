@@ -43,7 +43,7 @@
 // Fair share (fairness weighted): deficit round robin over the ready keys. ring_ holds ready
 // keys in turn order, lazily: a key enters at the back when its head enters the ready index (if
 // not already in it), and one found not ready at the front is dropped then. The front key's
-// turn serves up to its weight (override, else 1) messages (deficit_), then it goes to the back.
+// turn serves up to its weight (override, else 1) messages (turn_), then it goes to the back.
 // Within a key: its heap's (priority, seq) order. Soft state (never hashed nor logged: only the
 // primary dequeues), rebuilt by EndBulk and SetFair; a queue without fairness pays one branch.
 // Thread safety: none; REQUIRES the queue's shard lock. Internal to engine/.
@@ -69,6 +69,12 @@
 #include "engine/queue.h"
 
 namespace sundial {
+
+// A token bucket's interval T in µs for a rate in milli-tokens per second (0: no rate): an
+// integer, so that every node computes the same (the keys' buckets and the queue's).
+inline int64_t IntervalUsOf(uint64_t rate_milli) {
+  return rate_milli == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + rate_milli / 2) / rate_milli);
+}
 
 using KeyRef = uint32_t;
 inline constexpr KeyRef kNoKey = UINT32_MAX;
@@ -103,8 +109,6 @@ class KeyGate {
   TimeMs NextRefill() const { return refill_.empty() ? INT64_MAX : refill_.begin()->first; }
   // Throttled (explain): when the key of `m` gets its next token; 0 when it is not throttled.
   TimeMs RefillOf(const Message* m) const;
-  // When the key of `m` has its next token (0 when it has one at `now`): explain.
-  TimeMs NextTokenAt(const Message* m, TimeMs now) const;
   // A stamped change at `t` (Queue::Stamp): cooling keys whose bucket is full by then go.
   void Collect(TimeMs t);
   // Snapshot restatement: each key that HasBucket (visit(value, tat_us)), and last_collect_.
@@ -131,9 +135,8 @@ class KeyGate {
   // The concurrency N in effect for the message's key (its override's, else the queue's).
   uint32_t LimitOf(const Message* m) const;
   // get_key_limits / list_keys: the value's limits in effect and its counts (a value with no
-  // messages and no bucket state: zero counts). `queue_*`: the queue's settings.
-  KeyInfo Describe(std::string_view value, uint64_t queue_rate_milli, uint32_t queue_burst,
-                   TimeMs now) const;
+  // messages and no bucket state: zero counts).
+  KeyInfo Describe(std::string_view value, TimeMs now) const;
   // Every present key and every overridden value.
   void ForEachValue(const std::function<void(std::string_view)>& visit) const;
 
@@ -242,6 +245,8 @@ class KeyGate {
     const Override* o = LiveOverride(k);
     return o != nullptr && o->limits.has(KeyLimits::kWeight) ? o->limits.weight : 1;
   }
+  // When the key has its next token (0: it has one at `now`, or it has no rate).
+  TimeMs NextTokenOf(KeyRef k, TimeMs now) const;
   bool Ready(KeyRef k) const { return !keys_[k].pending.empty() && !Out(k, keys_[k]); }
   // The key's head enters the ready index (and, with fair share, the ring).
   void PushReady(KeyRef k, const ReadyEntry& head) {
@@ -264,6 +269,13 @@ class KeyGate {
     return s.tat_us - (o != nullptr ? o->tolerance_us : tolerance_us_);
   }
   void SetThrottled(KeyRef k, TimeMs refill_ms);
+  // The key leaves refill_ (not throttled any more); its classification is the caller's.
+  void DropRefill(KeyRef k) {
+    KeyState& s = keys_[k];
+    if (s.refill_ms == 0) return;
+    refill_.erase({s.refill_ms, k});
+    s.refill_ms = 0;
+  }
   static TimeMs CeilMs(int64_t us) { return us >= 0 ? (us + 999) / 1000 : us / 1000; }
   void Release(KeyRef k);
   void CompactValues();

@@ -40,6 +40,11 @@ class PackedMetadataReader {
   bool valid_ = true;
 };
 
+// The number of pairs of a packed form the engine built or validated (its count byte).
+inline uint32_t PackedPairCount(std::string_view packed) {
+  return packed.empty() ? 0 : static_cast<uint8_t>(packed[0]);
+}
+
 // Decodes the whole packed form; nullopt when malformed.
 std::optional<Metadata> UnpackMetadata(std::string_view packed);
 // The value of `key`, if present.

@@ -59,8 +59,15 @@ std::string EncodeCursor(const Message* m) {
   return std::to_string(m->priority) + "." + std::to_string(m->seq);
 }
 
-uint32_t PairCount(std::string_view packed) {
-  return packed.empty() ? 0 : static_cast<uint8_t>(packed[0]);
+// Packed metadata read from an effect, as the engine stores it (metadata.h, and the queue's
+// x-origin-queue pair beyond the limit): its pair count, or -1 when malformed.
+int64_t StoredPairCount(std::string_view packed) {
+  PackedMetadataReader reader(packed);
+  std::string_view k, v;
+  uint32_t pairs = 0;
+  while (reader.Next(&k, &v)) ++pairs;
+  if (!reader.Valid() || pairs > kMaxMetadataPairs + 1 || packed.size() >= (1u << 13)) return -1;
+  return pairs;
 }
 
 bool DecodeCursor(std::string_view s, int64_t* priority, uint64_t* seq) {
@@ -791,8 +798,8 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
   const Message* m = At(ref);
   const uint64_t ended_lease = m->state() == MessageState::kRunning ? TimingOf(m).token : 0;
   std::string packed = WithOrigin(m->packed_metadata(), name_);
-  const MessageRef moved =
-      dead_letter->Insert(m->id(), IdTable::Hash(m->id()), m->payload(), packed, PairCount(packed));
+  const MessageRef moved = dead_letter->Insert(m->id(), IdTable::Hash(m->id()), m->payload(),
+                                               packed, PackedPairCount(packed));
   m = At(ref);  // (a different store: `m` stays valid, but read it again for clarity)
   Message* n = dead_letter->At(moved);
   n->priority = m->priority;
@@ -1279,22 +1286,18 @@ Status Queue::ApplyEnqueued(const Effect& e) {
   if (ids_.Find(e.id, hash) != kNoRef) {
     return Status(Code::kInternal, "effect: the message already exists");
   }
-  PackedMetadataReader reader(e.packed_metadata);
-  std::string_view k, v;
-  uint32_t pairs = 0;
-  while (reader.Next(&k, &v)) ++pairs;
+  const int64_t pairs = StoredPairCount(e.packed_metadata);
   if (!e.history.empty() && !ValidHistoryBlock(e.history)) {
     return Status(Code::kInternal, "effect: malformed history");
   }
-  if (!reader.Valid() || e.id.empty() || e.id.size() > kMaxIdBytes ||
-      pairs > kMaxMetadataPairs + 1 || e.packed_metadata.size() >= (1u << 13) ||
-      e.attempts > kMaxStoredAttempts || e.max_attempts > kMaxStoredAttempts ||
-      static_cast<size_t>(e.to) >= kStateCount ||
+  if (pairs < 0 || e.id.empty() || e.id.size() > kMaxIdBytes || e.attempts > kMaxStoredAttempts ||
+      e.max_attempts > kMaxStoredAttempts || static_cast<size_t>(e.to) >= kStateCount ||
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
   if (e.expires_at < 0) return Status(Code::kInternal, "effect: malformed message");
-  const MessageRef ref = Insert(e.id, hash, e.payload, e.packed_metadata, pairs, e.expires_at);
+  const MessageRef ref =
+      Insert(e.id, hash, e.payload, e.packed_metadata, static_cast<uint32_t>(pairs), e.expires_at);
   Message* m = At(ref);
   m->priority = e.priority;
   m->seq = e.seq;
@@ -1324,17 +1327,9 @@ Status Queue::ApplyChanged(const Effect& e) {
       (e.to == MessageState::kPending && (e.due_at != 0 || e.lease_token != 0))) {
     return Status(Code::kInternal, "effect: malformed message");
   }
-  bool replaces = false;
-  if (e.cause == ChangeCause::kDebounced) {
-    PackedMetadataReader reader(e.packed_metadata);
-    std::string_view k, v;
-    uint32_t pairs = 0;
-    while (reader.Next(&k, &v)) ++pairs;
-    if (!reader.Valid() || pairs > kMaxMetadataPairs + 1 ||
-        e.packed_metadata.size() >= (1u << 13)) {
-      return Status(Code::kInternal, "effect: malformed message");
-    }
-    replaces = true;
+  const bool replaces = e.cause == ChangeCause::kDebounced;
+  if (replaces && StoredPairCount(e.packed_metadata) < 0) {
+    return Status(Code::kInternal, "effect: malformed message");
   }
   const uint64_t ended_lease =
       At(ref)->state() == MessageState::kRunning ? TimingOf(At(ref)).token : 0;

@@ -400,6 +400,8 @@ class Queue {
   // Checks an override against the queue's settings: INVALID_ARGUMENT or RESOURCE_EXHAUSTED.
   Status CheckKeyLimits(std::string_view value, const KeyLimits& limits) const;
   void SetKeyLimits(std::string_view value, const KeyLimits& limits);
+  // The kKeyLimitsSet of a value's overrides at `time` (set_key_limits' log, a snapshot's).
+  Effect KeyLimitsEffect(std::string_view value, const KeyLimits& limits, TimeMs time) const;
   KeyInfo DescribeKey(std::string_view value, TimeMs now) const;
   // The first `limit` keys in `order` (present keys and overridden values).
   std::vector<KeyInfo> ListKeys(KeyOrder order, size_t limit, TimeMs now) const;

@@ -11,13 +11,6 @@
 #include "engine/queue.h"
 
 namespace sundial {
-namespace {
-
-uint32_t PairCount(std::string_view packed) {
-  return packed.empty() ? 0 : static_cast<uint8_t>(packed[0]);
-}
-
-}  // namespace
 
 bool Queue::Releases(const EnqueueItem& item) const {
   return !item.id.empty() && Releases(item, Find(item.id));
@@ -63,7 +56,7 @@ MessageRef Queue::Rewrite(MessageRef ref, std::string_view payload,
   const TimeMs expires_at = old->expires_at();
   Erase(ref);
   const MessageRef n = Insert(id, IdTable::Hash(id), payload, packed_metadata,
-                              PairCount(packed_metadata), expires_at);
+                              PackedPairCount(packed_metadata), expires_at);
   Message* m = At(n);
   m->priority = fixed.priority;
   m->seq = fixed.seq;

@@ -23,10 +23,7 @@ TimeMs Queue::NextRefill() const {
   return next;
 }
 
-int64_t Queue::QueueIntervalUs() const {
-  const uint64_t r = settings_.rate_milli;
-  return r == 0 ? 0 : static_cast<int64_t>((1'000'000'000 + r / 2) / r);
-}
+int64_t Queue::QueueIntervalUs() const { return IntervalUsOf(settings_.rate_milli); }
 
 int64_t Queue::QueueTokenFromUs() const {
   return queue_tat_us_ - QueueIntervalUs() * (std::max<uint32_t>(settings_.burst, 1) - 1);
@@ -47,9 +44,16 @@ MessageRef Queue::SelectFair(const Filter& filter, TimeMs now) {
 }
 
 void Queue::ExplainHeld(const Message* m, Explanation* x) const {
-  // The key's running messages: a scan of the timers (explain only). The one whose lease
-  // ends first, by (expiry, seq), is named (exclusive: the only one).
   const std::string_view value = gate_->ValueOf(m);
+  x->exclusivity_value = std::string(value);
+  if (gate_->ReasonOf(m) == KeyGate::BlockReason::kRate) {  // below its concurrency, no token
+    x->reason = ExplainReason::kKeyRate;
+    x->lease_token = 0;
+    x->until = gate_->RefillOf(m);
+    return;
+  }
+  // Held: the key's running messages, by a scan of the timers (explain only). The one whose
+  // lease ends first, by (expiry, seq), is named (exclusive: the only one).
   Timing first{INT64_MAX, 0};
   uint64_t first_seq = 0;
   for (size_t i = 0; i < timers_.size(); ++i) {
@@ -62,19 +66,8 @@ void Queue::ExplainHeld(const Message* m, Explanation* x) const {
     }
   }
   x->reason = exclusive() ? ExplainReason::kExclusivityHeld : ExplainReason::kKeyConcurrency;
-  const uint32_t limit = gate_->LimitOf(m);
-  const bool held = limit != 0 && gate_->RunningOf(m) >= limit;
-  if (const TimeMs refill = gate_->RefillOf(m); refill != 0 && !held) {
-    // Below its concurrency: out of tokens.
-    x->reason = ExplainReason::kKeyRate;
-    x->exclusivity_value = std::string(value);
-    x->lease_token = 0;
-    x->until = refill;
-    return;
-  }
-  x->exclusivity_value = std::string(value);
   x->key_running = gate_->RunningOf(m);
-  x->key_concurrency = limit;
+  x->key_concurrency = gate_->LimitOf(m);
   x->lease_token = first.token;
   x->until = first.due_at == INT64_MAX ? 0 : first.due_at;
 }
@@ -106,8 +99,7 @@ Status Queue::CheckKeyLimits(std::string_view value, const KeyLimits& l) const {
   if (value.size() > kMaxMetadataValueBytes) {
     return InvalidArgument("value: a flow-key value is at most 256 bytes");
   }
-  if ((l.set & ~(KeyLimits::kConcurrency | KeyLimits::kRate | KeyLimits::kBurst |
-                 KeyLimits::kWeight)) != 0) {
+  if ((l.set & ~KeyLimits::kAll) != 0) {
     return InvalidArgument("key limits: unknown field");
   }
   if (l.has(KeyLimits::kConcurrency)) {
@@ -137,8 +129,18 @@ void Queue::SetKeyLimits(std::string_view value, const KeyLimits& limits) {
   gate_->SetOverride(value, limits);
 }
 
+Effect Queue::KeyLimitsEffect(std::string_view value, const KeyLimits& limits, TimeMs time) const {
+  Effect e;
+  e.type = EffectType::kKeyLimitsSet;
+  e.time = time;
+  e.queue = name_;
+  e.id = value;
+  e.key_limits = limits;
+  return e;
+}
+
 KeyInfo Queue::DescribeKey(std::string_view value, TimeMs now) const {
-  return gate_->Describe(value, settings_.key_rate_milli, settings_.key_burst, now);
+  return gate_->Describe(value, now);
 }
 
 std::vector<KeyInfo> Queue::ListKeys(KeyOrder order, size_t limit, TimeMs now) const {
@@ -189,13 +191,7 @@ void Queue::ExportKeyLimits(EffectSink* visit) const {
   // docs/wal-format.md, "Per-key limits": before the queue's messages.
   if (gate_ != nullptr) {
     gate_->ForEachOverride([&](std::string_view value, const KeyLimits& limits) {
-      Effect o;
-      o.type = EffectType::kKeyLimitsSet;
-      o.queue = name_;
-      o.time = gate_->last_collect();
-      o.id = value;
-      o.key_limits = limits;
-      visit->OnEffect(o);
+      visit->OnEffect(KeyLimitsEffect(value, limits, gate_->last_collect()));
     });
   }
 }

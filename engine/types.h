@@ -198,6 +198,7 @@ struct QueueInfo {
 // none set: the value follows the queue.
 struct KeyLimits {
   static constexpr uint8_t kConcurrency = 1, kRate = 2, kBurst = 4, kWeight = 8;
+  static constexpr uint8_t kAll = kConcurrency | kRate | kBurst | kWeight;
   uint8_t set = 0;
   uint32_t concurrency = 0;  // key_concurrency (0: no limit)
   uint64_t rate_milli = 0;   // key_rate_per_s × 1000 (0: no rate)

@@ -838,9 +838,7 @@ Status DecodeEffectView(std::string_view bytes, Effect* out, QueueSettings* sett
       if (l.has(KeyLimits::kBurst)) l.burst = r.U32();
       if (l.has(KeyLimits::kWeight)) l.weight = r.U32();
       if (!r.ok()) return Malformed("wal: effect: truncated key limits");
-      constexpr uint8_t kKnown =
-          KeyLimits::kConcurrency | KeyLimits::kRate | KeyLimits::kBurst | KeyLimits::kWeight;
-      if ((l.set & ~kKnown) != 0 || e.queue.empty()) {
+      if ((l.set & ~KeyLimits::kAll) != 0 || e.queue.empty()) {
         return Malformed("wal: effect: malformed key limits");
       }
       break;
