@@ -442,11 +442,16 @@ SETTING_NAMES = records.Queue.SETTINGS
 FIXED_SETTINGS = ("type", "exclusivity_key", "flow_key")  # not in QueueSettingsUpdate
 
 
+def _adder(module, table, field):
+    """flatc's builder function that adds snake_case `field` to `table` (QueueSettingsAddTtlMs)."""
+    return getattr(module, table + "Add" + "".join(p.title() for p in field.split("_")))
+
+
 def _settings(b, settings, update):
     """QueueSettings (create) or QueueSettingsUpdate (update) from keyword arguments."""
     module = QueueSettingsUpdate if update else QueueSettings
     prefix = "QueueSettingsUpdate" if update else "QueueSettings"
-    add = {name: getattr(module, prefix + "Add" + "".join(p.title() for p in name.split("_")))
+    add = {name: _adder(module, prefix, name)
            for name in SETTING_NAMES if not (update and name in FIXED_SETTINGS)}
     for name in settings:
         if name not in add:
@@ -1346,8 +1351,7 @@ def set_key_limits(queue, value, concurrency=None, rate_per_s=None, burst=None, 
         KeyLimits.KeyLimitsStart(b)
         for name, x in fields:
             if x is not None:
-                getattr(KeyLimits, "KeyLimitsAdd" + "".join(p.title() for p in name.split("_")))(
-                    b, x)
+                _adder(KeyLimits, "KeyLimits", name)(b, x)
         limits = KeyLimits.KeyLimitsEnd(b)
         SetKeyLimits.SetKeyLimitsStart(b)
         SetKeyLimits.SetKeyLimitsAddQueue(b, q)
