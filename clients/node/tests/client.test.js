@@ -4,22 +4,17 @@
 
 const assert = require("node:assert/strict");
 const net = require("node:net");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
 const { Client, SundialError } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue, waitFor } = require("./helpers");
+const { rejectsWith, uniqueQueue, useServer, waitFor } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 const nowMs = () => Date.now();

@@ -4,22 +4,17 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client, STATES } = require("sundial-client");
-const { Server, rejectsWith, startWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
+const { STATES } = require("sundial-client");
+const { rejectsWith, startWorker, stopWorker, uniqueQueue, useServer, waitFor } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 test("the state list knows waiting (6)", () => {

@@ -4,22 +4,17 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client, SundialError } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue } = require("./helpers");
+const { SundialError } = require("sundial-client");
+const { rejectsWith, uniqueQueue, useServer } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 test("a tree across queues: pre-order answer, the parent released by its last child", async () => {

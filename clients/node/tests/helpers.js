@@ -271,7 +271,28 @@ async function answeredRequests(httpAddr, op) {
   return total;
 }
 
+/**
+ * One sundiald and one Client for a test file: started before its first test, closed after its
+ * last. `bind(server, client)` hands them to the file's variables once they exist.
+ */
+function useServer(bind, { timeout_ms = 20_000 } = {}) {
+  const { after, before } = require("node:test");
+  const { Client } = require("sundial-client");
+  let server;
+  let client;
+  before(async () => {
+    server = await new Server().start();
+    client = new Client(server.addr, { timeout_ms });
+    bind(server, client);
+  });
+  after(async () => {
+    await client.close();
+    await server.stop();
+  });
+}
+
 module.exports = {
+  useServer,
   answeredRequests,
   startWorker,
   stopWorker,

@@ -4,22 +4,16 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue } = require("./helpers");
+const { rejectsWith, uniqueQueue, useServer } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 test("history shows each transition with its worker, note and error", async () => {

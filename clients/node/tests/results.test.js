@@ -5,22 +5,25 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client, SundialError } = require("sundial-client");
-const { Server, answeredRequests, rejectsWith, startWorker: startServerWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
+const { SundialError } = require("sundial-client");
+const {
+  answeredRequests,
+  rejectsWith,
+  startWorker: startServerWorker,
+  stopWorker,
+  uniqueQueue,
+  useServer,
+  waitFor,
+} = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 const startWorker = (queue, handler, options) => startServerWorker(server.addr, queue, handler, options);

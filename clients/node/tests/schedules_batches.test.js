@@ -5,22 +5,17 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client, SundialError } = require("sundial-client");
-const { Server, rejectsWith, uniqueQueue } = require("./helpers");
+const { SundialError } = require("sundial-client");
+const { rejectsWith, uniqueQueue, useServer } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 test("a schedule's spec round-trips, and pause, resume, trigger, list and delete act on it", async () => {

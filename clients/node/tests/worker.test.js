@@ -4,22 +4,17 @@
 "use strict";
 
 const assert = require("node:assert/strict");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
 const { Client, SundialError, Worker, errorText } = require("sundial-client");
-const { Server, answeredRequests, delay, rejectsWith, startWorker, stopWorker, uniqueQueue, waitFor } = require("./helpers");
+const { answeredRequests, delay, rejectsWith, Server, startWorker, stopWorker, uniqueQueue, useServer, waitFor } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 /** A promise and its resolve, for handlers that wait until the test lets them go. */

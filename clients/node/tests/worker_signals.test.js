@@ -7,22 +7,16 @@ const assert = require("node:assert/strict");
 const childProcess = require("node:child_process");
 const fs = require("node:fs");
 const path = require("node:path");
-const { after, before, test } = require("node:test");
+const { test } = require("node:test");
 
-const { Client } = require("sundial-client");
-const { Server, childEnv, tempDir, uniqueQueue, waitFor } = require("./helpers");
+const { childEnv, tempDir, uniqueQueue, useServer, waitFor } = require("./helpers");
 
 let server;
 let client;
 
-before(async () => {
-  server = await new Server().start();
-  client = new Client(server.addr, { timeout_ms: 20_000 });
-});
-
-after(async () => {
-  await client.close();
-  await server.stop();
+useServer((s, c) => {
+  server = s;
+  client = c;
 });
 
 class WorkerProcess {
