@@ -436,6 +436,21 @@ void ReplayInto(Engine* engine, const std::vector<std::string>& encodings, bool 
   }
 }
 
+// The log's path (every encoded effect replayed) and the checkpoint's (ExportState's effects)
+// each rebuild `engine`'s state: the same digest.
+void ExpectLogAndSnapshotReproduce(const Engine& engine, const Engine::Options& options,
+                                   const EncodingSink& log) {
+  ManualClock replay_clock;
+  Engine replayed(options, &replay_clock, nullptr);
+  ReplayInto(&replayed, log.encodings);
+  EXPECT_EQ(replayed.Digest(), engine.Digest());
+  EncodingSink exported;
+  engine.ExportState(&exported);
+  Engine restored(options, &replay_clock, nullptr);
+  ReplayInto(&restored, exported.encodings, /*snapshot=*/true);
+  EXPECT_EQ(restored.Digest(), engine.Digest());
+}
+
 TEST(EffectCodec, DecodedEngineEffectsReplayToTheSameDigest) {
   ManualClock clock;
   EncodingSink sink;
@@ -480,17 +495,7 @@ TEST(EffectCodec, DecodedEngineEffectsReplayToTheSameDigest) {
   engine.Advance(clock.NowMs());  // lease expiry, visibility, retention GC
   ASSERT_TRUE(engine.PurgeQueue("jobs-dlq", {MessageState::kPending}).ok());
 
-  ManualClock replay_clock;
-  Engine replayed(options, &replay_clock, nullptr);
-  ReplayInto(&replayed, sink.encodings);
-  EXPECT_EQ(replayed.Digest(), engine.Digest());
-
-  // And the checkpoint path: ExportState's effects rebuild the same state too.
-  EncodingSink exported;
-  engine.ExportState(&exported);
-  Engine restored(options, &replay_clock, nullptr);
-  ReplayInto(&restored, exported.encodings, /*snapshot=*/true);
-  EXPECT_EQ(restored.Digest(), engine.Digest());
+  ExpectLogAndSnapshotReproduce(engine, options, sink);
 }
 
 // ---- Batches (format 3, docs/wal-format.md "Batches") ----------------------------------------
@@ -730,15 +735,7 @@ TEST(EffectCodec, DecodedExpiryAndDebounceEffectsReplayToTheSameDigest) {
   anew.payload = "second life";
   ASSERT_TRUE(engine.Enqueue("jobs", {anew})[0].ok());  // m0 released
 
-  ManualClock replay_clock;
-  Engine replayed(options, &replay_clock, nullptr);
-  ReplayInto(&replayed, sink.encodings);
-  EXPECT_EQ(replayed.Digest(), engine.Digest());
-  EncodingSink exported;
-  engine.ExportState(&exported);
-  Engine restored(options, &replay_clock, nullptr);
-  ReplayInto(&restored, exported.encodings, /*snapshot=*/true);
-  EXPECT_EQ(restored.Digest(), engine.Digest());
+  ExpectLogAndSnapshotReproduce(engine, options, sink);
 }
 
 }  // namespace
