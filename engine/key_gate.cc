@@ -35,15 +35,17 @@ void KeyGate::Clear() {
   cooling_.clear();
   live_.clear();
   ring_.clear();
-  turn_.clear();
+  front_turn_ = 0;
+  refill_at_.clear();
 }
 
 uint64_t KeyGate::allocated_bytes() const {
   uint64_t total = keys_.capacity_bytes() + values_.capacity_bytes() +
                    by_value_.bucket_count() * (sizeof(KeyRef) + 1) + sizeof(*this);
   for (KeyRef k : by_value_) total += keys_[k].pending.capacity_bytes();
-  // Fair share: turn_, and the ring (a deque: its blocks of 512 bytes, and a map of them).
-  total += turn_.capacity_bytes() + (ring_.size() / 128 + 1) * (512 + sizeof(void*));
+  // Throttled keys' refill times; fair share's ring (a deque: blocks of 512 bytes, and a map).
+  total += refill_at_.bucket_count() * (sizeof(std::pair<KeyRef, TimeMs>) + 1);
+  total += (ring_.size() / 128 + 1) * (512 + sizeof(void*));
   return total;
 }
 
@@ -81,10 +83,10 @@ KeyRef KeyGate::Acquire(std::string_view value) {
   s.pending.Init();
   s.running = 0;
   s.tat_us = 0;
-  s.refill_ms = 0;
+  s.throttled = 0;
   s.value_at = static_cast<uint32_t>(values_.size());
   // A new key on a reused KeyRef starts no turn (a stale ring entry, if any, is now its own).
-  if (k < turn_.size()) turn_[k] &= kInRing;
+  if (!ring_.empty() && ring_.front() == k) front_turn_ = 0;
   if (!overrides_.empty()) {
     if (auto it = overrides_.find(value); it != overrides_.end()) live_[k] = &it->second;
   }
@@ -195,10 +197,10 @@ void KeyGate::DetachPending(MessageRef ref, Message* m) {
   const KeyRef k = Find(ValueOf(m));
   KeyState& s = keys_[k];
   if (bulk_) {
-    s.pending.Remove(m->group_slot(), traits(), /*unordered=*/true);
+    s.pending.Remove(m->key_slot(), traits(), /*unordered=*/true);
   } else {
     const bool was_ready = m->slot != kNoSlot;
-    s.pending.Remove(m->group_slot(), traits());
+    s.pending.Remove(m->key_slot(), traits());
     if (Out(k, s)) {
       CountOut(Why(k, s), -uint64_t{1});
     } else if (was_ready) {
@@ -247,17 +249,18 @@ void KeyGate::EndBulk() {
   // Throttled: keys whose next token is after the last stamped change (the time of the state
   // loaded); a dequeue or Advance at a later time refills those due by then.
   refill_.clear();
+  refill_at_.clear();
   for (KeyRef k : by_value_) {
     KeyState& s = keys_[k];
-    s.refill_ms = 0;
+    s.throttled = 0;
     if (rated() && TokenFromUs(k, s) > last_collect_ * 1000) {
-      s.refill_ms = CeilMs(TokenFromUs(k, s));
-      refill_.insert({s.refill_ms, k});
+      s.throttled = 1;
+      refill_at_[k] = CeilMs(TokenFromUs(k, s));
+      refill_.insert({refill_at_[k], k});
     }
   }
   // The ready index holds the head of every key that is not held (and the ring those keys).
-  ring_.clear();
-  std::fill(turn_.begin(), turn_.end(), uint16_t{0});
+  ClearRing();
   ready_->Clear();
   ready_->BeginUnordered();
   counts_->blocked = counts_->blocked_concurrency = counts_->blocked_rate = 0;
@@ -290,16 +293,17 @@ void KeyGate::SetRate(uint64_t rate_milli, uint32_t burst) {
   // Throttled keys come back; the next dequeue checks them against the new bucket.
   const auto throttled = std::move(refill_);
   refill_.clear();
+  refill_at_.clear();
   for (const auto& [at, k] : throttled) {
     const BlockReason was = Why(k, keys_[k]);
-    keys_[k].refill_ms = 0;
+    keys_[k].throttled = 0;
     Reclassify(k, was);
   }
 }
 
 TimeMs KeyGate::RefillOf(const Message* m) const {
   const KeyRef k = Find(ValueOf(m));
-  return k == kNoKey ? 0 : keys_[k].refill_ms;
+  return k == kNoKey ? 0 : RefillMsOf(k);
 }
 
 bool KeyGate::HasToken(const Message* m, TimeMs now) const {
@@ -318,7 +322,8 @@ void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
   KeyState& s = keys_[k];
   const BlockReason was = Why(k, s);
   DropRefill(k);
-  s.refill_ms = refill_ms;
+  s.throttled = 1;
+  refill_at_[k] = refill_ms;
   refill_.insert({refill_ms, k});
   Reclassify(k, was);
 }
@@ -339,13 +344,15 @@ void KeyGate::Granted(const Message* m, TimeMs now) {
 }
 
 size_t KeyGate::Refill(TimeMs now) {
+  if (bulk_) return 0;  // EndBulk classifies
   size_t readied = 0;
   while (!refill_.empty() && refill_.begin()->first <= now) {
     const KeyRef k = refill_.begin()->second;
     refill_.erase(refill_.begin());
+    refill_at_.erase(k);
     KeyState& s = keys_[k];
     const BlockReason was = Why(k, s);
-    s.refill_ms = 0;
+    s.throttled = 0;
     Reclassify(k, was);
     if (Ready(k)) ++readied;
   }
@@ -473,21 +480,22 @@ void KeyGate::ForEachValue(const std::function<void(std::string_view)>& visit) c
 // -----------------------------------------------------------------------------------
 
 void KeyGate::EnterRing(KeyRef k) {
-  if (k >= turn_.size()) {
-    const size_t old = turn_.size();
-    turn_.resize_uninitialized(std::max<size_t>(keys_.size(), size_t{k} + 1));
-    std::fill(turn_.begin() + old, turn_.end(), uint16_t{0});
-  }
-  if ((turn_[k] & kInRing) != 0) return;
-  turn_[k] = kInRing;
+  KeyState& s = keys_[k];
+  if (s.in_ring) return;
+  s.in_ring = 1;
   ring_.push_back(k);
+}
+
+void KeyGate::ClearRing() {
+  ring_.clear();
+  front_turn_ = 0;
+  for (size_t k = 0; k < keys_.size(); ++k) keys_[k].in_ring = 0;  // free KeyRefs too
 }
 
 void KeyGate::SetFair(bool fair) {
   if (fair == fair_) return;
   fair_ = fair;
-  ring_.clear();
-  turn_.clear();
+  ClearRing();
   if (!fair_) return;
   for (KeyRef k : by_value_) {
     if (Ready(k)) EnterRing(k);
@@ -499,10 +507,12 @@ MessageRef KeyGate::FairHead() {
     const KeyRef k = ring_.front();
     if (!Ready(k)) {  // also a released key: its heap is empty
       ring_.pop_front();
-      turn_[k] = 0;
+      keys_[k].in_ring = 0;
+      front_turn_ = 0;
       continue;
     }
-    if ((turn_[k] & kTurnMask) == 0) turn_[k] = kInRing | static_cast<uint16_t>(WeightOf(k));
+    // A fresh turn is the key's weight; one begun under a larger weight ends at the new one.
+    front_turn_ = front_turn_ == 0 ? WeightOf(k) : std::min(front_turn_, WeightOf(k));
     return keys_[k].pending.top().ref;
   }
   return kNoRef;
@@ -518,9 +528,9 @@ MessageRef KeyGate::PeekFairHead() const {
 void KeyGate::Served(const Message* m) {
   if (ring_.empty()) return;
   const KeyRef k = Find(ValueOf(m));
-  // Served outside its turn (filter, overdue): nothing spent.
-  if (k != ring_.front() || (turn_[k] & kTurnMask) == 0) return;
-  if ((--turn_[k] & kTurnMask) != 0) return;
+  // The caller serves turns only (a filter or overdue pick spends none); the front is the key.
+  if (k != ring_.front() || front_turn_ == 0) return;
+  if (--front_turn_ != 0) return;
   ring_.pop_front();
   ring_.push_back(k);  // dropped at the front later if it is no longer ready
 }

@@ -13,11 +13,12 @@
 // Messages of held keys are in no structure a dequeue visits: an unfiltered dequeue costs
 // O(log keys) whatever the number held back. An exclusive queue is the case N = 1.
 //
-// Storage (docs/engine.md, "Key gate"): KeyState {KeyHeap 16 B, running, value offset} in one
-// PodVector indexed by KeyRef; the values in an append-only arena (u16 length, bytes),
-// compacted when more than half of it is garbage; a flat hash set of KeyRefs whose hash and
-// equality read the arena (lookup by string_view). A key costs ~24 + 5 + 2 + |value| bytes
-// plus a heap block only while it holds two or more pending messages.
+// Storage (docs/engine.md, "Key gate"): KeyState {KeyHeap 16 B, running and two flags, value
+// offset, tat} (32 B) in one PodVector indexed by KeyRef; the values in an append-only arena (u16
+// length, bytes), compacted when more than half of it is garbage; a flat hash set of KeyRefs
+// whose hash and equality read the arena (lookup by string_view). A key costs ~32 + 5 + 2 +
+// |value| bytes plus a heap block only while it holds two or more pending messages; a throttled
+// key its refill time in refill_at_, and with fair share a ready key its place in the ring.
 //
 // The queue tells the gate each time a message enters or leaves pending or running (Attach,
 // Detach): every path that leaves running (complete, fail, cancel, lease expiry) frees a slot
@@ -43,7 +44,8 @@
 // Fair share (fairness weighted): deficit round robin over the ready keys. ring_ holds ready
 // keys in turn order, lazily: a key enters at the back when its head enters the ready index (if
 // not already in it), and one found not ready at the front is dropped then. The front key's
-// turn serves up to its weight (override, else 1) messages (turn_), then it goes to the back.
+// turn serves up to its weight (override, else 1) messages (front_turn_), then it goes to the
+// back.
 // Within a key: its heap's (priority, seq) order. Soft state (never hashed nor logged: only the
 // primary dequeues), rebuilt by EndBulk and SetFair; a queue without fairness pays one branch.
 // Thread safety: none; REQUIRES the queue's shard lock. Internal to engine/.
@@ -102,8 +104,8 @@ class KeyGate {
   // A message of this key was leased at `now` (live dequeue, or replay of cause kLeased): it
   // takes a token; a key left without one is throttled.
   void Granted(const Message* m, TimeMs now);
-  // Throttled keys whose token is back by `now` come back; returns how many. Never changes
-  // hashed state.
+  // Throttled keys whose token is back by `now` come back; returns how many ready now. Called by
+  // dequeues, Advance and every stamped change (Queue::Stamp). Never changes hashed state.
   size_t Refill(TimeMs now);
   // The earliest refill of a throttled key, INT64_MAX when none.
   TimeMs NextRefill() const { return refill_.empty() ? INT64_MAX : refill_.begin()->first; }
@@ -148,8 +150,8 @@ class KeyGate {
   MessageRef FairHead();
   // The same without dropping anything (explain).
   MessageRef PeekFairHead() const;
-  // A message of `m`'s key was leased: when that key is the front, one of its turn is spent,
-  // and a spent turn sends it to the back.
+  // A message of `m`'s key was leased in turn (FairHead's choice, not a filter's nor an overdue
+  // one): one of its turn is spent, and a spent turn sends it to the back.
   void Served(const Message* m);
 
   // The message's flow-key value ("" when it has none: the queue refuses such messages).
@@ -180,14 +182,15 @@ class KeyGate {
   using Heap = KeyHeap<ReadyEntry>;
 #pragma pack(push, 4)
   struct KeyState {
-    Heap pending;       // 16: this value's pending messages, (priority, seq) order
-    uint32_t running;   //  4: its messages running now
-    uint32_t value_at;  //  4: offset of the value in values_; free slots: the next free KeyRef
-    int64_t tat_us;     //  8: GCRA theoretical arrival time; <= now: bucket full
-    TimeMs refill_ms;   //  8: throttled: when its next token comes (key in refill_); else 0
+    Heap pending;            // 16: this value's pending messages, (priority, seq) order
+    uint32_t running : 30;   //  4: its messages running now (each one a message in memory)
+    uint32_t throttled : 1;  //     out of tokens: its refill time in refill_at_, it in refill_
+    uint32_t in_ring : 1;    //     fair share: ring_ holds it (kept by a reused KeyRef)
+    uint32_t value_at;       //  4: offset of the value in values_; free slots: the next free KeyRef
+    int64_t tat_us;          //  8: GCRA theoretical arrival time; <= now: bucket full
   };
 #pragma pack(pop)
-  static_assert(sizeof(KeyState) == 40);
+  static_assert(sizeof(KeyState) == 32);
   struct ValueHash {
     using is_transparent = void;
     const KeyGate* gate;
@@ -223,15 +226,15 @@ class KeyGate {
   }
   bool Held(KeyRef k, const KeyState& s) const {
     const uint32_t limit = LimitOf(k);
-    return limit != 0 && s.running >= limit;
+    return limit != 0 && uint32_t{s.running} >= limit;
   }
   // Not ready: held or throttled (its pending messages are counted blocked).
-  bool Out(KeyRef k, const KeyState& s) const { return s.refill_ms != 0 || Held(k, s); }
+  bool Out(KeyRef k, const KeyState& s) const { return s.throttled || Held(k, s); }
   // Why the key is not ready: held (concurrency) before throttled (rate); its pending messages
   // are counted blocked under that reason.
   BlockReason Why(KeyRef k, const KeyState& s) const {
     if (Held(k, s)) return BlockReason::kConcurrency;
-    return s.refill_ms != 0 ? BlockReason::kRate : BlockReason::kNone;
+    return s.throttled ? BlockReason::kRate : BlockReason::kNone;
   }
   // Adds `n` pending messages (wrapping: a removal) to blocked and to the count of `why`.
   void CountOut(BlockReason why, uint64_t n);
@@ -254,6 +257,8 @@ class KeyGate {
     if (fair_) EnterRing(k);
   }
   void EnterRing(KeyRef k);
+  // Empties the ring (and every key's in_ring).
+  void ClearRing();
   // The key's bucket is not full by the last stamped change (what the digest and a snapshot
   // state): a full one is the same as none, whether the key was kept (a live extend) or
   // released and acquired again (its replay, which detaches and attaches the message).
@@ -272,14 +277,18 @@ class KeyGate {
   // The key leaves refill_ (not throttled any more); its classification is the caller's.
   void DropRefill(KeyRef k) {
     KeyState& s = keys_[k];
-    if (s.refill_ms == 0) return;
-    refill_.erase({s.refill_ms, k});
-    s.refill_ms = 0;
+    if (!s.throttled) return;
+    auto it = refill_at_.find(k);
+    refill_.erase({it->second, k});
+    refill_at_.erase(it);
+    s.throttled = 0;
   }
+  // Throttled: when its next token comes; else 0.
+  TimeMs RefillMsOf(KeyRef k) const { return keys_[k].throttled ? refill_at_.find(k)->second : 0; }
   static TimeMs CeilMs(int64_t us) { return us >= 0 ? (us + 999) / 1000 : us / 1000; }
   void Release(KeyRef k);
   void CompactValues();
-  GroupTraits traits() const { return GroupTraits{{store_}}; }
+  KeyHeapTraits traits() const { return KeyHeapTraits{{store_}}; }
 
   const MessageStore* store_;
   ReadyIndex* ready_;
@@ -301,13 +310,12 @@ class KeyGate {
   size_t rated_overrides_ = 0;  // overrides whose interval is not 0
   bool fair_ = false;
   std::deque<KeyRef> ring_;  // fair share: ready keys in turn order (lazily)
-  // By KeyRef: kInRing while ring_ holds the key, and what is left of its turn (weights are at
-  // most 1,000; 0: none started). 2 bytes per key, only for a fair queue.
-  static constexpr uint16_t kInRing = 0x8000;
-  static constexpr uint16_t kTurnMask = 0x7fff;
-  PodVector<uint16_t> turn_;
-  std::set<std::pair<TimeMs, KeyRef>> refill_;    // throttled keys by refill time
-  std::set<std::pair<int64_t, KeyRef>> cooling_;  // keys without messages by tat_us
+  // What is left of the turn of ring_'s front (0: none started). Only the front has a turn: a
+  // spent one sends it to the back, and a key dropped from the front has none.
+  uint32_t front_turn_ = 0;
+  std::set<std::pair<TimeMs, KeyRef>> refill_;           // throttled keys by refill time
+  boost::unordered_flat_map<KeyRef, TimeMs> refill_at_;  // the same by key
+  std::set<std::pair<int64_t, KeyRef>> cooling_;         // keys without messages by tat_us
   TimeMs last_collect_ = 0;
 };
 

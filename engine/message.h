@@ -4,7 +4,7 @@
 //
 //   header (48 bytes, this struct)
 //   expiry:{expires_at:i64 expiry_slot:u32}  messages with a ttl only (has_expiry)
-//   group_slot:u32                 exclusive queues only: slot in its value's group heap
+//   key_slot:u32                   gated queues only: slot in its flow-key value's heap (KeyGate)
 //   filter_slot:u32[pair_count]    slot in the filter heap of each metadata pair (while pending)
 //   id[id_len]
 //   packed_metadata[metadata_len]  metadata.h format; omitted (length 0) when there is none
@@ -48,7 +48,7 @@ struct Message {
   uint32_t version32;      // the version, unless wide
   uint32_t updated_delta;  // updated_at - enqueued_at, unless wide
   uint32_t slot;
-  // attempts:20 | state:3 | has_error:1 | large_payload:1 | group_slot:1 | wide:1 | has_result:1
+  // attempts:20 | state:3 | has_error:1 | large_payload:1 | key_slot:1 | wide:1 | has_result:1
   // | in_graph:1 | has_history:1 | has_expiry:1
   uint32_t counts;
   uint32_t limits;   // max_attempts:20 | pair_count:5 | id_len-1:7
@@ -69,7 +69,7 @@ struct Message {
   bool has_error() const { return (counts & kHasError) != 0; }
   void set_has_error(bool on) { counts = on ? (counts | kHasError) : (counts & ~kHasError); }
   bool large_payload() const { return (counts & kLarge) != 0; }
-  bool has_group_slot() const { return (counts & kGroupSlot) != 0; }
+  bool has_key_slot() const { return (counts & kKeySlot) != 0; }
   bool wide() const { return (counts & kWide) != 0; }
   void set_wide(bool on) { counts = on ? (counts | kWide) : (counts & ~kWide); }
   // A completed message's `result` is in its queue's results table (MessageTexts).
@@ -95,9 +95,9 @@ struct Message {
   // ---- Variable part --------------------------------------------------------------------------
   // Bytes of the record for these contents (what MessageStore::Allocate is asked for).
   static size_t RecordBytes(size_t id_len, size_t metadata_len, size_t payload_len,
-                            uint32_t pair_count, bool group_slot, bool expiry = false) {
+                            uint32_t pair_count, bool key_slot, bool expiry = false) {
     size_t n = sizeof(Message) + (expiry ? kExpiryBytes : 0) +
-               4 * (pair_count + (group_slot ? 1 : 0)) + id_len + metadata_len;
+               4 * (pair_count + (key_slot ? 1 : 0)) + id_len + metadata_len;
     return n + (payload_len > kInlinePayloadBytes ? kLargeRefBytes : payload_len);
   }
 
@@ -106,7 +106,7 @@ struct Message {
   // nothing. A payload above kInlinePayloadBytes must already be in `large` (pages.h block).
   // `expiry`: room for expires_at (set to 0) and the expiry slot (unset).
   static Message* Init(void* at, std::string_view id, std::string_view packed_metadata,
-                       std::string_view payload, uint32_t pair_count, bool group_slot, char* large,
+                       std::string_view payload, uint32_t pair_count, bool key_slot, char* large,
                        bool expiry = false);
 
   TimeMs expires_at() const {
@@ -117,8 +117,8 @@ struct Message {
   }
   void set_expires_at(TimeMs t) { std::memcpy(bytes(), &t, sizeof t); }
   uint32_t& expiry_slot() { return *reinterpret_cast<uint32_t*>(bytes() + 8); }
-  uint32_t& group_slot() { return SlotAt(0); }
-  uint32_t& filter_slot(uint32_t pair) { return SlotAt(pair + (has_group_slot() ? 1 : 0)); }
+  uint32_t& key_slot() { return SlotAt(0); }
+  uint32_t& filter_slot(uint32_t pair) { return SlotAt(pair + (has_key_slot() ? 1 : 0)); }
 
   std::string_view id() const { return {bytes() + slots_bytes(), id_len()}; }
   std::string_view packed_metadata() const {
@@ -146,7 +146,7 @@ struct Message {
   static constexpr uint32_t kAttemptsMask = (1u << 20) - 1;
   static constexpr uint32_t kHasError = 1u << 23;
   static constexpr uint32_t kLarge = 1u << 24;
-  static constexpr uint32_t kGroupSlot = 1u << 25;
+  static constexpr uint32_t kKeySlot = 1u << 25;
   static constexpr uint32_t kWide = 1u << 26;
   static constexpr uint32_t kHasResult = 1u << 27;
   static constexpr uint32_t kInGraph = 1u << 28;
@@ -159,7 +159,7 @@ struct Message {
 
   // The expiry and the slots: what precedes the id.
   size_t slots_bytes() const {
-    return (has_expiry() ? kExpiryBytes : 0) + 4 * (pair_count() + (has_group_slot() ? 1 : 0));
+    return (has_expiry() ? kExpiryBytes : 0) + 4 * (pair_count() + (has_key_slot() ? 1 : 0));
   }
   char* bytes() { return reinterpret_cast<char*>(this + 1); }
   const char* bytes() const { return reinterpret_cast<const char*>(this + 1); }
@@ -171,7 +171,7 @@ static_assert(sizeof(Message) == 48, "keep the record header small (docs/engine.
 static_assert(kInlinePayloadBytes < (1u << 19), "inline payload length fits 19 bits");
 
 inline Message* Message::Init(void* at, std::string_view id, std::string_view packed_metadata,
-                              std::string_view payload, uint32_t pair_count, bool group_slot,
+                              std::string_view payload, uint32_t pair_count, bool key_slot,
                               char* large, bool expiry) {
   auto* m = static_cast<Message*>(at);
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
@@ -182,7 +182,7 @@ inline Message* Message::Init(void* at, std::string_view id, std::string_view pa
   m->updated_delta = 0;
   m->slot = UINT32_MAX;
   const bool is_large = payload.size() > kInlinePayloadBytes;
-  m->counts = (is_large ? kLarge : 0) | (group_slot ? kGroupSlot : 0) | (expiry ? kHasExpiry : 0);
+  m->counts = (is_large ? kLarge : 0) | (key_slot ? kKeySlot : 0) | (expiry ? kHasExpiry : 0);
   m->limits = (pair_count << 20) | (static_cast<uint32_t>(id.size() - 1) << 25);
   m->lengths = (static_cast<uint32_t>(metadata_len) << 19) |
                (is_large ? 0 : static_cast<uint32_t>(payload.size()));
@@ -190,7 +190,7 @@ inline Message* Message::Init(void* at, std::string_view id, std::string_view pa
     m->set_expires_at(0);
     m->expiry_slot() = UINT32_MAX;
   }
-  const uint32_t slots = pair_count + (group_slot ? 1 : 0);
+  const uint32_t slots = pair_count + (key_slot ? 1 : 0);
   for (uint32_t i = 0; i < slots; ++i) m->SlotAt(i) = UINT32_MAX;
   char* p = m->bytes() + (expiry ? kExpiryBytes : 0) + 4 * slots;
   std::memcpy(p, id.data(), id.size());

@@ -219,13 +219,13 @@ MessageRef Queue::Insert(std::string_view id, uint64_t hash, std::string_view pa
     std::memcpy(large, payload.data(), payload.size());
     large_bytes_ += payload.size();
   }
-  const bool group_slot = gated();
+  const bool key_slot = gated();
   const size_t metadata_len = pair_count == 0 ? 0 : packed_metadata.size();
   const bool expiry = expires_at != 0;
-  const MessageRef ref = store_.Allocate(Message::RecordBytes(
-      id.size(), metadata_len, payload.size(), pair_count, group_slot, expiry));
+  const MessageRef ref = store_.Allocate(
+      Message::RecordBytes(id.size(), metadata_len, payload.size(), pair_count, key_slot, expiry));
   Message* m =
-      Message::Init(At(ref), id, packed_metadata, payload, pair_count, group_slot, large, expiry);
+      Message::Init(At(ref), id, packed_metadata, payload, pair_count, key_slot, large, expiry);
   if (expiry) m->set_expires_at(expires_at);
   ids_.Insert(ref, hash);
   uint64_t bytes = AccountedBytes(ref, m);
@@ -268,8 +268,16 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
     wide_[ref] = WideFields{version, updated_at};
   }
   // Every logged change is stamped, live and on replay, with the same time: the one place the
-  // gate collects cooling keys, so that every node keeps the same key set (key_gate.h).
-  if (gate_ != nullptr) gate_->Collect(updated_at);
+  // gate collects cooling keys, so that every node keeps the same key set (key_gate.h). Throttled
+  // keys whose token is back by then come back too (as at a dequeue or Advance): a throttled
+  // key whose refill is due ends so at the queue's next change, whether or not that change
+  // frees it, and a long poll is told.
+  if (gate_ != nullptr) {
+    gate_->Collect(updated_at);
+    if (gate_->rated() && gate_->Refill(updated_at) > 0) {
+      NoteReady(/*dequeueable=*/true, INT64_MIN, updated_at);
+    }
+  }
 }
 
 uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
@@ -738,7 +746,9 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
       throttled = !ready_.empty();
       break;
     }
-    const MessageRef ref = fair ? SelectFair(request.filter, now) : SelectPending(request.filter);
+    bool in_turn = false;
+    const MessageRef ref =
+        fair ? SelectFair(request.filter, now, &in_turn) : SelectPending(request.filter);
     if (ref == kNoRef) break;
     // Left by ExpireDue: in the graph, without every shard's lock (the engine retries so).
     if (At(ref)->has_expiry() && At(ref)->expires_at() <= now) break;
@@ -754,7 +764,7 @@ std::vector<MessageRecord> Queue::Dequeue(const DequeueRequest& request, TimeMs 
     FinishChange(ref, from, MessageState::kRunning, now, ChangeCause::kLeased,
                  Timing{SaturatingAdd(now, lease_ms), token}, request.worker_id);
     if (rated) gate_->Granted(At(ref), now);  // after the change: replay grants at the same point
-    if (fair) gate_->Served(At(ref));
+    if (in_turn) gate_->Served(At(ref));
     QueueGranted(now);
     RememberLease(ref, token);
     out.push_back(Record(ref));

@@ -145,8 +145,8 @@ struct ReadyTraits {
   }
   uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->slot; }
 };
-struct GroupTraits : ReadyTraits {  // KeyGate's KeyHeaps: the record's group_slot
-  uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->group_slot(); }
+struct KeyHeapTraits : ReadyTraits {  // KeyGate's KeyHeaps: the record's key_slot
+  uint32_t& Slot(const ReadyEntry& e) const { return store->At(e.ref)->key_slot(); }
 };
 struct TimerTraits {
   const MessageStore* store;
@@ -552,8 +552,8 @@ class Queue {
   const PairIndex* MostSelective(const Filter& filter) const;
   MessageRef SelectPending(const Filter& filter) const;
   // Fair share's choice for an unfiltered dequeue (an overdue message first, then the head of
-  // the key whose turn it is); a filtered one is SelectPending's.
-  MessageRef SelectFair(const Filter& filter, TimeMs now);
+  // the key whose turn it is: *in_turn); a filtered one is SelectPending's.
+  MessageRef SelectFair(const Filter& filter, TimeMs now, bool* in_turn);
   // Every message matching `filter`, in (priority, seq) order when `sorted`.
   std::vector<MessageRef> Matching(const Filter& filter, bool sorted) const;
   bool PriorityOrder(MessageRef a, MessageRef b) const;

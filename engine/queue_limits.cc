@@ -34,12 +34,15 @@ void Queue::QueueGranted(TimeMs at) {
   queue_tat_us_ = std::max(queue_tat_us_, at * 1000) + QueueIntervalUs();
 }
 
-MessageRef Queue::SelectFair(const Filter& filter, TimeMs now) {
-  // A filter dequeue is earliest deadline first among its matches, outside the rotation.
+MessageRef Queue::SelectFair(const Filter& filter, TimeMs now, bool* in_turn) {
+  // A filter dequeue is earliest deadline first among its matches, outside the rotation, as is
+  // an overdue message: neither spends a turn, even the front value's.
+  *in_turn = false;
   if (!filter.empty() || ready_.empty()) return SelectPending(filter);
   const MessageRef first = ready_.top_ref();
   const int64_t overdue = settings_.overdue_first_ms;
   if (overdue != 0 && At(first)->priority < SaturatingAdd(now, -overdue)) return first;
+  *in_turn = true;
   return gate_->FairHead();
 }
 

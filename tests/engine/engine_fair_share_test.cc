@@ -130,6 +130,45 @@ TEST_F(FairShareTest, AFilterDequeueIsEarliestDeadlineFirstAmongItsMatches) {
   EXPECT_EQ(TakeIds("f", 2), (std::vector<std::string>{"a2", "b0"}));
 }
 
+// Found by the model's fair-share check: a filtered dequeue that took the front value's message
+// spent one of its turn (semantics.md: a filter dequeue spends no value's turn), as did an
+// overdue pick of it.
+TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn) {
+  KeyLimits two;
+  two.set = KeyLimits::kWeight;
+  two.weight = 2;
+  ASSERT_TRUE(engine().SetKeyLimits("f", "a", two).ok());
+  PutMany("f", "a", 5);
+  PutMany("f", "b", 5);
+  EXPECT_EQ(TakeIds("f", 1), (std::vector<std::string>{"a0"}));  // a's turn: one of two left
+  EXPECT_EQ(TakeIds("f", 1, {{"tenant", "a"}}), (std::vector<std::string>{"a1"}));
+  // a's last one, b's turn, a's next turn (spent by the filter, b would have come first).
+  EXPECT_EQ(TakeIds("f", 3), (std::vector<std::string>{"a2", "b0", "a3"}));
+
+  MakeQueue("o", Fair(/*overdue_first_ms=*/1000));
+  ASSERT_TRUE(engine().SetKeyLimits("o", "a", two).ok());
+  const int64_t now = Now();
+  Put("o", "a0", now, {{"tenant", "a"}});
+  Put("o", "b0", now + 1, {{"tenant", "b"}});
+  Put("o", "a1", now + 2, {{"tenant", "a"}});
+  EXPECT_EQ(TakeIds("o", 1), (std::vector<std::string>{"a0"}));  // a's turn: one left
+  Put("o", "a9", now - 5000, {{"tenant", "a"}});                 // overdue: out of turn
+  EXPECT_EQ(TakeIds("o", 3), (std::vector<std::string>{"a9", "a1", "b0"}));
+}
+
+// A turn begun under a larger weight ends at the new one.
+TEST_F(FairShareTest, ALoweredWeightCutsTheTurnInProgress) {
+  KeyLimits three;
+  three.set = KeyLimits::kWeight;
+  three.weight = 3;
+  ASSERT_TRUE(engine().SetKeyLimits("f", "a", three).ok());
+  PutMany("f", "a", 5);
+  PutMany("f", "b", 5);
+  EXPECT_EQ(TakeIds("f", 1), (std::vector<std::string>{"a0"}));    // two of three left
+  ASSERT_TRUE(engine().SetKeyLimits("f", "a", KeyLimits{}).ok());  // weight 1 again
+  EXPECT_EQ(TakeIds("f", 3), (std::vector<std::string>{"a1", "b0", "a2"}));
+}
+
 TEST_F(FairShareTest, ExplainNamesTheValueWhoseTurnItIsAndRestartsKeepTheSettings) {
   PutMany("f", "a", 2);
   PutMany("f", "b", 2, 10);

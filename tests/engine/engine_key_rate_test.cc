@@ -182,6 +182,26 @@ TEST_F(KeyRateTest, AdvanceRefillsAndWakesLongPollsAndADequeueArmsTheTimer) {
   ExpectReplayAndSnapshotAgree();
 }
 
+// Found by the model: a throttled key whose refill was due (the timer late) stayed throttled
+// through changes to the queue, unless a change left it without messages for a moment (its
+// bucket full: released, and back fresh), which the rules could not say. Every change now
+// refills what is due, and tells long polls.
+TEST_F(KeyRateTest, AChangeToTheQueueAtOrAfterARefillEndsTheThrottle) {
+  PutMany("a", 5);
+  EXPECT_EQ(Take("r", 10).size(), 3u);  // the burst: a3, a4 throttled for 100 ms
+  EXPECT_EQ(Counts("r").blocked_rate, 2u);
+  AdvanceClockOnly(99);
+  PutFor("b0", "b", 10);  // a change before the refill: still throttled
+  EXPECT_EQ(Counts("r").blocked_rate, 2u);
+  AdvanceClockOnly(1);  // due, but no Advance: the timer is late
+  const size_t from = sink_.size();
+  PutFor("b1", "b", 11);  // a change at the refill: a comes back
+  EXPECT_EQ(Counts("r").blocked_rate, 0u);
+  EXPECT_EQ(QueueReadyEffects(/*armed=*/false, from), 1u);  // long polls try again
+  EXPECT_EQ(TakeIds("r", 1), (std::vector<std::string>{"a3"}));
+  ExpectReplayAndSnapshotAgree();
+}
+
 TEST_F(KeyRateTest, ARateChangeAppliesAtOnceWithoutABurst) {
   PutMany("a", 8);
   EXPECT_EQ(Take("r", 10).size(), 3u);
