@@ -86,10 +86,37 @@ const std::string& GateKey(const Model::Queue& queue) {
   return queue.settings.type == QueueType::kExclusive ? queue.settings.exclusivity_key
                                                       : queue.settings.flow_key;
 }
-// Running messages allowed per value: exclusive 1, else key_concurrency (0: no limit).
-uint32_t GateLimit(const Model::Queue& queue) {
-  return queue.settings.type == QueueType::kExclusive ? 1 : queue.settings.key_concurrency;
+// A value's override (set_key_limits), or null.
+const KeyLimits* OverrideOf(const Model::Queue& queue, std::string_view value) {
+  for (const auto& [v, limits] : queue.limits) {
+    if (v == value) return &limits;
+  }
+  return nullptr;
 }
+// The limits in effect for a value under settings `s`: its override's fields, else the queue's.
+uint32_t LimitOf(const QueueSettings& s, const KeyLimits* o) {
+  if (s.type == QueueType::kExclusive) return 1;
+  return o != nullptr && o->has(KeyLimits::kConcurrency) ? o->concurrency : s.key_concurrency;
+}
+uint64_t KeyRateOf(const QueueSettings& s, const KeyLimits* o) {
+  return o != nullptr && o->has(KeyLimits::kRate) ? o->rate_milli : s.key_rate_milli;
+}
+uint32_t KeyBurstOf(const QueueSettings& s, const KeyLimits* o) {
+  return o != nullptr && o->has(KeyLimits::kBurst) ? o->burst : s.key_burst;
+}
+uint32_t WeightOf(const KeyLimits* o) {
+  return o != nullptr && o->has(KeyLimits::kWeight) ? o->weight : 1;
+}
+uint32_t LimitOf(const Model::Queue& queue, std::string_view value) {
+  return LimitOf(queue.settings, OverrideOf(queue, value));
+}
+uint64_t KeyRateOf(const Model::Queue& queue, std::string_view value) {
+  return KeyRateOf(queue.settings, OverrideOf(queue, value));
+}
+uint32_t KeyBurstOf(const Model::Queue& queue, std::string_view value) {
+  return KeyBurstOf(queue.settings, OverrideOf(queue, value));
+}
+
 bool MissingGateKey(const Model::Queue& queue, const Metadata& metadata) {
   return !GateKey(queue).empty() && !FindValue(metadata, GateKey(queue));
 }
@@ -146,15 +173,18 @@ void GrantFrom(std::optional<Model::Bucket>& b, uint64_t rate, uint32_t burst, T
   b = Model::Bucket{credit - kMicro, now, 0};
 }
 
-// A rate or burst change at `now`: the time until full is kept.
+// When `b` is (was, or will be) full, in µs, under `rate` (> 0) and `burst`: refilling from
+// `at`, or since full_at_us when it was full at `at` already.
+int64_t FullTimeUs(const Model::Bucket& b, uint64_t rate, uint32_t burst) {
+  const int64_t missing = static_cast<int64_t>(burst) * kMicro - b.tokens;
+  if (missing <= 0) return b.full_at_us;
+  return b.at * 1000 + missing * 1000 / static_cast<int64_t>(rate);
+}
+
+// A rate or burst change at `now`: the time until full is kept (and, full already, since when).
 void Rebucket(Model::Bucket& b, uint64_t old_rate, uint32_t old_burst, uint64_t new_rate,
               uint32_t new_burst, TimeMs now) {
-  int64_t full_at_us = b.full_at_us;
-  if (old_rate != 0) {
-    const int64_t missing =
-        static_cast<int64_t>(old_burst) * kMicro - CreditAt(&b, old_rate, old_burst, now);
-    full_at_us = now * 1000 + std::max<int64_t>(0, missing) * 1000 / static_cast<int64_t>(old_rate);
-  }
+  const int64_t full_at_us = old_rate != 0 ? FullTimeUs(b, old_rate, old_burst) : b.full_at_us;
   if (new_rate == 0) {
     b = Model::Bucket{0, now, full_at_us};
     return;
@@ -162,7 +192,7 @@ void Rebucket(Model::Bucket& b, uint64_t old_rate, uint32_t old_burst, uint64_t 
   const int64_t until_full_us = std::max<int64_t>(0, full_at_us - now * 1000);
   b = Model::Bucket{static_cast<int64_t>(new_burst) * kMicro -
                         until_full_us * static_cast<int64_t>(new_rate) / 1000,
-                    now, 0};
+                    now, until_full_us == 0 ? full_at_us : 0};
 }
 
 const Model::Bucket* KeyBucket(const Model::Queue& queue, std::string_view value) {
@@ -172,28 +202,65 @@ const Model::Bucket* KeyBucket(const Model::Queue& queue, std::string_view value
   return nullptr;
 }
 
-bool Throttled(const Model::Queue& queue, std::string_view value) {
-  return std::find(queue.throttled.begin(), queue.throttled.end(), value) != queue.throttled.end();
-}
-
 bool KeyHasToken(const Model::Queue& queue, std::string_view value, TimeMs now) {
-  const uint64_t rate = queue.settings.key_rate_milli;
+  const uint64_t rate = KeyRateOf(queue, value);
   return rate == 0 ||
-         CreditAt(KeyBucket(queue, value), rate, queue.settings.key_burst, now) >= kMicro;
+         CreditAt(KeyBucket(queue, value), rate, KeyBurstOf(queue, value), now) >= kMicro;
 }
 
-// Throttled values whose token is back by `now` are no longer throttled.
+TimeMs LastStamp(const Model::Queue& queue);
+
+// Throttled: in the list, and its token not back by the queue's latest stamp (every change of
+// one of its messages refills, as a dequeue or Advance does: model.h, "Token buckets").
+bool Throttled(const Model::Queue& queue, std::string_view value) {
+  return std::find(queue.throttled.begin(), queue.throttled.end(), value) !=
+             queue.throttled.end() &&
+         !KeyHasToken(queue, value, LastStamp(queue));
+}
+
+// When the value's bucket is full, in µs (no bucket: long ago).
+int64_t FullAtUs(const Model::Queue& queue, std::string_view value) {
+  const Model::Bucket* b = KeyBucket(queue, value);
+  if (b == nullptr) return 0;
+  const uint64_t rate = KeyRateOf(queue, value);
+  return rate == 0 ? b->full_at_us : FullTimeUs(*b, rate, KeyBurstOf(queue, value));
+}
+
+// The latest stamp of the queue's messages (model.h, "Per-value overrides").
+TimeMs LastStamp(const Model::Queue& queue) {
+  TimeMs latest = queue.stamp_floor;
+  for (const Model::Message& m : queue.messages) latest = std::max(latest, m.record.updated_at);
+  return latest;
+}
+
+// Whether the engine's gate knows the value: it has pending or running messages, or cools.
+bool KeyPresent(const Model::Queue& queue, std::string_view value) {
+  for (const Model::Message& m : queue.messages) {
+    if (m.record.state != MessageState::kPending && m.record.state != MessageState::kRunning) {
+      continue;
+    }
+    std::optional<std::string_view> v = FindValue(m.record.metadata, GateKey(queue));
+    if (v && *v == value) return true;
+  }
+  return FullAtUs(queue, value) > LastStamp(queue) * 1000;
+}
+
+// Throttled values whose token is back by `now` (or by the latest stamp) are no longer
+// throttled.
 void RefillKeys(Model::Queue& queue, TimeMs now) {
-  std::erase_if(queue.throttled,
-                [&](const std::string& value) { return KeyHasToken(queue, value, now); });
+  std::erase_if(queue.throttled, [&](const std::string& value) {
+    return KeyHasToken(queue, value, std::max(now, LastStamp(queue)));
+  });
 }
 
 void Throttle(Model::Queue& queue, std::string_view value) {
-  if (!Throttled(queue, value)) queue.throttled.emplace_back(value);
+  if (std::find(queue.throttled.begin(), queue.throttled.end(), value) == queue.throttled.end()) {
+    queue.throttled.emplace_back(value);
+  }
 }
 
 bool KeyHeld(const Model::Queue& queue, std::string_view value) {
-  const uint32_t limit = GateLimit(queue);
+  const uint32_t limit = LimitOf(queue, value);
   return limit > 0 && RunningOf(queue, value) >= limit;
 }
 
@@ -221,12 +288,12 @@ void ExplainBlocked(const Model::Queue& queue, const Model::Message& m, Explanat
     e->reason = ExplainReason::kKeyRate;
     e->exclusivity_value = std::string(value);
     e->lease_token = 0;
-    e->until = FirstTokenAt(KeyBucket(queue, value), queue.settings.key_rate_milli);
+    e->until = FirstTokenAt(KeyBucket(queue, value), KeyRateOf(queue, value));
     return;
   }
   const Model::Message* first = nullptr;
   e->key_running = static_cast<uint32_t>(RunningOf(queue, value, &first));
-  e->key_concurrency = GateLimit(queue);
+  e->key_concurrency = LimitOf(queue, value);
   e->reason = queue.settings.type == QueueType::kExclusive ? ExplainReason::kExclusivityHeld
                                                            : ExplainReason::kKeyConcurrency;
   e->exclusivity_value = std::string(value);
@@ -245,6 +312,95 @@ size_t SelectNext(const Model::Queue& queue, const Filter& filter) {
     if (best == kNpos || Before(m, queue.messages[best])) best = i;
   }
   return best;
+}
+
+// ---- Fair share (model.h, "Fair share") ----
+
+// The earliest pending message of each value with a dequeueable message (not held, not
+// throttled): the heads a fair-share dequeue chooses among.
+std::vector<size_t> ValueHeads(const Model::Queue& queue) {
+  std::vector<size_t> heads;
+  for (size_t i = 0; i < queue.messages.size(); ++i) {
+    const Model::Message& m = queue.messages[i];
+    if (m.record.state != MessageState::kPending || IsBlocked(queue, m)) continue;
+    const std::string_view value = *ExclusivityValue(queue, m);
+    auto same = std::find_if(heads.begin(), heads.end(), [&](size_t h) {
+      return *ExclusivityValue(queue, queue.messages[h]) == value;
+    });
+    if (same == heads.end()) {
+      heads.push_back(i);
+    } else if (Before(m, queue.messages[*same])) {
+      *same = i;
+    }
+  }
+  return heads;
+}
+
+size_t Earliest(const Model::Queue& queue, const std::vector<size_t>& indexes) {
+  return *std::min_element(indexes.begin(), indexes.end(), [&](size_t a, size_t b) {
+    return Before(queue.messages[a], queue.messages[b]);
+  });
+}
+
+// One value's turns in a fair-share dequeue: messages served in turn, and whether it had a
+// dequeueable message and a token at every step.
+struct Share {
+  std::string value;
+  uint64_t served = 0;
+  bool always = true;
+};
+
+// The message a fair-share dequeue leases in turn at step `k`: the engine's k-th lease when the
+// rules allow it (the head of a value with a token, no value two turns ahead of another that
+// stayed dequeueable), else the earliest such head (the divergence then shows). kNpos: no value
+// has a token. Values met without a token are added to `tokenless`.
+size_t FairPick(const Model::Queue& queue, const std::vector<size_t>& heads,
+                std::vector<Share>& shares, std::vector<std::string>& tokenless,
+                const Model::FairChoices* fair, size_t k, TimeMs now) {
+  std::vector<size_t> ready;
+  auto value_of = [&](size_t h) { return *ExclusivityValue(queue, queue.messages[h]); };
+  for (size_t h : heads) {
+    if (KeyHasToken(queue, value_of(h), now)) {
+      ready.push_back(h);
+    } else if (std::find(tokenless.begin(), tokenless.end(), value_of(h)) == tokenless.end()) {
+      tokenless.emplace_back(value_of(h));
+    }
+  }
+  if (ready.empty()) return kNpos;
+  const bool first = shares.empty();
+  for (Share& share : shares) {
+    share.always = share.always && std::any_of(ready.begin(), ready.end(), [&](size_t h) {
+                     return value_of(h) == share.value;
+                   });
+  }
+  for (size_t h : ready) {
+    if (std::none_of(shares.begin(), shares.end(),
+                     [&](const Share& share) { return share.value == value_of(h); })) {
+      shares.push_back(Share{std::string(value_of(h)), 0, first});
+    }
+  }
+  auto share_of = [&](std::string_view value) -> const Share& {
+    return *std::find_if(shares.begin(), shares.end(),
+                         [&](const Share& share) { return share.value == value; });
+  };
+  auto admissible = [&](size_t h) {
+    const std::string_view v = value_of(h);
+    const uint64_t served = share_of(v).served;
+    const uint64_t wv = WeightOf(OverrideOf(queue, v));
+    for (const Share& u : shares) {
+      if (!u.always || u.value == v) continue;
+      const uint64_t wu = WeightOf(OverrideOf(queue, u.value));
+      // (served + 1) / wv <= u.served / wu + 2
+      if ((served + 1) * wu > (u.served + 2 * wu) * wv) return false;
+    }
+    return true;
+  };
+  if (fair != nullptr && k < fair->leased.size()) {
+    for (size_t h : ready) {
+      if (queue.messages[h].record.id == fair->leased[k] && admissible(h)) return h;
+    }
+  }
+  return Earliest(queue, ready);
 }
 
 size_t FindIndex(const Model::Queue& queue, std::string_view id) {
@@ -501,6 +657,14 @@ Status Model::ValidateSettings(std::string_view name, const QueueSettings& s) co
   if (s.dedupe != Dedupe::kKeep && s.dedupe != Dedupe::kWhileActive) {
     return InvalidArgument("dedupe");
   }
+  if (s.fairness != Fairness::kNone &&
+      (s.fairness != Fairness::kWeighted || GateKeyOf(s).empty())) {
+    return InvalidArgument("fairness");
+  }
+  if (!ValidDelayMs(s.overdue_first_ms) ||
+      (s.overdue_first_ms != 0 && s.fairness != Fairness::kWeighted)) {
+    return InvalidArgument("overdue_first_ms");
+  }
   if (s.history_max == 1 || s.history_max > kMaxHistoryEntries) {
     return InvalidArgument("history_max");
   }
@@ -525,7 +689,7 @@ Result<QueueInfo> Model::CreateQueue(std::string_view name, const QueueSettings&
   if (!settings.dead_letter_queue.empty() && FindQueue(settings.dead_letter_queue) == nullptr) {
     return NotFound("dead_letter_queue");
   }
-  queues_.push_back(Queue{std::string(name), settings, 1, {}, {}, {}, {}, 0});
+  queues_.push_back(Queue{std::string(name), settings, 1, {}, {}, {}, {}, 0, {}, 0});
   return Info(queues_.back(), now);
 }
 
@@ -553,6 +717,8 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   if (update.key_burst) s.key_burst = *update.key_burst;
   if (update.rate_milli) s.rate_milli = *update.rate_milli;
   if (update.burst) s.burst = *update.burst;
+  if (update.fairness) s.fairness = *update.fairness;
+  if (update.overdue_first_ms) s.overdue_first_ms = *update.overdue_first_ms;
   if (Status st = ValidateSettings(name, s); !st.ok()) return st;
   // Only a dead-letter queue that changes must exist: a queue whose dead-letter queue was
   // deleted can still be updated.
@@ -569,13 +735,158 @@ Result<QueueInfo> Model::UpdateQueue(std::string_view name, const QueueSettingsU
   }
   if (o.key_rate_milli != s.key_rate_milli || o.key_burst != s.key_burst) {
     for (auto& [value, b] : queue->key_buckets) {
-      Rebucket(b, o.key_rate_milli, o.key_burst, s.key_rate_milli, s.key_burst, now);
+      const KeyLimits* limits = OverrideOf(*queue, value);  // an override's fields stay as they are
+      const uint64_t old_rate = KeyRateOf(o, limits), new_rate = KeyRateOf(s, limits);
+      const uint32_t old_burst = KeyBurstOf(o, limits), new_burst = KeyBurstOf(s, limits);
+      if (old_rate != new_rate || old_burst != new_burst) {
+        Rebucket(b, old_rate, old_burst, new_rate, new_burst, now);
+      }
     }
     queue->throttled.clear();
   }
   queue->settings = s;
   queue->queue_refill = 0;  // checked again at the next dequeue
   return Info(*queue, now);
+}
+
+// ---- Per-key limits (docs/semantics.md, "Per-key limits")
+// ----------------------------------------
+
+std::optional<std::string> Model::ValueOf(std::string_view queue_name, std::string_view id) const {
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return std::nullopt;
+  const size_t index = FindIndex(*queue, id);
+  if (index == kNpos) return std::nullopt;
+  std::optional<std::string_view> value = ExclusivityValue(*queue, queue->messages[index]);
+  return value ? std::optional<std::string>(*value) : std::nullopt;
+}
+
+bool Model::Dequeueable(std::string_view queue_name, std::string_view value) const {
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return false;
+  for (size_t h : ValueHeads(*queue)) {
+    if (*ExclusivityValue(*queue, queue->messages[h]) == value) return true;
+  }
+  return false;
+}
+
+KeyInfo Model::DescribeKey(const Queue& queue, std::string_view value, TimeMs now) const {
+  KeyInfo info;
+  info.value = std::string(value);
+  const KeyLimits* o = OverrideOf(queue, value);
+  if (o != nullptr) info.overrides = *o;
+  info.concurrency = LimitOf(queue.settings, o);
+  info.rate_milli = KeyRateOf(queue.settings, o);
+  info.burst = KeyBurstOf(queue.settings, o);
+  info.weight = WeightOf(o);
+  if (!KeyPresent(queue, value)) return info;
+  for (const Message& m : queue.messages) {
+    std::optional<std::string_view> v = ExclusivityValue(queue, m);
+    if (!v || *v != value) continue;
+    if (m.record.state == MessageState::kPending) ++info.pending;
+    if (m.record.state == MessageState::kRunning) ++info.running;
+  }
+  info.held = KeyHeld(queue, value);
+  if (!KeyHasToken(queue, value, now)) {
+    info.next_token = FirstTokenAt(KeyBucket(queue, value), info.rate_milli);
+  }
+  return info;
+}
+
+Result<KeyInfo> Model::SetKeyLimits(std::string_view queue_name, std::string_view value,
+                                    const KeyLimits& limits) {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  Queue* queue = MutableQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  if (GateKey(*queue).empty()) return FailedPrecondition("queue: no flow_key");
+  if (value.size() > kMaxMetadataValueBytes) return InvalidArgument("value");
+  if ((limits.set & ~KeyLimits::kAll) != 0) return InvalidArgument("key limits");
+  if (limits.has(KeyLimits::kConcurrency) &&
+      (queue->settings.type == QueueType::kExclusive || limits.concurrency > kMaxKeyConcurrency)) {
+    return InvalidArgument("concurrency");
+  }
+  if (limits.has(KeyLimits::kRate) && limits.rate_milli > kMaxRateMilli) {
+    return InvalidArgument("rate_per_s");
+  }
+  if (limits.has(KeyLimits::kBurst) && (limits.burst < 1 || limits.burst > kMaxBurst)) {
+    return InvalidArgument("burst");
+  }
+  if (limits.has(KeyLimits::kWeight) && (limits.weight < 1 || limits.weight > kMaxKeyWeight)) {
+    return InvalidArgument("weight");
+  }
+  const KeyLimits* old = OverrideOf(*queue, value);
+  if (!limits.empty() && old == nullptr && queue->limits.size() >= kMaxKeyOverrides) {
+    return ResourceExhausted("key limits");
+  }
+  const TimeMs now = clock_->NowMs();
+  if ((old == nullptr ? KeyLimits{} : *old) == limits) return DescribeKey(*queue, value, now);
+  // The bucket as it is, under the value's new rate and burst (no refill, no reset).
+  const QueueSettings& s = queue->settings;
+  for (auto& [v, b] : queue->key_buckets) {
+    if (v != value) continue;
+    const KeyLimits* now_limits = limits.empty() ? nullptr : &limits;
+    if (KeyRateOf(s, old) != KeyRateOf(s, now_limits) ||
+        KeyBurstOf(s, old) != KeyBurstOf(s, now_limits)) {
+      Rebucket(b, KeyRateOf(s, old), KeyBurstOf(s, old), KeyRateOf(s, now_limits),
+               KeyBurstOf(s, now_limits), now);
+    }
+  }
+  std::erase(queue->throttled, std::string(value));  // checked again at the next dequeue
+  std::erase_if(queue->limits, [&](const auto& entry) { return entry.first == value; });
+  if (!limits.empty()) queue->limits.emplace_back(std::string(value), limits);
+  return DescribeKey(*queue, value, now);
+}
+
+Result<KeyInfo> Model::GetKeyLimits(std::string_view queue_name, std::string_view value) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (value.size() > kMaxMetadataValueBytes) return InvalidArgument("value");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  if (GateKey(*queue).empty()) return FailedPrecondition("queue: no flow_key");
+  return DescribeKey(*queue, value, clock_->NowMs());
+}
+
+Result<std::vector<KeyInfo>> Model::ListKeys(std::string_view queue_name, KeyOrder order,
+                                             uint32_t limit) const {
+  if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
+  if (limit < 1 || limit > 1000) return InvalidArgument("limit");
+  if (order > KeyOrder::kThrottled) return InvalidArgument("order");
+  const Queue* queue = FindQueue(queue_name);
+  if (queue == nullptr) return NotFound("queue");
+  if (GateKey(*queue).empty()) return FailedPrecondition("queue: no flow_key");
+  // Every value the queue knows: its messages', its buckets', its overrides'.
+  std::vector<std::string> values;
+  auto add = [&values](std::string_view v) {
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.emplace_back(v);
+  };
+  for (const Message& m : queue->messages) {
+    if (std::optional<std::string_view> v = ExclusivityValue(*queue, m)) add(*v);
+  }
+  for (const auto& [v, b] : queue->key_buckets) add(v);
+  for (const auto& [v, l] : queue->limits) add(v);
+  const TimeMs now = clock_->NowMs();
+  std::vector<KeyInfo> keys;
+  for (const std::string& v : values) {
+    if (KeyPresent(*queue, v) || OverrideOf(*queue, v) != nullptr) {
+      keys.push_back(DescribeKey(*queue, v, now));
+    }
+  }
+  auto rank = [order](const KeyInfo& k) {
+    switch (order) {
+      case KeyOrder::kRunning:
+        return std::make_pair(uint64_t{0}, uint64_t{k.running});
+      case KeyOrder::kThrottled:  // out of tokens first, then by pending
+        return std::make_pair(uint64_t{k.next_token != 0}, k.pending);
+      case KeyOrder::kPending:
+        break;
+    }
+    return std::make_pair(uint64_t{0}, k.pending);
+  };
+  std::sort(keys.begin(), keys.end(), [&](const KeyInfo& a, const KeyInfo& b) {
+    return rank(a) != rank(b) ? rank(a) > rank(b) : a.value < b.value;
+  });
+  if (keys.size() > limit) keys.resize(limit);
+  return keys;
 }
 
 Result<QueueInfo> Model::GetQueue(std::string_view name) const {
@@ -617,6 +928,7 @@ Result<uint64_t> Model::PurgeQueue(std::string_view name, const std::vector<Mess
   std::vector<Message> kept, removed;
   for (Message& m : queue->messages) {
     if (std::find(states.begin(), states.end(), m.record.state) != states.end()) {
+      queue->stamp_floor = std::max(queue->stamp_floor, m.record.updated_at);
       removed.push_back(std::move(m));
     } else {
       kept.push_back(std::move(m));
@@ -645,7 +957,7 @@ std::vector<Result<EnqueueResult>> Model::Enqueue(std::string_view queue,
   }
   if (queue_index == kNpos) {
     if (!options_.auto_create_queues) return Repeat<Result<EnqueueResult>>(n, NotFound("queue"));
-    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}, {}, {}, {}, 0});
+    queues_.push_back(Queue{std::string(queue), QueueSettings{}, 1, {}, {}, {}, {}, 0, {}, 0});
     queue_index = queues_.size() - 1;
   }
   TimeMs now = clock_->NowMs();
@@ -764,7 +1076,7 @@ Result<EnqueueResult> Model::EnqueueOne(size_t queue_index, const EnqueueItem& i
   if (release) {
     const size_t index = FindIndex(queue, id);
     released = std::move(queue.messages[index]);
-    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    Remove(queue, index);
     // The dependencies named, found again (the vector moved); one that was the released
     // message itself keeps the state it had.
     for (size_t i = 0; i < keys.size(); ++i) {
@@ -894,7 +1206,8 @@ uint64_t Model::ExpireDue(Queue& queue, TimeMs now) {
 
 Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
                                                   const DequeueRequest& request,
-                                                  const std::vector<uint64_t>& lease_tokens) {
+                                                  const std::vector<uint64_t>& lease_tokens,
+                                                  const FairChoices* fair) {
   if (!IsValidQueueName(queue_name)) return InvalidArgument("queue");
   if (request.max < 1 || request.max > kMaxDequeueCount) return InvalidArgument("max");
   if (request.lease_ms && !ValidLeaseMs(*request.lease_ms)) return InvalidArgument("lease_ms");
@@ -913,6 +1226,11 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
   RefillKeys(*queue, now);
   if (queue->queue_refill != 0 && queue->queue_refill <= now) queue->queue_refill = 0;
   const QueueSettings& settings = queue->settings;
+  // Fair share (model.h): an unfiltered dequeue of a weighted queue.
+  const bool fair_share = settings.fairness == Fairness::kWeighted && request.filter.empty();
+  std::vector<Share> shares;
+  std::vector<std::string> tokenless;  // values met without a token
+  bool visited_all = false;            // it stopped for want of a value with a token
   for (uint32_t k = 0; k < request.max;) {
     // The queue's token first, then the key's (semantics.md, "Rates").
     if (settings.rate_milli != 0 && CreditAt(queue->bucket ? &*queue->bucket : nullptr,
@@ -920,25 +1238,42 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
       queue->queue_refill = FirstTokenAt(&*queue->bucket, settings.rate_milli);
       break;
     }
-    size_t index = SelectNext(*queue, request.filter);
+    size_t index = kNpos;
+    bool in_turn = false;
+    if (!fair_share) {
+      index = SelectNext(*queue, request.filter);
+    } else if (std::vector<size_t> heads = ValueHeads(*queue); heads.empty()) {
+      visited_all = true;
+    } else if (const size_t first = Earliest(*queue, heads);
+               settings.overdue_first_ms != 0 &&
+               queue->messages[first].record.priority < now - settings.overdue_first_ms) {
+      index = first;  // overdue: out of turn
+    } else {
+      index = FairPick(*queue, heads, shares, tokenless, fair, k, now);
+      visited_all = index == kNpos;
+      in_turn = true;
+    }
     if (index == kNpos) break;
     const std::optional<std::string_view> value = ExclusivityValue(*queue, queue->messages[index]);
     if (value && !KeyHasToken(*queue, *value, now)) {
       Throttle(*queue, *value);
       continue;
     }
-    if (value && settings.key_rate_milli != 0) {
+    if (value && KeyRateOf(*queue, *value) != 0) {
       auto it = std::find_if(queue->key_buckets.begin(), queue->key_buckets.end(),
                              [&](const auto& entry) { return entry.first == *value; });
       std::optional<Bucket> b;
       if (it != queue->key_buckets.end()) b = it->second;
-      GrantFrom(b, settings.key_rate_milli, settings.key_burst, now);
+      GrantFrom(b, KeyRateOf(*queue, *value), KeyBurstOf(*queue, *value), now);
       if (it != queue->key_buckets.end()) {
         it->second = *b;
       } else {
         queue->key_buckets.emplace_back(std::string(*value), *b);
       }
       if (!KeyHasToken(*queue, *value, now)) Throttle(*queue, *value);
+    }
+    if (in_turn) {
+      for (Share& share : shares) share.served += share.value == *value ? 1 : 0;
     }
     if (settings.rate_milli != 0)
       GrantFrom(queue->bucket, settings.rate_milli, settings.burst, now);
@@ -955,6 +1290,14 @@ Result<std::vector<MessageRecord>> Model::Dequeue(std::string_view queue_name,
                   request.worker_id);
     leased.push_back(r);
     ++k;
+  }
+  // Values without a token: a dequeue that ran out of candidates visited (and throttled) every
+  // one; one that stopped early, those the engine says it did.
+  for (const std::string& v : tokenless) {
+    if (Throttled(*queue, v) || KeyHasToken(*queue, v, now)) continue;
+    if (visited_all || (fair != nullptr && fair->throttled && fair->throttled(v))) {
+      Throttle(*queue, v);
+    }
   }
   return leased;
 }
@@ -1009,12 +1352,19 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
   return out;
 }
 
+void Model::Remove(Queue& queue, size_t index, bool stamped) {
+  if (stamped) {
+    queue.stamp_floor = std::max(queue.stamp_floor, queue.messages[index].record.updated_at);
+  }
+  queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+}
+
 bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now) {
   if (!queue.messages[index].batch.empty()) FinishMember(queue.messages[index], state, now);
   // Retention 0: removed by the operation that made it terminal, unless it is in the dependency
   // graph (semantics.md, "Retention").
   if (queue.settings.retention_ms == 0 && !queue.messages[index].in_graph) {
-    queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
+    Remove(queue, index);
     return true;
   }
   Message& message = queue.messages[index];
@@ -1027,7 +1377,7 @@ bool Model::MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs 
 }
 
 std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
-                                     uint64_t lease_token) {
+                                     uint64_t lease_token, TimeMs stamped_before) {
   Message& m = queue.messages[index];
   // Errored here, or moved (gone from here): either way a failed dependency.
   const uint64_t uid = m.uid;
@@ -1049,6 +1399,8 @@ std::string Model::ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, His
   Message moved = std::move(m);
   moved.in_graph = false;       // a new message of the dead-letter queue (Queue::MoveToDeadLetter)
   moved.record.expires_at = 0;  // a dead-letter move does not carry the ttl (semantics.md)
+  // The move does not stamp this queue: its latest stamp is the message's before the fail.
+  queue.stamp_floor = std::max(queue.stamp_floor, stamped_before);
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
   MessageRecord& r = moved.record;
   r.queue = dlq->name;
@@ -1093,6 +1445,7 @@ Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& r
   if (!LeaseValid(r, request.lease_token, now)) return FailedPrecondition("lease");
   r.last_error = TruncateUtf8(request.error, kMaxErrorBytes);
   const uint64_t token = r.lease_token;
+  const TimeMs stamped_before = r.updated_at;
   r.lease_token = 0;
   r.lease_expires_at = 0;
   r.version += 1;
@@ -1100,7 +1453,8 @@ Result<FailResult> Model::Fail(std::string_view queue_name, const FailRequest& r
   FailResult result;
   if (r.attempts >= r.max_attempts) {
     result.state = MessageState::kErrored;
-    result.dead_letter_queue = ErrorOrDeadLetter(*queue, index, now, HistoryEvent::kFailed, token);
+    result.dead_letter_queue =
+        ErrorOrDeadLetter(*queue, index, now, HistoryEvent::kFailed, token, stamped_before);
     return result;
   }
   int64_t delay;
@@ -1603,6 +1957,7 @@ uint64_t Model::Advance(TimeMs now) {
           break;
         case MessageState::kRunning: {
           const uint64_t token = r.lease_token;
+          const TimeMs stamped_before = r.updated_at;
           r.lease_token = 0;
           r.lease_expires_at = 0;
           r.version += 1;
@@ -1612,12 +1967,12 @@ uint64_t Model::Advance(TimeMs now) {
             RecordHistory(queue, m, HistoryEvent::kLeaseExpired, MessageState::kRunning, now,
                           token);
           } else {
-            ErrorOrDeadLetter(queue, next, now, HistoryEvent::kLeaseExpired, token);
+            ErrorOrDeadLetter(queue, next, now, HistoryEvent::kLeaseExpired, token, stamped_before);
           }
           break;
         }
         default:  // terminal: retention ran out, and nothing holds it (above)
-          queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(next));
+          Remove(queue, next);
           break;
       }
     }
@@ -2120,7 +2475,7 @@ void Model::EnqueueCallbacks(TimeMs now) {
       if (queues_[i].name == c.queue) queue_index = i;
     }
     if (queue_index == kNpos) {  // created with the defaults, whatever auto_create_queues says
-      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
+      queues_.push_back(Queue{c.queue, QueueSettings{}, 1, {}, {}, {}, {}, 0, {}, 0});
       queue_index = queues_.size() - 1;
     }
     Result<EnqueueResult> r = EnqueueOne(queue_index, item, "", now, /*forced=*/true);
@@ -2290,7 +2645,7 @@ Result<std::vector<FlowNodeResult>> Model::EnqueueFlow(
       if (queues_[j].name == n.node->queue) queue_index = j;
     }
     if (queue_index == kNpos) {
-      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}, {}, {}, {}, 0});
+      queues_.push_back(Queue{n.node->queue, QueueSettings{}, 1, {}, {}, {}, {}, 0, {}, 0});
       queue_index = queues_.size() - 1;
     }
     EnqueueItem item = n.node->item;

@@ -72,9 +72,31 @@
 // (Bucket below), not the engine's GCRA. A dequeue takes a queue token (out of them: it stops),
 // then the key's (out of them: the value is throttled and passed by). Throttled values (soft in
 // the engine) are the model's list: set by a dequeue that finds the value without a token or
-// whose grant empties it, cleared by a dequeue or Advance at or after its next token and by a
-// key rate or burst change; their pending messages are blocked, explain says key_rate until
-// the next token.
+// whose grant empties it, cleared by a dequeue, an Advance or a change of one of the queue's
+// messages (a stamp: the latest is LastStamp) at or after its next token and by a key rate or
+// burst change; their pending messages are blocked, explain says key_rate until the next token.
+//
+// Per-value overrides (docs/semantics.md, "Per-key limits") are a list by value: the limits in
+// effect for a value are its override's fields, else the queue's (LimitOf, KeyRateOf...). A
+// set_key_limits that changes a value's rate or burst rebuckets it as update_queue does (the
+// time until full kept) and ends its throttled state. list_keys lists the values with pending or
+// running messages, the overridden ones and the *cooling* ones: no message, a bucket not full by
+// the queue's latest stamp (the time of the latest change to one of its messages: the engine's
+// gate forgets a value only then). The latest stamp is the latest updated_at of the queue's
+// messages and of those it removed (stamp_floor), a dead-letter move aside: it moves the message
+// out without stamping the source queue.
+//
+// Fair share (docs/semantics.md, "Fair share"): whose turn it is is the engine's soft state (the
+// rotation), which the model does not copy. An unfiltered dequeue of a weighted queue is checked
+// instead: an overdue head goes first (the earliest; deterministic); otherwise the engine's
+// next lease (FairChoices::leased) must be the earliest message of a value with a dequeueable
+// message and a token, and keep the dequeue's shares: no value that was dequeueable at every
+// step gets more than two turns ahead of another (served/weight). A lease the rules do not
+// allow makes the model take its own earliest-deadline choice, so the divergence shows. Values
+// without a token that the engine may have visited (and throttled) in a dequeue that stopped
+// early are asked of the engine (FairChoices::throttled); one that ran out of candidates visited
+// them all. explain's fair_share is checked by the test: it must name another value with a
+// dequeueable message.
 //
 // Browse cursors are the model's own ("<priority>:<seq>"); they are never comparable with the
 // engine's.
@@ -156,12 +178,13 @@ class Model {
   // burst·1e6; a grant takes 1e6. While the rate is 0 it holds only `full_at_us`, when it is
   // full. No bucket: full. A rate or burst change keeps the time until the bucket is full (no
   // refill, no reset: the old missing credit over the old rate, times the new rate; it may leave
-  // the bucket in debt). Exact in integers when rate_milli divides 1e6 (every T a whole ms): the
-  // test picks only such rates.
+  // the bucket in debt), and when it is full already, since when (`full_at_us`: the engine's gate
+  // keeps a value without messages until its bucket is full by the queue's latest stamp). Exact in
+  // integers when rate_milli divides 1e6 (every T a whole ms): the test picks only such rates.
   struct Bucket {
     int64_t tokens = 0;
     TimeMs at = 0;
-    int64_t full_at_us = 0;  // rate 0 only
+    int64_t full_at_us = 0;  // rate 0, or full at `at` already: since when (µs)
   };
 
   struct Queue {
@@ -178,6 +201,14 @@ class Model {
     // A dequeue found the queue's bucket empty: its next token (soft, like throttled; cleared by
     // a dequeue or Advance at or after it and by a settings change); explain says queue_rate.
     TimeMs queue_refill = 0;
+    std::vector<std::pair<std::string, KeyLimits>> limits;  // per-value overrides, by value
+    TimeMs stamp_floor = 0;  // the latest updated_at of the messages it removed
+  };
+
+  // What the engine chose in a fair-share dequeue (see the top of this file).
+  struct FairChoices {
+    std::vector<std::string> leased;                        // ids, in order
+    std::function<bool(std::string_view value)> throttled;  // after the dequeue
   };
 
   // Returns the backoff delay to use, in [lo, hi].
@@ -190,6 +221,11 @@ class Model {
   Result<QueueInfo> UpdateQueue(std::string_view name, const QueueSettingsUpdate& update);
   Result<QueueInfo> GetQueue(std::string_view name) const;
   std::vector<QueueInfo> ListQueues() const;
+  Result<KeyInfo> SetKeyLimits(std::string_view queue, std::string_view value,
+                               const KeyLimits& limits);
+  Result<KeyInfo> GetKeyLimits(std::string_view queue, std::string_view value) const;
+  Result<std::vector<KeyInfo>> ListKeys(std::string_view queue, KeyOrder order,
+                                        uint32_t limit) const;
   Status DeleteQueue(std::string_view name);
   Result<uint64_t> PurgeQueue(std::string_view name, const std::vector<MessageState>& states);
 
@@ -197,7 +233,8 @@ class Model {
   std::vector<Result<EnqueueResult>> Enqueue(std::string_view queue, std::vector<EnqueueItem> items,
                                              const std::vector<std::string>& generated_ids = {});
   Result<std::vector<MessageRecord>> Dequeue(std::string_view queue, const DequeueRequest& request,
-                                             const std::vector<uint64_t>& lease_tokens = {});
+                                             const std::vector<uint64_t>& lease_tokens = {},
+                                             const FairChoices* fair = nullptr);
   std::vector<Status> Complete(std::string_view queue, const std::vector<CompleteItem>& items);
   Result<FailResult> Fail(std::string_view queue, const FailRequest& request,
                           const ChooseBackoff& choose_backoff = nullptr);
@@ -273,6 +310,10 @@ class Model {
   // (its removal is looked at again later; the engine reports no effect for that).
   uint64_t held_rechecks() const { return held_rechecks_; }
   const Queue* FindQueue(std::string_view name) const;
+  // Fair share's explain (model.h top): the flow-key value of message `id`, and whether `value`
+  // has a dequeueable message (pending, not held, not throttled).
+  std::optional<std::string> ValueOf(std::string_view queue, std::string_view id) const;
+  bool Dequeueable(std::string_view queue, std::string_view value) const;
 
   // Accounted bytes of one message: overhead + id + payload + packed metadata + result.
   static uint64_t AccountedBytes(const MessageRecord& record);
@@ -295,13 +336,18 @@ class Model {
   // Cancels, as expired, every pending or invisible message of `queue` whose ttl ran out by
   // `now`, in (expires_at, seq) order; returns how many.
   uint64_t ExpireDue(Queue& queue, TimeMs now);
+  // Removes message `index` of `queue`, keeping its updated_at as a stamp when `stamped`.
+  static void Remove(Queue& queue, size_t index, bool stamped = true);
+  KeyInfo DescribeKey(const Queue& queue, std::string_view value, TimeMs now) const;
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
   Status ValidateItem(const EnqueueItem& item) const;
   // Turns the running message at `index` of `queue` errored, moving it to the dead-letter queue
   // when the rules allow. Returns the dead-letter queue's name when it moved.
   // `event` (failed, lease_expired) and `lease_token` (the lease it ends) are for the history.
+  // `stamped_before`: the message's updated_at before the operation (a move does not stamp
+  // `queue`).
   std::string ErrorOrDeadLetter(Queue& queue, size_t index, TimeMs now, HistoryEvent event,
-                                uint64_t lease_token);
+                                uint64_t lease_token, TimeMs stamped_before);
   // Makes the message at `index` terminal; with retention 0 removes it instead (returns true:
   // `index` then names the message after it).
   bool MakeTerminal(Queue& queue, size_t index, MessageState state, TimeMs now);
