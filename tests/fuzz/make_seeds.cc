@@ -184,6 +184,69 @@ std::vector<Scenario> Scenarios() {
             "name": "tick"}})",
         R"({"request_id": 9, "op_type": "DeleteSchedule", "op": {"queue": "emails",
             "name": "tick"}})"}},
+      // Flow control (docs/semantics.md, "Flow control"): a gated queue with every flow
+      // setting, an item without the flow key (refused), per-key overrides (effect 51 in the
+      // segment and the snapshot), grants that spend tokens (effect 49 in the snapshot), a held
+      // message explained, the rates changed.
+      {"flow_control",
+       {R"({"request_id": 1, "op_type": "CreateQueue", "op": {"name": "jobs", "settings":
+            {"flow_key": "tenant", "key_concurrency": 1, "key_rate_per_s": 0.01, "key_burst": 2,
+             "rate_per_s": 10, "burst": 5, "fairness": "weighted", "overdue_first_ms": 60000,
+             "ttl_ms": 3600000, "dedupe": "while_active"}}})",
+        R"({"request_id": 2, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
+            {"id": "a1", "priority": 1, "metadata": [{"key": "tenant", "value": "acme"}]},
+            {"id": "a2", "priority": 2, "metadata": [{"key": "tenant", "value": "acme"}]},
+            {"id": "a3", "priority": 3, "metadata": [{"key": "tenant", "value": "acme"}]},
+            {"id": "g1", "priority": 1, "metadata": [{"key": "tenant", "value": "globex"}]},
+            {"id": "e1", "metadata": [{"key": "tenant", "value": ""}]},
+            {"id": "n1", "ttl_ms": 600000, "metadata": [{"key": "tenant", "value": "globex"}]},
+            {"id": "x", "payload": [1]}]}})",
+        R"({"request_id": 3, "op_type": "SetKeyLimits", "op": {"queue": "jobs", "value": "acme",
+            "limits": {"concurrency": 2, "rate_per_s": 0.02, "burst": 3, "weight": 4}}})",
+        R"({"request_id": 4, "op_type": "SetKeyLimits", "op": {"queue": "jobs",
+            "value": "globex", "limits": {"weight": 2}}})",
+        R"({"request_id": 5, "op_type": "GetKeyLimits", "op": {"queue": "jobs",
+            "value": "acme"}})",
+        R"({"request_id": 6, "op_type": "ListKeys", "op": {"queue": "jobs", "order": "pending",
+            "limit": 10}})",
+        R"({"request_id": 7, "op_type": "Dequeue", "op": {"queue": "jobs", "max": 4,
+            "lease_ms": 30000}})",
+        R"({"request_id": 8, "op_type": "Explain", "op": {"queue": "jobs", "id": "a3"}})",
+        R"({"request_id": 9, "op_type": "ListKeys", "op": {"queue": "jobs",
+            "order": "throttled"}})",
+        R"({"request_id": 10, "op_type": "Complete", "op": {"queue": "jobs",
+            "items": [{"id": "$ID", "lease_token": $TOKEN}]}})",
+        R"({"request_id": 11, "op_type": "SetKeyLimits", "op": {"queue": "jobs",
+            "value": "globex", "limits": {}}})",
+        R"({"request_id": 12, "op_type": "UpdateQueue", "op": {"name": "jobs", "update": {
+            "key_concurrency": 3, "key_rate_per_s": 0.005, "key_burst": 1, "rate_per_s": 0.25,
+            "burst": 1,
+            "fairness": "none", "overdue_first_ms": 0, "ttl_ms": 0}}})",
+        R"({"request_id": 13, "op_type": "Dequeue", "op": {"queue": "jobs", "max": 2}})",
+        R"({"request_id": 14, "op_type": "Explain", "op": {"queue": "jobs",
+            "filter": [{"key": "tenant", "value": "globex"}]}})",
+        R"({"request_id": 15, "op_type": "GetQueue", "op": {"name": "jobs"}})"}},
+      // Expiry, debounce and dedupe while_active: a message's ttl runs out (cause expired), an
+      // enqueue replaces a pending message's payload (cause debounced), and an expired id is
+      // released by the next enqueue of it.
+      {"expiry_debounce",
+       {R"({"request_id": 1, "op_type": "CreateQueue", "op": {"name": "jobs", "settings":
+            {"ttl_ms": 60000, "dedupe": "while_active"}}})",
+        R"({"request_id": 2, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
+            {"id": "short", "ttl_ms": 1}, {"id": "d", "payload": [1],
+             "metadata": [{"key": "v", "value": "1"}], "debounce_ms": 500}]}})",
+        R"({"request_id": 3, "op_type": "Browse", "op": {"queue": "jobs", "state": "canceled",
+            "limit": 10}})",
+        R"({"request_id": 4, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
+            {"id": "d", "payload": [2], "metadata": [{"key": "v", "value": "2"}],
+             "debounce_ms": 2000}, {"id": "short"}]}})",
+        R"({"request_id": 5, "op_type": "Get", "op": {"queue": "jobs", "id": "short"}})",
+        R"({"request_id": 6, "op_type": "Dequeue", "op": {"queue": "jobs", "max": 2}})",
+        R"({"request_id": 7, "op_type": "Complete", "op": {"queue": "jobs",
+            "items": [{"id": "$ID", "lease_token": $TOKEN}]}})",
+        R"({"request_id": 8, "op_type": "Enqueue", "op": {"queue": "jobs", "items": [
+            {"id": "$ID", "debounce_ms": 100}]}})",
+        R"({"request_id": 9, "op_type": "Explain", "op": {"queue": "jobs", "id": "d"}})"}},
       {"session_ops",
        {R"({"request_id": 1, "op_type": "Auth", "op": {"token": "secret"}})",
         R"({"request_id": 2, "op_type": "Subscribe", "op": {"queue": "emails",

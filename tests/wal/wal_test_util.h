@@ -300,7 +300,6 @@ inline std::vector<Effect> SampleEffectsBatches() {
   return out;
 }
 
-// Checks the fields docs/wal-format.md logs for a.type.
 // Expiry and debounce, added to format 3 (docs/wal-format.md, "Expiry and debounce"): a queue
 // created with ttl_ms and dedupe, an enqueue with expires_at (also a snapshot's restatement), a
 // debounce's change with its replaced payload and metadata, an expiry's change.
@@ -342,6 +341,115 @@ inline std::vector<Effect> SampleEffectsExpiry() {
   return out;
 }
 
+// Flow control, added to format 3 (docs/wal-format.md, "Flow settings", "Per-key limits",
+// "Token buckets"): a queue created with every flow setting (the flags-bit-2 block and the
+// tags 17, 27, 28, 29, 30 together, in order), an update changing them and one setting the
+// rates and fairness back to their defaults (tags left out, the block kept); a snapshot's
+// bucket records (effect 49: a key's, the empty value's, which is a key's too, and the queue's
+// own, flags bit 1); set_key_limits' overrides (effect 51: every field, some, none). Expiry's
+// change effects (causes 12, 13) are in SampleEffectsExpiry.
+inline std::vector<Effect> SampleEffectsFlowControl() {
+  static const QueueSettings created_settings = [] {
+    QueueSettings s;
+    s.flow_key = "tenant";
+    s.key_concurrency = 3;
+    s.history_max = 7;
+    s.ttl_ms = 600'000;
+    s.dedupe = Dedupe::kWhileActive;
+    s.key_rate_milli = 2'500;  // key_rate_per_s 2.5
+    s.key_burst = 4;
+    s.rate_milli = 100'125;  // rate_per_s 100.125
+    s.burst = 50;
+    s.fairness = Fairness::kWeighted;
+    s.overdue_first_ms = 30'000;
+    return s;
+  }();
+  static const QueueSettings changed_settings = [] {
+    QueueSettings s = created_settings;
+    s.key_concurrency = 1;
+    s.ttl_ms = 0;          // dedupe alone keeps tag 27
+    s.key_rate_milli = 1;  // the smallest rate, 0.001/s
+    s.key_burst = 1'000'000;
+    s.rate_milli = 1'000'000'000;  // the largest, 1,000,000/s
+    s.burst = 1;
+    s.overdue_first_ms = 0;  // weighted alone keeps tag 30
+    return s;
+  }();
+  static const QueueSettings cleared_settings = [] {
+    QueueSettings s = changed_settings;
+    s.key_concurrency = 0;  // flow_key alone keeps the block
+    s.dedupe = Dedupe::kKeep;
+    s.key_rate_milli = 0;
+    s.key_burst = 1;
+    s.rate_milli = 0;
+    s.burst = 1;
+    s.fairness = Fairness::kNone;
+    return s;
+  }();
+  std::vector<Effect> out;
+  Effect created;
+  created.type = EffectType::kQueueCreated;
+  created.time = 1'700'000'000'600;
+  created.queue = "gated";
+  created.settings = &created_settings;
+  out.push_back(created);
+  Effect changed = created;
+  changed.type = EffectType::kQueueUpdated;
+  changed.time = 1'700'000'000'700;
+  changed.settings = &changed_settings;
+  out.push_back(changed);
+  Effect cleared = changed;
+  cleared.time = 1'700'000'000'800;
+  cleared.settings = &cleared_settings;
+  out.push_back(cleared);
+  Effect key_bucket;
+  key_bucket.type = EffectType::kKeyStateRestated;
+  key_bucket.time = 1'700'000'000'900;
+  key_bucket.queue = "gated";
+  key_bucket.id = "acme";
+  key_bucket.tat_us = 1'700'000'001'234'567;
+  out.push_back(key_bucket);
+  Effect empty_value_bucket = key_bucket;
+  empty_value_bucket.id = "";
+  empty_value_bucket.tat_us = 1'700'000'000'900'001;
+  out.push_back(empty_value_bucket);
+  Effect queue_bucket = key_bucket;
+  queue_bucket.id = "";
+  queue_bucket.gate_record = true;
+  queue_bucket.time = 1'700'000'000'950;  // its collected_at
+  queue_bucket.tat_us = 1'700'000'000'960'500;
+  out.push_back(queue_bucket);
+  Effect idle_queue_bucket = queue_bucket;  // a queue without a flow key: collected_at 0
+  idle_queue_bucket.queue = "rated";
+  idle_queue_bucket.time = 0;
+  idle_queue_bucket.tat_us = 0;
+  out.push_back(idle_queue_bucket);
+  Effect limits;
+  limits.type = EffectType::kKeyLimitsSet;
+  limits.time = 1'700'000'001'000;
+  limits.queue = "gated";
+  limits.id = "acme";
+  limits.key_limits.set = KeyLimits::kAll;
+  limits.key_limits.concurrency = 9;
+  limits.key_limits.rate_milli = 7'250;
+  limits.key_limits.burst = 12;
+  limits.key_limits.weight = 1'000;
+  out.push_back(limits);
+  Effect some = limits;  // the fields of the bits set, in bit order, the others skipped
+  some.id = "";
+  some.key_limits = KeyLimits();
+  some.key_limits.set = KeyLimits::kConcurrency | KeyLimits::kWeight;
+  some.key_limits.concurrency = 0;
+  some.key_limits.weight = 5;
+  out.push_back(some);
+  Effect removed = limits;  // no field: the override is removed
+  removed.time = 1'700'000'001'100;
+  removed.key_limits = KeyLimits();
+  out.push_back(removed);
+  return out;
+}
+
+// Checks the fields docs/wal-format.md logs for a.type.
 inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
   ASSERT_EQ(a.type, b.type);
   EXPECT_EQ(a.time, b.time);
@@ -402,6 +510,15 @@ inline void ExpectSameLoggedFields(const Effect& a, const Effect& b) {
       EXPECT_EQ(a.id, b.id);
       EXPECT_EQ(a.lease_token, b.lease_token);
       EXPECT_EQ(a.note, b.note);
+      return;
+    case EffectType::kKeyStateRestated:
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.gate_record, b.gate_record);
+      EXPECT_EQ(a.tat_us, b.tat_us);
+      return;
+    case EffectType::kKeyLimitsSet:
+      EXPECT_EQ(a.id, b.id);
+      EXPECT_EQ(a.key_limits, b.key_limits);
       return;
     default:
       break;
