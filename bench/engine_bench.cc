@@ -297,19 +297,20 @@ BENCHMARK(BM_ExclusiveDequeue)
 constexpr std::string_view kGatedQueue = "bench-gated";
 constexpr uint32_t kKeyConcurrency = 3;
 
-void BM_KeyConcurrencyDequeue(benchmark::State& state) {
+// The cycle of BM_KeyConcurrencyDequeue and BM_KeyRateDequeue on `queue` (created with
+// `settings`): each hot value takes `per_hot` leases (its concurrency or its burst), then
+// `blocked` messages of the hot values and kFreeSupply of free values wait behind them.
+void KeyHeldBackDequeue(benchmark::State& state, const char* fixture, std::string_view queue,
+                        const QueueSettings& settings, uint64_t per_hot) {
   const auto blocked = static_cast<uint64_t>(state.range(0));
   const char* error = nullptr;
   Fixture* f = AcquireFixture(
-      FixtureKey(state, "gated"),
-      [blocked](Fixture& fx) -> const char* {
+      FixtureKey(state, fixture),
+      [&](Fixture& fx) -> const char* {
         Engine& engine = *fx.engine;
-        QueueSettings settings;
-        settings.flow_key = "k";
-        settings.key_concurrency = kKeyConcurrency;
-        if (const char* e = CreateQueue(engine, kGatedQueue, settings)) return e;
-        const uint64_t running = kHotValues * kKeyConcurrency;
-        if (const char* e = Fill(engine, kGatedQueue, running, [](uint64_t i) {
+        if (const char* e = CreateQueue(engine, queue, settings)) return e;
+        const uint64_t running = kHotValues * per_hot;
+        if (const char* e = Fill(engine, queue, running, [](uint64_t i) {
               return Item("hot-" + std::to_string(i), 0,
                           KeyValue("hot" + std::to_string(i % kHotValues)));
             })) {
@@ -318,21 +319,21 @@ void BM_KeyConcurrencyDequeue(benchmark::State& state) {
         DequeueRequest lease;
         lease.max = static_cast<uint32_t>(running);
         lease.lease_ms = kLongLeaseMs;
-        auto leased = engine.Dequeue(kGatedQueue, lease);
+        auto leased = engine.Dequeue(queue, lease);
         if (!leased.ok() || leased->size() != running) return "setup: leasing hot values";
-        if (const char* e = Fill(engine, kGatedQueue, blocked, [](uint64_t i) {
+        if (const char* e = Fill(engine, queue, blocked, [](uint64_t i) {
               return Item("b" + std::to_string(i), 1 + static_cast<int64_t>(i),
                           KeyValue("hot" + std::to_string(i % kHotValues)));
             })) {
           return e;
         }
-        if (const char* e = Fill(engine, kGatedQueue, kFreeSupply, [](uint64_t i) {
+        if (const char* e = Fill(engine, queue, kFreeSupply, [](uint64_t i) {
               return Item("f" + std::to_string(i), kFarPriority + static_cast<int64_t>(i),
                           KeyValue("f" + std::to_string(i)));
             })) {
           return e;
         }
-        return ExpectCounts(engine, kGatedQueue, blocked + kFreeSupply, running, blocked);
+        return ExpectCounts(engine, queue, blocked + kFreeSupply, running, blocked);
       },
       &error);
   if (f == nullptr) {
@@ -344,13 +345,20 @@ void BM_KeyConcurrencyDequeue(benchmark::State& state) {
     const uint64_t n = f->next++;
     std::string value = "v" + std::to_string(n);  // a fresh flow-key value
     EnqueueItem item = Item(value, kBasePriority + static_cast<int64_t>(n), KeyValue(value));
-    if (const char* e = Cycle(*f->engine, kGatedQueue, std::move(item), request, true)) {
+    if (const char* e = Cycle(*f->engine, queue, std::move(item), request, true)) {
       state.SkipWithError(e);
       break;
     }
     MaybeAdvance(*f->engine, f->clock, f->cycles);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+}
+
+void BM_KeyConcurrencyDequeue(benchmark::State& state) {
+  QueueSettings settings;
+  settings.flow_key = "k";
+  settings.key_concurrency = kKeyConcurrency;
+  KeyHeldBackDequeue(state, "gated", kGatedQueue, settings, kKeyConcurrency);
 }
 BENCHMARK(BM_KeyConcurrencyDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecond);
 
@@ -366,60 +374,11 @@ constexpr std::string_view kRatedQueue = "bench-rated";
 constexpr uint32_t kKeyBurst = 3;
 
 void BM_KeyRateDequeue(benchmark::State& state) {
-  const auto blocked = static_cast<uint64_t>(state.range(0));
-  const char* error = nullptr;
-  Fixture* f = AcquireFixture(
-      FixtureKey(state, "rated"),
-      [blocked](Fixture& fx) -> const char* {
-        Engine& engine = *fx.engine;
-        QueueSettings settings;
-        settings.flow_key = "k";
-        settings.key_rate_milli = 1;
-        settings.key_burst = kKeyBurst;
-        if (const char* e = CreateQueue(engine, kRatedQueue, settings)) return e;
-        const uint64_t running = kHotValues * kKeyBurst;
-        if (const char* e = Fill(engine, kRatedQueue, running, [](uint64_t i) {
-              return Item("hot-" + std::to_string(i), 0,
-                          KeyValue("hot" + std::to_string(i % kHotValues)));
-            })) {
-          return e;
-        }
-        DequeueRequest lease;
-        lease.max = static_cast<uint32_t>(running);
-        lease.lease_ms = kLongLeaseMs;
-        auto leased = engine.Dequeue(kRatedQueue, lease);
-        if (!leased.ok() || leased->size() != running) return "setup: leasing hot values";
-        if (const char* e = Fill(engine, kRatedQueue, blocked, [](uint64_t i) {
-              return Item("b" + std::to_string(i), 1 + static_cast<int64_t>(i),
-                          KeyValue("hot" + std::to_string(i % kHotValues)));
-            })) {
-          return e;
-        }
-        if (const char* e = Fill(engine, kRatedQueue, kFreeSupply, [](uint64_t i) {
-              return Item("f" + std::to_string(i), kFarPriority + static_cast<int64_t>(i),
-                          KeyValue("f" + std::to_string(i)));
-            })) {
-          return e;
-        }
-        return ExpectCounts(engine, kRatedQueue, blocked + kFreeSupply, running, blocked);
-      },
-      &error);
-  if (f == nullptr) {
-    state.SkipWithError(error);
-    return;
-  }
-  const DequeueRequest request;
-  for (auto _ : state) {
-    const uint64_t n = f->next++;
-    std::string value = "v" + std::to_string(n);  // a fresh flow-key value
-    EnqueueItem item = Item(value, kBasePriority + static_cast<int64_t>(n), KeyValue(value));
-    if (const char* e = Cycle(*f->engine, kRatedQueue, std::move(item), request, true)) {
-      state.SkipWithError(e);
-      break;
-    }
-    MaybeAdvance(*f->engine, f->clock, f->cycles);
-  }
-  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
+  QueueSettings settings;
+  settings.flow_key = "k";
+  settings.key_rate_milli = 1;
+  settings.key_burst = kKeyBurst;
+  KeyHeldBackDequeue(state, "rated", kRatedQueue, settings, kKeyBurst);
 }
 BENCHMARK(BM_KeyRateDequeue)->Arg(0)->Arg(1'000'000)->Unit(benchmark::kNanosecond);
 

@@ -273,9 +273,7 @@ Result<KeyInfo> Engine::SetKeyLimits(std::string_view queue, std::string_view va
 
 Result<KeyInfo> Engine::GetKeyLimits(std::string_view queue, std::string_view value) const {
   if (!IsValidQueueName(queue)) return kBadQueueName;
-  if (value.size() > kMaxMetadataValueBytes) {
-    return InvalidArgument("value: a flow-key value is at most 256 bytes");
-  }
+  if (Status s = ValidateKeyValue(value); !s.ok()) return s;
   return WithQueue<Result<KeyInfo>>(
       queue, [&] { return kQueueNotFound; },
       [&](Queue& q, TimeMs now, Shard&) -> Result<KeyInfo> {

@@ -14,6 +14,7 @@
 #include "engine/key_gate.h"
 #include "engine/metadata.h"
 #include "engine/queue.h"
+#include "engine/validation.h"
 
 namespace sundial {
 
@@ -99,9 +100,7 @@ Status Queue::ApplyKeyLimits(const Effect& e) {
 }
 
 Status Queue::CheckKeyLimits(std::string_view value, const KeyLimits& l) const {
-  if (value.size() > kMaxMetadataValueBytes) {
-    return InvalidArgument("value: a flow-key value is at most 256 bytes");
-  }
+  if (Status s = ValidateKeyValue(value); !s.ok()) return s;
   if ((l.set & ~KeyLimits::kAll) != 0) {
     return InvalidArgument("key limits: unknown field");
   }

@@ -102,6 +102,13 @@ Status ValidateFilter(const Filter& filter) {
                        "filter: keys must be unique");
 }
 
+Status ValidateKeyValue(std::string_view value) {
+  if (value.size() > kMaxMetadataValueBytes) {
+    return InvalidArgument("value: a flow-key value is at most 256 bytes");
+  }
+  return Status::Ok();
+}
+
 Status ValidateSettings(const QueueSettings& s, std::string_view queue_name) {
   if (s.type != QueueType::kSimple && s.type != QueueType::kExclusive) {
     return InvalidArgument("type: must be simple or exclusive");

@@ -24,6 +24,8 @@ inline bool IsValidDuration(int64_t ms) { return ms >= 0 && ms <= kMaxDurationMs
 
 Status ValidateMetadata(const Metadata& metadata);
 Status ValidateFilter(const Filter& filter);
+// A flow-key value named by set_key_limits or get_key_limits (a metadata value's size).
+Status ValidateKeyValue(std::string_view value);
 Status ValidateSettings(const QueueSettings& settings, std::string_view queue_name);
 // Everything about one enqueue item that does not depend on the queue.
 Status ValidateItem(const EnqueueItem& item, size_t max_payload_bytes);
