@@ -32,6 +32,12 @@ class FairShareTest : public EngineTest {
       Put(queue, tenant + std::to_string(i), priority + i, {{"tenant", tenant}});
     }
   }
+  void SetWeight(const std::string& queue, const std::string& tenant, uint32_t weight) {
+    KeyLimits limits;
+    limits.set = KeyLimits::kWeight;
+    limits.weight = weight;
+    ASSERT_TRUE(engine().SetKeyLimits(queue, tenant, limits).ok());
+  }
   // The tenant of each message the next `n` single dequeues return, completing each.
   std::vector<std::string> ServeOneByOne(const std::string& queue, int n) {
     std::vector<std::string> tenants;
@@ -75,10 +81,7 @@ TEST_F(FairShareTest, KeysTakeTurnsWhereEarliestDeadlineFirstWouldServeOneFirst)
 TEST_F(FairShareTest, WeightsGiveTheirShareAtSaturation) {
   PutMany("f", "heavy", 3000);
   PutMany("f", "light", 3000);
-  KeyLimits two;
-  two.set = KeyLimits::kWeight;
-  two.weight = 2;
-  ASSERT_TRUE(engine().SetKeyLimits("f", "heavy", two).ok());
+  SetWeight("f", "heavy", 2);
   std::map<std::string, int> served;
   for (const std::string& t : ServeOneByOne("f", 3000)) ++served[t];
   EXPECT_EQ(served["heavy"], 2000);
@@ -134,10 +137,7 @@ TEST_F(FairShareTest, AFilterDequeueIsEarliestDeadlineFirstAmongItsMatches) {
 // spent one of its turn (semantics.md: a filter dequeue spends no value's turn), as did an
 // overdue pick of it.
 TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn) {
-  KeyLimits two;
-  two.set = KeyLimits::kWeight;
-  two.weight = 2;
-  ASSERT_TRUE(engine().SetKeyLimits("f", "a", two).ok());
+  SetWeight("f", "a", 2);
   PutMany("f", "a", 5);
   PutMany("f", "b", 5);
   EXPECT_EQ(TakeIds("f", 1), (std::vector<std::string>{"a0"}));  // a's turn: one of two left
@@ -146,7 +146,7 @@ TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn)
   EXPECT_EQ(TakeIds("f", 3), (std::vector<std::string>{"a2", "b0", "a3"}));
 
   MakeQueue("o", Fair(/*overdue_first_ms=*/1000));
-  ASSERT_TRUE(engine().SetKeyLimits("o", "a", two).ok());
+  SetWeight("o", "a", 2);
   const int64_t now = Now();
   Put("o", "a0", now, {{"tenant", "a"}});
   Put("o", "b0", now + 1, {{"tenant", "b"}});
@@ -158,10 +158,7 @@ TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn)
 
 // A turn begun under a larger weight ends at the new one.
 TEST_F(FairShareTest, ALoweredWeightCutsTheTurnInProgress) {
-  KeyLimits three;
-  three.set = KeyLimits::kWeight;
-  three.weight = 3;
-  ASSERT_TRUE(engine().SetKeyLimits("f", "a", three).ok());
+  SetWeight("f", "a", 3);
   PutMany("f", "a", 5);
   PutMany("f", "b", 5);
   EXPECT_EQ(TakeIds("f", 1), (std::vector<std::string>{"a0"}));    // two of three left

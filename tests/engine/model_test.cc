@@ -153,6 +153,11 @@ std::string Show(const QueueSettings& s) {
          " fairness=" + Show(static_cast<int>(s.fairness)) + "/" + Show(s.overdue_first_ms) + "}";
 }
 
+// The metadata key a queue's flow control keys on (empty: not gated).
+const std::string& FlowKeyOf(const QueueSettings& s) {
+  return s.type == QueueType::kExclusive ? s.exclusivity_key : s.flow_key;
+}
+
 // ---- Comparison -----------------------------------------------------------------------------
 
 // Collects the differences between an engine answer and the model's.
@@ -1331,7 +1336,7 @@ Metadata Harness::PickMetadata(const std::string& queue) {
   std::string key;
   const QueueSettings settings =
       model_.FindQueue(queue) ? model_.FindQueue(queue)->settings : CanonicalSettings(queue);
-  key = settings.type == QueueType::kExclusive ? settings.exclusivity_key : settings.flow_key;
+  key = FlowKeyOf(settings);
   if (!key.empty() &&
       std::none_of(md.begin(), md.end(), [&](const MetadataPair& p) { return p.key == key; })) {
     md.push_back({key, std::string(Pick(kValues))});
@@ -1812,7 +1817,7 @@ QueueSettings Harness::PickCreateSettings(const std::string& queue) {
   if (r < 70) {
     // Rated queues (docs/semantics.md, "Rates", "Per-key rates"): rates whose interval is a
     // whole ms (model.h, Bucket).
-    const bool gated = !(s.type == QueueType::kExclusive ? s.exclusivity_key : s.flow_key).empty();
+    const bool gated = !FlowKeyOf(s).empty();
     if (config_.fairness && gated && Chance(40)) {
       s.fairness = Fairness::kWeighted;
       if (Chance(30)) s.overdue_first_ms = Pick(std::vector<int64_t>{1000, 4000});
@@ -2665,10 +2670,7 @@ bool Harness::Execute(const Op& op) {
         for (const MessageRecord& r : *e) fair.leased.push_back(r.id);
       }
       const Model::Queue* before = model_.FindQueue(q);
-      const std::string flow_key = before == nullptr ? ""
-                                   : before->settings.type == QueueType::kExclusive
-                                       ? before->settings.exclusivity_key
-                                       : before->settings.flow_key;
+      const std::string flow_key = before == nullptr ? "" : FlowKeyOf(before->settings);
       fair.throttled = [&](std::string_view value) {
         Count("dequeue.fair_throttled_asked");
         auto counts = engine_.Count(q, Filter{{flow_key, std::string(value)}});
@@ -3122,9 +3124,7 @@ bool Harness::CompareFullState() {
                       model_.DependencyOutcomes(queue.name, id), CompareDependencyOutcomes);
       }
     }
-    if (!(queue.settings.type == QueueType::kExclusive ? queue.settings.exclusivity_key
-                                                       : queue.settings.flow_key)
-             .empty()) {
+    if (!FlowKeyOf(queue.settings).empty()) {
       CompareResult(d, "list_keys(" + queue.name + ")",
                     engine_.ListKeys(queue.name, KeyOrder::kPending, 1000),
                     model_.ListKeys(queue.name, KeyOrder::kPending, 1000), CompareKeyList);
@@ -3814,9 +3814,7 @@ std::string EngineDifferences(const Engine& original, const Engine& replica, con
                     replica.DependencyOutcomes(queue.name, message.record.id),
                     CompareDependencyOutcomes);
     }
-    if (!(queue.settings.type == QueueType::kExclusive ? queue.settings.exclusivity_key
-                                                       : queue.settings.flow_key)
-             .empty()) {
+    if (!FlowKeyOf(queue.settings).empty()) {
       CompareResult(d, "list_keys(" + queue.name + ")",
                     original.ListKeys(queue.name, KeyOrder::kPending, 1000),
                     replica.ListKeys(queue.name, KeyOrder::kPending, 1000), CompareKeyList);
