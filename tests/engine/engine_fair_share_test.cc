@@ -133,7 +133,8 @@ TEST_F(FairShareTest, AFilterDequeueIsEarliestDeadlineFirstAmongItsMatches) {
   EXPECT_EQ(TakeIds("f", 2), (std::vector<std::string>{"a2", "b0"}));
 }
 
-// Found by the model's fair-share check: a filtered dequeue that took the front value's message
+// Found while writing the model's fair-share check (which judges each dequeue alone, so the
+// rotation across dequeues is pinned here): a filtered dequeue that took the front value's message
 // spent one of its turn (semantics.md: a filter dequeue spends no value's turn), as did an
 // overdue pick of it.
 TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn) {
@@ -156,7 +157,8 @@ TEST_F(FairShareTest, NeitherAFilterNorAnOverdueDequeueSpendsTheFrontValuesTurn)
   EXPECT_EQ(TakeIds("o", 3), (std::vector<std::string>{"a9", "a1", "b0"}));
 }
 
-// A turn begun under a larger weight ends at the new one.
+// A turn begun under a larger weight ends at the new one (it ran on before, which broke the
+// model's bound of two turns' lead per dequeue for a value whose weight was lowered).
 TEST_F(FairShareTest, ALoweredWeightCutsTheTurnInProgress) {
   SetWeight("f", "a", 3);
   PutMany("f", "a", 5);
