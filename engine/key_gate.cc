@@ -253,11 +253,8 @@ void KeyGate::EndBulk() {
   for (KeyRef k : by_value_) {
     KeyState& s = keys_[k];
     s.throttled = 0;
-    if (rated() && TokenFromUs(k, s) > last_collect_ * 1000) {
-      s.throttled = 1;
-      refill_at_[k] = CeilMs(TokenFromUs(k, s));
-      refill_.insert({refill_at_[k], k});
-    }
+    if (rated() && TokenFromUs(k, s) > last_collect_ * 1000)
+      MarkThrottled(k, CeilMs(TokenFromUs(k, s)));
   }
   // The ready index holds the head of every key that is not held (and the ring those keys).
   ClearRing();
@@ -319,12 +316,9 @@ TimeMs KeyGate::NextTokenOf(KeyRef k, TimeMs now) const {
 }
 
 void KeyGate::SetThrottled(KeyRef k, TimeMs refill_ms) {
-  KeyState& s = keys_[k];
-  const BlockReason was = Why(k, s);
+  const BlockReason was = Why(k, keys_[k]);
   DropRefill(k);
-  s.throttled = 1;
-  refill_at_[k] = refill_ms;
-  refill_.insert({refill_ms, k});
+  MarkThrottled(k, refill_ms);
   Reclassify(k, was);
 }
 

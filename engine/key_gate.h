@@ -274,6 +274,12 @@ class KeyGate {
     return s.tat_us - (o != nullptr ? o->tolerance_us : tolerance_us_);
   }
   void SetThrottled(KeyRef k, TimeMs refill_ms);
+  // The key, not throttled, is throttled until `refill_ms`; its classification is the caller's.
+  void MarkThrottled(KeyRef k, TimeMs refill_ms) {
+    keys_[k].throttled = 1;
+    refill_at_[k] = refill_ms;
+    refill_.insert({refill_ms, k});
+  }
   // The key leaves refill_ (not throttled any more); its classification is the caller's.
   void DropRefill(KeyRef k) {
     KeyState& s = keys_[k];
