@@ -82,10 +82,7 @@ const std::string& GateKeyOf(const QueueSettings& s) {
 
 // The metadata key a gated queue limits (docs/semantics.md, "Flow control"): an exclusive
 // queue's exclusivity_key, a simple queue's flow_key; none (empty) for other queues.
-const std::string& GateKey(const Model::Queue& queue) {
-  return queue.settings.type == QueueType::kExclusive ? queue.settings.exclusivity_key
-                                                      : queue.settings.flow_key;
-}
+const std::string& GateKey(const Model::Queue& queue) { return GateKeyOf(queue.settings); }
 // A value's override (set_key_limits), or null.
 const KeyLimits* OverrideOf(const Model::Queue& queue, std::string_view value) {
   for (const auto& [v, limits] : queue.limits) {
@@ -1352,10 +1349,8 @@ std::vector<Status> Model::Complete(std::string_view queue_name,
   return out;
 }
 
-void Model::Remove(Queue& queue, size_t index, bool stamped) {
-  if (stamped) {
-    queue.stamp_floor = std::max(queue.stamp_floor, queue.messages[index].record.updated_at);
-  }
+void Model::Remove(Queue& queue, size_t index) {
+  queue.stamp_floor = std::max(queue.stamp_floor, queue.messages[index].record.updated_at);
   queue.messages.erase(queue.messages.begin() + static_cast<ptrdiff_t>(index));
 }
 

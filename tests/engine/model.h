@@ -336,8 +336,9 @@ class Model {
   // Cancels, as expired, every pending or invisible message of `queue` whose ttl ran out by
   // `now`, in (expires_at, seq) order; returns how many.
   uint64_t ExpireDue(Queue& queue, TimeMs now);
-  // Removes message `index` of `queue`, keeping its updated_at as a stamp when `stamped`.
-  static void Remove(Queue& queue, size_t index, bool stamped = true);
+  // Removes message `index` of `queue`, keeping its updated_at as the queue's stamp floor (a
+  // dead-letter move, which does not stamp the source, erases by hand).
+  static void Remove(Queue& queue, size_t index);
   KeyInfo DescribeKey(const Queue& queue, std::string_view value, TimeMs now) const;
   Status ValidateSettings(std::string_view name, const QueueSettings& settings) const;
   Status ValidateItem(const EnqueueItem& item) const;
