@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # What one durable request costs sundiald, counted over a fixed number of requests.
 #
-#   bash bench/request_cost.sh [--messages N] [--conns "1 64"] [--workload W] [SUNDIALD...]
+#   bash bench/request_cost.sh [--messages N] [--conns "1 64"] [--workload W] [--fsync MODE] [SUNDIALD...]
 #
 # For each sundiald binary (default: build/release/server/sundiald) and connection count, two
-# runs of sundial-bench with exactly N messages (--fsync=always): the first under `perf stat -p`
+# runs of sundial-bench with exactly N messages (--fsync=always, or MODE: interval:1000 is the
+# relaxed path compare.sh measures): the first under `perf stat -p`
 # (context switches, task-clock), the second under `strace -c -f` (system calls by name; strace
 # slows the server, so that run gives counts only). Prints per request: context switches, CPU
 # µs, system calls, and the five most frequent calls (a prefill's requests are in the counts
@@ -18,12 +19,14 @@ STOP_TIMEOUT_S=10
 messages=20000
 conns="1 64"
 workload=enqueue
+fsync=always
 servers=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --messages) messages=$2; shift 2 ;;
     --conns) conns=$2; shift 2 ;;
     --workload) workload=$2; shift 2 ;;
+    --fsync) fsync=$2; shift 2 ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown flag $1" ;;
     *) servers+=("$(absolute "$1")"); shift ;;
@@ -45,7 +48,7 @@ measure() {
   read -r port http <<<"$(free_ports 2)"
   rm -rf "$WORK/data"
   spawn "$WORK/server.log" "$sd" --data-dir "$WORK/data" --port "$port" --http-port "$http" \
-    --fsync=always
+    --fsync="$fsync"
   pid=$!
   wait_until sundiald "$pid" "$WORK/server.log" 20 port_open "$port"
   "$@" -p "$pid" &

@@ -37,6 +37,12 @@ class FramedSession : public Connection {
   // then OnStarted().
   void Start() {
     Open();
+    if constexpr (!kTls) {
+      // WriteNow's write must return rather than wait when the send buffer is full (Asio's
+      // own operations do not depend on this flag).
+      boost::system::error_code ignored;
+      socket_.non_blocking(true, ignored);
+    }
     if constexpr (kTls) {
       // Nothing is in flight during the handshake: the deadline closes.
       SetDeadline(SteadyClock::now() + std::chrono::milliseconds(options_.handshake_timeout_ms));
@@ -128,8 +134,12 @@ class FramedSession : public Connection {
                               // Draining: no new requests.
                               if (self->draining()) return self->MaybeFinish();
                               self->in_len_ += n;
+                              self->loop_->BeginRead();
                               self->ProcessFrames();
-                              self->Read();
+                              self->loop_->EndRead();
+                              // EndRead's round may have written replies, so frames that
+                              // waited for room may go now: MaybeResume, not Read.
+                              self->MaybeResume();
                             });
   }
 
@@ -201,24 +211,47 @@ class FramedSession : public Connection {
   // Writes the rest of writing_buffer_; each piece the kernel takes counts as progress for
   // --write-timeout-ms.
   void WriteSome() {
+    if constexpr (!kTls) {
+      if (WriteNow()) return;
+    }
     ArmStallGuard();
     socket_.async_write_some(
         asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_),
-        [self = Self()](boost::system::error_code ec, size_t n) {
-          if (ec) {
-            self->output_.WriteEnded();
-            return self->DoClose();
-          }
-          self->Wrote(n);
-          self->written_ += n;
-          if (self->written_ < self->writing_buffer_.size()) return self->WriteSome();
-          self->output_.WriteEnded();
-          self->writing_buffer_.clear();
-          self->written_ = 0;
-          self->Flush();
-          self->MaybeResume();
-          if (!self->closed()) self->OnWritten();
-        });
+        [self = Self()](boost::system::error_code ec, size_t n) { self->Written(ec, n); });
+  }
+
+  // A plain socket whose send buffer has room takes the write here: one send, and no completion
+  // handler for the loop to run (with Asio's write, the handler queued makes the loop's next
+  // pass through the reactor an extra epoll_wait). False when the buffer is full: the write
+  // goes through the reactor. Not nested: a write completed here may start another (a
+  // replication stream writes its next batch from OnWritten), which goes through the reactor,
+  // so the stack stays one write deep.
+  bool WriteNow() {
+    if (writing_now_) return false;
+    boost::system::error_code ec;
+    const size_t n = socket_.write_some(
+        asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return false;
+    writing_now_ = true;
+    Written(ec, n);
+    writing_now_ = false;
+    return true;
+  }
+
+  void Written(boost::system::error_code ec, size_t n) {
+    if (ec) {
+      output_.WriteEnded();
+      return DoClose();
+    }
+    Wrote(n);
+    written_ += n;
+    if (written_ < writing_buffer_.size()) return WriteSome();
+    output_.WriteEnded();
+    writing_buffer_.clear();
+    written_ = 0;
+    Flush();
+    MaybeResume();
+    if (!closed()) OnWritten();
   }
 
   void ArmTimer() {
@@ -248,6 +281,7 @@ class FramedSession : public Connection {
   size_t written_ = 0;           // of writing_buffer_
   bool reading_ = false;
   bool processing_ = false;
+  bool writing_now_ = false;  // in WriteNow
 };
 
 }  // namespace sundial::server

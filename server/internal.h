@@ -133,6 +133,12 @@ class Loop final : public wal::GroupCommitLog::Committer {
   void Answer(Completion c, std::string_view response, Code code, uint64_t wait_lsn);
   // Records were appended on this thread: commit at the end of this round.
   void ScheduleRound();
+  // Around the requests of one read: a round they schedule starts at EndRead, at once when the
+  // loop serves one connection (no other read can join it), else after the reads already
+  // queued. At once saves the loop a pass through the reactor (an epoll_wait that finds
+  // nothing) per request: docs/server.md, "One connection".
+  void BeginRead() { in_read_ = true; }
+  void EndRead();
   // Answers every reply held for the log with UNAVAILABLE and `message` (their outcome is
   // unknown): the log failed, or this node stopped being the primary.
   void FailHeld(const std::string& message);
@@ -194,6 +200,9 @@ class Loop final : public wal::GroupCommitLog::Committer {
   const Session* last_session_ = nullptr;  // compared only, never followed
   int same_session_requests_ = 0;
   bool round_scheduled_ = false;
+  bool in_round_ = false;        // in RunRound
+  bool in_read_ = false;         // between BeginRead and EndRead
+  bool round_deferred_ = false;  // ScheduleRound ran in a read: EndRead starts the round
   std::vector<std::shared_ptr<Session>> dirty_;
   std::atomic<bool> wake_posted_{false};
   Mutex events_mu_;

@@ -118,12 +118,26 @@ void Loop::MarkDirty(Session* s) {
   if (s->dirty_) return;
   s->dirty_ = true;
   dirty_.push_back(s->shared_from_this());
-  ScheduleRound();
+  // A round in progress writes it in its last FlushDirty (which walks what is added meanwhile);
+  // another round would cost the loop a pass through the reactor.
+  if (!in_round_) ScheduleRound();
 }
 
 void Loop::ScheduleRound() {
   if (round_scheduled_) return;
   round_scheduled_ = true;
+  if (in_read_) {
+    round_deferred_ = true;
+    return;
+  }
+  asio::post(io_, [this] { RunRound(); });
+}
+
+void Loop::EndRead() {
+  in_read_ = false;
+  if (!round_deferred_) return;
+  round_deferred_ = false;
+  if (same_session_requests_ >= kAloneAfterRequests) return RunRound();
   asio::post(io_, [this] { RunRound(); });
 }
 
@@ -137,6 +151,7 @@ void Loop::Wake() {
 
 void Loop::RunRound() {
   round_scheduled_ = false;
+  in_round_ = true;
   // Replies that wait for nothing go out before this thread may block in an fdatasync.
   FlushDirty();
   if (log_ != nullptr) {
@@ -165,6 +180,7 @@ void Loop::RunRound() {
     if (!held_.empty() && log_->has_replica_bound()) ArmHeldTimer();
   }
   FlushDirty();
+  in_round_ = false;
 }
 
 void Loop::ArmHeldTimer() {
