@@ -30,6 +30,7 @@ void EffectPipeline::Stop() {
 
 bool EffectPipeline::Fill(Batch* b) {
   b->items.clear();
+  b->items.reserve(kBatchRecords);  // once per batch: a checkpoint's pipeline is new each time
   b->bytes.reserve(kBatchBytes);
   b->bytes.resize_uninitialized(0);
   b->settings.clear();
