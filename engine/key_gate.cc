@@ -253,8 +253,9 @@ void KeyGate::EndBulk() {
   for (KeyRef k : by_value_) {
     KeyState& s = keys_[k];
     s.throttled = 0;
-    if (rated() && TokenFromUs(k, s) > last_collect_ * 1000)
-      MarkThrottled(k, CeilMs(TokenFromUs(k, s)));
+    if (!rated()) continue;
+    const int64_t token_us = TokenFromUs(k, s);
+    if (token_us > last_collect_ * 1000) MarkThrottled(k, CeilMs(token_us));
   }
   // The ready index holds the head of every key that is not held (and the ring those keys).
   ClearRing();
