@@ -217,7 +217,7 @@ class FramedSession : public Connection {
     ArmStallGuard();
     socket_.async_write_some(
         asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_),
-        [self = Self()](boost::system::error_code ec, size_t n) { self->Written(ec, n); });
+        [self = Self()](boost::system::error_code ec, size_t n) { self->WriteDone(ec, n); });
   }
 
   // A plain socket whose send buffer has room takes the write here: one send, and no completion
@@ -233,12 +233,13 @@ class FramedSession : public Connection {
         asio::buffer(writing_buffer_.data() + written_, writing_buffer_.size() - written_), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) return false;
     writing_now_ = true;
-    Written(ec, n);
+    WriteDone(ec, n);
     writing_now_ = false;
     return true;
   }
 
-  void Written(boost::system::error_code ec, size_t n) {
+  // A write of `n` bytes ended (its error, if any): the next piece, or what follows a write.
+  void WriteDone(boost::system::error_code ec, size_t n) {
     if (ec) {
       output_.WriteEnded();
       return DoClose();

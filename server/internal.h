@@ -197,6 +197,7 @@ class Loop final : public wal::GroupCommitLog::Committer {
   // row came from the same session: a single client, pipelined or not. Several clients
   // interleave their requests. Measured in docs/server.md.
   static constexpr int kAloneAfterRequests = 3;
+  bool ServesOneConnection() const { return same_session_requests_ >= kAloneAfterRequests; }
   const Session* last_session_ = nullptr;  // compared only, never followed
   int same_session_requests_ = 0;
   bool round_scheduled_ = false;

@@ -137,7 +137,7 @@ void Loop::EndRead() {
   in_read_ = false;
   if (!round_deferred_) return;
   round_deferred_ = false;
-  if (same_session_requests_ >= kAloneAfterRequests) return RunRound();
+  if (ServesOneConnection()) return RunRound();
   asio::post(io_, [this] { RunRound(); });
 }
 
@@ -168,8 +168,7 @@ void Loop::RunRound() {
       // `first` durable. "Serving one" is judged by its latest requests, not by this round:
       // with several clients in a closed loop, one is often alone in a round while the others
       // are about to send.
-      const bool may_block = same_session_requests_ >= kAloneAfterRequests;
-      Status s = log_->Commit(this, all, may_block, first);
+      Status s = log_->Commit(this, all, /*may_block=*/ServesOneConnection(), first);
       if (!s.ok()) {
         // Once per failed round (the log failed for good): the cause is worth a string.
         FailHeld("wal: the write-ahead log failed (" + s.Message() +
