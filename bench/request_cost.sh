@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What one durable request costs sundiald, counted over a fixed number of requests.
+# What one request costs sundiald (durable, or --fsync MODE), counted over a fixed number of requests.
 #
 #   bash bench/request_cost.sh [--messages N] [--conns "1 64"] [--workload W] [--fsync MODE] [SUNDIALD...]
 #
