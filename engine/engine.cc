@@ -1332,6 +1332,26 @@ uint64_t Engine::Digest() const {
   return digest;
 }
 
+Engine::Freeze::Freeze(const Engine* engine) NO_THREAD_SAFETY_ANALYSIS : engine_(engine) {
+  engine_->schedules_mu_.Lock();
+  for (const auto& shard : engine_->shards_) shard->mu.Lock();
+  engine_->deps_mu_.Lock();
+  engine_->batches_mu_.Lock();
+  engine_->epochs_mu_.Lock();  // taken alone everywhere else, or after the shards (Digest)
+}
+
+void Engine::Freeze::Release() NO_THREAD_SAFETY_ANALYSIS {
+  if (engine_ == nullptr) return;
+  engine_->epochs_mu_.Unlock();
+  engine_->batches_mu_.Unlock();
+  engine_->deps_mu_.Unlock();
+  for (auto it = engine_->shards_.rbegin(); it != engine_->shards_.rend(); ++it) {
+    (*it)->mu.Unlock();
+  }
+  engine_->schedules_mu_.Unlock();
+  engine_ = nullptr;
+}
+
 void Engine::ExportState(EffectSink* visit) const {
   ExportSchedules(visit);
   {

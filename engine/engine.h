@@ -249,6 +249,25 @@ class Engine {
   // by checkpoints.
   void ExportState(EffectSink* visit) const;
 
+  // Holds every engine lock, in the lock order (schedules_mu_, the shards, deps_mu_,
+  // batches_mu_, then epochs_mu_), from construction until Release or destruction: while it
+  // lives no operation changes the state and none emits an effect. Every effect is emitted
+  // under one of these locks, so a log fed by this engine's sink has, meanwhile, an exact cut:
+  // its next LSN is the first effect not in the state. A fork checkpoint (wal/checkpointer.h)
+  // takes it for the instant of its fork(). The child, where only the forking thread lives,
+  // Releases it and reads the engine as a quiescent one.
+  class Freeze {
+   public:
+    explicit Freeze(const Engine* engine);
+    ~Freeze() { Release(); }
+    void Release();
+    Freeze(const Freeze&) = delete;
+    Freeze& operator=(const Freeze&) = delete;
+
+   private:
+    const Engine* engine_;  // null once released
+  };
+
   // The shard that holds queue `name` (0 .. shard_count() - 1): queues of different shards
   // never contend.
   size_t ShardOf(std::string_view name) const;

@@ -173,13 +173,21 @@ StandbyStream::Next StandbyStream::OnRecords(const void* body) {
     // logs' equality rules out unless something is broken) goes nowhere, and this node starts
     // over from a snapshot. Then this node's log, where it takes the LSN the primary gave it
     // (the logs are the same sequence), then whoever watches (subscriptions, metrics).
-    const uint64_t lsn = env_.log->AppendedEndLsn();
-    if (Status s = env_.engine->Apply(e); !s.ok()) {
+    // The two under the log's apply_append_mu: a fork checkpoint's cut never falls between
+    // them (wal/group_commit_log.h).
+    uint64_t lsn = 0;
+    Status applied;
+    {
+      MutexLock apply_append(env_.log->apply_append_mu());
+      lsn = env_.log->AppendedEndLsn();
+      applied = env_.engine->Apply(e);
+      if (applied.ok()) env_.log->OnEffect(e);
+    }
+    if (!applied.ok()) {
       reseed_ = true;
       return Close("replication: record " + std::to_string(lsn) +
-                   " does not apply here: " + s.ToString());
+                   " does not apply here: " + applied.ToString());
     }
-    env_.log->OnEffect(e);
     if (env_.log->AppendedEndLsn() != lsn + 1) {
       reseed_ = true;
       return Close("replication: this node's log refused a record (it failed or closed)");

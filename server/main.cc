@@ -199,7 +199,8 @@ int Run(int argc, char** argv) {
   // Engine time never goes back behind an effect the log holds, across a restart too.
   clock.RaiseFloor(opened.report.latest_effect_time);
 
-  wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint);
+  wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint,
+                                 opened.engine.get());
   checkpointer.Start();
 
   int code = 0;

@@ -112,6 +112,15 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
   app.add_option("--checkpoint-growth", o.checkpoint.growth_percent,
                  "...and this percent of the last snapshot")
       ->capture_default_str();
+  app.add_option("--checkpoint-mode", o.checkpoint.mode,
+                 "fork: a child writes the live state | replay: rebuild it from the log")
+      ->transform(
+          CLI::CheckedTransformer(
+              std::map<std::string, wal::CheckpointMode>{{"fork", wal::CheckpointMode::kFork},
+                                                         {"replay", wal::CheckpointMode::kReplay}},
+              CLI::ignore_case)
+              .description("{fork,replay}"))
+      ->default_str("fork");
   app.add_option("--checkpoint-segments", o.checkpoint.max_segments,
                  "or once there are this many segments")
       ->capture_default_str()

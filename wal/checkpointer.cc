@@ -1,12 +1,20 @@
 #include "wal/checkpointer.h"
 
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <new>
+#include <string_view>
 
 #include "wal/failpoint.h"
 #include "wal/log_format.h"
@@ -15,9 +23,51 @@
 
 namespace sundial::wal {
 
+namespace {
+
+constexpr std::string_view kForkFailed = "checkpoint: fork failed";
+
+// What a fork checkpoint's child reports to its parent, in a shared anonymous mapping.
+struct ChildOutcome {
+  bool reported = false;
+  uint8_t code = 0;  // Code
+  uint64_t effects = 0;
+  uint64_t digest = 0;
+  uint64_t bytes = 0;
+  char message[400] = {};
+};
+
+// The child of a fork checkpoint: only the forking thread lives here, with the engine as it was
+// at the cut. It writes the snapshot's temp file and exits without running a destructor: every
+// object here is the parent's.
+[[noreturn]] void WriteInChild(FileSystem* fs, const std::string& dir, const Engine& engine,
+                               uint64_t covered_lsn, pid_t parent, ChildOutcome* out) {
+  // Dies with the thread that forked it (kill -9 of the server): no writer outlives its server.
+  (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(3);  // it died before the prctl
+  // Interrupts and terminations reach the whole process group: this one just stops.
+  (void)signal(SIGINT, SIG_DFL);
+  (void)signal(SIGTERM, SIG_DFL);
+  // The server's sockets are the parent's to close: a peer must see their FIN when it does.
+  (void)close_range(3, ~0U, 0);
+  auto info = WriteSnapshotTemp(fs, dir, engine, covered_lsn);
+  if (info.ok()) {
+    out->effects = info->effects;
+    out->digest = info->digest;
+    out->bytes = info->bytes;
+  } else {
+    out->code = static_cast<uint8_t>(info.status().code());
+    std::snprintf(out->message, sizeof out->message, "%s", info.status().Message().c_str());
+  }
+  out->reported = true;
+  _exit(info.ok() ? 0 : 1);
+}
+
+}  // namespace
+
 Checkpointer::Checkpointer(FileSystem* fs, std::string dir, GroupCommitLog* log,
-                           CheckpointOptions options)
-    : fs_(fs), dir_(std::move(dir)), log_(log), options_(std::move(options)) {}
+                           CheckpointOptions options, const Engine* live)
+    : fs_(fs), dir_(std::move(dir)), log_(log), options_(std::move(options)), live_(live) {}
 
 Checkpointer::~Checkpointer() { Stop(); }
 
@@ -115,6 +165,72 @@ std::vector<uint64_t> Checkpointer::RetainedSegments(const std::vector<std::stri
   return kept;
 }
 
+Result<SnapshotInfo> Checkpointer::WriteReplayed(uint64_t covered_lsn) {
+  RecoveryOptions recovery_options;
+  recovery_options.end_lsn = covered_lsn;
+  Recovered recovered;
+  auto make_engine = [&] {
+    return std::make_unique<Engine>(options_.engine_options, &clock_, nullptr);
+  };
+  if (Status s = Recover(fs_, dir_, make_engine, recovery_options, &recovered); !s.ok()) return s;
+  return WriteSnapshotTemp(fs_, dir_, *recovered.engine, covered_lsn);
+}
+
+Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, CheckpointResult* result) {
+  void* shared = mmap(nullptr, sizeof(ChildOutcome), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    return Status(Code::kUnavailable, std::string(kForkFailed))
+        .WithContext("mmap: " + std::string(std::strerror(errno)));
+  }
+  auto* outcome = new (shared) ChildOutcome;
+  const pid_t parent = getpid();
+  const auto before = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  int fork_errno = 0;
+  {
+    MutexLock apply_append(log_->apply_append_mu());
+    Engine::Freeze freeze(live_);
+    *covered_lsn = log_->NextLsn();
+    pid = options_.fork();
+    if (pid == 0) {
+      freeze.Release();  // nobody else lives in the child: the engine is quiescent
+      WriteInChild(fs_, dir_, *live_, *covered_lsn, parent, outcome);
+    }
+    fork_errno = errno;
+  }
+  result->pause_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::steady_clock::now() - before)
+                         .count();
+  if (pid < 0) {
+    (void)munmap(shared, sizeof(ChildOutcome));
+    return Status(Code::kUnavailable, std::string(kForkFailed))
+        .WithContext(std::strerror(fork_errno));
+  }
+  result->forked = true;
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  const ChildOutcome got = *outcome;
+  (void)munmap(shared, sizeof(ChildOutcome));
+  if (got.reported && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
+    SnapshotInfo info;
+    info.file = SnapshotFileName(*covered_lsn);
+    info.covered_lsn = *covered_lsn;
+    info.effects = got.effects;
+    info.digest = got.digest;
+    info.bytes = got.bytes;
+    return info;
+  }
+  (void)fs_->RemoveFile(SnapshotTempPath(dir_, *covered_lsn));  // whatever it left
+  if (got.reported) return Status(static_cast<Code>(got.code), got.message);
+  const std::string how = WIFSIGNALED(wstatus)
+                              ? "was killed by signal " + std::to_string(WTERMSIG(wstatus))
+                              : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
+  return Status(Code::kInternal,
+                "checkpoint: the snapshot writer (pid " + std::to_string(pid) + ") " + how);
+}
+
 Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
   const auto start = std::chrono::steady_clock::now();
   CheckpointResult result;
@@ -127,40 +243,65 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
     if (Status s = hook(CheckpointStep::kRotated); !s.ok()) return s;
   }
 
-  // 2. A private engine at X.
-  RecoveryOptions recovery_options;
-  recovery_options.end_lsn = rotated->lsn;
-  Recovered recovered;
-  auto make_engine = [&] {
-    return std::make_unique<Engine>(options_.engine_options, &clock_, nullptr);
-  };
-  if (Status s = Recover(fs_, dir_, make_engine, recovery_options, &recovered); !s.ok()) return s;
-
-  // 3. The snapshot.
-  auto snapshot =
-      WriteSnapshot(fs_, dir_, *recovered.engine, rotated->lsn, [&](SnapshotStep step) -> Status {
-        if (step == SnapshotStep::kTempSynced) SUNDIAL_FAILPOINT("checkpoint.before_rename");
-        if (step == SnapshotStep::kRenamed) SUNDIAL_FAILPOINT("checkpoint.after_rename");
-        if (!hook) return Status::Ok();
-        return hook(step == SnapshotStep::kTempSynced ? CheckpointStep::kSnapshotTempSynced
-                                                      : CheckpointStep::kSnapshotRenamed);
-      });
-  recovered.engine.reset();  // free the copy before anything else
+  // 2. The snapshot's temp file, of the state at L (>= X).
+  Result<SnapshotInfo> snapshot = Status(Code::kInternal, "checkpoint: no mode");
+  if (options_.mode == CheckpointMode::kFork && live_ != nullptr) {
+    snapshot = WriteForked(&result.covered_lsn, &result);
+    if (!snapshot.ok() && !result.forked) {
+      // No child: fork (or the mapping) failed, the rest of the server is fine. Say so once.
+      bool first = false;
+      {
+        MutexLock lock(&mu_);
+        first = stats_.fork_fallbacks++ == 0;
+      }
+      if (first) {
+        std::fprintf(stderr, "sundiald: %s; this and later checkpoints fall back to replay\n",
+                     snapshot.status().ToString().c_str());
+      }
+      result.covered_lsn = rotated->lsn;
+    }
+  }
+  if (!result.forked) snapshot = WriteReplayed(result.covered_lsn);
   if (!snapshot.ok()) return snapshot.status();
   result.effects = snapshot->effects;
   result.snapshot_bytes = snapshot->bytes;
+
+  // 3. In place, once the log below L is durable (the snapshot must not hold a record a crash
+  // could still take from the log: nothing would be acknowledged twice, but a standby or the
+  // next recovery would disagree with it).
+  if (result.covered_lsn > rotated->lsn) {
+    if (Status s = log_->WaitDurable(result.covered_lsn, /*local_only=*/true); !s.ok()) {
+      (void)fs_->RemoveFile(SnapshotTempPath(dir_, result.covered_lsn));
+      return s;
+    }
+  }
+  if (Status s = CommitSnapshot(fs_, dir_, result.covered_lsn,
+                                [&](SnapshotStep step) -> Status {
+                                  if (step == SnapshotStep::kTempSynced)
+                                    SUNDIAL_FAILPOINT("checkpoint.before_rename");
+                                  if (step == SnapshotStep::kRenamed)
+                                    SUNDIAL_FAILPOINT("checkpoint.after_rename");
+                                  if (!hook) return Status::Ok();
+                                  return hook(step == SnapshotStep::kTempSynced
+                                                  ? CheckpointStep::kSnapshotTempSynced
+                                                  : CheckpointStep::kSnapshotRenamed);
+                                });
+      !s.ok()) {
+    return s;
+  }
 
   // 4. What it made obsolete (but for the segments a standby still needs).
   auto names = fs_->ListDir(dir_);
   if (!names.ok()) return names.status();
   covered_below_.store(rotated->segment_number, std::memory_order_release);
+  // The segment at X is the oldest kept whatever a standby needs: retention starts there.
   std::vector<uint64_t> kept = RetainedSegments(*names, rotated->segment_number, rotated->lsn);
   for (const std::string& name : *names) {
     auto segment = ParseSegmentFileName(name);
     auto snapshot_lsn = ParseSnapshotFileName(name);
     const bool obsolete = (segment && *segment < rotated->segment_number &&
                            std::find(kept.begin(), kept.end(), *segment) == kept.end()) ||
-                          (snapshot_lsn && *snapshot_lsn < rotated->lsn);
+                          (snapshot_lsn && *snapshot_lsn < result.covered_lsn);
     if (!obsolete) continue;
     const std::string path = JoinPath(dir_, name);
     auto size = fs_->FileSize(path);

@@ -5,16 +5,26 @@
 //
 // One checkpoint (RunOnce):
 //   1. Rotate the log: every record with LSN < X is now in sealed, synced segments.
-//   2. Build a private engine from the newest snapshot and the sealed segments (read-only
-//      recovery up to X). This costs memory for a second copy of the state while it runs, and
-//      CPU like a recovery; the thread runs at a lower priority (nice +10) so request threads
-//      go first.
-//   3. WriteSnapshot(X): temp file, fdatasync, rename, fsync of the directory.
-//   4. Delete every segment numbered below the one that starts at X, and every older snapshot,
-//      then fsync the directory.
+//   2. The state at some L >= X, written as snapshot-L.snap.tmp and fdatasynced, one of two ways
+//      (CheckpointOptions::mode):
+//      - replay: build a private engine from the newest snapshot and the sealed segments
+//        (read-only recovery up to L = X) and write it. This costs a second copy of the state
+//        while it runs, and CPU like a recovery: every logged byte is decoded and applied again.
+//      - fork (Redis's BGSAVE; docs/design/checkpoint-from-live-state.md): freeze the live
+//        engine (Engine::Freeze, with the log's apply_append_mu) for the instant of a fork():
+//        L = the log's next LSN then, an exact cut. The child process, which shares the frozen
+//        image copy-on-write, writes it and exits; the parent goes on at once and waits for it.
+//        Work in proportion to the live state, not to the log; the memory is what requests
+//        write meanwhile (copy-on-write). When fork fails, the replay runs instead (counted).
+//      The background thread and the child run at a lower priority (nice +10).
+//   3. Once every record below L is durable: rename the .tmp into place, fsync the directory.
+//   4. Delete every segment numbered below the one that starts at X (all its records are below
+//      L), and every older snapshot, then fsync the directory. Recovery skips the records of
+//      the segment at X that the snapshot covers (those below L).
 // A crash at any step leaves a directory that recovers to the same state: before the rename
 // only a .tmp exists (deleted on start); after it, recovery uses the new snapshot and removes
-// the segments and snapshots it covers itself.
+// the segments and snapshots it covers itself. A crash of the parent kills the child
+// (PR_SET_PDEATHSIG); a child that dies fails that checkpoint and nothing else.
 //
 // When (Due): the segments on disk hold at least `min_log_bytes` and at least `growth_percent`
 // percent of the newest snapshot's size (Redis's auto-aof-rewrite rule: rewriting costs a pass
@@ -25,6 +35,8 @@
 // Thread safety: RunOnce, Due and stats may be called from any thread; RunOnce calls are
 // serialised. Start/Stop from one owner thread.
 #pragma once
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -39,16 +51,25 @@
 #include "engine/status.h"
 #include "wal/file.h"
 #include "wal/group_commit_log.h"
+#include "wal/snapshot.h"
 
 namespace sundial::wal {
 
+enum class CheckpointMode : uint8_t {
+  kReplay,  // a private engine rebuilt from the log
+  kFork,    // the live engine, written by a forked child (needs the engine and a POSIX fs)
+};
+
 struct CheckpointOptions {
-  uint64_t min_log_bytes = 64ull << 20;  // --checkpoint-bytes
-  uint32_t growth_percent = 100;         // --checkpoint-growth
-  uint32_t max_segments = 64;            // --checkpoint-segments (at least 2)
-  int64_t poll_ms = 100;                 // how often the background thread checks Due
-  bool lower_priority = true;            // nice +10 for the background thread
-  Engine::Options engine_options;        // of the private engine built in step 2
+  CheckpointMode mode = CheckpointMode::kFork;  // --checkpoint-mode (replay without an engine)
+  uint64_t min_log_bytes = 64ull << 20;         // --checkpoint-bytes
+  uint32_t growth_percent = 100;                // --checkpoint-growth
+  uint32_t max_segments = 64;                   // --checkpoint-segments (at least 2)
+  int64_t poll_ms = 100;                        // how often the background thread checks Due
+  bool lower_priority = true;                   // nice +10 for the background thread
+  Engine::Options engine_options;               // of the private engine built in step 2
+  // Fork mode's fork(); tests make it fail (-1 with errno set) to see the fallback.
+  pid_t (*fork)() = ::fork;
 };
 
 // Points where a test may simulate a crash: the hook returns non-OK and RunOnce stops there,
@@ -69,19 +90,25 @@ struct CheckpointResult {
   uint64_t snapshots_removed = 0;
   uint64_t bytes_removed = 0;
   int64_t duration_ms = 0;  // wall time of the whole checkpoint
+  bool forked = false;      // written by a forked child (else by a replay)
+  int64_t pause_us = 0;     // forked: how long the engine was frozen (the fork included)
 };
 
 struct CheckpointStats {
   uint64_t checkpoints = 0;
   uint64_t failures = 0;
+  uint64_t fork_fallbacks = 0;  // fork mode, fork() failed: the replay ran instead
   Status last_error;
   CheckpointResult last;
 };
 
 class Checkpointer {
  public:
-  // `fs` and `log` must outlive the checkpointer; `log` writes to `dir`.
-  Checkpointer(FileSystem* fs, std::string dir, GroupCommitLog* log, CheckpointOptions options);
+  // `fs` and `log` must outlive the checkpointer; `log` writes to `dir`. Fork mode needs `live`,
+  // the engine whose effects `log` records (it must outlive the checkpointer too); without it
+  // checkpoints replay.
+  Checkpointer(FileSystem* fs, std::string dir, GroupCommitLog* log, CheckpointOptions options,
+               const Engine* live = nullptr);
   ~Checkpointer();  // Stop()
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
@@ -107,6 +134,11 @@ class Checkpointer {
 
  private:
   Result<CheckpointResult> Run(const CheckpointHook& hook) REQUIRES(run_mu_);
+  // Step 2 of each mode: the snapshot's temp file of the state at *covered_lsn (in: X; out: L).
+  Result<SnapshotInfo> WriteReplayed(uint64_t covered_lsn) REQUIRES(run_mu_);
+  // Fork mode. UNAVAILABLE with a detail starting kForkFailed when there was no child.
+  Result<SnapshotInfo> WriteForked(uint64_t* covered_lsn, CheckpointResult* result)
+      REQUIRES(run_mu_);
   // The covered segments (numbered below `below`) that SetRetention keeps.
   std::vector<uint64_t> RetainedSegments(const std::vector<std::string>& names, uint64_t below,
                                          uint64_t covered_lsn);
@@ -116,6 +148,7 @@ class Checkpointer {
   const std::string dir_;
   GroupCommitLog* const log_;
   const CheckpointOptions options_;
+  const Engine* const live_;
   ManualClock clock_;  // the private engine's clock: Apply takes times from the effects
 
   Mutex run_mu_;  // serialises RunOnce

@@ -74,6 +74,7 @@ struct GroupCommitLog::Impl {
   Mutex mu;
   std::atomic<bool> failed{false};        // failure is not OK
   std::atomic<uint64_t> appended_end{0};  // next_lsn, readable without mu
+  mutable Mutex apply_append_mu;          // GroupCommitLog::apply_append_mu
   std::atomic<uint64_t> durable_end_atomic{0};
   std::atomic<uint64_t> written_end_atomic{0};
   std::atomic<bool> bounded{false};  // replica_bound is set
@@ -592,6 +593,12 @@ uint64_t GroupCommitLog::AppendedEndLsn() const {
   if (SUNDIAL_BUG("ack_before_sync")) return DurableEnd();
   return impl_->appended_end.load(std::memory_order_acquire);
 }
+
+uint64_t GroupCommitLog::NextLsn() const {
+  return impl_->appended_end.load(std::memory_order_acquire);
+}
+
+Mutex* GroupCommitLog::apply_append_mu() const { return &impl_->apply_append_mu; }
 
 uint64_t GroupCommitLog::DurableEnd() const {
   return impl_->durable_end_atomic.load(std::memory_order_acquire);

@@ -41,6 +41,7 @@
 #include <string>
 
 #include "engine/effect.h"
+#include "engine/mutex.h"
 #include "engine/status.h"
 #include "wal/file.h"
 
@@ -121,6 +122,15 @@ class GroupCommitLog final : public EffectSink {
   uint64_t AppendedEndLsn() const;
   // Every record below this is durable under the policy (lock-free).
   uint64_t DurableEnd() const;
+  // The LSN the next appended effect gets (AppendedEndLsn, never bent by a test build's planted
+  // bug): with the engine that feeds this log frozen (Engine::Freeze) and the lock below held,
+  // the exact end of the state a fork checkpoint writes.
+  uint64_t NextLsn() const;
+  // A standby applies each record it receives to its engine and then appends it here
+  // (replication/standby_stream.cc): outside the engine's locks, so it holds this across the
+  // pair, and a fork checkpoint holds it while it takes its cut. Before every engine lock in the
+  // lock order.
+  Mutex* apply_append_mu() const;
 
   // Makes every record below `end` durable under the policy. Writes what is appended and not
   // written yet (waiting for a write in progress, which is short). Then, under kAlways, if the

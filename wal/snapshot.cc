@@ -43,16 +43,13 @@ Status Damaged(CorruptionReporter* reporter, const std::string& file, uint64_t o
   return Damaged(reporter, Corruption{file, offset, DamageKind::kCorruption, reason});
 }
 
-Result<SnapshotInfo> WriteSnapshotFiles(FileSystem* fs, const std::string& dir,
-                                        const Engine& engine, uint64_t covered_lsn,
-                                        const SnapshotHook& hook, bool* remove_temp) {
+// The temp file, complete and synced; *remove_temp once it exists.
+Result<SnapshotInfo> WriteTemp(FileSystem* fs, const std::string& dir, const Engine& engine,
+                               uint64_t covered_lsn, bool* remove_temp) {
   SnapshotInfo info;
   info.file = SnapshotFileName(covered_lsn);
   info.covered_lsn = covered_lsn;
-  const std::string path = JoinPath(dir, info.file);
-  const std::string temp = path + std::string(kTempSuffix);
-
-  auto file = fs->NewWritableFile(temp);
+  auto file = fs->NewWritableFile(SnapshotTempPath(dir, covered_lsn));
   if (!file.ok()) return file.status();
   *remove_temp = true;
   FileHeader header;
@@ -73,31 +70,45 @@ Result<SnapshotInfo> WriteSnapshotFiles(FileSystem* fs, const std::string& dir,
   if (Status s = writer.Sync(); !s.ok()) return s;
   if (Status s = writer.Close(); !s.ok()) return s;
   info.bytes = writer.bytes_written();
-  if (hook) {
-    if (Status s = hook(SnapshotStep::kTempSynced); !s.ok()) {
-      *remove_temp = false;  // a simulated crash leaves the files as a crash would
-      return s;
-    }
-  }
-  if (Status s = fs->RenameFile(temp, path); !s.ok()) return s;
-  *remove_temp = false;
-  if (Status s = fs->SyncDir(dir); !s.ok()) return s;
-  if (hook) {
-    if (Status s = hook(SnapshotStep::kRenamed); !s.ok()) return s;
-  }
   return info;
 }
 
 }  // namespace
 
+std::string SnapshotTempPath(const std::string& dir, uint64_t covered_lsn) {
+  return JoinPath(dir, SnapshotFileName(covered_lsn)) + std::string(kTempSuffix);
+}
+
+Result<SnapshotInfo> WriteSnapshotTemp(FileSystem* fs, const std::string& dir, const Engine& engine,
+                                       uint64_t covered_lsn) {
+  bool remove_temp = false;
+  auto info = WriteTemp(fs, dir, engine, covered_lsn, &remove_temp);
+  // A failed write leaves no temp file behind (a crash does; recovery removes those).
+  if (!info.ok() && remove_temp) (void)fs->RemoveFile(SnapshotTempPath(dir, covered_lsn));
+  return info;
+}
+
+Status CommitSnapshot(FileSystem* fs, const std::string& dir, uint64_t covered_lsn,
+                      const SnapshotHook& hook) {
+  const std::string temp = SnapshotTempPath(dir, covered_lsn);
+  if (hook) {
+    // A simulated crash leaves the files as a crash would: the temp file stays.
+    if (Status s = hook(SnapshotStep::kTempSynced); !s.ok()) return s;
+  }
+  if (Status s = fs->RenameFile(temp, JoinPath(dir, SnapshotFileName(covered_lsn))); !s.ok()) {
+    (void)fs->RemoveFile(temp);
+    return s;
+  }
+  if (Status s = fs->SyncDir(dir); !s.ok()) return s;
+  if (hook) return hook(SnapshotStep::kRenamed);
+  return Status::Ok();
+}
+
 Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const Engine& engine,
                                    uint64_t covered_lsn, const SnapshotHook& hook) {
-  bool remove_temp = false;
-  auto info = WriteSnapshotFiles(fs, dir, engine, covered_lsn, hook, &remove_temp);
-  // A failed write leaves no temp file behind (a crash does; recovery removes those).
-  if (!info.ok() && remove_temp) {
-    (void)fs->RemoveFile(JoinPath(dir, SnapshotFileName(covered_lsn)) + std::string(kTempSuffix));
-  }
+  auto info = WriteSnapshotTemp(fs, dir, engine, covered_lsn);
+  if (!info.ok()) return info;
+  if (Status s = CommitSnapshot(fs, dir, covered_lsn, hook); !s.ok()) return s;
   return info;
 }
 

@@ -42,9 +42,19 @@ enum class SnapshotStep : uint8_t {
 };
 using SnapshotHook = std::function<Status(SnapshotStep)>;
 
-// Writes the state of `engine` as dir/snapshot-<covered_lsn>.snap (replacing one of that name).
+// Writes the state of `engine` as dir/snapshot-<covered_lsn>.snap (replacing one of that name):
+// WriteSnapshotTemp, then CommitSnapshot.
 Result<SnapshotInfo> WriteSnapshot(FileSystem* fs, const std::string& dir, const Engine& engine,
                                    uint64_t covered_lsn, const SnapshotHook& hook = nullptr);
+// The two halves, for a writer that is not the committer (a fork checkpoint's child writes, its
+// parent commits once the log below covered_lsn is durable). WriteSnapshotTemp writes and
+// fdatasyncs SnapshotTempPath and leaves nothing behind when it fails; CommitSnapshot renames it
+// into place and fsyncs the directory (kTempSynced is hooked before the rename).
+Result<SnapshotInfo> WriteSnapshotTemp(FileSystem* fs, const std::string& dir, const Engine& engine,
+                                       uint64_t covered_lsn);
+Status CommitSnapshot(FileSystem* fs, const std::string& dir, uint64_t covered_lsn,
+                      const SnapshotHook& hook = nullptr);
+std::string SnapshotTempPath(const std::string& dir, uint64_t covered_lsn);
 
 // Loads dir/`file` (a name ParseSnapshotFileName accepts) into `engine`, which must be empty.
 // Damage (a record that fails a check or does not apply, no trailer, a count or digest that does

@@ -6,7 +6,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <thread>
 
@@ -91,20 +93,48 @@ struct CrashPoint {
 
 class CheckpointCrashTest : public ::testing::TestWithParam<CrashPoint> {};
 
+// A fresh directory under the system's temp directory, removed with everything in it: fork
+// checkpoints need a file system that the child process shares.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sundial-ckpt-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+  }
+  ~TempDir() {
+    if (!path_.empty()) std::filesystem::remove_all(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+CheckpointOptions Mode(CheckpointMode mode) {
+  CheckpointOptions o = SmallCheckpoints();
+  o.mode = mode;
+  return o;
+}
+
 // The workload with dependencies (RandomOps): the snapshot then carries waiting messages and
-// the graph, and the log after it the enqueues and causes that recovery replays on top.
-void CrashAtStep(const CrashPoint& point, bool with_dependencies) {
-  auto memory = NewMemoryFileSystem();
-  FaultInjectionFileSystem faulty(memory.get());
+// the graph, and the log after it the enqueues and causes that recovery replays on top. A fork
+// checkpoint writes from the live engine, on a real directory (the replay one on memory).
+void CrashAtStep(const CrashPoint& point, bool with_dependencies, CheckpointMode mode) {
+  const bool fork = mode == CheckpointMode::kFork;
+  TempDir temp;
+  const std::string dir = fork ? temp.path() : kDir;
+  ASSERT_FALSE(dir.empty());
+  auto base = fork ? NewPosixFileSystem() : NewMemoryFileSystem();
+  FaultInjectionFileSystem faulty(base.get());
   uint64_t digest = 0;
   {
     LoggedEngine e;
-    ASSERT_TRUE(e.Open(&faulty, kDir, {}, SmallSegments()).ok());
+    ASSERT_TRUE(e.Open(&faulty, dir, {}, SmallSegments()).ok());
     RandomOps workload(2, with_dependencies);
     workload.Setup(*e.engine);
     workload.Run(*e.engine, e.clock, 1'500);
     ASSERT_TRUE(e.Sync().ok());
-    Checkpointer checkpointer(&faulty, kDir, e.log.get(), SmallCheckpoints());
+    Checkpointer checkpointer(&faulty, dir, e.log.get(), Mode(mode), e.engine.get());
     ASSERT_TRUE(checkpointer.RunOnce().ok());  // an older snapshot for the next one to delete
     workload.Run(*e.engine, e.clock, 1'500);
     ASSERT_TRUE(e.Sync().ok());
@@ -119,35 +149,42 @@ void CrashAtStep(const CrashPoint& point, bool with_dependencies) {
     });
     ASSERT_FALSE(crashed.ok());
     EXPECT_EQ(crashed.status().detail(), "test: crash here");
+    EXPECT_EQ(checkpointer.stats().fork_fallbacks, 0u);
     ASSERT_TRUE(faulty.SimulateCrash().ok());  // unsynced bytes are lost
   }
   RecoveryReport report;
-  EXPECT_EQ(RecoveredDigest(memory.get(), kDir, &report), digest) << report.Summary();
+  EXPECT_EQ(RecoveredDigest(base.get(), dir, &report), digest) << report.Summary();
   // Recovery finished what the checkpoint left: one snapshot, no temp files, no covered
   // segments.
-  auto names = *memory->ListDir(kDir);
+  auto names = *base->ListDir(dir);
   for (const auto& n : names) EXPECT_EQ(n.find(".tmp"), std::string::npos) << n;
-  EXPECT_EQ(SnapshotNames(memory.get(), kDir).size(), 1u);
+  EXPECT_EQ(SnapshotNames(base.get(), dir).size(), 1u);
   // And the directory goes on: log more, checkpoint, recover.
   LoggedEngine again;
-  ASSERT_TRUE(again.Open(memory.get(), kDir, {}, SmallSegments()).ok());
+  ASSERT_TRUE(again.Open(base.get(), dir, {}, SmallSegments()).ok());
   EXPECT_EQ(again.engine->Digest(), digest);
   RandomOps more(3, with_dependencies);
   more.Run(*again.engine, again.clock, 300);
   ASSERT_TRUE(again.Sync().ok());
-  Checkpointer checkpointer(memory.get(), kDir, again.log.get(), SmallCheckpoints());
-  ASSERT_TRUE(checkpointer.RunOnce().ok());
+  Checkpointer checkpointer(base.get(), dir, again.log.get(), Mode(mode), again.engine.get());
+  auto last = checkpointer.RunOnce();
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->forked, fork);
   const uint64_t final_digest = again.engine->Digest();
   again.log.reset();
-  EXPECT_EQ(RecoveredDigest(memory.get(), kDir), final_digest);
+  EXPECT_EQ(RecoveredDigest(base.get(), dir), final_digest);
 }
 
 TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedState) {
-  CrashAtStep(GetParam(), /*with_dependencies=*/false);
+  CrashAtStep(GetParam(), /*with_dependencies=*/false, CheckpointMode::kReplay);
 }
 
 TEST_P(CheckpointCrashTest, ACrashAtThisStepRecoversTheAcknowledgedDependencies) {
-  CrashAtStep(GetParam(), /*with_dependencies=*/true);
+  CrashAtStep(GetParam(), /*with_dependencies=*/true, CheckpointMode::kReplay);
+}
+
+TEST_P(CheckpointCrashTest, ACrashAtThisStepOfAForkCheckpointRecoversTheAcknowledgedState) {
+  CrashAtStep(GetParam(), /*with_dependencies=*/true, CheckpointMode::kFork);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -345,6 +382,211 @@ TEST(CheckpointTest, AFailedSnapshotWriteLeavesNoTempFile) {
   for (const auto& n : *names) EXPECT_EQ(n.find(".tmp"), std::string::npos) << n;
   EXPECT_TRUE(SnapshotNames(memory.get(), kDir).empty());
   EXPECT_TRUE(e.log->failure().ok());  // a failed checkpoint does not touch the log
+}
+
+// ---- Fork mode --------------------------------------------------------------------------------
+
+// A logged engine on a real directory with fork checkpoints of it.
+struct ForkFixture {
+  TempDir temp;
+  std::unique_ptr<FileSystem> posix = NewPosixFileSystem();
+  LoggedEngine e;
+  RandomOps workload{21, /*with_dependencies=*/true};
+
+  void Open(FileSystem* fs) {
+    ASSERT_FALSE(temp.path().empty());
+    ASSERT_TRUE(e.Open(fs, temp.path(), {}, SmallSegments()).ok());
+    workload.Setup(*e.engine);
+    workload.Run(*e.engine, e.clock, 1'500);
+    ASSERT_TRUE(e.Sync().ok());
+  }
+  std::vector<std::string> TempFiles() {
+    std::vector<std::string> out;
+    auto names = posix->ListDir(temp.path());
+    for (const auto& n : *names) {
+      if (n.find(".tmp") != std::string::npos) out.push_back(n);
+    }
+    return out;
+  }
+};
+
+TEST(ForkCheckpointTest, AForkedChildWritesTheLiveStateAndTheParentDeletesWhatItCovers) {
+  ForkFixture f;
+  f.Open(f.posix.get());
+  const size_t segments_before = SegmentNames(f.posix.get(), f.temp.path()).size();
+  ASSERT_GT(segments_before, 4u);
+  const uint64_t end = f.e.log->NextLsn();
+  Checkpointer checkpointer(f.posix.get(), f.temp.path(), f.e.log.get(),
+                            Mode(CheckpointMode::kFork), f.e.engine.get());
+  auto result = checkpointer.RunOnce();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_TRUE(result->forked);
+  EXPECT_EQ(result->covered_lsn, end);  // nothing was appended after the rotation
+  EXPECT_EQ(result->segments_removed, segments_before);
+  EXPECT_GT(result->effects, 0u);
+  EXPECT_EQ(SnapshotNames(f.posix.get(), f.temp.path()),
+            std::vector<std::string>{SnapshotFileName(end)});
+  // The same file as the replay would write from the log: the state and its digest.
+  f.workload.Run(*f.e.engine, f.e.clock, 500);
+  ASSERT_TRUE(f.e.Sync().ok());
+  const uint64_t digest = f.e.engine->Digest();
+  f.e.log.reset();
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(f.posix.get(), f.temp.path(), &report), digest);
+  EXPECT_EQ(report.snapshot, SnapshotFileName(end));
+  EXPECT_GT(report.records_replayed, 0u);
+}
+
+// Records appended between the rotation and the fork are in the snapshot; recovery skips them
+// in the segment that holds them and replays the rest.
+TEST(ForkCheckpointTest, TheCutFallsInsideASegmentAndRecoverySkipsWhatTheSnapshotHolds) {
+  ForkFixture f;
+  f.Open(f.posix.get());
+  Checkpointer checkpointer(f.posix.get(), f.temp.path(), f.e.log.get(),
+                            Mode(CheckpointMode::kFork), f.e.engine.get());
+  uint64_t rotated_at = 0;
+  auto result = checkpointer.RunOnce([&](CheckpointStep step) {
+    if (step == CheckpointStep::kRotated) {
+      rotated_at = f.e.log->NextLsn();
+      for (int i = 0; i < 5; ++i) {
+        EXPECT_TRUE(f.e.engine->Enqueue("simple", {Item("cut-" + std::to_string(i))})[0].ok());
+      }
+    }
+    return Status::Ok();
+  });
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_EQ(result->covered_lsn, rotated_at + 5);
+  // The parent waited for those five before it renamed: durable, though nobody committed them.
+  EXPECT_GE(f.e.log->DurableEnd(), rotated_at + 5);
+  const auto segments = SegmentNames(f.posix.get(), f.temp.path());
+  ASSERT_EQ(segments.size(), 1u);  // the one the rotation started, holding the five
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(f.e.engine->Enqueue("simple", {Item("after-" + std::to_string(i))})[0].ok());
+  }
+  ASSERT_TRUE(f.e.Sync().ok());
+  const uint64_t digest = f.e.engine->Digest();
+  f.e.log.reset();
+  RecoveryReport report;
+  EXPECT_EQ(RecoveredDigest(f.posix.get(), f.temp.path(), &report), digest) << report.Summary();
+  EXPECT_EQ(report.snapshot_lsn, rotated_at + 5);
+  EXPECT_EQ(report.records_replayed, 7u);
+}
+
+// A file system whose snapshot temp files kill the process that creates them, when that is not
+// the test's own: the checkpoint's child dies as if the OOM killer took it.
+class KillTheWriter final : public FileSystem {
+ public:
+  explicit KillTheWriter(FileSystem* base) : base_(base), test_pid_(::getpid()) {}
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    if (::getpid() != test_pid_ && path.ends_with(".snap.tmp")) ::raise(SIGKILL);
+    return base_->NewWritableFile(path);
+  }
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+    return base_->NewAppendableFile(path);
+  }
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    return base_->NewSequentialFile(path);
+  }
+  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    return base_->TruncateFile(path, size);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return base_->ListDir(dir);
+  }
+  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+
+ private:
+  FileSystem* const base_;
+  const pid_t test_pid_;
+};
+
+TEST(ForkCheckpointTest, AChildThatDiesFailsThatCheckpointAndNothingElse) {
+  ForkFixture f;
+  KillTheWriter killing(f.posix.get());
+  f.Open(&killing);
+  const auto segments_before = SegmentNames(f.posix.get(), f.temp.path());
+  Checkpointer checkpointer(&killing, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
+                            f.e.engine.get());
+  auto result = checkpointer.RunOnce();
+  EXPECT_EQ(result.status().code(), Code::kInternal);
+  EXPECT_NE(result.status().Message().find("killed by signal 9"), std::string::npos)
+      << result.status().ToString();
+  EXPECT_EQ(checkpointer.stats().failures, 1u);
+  EXPECT_EQ(checkpointer.stats().fork_fallbacks, 0u);  // there was a child: no replay instead
+  EXPECT_TRUE(SnapshotNames(f.posix.get(), f.temp.path()).empty());
+  EXPECT_TRUE(f.TempFiles().empty());
+  // Nothing deleted (one more segment: the rotation's), the log goes on, and the next
+  // checkpoint, with a writer that lives, covers everything.
+  EXPECT_EQ(SegmentNames(f.posix.get(), f.temp.path()).size(), segments_before.size() + 1);
+  EXPECT_TRUE(f.e.log->failure().ok());
+  f.workload.Run(*f.e.engine, f.e.clock, 200);
+  ASSERT_TRUE(f.e.Sync().ok());
+  Checkpointer living(f.posix.get(), f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
+                      f.e.engine.get());
+  auto next = living.RunOnce();
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  const uint64_t digest = f.e.engine->Digest();
+  f.e.log.reset();
+  EXPECT_EQ(RecoveredDigest(f.posix.get(), f.temp.path()), digest);
+}
+
+TEST(ForkCheckpointTest, AChildsWriteErrorComesBackTypedAndLeavesNoTempFile) {
+  ForkFixture f;
+  FaultInjectionFileSystem faulty(f.posix.get());
+  f.Open(&faulty);
+  Checkpointer checkpointer(&faulty, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
+                            f.e.engine.get());
+  auto result = checkpointer.RunOnce([&](CheckpointStep step) {
+    // The log is idle now: the next append is the snapshot's, in the child's copy of `faulty`.
+    if (step == CheckpointStep::kRotated) faulty.FailNextAppendWithNoSpace();
+    return Status::Ok();
+  });
+  EXPECT_EQ(result.status().code(), Code::kResourceExhausted) << result.status().ToString();
+  EXPECT_TRUE(f.TempFiles().empty());
+  EXPECT_TRUE(SnapshotNames(f.posix.get(), f.temp.path()).empty());
+  EXPECT_TRUE(f.e.log->failure().ok());
+}
+
+pid_t ForkThatFails() {
+  errno = EAGAIN;
+  return -1;
+}
+
+TEST(ForkCheckpointTest, WhenForkFailsTheReplayWritesTheCheckpointAndItIsCounted) {
+  ForkFixture f;
+  f.Open(f.posix.get());
+  CheckpointOptions options = Mode(CheckpointMode::kFork);
+  options.fork = ForkThatFails;
+  Checkpointer checkpointer(f.posix.get(), f.temp.path(), f.e.log.get(), options, f.e.engine.get());
+  const uint64_t end = f.e.log->NextLsn();
+  auto result = checkpointer.RunOnce();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  EXPECT_FALSE(result->forked);
+  EXPECT_EQ(result->covered_lsn, end);
+  EXPECT_EQ(checkpointer.stats().fork_fallbacks, 1u);
+  EXPECT_EQ(checkpointer.stats().failures, 0u);
+  const uint64_t digest = f.e.engine->Digest();
+  f.e.log.reset();
+  EXPECT_EQ(RecoveredDigest(f.posix.get(), f.temp.path()), digest);
+}
+
+// Without the engine there is nothing to fork: the replay runs, and that is no fallback.
+TEST(ForkCheckpointTest, WithoutTheLiveEngineCheckpointsReplay) {
+  ForkFixture f;
+  f.Open(f.posix.get());
+  Checkpointer checkpointer(f.posix.get(), f.temp.path(), f.e.log.get(),
+                            Mode(CheckpointMode::kFork));
+  auto result = checkpointer.RunOnce();
+  ASSERT_TRUE(result.ok());
+  EXPECT_FALSE(result->forked);
+  EXPECT_EQ(checkpointer.stats().fork_fallbacks, 0u);
 }
 
 }  // namespace

@@ -190,11 +190,14 @@ LogOptions ChildLogOptions() {
   return o;
 }
 
-CheckpointOptions ChildCheckpointOptions() {
+// Even rounds rebuild checkpoints from the log, odd ones fork a writer of the live engine
+// (which the kill takes too: it dies with its parent).
+CheckpointOptions ChildCheckpointOptions(int round) {
   CheckpointOptions o;
   o.min_log_bytes = 8 << 10;
   o.poll_ms = 2;
   o.engine_options = EngineOptions();
+  o.mode = round % 2 ? CheckpointMode::kFork : CheckpointMode::kReplay;
   return o;
 }
 
@@ -220,7 +223,7 @@ Status RecoverDir(FileSystem* fs, const std::string& dir, const Clock* clock, Re
   }
   Engine& live = *opened.engine;
   GroupCommitLog* log = opened.log.get();
-  Checkpointer checkpointer(fs, dir, log, ChildCheckpointOptions());
+  Checkpointer checkpointer(fs, dir, log, ChildCheckpointOptions(round), &live);
   checkpointer.Start();
   CreateQueues(live);
   if (!log->WaitDurable(log->EndLsnOfThisThread()).ok()) _exit(7);
