@@ -201,6 +201,7 @@ int Run(int argc, char** argv) {
 
   wal::Checkpointer checkpointer(fs.get(), options.data_dir, opened.log.get(), options.checkpoint,
                                  opened.engine.get());
+  metrics.SetCheckpointStats([&checkpointer] { return checkpointer.stats(); });
   checkpointer.Start();
 
   int code = 0;

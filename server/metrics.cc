@@ -99,6 +99,11 @@ void Metrics::AddConnection(Transport t, int delta) {
   connections_[static_cast<size_t>(t)].fetch_add(delta, std::memory_order_relaxed);
 }
 
+void Metrics::SetCheckpointStats(std::function<wal::CheckpointStats()> stats) {
+  MutexLock lock(&checkpoint_mu_);
+  checkpoint_stats_ = std::move(stats);
+}
+
 int64_t Metrics::connections(Transport t) const {
   return connections_[static_cast<size_t>(t)].load(std::memory_order_relaxed);
 }
@@ -281,6 +286,32 @@ std::string Metrics::Render(const Engine& engine, const wal::GroupCommitLog* log
   fmt::format_to(it, "sundial_wal_records_total {}\n", stats.records);
   Header(&out, "sundial_wal_failed", "gauge", "1 when the WAL has failed (writes refused).");
   fmt::format_to(it, "sundial_wal_failed {}\n", log && log->failed() ? 1 : 0);
+
+  std::function<wal::CheckpointStats()> checkpoint_stats;
+  {
+    MutexLock lock(&checkpoint_mu_);
+    checkpoint_stats = checkpoint_stats_;
+  }
+  if (checkpoint_stats) {
+    const wal::CheckpointStats c = checkpoint_stats();
+    Header(&out, "sundial_checkpoints_total", "counter", "Checkpoints, by result.");
+    fmt::format_to(it, "sundial_checkpoints_total{{result=\"ok\"}} {}\n", c.checkpoints);
+    fmt::format_to(it, "sundial_checkpoints_total{{result=\"failed\"}} {}\n", c.failures);
+    Header(&out, "sundial_checkpoint_fork_fallbacks_total", "counter",
+           "Checkpoints of --checkpoint-mode fork that replayed the log because fork failed.");
+    fmt::format_to(it, "sundial_checkpoint_fork_fallbacks_total {}\n", c.fork_fallbacks);
+    Header(&out, "sundial_checkpoint_last_duration_seconds", "gauge",
+           "Wall time of the last successful checkpoint.");
+    fmt::format_to(it, "sundial_checkpoint_last_duration_seconds {}\n",
+                   static_cast<double>(c.last.duration_ms) / 1e3);
+    Header(&out, "sundial_checkpoint_last_pause_seconds", "gauge",
+           "How long the last successful checkpoint held the engine (its fork); 0 for a replay.");
+    fmt::format_to(it, "sundial_checkpoint_last_pause_seconds {}\n",
+                   static_cast<double>(c.last.pause_us) / 1e6);
+    Header(&out, "sundial_checkpoint_last_snapshot_bytes", "gauge",
+           "Size of the snapshot the last successful checkpoint wrote.");
+    fmt::format_to(it, "sundial_checkpoint_last_snapshot_bytes {}\n", c.last.snapshot_bytes);
+  }
 
   Header(&out, "sundial_lease_expirations_total", "counter", "Leases that ran out, per queue.");
   {

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "engine/status.h"
 #include "server/node_role.h"
 #include "server/transport.h"
+#include "wal/checkpointer.h"
 #include "wal/group_commit_log.h"
 
 namespace sundial::server {
@@ -91,6 +93,8 @@ class Metrics {
   void AddConnection(Transport t, int delta);
   void LeaseExpired(std::string_view queue);
   void Fsync(uint64_t nanos) { fsync_.Observe(nanos); }
+  // Where the sundial_checkpoint* series come from (the process's Checkpointer; none: no series).
+  void SetCheckpointStats(std::function<wal::CheckpointStats()> stats);
 
   int64_t connections(Transport t) const;
   int64_t connections() const;
@@ -106,6 +110,8 @@ class Metrics {
   std::array<std::atomic<uint64_t>, kOps> messages_{};
   Histogram fsync_;
   std::array<std::atomic<int64_t>, kTransports> connections_{};
+  mutable Mutex checkpoint_mu_;
+  std::function<wal::CheckpointStats()> checkpoint_stats_ GUARDED_BY(checkpoint_mu_);
   mutable Mutex lease_mu_;
   std::map<std::string, uint64_t, std::less<>> lease_expirations_ GUARDED_BY(lease_mu_);
 };

@@ -157,5 +157,29 @@ TEST(QueueMetrics, BlockedByReasonAndThrottledDequeues) {
   EXPECT_TRUE(Has(text, "# TYPE sundial_messages_blocked_by_reason gauge")) << text;
 }
 
+// The checkpointer's series (docs/operations.md, "Metrics"): present once a source is set.
+TEST(CheckpointMetrics, CountsAndTheLastCheckpointsFigures) {
+  ManualClock clock;
+  Engine engine(Engine::Options{}, &clock, nullptr);
+  Metrics metrics;
+  EXPECT_FALSE(Has(metrics.Render(engine, nullptr, ClusterFigures{}), "sundial_checkpoint"));
+  wal::CheckpointStats stats;
+  stats.checkpoints = 7;
+  stats.failures = 2;
+  stats.fork_fallbacks = 1;
+  stats.last.duration_ms = 1'250;
+  stats.last.pause_us = 3'500;
+  stats.last.snapshot_bytes = 123'456;
+  metrics.SetCheckpointStats([&stats] { return stats; });
+  const std::string text = metrics.Render(engine, nullptr, ClusterFigures{});
+  EXPECT_TRUE(Has(text, "sundial_checkpoints_total{result=\"ok\"} 7")) << text;
+  EXPECT_TRUE(Has(text, "sundial_checkpoints_total{result=\"failed\"} 2")) << text;
+  EXPECT_TRUE(Has(text, "sundial_checkpoint_fork_fallbacks_total 1")) << text;
+  EXPECT_TRUE(Has(text, "sundial_checkpoint_last_duration_seconds 1.25")) << text;
+  EXPECT_TRUE(Has(text, "sundial_checkpoint_last_pause_seconds 0.0035")) << text;
+  EXPECT_TRUE(Has(text, "sundial_checkpoint_last_snapshot_bytes 123456")) << text;
+  EXPECT_TRUE(Has(text, "# TYPE sundial_checkpoints_total counter")) << text;
+}
+
 }  // namespace
 }  // namespace sundial::server

@@ -156,6 +156,19 @@ TEST_F(OptionsTest, DashboardIsOnUnlessSetToReadOnlyOrOff) {
   EXPECT_NE(bad.message.find("dashboard"), std::string::npos) << bad.message;
 }
 
+TEST_F(OptionsTest, CheckpointsForkUnlessSetToReplay) {
+  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kFork);
+  EXPECT_EQ(Parse({"--checkpoint-mode", "replay"}).options.checkpoint.mode,
+            wal::CheckpointMode::kReplay);
+  EXPECT_EQ(Parse({"--checkpoint-mode=FORK"}).options.checkpoint.mode, wal::CheckpointMode::kFork);
+  setenv("SUNDIAL_CHECKPOINT_MODE", "replay", 1);
+  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kReplay);
+  unsetenv("SUNDIAL_CHECKPOINT_MODE");
+  ParseResult bad = Parse({"--checkpoint-mode", "copy"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.message.find("checkpoint-mode"), std::string::npos) << bad.message;
+}
+
 TEST_F(OptionsTest, AdvertisedAddressesAreHostAndPort) {
   ParseResult r = Parse(
       {"--advertise-addr", "127.0.0.1:9100", "--advertise-replication", "proxy.example:9102"});
@@ -179,9 +192,9 @@ TEST_F(OptionsTest, HelpExitsZeroWithEveryFlag) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag :
        {"--data-dir", "--port", "--http-port", "--bind", "--fsync", "--wal-repair",
-        "--checkpoint-bytes", "--auth-token-file", "--allowed-origins", "--insecure-bind",
-        "--max-frame-bytes", "--dashboard", "--tls-cert", "--ready-file", "--cluster", "--etcd",
-        "--replication-port", "--sync-timeout-ms"}) {
+        "--checkpoint-bytes", "--checkpoint-mode", "--auth-token-file", "--allowed-origins",
+        "--insecure-bind", "--max-frame-bytes", "--dashboard", "--tls-cert", "--ready-file",
+        "--cluster", "--etcd", "--replication-port", "--sync-timeout-ms"}) {
     EXPECT_NE(r.message.find(flag), std::string::npos) << flag;
   }
   // main() prints the text as a C string: a control byte (an enum printed as a character) once
