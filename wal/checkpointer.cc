@@ -26,6 +26,7 @@ namespace sundial::wal {
 namespace {
 
 constexpr std::string_view kForkFailed = "checkpoint: fork failed";
+constexpr std::string_view kStopped = "checkpoint: stopped with the server";
 
 // What a fork checkpoint's child reports to its parent, in a shared anonymous mapping.
 struct ChildOutcome {
@@ -45,9 +46,10 @@ struct ChildOutcome {
   // Dies with the thread that forked it (kill -9 of the server): no writer outlives its server.
   (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(3);  // it died before the prctl
-  // Interrupts and terminations reach the whole process group: this one just stops.
-  (void)signal(SIGINT, SIG_DFL);
-  (void)signal(SIGTERM, SIG_DFL);
+  // An interrupt or a termination sent to the whole group (Ctrl-C, systemd's stop) is for the
+  // server: it drains and then kills this child itself (Stop), or its death does (above).
+  (void)signal(SIGINT, SIG_IGN);
+  (void)signal(SIGTERM, SIG_IGN);
   // The server's sockets are the parent's to close: a peer must see their FIN when it does.
   (void)close_range(3, ~0U, 0);
   auto info = WriteSnapshotTemp(fs, dir, engine, covered_lsn);
@@ -208,6 +210,24 @@ Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, Checkpoint
         .WithContext(std::strerror(fork_errno));
   }
   result->forked = true;
+  bool stopped = false;
+  {
+    MutexLock lock(&mu_);
+    if (stop_) {
+      (void)kill(pid, SIGKILL);  // Stop came between the fork and here
+      stopped = true;
+    }
+    child_ = pid;  // Stop kills it: a server that stops does not wait for a snapshot
+  }
+  // Waited for without reaping it, so that the pid Stop may kill is still this child's.
+  siginfo_t info{};
+  while (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  {
+    MutexLock lock(&mu_);
+    child_ = 0;
+    stopped = stopped || stop_;
+  }
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
@@ -224,6 +244,7 @@ Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, Checkpoint
   }
   (void)fs_->RemoveFile(SnapshotTempPath(dir_, *covered_lsn));  // whatever it left
   if (got.reported) return Status(static_cast<Code>(got.code), got.message);
+  if (stopped) return Status(Code::kUnavailable, std::string(kStopped));
   const std::string how = WIFSIGNALED(wstatus)
                               ? "was killed by signal " + std::to_string(WTERMSIG(wstatus))
                               : "exited with status " + std::to_string(WEXITSTATUS(wstatus));
@@ -330,6 +351,7 @@ void Checkpointer::Stop() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
+    if (child_ != 0) (void)kill(child_, SIGKILL);
   }
   cv_.SignalAll();
   if (thread_.joinable()) thread_.join();
@@ -363,7 +385,9 @@ void Checkpointer::Loop() {
     const bool failed = !error.ok();
     // One line when checkpoints start failing and one when they work again, not one per retry.
     // A failed log has said why in its own line (and every checkpoint fails after it).
-    if (failed && !failing && !log_->failed()) {
+    // A fork checkpoint that Stop abandoned is no failure worth a line.
+    mu_.Lock();
+    if (failed && !failing && !log_->failed() && !stop_) {
       std::fprintf(stderr,
                    "sundiald: checkpoint of %s failed: %s; the log keeps growing until one "
                    "succeeds (retried with backoff up to a minute)\n",
@@ -373,7 +397,6 @@ void Checkpointer::Loop() {
       std::fprintf(stderr, "sundiald: checkpoint of %s succeeded again\n", dir_.c_str());
       failing = false;
     }
-    mu_.Lock();
     if (!due.ok()) {
       ++stats_.failures;
       stats_.last_error = due.status();

@@ -122,6 +122,8 @@ class Checkpointer {
   // counted and retried after a backoff that doubles per failure (up to 60 s); its temp file
   // is removed.
   void Start();
+  // Stops the background thread; a fork checkpoint in progress is abandoned (its child killed,
+  // its temp file removed: "checkpoint: stopped with the server"), a replay one finishes first.
   void Stop();
 
   CheckpointStats stats() const;
@@ -155,6 +157,7 @@ class Checkpointer {
   mutable Mutex mu_;
   CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;
+  pid_t child_ GUARDED_BY(mu_) = 0;  // a fork checkpoint's writer, while it runs
   CheckpointStats stats_ GUARDED_BY(mu_);
   std::function<uint64_t()> retain_from_ GUARDED_BY(mu_);
   uint64_t retain_max_bytes_ GUARDED_BY(mu_) = 0;

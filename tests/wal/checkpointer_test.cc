@@ -589,5 +589,73 @@ TEST(ForkCheckpointTest, WithoutTheLiveEngineCheckpointsReplay) {
   EXPECT_EQ(checkpointer.stats().fork_fallbacks, 0u);
 }
 
+// A file system on which the checkpoint's child, once it starts its snapshot, says so with a
+// marker file and then waits until it is killed.
+class HangTheWriter final : public FileSystem {
+ public:
+  HangTheWriter(FileSystem* base, std::string marker)
+      : base_(base), marker_(std::move(marker)), test_pid_(::getpid()) {}
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    if (::getpid() != test_pid_ && path.ends_with(".snap.tmp")) {
+      (void)base_->NewWritableFile(path);  // the temp file exists, as a real writer's would
+      (void)base_->NewWritableFile(marker_);
+      for (;;) ::pause();
+    }
+    return base_->NewWritableFile(path);
+  }
+  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
+    return base_->NewAppendableFile(path);
+  }
+  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
+    return base_->NewSequentialFile(path);
+  }
+  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
+  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
+  Status RenameFile(const std::string& from, const std::string& to) override {
+    return base_->RenameFile(from, to);
+  }
+  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
+  Status TruncateFile(const std::string& path, uint64_t size) override {
+    return base_->TruncateFile(path, size);
+  }
+  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
+    return base_->ListDir(dir);
+  }
+  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
+  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
+
+ private:
+  FileSystem* const base_;
+  const std::string marker_;
+  const pid_t test_pid_;
+};
+
+// Stop does not wait for a snapshot that takes long: it kills the writer, whose checkpoint
+// ends as "stopped" and leaves no temp file.
+TEST(ForkCheckpointTest, StopKillsAWriterInProgress) {
+  ForkFixture f;
+  TempDir elsewhere;
+  const std::string marker = JoinPath(elsewhere.path(), "writing");
+  HangTheWriter hanging(f.posix.get(), marker);
+  f.Open(&hanging);
+  Checkpointer checkpointer(&hanging, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
+                            f.e.engine.get());
+  Result<CheckpointResult> result = Status(Code::kInternal, "test: not run");
+  std::thread running([&] { result = checkpointer.RunOnce(); });
+  // The child is writing (and will until killed) once the marker exists.
+  for (int i = 0; i < 30'000 && !f.posix->FileExists(marker); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool writing = f.posix->FileExists(marker);
+  checkpointer.Stop();
+  running.join();
+  ASSERT_TRUE(writing);
+  EXPECT_EQ(result.status().code(), Code::kUnavailable);
+  EXPECT_EQ(result.status().detail(), "checkpoint: stopped with the server")
+      << result.status().ToString();
+  EXPECT_TRUE(f.TempFiles().empty());
+  EXPECT_TRUE(SnapshotNames(f.posix.get(), f.temp.path()).empty());
+}
+
 }  // namespace
 }  // namespace sundial::wal::test
