@@ -42,7 +42,10 @@ struct ChildOutcome {
 // at the cut. It writes the snapshot's temp file and exits without running a destructor: every
 // object here is the parent's.
 [[noreturn]] void WriteInChild(FileSystem* fs, const std::string& dir, const Engine& engine,
-                               uint64_t covered_lsn, pid_t parent, ChildOutcome* out) {
+                               uint64_t covered_lsn, pid_t parent, bool lower_priority,
+                               ChildOutcome* out) {
+  // Request threads go first: the writer is the one that can wait.
+  if (lower_priority) (void)setpriority(PRIO_PROCESS, 0, 10);
   // Dies with the thread that forked it (kill -9 of the server): no writer outlives its server.
   (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(3);  // it died before the prctl
@@ -197,7 +200,7 @@ Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, Checkpoint
     pid = options_.fork();
     if (pid == 0) {
       freeze.Release();  // nobody else lives in the child: the engine is quiescent
-      WriteInChild(fs_, dir_, *live_, *covered_lsn, parent, outcome);
+      WriteInChild(fs_, dir_, *live_, *covered_lsn, parent, options_.lower_priority, outcome);
     }
     fork_errno = errno;
   }
@@ -358,7 +361,11 @@ void Checkpointer::Stop() {
 }
 
 void Checkpointer::Loop() {
-  if (options_.lower_priority) {
+  // A fork checkpoint's thread runs at the requests' priority: it holds every engine lock while
+  // it forks, and at nice +10 it waited for the CPU between taking one lock and the next while
+  // the request threads waited for it (a 4 ms freeze in a 8 ms pause, measured); its child is
+  // the one reniced. A replay runs on this thread, reniced.
+  if (options_.lower_priority && !(options_.mode == CheckpointMode::kFork && live_ != nullptr)) {
     // Linux applies a nice value per thread: request threads go first.
     (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
   }
