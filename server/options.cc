@@ -120,7 +120,7 @@ ParseResult ParseOptions(int argc, const char* const* argv) {
                                                          {"replay", wal::CheckpointMode::kReplay}},
               CLI::ignore_case)
               .description("{fork,replay}"))
-      ->default_str("fork");
+      ->default_str("replay");
   app.add_option("--checkpoint-segments", o.checkpoint.max_segments,
                  "or once there are this many segments")
       ->capture_default_str()

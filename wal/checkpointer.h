@@ -61,13 +61,13 @@ enum class CheckpointMode : uint8_t {
 };
 
 struct CheckpointOptions {
-  CheckpointMode mode = CheckpointMode::kFork;  // --checkpoint-mode (replay without an engine)
-  uint64_t min_log_bytes = 64ull << 20;         // --checkpoint-bytes
-  uint32_t growth_percent = 100;                // --checkpoint-growth
-  uint32_t max_segments = 64;                   // --checkpoint-segments (at least 2)
-  int64_t poll_ms = 100;                        // how often the background thread checks Due
-  bool lower_priority = true;                   // nice +10 for the background thread
-  Engine::Options engine_options;               // of the private engine built in step 2
+  CheckpointMode mode = CheckpointMode::kReplay;  // --checkpoint-mode
+  uint64_t min_log_bytes = 64ull << 20;           // --checkpoint-bytes
+  uint32_t growth_percent = 100;                  // --checkpoint-growth
+  uint32_t max_segments = 64;                     // --checkpoint-segments (at least 2)
+  int64_t poll_ms = 100;                          // how often the background thread checks Due
+  bool lower_priority = true;                     // nice +10 for the background thread
+  Engine::Options engine_options;                 // of the private engine built in step 2
   // Fork mode's fork(); tests make it fail (-1 with errno set) to see the fallback.
   pid_t (*fork)() = ::fork;
 };

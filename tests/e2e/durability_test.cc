@@ -76,11 +76,13 @@ struct Acked {
   std::map<std::string, p::MessageState> state;  // id -> the state the server acknowledged
 };
 
-TEST(Durability, KillNineUnderLoadLosesNothingAcknowledged) {
+// `mode`: --checkpoint-mode (a fork checkpoint's writer dies with the server).
+void KillNineUnderLoadLosesNothingAcknowledged(const std::string& mode) {
   TempDir dir;
   // Small segments and an eager checkpointer, so a kill can land during rotation and checkpoint.
-  ServerProcess server(dir.path() + "/data", {"--segment-bytes", "65536", "--checkpoint-bytes",
-                                              "131072", "--checkpoint-growth", "10"});
+  ServerProcess server(dir.path() + "/data",
+                       {"--segment-bytes", "65536", "--checkpoint-bytes", "131072",
+                        "--checkpoint-growth", "10", "--checkpoint-mode", mode});
   ASSERT_TRUE(server.Start()) << server.log();
 
   constexpr int kWriters = 4;
@@ -181,6 +183,14 @@ TEST(Durability, KillNineUnderLoadLosesNothingAcknowledged) {
 #endif
   std::printf("checked %zu acknowledged messages after kill -9 and restart\n", checked);
   EXPECT_EQ(server.Terminate(), 0) << server.log();
+}
+
+TEST(Durability, KillNineUnderLoadLosesNothingAcknowledged) {
+  KillNineUnderLoadLosesNothingAcknowledged("replay");
+}
+
+TEST(Durability, KillNineUnderLoadWithForkCheckpointsLosesNothingAcknowledged) {
+  KillNineUnderLoadLosesNothingAcknowledged("fork");
 }
 
 }  // namespace

@@ -156,13 +156,13 @@ TEST_F(OptionsTest, DashboardIsOnUnlessSetToReadOnlyOrOff) {
   EXPECT_NE(bad.message.find("dashboard"), std::string::npos) << bad.message;
 }
 
-TEST_F(OptionsTest, CheckpointsForkUnlessSetToReplay) {
-  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kFork);
+TEST_F(OptionsTest, CheckpointsReplayUnlessSetToFork) {
+  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kReplay);
   EXPECT_EQ(Parse({"--checkpoint-mode", "replay"}).options.checkpoint.mode,
             wal::CheckpointMode::kReplay);
   EXPECT_EQ(Parse({"--checkpoint-mode=FORK"}).options.checkpoint.mode, wal::CheckpointMode::kFork);
-  setenv("SUNDIAL_CHECKPOINT_MODE", "replay", 1);
-  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kReplay);
+  setenv("SUNDIAL_CHECKPOINT_MODE", "fork", 1);
+  EXPECT_EQ(Parse({}).options.checkpoint.mode, wal::CheckpointMode::kFork);
   unsetenv("SUNDIAL_CHECKPOINT_MODE");
   ParseResult bad = Parse({"--checkpoint-mode", "copy"});
   EXPECT_EQ(bad.exit_code, 2);
