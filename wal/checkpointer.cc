@@ -279,7 +279,9 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
         first = stats_.fork_fallbacks++ == 0;
       }
       if (first) {
-        std::fprintf(stderr, "sundiald: %s; this and later checkpoints fall back to replay\n",
+        std::fprintf(stderr,
+                     "sundiald: %s; a checkpoint whose fork fails replays the log instead "
+                     "(said once; sundial_checkpoint_fork_fallbacks_total counts them)\n",
                      snapshot.status().ToString().c_str());
       }
       result.covered_lsn = rotated->lsn;
@@ -290,29 +292,22 @@ Result<CheckpointResult> Checkpointer::Run(const CheckpointHook& hook) {
   result.effects = snapshot->effects;
   result.snapshot_bytes = snapshot->bytes;
 
-  // 3. In place, once the log below L is durable (the snapshot must not hold a record a crash
-  // could still take from the log: nothing would be acknowledged twice, but a standby or the
-  // next recovery would disagree with it).
+  // 3. In place, once the log below L is durable: a crash must not leave a snapshot ahead of
+  // the log it was cut from.
   if (result.covered_lsn > rotated->lsn) {
     if (Status s = log_->WaitDurable(result.covered_lsn, /*local_only=*/true); !s.ok()) {
       (void)fs_->RemoveFile(SnapshotTempPath(dir_, result.covered_lsn));
       return s;
     }
   }
-  if (Status s = CommitSnapshot(fs_, dir_, result.covered_lsn,
-                                [&](SnapshotStep step) -> Status {
-                                  if (step == SnapshotStep::kTempSynced)
-                                    SUNDIAL_FAILPOINT("checkpoint.before_rename");
-                                  if (step == SnapshotStep::kRenamed)
-                                    SUNDIAL_FAILPOINT("checkpoint.after_rename");
-                                  if (!hook) return Status::Ok();
-                                  return hook(step == SnapshotStep::kTempSynced
-                                                  ? CheckpointStep::kSnapshotTempSynced
+  auto commit_hook = [&](SnapshotStep step) -> Status {
+    if (step == SnapshotStep::kTempSynced) SUNDIAL_FAILPOINT("checkpoint.before_rename");
+    if (step == SnapshotStep::kRenamed) SUNDIAL_FAILPOINT("checkpoint.after_rename");
+    if (!hook) return Status::Ok();
+    return hook(step == SnapshotStep::kTempSynced ? CheckpointStep::kSnapshotTempSynced
                                                   : CheckpointStep::kSnapshotRenamed);
-                                });
-      !s.ok()) {
-    return s;
-  }
+  };
+  if (Status s = CommitSnapshot(fs_, dir_, result.covered_lsn, commit_hook); !s.ok()) return s;
 
   // 4. What it made obsolete (but for the segments a standby still needs).
   auto names = fs_->ListDir(dir_);

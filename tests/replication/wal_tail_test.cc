@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/wal/forwarding_file_system.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/file.h"
 #include "wal/group_commit_log.h"
@@ -21,44 +22,24 @@ namespace {
 
 // A directory listing taken just before a checkpoint removed some segments: ListDir still
 // names `removed`, which no longer exist. Counts the files opened for reading.
-class StaleListing : public wal::FileSystem {
+class StaleListing : public wal::test::ForwardingFileSystem {
  public:
-  explicit StaleListing(wal::FileSystem* base) : base_(base) {}
+  explicit StaleListing(wal::FileSystem* base) : ForwardingFileSystem(base) {}
   std::vector<std::string> removed;
   int opened = 0;  // NewSequentialFile calls
 
-  Result<std::unique_ptr<wal::WritableFile>> NewWritableFile(const std::string& p) override {
-    return base_->NewWritableFile(p);
-  }
-  Result<std::unique_ptr<wal::WritableFile>> NewAppendableFile(const std::string& p) override {
-    return base_->NewAppendableFile(p);
-  }
   Result<std::unique_ptr<wal::SequentialFile>> NewSequentialFile(const std::string& p) override {
     ++opened;
-    return base_->NewSequentialFile(p);
-  }
-  Result<uint64_t> FileSize(const std::string& p) override { return base_->FileSize(p); }
-  bool FileExists(const std::string& p) override { return base_->FileExists(p); }
-  Status RenameFile(const std::string& f, const std::string& t) override {
-    return base_->RenameFile(f, t);
-  }
-  Status RemoveFile(const std::string& p) override { return base_->RemoveFile(p); }
-  Status TruncateFile(const std::string& p, uint64_t n) override {
-    return base_->TruncateFile(p, n);
+    return base()->NewSequentialFile(p);
   }
   Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    auto names = base_->ListDir(dir);
+    auto names = base()->ListDir(dir);
     if (!names.ok()) return names;
     std::vector<std::string> all = *names;
     all.insert(all.end(), removed.begin(), removed.end());
     std::sort(all.begin(), all.end());
     return all;
   }
-  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
-
- private:
-  wal::FileSystem* base_;
 };
 
 class WalTailTest : public ::testing::Test {

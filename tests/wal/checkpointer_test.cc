@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "tests/wal/forwarding_file_system.h"
 #include "tests/wal/recovery_test_util.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/checkpointer.h"
@@ -474,36 +475,15 @@ TEST(ForkCheckpointTest, TheCutFallsInsideASegmentAndRecoverySkipsWhatTheSnapsho
 
 // A file system whose snapshot temp files kill the process that creates them, when that is not
 // the test's own: the checkpoint's child dies as if the OOM killer took it.
-class KillTheWriter final : public FileSystem {
+class KillTheWriter final : public ForwardingFileSystem {
  public:
-  explicit KillTheWriter(FileSystem* base) : base_(base), test_pid_(::getpid()) {}
+  explicit KillTheWriter(FileSystem* base) : ForwardingFileSystem(base), test_pid_(::getpid()) {}
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     if (::getpid() != test_pid_ && path.ends_with(".snap.tmp")) ::raise(SIGKILL);
-    return base_->NewWritableFile(path);
+    return base()->NewWritableFile(path);
   }
-  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
-    return base_->NewAppendableFile(path);
-  }
-  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
-    return base_->NewSequentialFile(path);
-  }
-  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    return base_->RenameFile(from, to);
-  }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Status TruncateFile(const std::string& path, uint64_t size) override {
-    return base_->TruncateFile(path, size);
-  }
-  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    return base_->ListDir(dir);
-  }
-  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
 
  private:
-  FileSystem* const base_;
   const pid_t test_pid_;
 };
 
@@ -591,41 +571,20 @@ TEST(ForkCheckpointTest, WithoutTheLiveEngineCheckpointsReplay) {
 
 // A file system on which the checkpoint's child, once it starts its snapshot, says so with a
 // marker file and then waits until it is killed.
-class HangTheWriter final : public FileSystem {
+class HangTheWriter final : public ForwardingFileSystem {
  public:
   HangTheWriter(FileSystem* base, std::string marker)
-      : base_(base), marker_(std::move(marker)), test_pid_(::getpid()) {}
+      : ForwardingFileSystem(base), marker_(std::move(marker)), test_pid_(::getpid()) {}
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
     if (::getpid() != test_pid_ && path.ends_with(".snap.tmp")) {
-      (void)base_->NewWritableFile(path);  // the temp file exists, as a real writer's would
-      (void)base_->NewWritableFile(marker_);
+      (void)base()->NewWritableFile(path);  // the temp file exists, as a real writer's would
+      (void)base()->NewWritableFile(marker_);
       for (;;) ::pause();
     }
-    return base_->NewWritableFile(path);
+    return base()->NewWritableFile(path);
   }
-  Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
-    return base_->NewAppendableFile(path);
-  }
-  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
-    return base_->NewSequentialFile(path);
-  }
-  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    return base_->RenameFile(from, to);
-  }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Status TruncateFile(const std::string& path, uint64_t size) override {
-    return base_->TruncateFile(path, size);
-  }
-  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    return base_->ListDir(dir);
-  }
-  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
 
  private:
-  FileSystem* const base_;
   const std::string marker_;
   const pid_t test_pid_;
 };

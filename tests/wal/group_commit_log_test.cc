@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/wal/forwarding_file_system.h"
 #include "tests/wal/test_committer.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/fault_injection_file_system.h"
@@ -28,9 +29,9 @@ constexpr auto kEventTimeout = std::chrono::seconds(30);
 
 // A FileSystem wrapper that counts Sync calls (made, not just successful), remembers the
 // largest Append, and can hold every Sync at a gate until the test opens it.
-class ObservedFileSystem final : public FileSystem {
+class ObservedFileSystem final : public ForwardingFileSystem {
  public:
-  explicit ObservedFileSystem(FileSystem* base) : base_(base) {}
+  explicit ObservedFileSystem(FileSystem* base) : ForwardingFileSystem(base) {}
 
   int syncs() {
     std::lock_guard lock(mu_);
@@ -63,34 +64,17 @@ class ObservedFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    auto file = base_->NewWritableFile(path);
+    auto file = base()->NewWritableFile(path);
     if (!file.ok()) return file.status();
     return std::unique_ptr<WritableFile>(
         std::make_unique<ObservedFile>(this, std::move(file).value()));
   }
   Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override {
-    auto file = base_->NewAppendableFile(path);
+    auto file = base()->NewAppendableFile(path);
     if (!file.ok()) return file.status();
     return std::unique_ptr<WritableFile>(
         std::make_unique<ObservedFile>(this, std::move(file).value()));
   }
-  Result<std::unique_ptr<SequentialFile>> NewSequentialFile(const std::string& path) override {
-    return base_->NewSequentialFile(path);
-  }
-  Result<uint64_t> FileSize(const std::string& path) override { return base_->FileSize(path); }
-  bool FileExists(const std::string& path) override { return base_->FileExists(path); }
-  Status RenameFile(const std::string& from, const std::string& to) override {
-    return base_->RenameFile(from, to);
-  }
-  Status RemoveFile(const std::string& path) override { return base_->RemoveFile(path); }
-  Status TruncateFile(const std::string& path, uint64_t size) override {
-    return base_->TruncateFile(path, size);
-  }
-  Result<std::vector<std::string>> ListDir(const std::string& dir) override {
-    return base_->ListDir(dir);
-  }
-  Status CreateDir(const std::string& dir) override { return base_->CreateDir(dir); }
-  Status SyncDir(const std::string& dir) override { return base_->SyncDir(dir); }
 
  private:
   class ObservedFile final : public WritableFile {
@@ -127,7 +111,6 @@ class ObservedFileSystem final : public FileSystem {
     std::unique_ptr<WritableFile> base_;
   };
 
-  FileSystem* const base_;
   std::mutex mu_;
   std::condition_variable cv_;
   int syncs_ = 0;  // GUARDED_BY(mu_)
