@@ -16,7 +16,8 @@
 //        image copy-on-write, writes it and exits; the parent goes on at once and waits for it.
 //        Work in proportion to the live state, not to the log; the memory is what requests
 //        write meanwhile (copy-on-write). When fork fails, the replay runs instead (counted).
-//      The background thread and the child run at a lower priority (nice +10).
+//      A replay runs at a lower priority (nice +10). In fork mode the thread keeps the
+//      requests' priority (it holds every engine lock while it forks) and the child is reniced.
 //   3. Once every record below L is durable: rename the .tmp into place, fsync the directory.
 //   4. Delete every segment numbered below the one that starts at X (all its records are below
 //      L), and every older snapshot, then fsync the directory. Recovery skips the records of
