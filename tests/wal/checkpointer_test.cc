@@ -391,8 +391,17 @@ TEST(CheckpointTest, AFailedSnapshotWriteLeavesNoTempFile) {
 struct ForkFixture {
   TempDir temp;
   std::unique_ptr<FileSystem> posix = NewPosixFileSystem();
+  // A test's wrapper of `posix`: it outlives the log, whose files it may have opened.
+  std::unique_ptr<FileSystem> wrapper;
   LoggedEngine e;
   RandomOps workload{21, /*with_dependencies=*/true};
+
+  template <typename Wrapper>
+  Wrapper* Wrap(std::unique_ptr<Wrapper> w) {
+    Wrapper* raw = w.get();
+    wrapper = std::move(w);
+    return raw;
+  }
 
   void Open(FileSystem* fs) {
     ASSERT_FALSE(temp.path().empty());
@@ -489,7 +498,7 @@ class KillTheWriter final : public ForwardingFileSystem {
 
 TEST(ForkCheckpointTest, AChildThatDiesFailsThatCheckpointAndNothingElse) {
   ForkFixture f;
-  KillTheWriter killing(f.posix.get());
+  KillTheWriter& killing = *f.Wrap(std::make_unique<KillTheWriter>(f.posix.get()));
   f.Open(&killing);
   const auto segments_before = SegmentNames(f.posix.get(), f.temp.path());
   Checkpointer checkpointer(&killing, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
@@ -519,7 +528,8 @@ TEST(ForkCheckpointTest, AChildThatDiesFailsThatCheckpointAndNothingElse) {
 
 TEST(ForkCheckpointTest, AChildsWriteErrorComesBackTypedAndLeavesNoTempFile) {
   ForkFixture f;
-  FaultInjectionFileSystem faulty(f.posix.get());
+  FaultInjectionFileSystem& faulty =
+      *f.Wrap(std::make_unique<FaultInjectionFileSystem>(f.posix.get()));
   f.Open(&faulty);
   Checkpointer checkpointer(&faulty, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
                             f.e.engine.get());
@@ -595,7 +605,7 @@ TEST(ForkCheckpointTest, StopKillsAWriterInProgress) {
   ForkFixture f;
   TempDir elsewhere;
   const std::string marker = JoinPath(elsewhere.path(), "writing");
-  HangTheWriter hanging(f.posix.get(), marker);
+  HangTheWriter& hanging = *f.Wrap(std::make_unique<HangTheWriter>(f.posix.get(), marker));
   f.Open(&hanging);
   Checkpointer checkpointer(&hanging, f.temp.path(), f.e.log.get(), Mode(CheckpointMode::kFork),
                             f.e.engine.get());
