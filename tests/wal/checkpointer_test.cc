@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "engine/pages.h"
 #include "tests/wal/forwarding_file_system.h"
 #include "tests/wal/recovery_test_util.h"
 #include "tests/wal/wal_test_util.h"
@@ -82,6 +83,32 @@ TEST(CheckpointTest, ACheckpointSnapshotsThePrefixAndDeletesWhatItCovers) {
   EXPECT_EQ(RecoveredDigest(fs.get(), kDir, &report), final_digest);
   EXPECT_EQ(report.snapshot, SnapshotFileName(second->covered_lsn));
   EXPECT_EQ(report.records_replayed, 0u);
+}
+
+// The replay builds a second engine from the log; when the checkpoint ends every block of it is
+// given back to the kernel (the server's RSS should not keep a copy of the queue).
+TEST(CheckpointTest, AReplayCheckpointGivesBackThePrivateEnginesMemory) {
+  auto fs = NewMemoryFileSystem();
+  LoggedEngine e;
+  ASSERT_TRUE(e.Open(fs.get(), kDir).ok());
+  for (int batch = 0; batch < 400; ++batch) {
+    std::vector<EnqueueItem> items;
+    for (int i = 0; i < 100; ++i) {
+      items.push_back(Item("m" + std::to_string(batch * 100 + i)));
+      items.back().payload = std::string(100, 'x');
+    }
+    for (const auto& r : e.engine->Enqueue("jobs", std::move(items))) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+  ASSERT_TRUE(e.Sync().ok());
+  const uint64_t mapped = pages::MappedBytes();
+  ASSERT_GT(mapped, 4u << 20);  // the live queue's blocks: what a copy would add again
+
+  Checkpointer checkpointer(fs.get(), kDir, e.log.get(), SmallCheckpoints());
+  ASSERT_TRUE(checkpointer.RunOnce().ok());
+  ASSERT_TRUE(checkpointer.RunOnce().ok());  // from the first one's snapshot
+  EXPECT_EQ(pages::MappedBytes(), mapped);
 }
 
 // ---- A crash at each step ------------------------------------------------------------------
