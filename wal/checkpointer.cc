@@ -27,6 +27,12 @@ namespace sundial::wal {
 namespace {
 
 constexpr std::string_view kForkFailed = "checkpoint: fork failed";
+
+// No child was made (the call says which failed, errno why): the caller replays instead.
+Status ForkFailed(std::string_view call, int err) {
+  return Status(Code::kUnavailable, std::string(kForkFailed))
+      .WithContext(std::string(call) + ": " + std::strerror(err));
+}
 constexpr std::string_view kStopped = "checkpoint: stopped with the server";
 
 // What a fork checkpoint's child reports to its parent, in a shared anonymous mapping.
@@ -192,8 +198,7 @@ Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, Checkpoint
   void* shared = mmap(nullptr, sizeof(ChildOutcome), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) {
-    return Status(Code::kUnavailable, std::string(kForkFailed))
-        .WithContext("mmap: " + std::string(std::strerror(errno)));
+    return ForkFailed("mmap", errno);
   }
   auto* outcome = new (shared) ChildOutcome;
   const pid_t parent = getpid();
@@ -216,8 +221,7 @@ Result<SnapshotInfo> Checkpointer::WriteForked(uint64_t* covered_lsn, Checkpoint
                          .count();
   if (pid < 0) {
     (void)munmap(shared, sizeof(ChildOutcome));
-    return Status(Code::kUnavailable, std::string(kForkFailed))
-        .WithContext(std::strerror(fork_errno));
+    return ForkFailed("fork", fork_errno);
   }
   result->forked = true;
   bool stopped = false;
