@@ -101,6 +101,18 @@ bool HistoryEntryOf(const Effect& e, HistoryEntry* out) {
   return true;
 }
 
+std::string_view EnqueuedBlock(TimeMs time, EnqueuedBlockBuffer& out) {
+  std::memset(out, 0, kHistoryHeaderBytes);
+  Store16(out, 1);
+  char* p = out + kHistoryHeaderBytes;
+  Store64(p, static_cast<uint64_t>(time));
+  Store64(p + 8, 0);
+  Store32(p + 16,
+          PackBits(0, MessageState::kPending, MessageState::kPending, HistoryEvent::kEnqueued));
+  Store16(p + 20, 0);
+  return {out, kEnqueuedBlockBytes};
+}
+
 bool ValidHistoryBlock(std::string_view block) {
   if (block.size() < kHistoryHeaderBytes) return false;
   const uint16_t count = CountOf(block);

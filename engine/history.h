@@ -42,6 +42,15 @@ namespace sundial {
 inline constexpr size_t kHistoryHeaderBytes = 14;
 inline constexpr size_t kHistoryEntryFixedBytes = 22;
 
+// The block of a history whose only entry is an enqueue as pending at `time` (count 1, nothing
+// dropped, no lease, no text): exactly what Record writes for it. Most messages never get
+// another entry (a queue's backlog), so Queue keeps such a history as a bit of the record
+// instead of a block (Message::history_implicit) and makes the block from `enqueued_at` here
+// when it is read, exported or hashed.
+inline constexpr size_t kEnqueuedBlockBytes = kHistoryHeaderBytes + kHistoryEntryFixedBytes;
+using EnqueuedBlockBuffer = char[kEnqueuedBlockBytes];
+std::string_view EnqueuedBlock(TimeMs time, EnqueuedBlockBuffer& out);
+
 // Reads a block. Malformed blocks (a snapshot's extension) are refused by ValidHistoryBlock.
 bool ValidHistoryBlock(std::string_view block);
 // The entries of a valid block, oldest first, with the dropped count; worker ids resolved

@@ -82,6 +82,13 @@ struct Message {
   // The message has a history block in its queue's MessageHistories (engine/history.h).
   bool has_history() const { return (counts & kHasHistory) != 0; }
   void set_has_history(bool on) { counts = on ? (counts | kHasHistory) : (counts & ~kHasHistory); }
+  // The message's history is its enqueue alone, as pending, at enqueued_at: kept as this bit, not
+  // as a block (Queue::HistoryBlock makes the block when it is read; engine/history.h,
+  // EnqueuedBlock). Never with has_history().
+  bool history_implicit() const { return (counts & kHistoryImplicit) != 0; }
+  void set_history_implicit(bool on) {
+    counts = on ? (counts | kHistoryImplicit) : (counts & ~kHistoryImplicit);
+  }
   // The message has a ttl: its expires_at and its slot in the queue's expiry heap
   // (engine/expiry.h) lead the variable part. Fixed when the record is written.
   bool has_expiry() const { return (counts & kHasExpiry) != 0; }
@@ -152,6 +159,7 @@ struct Message {
   static constexpr uint32_t kInGraph = 1u << 28;
   static constexpr uint32_t kHasHistory = 1u << 29;
   static constexpr uint32_t kHasExpiry = 1u << 30;
+  static constexpr uint32_t kHistoryImplicit = 1u << 31;
   static constexpr size_t kExpiryBytes = 12;
   static constexpr uint32_t kPayloadMask = (1u << 19) - 1;
   static constexpr size_t kLargeRefBytes = 12;

@@ -283,7 +283,9 @@ void Queue::Stamp(MessageRef ref, uint64_t version, TimeMs updated_at) {
 uint64_t Queue::AccountedBytes(MessageRef ref, const Message* m) const {
   return kMessageOverheadBytes + m->id().size() + m->payload().size() +
          m->packed_metadata().size() + ResultOf(m, ref).size() +
-         (m->has_history() ? histories_.Block(ref).size() : 0);
+         (m->has_history()        ? histories_.Block(ref).size()
+          : m->history_implicit() ? kEnqueuedBlockBytes
+                                  : 0);
 }
 
 void Queue::SetError(MessageRef ref, std::string_view error) {
@@ -469,10 +471,42 @@ void Queue::Emit(EffectType type, ChangeCause cause, MessageState from, MessageR
 
 void Queue::RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease) {
   if (settings_.history_max == 0) return;
+  Message* m = At(ref);
+  if (m->history_implicit()) {
+    // A second entry: the enqueue becomes a block (its bytes are counted already).
+    EnqueuedBlockBuffer buffer;
+    (void)histories_.Restore(ref, EnqueuedBlock(m->enqueued_at, buffer));
+    m->set_history_implicit(false);
+    m->set_has_history(true);
+  } else if (!m->has_history() && e.type == EffectType::kMessageEnqueued && !e.restated &&
+             e.to == MessageState::kPending && e.attempts == 0 && e.time == m->enqueued_at) {
+    // What Record would write, kept as a bit: no allocation for a message only enqueued.
+    m->set_history_implicit(true);
+    AddMemoryBytes(static_cast<int64_t>(kEnqueuedBlockBytes));
+    return;
+  }
   const int64_t delta = histories_.Record(ref, e, settings_.history_max, ended_lease);
   if (delta == 0) return;
-  At(ref)->set_has_history(true);
+  m->set_has_history(true);
   AddMemoryBytes(delta);
+}
+
+std::string_view Queue::HistoryBlock(MessageRef ref, const Message* m,
+                                     EnqueuedBlockBuffer& buffer) const {
+  if (m->history_implicit()) return EnqueuedBlock(m->enqueued_at, buffer);
+  return m->has_history() ? histories_.Block(ref) : std::string_view();
+}
+
+void Queue::RestoreHistory(MessageRef ref, std::string_view block) {
+  Message* m = At(ref);
+  EnqueuedBlockBuffer buffer;
+  if (block == EnqueuedBlock(m->enqueued_at, buffer)) {
+    m->set_history_implicit(true);
+    AddMemoryBytes(static_cast<int64_t>(kEnqueuedBlockBytes));
+  } else if (const int64_t delta = histories_.Restore(ref, block); delta != 0) {
+    m->set_has_history(true);
+    AddMemoryBytes(delta);
+  }
 }
 
 // ---- Selection --------------------------------------------------------------------------------
@@ -829,6 +863,11 @@ void Queue::MoveToDeadLetter(MessageRef ref, Queue* dead_letter, uint64_t seq, u
     AddMemoryBytes(-bytes);
     n->set_has_history(true);
     dead_letter->AddMemoryBytes(bytes);
+  } else if (m->history_implicit()) {  // the same enqueue: `n` has m's enqueued_at
+    At(ref)->set_history_implicit(false);
+    AddMemoryBytes(-static_cast<int64_t>(kEnqueuedBlockBytes));
+    n->set_history_implicit(true);
+    dead_letter->AddMemoryBytes(static_cast<int64_t>(kEnqueuedBlockBytes));
   }
   // The moved message's new state, reported under the source queue's name.
   Effect e = dead_letter->MessageEffect(EffectType::kMessageDeadLettered, moved, now);
@@ -1118,8 +1157,10 @@ Result<MessageRecord> Queue::Get(std::string_view id) const {
 Result<MessageHistory> Queue::History(std::string_view id) const {
   const MessageRef ref = Find(id);
   if (ref == kNoRef) return NotFound("id: no such message");
-  if (!At(ref)->has_history()) return MessageHistory{};
-  return DecodeHistoryBlock(histories_.Block(ref));
+  EnqueuedBlockBuffer buffer;
+  const std::string_view block = HistoryBlock(ref, At(ref), buffer);
+  if (block.empty()) return MessageHistory{};
+  return DecodeHistoryBlock(block);
 }
 
 Status Queue::Note(std::string_view id, uint64_t token, std::string_view text, TimeMs now) {
@@ -1322,9 +1363,8 @@ Status Queue::ApplyEnqueued(const Effect& e) {
   Attach(ref, Timing{e.due_at, e.lease_token});
   if (!e.restated) {
     RecordHistory(ref, e);
-  } else if (const int64_t delta = histories_.Restore(ref, e.history); delta != 0) {
-    m->set_has_history(true);
-    AddMemoryBytes(delta);
+  } else {
+    RestoreHistory(ref, e.history);
   }
   return Status::Ok();
 }
@@ -1403,7 +1443,8 @@ void Queue::Export(EffectSink* visit) const {
   for (const auto& [seq, ref] : all) {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
     e.restated = true;
-    if (At(ref)->has_history()) e.history = histories_.Block(ref);
+    EnqueuedBlockBuffer buffer;
+    e.history = HistoryBlock(ref, At(ref), buffer);
     visit->OnEffect(e);
   }
   ExportBuckets(visit);  // after the messages
@@ -1467,8 +1508,8 @@ void Queue::HashInto(void* xxh3_state) const {
     if (const std::string_view result = ResultOf(m, ref); !result.empty()) {
       h = XXH3_64bits_withSeed(result.data(), result.size(), h ^ 0x5245535546ULL);
     }
-    if (m->has_history()) {
-      const std::string_view history = histories_.Block(ref);
+    EnqueuedBlockBuffer buffer;
+    if (const std::string_view history = HistoryBlock(ref, m, buffer); !history.empty()) {
       h = XXH3_64bits_withSeed(history.data(), history.size(), h ^ 0x48495354ULL);
     }
     if (m->has_expiry()) {

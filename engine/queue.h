@@ -536,6 +536,12 @@ class Queue {
   // token, when given: its leased entry may not be in the history (recorded while history was
   // off), so the history's own latest lease may be another one (docs/semantics.md, "History").
   void RecordHistory(MessageRef ref, const Effect& e, uint64_t ended_lease = 0);
+  // `ref`'s history block (empty: none); `buffer` holds it when it is implicit (message.h).
+  std::string_view HistoryBlock(MessageRef ref, const Message* m,
+                                EnqueuedBlockBuffer& buffer) const;
+  // Gives a new record `ref` the history `block` (a snapshot's, a rewritten record's): implicit
+  // when it is an enqueue alone at the record's enqueued_at.
+  void RestoreHistory(MessageRef ref, std::string_view block);
   void AddMemoryBytes(int64_t delta) {
     memory_bytes_ = static_cast<uint64_t>(static_cast<int64_t>(memory_bytes_) + delta);
     AddShardBytes(delta);

@@ -50,7 +50,8 @@ MessageRef Queue::Rewrite(MessageRef ref, std::string_view payload,
   const uint64_t version = VersionOf(ref, old);
   const TimeMs updated_at = UpdatedAtOf(ref, old);
   const std::string error(ErrorOf(old, ref));
-  const std::string history(old->has_history() ? histories_.Block(ref) : std::string_view());
+  EnqueuedBlockBuffer buffer;
+  const std::string history(HistoryBlock(ref, old, buffer));
   const bool in_graph = old->in_graph();
   const Message fixed = *old;
   const TimeMs expires_at = old->expires_at();
@@ -70,10 +71,7 @@ MessageRef Queue::Rewrite(MessageRef ref, std::string_view payload,
     m->set_in_graph();
     ++graph_messages_;
   }
-  if (const int64_t delta = histories_.Restore(n, history); delta != 0) {
-    m->set_has_history(true);
-    AddMemoryBytes(delta);
-  }
+  RestoreHistory(n, history);
   return n;
 }
 

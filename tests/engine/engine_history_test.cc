@@ -178,6 +178,74 @@ TEST_F(HistoryTest, ConsecutiveExtendsOfOneLeaseAreOneEntry) {
   ExpectReplayAndExportAgree("q", "a");
 }
 
+// A message only enqueued (most of a backlog) keeps its history as a bit of its record, not a
+// block: it reads, replays, exports and is counted as the block would be, and costs no memory.
+TEST_F(HistoryTest, AnEnqueueAloneReadsAsItsEntryWithoutABlock) {
+  QueueSettings off;
+  off.history_max = 0;
+  MakeQueue("off", off);
+  MakeQueue("on");
+  const uint64_t empty = engine().allocated_bytes();
+  for (int i = 0; i < 1'000; ++i) Put("off", "m" + std::to_string(i));
+  const uint64_t without = engine().allocated_bytes() - empty;
+  for (int i = 0; i < 1'000; ++i) Put("on", "m" + std::to_string(i));
+  EXPECT_EQ(engine().allocated_bytes() - empty, 2 * without);  // nothing for the histories
+  EXPECT_EQ(
+      GetQueueInfo("on").memory_bytes,
+      GetQueueInfo("off").memory_bytes + 1'000 * (kHistoryHeaderBytes + kHistoryEntryFixedBytes));
+
+  MessageHistory h = HistoryOf("on", "m7");
+  ASSERT_EQ(EventsOf(h), std::vector<HistoryEvent>{HistoryEvent::kEnqueued});
+  EXPECT_EQ(h.dropped, 0u);
+  EXPECT_EQ(h.entries[0].time, kStartTime);
+  EXPECT_EQ(h.entries[0].from, MessageState::kPending);
+  EXPECT_EQ(h.entries[0].to, MessageState::kPending);
+  EXPECT_EQ(h.entries[0].attempt, 0u);
+  EXPECT_EQ(h.entries[0].lease_token, 0u);
+  EXPECT_TRUE(h.entries[0].text.empty());
+  ExpectReplayAndExportAgree("on", "m7");
+
+  // The next entry is appended after it, as to a block.
+  AdvanceClockOnly(5);
+  MessageRecord m = TakeAs("on", "w");
+  h = HistoryOf("on", m.id);
+  ASSERT_EQ(EventsOf(h),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kLeased}));
+  EXPECT_EQ(h.entries[0].time, kStartTime);
+  EXPECT_EQ(h.entries[1].time, kStartTime + 5);
+  EXPECT_EQ(h.entries[1].worker_id, "w");
+  ExpectReplayAndExportAgree("on", m.id);
+}
+
+// Transitions while history is off leave the enqueue as it was; a dead-letter move carries it.
+TEST_F(HistoryTest, AnEnqueueAloneOutlivesHistoryOffAndADeadLetterMove) {
+  MakeQueue("dlq");
+  QueueSettings s;
+  s.max_attempts = 1;
+  s.dead_letter_queue = "dlq";
+  MakeQueue("q", s);
+  Put("q", "a");
+  const uint64_t accounted = GetQueueInfo("q").memory_bytes;
+  QueueSettingsUpdate off;
+  off.history_max = 0;
+  ASSERT_TRUE(engine().UpdateQueue("q", off).ok());
+  AdvanceClockOnly(10);
+  MessageRecord m = TakeAs("q", "w");
+  EXPECT_EQ(GetQueueInfo("q").memory_bytes, accounted);
+  ASSERT_EQ(EventsOf(HistoryOf("q", "a")), std::vector<HistoryEvent>{HistoryEvent::kEnqueued});
+  EXPECT_EQ(HistoryOf("q", "a").entries[0].to, MessageState::kPending);  // not its state now
+  ASSERT_TRUE(Fail("q", m, "fatal").ok());
+  EXPECT_EQ(GetQueueInfo("q").memory_bytes, 0u);
+
+  MessageHistory h = HistoryOf("dlq", "a");
+  ASSERT_EQ(EventsOf(h),
+            (std::vector<HistoryEvent>{HistoryEvent::kEnqueued, HistoryEvent::kDeadLettered}));
+  EXPECT_EQ(h.entries[0].time, kStartTime);
+  EXPECT_EQ(h.entries[1].time, kStartTime + 10);
+  EXPECT_EQ(h.entries[1].text, "fatal");
+  ExpectReplayAndExportAgree("dlq", "a");
+}
+
 TEST_F(HistoryTest, HistoryMaxZeroKeepsNoneAndRefusesNotes) {
   QueueSettings s;
   s.history_max = 0;
