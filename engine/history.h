@@ -50,6 +50,10 @@ inline constexpr size_t kHistoryEntryFixedBytes = 22;
 inline constexpr size_t kEnqueuedBlockBytes = kHistoryHeaderBytes + kHistoryEntryFixedBytes;
 using EnqueuedBlockBuffer = char[kEnqueuedBlockBytes];
 std::string_view EnqueuedBlock(TimeMs time, EnqueuedBlockBuffer& out);
+// What an export (a snapshot's restated enqueue) carries instead of that block: one byte, never
+// a block (a block's header alone is 14), which a load turns into the same implicit history
+// (docs/wal-format.md, "History"). 6 bytes in a snapshot instead of 41 per such message.
+inline constexpr std::string_view kEnqueuedHistoryMark{"\x01", 1};
 
 // Reads a block. Malformed blocks (a snapshot's extension) are refused by ValidHistoryBlock.
 bool ValidHistoryBlock(std::string_view block);

@@ -500,7 +500,7 @@ std::string_view Queue::HistoryBlock(MessageRef ref, const Message* m,
 void Queue::RestoreHistory(MessageRef ref, std::string_view block) {
   Message* m = At(ref);
   EnqueuedBlockBuffer buffer;
-  if (block == EnqueuedBlock(m->enqueued_at, buffer)) {
+  if (block == kEnqueuedHistoryMark || block == EnqueuedBlock(m->enqueued_at, buffer)) {
     m->set_history_implicit(true);
     AddMemoryBytes(static_cast<int64_t>(kEnqueuedBlockBytes));
   } else if (const int64_t delta = histories_.Restore(ref, block); delta != 0) {
@@ -1338,7 +1338,7 @@ Status Queue::ApplyEnqueued(const Effect& e) {
     return Status(Code::kInternal, "effect: the message already exists");
   }
   const int64_t pairs = StoredPairCount(e.packed_metadata);
-  if (!e.history.empty() && !ValidHistoryBlock(e.history)) {
+  if (!e.history.empty() && e.history != kEnqueuedHistoryMark && !ValidHistoryBlock(e.history)) {
     return Status(Code::kInternal, "effect: malformed history");
   }
   if (pairs < 0 || e.id.empty() || e.id.size() > kMaxIdBytes || e.attempts > kMaxStoredAttempts ||
@@ -1444,7 +1444,8 @@ void Queue::Export(EffectSink* visit) const {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
     e.restated = true;
     EnqueuedBlockBuffer buffer;
-    e.history = HistoryBlock(ref, At(ref), buffer);
+    e.history =
+        At(ref)->history_implicit() ? kEnqueuedHistoryMark : HistoryBlock(ref, At(ref), buffer);
     visit->OnEffect(e);
   }
   ExportBuckets(visit);  // after the messages

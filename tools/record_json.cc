@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "engine/dependencies.h"
+#include "engine/history.h"
 #include "engine/metadata.h"
 #include "engine/types.h"
 #include "engine/validation.h"
@@ -175,7 +176,11 @@ void AppendEffectJson(const Effect& e, json::object* out) {
       PutMetadata(out, e.packed_metadata);
       PutText(out, "error", e.error);
       if (!e.result.empty()) PutText(out, "result", e.result);
-      if (!e.history.empty()) (*out)["history_bytes"] = e.history.size();
+      if (e.history == kEnqueuedHistoryMark) {
+        (*out)["history"] = "enqueued";  // the enqueue alone: docs/wal-format.md, "History"
+      } else if (!e.history.empty()) {
+        (*out)["history_bytes"] = e.history.size();
+      }
       return;
     case EffectType::kMessageChanged:
       PutMessageFields(e, out);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/history.h"
 #include "tests/wal/recovery_test_util.h"
 #include "tests/wal/wal_test_util.h"
 #include "wal/checkpointer.h"
@@ -198,7 +199,25 @@ TEST(HistoryCodec, WorkerIdNoteHistoryAndHistoryMaxRoundTrip) {
   engine.ExportState(&capture);
   ASSERT_EQ(capture.encodings.size(), 2u);
   ASSERT_TRUE(DecodeEffect(capture.encodings[1], &d).ok());
-  EXPECT_EQ(d.effect().history.size(), 36u);  // a header and one entry
+  // The enqueue alone: the one-byte mark, which a load turns back into that entry.
+  EXPECT_EQ(d.effect().history, kEnqueuedHistoryMark);
+  Engine loaded(TestEngineOptions(), &clock, nullptr);
+  for (const std::string& encoding : capture.encodings) {
+    ASSERT_TRUE(DecodeEffect(encoding, &d).ok());
+    ASSERT_TRUE(loaded.Apply(d.effect()).ok());
+  }
+  EXPECT_EQ(loaded.Digest(), engine.Digest());
+  EXPECT_EQ(*loaded.History("q", "a"), *engine.History("q", "a"));
+  EXPECT_EQ(loaded.memory_bytes(), engine.memory_bytes());
+
+  // With a second entry, the block: a header and two entries, the lease's with its worker id.
+  DequeueRequest take;
+  take.worker_id = "w";
+  ASSERT_TRUE(engine.Dequeue("q", take).ok());
+  capture.encodings.clear();
+  engine.ExportState(&capture);
+  ASSERT_TRUE(DecodeEffect(capture.encodings[1], &d).ok());
+  EXPECT_EQ(d.effect().history.size(), 14u + 22u + 22u + 1u);
 }
 
 TEST(HistoryCodec, AMalformedHistoryBlockDoesNotApply) {
