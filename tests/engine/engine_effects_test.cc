@@ -968,11 +968,7 @@ TEST_F(ApplyEffectsTest, DeadLetterMovesBetweenQueuesOnDifferentShardsApplyToThe
 }
 
 TEST_F(ApplyEffectsTest, AppliedDeadLetterMoveKeepsTheErrorOfTheFailThatCausedIt) {
-  MakeQueue("dlq");
-  QueueSettings s;
-  s.max_attempts = 1;
-  s.dead_letter_queue = "dlq";
-  MakeQueue("q", s);
+  MakeQueueDeadLetteringAtFirstFailure("q", "dlq");
   Put("q", "a");
   MessageRecord m = TakeOne("q");
   Result<FailResult> r = FailOne("q", "a", m.lease_token, std::nullopt, "the reason");

@@ -298,6 +298,15 @@ class EngineTest : public ::testing::Test {
     EXPECT_TRUE(r.ok()) << "CreateQueue(" << name << "): " << CodeName(r.status().code()) << " "
                         << r.status().detail();
   }
+  // `name`, whose messages move to `dead_letter_queue` (made too) at their first failure.
+  void MakeQueueDeadLetteringAtFirstFailure(std::string_view name,
+                                            std::string_view dead_letter_queue) {
+    MakeQueue(dead_letter_queue);
+    QueueSettings s;
+    s.max_attempts = 1;
+    s.dead_letter_queue = std::string(dead_letter_queue);
+    MakeQueue(name, s);
+  }
 
   Result<EnqueueResult> EnqueueOne(std::string_view queue, EnqueueItem item) {
     std::vector<EnqueueItem> items;

@@ -219,11 +219,7 @@ TEST_F(HistoryTest, AnEnqueueAloneReadsAsItsEntryWithoutABlock) {
 
 // Transitions while history is off leave the enqueue as it was; a dead-letter move carries it.
 TEST_F(HistoryTest, AnEnqueueAloneOutlivesHistoryOffAndADeadLetterMove) {
-  MakeQueue("dlq");
-  QueueSettings s;
-  s.max_attempts = 1;
-  s.dead_letter_queue = "dlq";
-  MakeQueue("q", s);
+  MakeQueueDeadLetteringAtFirstFailure("q", "dlq");
   Put("q", "a");
   const uint64_t accounted = GetQueueInfo("q").memory_bytes;
   QueueSettingsUpdate off;
@@ -286,11 +282,7 @@ TEST_F(HistoryTest, HistoryCountsInMemoryAndIsGoneAtGc) {
 }
 
 TEST_F(HistoryTest, ADeadLetteredMessageTakesItsHistoryAlong) {
-  MakeQueue("dlq");
-  QueueSettings s;
-  s.max_attempts = 1;
-  s.dead_letter_queue = "dlq";
-  MakeQueue("q", s);
+  MakeQueueDeadLetteringAtFirstFailure("q", "dlq");
   Put("q", "a");
   MessageRecord m = TakeAs("q", "w");
   ASSERT_TRUE(Fail("q", m, "fatal").ok());
