@@ -47,6 +47,15 @@ uint32_t PackBits(uint32_t attempt, MessageState from, MessageState to, HistoryE
          (static_cast<uint32_t>(to) << 23) | (static_cast<uint32_t>(event) << 26);
 }
 
+// Writes one entry at `p`: kHistoryEntryFixedBytes + text.size() bytes (history.h).
+void PutEntry(char* p, TimeMs time, uint64_t token, uint32_t bits, std::string_view text) {
+  Store64(p, static_cast<uint64_t>(time));
+  Store64(p + 8, token);
+  Store32(p + 16, bits);
+  Store16(p + 20, static_cast<uint16_t>(text.size()));
+  std::memcpy(p + kHistoryEntryFixedBytes, text.data(), text.size());
+}
+
 bool KnownEvent(uint32_t v) {
   return v <= static_cast<uint32_t>(HistoryEvent::kDebounced) ||
          v == static_cast<uint32_t>(HistoryEvent::kDeadLettered) ||
@@ -104,12 +113,9 @@ bool HistoryEntryOf(const Effect& e, HistoryEntry* out) {
 std::string_view EnqueuedBlock(TimeMs time, EnqueuedBlockBuffer& out) {
   std::memset(out, 0, kHistoryHeaderBytes);
   Store16(out, 1);
-  char* p = out + kHistoryHeaderBytes;
-  Store64(p, static_cast<uint64_t>(time));
-  Store64(p + 8, 0);
-  Store32(p + 16,
-          PackBits(0, MessageState::kPending, MessageState::kPending, HistoryEvent::kEnqueued));
-  Store16(p + 20, 0);
+  PutEntry(out + kHistoryHeaderBytes, time, 0,
+           PackBits(0, MessageState::kPending, MessageState::kPending, HistoryEvent::kEnqueued),
+           "");  // not {}: memcpy's source must not be null, even for no bytes
   return {out, kEnqueuedBlockBytes};
 }
 
@@ -258,12 +264,7 @@ int64_t MessageHistories::Record(MessageRef ref, const Effect& e, uint32_t max,
   size += kHistoryEntryFixedBytes + text.size();
   *slot = Resize(*slot, size);
   b = *slot + kPrefixBytes;
-  char* p = b + at;
-  Store64(p, static_cast<uint64_t>(entry.time));
-  Store64(p + 8, token);
-  Store32(p + 16, bits);
-  Store16(p + 20, static_cast<uint16_t>(text.size()));
-  std::memcpy(p + kHistoryEntryFixedBytes, text.data(), text.size());
+  PutEntry(b + at, entry.time, token, bits, text);
   Store16(b, static_cast<uint16_t>(count + 1));
   const int64_t delta = static_cast<int64_t>(size) - static_cast<int64_t>(before);
   bytes_ = static_cast<uint64_t>(static_cast<int64_t>(bytes_) + delta);

@@ -1443,9 +1443,11 @@ void Queue::Export(EffectSink* visit) const {
   for (const auto& [seq, ref] : all) {
     Effect e = MessageEffect(EffectType::kMessageEnqueued, ref, UpdatedAtOf(ref, At(ref)));
     e.restated = true;
-    EnqueuedBlockBuffer buffer;
-    e.history =
-        At(ref)->history_implicit() ? kEnqueuedHistoryMark : HistoryBlock(ref, At(ref), buffer);
+    if (At(ref)->history_implicit()) {
+      e.history = kEnqueuedHistoryMark;
+    } else if (At(ref)->has_history()) {
+      e.history = histories_.Block(ref);
+    }
     visit->OnEffect(e);
   }
   ExportBuckets(visit);  // after the messages
