@@ -62,6 +62,12 @@ class FaultInjectionWritableFile final : public WritableFile {
   }
 
   void SetPreallocation(uint64_t chunk_bytes) override { base_->SetPreallocation(chunk_bytes); }
+  bool PreallocationLow() const override { return base_->PreallocationLow(); }
+  Status PreallocateAhead() override {
+    MutexLock lock(&fs_->mu_);
+    if (fs_->generation_ != generation_) return Unavailable("wal: file lost in simulated crash");
+    return base_->PreallocateAhead();
+  }
 
  private:
   FaultInjectionFileSystem* const fs_;

@@ -51,6 +51,16 @@ class WritableFile {
   // Only for files made by NewWritableFile; 0 (the default) turns it off. Files that cannot
   // preallocate ignore it.
   virtual void SetPreallocation(uint64_t chunk_bytes) { (void)chunk_bytes; }
+  // The writer's question, after a Flush: less than half a chunk of zeroes is left ahead of
+  // what was written, so PreallocateAhead should run before the writer reaches the end (which
+  // would make the writer write a chunk and fdatasync it itself, as Append does then).
+  virtual bool PreallocationLow() const { return false; }
+  // Writes the next chunk of zeroes past the allocated end and fdatasyncs it. Like SyncFlushed,
+  // it may run on another thread concurrently with Append and Flush (never with Close): the
+  // writer writes below the allocated end, this only past it, and the two take turns on the
+  // zeroes (an Append that reaches the end waits for a chunk in progress). A failure means as
+  // much as a failed SyncFlushed (the fdatasync covers the written records too).
+  virtual Status PreallocateAhead() { return Status::Ok(); }
 };
 
 class SequentialFile {

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "engine/mutex.h"
 #include "wal/file.h"
 
 namespace sundial::wal {
@@ -99,7 +101,7 @@ class PosixWritableFile final : public WritableFile {
   Status Close() override {
     if (fd_ < 0) return FailedPrecondition("wal: file already closed");
     Status s = Flush();
-    if (s.ok() && allocated_ > offset_) {  // cut the preallocated zeroes, durably
+    if (s.ok() && allocated() > offset_) {  // cut the preallocated zeroes, durably
       if (::ftruncate(fd_, static_cast<off_t>(offset_)) != 0) {
         s = FileError("wal: truncate of preallocated space failed", path_, errno);
       } else if (::fdatasync(fd_) != 0) {
@@ -115,11 +117,27 @@ class PosixWritableFile final : public WritableFile {
     if (!appending_) chunk_ = chunk_bytes;
   }
 
+  bool PreallocationLow() const override {
+    return chunk_ > 0 && fd_ >= 0 && offset_ + buffer_.size() + chunk_ / 2 > allocated();
+  }
+
+  Status PreallocateAhead() override {
+    if (fd_ < 0) return FailedPrecondition("wal: preallocation of a closed file");
+    if (chunk_ == 0) return Status::Ok();
+    MutexLock lock(&preallocate_mu_);
+    return Preallocate(allocated() + 1);
+  }
+
  private:
+  uint64_t allocated() const { return allocated_.load(std::memory_order_acquire); }
+
   Status WriteAll(std::string_view data) {
-    if (chunk_ > 0 && offset_ + data.size() > allocated_) {
-      Status s = Preallocate(offset_ + data.size());
-      if (!s.ok()) return s;
+    if (chunk_ > 0 && offset_ + data.size() > allocated()) {
+      MutexLock lock(&preallocate_mu_);  // a chunk in progress on the sync thread may cover it
+      if (offset_ + data.size() > allocated()) {
+        Status s = Preallocate(offset_ + data.size());
+        if (!s.ok()) return s;
+      }
     }
     while (!data.empty()) {
       // Into preallocated space: at the offset (the file's end is past it).
@@ -138,12 +156,15 @@ class PosixWritableFile final : public WritableFile {
   // Writes zeroes from the allocated end to past `end` (whole chunks), then fdatasync, so the
   // new size is on disk before any record is written there. Written, not fallocated: an
   // fallocated extent is "unwritten", and converting it on first write is a metadata update
-  // that fdatasync would have to write, which is what preallocating avoids.
-  Status Preallocate(uint64_t end) {
+  // that fdatasync would have to write, which is what preallocating avoids. Only past the
+  // allocated end, which the writer does not pass: a sync thread's PreallocateAhead and the
+  // writer's records never touch the same bytes.
+  Status Preallocate(uint64_t end) REQUIRES(preallocate_mu_) {
     static const std::string kZeroes(256 << 10, '\0');
-    uint64_t target = allocated_;
+    const uint64_t from = allocated();
+    uint64_t target = from;
     while (target < end) target += chunk_;
-    for (uint64_t at = allocated_; at < target;) {
+    for (uint64_t at = from; at < target;) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(kZeroes.size(), target - at));
       const ssize_t w = ::pwrite(fd_, kZeroes.data(), n, static_cast<off_t>(at));
       if (w < 0) {
@@ -153,7 +174,7 @@ class PosixWritableFile final : public WritableFile {
       at += static_cast<uint64_t>(w);
     }
     if (::fdatasync(fd_) != 0) return FileError("wal: fdatasync failed", path_, errno);
-    allocated_ = target;
+    allocated_.store(target, std::memory_order_release);
     return Status::Ok();
   }
 
@@ -161,9 +182,12 @@ class PosixWritableFile final : public WritableFile {
   const std::string path_;  // named in errors
   bool appending_;
   std::string buffer_;
-  uint64_t chunk_ = 0;      // preallocation step; 0: off
-  uint64_t offset_ = 0;     // bytes written: the file's logical end
-  uint64_t allocated_ = 0;  // bytes of the file that exist on disk (zeroes past offset_)
+  uint64_t chunk_ = 0;   // preallocation step; 0: off
+  uint64_t offset_ = 0;  // bytes written: the file's logical end
+  // Bytes of the file that exist on disk (zeroes past offset_): read by the writer, moved on
+  // (under preallocate_mu_) by the writer or by PreallocateAhead on the sync thread.
+  std::atomic<uint64_t> allocated_{0};
+  Mutex preallocate_mu_;
 };
 
 // Reads through a 256 KiB buffer: the log reader asks for a 13-byte record header, then the

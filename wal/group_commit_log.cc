@@ -85,6 +85,10 @@ struct GroupCommitLog::Impl {
   // does a write under kInterval need to wake it, to schedule the next sync. Waking it at every
   // write would cost each relaxed request two context switches for nothing.
   bool sync_idle GUARDED_BY(mu) = false;
+  // The active segment's preallocated zeroes run low (WritableFile::PreallocationLow): the sync
+  // thread writes the next chunk, so that the writer — an io thread, under kInterval — does not
+  // stop for that chunk's fdatasync (a 1–3 ms stall every MiB logged, measured).
+  bool extend_wanted GUARDED_BY(mu) = false;
 
   // Shared: under mu.
   std::string pending GUARDED_BY(mu);  // framed records, zero checksums, [written_end, next_lsn)
@@ -131,6 +135,9 @@ struct GroupCommitLog::Impl {
   // Makes everything written so far durable with one fdatasync on this thread; mu is released
   // during it.
   void SyncNow() REQUIRES(mu);
+  // The sync thread: the next chunk of zeroes ahead of the active segment's end; mu is released
+  // during it.
+  void ExtendAhead() REQUIRES(mu);
   // Writes `batch` (records from LSN writer_written_end on), rotating full segments, and
   // empties it. Returns the error the log fails with, if any.
   Status WriteBatch() EXCLUDES(mu);
@@ -384,6 +391,8 @@ void GroupCommitLog::Impl::WritePending() {
   if (records) SUNDIAL_FAILPOINT("wal.before_write");
   Status s = WriteBatch();
   if (s.ok()) s = file->Flush();  // handed to the OS before anyone counts on it
+  // Only a log with a sync thread hands the zeroes over (kNever writes them itself).
+  const bool extend = s.ok() && options.policy != FsyncPolicy::kNever && file->PreallocationLow();
   if (s.ok() && records) SUNDIAL_FAILPOINT("wal.after_write_before_sync");
   if (!s.ok()) {
     MutexLock sync_lock(&sync_mu);
@@ -399,6 +408,11 @@ void GroupCommitLog::Impl::WritePending() {
   // The writer role was just given back under mu: its segment fields match written_end.
   written_position = {written_end, segment_number, segment_bytes};
   if (written_observer) written_observer();
+  if (extend && !extend_wanted) {
+    extend_wanted = true;  // once per chunk: the flag stays up until the thread ran it
+    ++stats.preallocations_asked;
+    sync_cv.Signal();
+  }
   if (options.policy != FsyncPolicy::kAlways) {
     PublishDurable(written_end);
     WakeDurable();
@@ -440,9 +454,30 @@ void GroupCommitLog::Impl::SyncNow() {
   MarkSynced(target);
 }
 
+void GroupCommitLog::Impl::ExtendAhead() {
+  extend_wanted = false;
+  mu.Unlock();
+  Status s;
+  {
+    MutexLock sync_lock(&sync_mu);  // the writer replaces or closes `file` under it
+    if (!sync_failure.ok()) {
+      s = sync_failure;
+    } else if (file) {
+      s = file->PreallocateAhead();
+      if (!s.ok()) sync_failure = s;  // its fdatasync covered records as well
+    }
+  }
+  mu.Lock();
+  if (!s.ok()) Fail(s);
+}
+
 void GroupCommitLog::Impl::RunSyncThread() {
   MutexLock lock(&mu);
   while (!sync_stop && failure.ok()) {
+    if (extend_wanted) {
+      ExtendAhead();
+      continue;
+    }
     // Under kAlways it syncs only when asked (a committer registered): a lone committer syncs
     // on its own thread, and the thread stays asleep.
     const bool unsynced = synced_end < written_end && !closed;

@@ -78,6 +78,9 @@ struct LogStats {
   uint64_t inline_syncs = 0;         // fdatasyncs made by a committer on its own thread
   uint64_t wakes = 0;                // Wake() calls: registered committers made durable
   uint64_t sync_thread_signals = 0;  // writes that woke the sync thread (kInterval)
+  // Writes that asked the sync thread for the next chunk of zeroes ahead of the segment's end
+  // (LogOptions::preallocate_bytes), under kInterval and kAlways.
+  uint64_t preallocations_asked = 0;
 };
 
 class GroupCommitLog final : public EffectSink {

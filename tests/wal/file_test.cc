@@ -4,12 +4,14 @@
 
 #include <stdlib.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/wal/wal_test_util.h"
@@ -327,6 +329,64 @@ TEST(PosixPreallocation, AppendableFilesIgnoreIt) {
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// PreallocateAhead (the log's sync thread) moves the allocated end by a chunk; the writer then
+// writes into it without preallocating; PreallocationLow says when less than half a chunk is
+// left ahead of what was written.
+TEST(PosixPreallocation, AheadAddsAChunkTheWriterThenWritesInto) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  const std::string path = JoinPath(temp.path(), "f");
+  auto file = fs->NewWritableFile(path);
+  ASSERT_TRUE(file.ok());
+  EXPECT_FALSE((*file)->PreallocationLow());  // no preallocation asked for
+  (*file)->SetPreallocation(4096);
+  ASSERT_TRUE((*file)->Append(std::string(1000, 'a')).ok());
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_EQ(*fs->FileSize(path), 4096u);
+  EXPECT_FALSE((*file)->PreallocationLow());  // 3096 ahead
+  ASSERT_TRUE((*file)->Append(std::string(1500, 'b')).ok());
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_TRUE((*file)->PreallocationLow());  // 1596 ahead: under half a chunk
+  ASSERT_TRUE((*file)->PreallocateAhead().ok());
+  EXPECT_EQ(*fs->FileSize(path), 8192u);
+  EXPECT_FALSE((*file)->PreallocationLow());
+  ASSERT_TRUE((*file)->Append(std::string(3000, 'c')).ok());
+  ASSERT_TRUE((*file)->Flush().ok());
+  EXPECT_EQ(*fs->FileSize(path), 8192u);  // written into the chunk ahead: no new one
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ(Slurp(path), std::string(1000, 'a') + std::string(1500, 'b') + std::string(3000, 'c'));
+}
+
+// The writer appends while another thread preallocates ahead as fast as it can: the zeroes are
+// only ever written past the allocated end, so none lands on a record.
+TEST(PosixPreallocation, AheadOnAnotherThreadNeverOverwritesRecords) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  const std::string path = JoinPath(temp.path(), "f");
+  auto file = fs->NewWritableFile(path);
+  ASSERT_TRUE(file.ok());
+  (*file)->SetPreallocation(4096);
+  std::atomic<bool> done{false};
+  std::atomic<int> aheads{0};
+  std::thread ahead([&] {
+    while (!done.load() && aheads.load() < 500) {  // at most 2 MB of zeroes
+      if ((*file)->PreallocateAhead().ok()) aheads.fetch_add(1);
+    }
+  });
+  std::string expected;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string record(97 + i % 13, static_cast<char>('a' + i % 26));
+    expected += record;
+    ASSERT_TRUE((*file)->Append(record).ok());
+    ASSERT_TRUE((*file)->Flush().ok());
+  }
+  done.store(true);
+  ahead.join();
+  EXPECT_GT(aheads.load(), 0);
+  ASSERT_TRUE((*file)->Close().ok());
+  EXPECT_EQ(Slurp(path), expected);
 }
 
 // The log with preallocated segments: a crash image of the open log (zeroes after the last

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -856,6 +857,123 @@ TEST(GroupCommitLogTest, IntervalWritesDoNotWakeTheSyncThreadBeforeItsTime) {
   EXPECT_EQ(log->stats().writes, 100u);
   EXPECT_LE(log->stats().sync_thread_signals, 1u);
   ASSERT_TRUE(log->Close().ok());
+}
+
+// A file system whose files keep books on preallocation as a PosixWritableFile would: the
+// bytes written, the bytes allocated, and who moved the allocated end. An Append past it is what
+// a real file would pay for with the writer's own chunk of zeroes and fdatasync.
+class PreallocationBooksFileSystem final : public ForwardingFileSystem {
+ public:
+  explicit PreallocationBooksFileSystem(FileSystem* base) : ForwardingFileSystem(base) {}
+
+  Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    auto file = base()->NewWritableFile(path);
+    if (!file.ok()) return file.status();
+    return std::unique_ptr<WritableFile>(std::make_unique<File>(this, std::move(file).value()));
+  }
+
+  int ahead_calls() {
+    std::lock_guard lock(mu_);
+    return ahead_calls_;
+  }
+  // Waits until PreallocateAhead ran `n` times.
+  bool WaitForAheadCalls(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, kEventTimeout, [&] { return ahead_calls_ >= n; });
+  }
+  int writer_overruns() {
+    std::lock_guard lock(mu_);
+    return writer_overruns_;
+  }
+  bool ahead_on(std::thread::id thread) {
+    std::lock_guard lock(mu_);
+    return std::find(ahead_threads_.begin(), ahead_threads_.end(), thread) != ahead_threads_.end();
+  }
+
+ private:
+  class File final : public WritableFile {
+   public:
+    File(PreallocationBooksFileSystem* fs, std::unique_ptr<WritableFile> base)
+        : fs_(fs), base_(std::move(base)) {}
+    Status Append(std::string_view data) override {
+      std::lock_guard lock(fs_->mu_);
+      written_ += data.size();
+      if (chunk_ > 0 && written_ > allocated_) {
+        ++fs_->writer_overruns_;
+        while (allocated_ < written_) allocated_ += chunk_;
+      }
+      return base_->Append(data);
+    }
+    Status Flush() override { return base_->Flush(); }
+    Status Sync() override { return base_->Sync(); }
+    Status SyncFlushed() override { return base_->SyncFlushed(); }
+    Status Close() override { return base_->Close(); }
+    void SetPreallocation(uint64_t chunk_bytes) override { chunk_ = chunk_bytes; }
+    bool PreallocationLow() const override {
+      std::lock_guard lock(fs_->mu_);
+      return chunk_ > 0 && written_ + chunk_ / 2 > allocated_;
+    }
+    Status PreallocateAhead() override {
+      std::lock_guard lock(fs_->mu_);
+      allocated_ += chunk_;
+      ++fs_->ahead_calls_;
+      fs_->ahead_threads_.push_back(std::this_thread::get_id());
+      fs_->cv_.notify_all();
+      return Status::Ok();
+    }
+
+   private:
+    PreallocationBooksFileSystem* const fs_;
+    std::unique_ptr<WritableFile> base_;
+    uint64_t chunk_ = 0;
+    uint64_t written_ = 0;    // GUARDED_BY(fs_->mu_)
+    uint64_t allocated_ = 0;  // GUARDED_BY(fs_->mu_)
+  };
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int ahead_calls_ = 0;
+  int writer_overruns_ = 0;
+  std::vector<std::thread::id> ahead_threads_;
+};
+
+// The zeroes ahead of a segment's end are the sync thread's work under kInterval and kAlways:
+// a writer that finds less than half a chunk ahead asks for the next chunk and goes on, and
+// (given the sync thread's turn, which the test waits for) never writes past the allocated end,
+// where a real file would make it write the chunk and fdatasync itself. Under kNever, with no
+// sync thread, the writer keeps doing it.
+TEST(GroupCommitLogTest, TheSyncThreadPreallocatesAheadOfTheWriter) {
+  for (FsyncPolicy policy : {FsyncPolicy::kInterval, FsyncPolicy::kAlways, FsyncPolicy::kNever}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    auto memory = NewMemoryFileSystem();
+    PreallocationBooksFileSystem books(memory.get());
+    LogOptions options = Policy(policy);
+    options.interval_ms = 60'000;  // no timed sync during the test
+    options.preallocate_bytes = 4096;
+    auto log = OpenLog(&books, options);
+    ASSERT_NE(log, nullptr);
+    const std::vector<Effect> samples = SampleEffects();
+    TestCommitter committer(log.get());
+    uint64_t asked = 0;
+    for (int i = 0; i < 400; ++i) {
+      log->OnEffect(samples[i % samples.size()]);
+      ASSERT_TRUE(log->Commit(&committer, log->EndLsnOfThisThread(), /*may_block=*/true).ok());
+      if (policy != FsyncPolicy::kNever && log->stats().preallocations_asked > asked) {
+        ++asked;
+        ASSERT_TRUE(books.WaitForAheadCalls(static_cast<int>(asked)));
+      }
+    }
+    EXPECT_GT(log->stats().bytes, 5u * 4096);  // several chunks were written into
+    if (policy == FsyncPolicy::kNever) {
+      EXPECT_EQ(books.ahead_calls(), 0);
+      EXPECT_GT(books.writer_overruns(), 4);
+    } else {
+      EXPECT_GE(books.ahead_calls(), 5);
+      EXPECT_EQ(books.writer_overruns(), 1);  // the segment's first chunk, at its header
+      EXPECT_FALSE(books.ahead_on(std::this_thread::get_id()));
+    }
+    ASSERT_TRUE(log->Close().ok());
+  }
 }
 
 TEST(GroupCommitLogTest, ParseFsyncPolicyAcceptsTheThreeForms) {
