@@ -121,23 +121,6 @@ struct CrashPoint {
 
 class CheckpointCrashTest : public ::testing::TestWithParam<CrashPoint> {};
 
-// A fresh directory under the system's temp directory, removed with everything in it: fork
-// checkpoints need a file system that the child process shares.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "sundial-ckpt-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 CheckpointOptions Mode(CheckpointMode mode) {
   CheckpointOptions o = SmallCheckpoints();
   o.mode = mode;

@@ -22,22 +22,6 @@
 namespace sundial::wal::test {
 namespace {
 
-// A fresh directory under TMPDIR, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "sundial-wal-XXXXXX").string();
-    char* made = ::mkdtemp(pattern.data());
-    EXPECT_NE(made, nullptr);
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 class FileSystemContract : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {

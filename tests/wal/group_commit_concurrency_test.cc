@@ -194,15 +194,18 @@ TEST(GroupCommitConcurrencyTest, CommittersSyncOrAreWokenWhileRotateAndFlushRace
 // --fsync=interval: writers write their own records on Commit while the sync thread syncs
 // every millisecond and another thread rotates and flushes; a writer's record is durable under
 // the policy as soon as its Commit returns (no registration, no wake-up).
-TEST(GroupCommitConcurrencyTest, IntervalWritersRacingWithRotationAndTheSyncer) {
+// Interval writers on `fs` under `options` (kInterval, 1 ms, 32 KiB segments) while another
+// thread rotates and flushes: every effect is read back once, in each writer's order.
+void IntervalWritersRaceWithRotationAndTheSyncer(FileSystem* fs, const std::string& dir,
+                                                 LogOptions options) {
   constexpr int kWriters = 6;
   constexpr uint64_t kPerWriter = 400;
-  auto fs = NewMemoryFileSystem();
-  LogOptions options;
   options.policy = FsyncPolicy::kInterval;
   options.interval_ms = 1;
   options.segment_bytes = 32 << 10;
-  auto log = OpenLog(fs.get(), options);
+  auto opened = GroupCommitLog::Open(fs, dir, options, 0, 1);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  auto log = std::move(opened).value();
   ASSERT_NE(log, nullptr);
 
   std::atomic<bool> writing{true};
@@ -237,10 +240,27 @@ TEST(GroupCommitConcurrencyTest, IntervalWritersRacingWithRotationAndTheSyncer) 
   for (auto& c : committers) EXPECT_EQ(c->wakes(), 0);
 
   uint64_t segment_count = 0;
-  auto payloads = ReadAllPayloads(fs.get(), "data", &segment_count);
+  auto payloads = ReadAllPayloads(fs, dir, &segment_count);
   EXPECT_GT(segment_count, 2u);
   ASSERT_EQ(payloads.size(), kWriters * kPerWriter);
   ExpectEveryEffectOnceInWriterOrder(payloads, kWriters, kPerWriter);
+}
+
+TEST(GroupCommitConcurrencyTest, IntervalWritersRacingWithRotationAndTheSyncer) {
+  auto fs = NewMemoryFileSystem();
+  LogOptions options;
+  options.preallocate_bytes = 0;
+  IntervalWritersRaceWithRotationAndTheSyncer(fs.get(), "data", options);
+}
+
+// The same on real files preallocated 4 KiB at a time: the sync thread writes the zeroes ahead
+// while the writers write records below them and rotation closes (and cuts) the files.
+TEST(GroupCommitConcurrencyTest, IntervalWritersRacingWithTheSyncThreadsPreallocation) {
+  TempDir temp;
+  auto fs = NewPosixFileSystem();
+  LogOptions options;
+  options.preallocate_bytes = 4096;
+  IntervalWritersRaceWithRotationAndTheSyncer(fs.get(), JoinPath(temp.path(), "data"), options);
 }
 
 TEST(CheckpointConcurrency, CheckpointsRunWhileEngineThreadsKeepWriting) {

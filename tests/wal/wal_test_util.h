@@ -7,8 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -689,6 +692,24 @@ inline void FixRecordChecksum(std::string* bytes, uint64_t offset, uint64_t file
 }
 
 // Options with `policy` and every other setting at its default.
+// A fresh directory under the system's temp directory (TMPDIR), removed with everything in it
+// at the end: for tests on real files (fork checkpoints need a file system the child shares).
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "sundial-wal-XXXXXX").string();
+    EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+    path_ = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
 inline LogOptions Policy(FsyncPolicy policy) {
   LogOptions options;
   options.policy = policy;
