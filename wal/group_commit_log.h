@@ -55,7 +55,9 @@ struct LogOptions {
   uint64_t segment_bytes = 64ull << 20;  // rotate the active segment past this size
   size_t max_group_bytes = 4u << 20;     // cap of one write
   // Zeroes kept written ahead of each segment's end (WritableFile::SetPreallocation), so an
-  // fdatasync writes data only; cut off when the segment is closed. 0: off.
+  // fdatasync writes data only; cut off when the segment is closed. 0: off. Under kAlways and
+  // kInterval the sync thread writes the next chunk when half of one is left (PreallocateAhead),
+  // so a writer on an io thread does not stop for it.
   uint64_t preallocate_bytes = 1u << 20;
   // Called after each fdatasync, on the thread that made it, with its duration (metrics); must
   // be quick.
