@@ -1334,20 +1334,14 @@ uint64_t Engine::Digest() const {
 
 Engine::Freeze::Freeze(const Engine* engine) NO_THREAD_SAFETY_ANALYSIS : engine_(engine) {
   engine_->schedules_mu_.Lock();
-  for (const auto& shard : engine_->shards_) shard->mu.Lock();
-  engine_->deps_mu_.Lock();
-  engine_->batches_mu_.Lock();
+  AllShardsLock::Lock(engine_);
   engine_->epochs_mu_.Lock();  // taken alone everywhere else, or after the shards (Digest)
 }
 
 void Engine::Freeze::Release() NO_THREAD_SAFETY_ANALYSIS {
   if (engine_ == nullptr) return;
   engine_->epochs_mu_.Unlock();
-  engine_->batches_mu_.Unlock();
-  engine_->deps_mu_.Unlock();
-  for (auto it = engine_->shards_.rbegin(); it != engine_->shards_.rend(); ++it) {
-    (*it)->mu.Unlock();
-  }
+  AllShardsLock::Unlock(engine_);
   engine_->schedules_mu_.Unlock();
   engine_ = nullptr;
 }
