@@ -274,20 +274,32 @@ TEST(PosixErrors, TheRealFileSystemReportsTheErrnoOfTheFailedCall) {
       << directory.status().Message();
 }
 
-TEST(PosixPreallocation, ZeroesAheadInWholeChunksAreCutOffOnClose) {
+// Preallocation on real files: a file `f` in a fresh directory, preallocated 4 KiB at a time.
+class PosixPreallocation : public testing::Test {
+ protected:
+  std::unique_ptr<WritableFile> Open() {
+    auto file = fs->NewWritableFile(path);
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    if (!file.ok()) return nullptr;
+    (*file)->SetPreallocation(4096);
+    return std::move(file).value();
+  }
+
   TempDir temp;
-  auto fs = NewPosixFileSystem();
+  std::unique_ptr<FileSystem> fs = NewPosixFileSystem();
   const std::string path = JoinPath(temp.path(), "f");
-  auto file = fs->NewWritableFile(path);
-  ASSERT_TRUE(file.ok());
-  (*file)->SetPreallocation(4096);
-  ASSERT_TRUE((*file)->Append(std::string(100, 'a')).ok());
-  ASSERT_TRUE((*file)->Sync().ok());
+};
+
+TEST_F(PosixPreallocation, ZeroesAheadInWholeChunksAreCutOffOnClose) {
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
+  ASSERT_TRUE(file->Append(std::string(100, 'a')).ok());
+  ASSERT_TRUE(file->Sync().ok());
   EXPECT_EQ(*fs->FileSize(path), 4096u);  // one chunk, the size already on disk
-  ASSERT_TRUE((*file)->Append(std::string(5000, 'b')).ok());
-  ASSERT_TRUE((*file)->Sync().ok());
+  ASSERT_TRUE(file->Append(std::string(5000, 'b')).ok());
+  ASSERT_TRUE(file->Sync().ok());
   EXPECT_EQ(*fs->FileSize(path), 8192u);  // 5100 bytes: two chunks
-  ASSERT_TRUE((*file)->Close().ok());
+  ASSERT_TRUE(file->Close().ok());
   EXPECT_EQ(*fs->FileSize(path), 5100u);
   auto in = fs->NewSequentialFile(path);
   ASSERT_TRUE(in.ok());
@@ -297,10 +309,7 @@ TEST(PosixPreallocation, ZeroesAheadInWholeChunksAreCutOffOnClose) {
   EXPECT_EQ(std::string(got), std::string(100, 'a') + std::string(5000, 'b'));
 }
 
-TEST(PosixPreallocation, AppendableFilesIgnoreIt) {
-  TempDir temp;
-  auto fs = NewPosixFileSystem();
-  const std::string path = JoinPath(temp.path(), "f");
+TEST_F(PosixPreallocation, AppendableFilesIgnoreIt) {
   auto file = fs->NewAppendableFile(path);
   ASSERT_TRUE(file.ok());
   (*file)->SetPreallocation(4096);
@@ -318,10 +327,7 @@ std::string Slurp(const std::string& path) {
 // PreallocateAhead (the log's sync thread) moves the allocated end by a chunk; the writer then
 // writes into it without preallocating; PreallocationLow says when less than half a chunk is
 // left ahead of what was written.
-TEST(PosixPreallocation, AheadAddsAChunkTheWriterThenWritesInto) {
-  TempDir temp;
-  auto fs = NewPosixFileSystem();
-  const std::string path = JoinPath(temp.path(), "f");
+TEST_F(PosixPreallocation, AheadAddsAChunkTheWriterThenWritesInto) {
   auto file = fs->NewWritableFile(path);
   ASSERT_TRUE(file.ok());
   EXPECT_FALSE((*file)->PreallocationLow());  // no preallocation asked for
@@ -345,40 +351,34 @@ TEST(PosixPreallocation, AheadAddsAChunkTheWriterThenWritesInto) {
 
 // The writer appends while another thread preallocates ahead as fast as it can: the zeroes are
 // only ever written past the allocated end, so none lands on a record.
-TEST(PosixPreallocation, AheadOnAnotherThreadNeverOverwritesRecords) {
-  TempDir temp;
-  auto fs = NewPosixFileSystem();
-  const std::string path = JoinPath(temp.path(), "f");
-  auto file = fs->NewWritableFile(path);
-  ASSERT_TRUE(file.ok());
-  (*file)->SetPreallocation(4096);
+TEST_F(PosixPreallocation, AheadOnAnotherThreadNeverOverwritesRecords) {
+  auto file = Open();
+  ASSERT_NE(file, nullptr);
   std::atomic<bool> done{false};
   std::atomic<int> aheads{0};
   std::thread ahead([&] {
     while (!done.load() && aheads.load() < 500) {  // at most 2 MB of zeroes
-      if ((*file)->PreallocateAhead().ok()) aheads.fetch_add(1);
+      if (file->PreallocateAhead().ok()) aheads.fetch_add(1);
     }
   });
   std::string expected;
   for (int i = 0; i < 2000; ++i) {
     const std::string record(97 + i % 13, static_cast<char>('a' + i % 26));
     expected += record;
-    ASSERT_TRUE((*file)->Append(record).ok());
-    ASSERT_TRUE((*file)->Flush().ok());
+    ASSERT_TRUE(file->Append(record).ok());
+    ASSERT_TRUE(file->Flush().ok());
   }
   done.store(true);
   ahead.join();
   EXPECT_GT(aheads.load(), 0);
-  ASSERT_TRUE((*file)->Close().ok());
+  ASSERT_TRUE(file->Close().ok());
   EXPECT_EQ(Slurp(path), expected);
 }
 
 // The log with preallocated segments: a crash image of the open log (zeroes after the last
 // record) reads back every record, with the zeroes reported as a torn tail of the last segment;
 // a rotated (sealed) segment and a closed one end exactly at their last record.
-TEST(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
-  TempDir temp;
-  auto fs = NewPosixFileSystem();
+TEST_F(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
   LogOptions options;
   options.preallocate_bytes = 64 << 10;
   auto log = GroupCommitLog::Open(fs.get(), temp.path(), options, 0, 1);
@@ -409,9 +409,7 @@ TEST(PosixPreallocation, TheLogReadsBackFromACrashImageAndSealsSegmentsToSize) {
 // a segment the log just opened (at start, or by a checkpoint's rotation) must show its header
 // before its first record is written. It did not (the header waited in the file's buffer), and a
 // quiet primary refused every standby with "a segment's header is damaged" until its next write.
-TEST(PosixPreallocation, ANewSegmentsHeaderIsOnDiskBeforeItsFirstRecord) {
-  TempDir temp;
-  auto fs = NewPosixFileSystem();
+TEST_F(PosixPreallocation, ANewSegmentsHeaderIsOnDiskBeforeItsFirstRecord) {
   LogOptions options;
   options.preallocate_bytes = 64 << 10;
   auto log = GroupCommitLog::Open(fs.get(), temp.path(), options, 7, 1);
