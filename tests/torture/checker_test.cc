@@ -1361,6 +1361,21 @@ TEST(TortureChecker, AMessageCanceledBeforeItsTtlCouldRunOutIsAPhantom) {
   EXPECT_EQ(r.Count("phantom"), 1u) << r.Summary();
 }
 
+// An inventory's rows carry the time its reads began; a message whose ttl ran out while they
+// went on (read again until two agree: long under relaxed load) may be read as canceled.
+TEST(TortureChecker, AMessageThatExpiredWhileTheInventoryWasReadIsNoPhantom) {
+  const std::string before =
+      "ttl q m1 1000\n"
+      "op 10 20 c0 enqueue q ok m1 5\n"
+      "inventory-queue 800000000 1 q\n"
+      "inventory 800000000 1 q m1 canceled 5\n";
+  // Read until 1 s after the enqueue was sent: by then its ttl (less the margin) had run out.
+  EXPECT_TRUE(CheckText(before + "inventory-end 800000000 1 1000000000\n").violations.empty());
+  // Read at once: 800 ms after the enqueue, 1 s ttl, nothing could have canceled it.
+  EXPECT_EQ(CheckText(before + "inventory-end 800000000 1 800000000\n").Count("phantom"), 1u);
+  EXPECT_EQ(CheckText(before + "inventory-end 800000000 1\n").Count("phantom"), 1u);
+}
+
 TEST(TortureChecker, AnExpiredDependencyFailsItsDependents) {
   const Report r = CheckText(
       "ttl q a 100\n"

@@ -1,5 +1,6 @@
 #include "tests/torture/history.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -294,6 +295,9 @@ bool ParseHistory(const std::string& text, History* h, std::string* error) {
         if (!(in >> q)) return bad("short drained");
         open.drained.push_back(q);
       } else {
+        // "inventory-end T ROUND [READ_UNTIL]" (older histories end at T).
+        int64_t until = 0;
+        open.read_until = in >> until ? std::max(until, open.t) : open.t;
         h->inventories.push_back(std::move(open));
         open = Inventory{};
         in_block = false;

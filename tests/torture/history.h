@@ -125,7 +125,8 @@ struct BatchRead {
 };
 
 struct Inventory {
-  int64_t t = 0;
+  int64_t t = 0;           // when its reads began (every row carries it)
+  int64_t read_until = 0;  // when they ended: a state read may be from any time in [t, read_until]
   int round = 0;
   std::vector<std::string> queues;
   std::vector<InventoryRow> rows;

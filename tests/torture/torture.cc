@@ -914,11 +914,13 @@ class Torture {
     }
     if (!ReadSchedules(client, epoch, t, round, &rows)) return false;
     if (!ReadBatches(client, epoch, t, round, &rows)) return false;
+    // Rows carry the time the reads began; a state may be from any time until they ended.
+    const int64_t read_until = NowNs();
     std::ostringstream block;
     block << rows;
     for (const std::string& q : drained)
       block << "drained " << t << ' ' << round << ' ' << q << '\n';
-    block << "inventory-end " << t << ' ' << round << '\n';
+    block << "inventory-end " << t << ' ' << round << ' ' << read_until << '\n';
     std::fputs(block.str().c_str(), history_);
     std::fflush(history_);
     if (!ReadSome(client, round, rows)) return false;
