@@ -664,7 +664,7 @@ class Checker {
     const std::string policy = m.dependent != nullptr ? m.dependent->policy : "";
     if ((row->state == "completed" && !complete_sent) ||
         (row->state == "canceled" && !cancel_sent && !(dependency_failed && policy == "cancel") &&
-         MayHaveExpiredFrom(m) >= std::max(inv.t, inv.read_until)) ||
+         MayHaveExpiredFrom(m) >= inv.read_until) ||
         (row->state == "running" && !dequeue_sent) ||
         (row->state == "errored" && !(dependency_failed && policy == "error")) ||
         (row->state == "waiting" && m.dependent == nullptr)) {

@@ -2,11 +2,8 @@
 // wrapper fails on demand and, on a simulated crash, keeps exactly the synced prefix.
 #include <gtest/gtest.h>
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <cerrno>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>

@@ -191,11 +191,11 @@ TEST(GroupCommitConcurrencyTest, CommittersSyncOrAreWokenWhileRotateAndFlushRace
   }
 }
 
-// --fsync=interval: writers write their own records on Commit while the sync thread syncs
-// every millisecond and another thread rotates and flushes; a writer's record is durable under
-// the policy as soon as its Commit returns (no registration, no wake-up).
-// Interval writers on `fs` under `options` (kInterval, 1 ms, 32 KiB segments) while another
-// thread rotates and flushes: every effect is read back once, in each writer's order.
+// --fsync=interval on `fs` in `dir` (1 ms, 32 KiB segments, the rest of `options`): writers
+// write their own records on Commit while the sync thread syncs every millisecond and another
+// thread rotates and flushes; a writer's record is durable under the policy as soon as its
+// Commit returns (no registration, no wake-up), and every effect is read back once, in each
+// writer's order.
 void IntervalWritersRaceWithRotationAndTheSyncer(FileSystem* fs, const std::string& dir,
                                                  LogOptions options) {
   constexpr int kWriters = 6;

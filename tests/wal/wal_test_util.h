@@ -691,7 +691,6 @@ inline void FixRecordChecksum(std::string* bytes, uint64_t offset, uint64_t file
   bytes->replace(offset + 5, 8, sum);
 }
 
-// Options with `policy` and every other setting at its default.
 // A fresh directory under the system's temp directory (TMPDIR), removed with everything in it
 // at the end: for tests on real files (fork checkpoints need a file system the child shares).
 class TempDir {
@@ -710,6 +709,7 @@ class TempDir {
   std::string path_;
 };
 
+// Options with `policy` and every other setting at its default.
 inline LogOptions Policy(FsyncPolicy policy) {
   LogOptions options;
   options.policy = policy;
