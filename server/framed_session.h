@@ -10,9 +10,12 @@
 // path calls the socket directly, with no virtual call or branch per read or write.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -22,6 +25,7 @@
 
 #include "protocol/framing.h"
 #include "server/connection.h"
+#include "server/drained_read.h"
 #include "server/internal.h"
 
 namespace sundial::server {
@@ -42,6 +46,7 @@ class FramedSession : public Connection {
       // own operations do not depend on this flag).
       boost::system::error_code ignored;
       socket_.non_blocking(true, ignored);
+      EnableDrainedReads(socket_.native_handle());  // without it, reads behave as Asio's own
     }
     if constexpr (kTls) {
       // Nothing is in flight during the handshake: the deadline closes.
@@ -127,20 +132,39 @@ class FramedSession : public Connection {
     }
     if (in_.size() < in_len_ + want) in_.resize(in_len_ + want);
     reading_ = true;
-    socket_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
-                            [self = Self()](boost::system::error_code ec, size_t n) {
-                              self->reading_ = false;
-                              if (ec) return self->DoClose();
-                              // Draining: no new requests.
-                              if (self->draining()) return self->MaybeFinish();
-                              self->in_len_ += n;
-                              self->loop_->BeginRead();
-                              self->ProcessFrames();
-                              self->loop_->EndRead();
-                              // EndRead's round may have written replies, so frames that
-                              // waited for room may go now: MaybeResume, not Read.
-                              self->MaybeResume();
-                            });
+    const auto room = asio::buffer(in_.data() + in_len_, in_.size() - in_len_);
+    auto done = [self = Self()](boost::system::error_code ec, size_t n) {
+      self->reading_ = false;
+      if (ec) return self->DoClose();
+      // Draining: no new requests.
+      if (self->draining()) return self->MaybeFinish();
+      self->in_len_ += n;
+      self->loop_->BeginRead();
+      self->ProcessFrames();
+      if (self->in_len_ > 0) self->CheckPeer();
+      self->loop_->EndRead();
+      // EndRead's round may have written replies, so frames that
+      // waited for room may go now: MaybeResume, not Read.
+      self->MaybeResume();
+    };
+    if constexpr (kTls) {
+      socket_.async_read_some(room, std::move(done));
+    } else {
+      socket_.async_read_some(DrainedReadBuffer{room}, std::move(done));
+    }
+  }
+
+  // A read that left nothing in the socket (server/drained_read.h) cannot have seen a reset
+  // that came with its bytes; a peek can. A plain connection peeks when one of its requests is
+  // held to wait and when a read left half a frame (no reply will find the reset by failing).
+  void CheckPeer() override {
+    if constexpr (!kTls) {
+      char byte;
+      const ssize_t n = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        Close();  // posted: a waiter being filed is dropped after, not before, it is filed
+      }
+    }
   }
 
   // Reading and frames held back by backpressure go on once the output drained.

@@ -234,6 +234,10 @@ class Session : public std::enable_shared_from_this<Session> {
   virtual void QueueEvent(std::shared_ptr<const std::string> /*event*/) {}
   // Starts writing what is queued, unless a write is in progress.
   virtual void Flush() = 0;
+  // On its loop: a request of this connection is about to be held for a while (a long poll, a
+  // Wait). A transport whose reads may not have seen a reset yet (server/drained_read.h) looks
+  // now and closes, posted, so the waiter just filed is dropped, not served.
+  virtual void CheckPeer() {}
 
   // Any thread: stop reading; close once every request in flight is answered and written.
   void CloseWhenDone() {

@@ -65,6 +65,9 @@ uint64_t LongPolls::Generation(std::string_view queue) const { return Generation
 
 void LongPolls::Wait(Completion c, std::string_view frame, uint64_t generation,
                      SteadyClock::time_point start, std::string_view first, uint64_t first_lsn) {
+  // Its close, if the peer is gone, is posted before any drain this filing schedules: nothing
+  // is leased to a connection reset with its last request (Session::CheckPeer).
+  c.session()->CheckPeer();
   auto w = std::make_shared<Waiter>(std::move(c), frame);
   w->first = std::string(first);
   w->first_lsn = first_lsn;

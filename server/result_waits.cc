@@ -71,6 +71,7 @@ uint64_t ResultWaits::Generation(std::string_view queue) const {
 void ResultWaits::Wait(Completion c, std::string_view frame, std::string_view first,
                        std::string queue, std::vector<std::string> ids, uint32_t wait_ms,
                        uint64_t generation, SteadyClock::time_point start) {
+  c.session()->CheckPeer();  // a reset peer's waiter is dropped (Session::CheckPeer)
   auto w = std::make_shared<Waiter>(std::move(c), frame, first);
   w->queue = std::move(queue);
   w->ids = std::move(ids);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <random>
 #include <set>
@@ -97,6 +98,20 @@ class HostileInput : public ::testing::Test {
     EXPECT_NE(v.message.find(message_part), std::string::npos) << v.message;
     EXPECT_TRUE(c.WaitClosed(5'000)) << "the server keeps the connection open";
     EXPECT_TRUE(c.TakeFrames().empty()) << "nothing follows the error";
+  }
+
+  // Connects, and while the server is stopped sends `bytes` and resets the connection: both
+  // wait in the server's socket before it reads either.
+  void SendAndResetWhileStopped(const std::string& bytes) {
+    RawConn c(server_->port());
+    ASSERT_TRUE(Eventually([&] { return TcpConnections() == 3; })) << "never accepted";
+    ASSERT_EQ(::kill(server_->pid(), SIGSTOP), 0);
+    const bool sent = c.Send(bytes);
+    const linger reset{1, 0};
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    c.Close();  // a reset
+    ASSERT_EQ(::kill(server_->pid(), SIGCONT), 0);
+    ASSERT_TRUE(sent);
   }
 
   double TcpConnections() {
@@ -191,6 +206,43 @@ TEST_F(HostileInput, TruncatedFramesThenCloseCostNothing) {
   auto gone = attacker_->GetQueue("cut");
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.error().code, Code::kNotFound) << "half an enqueue must not run";
+  ExpectServerUnharmed();
+}
+
+// A client that sends a long poll and resets at once (SO_LINGER 0: its close sends a reset),
+// with the reset arriving before the server reads the request (the server is stopped meanwhile,
+// so both wait in its socket): the read that takes the request leaves nothing behind and cannot
+// see the reset (server/drained_read.h). The waiter must still be dropped, at once, and nothing
+// leased for it (docs/protocol.md, long polls).
+TEST_F(HostileInput, ALongPollResetWithItsRequestIsDroppedAndLeasesNothing) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  client::DequeueOptions poll;
+  poll.wait_ms = 60'000;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_NO_FATAL_FAILURE(
+        SendAndResetWhileStopped(Frame(client::BuildDequeue(Hdr(1), "reset", poll))));
+    EXPECT_TRUE(Eventually([&] { return TcpConnections() == 2; }, 5'000))
+        << "a reset connection's long poll is still held: tcp connections " << TcpConnections();
+  }
+  client::EnqueueItem item;
+  item.id = "for-the-living";
+  auto put = bystander_->Enqueue("reset", {item});
+  ASSERT_TRUE(put.ok()) << put.error().ToString();
+  auto got = bystander_->Dequeue("reset", {});
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  const auto* messages = got->result<p::DequeueResult>()->messages();
+  ASSERT_EQ(messages->size(), 1u) << "the message was leased to a reset connection's long poll";
+  EXPECT_EQ(messages->Get(0)->id()->str(), "for-the-living");
+  ExpectServerUnharmed();
+}
+
+// Half a frame and a reset behind it: no reply will fail to find the reset, so the read that
+// left half a frame looks (FramedSession::CheckPeer) and the connection closes at once.
+TEST_F(HostileInput, HalfAFrameWithAResetBehindItClosesAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(StartServer());
+  ASSERT_NO_FATAL_FAILURE(SendAndResetWhileStopped(Header(100) + std::string(50, 'x')));
+  EXPECT_TRUE(Eventually([&] { return TcpConnections() == 2; }, 5'000))
+      << "tcp connections " << TcpConnections();
   ExpectServerUnharmed();
 }
 

@@ -1,0 +1,251 @@
+// DrainedReadBuffer (server/drained_read.h): after a read that emptied the socket, the next read
+// waits for epoll instead of trying a recv first, and no byte that arrives meanwhile waits unseen.
+// Whether a read tried its recv at once is seen from outside: a recv at the start takes the
+// bytes already waiting, so the socket's `available()` right after async_read_some is 0.
+#include "server/drained_read.h"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace sundial::server {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// A connected loopback pair: `server` is read with the buffers under test, `peer` writes
+// (blocking) from the test's thread or its own.
+struct Pair {
+  asio::io_context io;
+  // Keeps run_one_for waiting for the reactor when no handler is ready (without it, a loop
+  // out of work is stopped until restart()).
+  asio::executor_work_guard<asio::io_context::executor_type> busy = asio::make_work_guard(io);
+  tcp::socket server{io};
+  tcp::socket peer{io};
+
+  Pair() {
+    tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    peer.connect(acceptor.local_endpoint());
+    acceptor.accept(server);
+    EXPECT_TRUE(EnableDrainedReads(server.native_handle()));
+    server.set_option(tcp::no_delay(true));
+    peer.set_option(tcp::no_delay(true));
+  }
+
+  // Writes `bytes` from the peer and returns once they wait in the server's receive queue.
+  void Send(const std::string& bytes) {
+    const size_t before = server.available();
+    asio::write(peer, asio::buffer(bytes));
+    while (server.available() < before + bytes.size()) std::this_thread::yield();
+  }
+
+  // Starts one read of at most `room` bytes; `got` receives them when it completes.
+  template <class MakeBuffer>
+  void StartRead(char* room, size_t size, std::string* got, bool* done, MakeBuffer make) {
+    *done = false;
+    server.async_read_some(make(asio::buffer(room, size)),
+                           [room, got, done](boost::system::error_code ec, size_t n) {
+                             ASSERT_FALSE(ec) << ec.message();
+                             got->append(room, n);
+                             *done = true;
+                           });
+  }
+
+  // Runs the loop until `done` (a bound for a failing test, not a timing assumption).
+  void RunUntil(const bool& done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done && std::chrono::steady_clock::now() < give_up) {
+      io.run_one_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_TRUE(done) << "the read never completed";
+  }
+};
+
+auto Drained = [](asio::mutable_buffer b) { return DrainedReadBuffer{b}; };
+auto Plain = [](asio::mutable_buffer b) { return b; };
+
+TEST(DrainedRead, AfterAShortReadTheNextReadWaitsForEpollAndStillGetsTheBytes) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Drained);  // the reactor performs it
+  p.Send("a");
+  p.RunUntil(done);
+  ASSERT_EQ(got, "a");
+
+  p.Send("b");  // arrives after the short read, before the next read starts
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  EXPECT_EQ(p.server.available(), 1u) << "the read after a short one tried its recv at once";
+  EXPECT_FALSE(done);
+  p.RunUntil(done);
+  EXPECT_EQ(got, "ab") << "the edge of a byte that came between the reads woke the read";
+  EXPECT_EQ(p.server.available(), 0u);
+}
+
+// Why the buffer exists: Asio's own tries every read's recv at once (and finds the socket of a
+// client waiting for its reply empty).
+TEST(DrainedRead, AsiosOwnBufferTriesTheRecvAtOnceAfterAShortRead) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Plain);
+  p.Send("a");
+  p.RunUntil(done);
+  p.Send("b");
+  p.StartRead(room, sizeof room, &got, &done, Plain);
+  EXPECT_EQ(p.server.available(), 0u);
+  p.RunUntil(done);
+  EXPECT_EQ(got, "ab");
+}
+
+TEST(DrainedRead, AReadThatFilledItsBufferLeavesTheNextOneToTryAtOnce) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  const std::string hundred(100, 'x');
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  p.Send(hundred);
+  p.RunUntil(done);
+  ASSERT_EQ(got.size(), 64u);
+  ASSERT_EQ(p.server.available(), 36u);
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  EXPECT_EQ(p.server.available(), 0u)
+      << "a full read may have left bytes and raises no new edge: the next one tries at once";
+  p.RunUntil(done);
+  EXPECT_EQ(got, hundred);
+}
+
+TEST(DrainedRead, EndOfStreamAfterAShortReadIsSeen) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  p.Send("a");
+  p.RunUntil(done);
+  p.peer.shutdown(tcp::socket::shutdown_send);
+  boost::system::error_code result;
+  bool ended = false;
+  p.server.async_read_some(DrainedReadBuffer{asio::buffer(room)},
+                           [&](boost::system::error_code ec, size_t) {
+                             result = ec;
+                             ended = true;
+                           });
+  p.RunUntil(ended);
+  EXPECT_EQ(result, asio::error::eof);
+}
+
+// A FIN that came with the last bytes raised its edge before the read that took the bytes: that
+// read must not say drained, or the end is never seen (the connection would stay open forever).
+TEST(DrainedRead, EndOfStreamQueuedBehindTheBytesReadIsSeen) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  asio::write(p.peer, asio::buffer(std::string("half a frame")));
+  p.peer.shutdown(tcp::socket::shutdown_send);
+  // Both wait in the queue before the loop runs the read.
+  while (p.server.available() < 12) std::this_thread::yield();
+  p.RunUntil(done);
+  ASSERT_EQ(got, "half a frame");
+  boost::system::error_code result;
+  bool ended = false;
+  p.server.async_read_some(DrainedReadBuffer{asio::buffer(room)},
+                           [&](boost::system::error_code ec, size_t) {
+                             result = ec;
+                             ended = true;
+                           });
+  p.RunUntil(ended);
+  EXPECT_EQ(result, asio::error::eof);
+}
+
+// A reset that came with the last bytes is not a FIN: the count after the read is 0, the read
+// says drained, and no edge follows, so the next read would wait (until a write fails or the
+// idle timeout). What FramedSession::CheckPeer does when that matters — a peek — sees it.
+TEST(DrainedRead, AResetQueuedBehindTheBytesReadIsSeenByAPeek) {
+  Pair p;
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  asio::write(p.peer, asio::buffer(std::string("bytes")));
+  while (p.server.available() < 5) std::this_thread::yield();
+  p.peer.set_option(asio::socket_base::linger(true, 0));  // its close sends a reset
+  p.peer.close();
+  p.RunUntil(done);
+  EXPECT_EQ(got, "bytes");
+  char byte;
+  errno = 0;
+  EXPECT_EQ(::recv(p.server.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+}
+
+// A socket that reports no count (TCP_INQ off) is never said drained: Asio's behaviour.
+TEST(DrainedRead, WithoutTheCountEveryReadTriesAtOnce) {
+  Pair p;
+  const int off = 0;
+  ASSERT_EQ(::setsockopt(p.server.native_handle(), IPPROTO_TCP, TCP_INQ, &off, sizeof off), 0);
+  char room[64];
+  std::string got;
+  bool done = false;
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  p.Send("a");
+  p.RunUntil(done);
+  p.Send("b");
+  p.StartRead(room, sizeof room, &got, &done, Drained);
+  EXPECT_EQ(p.server.available(), 0u);
+  p.RunUntil(done);
+  EXPECT_EQ(got, "ab");
+}
+
+// The edge-triggered registration the buffer relies on, raced: a writer thread sends pieces at
+// random moments (between a read's completion and the next read's start, while a read waits,
+// several at once) and the reader gets every byte in order.
+TEST(DrainedRead, BytesSentAtAnyMomentAreAllRead) {
+  Pair p;
+  constexpr int kPieces = 3000;
+  std::string sent;
+  std::mt19937 rng(7);
+  for (int i = 0; i < kPieces; ++i) sent += std::string(1 + rng() % 40, char('a' + i % 26));
+  std::thread writer([&p, &sent] {
+    std::mt19937 rng(11);
+    size_t at = 0;
+    while (at < sent.size()) {
+      const size_t n = std::min<size_t>(sent.size() - at, 1 + rng() % 40);
+      asio::write(p.peer, asio::buffer(sent.data() + at, n));
+      at += n;
+      if (rng() % 4 == 0) std::this_thread::yield();
+    }
+  });
+  char room[64];
+  std::string got;
+  while (got.size() < sent.size()) {
+    bool done = false;
+    p.StartRead(room, sizeof room, &got, &done, Drained);
+    p.RunUntil(done);
+    if (!done) break;
+  }
+  writer.join();
+  ASSERT_EQ(got.size(), sent.size());
+  EXPECT_TRUE(got == sent) << "the bytes came out of order";
+}
+
+}  // namespace
+}  // namespace sundial::server
