@@ -27,7 +27,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 // A connected loopback pair: `server` is read with the buffers under test, `peer` writes
-// (blocking) from the test's thread or its own.
+// (blocking) from the test's thread or its own. Reads go into `room` and append to `got`.
 struct Pair {
   asio::io_context io;
   // Keeps run_one_for waiting for the reactor when no handler is ready (without it, a loop
@@ -35,6 +35,10 @@ struct Pair {
   asio::executor_work_guard<asio::io_context::executor_type> busy = asio::make_work_guard(io);
   tcp::socket server{io};
   tcp::socket peer{io};
+  char room[64];
+  std::string got;
+  bool done = false;                 // the last read started has completed
+  boost::system::error_code result;  // its error
 
   Pair() {
     tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
@@ -52,25 +56,47 @@ struct Pair {
     while (server.available() < before + bytes.size()) std::this_thread::yield();
   }
 
-  // Starts one read of at most `room` bytes; `got` receives them when it completes.
+  // Starts one read into `room` through the buffer `make` wraps it in.
   template <class MakeBuffer>
-  void StartRead(char* room, size_t size, std::string* got, bool* done, MakeBuffer make) {
-    *done = false;
-    server.async_read_some(make(asio::buffer(room, size)),
-                           [room, got, done](boost::system::error_code ec, size_t n) {
-                             ASSERT_FALSE(ec) << ec.message();
-                             got->append(room, n);
-                             *done = true;
+  void StartRead(MakeBuffer make) {
+    done = false;
+    server.async_read_some(make(asio::buffer(room)),
+                           [this](boost::system::error_code ec, size_t n) {
+                             result = ec;
+                             got.append(room, n);
+                             done = true;
                            });
   }
 
-  // Runs the loop until `done` (a bound for a failing test, not a timing assumption).
-  void RunUntil(const bool& done) {
+  // Runs the loop until the read completes (a bound for a failing test, not a timing
+  // assumption).
+  void RunUntilRead() {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (!done && std::chrono::steady_clock::now() < give_up) {
       io.run_one_for(std::chrono::milliseconds(100));
     }
     ASSERT_TRUE(done) << "the read never completed";
+  }
+
+  template <class MakeBuffer>
+  void Read(MakeBuffer make) {
+    StartRead(make);
+    RunUntilRead();
+  }
+
+  // Reads "a" (the read starts first, so the reactor performs it), then "b", which is sent
+  // before the second read starts; returns what the socket still held right after that read
+  // started: 0 when it tried its recv at once.
+  template <class MakeBuffer>
+  size_t ReadAThenB(MakeBuffer make) {
+    StartRead(make);
+    Send("a");
+    RunUntilRead();
+    Send("b");
+    StartRead(make);
+    const size_t left = server.available();
+    RunUntilRead();
+    return left;
   }
 };
 
@@ -79,122 +105,16 @@ auto Plain = [](asio::mutable_buffer b) { return b; };
 
 TEST(DrainedRead, AfterAShortReadTheNextReadWaitsForEpollAndStillGetsTheBytes) {
   Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Drained);  // the reactor performs it
-  p.Send("a");
-  p.RunUntil(done);
-  ASSERT_EQ(got, "a");
-
-  p.Send("b");  // arrives after the short read, before the next read starts
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  EXPECT_EQ(p.server.available(), 1u) << "the read after a short one tried its recv at once";
-  EXPECT_FALSE(done);
-  p.RunUntil(done);
-  EXPECT_EQ(got, "ab") << "the edge of a byte that came between the reads woke the read";
-  EXPECT_EQ(p.server.available(), 0u);
+  EXPECT_EQ(p.ReadAThenB(Drained), 1u) << "the read after a short one tried its recv at once";
+  EXPECT_EQ(p.got, "ab") << "the edge of a byte that came between the reads woke the read";
 }
 
 // Why the buffer exists: Asio's own tries every read's recv at once (and finds the socket of a
 // client waiting for its reply empty).
 TEST(DrainedRead, AsiosOwnBufferTriesTheRecvAtOnceAfterAShortRead) {
   Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Plain);
-  p.Send("a");
-  p.RunUntil(done);
-  p.Send("b");
-  p.StartRead(room, sizeof room, &got, &done, Plain);
-  EXPECT_EQ(p.server.available(), 0u);
-  p.RunUntil(done);
-  EXPECT_EQ(got, "ab");
-}
-
-TEST(DrainedRead, AReadThatFilledItsBufferLeavesTheNextOneToTryAtOnce) {
-  Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  const std::string hundred(100, 'x');
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  p.Send(hundred);
-  p.RunUntil(done);
-  ASSERT_EQ(got.size(), 64u);
-  ASSERT_EQ(p.server.available(), 36u);
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  EXPECT_EQ(p.server.available(), 0u)
-      << "a full read may have left bytes and raises no new edge: the next one tries at once";
-  p.RunUntil(done);
-  EXPECT_EQ(got, hundred);
-}
-
-TEST(DrainedRead, EndOfStreamAfterAShortReadIsSeen) {
-  Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  p.Send("a");
-  p.RunUntil(done);
-  p.peer.shutdown(tcp::socket::shutdown_send);
-  boost::system::error_code result;
-  bool ended = false;
-  p.server.async_read_some(DrainedReadBuffer{asio::buffer(room)},
-                           [&](boost::system::error_code ec, size_t) {
-                             result = ec;
-                             ended = true;
-                           });
-  p.RunUntil(ended);
-  EXPECT_EQ(result, asio::error::eof);
-}
-
-// A FIN that came with the last bytes raised its edge before the read that took the bytes: that
-// read must not say drained, or the end is never seen (the connection would stay open forever).
-TEST(DrainedRead, EndOfStreamQueuedBehindTheBytesReadIsSeen) {
-  Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  asio::write(p.peer, asio::buffer(std::string("half a frame")));
-  p.peer.shutdown(tcp::socket::shutdown_send);
-  // Both wait in the queue before the loop runs the read.
-  while (p.server.available() < 12) std::this_thread::yield();
-  p.RunUntil(done);
-  ASSERT_EQ(got, "half a frame");
-  boost::system::error_code result;
-  bool ended = false;
-  p.server.async_read_some(DrainedReadBuffer{asio::buffer(room)},
-                           [&](boost::system::error_code ec, size_t) {
-                             result = ec;
-                             ended = true;
-                           });
-  p.RunUntil(ended);
-  EXPECT_EQ(result, asio::error::eof);
-}
-
-// A reset that came with the last bytes is not a FIN: the count after the read is 0, the read
-// says drained, and no edge follows, so the next read would wait (until a write fails or the
-// idle timeout). What FramedSession::CheckPeer does when that matters — a peek — sees it.
-TEST(DrainedRead, AResetQueuedBehindTheBytesReadIsSeenByAPeek) {
-  Pair p;
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  asio::write(p.peer, asio::buffer(std::string("bytes")));
-  while (p.server.available() < 5) std::this_thread::yield();
-  p.peer.set_option(asio::socket_base::linger(true, 0));  // its close sends a reset
-  p.peer.close();
-  p.RunUntil(done);
-  EXPECT_EQ(got, "bytes");
-  char byte;
-  errno = 0;
-  EXPECT_EQ(::recv(p.server.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), -1);
-  EXPECT_EQ(errno, ECONNRESET);
+  EXPECT_EQ(p.ReadAThenB(Plain), 0u);
+  EXPECT_EQ(p.got, "ab");
 }
 
 // A socket that reports no count (TCP_INQ off) is never said drained: Asio's behaviour.
@@ -202,17 +122,66 @@ TEST(DrainedRead, WithoutTheCountEveryReadTriesAtOnce) {
   Pair p;
   const int off = 0;
   ASSERT_EQ(::setsockopt(p.server.native_handle(), IPPROTO_TCP, TCP_INQ, &off, sizeof off), 0);
-  char room[64];
-  std::string got;
-  bool done = false;
-  p.StartRead(room, sizeof room, &got, &done, Drained);
+  EXPECT_EQ(p.ReadAThenB(Drained), 0u);
+  EXPECT_EQ(p.got, "ab");
+}
+
+TEST(DrainedRead, AReadThatFilledItsBufferLeavesTheNextOneToTryAtOnce) {
+  Pair p;
+  const std::string hundred(100, 'x');
+  p.StartRead(Drained);
+  p.Send(hundred);
+  p.RunUntilRead();
+  ASSERT_EQ(p.got.size(), 64u);
+  ASSERT_EQ(p.server.available(), 36u);
+  p.StartRead(Drained);
+  EXPECT_EQ(p.server.available(), 0u)
+      << "a full read may have left bytes and raises no new edge: the next one tries at once";
+  p.RunUntilRead();
+  EXPECT_EQ(p.got, hundred);
+}
+
+TEST(DrainedRead, EndOfStreamAfterAShortReadIsSeen) {
+  Pair p;
+  p.StartRead(Drained);
   p.Send("a");
-  p.RunUntil(done);
-  p.Send("b");
-  p.StartRead(room, sizeof room, &got, &done, Drained);
-  EXPECT_EQ(p.server.available(), 0u);
-  p.RunUntil(done);
-  EXPECT_EQ(got, "ab");
+  p.RunUntilRead();
+  p.peer.shutdown(tcp::socket::shutdown_send);
+  p.Read(Drained);
+  EXPECT_EQ(p.result, asio::error::eof);
+}
+
+// A FIN that came with the last bytes raised its edge before the read that took the bytes: that
+// read must not say drained, or the end is never seen (the connection would stay open forever).
+TEST(DrainedRead, EndOfStreamQueuedBehindTheBytesReadIsSeen) {
+  Pair p;
+  p.StartRead(Drained);
+  asio::write(p.peer, asio::buffer(std::string("half a frame")));
+  p.peer.shutdown(tcp::socket::shutdown_send);
+  // Both wait in the queue before the loop runs the read.
+  while (p.server.available() < 12) std::this_thread::yield();
+  p.RunUntilRead();
+  ASSERT_EQ(p.got, "half a frame");
+  p.Read(Drained);
+  EXPECT_EQ(p.result, asio::error::eof);
+}
+
+// A reset that came with the last bytes is not a FIN: the count after the read is 0, the read
+// says drained, and no edge follows, so the next read would wait (until a write fails or the
+// idle timeout). What FramedSession::CheckPeer does when that matters — a peek — sees it.
+TEST(DrainedRead, AResetQueuedBehindTheBytesReadIsSeenByAPeek) {
+  Pair p;
+  p.StartRead(Drained);
+  asio::write(p.peer, asio::buffer(std::string("bytes")));
+  while (p.server.available() < 5) std::this_thread::yield();
+  p.peer.set_option(asio::socket_base::linger(true, 0));  // its close sends a reset
+  p.peer.close();
+  p.RunUntilRead();
+  EXPECT_EQ(p.got, "bytes");
+  char byte;
+  errno = 0;
+  EXPECT_EQ(::recv(p.server.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, ECONNRESET);
 }
 
 // The edge-triggered registration the buffer relies on, raced: a writer thread sends pieces at
@@ -234,17 +203,14 @@ TEST(DrainedRead, BytesSentAtAnyMomentAreAllRead) {
       if (rng() % 4 == 0) std::this_thread::yield();
     }
   });
-  char room[64];
-  std::string got;
-  while (got.size() < sent.size()) {
-    bool done = false;
-    p.StartRead(room, sizeof room, &got, &done, Drained);
-    p.RunUntil(done);
-    if (!done) break;
+  while (p.got.size() < sent.size() && !p.result) {
+    p.Read(Drained);
+    if (!p.done) break;
   }
   writer.join();
-  ASSERT_EQ(got.size(), sent.size());
-  EXPECT_TRUE(got == sent) << "the bytes came out of order";
+  EXPECT_FALSE(p.result) << p.result.message();
+  ASSERT_EQ(p.got.size(), sent.size());
+  EXPECT_TRUE(p.got == sent) << "the bytes came out of order";
 }
 
 }  // namespace
