@@ -16,6 +16,8 @@
 // stays unread and raises no new edge: the connection would never see its end), but the
 // kernel's own count after the read, TCP_CM_INQ, which is 0 only when no byte is left and no
 // FIN came (tcp_inq_hint: "after receiving a FIN, tell the user-space to continue reading").
+// A reset queued behind the bytes read is not in the count: a reply's write finds it, and
+// FramedSession::CheckPeer peeks for it where no reply is coming soon.
 // A socket without TCP_INQ (the setsockopt failed) sends no count and is never said drained:
 // Asio's behaviour. Measured in docs/BENCHMARKS.md ("The empty read").
 //
