@@ -156,10 +156,8 @@ TEST(DrainedRead, EndOfStreamAfterAShortReadIsSeen) {
 TEST(DrainedRead, EndOfStreamQueuedBehindTheBytesReadIsSeen) {
   Pair p;
   p.StartRead(Drained);
-  asio::write(p.peer, asio::buffer(std::string("half a frame")));
-  p.peer.shutdown(tcp::socket::shutdown_send);
-  // Both wait in the queue before the loop runs the read.
-  while (p.server.available() < 12) std::this_thread::yield();
+  p.Send("half a frame");
+  p.peer.shutdown(tcp::socket::shutdown_send);  // both wait in the queue before the read runs
   p.RunUntilRead();
   ASSERT_EQ(p.got, "half a frame");
   p.Read(Drained);
@@ -172,8 +170,7 @@ TEST(DrainedRead, EndOfStreamQueuedBehindTheBytesReadIsSeen) {
 TEST(DrainedRead, AResetQueuedBehindTheBytesReadIsSeenByAPeek) {
   Pair p;
   p.StartRead(Drained);
-  asio::write(p.peer, asio::buffer(std::string("bytes")));
-  while (p.server.available() < 5) std::this_thread::yield();
+  p.Send("bytes");
   p.peer.set_option(asio::socket_base::linger(true, 0));  // its close sends a reset
   p.peer.close();
   p.RunUntilRead();
