@@ -8,6 +8,7 @@ packages=(
   libboost1.81-dev libboost-json1.81-dev libflatbuffers-dev flatbuffers-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev librapidcheck-dev
   libcli11-dev libfmt-dev libspdlog-dev libhiredis-dev
+  liburing-dev  # bench/transport_floor.cc: the transport's floor over io_uring (docs/BENCHMARKS.md)
   libhowardhinnant-date-dev tzdata  # cron schedules' time zones (engine/cron.cc): the tz database
   libssl-dev openssl  # TLS (server/tls.h, the clients); tests/e2e/tls_test.cc makes certificates with openssl
   python3-flatbuffers python3-pytest  # the Python client (clients/python) and its tests
