@@ -132,6 +132,21 @@ struct GroupCommitLog::Impl {
   // REQUIRES: `writing` false. Takes the writer role, writes everything pending, gives the role
   // back; mu is released while writing and held again on return.
   void WritePending() REQUIRES(mu);
+  // Under kAlways a committer that does not block leaves the write of its records to the sync
+  // thread, which writes what is pending and then syncs it: one write per group, where each io
+  // thread's round wrote its own (docs/server.md, "Who writes the log"). Not under a replica
+  // bound: a synchronous standby is sent records once they are written, and must get a group
+  // while the sync before it runs, not after.
+  bool SyncThreadWrites() const REQUIRES(mu) {
+    return options.policy == FsyncPolicy::kAlways && !replica_bound.has_value();
+  }
+  // The writer role was given back: pending records a registered committer left to the sync
+  // thread may have waited for it (the sync thread does not wait for the role).
+  void NudgeSyncThread() REQUIRES(mu) {
+    if (options.policy == FsyncPolicy::kAlways && head != nullptr && !pending.empty()) {
+      sync_cv.Signal();
+    }
+  }
   // Makes everything written so far durable with one fdatasync on this thread; mu is released
   // during it.
   void SyncNow() REQUIRES(mu);
@@ -160,6 +175,7 @@ struct GroupCommitLog::Impl {
     mu.Lock();
     writing = false;
     writer_cv.SignalAll();
+    NudgeSyncThread();
     if (!s.ok()) Fail(s);
     return s;
   }
@@ -401,6 +417,7 @@ void GroupCommitLog::Impl::WritePending() {
   mu.Lock();
   writing = false;
   writer_cv.SignalAll();
+  NudgeSyncThread();
   if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
@@ -479,7 +496,17 @@ void GroupCommitLog::Impl::RunSyncThread() {
       continue;
     }
     // Under kAlways it syncs only when asked (a committer registered): a lone committer syncs
-    // on its own thread, and the thread stays asleep.
+    // on its own thread, and the thread stays asleep. What a registered committer left
+    // unwritten (SyncThreadWrites) is written first, with everything else pending.
+    if (options.policy == FsyncPolicy::kAlways && head != nullptr && !pending.empty() && !writing &&
+        !closed) {
+      WritePending();
+      // Then its sync, before any further write: appends that keep coming must not hold it off.
+      if (failure.ok() && !sync_stop && synced_end < written_end && syncing_end < written_end) {
+        SyncNow();
+      }
+      continue;
+    }
     const bool unsynced = synced_end < written_end && !closed;
     const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
     if (!unsynced || !wanted || syncing_end >= written_end) {
@@ -518,7 +545,7 @@ Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may
     }
     if (end > next_lsn) return Unavailable(kNeverAppended);
     if (closed) return Unavailable(kClosed);
-    if (written_end < end) {
+    if (written_end < end && (may_block || self == nullptr || !SyncThreadWrites())) {
       // Not written yet: write everything pending (ours and others'), or wait for the write in
       // progress (short), which may not cover ours.
       if (writing) {
@@ -528,7 +555,8 @@ Status GroupCommitLog::Impl::CommitUntil(Committer* self, uint64_t end, bool may
       }
       continue;
     }
-    // Written; under kAlways it needs an fdatasync.
+    // Written, or left for the sync thread to write (SyncThreadWrites); under kAlways it needs
+    // an fdatasync.
     if (syncing_end >= end) {
       // A sync in flight covers it: wait for that one rather than start another.
       if (may_block) {

@@ -3,15 +3,19 @@
 // reorder), and gets the next LSN. Appending never does I/O; Commit does.
 //
 // Group commit without a log thread in the request path (LevelDB's DBImpl::Write is the
-// model): the thread that commits writes every record appended so far — its own and other
-// threads' — with one write, so records appended while a write is in progress form the next
-// group. What remains is the fdatasync under kAlways, and who waits for it:
+// model): a write takes every record appended so far — its own and other threads' — so
+// records appended while a write is in progress form the next group. Who writes, who syncs
+// under kAlways, and who waits:
 // - a committer whose thread has nothing else to do (a single client's io thread, a blocking
-//   caller) syncs itself and returns durable: no hand-off at all;
-// - a committer whose thread has other connections to serve registers and returns at once; the
-//   sync thread fdatasyncs back to back while anything written is unsynced, and after each
-//   sync wakes, once, every registered committer it made durable. Its sync overlaps the
-//   requests that form the next group.
+//   caller) writes, syncs itself and returns durable: no hand-off at all;
+// - a committer whose thread has other connections to serve registers and returns at once,
+//   leaving its records' write to the sync thread, which writes whatever is pending and
+//   fdatasyncs it, back to back while a registered committer waits, and after each sync wakes,
+//   once, every registered committer it made durable: one write per group, and no io thread
+//   waits for another's write. Its sync overlaps the requests that form the next group. Under
+//   a replica bound such a committer writes before it registers: a standby is sent what is
+//   written, and gets a group while the sync before it runs.
+// Under kInterval and kNever every committer writes (its reply waits for the write alone).
 // A sync in flight that already covers a committer's records is never repeated: a blocking
 // committer waits for it.
 //

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,6 +39,19 @@ class ObservedFileSystem final : public ForwardingFileSystem {
     std::lock_guard lock(mu_);
     return syncs_;
   }
+  // Appends (writes) made by `thread` since the file system was made.
+  int appends_on(std::thread::id thread) {
+    std::lock_guard lock(mu_);
+    int n = 0;
+    for (std::thread::id t : append_threads_) n += t == thread;
+    return n;
+  }
+  int appends() {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(append_threads_.size());
+  }
+  // Called after every Append, on the writing thread (set before the log writes).
+  void SetAfterAppend(std::function<void()> f) { after_append_ = std::move(f); }
   size_t largest_append() {
     std::lock_guard lock(mu_);
     return largest_append_;
@@ -86,8 +100,11 @@ class ObservedFileSystem final : public ForwardingFileSystem {
       {
         std::lock_guard lock(fs_->mu_);
         fs_->largest_append_ = std::max(fs_->largest_append_, data.size());
+        fs_->append_threads_.push_back(std::this_thread::get_id());
       }
-      return base_->Append(data);
+      Status s = base_->Append(data);
+      if (fs_->after_append_) fs_->after_append_();
+      return s;
     }
     Status Flush() override { return base_->Flush(); }
     Status Sync() override {
@@ -116,6 +133,8 @@ class ObservedFileSystem final : public ForwardingFileSystem {
   std::condition_variable cv_;
   int syncs_ = 0;  // GUARDED_BY(mu_)
   size_t largest_append_ = 0;
+  std::vector<std::thread::id> append_threads_;  // of every Append, in order
+  std::function<void()> after_append_;
   bool gate_open_ = true;
   int let_through_ = 0;
 };
@@ -336,6 +355,71 @@ TEST_F(GatedLogTest, ACommitThatMayNotBlockIsWokenOnceTheSyncThreadMadeItDurable
   EXPECT_EQ(stats.inline_syncs, 0u);
   EXPECT_EQ(stats.wakes, 1u);
   EXPECT_TRUE(log->Close().ok());
+}
+
+// Its records are written by the sync thread, with whatever else is pending, just before it
+// syncs them: one write per group rather than one per io thread's round.
+TEST_F(GatedLogTest, ACommitThatMayNotBlockLeavesTheWriteToTheSyncThread) {
+  const std::thread::id me = std::this_thread::get_id();
+  const int opened = observed.appends_on(me);  // the segment's header, written by Open
+  observed.CloseSyncGate();
+  std::thread other([&] { Append(log.get(), MakeEffect(2, 0)); });
+  other.join();
+  Append(log.get(), MakeEffect(1, 0));
+  const uint64_t end = log->EndLsnOfThisThread();
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/false).ok());
+  EXPECT_EQ(observed.appends_on(me), opened) << "the committer wrote nothing";
+  ASSERT_TRUE(observed.WaitForSyncsStarted(1));  // the sync thread's sync, after its write
+  EXPECT_EQ(log->WrittenEnd(), 2u) << "both records, in one write";
+  EXPECT_EQ(log->stats().writes, 1u);
+  EXPECT_EQ(observed.appends(), opened + 1);
+  EXPECT_EQ(log->DurableEnd(), 0u);
+  observed.OpenSyncGate();
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), end);
+  EXPECT_EQ(log->stats().syncs, 1u);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+// A synchronous standby is sent what is written: under a replica bound the committer writes
+// its records itself, at once, so that they are on their way while the sync before them runs.
+TEST_F(GatedLogTest, UnderAReplicaBoundACommitThatMayNotBlockWritesAtOnce) {
+  const std::thread::id me = std::this_thread::get_id();
+  log->SetReplicaBound(0);
+  const int opened = observed.appends_on(me);
+  observed.CloseSyncGate();
+  Append(log.get(), MakeEffect(1, 0));
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, 1, /*may_block=*/false).ok());
+  EXPECT_EQ(observed.appends_on(me), opened + 1);
+  EXPECT_EQ(log->WrittenEnd(), 1u) << "written before Commit returned";
+  observed.OpenSyncGate();
+  log->SetReplicaBound(1);
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->DurableEnd(), 1u);
+  EXPECT_TRUE(log->Close().ok());
+}
+
+// Appends that keep coming do not hold off the sync: after a write the sync thread syncs before
+// it writes again. Here every write brings a new record with it (appended from inside the
+// file's Append), so a sync thread that wrote whatever was pending first would write five
+// times before the committer's first sync.
+TEST_F(GatedLogTest, TheSyncThreadSyncsAfterEachWriteWhileAppendsKeepComing) {
+  std::atomic<int> more{5};
+  observed.SetAfterAppend([&] {
+    if (more.fetch_sub(1) > 0) Append(log.get(), MakeEffect(3, static_cast<uint64_t>(more.load())));
+  });
+  Append(log.get(), MakeEffect(1, 0));
+  const uint64_t end = log->EndLsnOfThisThread();
+  const uint64_t writes_before = log->stats().writes;
+  TestCommitter committer(log.get());
+  ASSERT_TRUE(log->Commit(&committer, end, /*may_block=*/false).ok());
+  ASSERT_TRUE(committer.WaitForWakes(1));
+  EXPECT_EQ(log->stats().writes, writes_before + 1) << "one write, then its sync";
+  EXPECT_GE(log->DurableEnd(), end);
+  EXPECT_TRUE(log->Close().ok());
+  observed.SetAfterAppend(nullptr);
 }
 
 // A sync in flight that covers a committer's records is waited for, never repeated: by a
