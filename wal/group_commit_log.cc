@@ -140,10 +140,12 @@ struct GroupCommitLog::Impl {
   bool SyncThreadWrites() const REQUIRES(mu) {
     return options.policy == FsyncPolicy::kAlways && !replica_bound.has_value();
   }
-  // The writer role was given back: pending records a registered committer left to the sync
-  // thread may have waited for it (the sync thread does not wait for the role).
+  // The writer role was given back: a registered committer's records, pending or written by
+  // this writer, may be waiting for the sync thread, which does not wait for the role (it
+  // sleeps when it finds the role taken and nothing of its own to sync).
   void NudgeSyncThread() REQUIRES(mu) {
-    if (options.policy == FsyncPolicy::kAlways && head != nullptr && !pending.empty()) {
+    if (options.policy == FsyncPolicy::kAlways && head != nullptr &&
+        (!pending.empty() || synced_end < written_end)) {
       sync_cv.Signal();
     }
   }
@@ -417,10 +419,10 @@ void GroupCommitLog::Impl::WritePending() {
   mu.Lock();
   writing = false;
   writer_cv.SignalAll();
-  NudgeSyncThread();
   if (!s.ok()) return Fail(s);
   if (!failure.ok()) return;  // a sync failed meanwhile
   written_end = writer_written_end;
+  NudgeSyncThread();
   written_end_atomic.store(written_end, std::memory_order_release);
   // The writer role was just given back under mu: its segment fields match written_end.
   written_position = {written_end, segment_number, segment_bytes};
