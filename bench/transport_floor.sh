@@ -56,16 +56,15 @@ trap cleanup EXIT
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sundial-transport-floor.XXXXXX")
 : >"$WORK/results.jsonl"
 
-# start SERVER MODE PORT: the server in the background, serving PORT; its PID in $!.
+# start SERVER MODE PORT HTTP_PORT: the server in the background, serving PORT (sundiald's
+# HTTP on HTTP_PORT); its PID in $!.
 start() {
-  local server=$1 mode=$2 port=$3 fsync=always appendfsync=always
+  local server=$1 mode=$2 port=$3 http=$4 fsync=always appendfsync=always
   [[ $mode == relaxed ]] && fsync=interval:1000 appendfsync=everysec
   rm -rf "$WORK/data" && mkdir -p "$WORK/data"
   case $server in
     floor-*) spawn "$WORK/server.log" "$FLOOR" "${server#floor-}" "$mode" "$port" "$WORK/data/log" ;;
     sundiald)
-      local http
-      read -r http <<<"$(free_ports 1)"
       spawn "$WORK/server.log" "$SUNDIALD" --data-dir "$WORK/data" --port "$port" \
         --http-port "$http" --fsync="$fsync" ;;
     redis)
@@ -80,8 +79,9 @@ for ((round = 1; round <= rounds; round++)); do
     for server in $servers; do
       # uring-inline differs from uring only in how the log is synced.
       [[ $server == floor-uring-inline && $mode == relaxed ]] && continue
-      read -r port <<<"$(free_ports 1)"
-      start "$server" "$mode" "$port"
+      # Both from one call: two calls could each be handed the same free port.
+      read -r port http <<<"$(free_ports 2)"
+      start "$server" "$mode" "$port" "$http"
       pid=$!
       wait_until "$server" "$pid" "$WORK/server.log" 60 port_open "$port"
       scheme=sundial
