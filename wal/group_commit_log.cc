@@ -499,15 +499,13 @@ void GroupCommitLog::Impl::RunSyncThread() {
     }
     // Under kAlways it syncs only when asked (a committer registered): a lone committer syncs
     // on its own thread, and the thread stays asleep. What a registered committer left
-    // unwritten (SyncThreadWrites) is written first, with everything else pending.
+    // unwritten (SyncThreadWrites) is written first, with everything else pending, and then
+    // synced below before this thread writes again: appends that keep coming must not hold
+    // the sync off.
     if (options.policy == FsyncPolicy::kAlways && head != nullptr && !pending.empty() && !writing &&
         !closed) {
       WritePending();
-      // Then its sync, before any further write: appends that keep coming must not hold it off.
-      if (failure.ok() && !sync_stop && synced_end < written_end && syncing_end < written_end) {
-        SyncNow();
-      }
-      continue;
+      if (!failure.ok() || sync_stop) continue;
     }
     const bool unsynced = synced_end < written_end && !closed;
     const bool wanted = options.policy == FsyncPolicy::kInterval || head != nullptr;
